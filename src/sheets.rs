@@ -1,0 +1,201 @@
+//! The port through which sheetq reaches a spreadsheet: the [`Sheets`] trait, the plain
+//! value types it speaks, and the classification of its errors.
+//!
+//! The daemon, `init`, `check` and the CLI only ever see this trait. The Google
+//! implementation (`google-sheets4` over HTTP, which is also how the emulator is reached) and
+//! decorators such as dry-run live behind it, so nothing else in the crate names a
+//! `google-sheets4` type.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// One cell value as the API returns it with `valueRenderOption=UNFORMATTED_VALUE`:
+/// a string, a number (dates are serial numbers), a boolean, or null for an empty cell.
+pub type Cell = serde_json::Value;
+
+/// A range and its values, row-major. Trailing empty rows and cells are omitted by the API,
+/// so a row may be shorter than the range is wide.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ValueRange {
+    /// A1 notation, e.g. `'_ジョブキュー'!A1:P`.
+    pub range: String,
+    pub values: Vec<Vec<Cell>>,
+}
+
+impl ValueRange {
+    pub fn new(range: impl Into<String>, values: Vec<Vec<Cell>>) -> Self {
+        Self {
+            range: range.into(),
+            values,
+        }
+    }
+}
+
+/// What sheetq needs to know of a spreadsheet.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SpreadsheetMeta {
+    pub spreadsheet_id: String,
+    /// IANA zone of the spreadsheet (`properties.timeZone`), e.g. `Asia/Tokyo`. Date serials
+    /// in cells are wall-clock times in this zone.
+    pub time_zone: String,
+    pub sheets: Vec<SheetMeta>,
+}
+
+impl SpreadsheetMeta {
+    pub fn sheet(&self, title: &str) -> Option<&SheetMeta> {
+        self.sheets.iter().find(|s| s.title == title)
+    }
+}
+
+/// One sheet (tab) of a spreadsheet.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SheetMeta {
+    pub sheet_id: i32,
+    pub title: String,
+    pub index: i32,
+    pub hidden: bool,
+    pub row_count: i32,
+    pub column_count: i32,
+}
+
+/// A block of cells in grid coordinates: zero-based, half-open, as the API's `GridRange`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GridRange {
+    pub sheet_id: i32,
+    pub start_row: u32,
+    pub end_row: u32,
+    pub start_col: u32,
+    pub end_col: u32,
+}
+
+impl GridRange {
+    /// The single cell at zero-based `row`, `col`.
+    pub fn cell(sheet_id: i32, row: u32, col: u32) -> Self {
+        Self {
+            sheet_id,
+            start_row: row,
+            end_row: row + 1,
+            start_col: col,
+            end_col: col + 1,
+        }
+    }
+}
+
+/// The `spreadsheets.batchUpdate` requests sheetq sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// A compare-and-swap on the cells of `range`: every cell whose whole, case-sensitive
+    /// text equals `find` becomes `replacement` (`matchEntireCell`, `matchCase`, no regex).
+    CompareAndSwap {
+        range: GridRange,
+        find: String,
+        replacement: String,
+    },
+    /// Write string values into a block (as `updateCells` with `userEnteredValue`), RAW.
+    UpdateCells {
+        range: GridRange,
+        rows: Vec<Vec<Cell>>,
+    },
+    /// Add a sheet with the given title at the end, optionally hidden.
+    AddSheet {
+        title: String,
+        hidden: bool,
+        row_count: i32,
+        column_count: i32,
+    },
+}
+
+/// The reply to one [`Request`], in request order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    /// How many cells the compare-and-swap changed (`occurrencesChanged`).
+    CompareAndSwap { changed: u32 },
+    AddSheet { sheet: SheetMeta },
+    Empty,
+}
+
+/// A `spreadsheets.batchUpdate`: applied atomically, requests in order. `response_ranges`
+/// are read back after the requests applied, in the same call.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BatchUpdate {
+    pub requests: Vec<Request>,
+    pub response_ranges: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BatchUpdateReply {
+    pub replies: Vec<Reply>,
+    /// Values of `response_ranges`, in the order they were asked for.
+    pub ranges: Vec<ValueRange>,
+}
+
+/// The reply of an append: where the rows landed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AppendReply {
+    /// `updates.updatedRange`, e.g. `'_ジョブキュー'!A12:P12`.
+    pub updated_range: String,
+}
+
+/// How a failed call should be treated; decided once, where the reply is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 429, 5xx, timeout, dropped connection: try again later.
+    Retryable,
+    /// 400: the request itself is wrong; retrying cannot help.
+    InvalidArgument,
+    /// 401/403: credentials or sharing are wrong.
+    Permission,
+    /// 404: spreadsheet (or sheet) does not exist.
+    NotFound,
+    /// Anything else that is not worth retrying.
+    Fatal,
+}
+
+/// A failed call to the spreadsheet.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{method}: {message}")]
+pub struct SheetsError {
+    pub kind: ErrorKind,
+    /// The API method, e.g. `values.batchGet`.
+    pub method: &'static str,
+    /// Google's message (or the transport's), with the fix where one is known.
+    pub message: String,
+}
+
+impl SheetsError {
+    pub fn new(kind: ErrorKind, method: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            method,
+            message: message.into(),
+        }
+    }
+
+    pub fn is_retryable(&self) -> bool {
+        self.kind == ErrorKind::Retryable
+    }
+}
+
+/// The spreadsheet, as the rest of sheetq sees it.
+///
+/// Reads always use `valueRenderOption=UNFORMATTED_VALUE` and
+/// `dateTimeRenderOption=SERIAL_NUMBER`; writes always use `valueInputOption=RAW`, so text
+/// from a command or a person never becomes a formula.
+#[async_trait]
+pub trait Sheets: Send + Sync {
+    /// `spreadsheets.get` without grid data: time zone and sheets.
+    async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError>;
+
+    /// `values.batchGet`: several ranges in one call, in the order given.
+    async fn read(&self, ranges: &[String]) -> Result<Vec<ValueRange>, SheetsError>;
+
+    /// `values.batchUpdate`: several ranges in one call, RAW.
+    async fn write(&self, data: &[ValueRange]) -> Result<(), SheetsError>;
+
+    /// `spreadsheets.batchUpdate`, atomic, with the values of `response_ranges` read back.
+    async fn batch_update(&self, batch: &BatchUpdate) -> Result<BatchUpdateReply, SheetsError>;
+
+    /// `values.append` with `insertDataOption=INSERT_ROWS` (never OVERWRITE, which can clobber
+    /// a row another writer appended at the same moment), RAW.
+    async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError>;
+}
