@@ -4,7 +4,14 @@
 //!
 //! # Layout
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
+//! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
+//!   counts) as pure functions over a queue snapshot.
+//! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
+//! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
 
 pub mod a1;
+pub mod claim;
+pub mod config;
+pub mod queue;
 pub mod sheets;

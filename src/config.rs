@@ -1,0 +1,494 @@
+//! `sheetq.toml`: the raw file as serde reads it, and the validated [`Config`] the rest of the
+//! crate uses (durations parsed, defaults filled, every problem reported at once).
+//!
+//! The keys of DESIGN §9 are fixed; everything else is additive. Every top-level setting can
+//! be overridden by a `SHEETQ_<KEY>` environment variable (e.g. `SHEETQ_SLOTS=4`), applied
+//! before validation so an override is checked like the file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::queue::{HeaderNames, StateWords};
+
+/// Google's endpoint; the trailing `/` matters to the client.
+pub const GOOGLE_API_BASE_URL: &str = "https://sheets.googleapis.com/";
+
+/// How queue rows come into being.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Intake {
+    /// An Apps Script intake appends queue rows; the daemon only runs them.
+    None,
+    /// The daemon turns ticked ▶ boxes into queue rows itself.
+    Poll,
+}
+
+/// The file as written, before validation. Unknown keys are errors (typos must not be
+/// silently ignored), except under `[commands]`, which its own module validates.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    spreadsheet_id: Option<String>,
+    credentials: Option<PathBuf>,
+    api_base_url: Option<String>,
+    worker_id: Option<String>,
+    slots: Option<i64>,
+    poll_interval: Option<String>,
+    stale_after: Option<String>,
+    dead_after: Option<String>,
+    heartbeat_interval: Option<String>,
+    lease_ttl: Option<String>,
+    shutdown_grace: Option<String>,
+    intake: Option<String>,
+    state_dir: Option<PathBuf>,
+    requests_per_minute: Option<i64>,
+    call_timeout: Option<String>,
+    max_retries: Option<i64>,
+    full_scan_every: Option<i64>,
+    #[serde(default)]
+    queue: RawQueue,
+    #[serde(default)]
+    commands: toml::Table,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQueue {
+    #[serde(default)]
+    headers: Option<HeaderNames>,
+    #[serde(default)]
+    states: Option<StateWords>,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub spreadsheet_id: String,
+    /// Explicit key file; `None` means `GOOGLE_APPLICATION_CREDENTIALS`, then ADC.
+    pub credentials: Option<PathBuf>,
+    pub api_base_url: String,
+    pub worker_id: String,
+    pub slots: usize,
+    pub poll_interval: Duration,
+    pub stale_after: Duration,
+    pub dead_after: Duration,
+    pub heartbeat_interval: Duration,
+    pub lease_ttl: Duration,
+    pub shutdown_grace: Duration,
+    pub intake: Intake,
+    /// Where the durable outbox lives.
+    pub state_dir: PathBuf,
+    pub requests_per_minute: u32,
+    pub call_timeout: Duration,
+    pub max_retries: u32,
+    /// Every n-th poll reads the whole queue instead of the unfinished window.
+    pub full_scan_every: u32,
+    pub headers: HeaderNames,
+    pub states: StateWords,
+    /// The raw `[commands]` table, validated by the command registry.
+    pub commands: toml::Table,
+}
+
+/// Every problem found in a config, each naming the key and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{source_name} has {} problem{}:\n{}", .problems.len(), if .problems.len() == 1 { "" } else { "s" }, .problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigError {
+    /// The file (or `SHEETQ_*` environment) the problems come from.
+    pub source_name: String,
+    pub problems: Vec<String>,
+}
+
+/// Top-level keys that take a `SHEETQ_<KEY>` override, and whether the value is a number.
+const ENV_KEYS: &[(&str, bool)] = &[
+    ("spreadsheet_id", false),
+    ("credentials", false),
+    ("api_base_url", false),
+    ("worker_id", false),
+    ("slots", true),
+    ("poll_interval", false),
+    ("stale_after", false),
+    ("dead_after", false),
+    ("heartbeat_interval", false),
+    ("lease_ttl", false),
+    ("shutdown_grace", false),
+    ("intake", false),
+    ("state_dir", false),
+    ("requests_per_minute", true),
+    ("call_timeout", false),
+    ("max_retries", true),
+    ("full_scan_every", true),
+];
+
+/// The environment variable that overrides `key`.
+pub fn env_var_for(key: &str) -> String {
+    format!("SHEETQ_{}", key.to_ascii_uppercase())
+}
+
+impl Config {
+    /// Reads and validates `path`, applying `SHEETQ_*` overrides from the process
+    /// environment.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            source_name: path.display().to_string(),
+            problems: vec![format!(
+                "cannot read it: {e}; create it from sheetq.example.toml or pass --config FILE"
+            )],
+        })?;
+        let env: BTreeMap<String, String> = std::env::vars().collect();
+        Self::parse(&text, &path.display().to_string(), &env)
+    }
+
+    /// Parses `text` with the overrides found in `env`; `source_name` names it in errors.
+    pub fn parse(
+        text: &str,
+        source_name: &str,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let fail = |problems: Vec<String>| ConfigError {
+            source_name: source_name.to_string(),
+            problems,
+        };
+        let mut table: toml::Table = toml::from_str(text)
+            .map_err(|e| fail(vec![format!("is not valid TOML: {}", e.message().trim())]))?;
+        let mut problems = Vec::new();
+        for (key, numeric) in ENV_KEYS {
+            let var = env_var_for(key);
+            if let Some(value) = env.get(&var) {
+                let value = if *numeric {
+                    match value.trim().parse::<i64>() {
+                        Ok(n) => toml::Value::Integer(n),
+                        Err(_) => {
+                            problems.push(format!("{var}={value:?} must be a whole number"));
+                            continue;
+                        }
+                    }
+                } else {
+                    toml::Value::String(value.clone())
+                };
+                table.insert((*key).to_string(), value);
+            }
+        }
+        let raw: RawConfig = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| fail(vec![describe_serde_error(&e)]))?;
+        let config = Self::validate(raw, &mut problems);
+        match config {
+            Some(c) if problems.is_empty() => Ok(c),
+            _ => Err(fail(problems)),
+        }
+    }
+
+    fn validate(raw: RawConfig, problems: &mut Vec<String>) -> Option<Self> {
+        let mut duration = |key: &str, value: Option<String>, default: Duration| match value {
+            None => default,
+            Some(text) => match humantime::parse_duration(text.trim()) {
+                Ok(d) if !d.is_zero() => d,
+                Ok(_) => {
+                    problems.push(format!("{key} = {text:?} must be longer than zero"));
+                    default
+                }
+                Err(e) => {
+                    problems.push(format!(
+                        "{key} = {text:?} is not a duration ({e}); write it like \"500ms\", \"2s\" or \"15m\""
+                    ));
+                    default
+                }
+            },
+        };
+        let poll_interval = duration("poll_interval", raw.poll_interval, Duration::from_secs(2));
+        let stale_after = duration("stale_after", raw.stale_after, Duration::from_secs(15 * 60));
+        let dead_after = duration("dead_after", raw.dead_after, Duration::from_secs(2 * 60));
+        let heartbeat_interval = duration(
+            "heartbeat_interval",
+            raw.heartbeat_interval,
+            Duration::from_secs(30),
+        );
+        let lease_ttl = duration("lease_ttl", raw.lease_ttl, Duration::from_secs(30));
+        let shutdown_grace = duration(
+            "shutdown_grace",
+            raw.shutdown_grace,
+            Duration::from_secs(30),
+        );
+        let call_timeout = duration("call_timeout", raw.call_timeout, Duration::from_secs(30));
+
+        let spreadsheet_id = match raw.spreadsheet_id.map(|s| s.trim().to_string()) {
+            Some(id) if !id.is_empty() => id,
+            _ => {
+                problems.push(
+                    "spreadsheet_id is required: copy it from the sheet's URL (https://docs.google.com/spreadsheets/d/<spreadsheet_id>/edit)"
+                        .into(),
+                );
+                String::new()
+            }
+        };
+        let mut api_base_url = raw
+            .api_base_url
+            .unwrap_or_else(|| GOOGLE_API_BASE_URL.to_string());
+        if !(api_base_url.starts_with("https://") || api_base_url.starts_with("http://")) {
+            problems.push(format!(
+                "api_base_url = {api_base_url:?} must start with https:// (or http:// for a local emulator)"
+            ));
+        }
+        if !api_base_url.ends_with('/') {
+            api_base_url.push('/');
+        }
+        let mut count =
+            |key: &str, value: Option<i64>, default: u32, min: i64, max: i64| match value {
+                None => default,
+                Some(n) if (min..=max).contains(&n) => n as u32,
+                Some(n) => {
+                    problems.push(format!("{key} = {n} must be between {min} and {max}"));
+                    default
+                }
+            };
+        let slots = count("slots", raw.slots, 2, 1, 64) as usize;
+        let requests_per_minute = count(
+            "requests_per_minute",
+            raw.requests_per_minute,
+            50,
+            1,
+            10_000,
+        );
+        let max_retries = count("max_retries", raw.max_retries, 6, 0, 100);
+        let full_scan_every = count("full_scan_every", raw.full_scan_every, 30, 1, 100_000);
+        let intake = match raw.intake.as_deref().map(str::trim) {
+            None | Some("none") => Intake::None,
+            Some("poll") => Intake::Poll,
+            Some(other) => {
+                problems.push(format!(
+                    "intake = {other:?} must be \"none\" (an Apps Script intake appends queue rows) or \"poll\" (sheetq turns ticked boxes into rows)"
+                ));
+                Intake::None
+            }
+        };
+        let worker_id = match raw.worker_id.map(|w| w.trim().to_string()) {
+            Some(w) if w.is_empty() || w.contains(['/', '#', '|', ' ']) => {
+                problems.push(format!(
+                    "worker_id = {w:?} must be non-empty and free of '/', '#', '|' and spaces (it is written into the ワーカー and lease cells)"
+                ));
+                w
+            }
+            Some(w) => w,
+            None => default_worker_id(),
+        };
+        if stale_after <= poll_interval {
+            problems.push(format!(
+                "stale_after ({}) must be longer than poll_interval ({})",
+                humantime::format_duration(stale_after),
+                humantime::format_duration(poll_interval)
+            ));
+        }
+        if dead_after <= heartbeat_interval * 2 {
+            problems.push(format!(
+                "dead_after ({}) must be more than twice heartbeat_interval ({}), or live daemons would be declared dead",
+                humantime::format_duration(dead_after),
+                humantime::format_duration(heartbeat_interval)
+            ));
+        }
+        let headers = raw.queue.headers.unwrap_or_default();
+        let names = headers.header_row();
+        for (i, name) in names.iter().enumerate() {
+            if name.trim().is_empty() {
+                problems.push(format!("[queue.headers] entry {} is empty", i + 1));
+            } else if names[..i].contains(name) {
+                problems.push(format!(
+                    "[queue.headers] uses \"{name}\" twice; every column needs its own name"
+                ));
+            }
+        }
+        let states = raw.queue.states.unwrap_or_default();
+        let words = [
+            &states.waiting,
+            &states.running,
+            &states.done,
+            &states.error,
+            &states.timeout,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            if w.trim().is_empty() || words[..i].contains(w) {
+                problems.push(format!("[queue.states] \"{w}\" must be non-empty and different from the other state words"));
+            }
+        }
+        let state_dir = raw
+            .state_dir
+            .unwrap_or_else(|| PathBuf::from("sheetq-state"));
+        Some(Self {
+            spreadsheet_id,
+            credentials: raw.credentials,
+            api_base_url,
+            worker_id,
+            slots,
+            poll_interval,
+            stale_after,
+            dead_after,
+            heartbeat_interval,
+            lease_ttl,
+            shutdown_grace,
+            intake,
+            state_dir,
+            requests_per_minute,
+            call_timeout,
+            max_retries,
+            full_scan_every,
+            headers,
+            states,
+            commands: raw.commands,
+        })
+    }
+}
+
+/// Host name plus pid: unique per running daemon, readable in the ワーカー column.
+pub fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "sheetq".to_string());
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{host}-{}", std::process::id())
+}
+
+/// Serde's message, with the key it is about when it names one.
+fn describe_serde_error(e: &toml::de::Error) -> String {
+    let message = e.message().trim().to_string();
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        return format!("unknown setting {rest}; check the spelling against sheetq.example.toml");
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, "sheetq.toml", &BTreeMap::new())
+    }
+
+    #[test]
+    fn the_keys_of_the_design_are_accepted_as_written() {
+        let c = parse(
+            r#"
+spreadsheet_id = "1AbC"
+credentials    = "/etc/sheetq/key.json"
+api_base_url   = "http://127.0.0.1:8787/"
+worker_id      = "vm-1"
+slots          = 2
+poll_interval  = "2s"
+stale_after    = "15m"
+intake         = "none"
+
+[commands.sleep]
+builtin = "sleep"
+
+[commands.report]
+exec    = ["/opt/tools/report", "--target", "{target}"]
+timeout = "10m"
+heavy   = true
+"#,
+        )
+        .expect("the example of DESIGN §9 is valid");
+        assert_eq!(c.spreadsheet_id, "1AbC");
+        assert_eq!(
+            c.credentials.as_deref(),
+            Some(Path::new("/etc/sheetq/key.json"))
+        );
+        assert_eq!(c.api_base_url, "http://127.0.0.1:8787/");
+        assert_eq!(c.worker_id, "vm-1");
+        assert_eq!(c.slots, 2);
+        assert_eq!(c.poll_interval, Duration::from_secs(2));
+        assert_eq!(c.stale_after, Duration::from_secs(900));
+        assert_eq!(c.intake, Intake::None);
+        assert!(c.commands.contains_key("sleep") && c.commands.contains_key("report"));
+    }
+
+    #[test]
+    fn defaults_fill_what_is_missing() {
+        let c = parse("spreadsheet_id = \"x\"\napi_base_url = \"http://127.0.0.1:1\"").unwrap();
+        assert_eq!(
+            c.api_base_url, "http://127.0.0.1:1/",
+            "a trailing / is added"
+        );
+        assert_eq!(c.slots, 2);
+        assert_eq!(c.stale_after, Duration::from_secs(900));
+        assert_eq!(c.headers, HeaderNames::default());
+        assert!(!c.worker_id.is_empty());
+    }
+
+    #[test]
+    fn every_problem_is_listed_at_once() {
+        let err = parse(
+            r#"
+slots = 0
+poll_interval = "soon"
+intake = "push"
+worker_id = "vm 1"
+"#,
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        for expected in [
+            "spreadsheet_id is required",
+            "slots = 0",
+            "poll_interval = \"soon\"",
+            "intake = \"push\"",
+            "worker_id = \"vm 1\"",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+        }
+        assert_eq!(err.problems.len(), 5, "{text}");
+    }
+
+    #[test]
+    fn a_misspelt_key_is_named() {
+        let err = parse("spreadsheet_id = \"x\"\nstale_afer = \"15m\"").unwrap_err();
+        assert!(err.to_string().contains("stale_afer"), "{err}");
+    }
+
+    #[test]
+    fn environment_overrides_win_and_are_validated() {
+        let mut env = BTreeMap::new();
+        env.insert("SHEETQ_SLOTS".to_string(), "4".to_string());
+        env.insert("SHEETQ_SPREADSHEET_ID".to_string(), "from-env".to_string());
+        let c = Config::parse("spreadsheet_id = \"file\"\nslots = 1", "t", &env).unwrap();
+        assert_eq!((c.slots, c.spreadsheet_id.as_str()), (4, "from-env"));
+        env.insert("SHEETQ_SLOTS".to_string(), "many".to_string());
+        let err = Config::parse("spreadsheet_id = \"file\"", "t", &env).unwrap_err();
+        assert!(err.to_string().contains("SHEETQ_SLOTS=\"many\""), "{err}");
+    }
+
+    #[test]
+    fn header_names_and_state_words_can_be_translated() {
+        let c = parse(
+            r#"
+spreadsheet_id = "x"
+[queue.headers]
+state = "Status"
+[queue.states]
+waiting = "queued"
+running = "running"
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.headers.state, "Status");
+        assert_eq!(
+            c.headers.job_id, "jobId",
+            "untouched names keep their default"
+        );
+        assert_eq!(c.states.waiting, "queued");
+        assert_eq!(c.states.done, "完了");
+    }
+}

@@ -1,0 +1,727 @@
+//! The `_ジョブキュー` sheet as data: its header (found by name, never by letter), the state
+//! words, the ワーカー tag, and one [`QueueRow`] per data row.
+//!
+//! Everything here is pure: a snapshot of cells goes in, typed rows and a list of problems
+//! come out. A row that cannot be understood is reported, never guessed at, because a guess
+//! on a shared sheet ends with a job run twice or never.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::Deserialize;
+
+use crate::sheet_time;
+use crate::sheets::Cell;
+
+/// Title of the hidden queue sheet.
+pub const QUEUE_SHEET: &str = "_ジョブキュー";
+
+/// The sixteen columns sheetq knows, in their default order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Column {
+    JobId,
+    ReceivedAt,
+    Requester,
+    PanelSheet,
+    PanelRow,
+    Target,
+    Function,
+    Command,
+    ArgsJson,
+    Flags,
+    State,
+    StartedAt,
+    FinishedAt,
+    ResultUrl,
+    Message,
+    Worker,
+}
+
+impl Column {
+    pub const ALL: [Column; 16] = [
+        Column::JobId,
+        Column::ReceivedAt,
+        Column::Requester,
+        Column::PanelSheet,
+        Column::PanelRow,
+        Column::Target,
+        Column::Function,
+        Column::Command,
+        Column::ArgsJson,
+        Column::Flags,
+        Column::State,
+        Column::StartedAt,
+        Column::FinishedAt,
+        Column::ResultUrl,
+        Column::Message,
+        Column::Worker,
+    ];
+
+    fn slot(self) -> usize {
+        self as usize
+    }
+}
+
+/// Header names of the queue sheet; configurable for sheets in other languages.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HeaderNames {
+    pub job_id: String,
+    pub received_at: String,
+    pub requester: String,
+    pub panel_sheet: String,
+    pub panel_row: String,
+    pub target: String,
+    pub function: String,
+    pub command: String,
+    pub args_json: String,
+    pub flags: String,
+    pub state: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub result_url: String,
+    pub message: String,
+    pub worker: String,
+}
+
+impl Default for HeaderNames {
+    fn default() -> Self {
+        Self {
+            job_id: "jobId".into(),
+            received_at: "受付日時".into(),
+            requester: "依頼者".into(),
+            panel_sheet: "パネルシート名".into(),
+            panel_row: "パネル行".into(),
+            target: "対象ラベル".into(),
+            function: "機能ラベル".into(),
+            command: "command".into(),
+            args_json: "argsJSON".into(),
+            flags: "システムフラグ".into(),
+            state: "状態".into(),
+            started_at: "開始日時".into(),
+            finished_at: "終了日時".into(),
+            result_url: "結果URL".into(),
+            message: "メッセージ".into(),
+            worker: "ワーカー".into(),
+        }
+    }
+}
+
+impl HeaderNames {
+    pub fn name(&self, column: Column) -> &str {
+        match column {
+            Column::JobId => &self.job_id,
+            Column::ReceivedAt => &self.received_at,
+            Column::Requester => &self.requester,
+            Column::PanelSheet => &self.panel_sheet,
+            Column::PanelRow => &self.panel_row,
+            Column::Target => &self.target,
+            Column::Function => &self.function,
+            Column::Command => &self.command,
+            Column::ArgsJson => &self.args_json,
+            Column::Flags => &self.flags,
+            Column::State => &self.state,
+            Column::StartedAt => &self.started_at,
+            Column::FinishedAt => &self.finished_at,
+            Column::ResultUrl => &self.result_url,
+            Column::Message => &self.message,
+            Column::Worker => &self.worker,
+        }
+    }
+
+    /// The header row `sheetq init` writes, in the default order.
+    pub fn header_row(&self) -> Vec<String> {
+        Column::ALL
+            .iter()
+            .map(|c| self.name(*c).to_string())
+            .collect()
+    }
+}
+
+/// The lifecycle of a queue row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    Waiting,
+    Running,
+    Done,
+    Error,
+    Timeout,
+}
+
+/// The words the sheet uses for each [`State`]; configurable, Japanese by default.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateWords {
+    pub waiting: String,
+    pub running: String,
+    pub done: String,
+    pub error: String,
+    pub timeout: String,
+}
+
+impl Default for StateWords {
+    fn default() -> Self {
+        Self {
+            waiting: "待機".into(),
+            running: "実行中".into(),
+            done: "完了".into(),
+            error: "エラー".into(),
+            timeout: "タイムアウト".into(),
+        }
+    }
+}
+
+impl StateWords {
+    pub fn word(&self, state: State) -> &str {
+        match state {
+            State::Waiting => &self.waiting,
+            State::Running => &self.running,
+            State::Done => &self.done,
+            State::Error => &self.error,
+            State::Timeout => &self.timeout,
+        }
+    }
+
+    /// The state a cell's text names; surrounding whitespace is ignored, nothing else is.
+    pub fn parse(&self, text: &str) -> Option<State> {
+        let text = text.trim();
+        [
+            State::Waiting,
+            State::Running,
+            State::Done,
+            State::Error,
+            State::Timeout,
+        ]
+        .into_iter()
+        .find(|s| self.word(*s) == text)
+    }
+}
+
+/// Where each known column sits, found from row 1 by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnMap {
+    index: [u32; 16],
+    width: u32,
+    names: HeaderNames,
+}
+
+/// Why the queue sheet cannot be used as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error(
+        "{} missing from '{sheet}' row 1 (found: {}); add the column (any position) or set its name under [queue.headers] in sheetq.toml",
+        quote_list("column", missing),
+        if found.is_empty() { "nothing".to_string() } else { found.join(", ") }
+    )]
+    MissingHeaders {
+        sheet: String,
+        missing: Vec<String>,
+        found: Vec<String>,
+    },
+    #[error("column \"{name}\" appears twice in '{sheet}' row 1 (columns {first} and {second}); remove one")]
+    DuplicateHeader {
+        sheet: String,
+        name: String,
+        first: String,
+        second: String,
+    },
+}
+
+fn quote_list(noun: &str, names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    if names.len() == 1 {
+        format!("{noun} {} is", quoted[0])
+    } else {
+        format!("{noun}s {} are", quoted.join(", "))
+    }
+}
+
+impl ColumnMap {
+    /// Maps the header row. Extra columns anywhere are fine; a required header that is
+    /// missing, or present twice, is an error naming it.
+    pub fn from_header(header: &[Cell], names: &HeaderNames) -> Result<Self, LayoutError> {
+        let found: Vec<String> = header.iter().map(cell_text).collect();
+        let mut positions: BTreeMap<&str, u32> = BTreeMap::new();
+        for (i, name) in found.iter().enumerate() {
+            let name = name.trim();
+            if name.is_empty() {
+                continue;
+            }
+            let i = i as u32;
+            if let Some(first) = positions.insert(name, i) {
+                if Column::ALL.iter().any(|c| names.name(*c) == name) {
+                    return Err(LayoutError::DuplicateHeader {
+                        sheet: QUEUE_SHEET.into(),
+                        name: name.into(),
+                        first: crate::a1::column_letters(first),
+                        second: crate::a1::column_letters(i),
+                    });
+                }
+            }
+        }
+        let mut index = [0u32; 16];
+        let mut missing = Vec::new();
+        for column in Column::ALL {
+            match positions.get(names.name(column)) {
+                Some(i) => index[column.slot()] = *i,
+                None => missing.push(names.name(column).to_string()),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(LayoutError::MissingHeaders {
+                sheet: QUEUE_SHEET.into(),
+                missing,
+                found: found.into_iter().filter(|f| !f.trim().is_empty()).collect(),
+            });
+        }
+        let width = index.iter().max().copied().unwrap_or(0) + 1;
+        Ok(Self {
+            index,
+            width,
+            names: names.clone(),
+        })
+    }
+
+    /// Zero-based column index of `column`.
+    pub fn index(&self, column: Column) -> u32 {
+        self.index[column.slot()]
+    }
+
+    /// Column letters of `column`, e.g. `K`.
+    pub fn letters(&self, column: Column) -> String {
+        crate::a1::column_letters(self.index(column))
+    }
+
+    /// Number of columns from A through the right-most known column.
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+
+    /// The A1 cell of `column` on sheet row `row` (1-based), e.g. `'_ジョブキュー'!K12`.
+    pub fn cell(&self, column: Column, row: u32) -> String {
+        crate::a1::range(QUEUE_SHEET, &format!("{}{}", self.letters(column), row))
+    }
+}
+
+/// The text of a cell as a person sees it in an unformatted read.
+pub fn cell_text(cell: &Cell) -> String {
+    match cell {
+        Cell::Null => String::new(),
+        Cell::String(s) => s.clone(),
+        Cell::Bool(b) => if *b { "TRUE" } else { "FALSE" }.to_string(),
+        Cell::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// The ワーカー cell: which daemon and slot claimed the row, and the claim token that proves
+/// a later write-back still belongs to that claim. Written as `vm-1/0 #3f9c2a1b`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WorkerTag {
+    pub daemon_id: String,
+    pub slot: u32,
+    pub token: String,
+}
+
+impl WorkerTag {
+    /// Parses the cell; `None` for text that sheetq did not write (e.g. a person's note).
+    pub fn parse(text: &str) -> Option<Self> {
+        let (who, token) = text.trim().rsplit_once(" #")?;
+        let (daemon_id, slot) = who.rsplit_once('/')?;
+        if daemon_id.is_empty() || token.is_empty() {
+            return None;
+        }
+        Some(Self {
+            daemon_id: daemon_id.into(),
+            slot: slot.parse().ok()?,
+            token: token.into(),
+        })
+    }
+}
+
+impl fmt::Display for WorkerTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{} #{}", self.daemon_id, self.slot, self.token)
+    }
+}
+
+/// What a row's 状態 cell says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowState {
+    Known(State),
+    /// Text that is not one of the configured state words (reported, not guessed).
+    Unknown(String),
+}
+
+impl RowState {
+    pub fn is(&self, state: State) -> bool {
+        *self == RowState::Known(state)
+    }
+}
+
+/// One data row of the queue, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueRow {
+    /// 1-based sheet row number at the time of the read (a hint: rows move).
+    pub row: u32,
+    pub job_id: String,
+    pub received_at: Option<DateTime<Utc>>,
+    /// Requester e-mail; may be empty.
+    pub requester: String,
+    pub panel_sheet: String,
+    pub panel_row: Option<u32>,
+    pub target: String,
+    pub function: String,
+    pub command: String,
+    pub args_json: String,
+    pub flags: Vec<String>,
+    pub state: RowState,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub result_url: String,
+    pub message: String,
+    pub worker: String,
+}
+
+impl QueueRow {
+    /// The serialisation key: 対象ラベル, or パネルシート名 when the label is empty.
+    pub fn target_key(&self) -> &str {
+        if self.target.trim().is_empty() {
+            self.panel_sheet.trim()
+        } else {
+            self.target.trim()
+        }
+    }
+
+    /// The requester, or `None` when empty (an empty requester is never grouped).
+    pub fn requester_key(&self) -> Option<&str> {
+        let r = self.requester.trim();
+        (!r.is_empty()).then_some(r)
+    }
+
+    pub fn worker_tag(&self) -> Option<WorkerTag> {
+        WorkerTag::parse(&self.worker)
+    }
+
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+}
+
+/// Something in a row that sheetq could not understand; logged, and the row left alone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{sheet}' row {row}: {what}", sheet = QUEUE_SHEET)]
+pub struct RowProblem {
+    pub row: u32,
+    pub what: String,
+}
+
+/// The queue as read in one pass.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub rows: Vec<QueueRow>,
+    pub problems: Vec<RowProblem>,
+}
+
+impl Snapshot {
+    pub fn by_job_id(&self, job_id: &str) -> Option<&QueueRow> {
+        self.rows.iter().find(|r| r.job_id == job_id)
+    }
+}
+
+/// Reads data rows. `first_row` is the 1-based sheet row of `rows[0]` (2 for a read from
+/// A2). Blank rows are skipped silently; rows without a jobId or with unreadable cells are
+/// reported in `problems`: a row without a jobId is left out (it cannot be re-found, so it is
+/// never claimed), other problems leave the row in with the unreadable part empty.
+pub fn parse_rows(
+    rows: &[Vec<Cell>],
+    first_row: u32,
+    columns: &ColumnMap,
+    states: &StateWords,
+    tz: Tz,
+) -> Snapshot {
+    let mut snapshot = Snapshot::default();
+    for (i, cells) in rows.iter().enumerate() {
+        let row = first_row + i as u32;
+        if cells.iter().all(|c| cell_text(c).trim().is_empty()) {
+            continue;
+        }
+        if let Some(parsed) = parse_row(row, cells, columns, states, tz, &mut snapshot.problems) {
+            snapshot.rows.push(parsed);
+        }
+    }
+    snapshot
+}
+
+fn parse_row(
+    row: u32,
+    cells: &[Cell],
+    columns: &ColumnMap,
+    states: &StateWords,
+    tz: Tz,
+    problems: &mut Vec<RowProblem>,
+) -> Option<QueueRow> {
+    let get = |c: Column| cells.get(columns.index(c) as usize).unwrap_or(&Cell::Null);
+    let text = |c: Column| cell_text(get(c)).trim().to_string();
+    let job_id = text(Column::JobId);
+    if job_id.is_empty() {
+        problems.push(RowProblem {
+            row,
+            what: format!(
+                "{} is empty; the row is ignored until it has one",
+                columns.names.job_id
+            ),
+        });
+        return None;
+    }
+    // An unreadable time is reported and read as empty: the row stays visible to the claim
+    // rules (a running row must still block its target) instead of vanishing.
+    let mut time = |c: Column| match sheet_time::cell_to_instant(get(c), tz) {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(RowProblem {
+                row,
+                what: format!(
+                    "{} (column {}): {e}",
+                    columns.names.name(c),
+                    columns.letters(c)
+                ),
+            });
+            None
+        }
+    };
+    let received_at = time(Column::ReceivedAt);
+    let started_at = time(Column::StartedAt);
+    let finished_at = time(Column::FinishedAt);
+    let state_text = text(Column::State);
+    let state = match states.parse(&state_text) {
+        Some(s) => RowState::Known(s),
+        None => {
+            problems.push(RowProblem {
+                row,
+                what: format!(
+                    "{} \"{state_text}\" is not one of {}, {}, {}, {}, {}; the row is left alone",
+                    columns.names.state,
+                    states.waiting,
+                    states.running,
+                    states.done,
+                    states.error,
+                    states.timeout
+                ),
+            });
+            RowState::Unknown(state_text)
+        }
+    };
+    let panel_row = match text(Column::PanelRow) {
+        t if t.is_empty() => None,
+        t => t
+            .parse::<f64>()
+            .ok()
+            .filter(|n| *n >= 1.0)
+            .map(|n| n as u32),
+    };
+    let flags = text(Column::Flags)
+        .split(',')
+        .map(|f| f.trim().to_string())
+        .filter(|f| !f.is_empty())
+        .collect();
+    Some(QueueRow {
+        row,
+        received_at,
+        requester: text(Column::Requester),
+        panel_sheet: text(Column::PanelSheet),
+        panel_row,
+        target: text(Column::Target),
+        function: text(Column::Function),
+        command: text(Column::Command),
+        args_json: cell_text(get(Column::ArgsJson)),
+        flags,
+        state,
+        started_at,
+        finished_at,
+        result_url: text(Column::ResultUrl),
+        message: cell_text(get(Column::Message)),
+        worker: text(Column::Worker),
+        job_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn header(names: &[&str]) -> Vec<Cell> {
+        names.iter().map(|n| json!(n)).collect()
+    }
+
+    fn default_header() -> Vec<Cell> {
+        HeaderNames::default()
+            .header_row()
+            .into_iter()
+            .map(Cell::String)
+            .collect()
+    }
+
+    #[test]
+    fn columns_are_found_by_name_whatever_their_order() {
+        let mut h = default_header();
+        h.reverse();
+        h.insert(3, json!("メモ"));
+        let map = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap();
+        assert_eq!(map.index(Column::Worker), 0);
+        assert_eq!(
+            map.index(Column::JobId),
+            16,
+            "jobId moved right past the extra column"
+        );
+        assert_eq!(map.width(), 17);
+        assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!H12");
+    }
+
+    #[test]
+    fn a_missing_header_is_named_with_what_was_found() {
+        let h = header(&["jobId", "受付日時", "状態"]);
+        let err = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("\"ワーカー\""), "{text}");
+        assert!(text.contains("found: jobId, 受付日時, 状態"), "{text}");
+        assert!(text.contains("'_ジョブキュー' row 1"), "{text}");
+    }
+
+    #[test]
+    fn a_header_present_twice_is_an_error() {
+        let mut h = default_header();
+        h.push(json!("状態"));
+        let err = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap_err();
+        assert!(
+            matches!(err, LayoutError::DuplicateHeader { ref name, .. } if name == "状態"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn state_words_are_configurable() {
+        let words = StateWords {
+            waiting: "queued".into(),
+            ..StateWords::default()
+        };
+        assert_eq!(words.parse(" queued "), Some(State::Waiting));
+        assert_eq!(
+            words.parse("待機"),
+            None,
+            "the default word no longer applies"
+        );
+        assert_eq!(words.parse("実行中"), Some(State::Running));
+    }
+
+    #[test]
+    fn worker_tags_round_trip_and_reject_foreign_text() {
+        let tag = WorkerTag {
+            daemon_id: "vm-1.example".into(),
+            slot: 1,
+            token: "3f9c2a1b".into(),
+        };
+        assert_eq!(tag.to_string(), "vm-1.example/1 #3f9c2a1b");
+        assert_eq!(WorkerTag::parse(&tag.to_string()), Some(tag));
+        assert_eq!(WorkerTag::parse("Apps Script"), None);
+        assert_eq!(WorkerTag::parse("vm/x #t"), None);
+    }
+
+    fn parse(rows: Vec<Vec<Cell>>) -> Snapshot {
+        let map = ColumnMap::from_header(&default_header(), &HeaderNames::default()).unwrap();
+        parse_rows(
+            &rows,
+            2,
+            &map,
+            &StateWords::default(),
+            chrono_tz::Asia::Tokyo,
+        )
+    }
+
+    #[test]
+    fn rows_parse_with_serial_and_string_dates() {
+        let s = parse(vec![vec![
+            json!("id-1"),
+            json!(46356.5),
+            json!(""),
+            json!("パネルA"),
+            json!(8),
+            json!("A"),
+            json!("集計"),
+            json!("sleep"),
+            json!("{\"seconds\":1}"),
+            json!("heavy, continuation"),
+            json!("実行中"),
+            json!("2026/11/30 12:34:56"),
+        ]]);
+        assert!(s.problems.is_empty(), "{:?}", s.problems);
+        let r = &s.rows[0];
+        assert_eq!(r.row, 2);
+        assert_eq!(
+            r.received_at.map(|t| t.to_rfc3339()),
+            Some("2026-11-30T03:00:00+00:00".into())
+        );
+        assert_eq!(
+            r.started_at.map(|t| t.to_rfc3339()),
+            Some("2026-11-30T03:34:56+00:00".into())
+        );
+        assert_eq!(
+            r.requester_key(),
+            None,
+            "an empty requester is no requester"
+        );
+        assert_eq!(r.panel_row, Some(8));
+        assert!(r.has_flag("heavy") && r.has_flag("continuation"));
+        assert!(r.state.is(State::Running));
+        assert_eq!(r.worker, "", "short rows read as empty cells");
+    }
+
+    #[test]
+    fn unknown_states_and_missing_ids_are_reported_not_guessed() {
+        let mut odd = vec![json!("id-2")];
+        odd.resize(10, json!(""));
+        odd.push(json!("保留中"));
+        let s = parse(vec![
+            vec![json!(""), json!(46356.5), json!("x@example.com")],
+            vec![],
+            odd,
+        ]);
+        assert_eq!(s.rows.len(), 1);
+        assert_eq!(s.rows[0].state, RowState::Unknown("保留中".into()));
+        let problems: Vec<String> = s.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].contains("row 2") && problems[0].contains("jobId is empty"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].contains("row 4") && problems[1].contains("\"保留中\""),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_date_is_reported_and_the_row_kept() {
+        let mut r = vec![json!("id-3"), json!("yesterday-ish")];
+        r.resize(10, json!(""));
+        r.push(json!("実行中"));
+        let s = parse(vec![r]);
+        assert_eq!(
+            s.rows.len(),
+            1,
+            "a running row must stay visible so it still blocks its target"
+        );
+        assert_eq!(s.rows[0].received_at, None);
+        assert!(
+            s.problems[0].to_string().contains("受付日時"),
+            "{:?}",
+            s.problems
+        );
+    }
+}
