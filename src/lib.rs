@@ -4,7 +4,10 @@
 //!
 //! # Layout
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
+//! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
+//!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
 
 pub mod a1;
+pub mod sheet_time;
 pub mod sheets;
