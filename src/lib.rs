@@ -14,4 +14,8 @@ pub mod a1;
 pub mod claim;
 pub mod config;
 pub mod queue;
+pub mod sheet_time;
 pub mod sheets;
+//! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
+//!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
+//! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
