@@ -269,7 +269,7 @@ mod tests {
             args_json: "{}".into(),
             flags: vec![],
             state: RowState::Known(state),
-            started_at: (state == State::Running).then(|| at(row as i64, 30)),
+            started_at: (state == State::Running).then(|| at(55, 0)),
             finished_at: None,
             result_url: String::new(),
             message: String::new(),

@@ -8,6 +8,8 @@
 //!   counts) as pure functions over a queue snapshot.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
+//! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
+//!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
 
 pub mod a1;
@@ -16,6 +18,3 @@ pub mod config;
 pub mod queue;
 pub mod sheet_time;
 pub mod sheets;
-//! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
-//!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
-//! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.

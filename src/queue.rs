@@ -581,7 +581,7 @@ mod tests {
             "jobId moved right past the extra column"
         );
         assert_eq!(map.width(), 17);
-        assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!H12");
+        assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!G12");
     }
 
     #[test]
