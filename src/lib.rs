@@ -6,6 +6,8 @@
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
+//! - [`commands`]: the configured commands, the checks on a job's args, and running a job
+//!   (built-ins, `exec` process groups, timeouts, the heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
@@ -16,6 +18,7 @@
 
 pub mod a1;
 pub mod claim;
+pub mod commands;
 pub mod config;
 pub mod lease;
 pub mod outbox;
