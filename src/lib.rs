@@ -9,6 +9,7 @@
 //! - [`commands`]: the configured commands, the checks on a job's args, and running a job
 //!   (built-ins, `exec` process groups, timeouts, the heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
+//! - [`daemon`]: the poll loop: lease, claim pass, job slots, write-back, shutdown.
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
@@ -20,6 +21,7 @@ pub mod a1;
 pub mod claim;
 pub mod commands;
 pub mod config;
+pub mod daemon;
 pub mod lease;
 pub mod outbox;
 pub mod queue;
