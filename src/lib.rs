@@ -3,6 +3,7 @@
 //! configured for each, and writes the outcome back to the queue row and the panel row.
 //!
 //! # Layout
+//! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
@@ -18,6 +19,7 @@
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
 
 pub mod a1;
+pub mod admin;
 pub mod claim;
 pub mod commands;
 pub mod config;
