@@ -205,6 +205,12 @@ impl Registry {
         let Some(def) = self.commands.get(name) else {
             return Err(JobRejected::new(self.unknown_command_message(name)));
         };
+        if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
+            return Err(JobRejected::new(
+                "a job field (target, function, requester, jobId, panel sheet or flags) \
+                 contains a NUL character, which cannot be passed to a program",
+            ));
+        }
         let args = parse_args(&spec.args_json)?;
         let mut problems = def.checks.check(&args);
         let plan = match &def.kind {
@@ -221,12 +227,6 @@ impl Registry {
                 Some(Plan::Exec { argv })
             }
         };
-        if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
-            problems.push(
-                "a job field contains a NUL character, which cannot be passed to a program"
-                    .to_string(),
-            );
-        }
         match plan {
             Some(plan) if problems.is_empty() => Ok(PreparedJob {
                 spec: spec.clone(),
