@@ -13,7 +13,7 @@
 //! - [`schema`]: `args_required` and the supported subset of JSON Schema.
 //! - [`output`]: bounded capture of a child's output and the `exec` result protocol (pure).
 //! - [`runner`]: running prepared jobs, the heavy-job gate, timeouts and cancellation.
-//! - [`process`]: spawning a child in its own process group that cannot outlive the daemon.
+//! - `process`: spawning a child in its own process group that cannot outlive the daemon.
 
 pub mod config;
 pub mod output;
