@@ -13,7 +13,7 @@
 //! - [`schema`]: `args_required` and the supported subset of JSON Schema.
 //! - [`output`]: bounded capture of a child's output and the `exec` result protocol (pure).
 //! - [`runner`]: running prepared jobs, the heavy-job gate, timeouts and cancellation.
-//! - [`process`]: spawning a child in its own process group that cannot outlive the daemon.
+//! - `process`: spawning a child in its own process group that cannot outlive the daemon.
 
 pub mod config;
 pub mod output;
@@ -205,6 +205,12 @@ impl Registry {
         let Some(def) = self.commands.get(name) else {
             return Err(JobRejected::new(self.unknown_command_message(name)));
         };
+        if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
+            return Err(JobRejected::new(
+                "a job field (target, function, requester, jobId, panel sheet or flags) \
+                 contains a NUL character, which cannot be passed to a program",
+            ));
+        }
         let args = parse_args(&spec.args_json)?;
         let mut problems = def.checks.check(&args);
         let plan = match &def.kind {
@@ -221,12 +227,6 @@ impl Registry {
                 Some(Plan::Exec { argv })
             }
         };
-        if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
-            problems.push(
-                "a job field contains a NUL character, which cannot be passed to a program"
-                    .to_string(),
-            );
-        }
         match plan {
             Some(plan) if problems.is_empty() => Ok(PreparedJob {
                 spec: spec.clone(),

@@ -1,5 +1,5 @@
 //! Running prepared jobs: the built-ins in process, `exec` commands through
-//! [`super::process`], the heavy-job gate, the timeout clock and cancellation, and the
+//! the `process` module, the heavy-job gate, the timeout clock and cancellation, and the
 //! [`Outcome`] the daemon writes back.
 
 use std::sync::{Arc, OnceLock};
