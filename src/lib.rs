@@ -3,8 +3,8 @@
 //! configured for each, and writes the outcome back to the queue row and the panel row.
 //!
 //! # Layout
-//! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
+//! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
 //! - [`commands`]: the configured commands, the checks on a job's args, and running a job
