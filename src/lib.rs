@@ -4,7 +4,10 @@
 //!
 //! # Layout
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
+//! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
+//!   local runs without Google (store, HTTP server, fault injection, request log).
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
 
 pub mod a1;
+pub mod emulator;
 pub mod sheets;

@@ -109,8 +109,12 @@ pub enum Request {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
     /// How many cells the compare-and-swap changed (`occurrencesChanged`).
-    CompareAndSwap { changed: u32 },
-    AddSheet { sheet: SheetMeta },
+    CompareAndSwap {
+        changed: u32,
+    },
+    AddSheet {
+        sheet: SheetMeta,
+    },
     Empty,
 }
 
