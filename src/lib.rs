@@ -11,6 +11,8 @@
 //!   (built-ins, `exec` process groups, timeouts, the heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`daemon`]: the poll loop: lease, claim pass, job slots, write-back, shutdown.
+//! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
+//!   local runs without Google (store, HTTP server, fault injection, request log).
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
@@ -24,6 +26,7 @@ pub mod claim;
 pub mod commands;
 pub mod config;
 pub mod daemon;
+pub mod emulator;
 pub mod lease;
 pub mod outbox;
 pub mod queue;
