@@ -7,10 +7,12 @@
 //! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
+//! - [`cli`]: the command line (clap) and its dispatch; the binary's edge.
 //! - [`commands`]: the configured commands, the checks on a job's args, and running a job
 //!   (built-ins, `exec` process groups, timeouts, the heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`daemon`]: the poll loop: lease, claim pass, job slots, write-back, shutdown.
+//! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
 //! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
 //!   local runs without Google (store, HTTP server, fault injection, request log).
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
@@ -23,9 +25,11 @@
 pub mod a1;
 pub mod admin;
 pub mod claim;
+pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod daemon;
+pub mod demo;
 pub mod emulator;
 pub mod lease;
 pub mod outbox;
