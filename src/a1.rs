@@ -276,7 +276,14 @@ mod tests {
 
     #[test]
     fn column_letters_round_trip() {
-        for (i, s) in [(0, "A"), (25, "Z"), (26, "AA"), (51, "AZ"), (701, "ZZ"), (702, "AAA")] {
+        for (i, s) in [
+            (0, "A"),
+            (25, "Z"),
+            (26, "AA"),
+            (51, "AZ"),
+            (701, "ZZ"),
+            (702, "AAA"),
+        ] {
             assert_eq!(column_letters(i), s);
             assert_eq!(column_index(s), Some(i));
         }
@@ -306,13 +313,25 @@ mod tests {
     #[test]
     fn parses_whole_columns_rows_and_single_cells() {
         let r = p("Data!A:C");
-        assert_eq!((r.start_col, r.end_col, r.start_row, r.end_row), (Some(0), Some(3), None, None));
+        assert_eq!(
+            (r.start_col, r.end_col, r.start_row, r.end_row),
+            (Some(0), Some(3), None, None)
+        );
         let r = p("2:5");
-        assert_eq!((r.start_row, r.end_row, r.start_col), (Some(1), Some(5), None));
+        assert_eq!(
+            (r.start_row, r.end_row, r.start_col),
+            (Some(1), Some(5), None)
+        );
         let r = p("'_ワーカー'!B1");
-        assert_eq!((r.start_row, r.end_row, r.start_col, r.end_col), (Some(0), Some(1), Some(1), Some(2)));
+        assert_eq!(
+            (r.start_row, r.end_row, r.start_col, r.end_col),
+            (Some(0), Some(1), Some(1), Some(2))
+        );
         let r = p("B3:A1");
-        assert_eq!((r.start_row, r.end_row, r.start_col, r.end_col), (Some(0), Some(3), Some(0), Some(2)));
+        assert_eq!(
+            (r.start_row, r.end_row, r.start_col, r.end_col),
+            (Some(0), Some(3), Some(0), Some(2))
+        );
     }
 
     #[test]
@@ -324,7 +343,13 @@ mod tests {
 
     #[test]
     fn formats_back() {
-        for s in ["'_ジョブキュー'!A2:P", "'S'!A:C", "'S'!B1", "'S'!A1:D10", "'S'"] {
+        for s in [
+            "'_ジョブキュー'!A2:P",
+            "'S'!A:C",
+            "'S'!B1",
+            "'S'!A1:D10",
+            "'S'",
+        ] {
             assert_eq!(p(s).to_string(), s);
         }
     }
