@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
+//! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
+//!   local runs without Google (store, HTTP server, fault injection, request log).
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
 //!   - [`sheets::google`]: the Google implementation (`google-sheets4`): requests, replies,
 //!     timeouts, error classification, retries; `google/convert.rs` the pure type mapping.
@@ -15,4 +17,5 @@
 //!   - [`sheets::dry_run`]: the `--dry-run` decorator: reads pass, writes are only logged.
 
 pub mod a1;
+pub mod emulator;
 pub mod sheets;
