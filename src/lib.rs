@@ -21,6 +21,14 @@
 //! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
 //!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
+//!   - [`sheets::google`]: the Google implementation (`google-sheets4`): requests, replies,
+//!     timeouts, error classification, retries; `google/convert.rs` the pure type mapping.
+//!   - [`sheets::auth`]: credentials (key file, `GOOGLE_APPLICATION_CREDENTIALS`, metadata
+//!     server), key validation, the spreadsheets-only token source.
+//!   - [`sheets::retry`]: retry policy (exponential backoff, full jitter) and its loop.
+//!   - [`sheets::budget`]: the client-side requests-per-minute budget (token bucket).
+//!   - [`sheets::stats`]: request/retry/throttling counters for metrics.
+//!   - [`sheets::dry_run`]: the `--dry-run` decorator: reads pass, writes are only logged.
 
 pub mod a1;
 pub mod admin;
