@@ -44,11 +44,35 @@ pub struct DemoRow {
 
 /// The presses of the demo: (target, function, command, args, requester).
 const PRESSES: [(&str, &str, &str, &str, &str); 5] = [
-    ("サーバーA", "動作確認 (2秒)", "sleep", r#"{"seconds":2}"#, "alice@example.com"),
-    ("サーバーA", "再起動 (5秒)", "sleep", r#"{"seconds":2}"#, "bob@example.com"),
-    ("サーバーB", "動作確認 (2秒)", "sleep", r#"{"seconds":2}"#, "carol@example.com"),
+    (
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":2}"#,
+        "alice@example.com",
+    ),
+    (
+        "サーバーA",
+        "再起動 (5秒)",
+        "sleep",
+        r#"{"seconds":2}"#,
+        "bob@example.com",
+    ),
+    (
+        "サーバーB",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":2}"#,
+        "carol@example.com",
+    ),
     ("サーバーC", "再起動 (5秒)", "sleep", r#"{"seconds":2}"#, ""),
-    ("サーバーC", "未設定の機能", "broken", "{}", "dave@example.com"),
+    (
+        "サーバーC",
+        "未設定の機能",
+        "broken",
+        "{}",
+        "dave@example.com",
+    ),
 ];
 
 /// Runs the demo, writing progress and the final table to `out`.
@@ -57,7 +81,12 @@ pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
         .await
         .context("cannot start the embedded spreadsheet")?;
     let state_root = tempfile::tempdir().context("cannot create a temporary state directory")?;
-    writeln!(out, "embedded spreadsheet {} at {}", emulator.spreadsheet_id(), emulator.base_url())?;
+    writeln!(
+        out,
+        "embedded spreadsheet {} at {}",
+        emulator.spreadsheet_id(),
+        emulator.base_url()
+    )?;
     let config = |worker: &str| -> anyhow::Result<Config> {
         let text = format!(
             r#"
@@ -66,6 +95,8 @@ api_base_url = "{url}"
 worker_id = "{worker}"
 slots = 2
 poll_interval = "300ms"
+# The emulator has no quota to protect; a real sheet keeps the default (50/min).
+requests_per_minute = 6000
 heartbeat_interval = "2s"
 dead_after = "30s"
 state_dir = "{state}"
@@ -92,7 +123,11 @@ builtin = "sleep"
             flags: vec![],
         };
         admin::enqueue(sheets.as_ref(), &first, &job).await?;
-        let who = if requester.is_empty() { "(no requester)" } else { requester };
+        let who = if requester.is_empty() {
+            "(no requester)"
+        } else {
+            requester
+        };
         writeln!(out, "pressed  {target} / {function}  by {who}")?;
     }
     let shutdown = CancellationToken::new();
@@ -101,7 +136,12 @@ builtin = "sleep"
         let config = config(worker)?;
         let registry = crate::cli::registry(&config)?;
         let sheets = crate::cli::connect(&config, Some(credentials.clone()), false).await?;
-        daemons.push(tokio::spawn(crate::daemon::run(sheets, config, registry, shutdown.clone())));
+        daemons.push(tokio::spawn(crate::daemon::run(
+            sheets,
+            config,
+            registry,
+            shutdown.clone(),
+        )));
     }
     writeln!(out, "started two daemons (demo-1, demo-2), 2 slots each")?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
@@ -164,19 +204,35 @@ async fn read_queue(sheets: &dyn Sheets, config: &Config) -> anyhow::Result<(Vec
     let meta = sheets.metadata().await?;
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
     let values = sheets
-        .read(&[a1::range(QUEUE_SHEET, "A1:P1"), a1::range(QUEUE_SHEET, "A2:P")])
+        .read(&[
+            a1::range(QUEUE_SHEET, "A1:P1"),
+            a1::range(QUEUE_SHEET, "A2:P"),
+        ])
         .await?;
-    let header = values.first().and_then(|v| v.values.first()).cloned().unwrap_or_default();
+    let header = values
+        .first()
+        .and_then(|v| v.values.first())
+        .cloned()
+        .unwrap_or_default();
     let columns = ColumnMap::from_header(&header, &config.headers)?;
     let data = values.get(1).map(|v| v.values.clone()).unwrap_or_default();
-    Ok((queue::parse_rows(&data, 2, &columns, &config.states, tz).rows, tz))
+    Ok((
+        queue::parse_rows(&data, 2, &columns, &config.states, tz).rows,
+        tz,
+    ))
 }
 
 /// Terminal width of `s`: East Asian wide characters take two columns.
 fn width(s: &str) -> usize {
     s.chars()
         .map(|c| match c as u32 {
-            0x1100..=0x115F | 0x2E80..=0xA4CF | 0xAC00..=0xD7A3 | 0xF900..=0xFAFF | 0xFE30..=0xFE4F | 0xFF00..=0xFF60 | 0xFFE0..=0xFFE6 => 2,
+            0x1100..=0x115F
+            | 0x2E80..=0xA4CF
+            | 0xAC00..=0xD7A3
+            | 0xF900..=0xFAFF
+            | 0xFE30..=0xFE4F
+            | 0xFF00..=0xFF60
+            | 0xFFE0..=0xFFE6 => 2,
             _ => 1,
         })
         .sum()
@@ -188,9 +244,19 @@ fn pad(s: &str, w: usize) -> String {
 
 fn write_table(out: &mut impl Write, rows: &[DemoRow], tz: Tz) -> std::io::Result<()> {
     let time = |t: Option<DateTime<Utc>>| {
-        t.map(|t| t.with_timezone(&tz).format("%H:%M:%S%.1f").to_string()).unwrap_or_default()
+        t.map(|t| t.with_timezone(&tz).format("%H:%M:%S%.3f").to_string())
+            .unwrap_or_default()
     };
-    let header = ["target", "function", "requester", "worker", "開始", "終了", "状態", "メッセージ"];
+    let header = [
+        "target",
+        "function",
+        "requester",
+        "worker",
+        "開始",
+        "終了",
+        "状態",
+        "メッセージ",
+    ];
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -201,7 +267,11 @@ fn write_table(out: &mut impl Write, rows: &[DemoRow], tz: Tz) -> std::io::Resul
             vec![
                 r.target.clone(),
                 r.function.clone(),
-                if r.requester.is_empty() { "-".into() } else { r.requester.clone() },
+                if r.requester.is_empty() {
+                    "-".into()
+                } else {
+                    r.requester.clone()
+                },
                 r.worker.split(" #").next().unwrap_or("").to_string(),
                 time(r.started),
                 time(r.finished),
@@ -211,12 +281,37 @@ fn write_table(out: &mut impl Write, rows: &[DemoRow], tz: Tz) -> std::io::Resul
         })
         .collect();
     let widths: Vec<usize> = (0..header.len())
-        .map(|i| cells.iter().map(|c| width(&c[i])).chain([width(header[i])]).max().unwrap_or(0))
+        .map(|i| {
+            cells
+                .iter()
+                .map(|c| width(&c[i]))
+                .chain([width(header[i])])
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     writeln!(out)?;
-    let line = |cols: Vec<String>| cols.iter().zip(&widths).map(|(c, w)| pad(c, *w)).collect::<Vec<_>>().join("  ");
-    writeln!(out, "{}", line(header.iter().map(|h| h.to_string()).collect()))?;
-    writeln!(out, "{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "))?;
+    let line = |cols: Vec<String>| {
+        cols.iter()
+            .zip(&widths)
+            .map(|(c, w)| pad(c, *w))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    writeln!(
+        out,
+        "{}",
+        line(header.iter().map(|h| h.to_string()).collect())
+    )?;
+    writeln!(
+        out,
+        "{}",
+        widths
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .join("  ")
+    )?;
     for c in cells {
         writeln!(out, "{}", line(c))?;
     }
