@@ -7,6 +7,8 @@
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
+//! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status
+//!   texts, result write-back cells, the waiting display and intake by polling, all pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
 //!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
@@ -15,6 +17,7 @@
 pub mod a1;
 pub mod claim;
 pub mod config;
+pub mod panel;
 pub mod queue;
 pub mod sheet_time;
 pub mod sheets;
