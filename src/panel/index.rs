@@ -145,7 +145,7 @@ impl PanelIndex {
         let mut conflicts: Vec<LabelConflict> = Vec::new();
         let mut usable = Vec::new();
         for p in &found {
-            if count[p.label.as_str()] > 1 {
+            if count.get(p.label.as_str()).copied().unwrap_or(0) > 1 {
                 match conflicts.iter_mut().find(|c| c.label == p.label) {
                     Some(c) => c.titles.push(p.title.clone()),
                     None => conflicts.push(LabelConflict {
@@ -221,7 +221,8 @@ impl IndexRow {
 }
 
 /// The index sheet's rows, one per usable panel in tab order. Conflicting panels are left
-/// out, as everywhere else.
+/// out, as everywhere else. Last activity comes from `snapshot`, so pass a full read of the
+/// queue, not the unfinished window.
 pub fn index_rows(index: &PanelIndex, snapshot: &Snapshot) -> Vec<IndexRow> {
     index
         .panels()
@@ -314,6 +315,27 @@ mod tests {
         assert_eq!(index.get("B").map(|p| p.sheet_id), Some(7));
         let text = index.conflicts[0].to_string();
         assert!(text.contains("'A-1', 'A-2'"), "{text}");
+    }
+
+    #[test]
+    fn marker_cells_elsewhere_are_read_at_their_offsets() {
+        let layout: PanelLayout =
+            toml::from_str("marker_cell = \"K1\"\nlabel_cell = \"L1\"\nposition_cell = \"L2\"")
+                .unwrap_or_else(|e| panic!("{e}"));
+        let meta = meta(&[(5, "P")]);
+        assert_eq!(marker_ranges(&meta, &layout), ["'P'!K1:L2"]);
+        let vr = ValueRange::new(
+            "P!K1:L2",
+            vec![
+                vec![json!("PANEL_V2"), json!("A")],
+                vec![json!(""), json!("R9")],
+            ],
+        );
+        let index = PanelIndex::build(&meta, &[vr], &layout);
+        let p = index
+            .get("A")
+            .unwrap_or_else(|| panic!("A should resolve: {index:?}"));
+        assert_eq!(p.position, "R9");
     }
 
     #[test]

@@ -269,6 +269,27 @@ mod tests {
     }
 
     #[test]
+    fn ticks_on_a_panel_whose_label_is_in_conflict_are_left_alone() {
+        let layout = PanelLayout::default();
+        let index = PanelIndex::build(
+            &meta(&[(5, "P"), (6, "Q")]),
+            &[marker("P", "A", ""), marker("Q", "A", "")],
+            &layout,
+        );
+        let mut tables = HashMap::new();
+        let t = PanelTable::parse(
+            &table("P", vec![func_row(true, "集計", "", "r", "", "")]),
+            &layout,
+        );
+        tables.insert("A".to_string(), t);
+        let p = plan(&tables, &index, &snapshot(vec![]));
+        assert!(
+            p.is_empty(),
+            "a conflicting label must not be guessed: {p:?}"
+        );
+    }
+
+    #[test]
     fn new_rows_lay_out_by_header_name_and_read_back() {
         let names = HeaderNames::default();
         let mut header: Vec<Cell> = names.header_row().into_iter().map(Cell::String).collect();

@@ -172,6 +172,10 @@ pub fn locate<'a>(
 /// (possible only with rows appended past the duplicate guard) shows the older one. Rows
 /// whose panel or function row cannot be found are skipped; their result write-back reports
 /// the miss.
+///
+/// The duplicate guard's answer on a waiting function's row is replaced by the waiting text
+/// on the next pass: DESIGN §2 asks every waiting row to show its place, and the place says
+/// the press was not needed.
 pub fn status_updates(
     snapshot: &Snapshot,
     index: &PanelIndex,
