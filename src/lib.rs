@@ -17,6 +17,8 @@
 //!   local runs without Google (store, HTTP server, fault injection, request log).
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
+//! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status
+//!   texts, result write-back cells, the waiting display and intake by polling, all pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
 //!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
@@ -41,6 +43,7 @@ pub mod demo;
 pub mod emulator;
 pub mod lease;
 pub mod outbox;
+pub mod panel;
 pub mod queue;
 pub mod sheet_time;
 pub mod sheets;
