@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::panel::PanelLayout;
 use crate::queue::{HeaderNames, StateWords};
 
 /// Google's endpoint; the trailing `/` matters to the client.
@@ -51,6 +52,8 @@ struct RawConfig {
     #[serde(default)]
     queue: RawQueue,
     #[serde(default)]
+    panel: Option<PanelLayout>,
+    #[serde(default)]
     commands: toml::Table,
 }
 
@@ -88,6 +91,8 @@ pub struct Config {
     pub full_scan_every: u32,
     pub headers: HeaderNames,
     pub states: StateWords,
+    /// Where panel markers and function columns sit (`[panel]`).
+    pub panel: PanelLayout,
     /// The raw `[commands]` table, validated by the command registry.
     pub commands: toml::Table,
 }
@@ -312,6 +317,8 @@ impl Config {
                 problems.push(format!("[queue.states] \"{w}\" must be non-empty and different from the other state words"));
             }
         }
+        let panel = raw.panel.unwrap_or_default();
+        problems.extend(panel.problems().into_iter().map(|p| format!("[panel] {p}")));
         let state_dir = raw
             .state_dir
             .unwrap_or_else(|| PathBuf::from("sheetq-state"));
@@ -335,6 +342,7 @@ impl Config {
             full_scan_every,
             headers,
             states,
+            panel,
             commands: raw.commands,
         })
     }

@@ -27,6 +27,8 @@ use crate::commands::{JobSpec, Outcome, OutcomeStatus, Registry, Runner};
 use crate::config::Config;
 use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
 use crate::outbox::{Continuation, Finish, FinishedJob, Outbox, OutboxError};
+use crate::config::Intake;
+use crate::panel::{self, PanelIndex, PanelOutcome, PanelTable};
 use crate::queue::{self, Column, ColumnMap, QueueRow, Snapshot, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{
@@ -87,6 +89,8 @@ struct Poll {
     own_heartbeat_row: Option<u32>,
     /// Whether this read covered the whole queue.
     full: bool,
+    /// Function tables of the known panels, by target label.
+    tables: HashMap<String, PanelTable>,
 }
 
 /// Runs the daemon until `shutdown` is cancelled, then drains running jobs within the
@@ -117,6 +121,10 @@ struct Daemon {
     /// First sheet row that may hold an unfinished job; rows above are all finished.
     window_start: u32,
     polls: u64,
+    /// Panels by target label, rebuilt at start and on every full scan.
+    panels: PanelIndex,
+    /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
+    sheet_ids: HashMap<String, i32>,
     last_heartbeat: Option<tokio::time::Instant>,
     report: RunReport,
 }
@@ -150,10 +158,13 @@ impl Daemon {
             job_cancel: CancellationToken::new(),
             window_start: 2,
             polls: 0,
+            panels: PanelIndex::default(),
+            sheet_ids: HashMap::new(),
             last_heartbeat: None,
             report: RunReport::default(),
             config,
         };
+        daemon.discover_panels().await?;
         daemon.recover().await?;
         Ok(daemon)
     }
@@ -170,20 +181,17 @@ impl Daemon {
                 .is_some_and(|t| t.daemon_id == self.config.worker_id);
             if ours && row.state.is(State::Running) && !self.outbox.contains(&row.job_id) {
                 warn!(job.id = %row.job_id, row = row.row, "job was running when this worker stopped; marking it as failed");
-                data.extend(self.finish_cells(
-                    row.row,
-                    Finish::Error,
-                    now,
-                    "",
-                    "エラー: ワーカーがジョブの実行中に再起動しました (worker restarted during the job)",
-                ));
+                let message =
+                    "エラー: ワーカーがジョブの実行中に再起動しました (worker restarted during the job)";
+                data.extend(self.finish_cells(row.row, Finish::Error, now, "", message));
+                data.extend(self.panel_result(&poll, row, Finish::Error, now, "", message));
             }
         }
         if !data.is_empty() {
             self.sheets.write(&data).await?;
         }
         self.heartbeat_into(&poll, &mut Vec::new(), true).await?;
-        self.flush(&poll).await?;
+        self.flush(&poll, Vec::new()).await?;
         Ok(())
     }
 
@@ -213,21 +221,23 @@ impl Daemon {
         Ok(self.report.clone())
     }
 
-    /// One tick: read, write back what finished, claim what fits.
+    /// One tick: read, write back what finished (with the panels' waiting/running display and
+    /// the heartbeat in the same call), claim what fits, take in ticked boxes.
     async fn pass(&mut self) -> Result<(), DaemonError> {
         while let Some(joined) = self.jobs.try_join_next() {
             self.finished(joined)?;
         }
         self.polls += 1;
         let full = self.polls % u64::from(self.config.full_scan_every) == 0;
-        let poll = self.poll(full).await?;
-        let mut wrote_heartbeat = false;
-        if !self.outbox.is_empty() {
-            wrote_heartbeat = self.flush(&poll).await?;
+        if full {
+            self.discover_panels().await?;
         }
+        let poll = self.poll(full).await?;
         for p in &poll.snapshot.problems {
             debug!(problem = %p, "queue row not understood");
         }
+        let display = self.panel_display(&poll);
+        let wrote_heartbeat = self.flush(&poll, display).await?;
         let now = Utc::now();
         let plan = claim::plan_pass(
             &poll.snapshot,
@@ -237,10 +247,9 @@ impl Daemon {
             self.free_slots.len(),
             |_| true,
         );
-        if !plan.claims.is_empty() || !plan.stale.is_empty() {
-            wrote_heartbeat |= self.claim_pass(&poll).await?;
-        }
-        if !wrote_heartbeat && self.heartbeat_due() {
+        if !plan.claims.is_empty() || !plan.stale.is_empty() || self.has_ticks(&poll) {
+            self.claim_pass(&poll).await?;
+        } else if !wrote_heartbeat && self.heartbeat_due() {
             let mut data = Vec::new();
             self.heartbeat_into(&poll, &mut data, false).await?;
             if !data.is_empty() {
@@ -250,14 +259,118 @@ impl Daemon {
         Ok(())
     }
 
+    /// Whether polling intake is on and some ▶ box is ticked.
+    fn has_ticks(&self, poll: &Poll) -> bool {
+        self.config.intake == Intake::Poll
+            && poll.tables.values().any(|t| t.rows.iter().any(|r| r.ticked))
+    }
+
+    /// The waiting/running status cells that differ from what the panels show (at most 20),
+    /// leaving out rows whose result is about to be written in the same call.
+    fn panel_display(&self, poll: &Poll) -> Vec<ValueRange> {
+        let mut snapshot = poll.snapshot.clone();
+        snapshot.rows.retain(|r| !self.outbox.contains(&r.job_id));
+        panel::status_updates(
+            &snapshot,
+            &self.panels,
+            &poll.tables,
+            self.layout.tz,
+            &self.config.panel,
+            20,
+        )
+    }
+
+    /// The panel cells (状態, 結果, 更新日時) of a finished job, found by target label and
+    /// function label. A panel or row that cannot be found is a warning: the queue row is
+    /// written regardless.
+    fn panel_result(
+        &self,
+        poll: &Poll,
+        row: &QueueRow,
+        finish: Finish,
+        at: DateTime<Utc>,
+        url: &str,
+        message: &str,
+    ) -> Option<ValueRange> {
+        match panel::locate(&self.panels, &poll.tables, row) {
+            Ok((panel_ref, panel_row)) => {
+                let outcome = PanelOutcome {
+                    state: finish_state(finish),
+                    finished_at: at,
+                    url: (!url.is_empty()).then(|| url.to_string()),
+                    message: message.to_string(),
+                };
+                Some(panel::result_cells(
+                    panel_ref,
+                    panel_row.row,
+                    &outcome,
+                    self.layout.tz,
+                    &self.config.panel,
+                ))
+            }
+            Err(miss) => {
+                warn!(job.id = %row.job_id, target = %row.target_key(), "{miss}; only the queue row is written");
+                None
+            }
+        }
+    }
+
+    /// An A1 write on a known sheet as a grid request, so it can join a commit batch.
+    fn grid_write(&self, v: &ValueRange) -> Option<Request> {
+        let r = a1::A1Range::parse(&v.range).ok()?;
+        let sheet_id = *self.sheet_ids.get(r.sheet.as_deref()?)?;
+        let start_row = r.start_row?;
+        let start_col = r.start_col?;
+        let width = v.values.iter().map(Vec::len).max().unwrap_or(0) as u32;
+        Some(Request::UpdateCells {
+            range: GridRange {
+                sheet_id,
+                start_row,
+                end_row: start_row + v.values.len() as u32,
+                start_col,
+                end_col: start_col + width,
+            },
+            rows: v.values.clone(),
+        })
+    }
+
+    /// Finds the panels by their marker cells (two calls: metadata, markers). Done at start
+    /// and with every full scan, so a renamed, moved or new panel is picked up.
+    async fn discover_panels(&mut self) -> Result<(), DaemonError> {
+        let meta = self.sheets.metadata().await?;
+        let ranges = panel::marker_ranges(&meta, &self.config.panel);
+        let values = if ranges.is_empty() {
+            Vec::new()
+        } else {
+            self.sheets.read(&ranges).await?
+        };
+        let index = PanelIndex::build(&meta, &values, &self.config.panel);
+        for c in &index.conflicts {
+            warn!(target = %c.label, "{c}");
+        }
+        for p in &index.problems {
+            warn!("{p}");
+        }
+        self.sheet_ids = meta.sheets.iter().map(|s| (s.title.clone(), s.sheet_id)).collect();
+        if let Some(q) = meta.sheet(QUEUE_SHEET) {
+            self.layout.last_col = a1::column_letters((q.column_count.max(1) - 1) as u32);
+        }
+        self.panels = index;
+        Ok(())
+    }
+
+    /// What a poll reads, in one `values.batchGet`: the queue header, the unfinished window
+    /// of the queue (or all of it), the worker sheet, and the function table of each panel.
     fn queue_ranges(&self, full: bool) -> Vec<String> {
         let l = &self.layout.last_col;
         let start = if full { 2 } else { self.window_start.max(2) };
-        vec![
+        let mut ranges = vec![
             a1::range(QUEUE_SHEET, &format!("A1:{l}1")),
             a1::range(QUEUE_SHEET, &format!("A{start}:{l}")),
             a1::range(WORKER_SHEET, "A1:F"),
-        ]
+        ];
+        ranges.extend(panel::table_ranges(&self.panels, &self.config.panel));
+        ranges
     }
 
     async fn poll(&mut self, full: bool) -> Result<Poll, DaemonError> {
@@ -328,12 +441,14 @@ impl Daemon {
                 heartbeats.insert(id, seen);
             }
         }
+        let tables = panel::parse_tables(&self.panels, values.get(3..).unwrap_or(&[]), &self.config.panel);
         Ok(Poll {
             snapshot,
             lease: LeaseState::parse(&lease_text),
             heartbeats,
             own_heartbeat_row,
             full,
+            tables,
         })
     }
 
@@ -397,6 +512,43 @@ impl Daemon {
             self.free_slots.len(),
             |_| true,
         );
+        // Intake by polling, under the lease so two daemons never turn one tick into two
+        // rows: new rows are appended now (INSERT_ROWS), the boxes are cleared in the commit.
+        // A crash in between leaves the ticks, and the duplicate guard then finds the rows.
+        let mut intake_writes = Vec::new();
+        if self.config.intake == Intake::Poll {
+            let intake = panel::plan_intake(
+                &fresh.tables,
+                &self.panels,
+                &fresh.snapshot,
+                now,
+                self.layout.tz,
+                &self.config.panel,
+                || uuid::Uuid::new_v4().to_string(),
+            );
+            if !intake.new_rows.is_empty() {
+                let rows: Vec<Vec<Cell>> = intake
+                    .new_rows
+                    .iter()
+                    .map(|j| j.to_row(&self.layout.columns, &self.config.states, self.layout.tz))
+                    .collect();
+                let range = a1::range(QUEUE_SHEET, &format!("A1:{}", self.layout.last_col));
+                if let Err(e) = self.sheets.append(&range, &rows).await {
+                    self.release(&held).await;
+                    return Err(e.into());
+                }
+                for j in &intake.new_rows {
+                    info!(job.id = %j.job_id, target = %j.target, function = %j.function, "press taken into the queue");
+                }
+            }
+            intake_writes = intake
+                .clears
+                .iter()
+                .chain(&intake.duplicates)
+                .chain(&intake.rejected)
+                .filter_map(|v| self.grid_write(v))
+                .collect();
+        }
         let cols = self.layout.columns.clone();
         let qid = self.queue_sheet_id();
         let serial = Cell::from(sheet_time::instant_to_serial(now, self.layout.tz));
@@ -464,6 +616,7 @@ impl Daemon {
         });
         let with_heartbeat = heartbeat.is_some();
         requests.extend(heartbeat);
+        requests.extend(intake_writes);
         requests.push(lease::swap(self.layout.worker_sheet_id, &held, lease::FREE));
         let commit = self
             .sheets
@@ -502,6 +655,7 @@ impl Daemon {
             if changed(k) {
                 warn!(job.id = %row.job_id, target = %row.target_key(), reason = %message, "timed out a stale job");
                 follow_up.extend(self.finish_cells(row.row, Finish::Timeout, now, "", message));
+                follow_up.extend(self.panel_result(&fresh, row, Finish::Timeout, now, "", message));
             }
         }
         for (k, claimed) in claims.into_iter().enumerate() {
@@ -638,11 +792,9 @@ impl Daemon {
 
     /// Writes every pending result in one `values.batchUpdate`, each to the row that holds
     /// its jobId in `poll` (a read made just now) and only while that row's ワーカー still
-    /// carries our claim. Returns whether the heartbeat went with it.
-    async fn flush(&mut self, poll: &Poll) -> Result<bool, DaemonError> {
-        if self.outbox.is_empty() {
-            return Ok(false);
-        }
+    /// carries our claim; the panel rows, `display` (waiting/running texts) and a due
+    /// heartbeat go in the same call. Returns whether the heartbeat went with it.
+    async fn flush(&mut self, poll: &Poll, display: Vec<ValueRange>) -> Result<bool, DaemonError> {
         let pending: Vec<FinishedJob> = self.outbox.pending().cloned().collect();
         // A row may have been sorted above the window: look in the whole queue then.
         let full;
@@ -660,7 +812,8 @@ impl Daemon {
         let mut settled = Vec::new();
         for job in &pending {
             let Some(row) = poll.snapshot.by_job_id(&job.job_id) else {
-                warn!(job.id = %job.job_id, target = %job.target, "the job's queue row is gone (deleted?); its result cannot be written");
+                warn!(job.id = %job.job_id, target = %job.target, "the job's queue row is gone (deleted by a person?); only its panel row is written");
+                data.extend(self.panel_result(poll, &job.as_row(), job.finish, job.finished_at, &job.url, &job.message));
                 settled.push(job.job_id.clone());
                 continue;
             };
@@ -680,19 +833,16 @@ impl Daemon {
                     self.append_continuation(job, cont).await?;
                 }
             }
-            data.extend(self.finish_cells(
-                row.row,
-                job.finish,
-                job.finished_at,
-                &job.url,
-                &job.message,
-            ));
+            data.extend(self.finish_cells(row.row, job.finish, job.finished_at, &job.url, &job.message));
+            data.extend(self.panel_result(poll, row, job.finish, job.finished_at, &job.url, &job.message));
             settled.push(job.job_id.clone());
         }
-        let heartbeat = self.heartbeat_into(poll, &mut data, false).await?;
-        if !data.is_empty() {
-            self.sheets.write(&data).await?;
+        data.extend(display);
+        if data.is_empty() {
+            return Ok(false);
         }
+        let heartbeat = self.heartbeat_into(poll, &mut data, false).await?;
+        self.sheets.write(&data).await?;
         self.outbox.done(settled.iter().map(String::as_str))?;
         Ok(heartbeat)
     }
@@ -748,11 +898,7 @@ impl Daemon {
         message: &str,
     ) -> Vec<ValueRange> {
         let cols = &self.layout.columns;
-        let state = match finish {
-            Finish::Done => State::Done,
-            Finish::Error => State::Error,
-            Finish::Timeout => State::Timeout,
-        };
+        let state = finish_state(finish);
         [
             (Column::State, Cell::from(self.config.states.word(state))),
             (
@@ -839,7 +985,7 @@ impl Daemon {
         }
         match self.poll(true).await {
             Ok(poll) => {
-                if let Err(e) = self.flush(&poll).await {
+                if let Err(e) = self.flush(&poll, Vec::new()).await {
                     warn!(error = %e, pending = self.outbox.len(), "results stay in the outbox until the next start");
                 }
             }
@@ -854,6 +1000,14 @@ impl Daemon {
             "sheetq daemon stopped"
         );
         Ok(())
+    }
+}
+
+fn finish_state(finish: Finish) -> State {
+    match finish {
+        Finish::Done => State::Done,
+        Finish::Error => State::Error,
+        Finish::Timeout => State::Timeout,
     }
 }
 

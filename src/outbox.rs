@@ -54,6 +54,32 @@ pub struct FinishedJob {
     pub continuation: Option<Continuation>,
 }
 
+impl FinishedJob {
+    /// The job as a queue row (as far as the record knows it), for finding its panel row
+    /// when the queue row itself is gone.
+    pub fn as_row(&self) -> crate::queue::QueueRow {
+        crate::queue::QueueRow {
+            row: 0,
+            job_id: self.job_id.clone(),
+            received_at: None,
+            requester: self.requester.clone(),
+            panel_sheet: self.panel_sheet.clone(),
+            panel_row: self.panel_row,
+            target: self.target.clone(),
+            function: self.function.clone(),
+            command: self.command.clone(),
+            args_json: String::new(),
+            flags: self.flags.clone(),
+            state: crate::queue::RowState::Known(crate::queue::State::Running),
+            started_at: None,
+            finished_at: Some(self.finished_at),
+            result_url: self.url.clone(),
+            message: self.message.clone(),
+            worker: self.worker.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Entry {
