@@ -222,14 +222,19 @@ impl GoogleSheets {
             |attempt| {
                 let send = op();
                 async move {
-                    let waited = self.budget.acquire().await;
+                    let waited = self
+                        .budget
+                        .acquire_with(|wait| {
+                            self.stats.record_throttled();
+                            tracing::info!(
+                                method = name,
+                                wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                                "request budget spent; the call waits for its turn"
+                            );
+                        })
+                        .await;
                     if !waited.is_zero() {
-                        self.stats.record_throttled(waited);
-                        tracing::info!(
-                            method = name,
-                            waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
-                            "request budget spent; the call waited for its turn"
-                        );
+                        self.stats.record_throttled_wait(waited);
                     }
                     tracing::debug!(method = name, attempt, "sending");
                     let outcome = tokio::time::timeout(self.call_timeout, send).await;
