@@ -16,6 +16,7 @@ use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -396,6 +397,8 @@ pub struct TokenSource {
     source_desc: Arc<str>,
     /// The scopes each fetch asked the inner source for, for tests and `check`.
     requested: Arc<Mutex<Vec<Vec<String>>>>,
+    /// Set when the API refused the cached token (401): the next fetch gets a new one.
+    stale: Arc<AtomicBool>,
 }
 
 impl TokenSource {
@@ -405,7 +408,14 @@ impl TokenSource {
             timeout,
             source_desc: source_desc.into(),
             requested: Arc::default(),
+            stale: Arc::default(),
         }
+    }
+
+    /// The API answered 401 to the current token (revoked, or the key was rotated): fetch a
+    /// new one next time instead of serving the cached one until it expires an hour later.
+    pub fn invalidate(&self) {
+        self.stale.store(true, Ordering::Relaxed);
     }
 
     /// Every scope list this source has asked for recently (at most the last 64).
@@ -417,7 +427,8 @@ impl TokenSource {
         const SCOPES: &[&str] = &[SPREADSHEETS_SCOPE];
         let source_desc = || self.source_desc.to_string();
         let fetch = async {
-            for force_refresh in [false, true] {
+            let stale = self.stale.swap(false, Ordering::Relaxed);
+            for force_refresh in [stale, true] {
                 if let Ok(mut r) = self.requested.lock() {
                     if r.len() >= 64 {
                         r.remove(0);
@@ -626,6 +637,20 @@ mod tests {
             .map(|s| s.iter().map(|(_, f)| *f).collect())
             .unwrap_or_default();
         assert_eq!(forced, vec![false, true]);
+
+        source.invalidate();
+        let token = source.get_token(&[SPREADSHEETS_SCOPE]).await.ok().flatten();
+        assert_eq!(token.as_deref(), Some("tok"));
+        let forced: Vec<bool> = rec
+            .seen
+            .lock()
+            .map(|s| s.iter().map(|(_, f)| *f).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            forced,
+            vec![false, true, true],
+            "a refused token is replaced"
+        );
     }
 
     struct Never;

@@ -247,6 +247,11 @@ impl GoogleSheets {
                         Err(_) => Failure::timeout(method, self.call_timeout),
                     };
                     self.stats.record_request(method, failure.outcome);
+                    if failure.outcome == Outcome::Unauthorized {
+                        // Not retried here (the caller sees the 401), but the next call
+                        // must not present the same refused token again.
+                        self.tokens.invalidate();
+                    }
                     Err(failure)
                 }
             },

@@ -533,3 +533,23 @@ async fn a_broken_key_file_is_a_startup_error_naming_the_file() {
         "nothing may be sent with a bad key"
     );
 }
+
+#[tokio::test]
+async fn a_refused_token_is_surfaced_once_then_replaced() {
+    let emu = start(Seed::Empty).await;
+    let sheets = client(&emu).await;
+    sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
+    emu.revoke_tokens();
+    let err = sheets
+        .read(&[a1::range("Sheet1", "A1")])
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("a revoked token must be refused"));
+    assert_eq!(err.kind, ErrorKind::Permission, "{err}");
+    assert_eq!(statuses(&emu, BATCH_GET), vec![401], "a 401 is not retried");
+    sheets
+        .read(&[a1::range("Sheet1", "A1")])
+        .await
+        .unwrap_or_else(|e| panic!("the next call must fetch a new token: {e}"));
+    assert_eq!(statuses(&emu, TOKEN), vec![200, 200]);
+}
