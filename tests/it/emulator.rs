@@ -651,6 +651,20 @@ async fn spreadsheet_metadata_and_grid_data() {
     assert_eq!(queue["properties"]["gridProperties"]["rowCount"], 1000);
     assert!(queue.get("data").is_none(), "no grid data unless asked");
 
+    let slim = ok(
+        "spreadsheets.get with fields",
+        hub.spreadsheets()
+            .get(&id)
+            .param("fields", "properties.timeZone,sheets.properties(sheetId,title)")
+            .add_scope(SCOPE)
+            .doit()
+            .await,
+    );
+    let slim = support::to_json(&slim);
+    assert_eq!(slim["properties"], json!({ "timeZone": "Asia/Tokyo" }), "fields must cut the reply");
+    assert_eq!(slim["sheets"][0], json!({ "properties": { "sheetId": 0, "title": "▶パネル" } }));
+    assert!(slim.get("spreadsheetId").is_none());
+
     let panel = sheets[1]["properties"]["title"]
         .as_str()
         .unwrap_or_default()
