@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sheetq::a1;
-use sheetq::emulator::{Emulator, EmulatorOptions, Fault, FaultRule, RequestRecord, Seed};
+use sheetq::emulator::{Emulator, Fault, FaultRule, RequestRecord};
 use sheetq::sheets::auth::{Credentials, SPREADSHEETS_SCOPE};
 use sheetq::sheets::budget::Budget;
 use sheetq::sheets::dry_run::DryRunSheets;
@@ -17,19 +17,12 @@ use sheetq::sheets::{
     BatchUpdate, ErrorKind, GridRange, Reply, Request, SheetMeta, Sheets, ValueRange,
 };
 
+use crate::support::{start_empty, start_emulator};
+
 const BATCH_GET: &str = "spreadsheets.values.batchGet";
 const VALUES_BATCH_UPDATE: &str = "spreadsheets.values.batchUpdate";
 const APPEND: &str = "spreadsheets.values.append";
 const TOKEN: &str = "oauth2.token";
-
-async fn start(seed: Seed) -> Emulator {
-    Emulator::start(EmulatorOptions {
-        seed,
-        ..EmulatorOptions::default()
-    })
-    .await
-    .unwrap_or_else(|e| panic!("emulator did not start: {e}"))
-}
 
 /// Fast retries (a loaded test machine gets many attempts, each with a generous timeout),
 /// no budget unless the test sets one.
@@ -90,7 +83,7 @@ async fn sheet_id(sheets: &GoogleSheets, title: &str) -> i32 {
 
 #[tokio::test]
 async fn round_trip_over_http_with_the_jwt_flow_and_only_the_spreadsheets_scope() {
-    let emu = start(Seed::Empty).await;
+    let emu = start_empty().await;
     let sheets = client(&emu).await;
 
     let meta = sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
@@ -209,7 +202,7 @@ async fn round_trip_over_http_with_the_jwt_flow_and_only_the_spreadsheets_scope(
 
 #[tokio::test]
 async fn bursts_of_429_and_503_and_a_dropped_connection_recover_writing_once() {
-    let emu = start(Seed::Empty).await;
+    let emu = start_empty().await;
     let sheets = client(&emu).await;
     // Token first, so the fault plan meets the writes only.
     sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
@@ -263,7 +256,7 @@ async fn bursts_of_429_and_503_and_a_dropped_connection_recover_writing_once() {
 
 #[tokio::test]
 async fn an_append_whose_reply_is_lost_is_not_repeated() {
-    let emu = start(Seed::Empty).await;
+    let emu = start_empty().await;
     let sheets = client(&emu).await;
     emu.add_fault(FaultRule::next(Some(APPEND), Fault::DropAfterApply, 1));
     let err = sheets
@@ -286,7 +279,7 @@ async fn an_append_whose_reply_is_lost_is_not_repeated() {
 
 #[tokio::test]
 async fn a_bad_range_is_not_retried_and_carries_googles_message() {
-    let emu = start(Seed::Empty).await;
+    let emu = start_empty().await;
     let sheets = client(&emu).await;
     let err = sheets
         .read(&["NoSuchSheet!A1".to_string()])
@@ -310,7 +303,7 @@ async fn a_bad_range_is_not_retried_and_carries_googles_message() {
 
 #[tokio::test]
 async fn timeouts_and_token_endpoint_failures_are_retried() {
-    let emu = start(Seed::Empty).await;
+    let emu = start_empty().await;
     emu.add_fault(FaultRule::next(Some(TOKEN), Fault::Status(503), 2));
     emu.add_fault(FaultRule::next(
         Some(BATCH_GET),
@@ -339,7 +332,7 @@ async fn timeouts_and_token_endpoint_failures_are_retried() {
 /// as Google would be) never has to answer 429.
 #[tokio::test]
 async fn the_budget_keeps_a_hot_loop_under_its_limit() {
-    let emu = start(Seed::Empty).await;
+    let emu = start_empty().await;
     emu.set_budget_per_minute(Some(5));
     let mut c = config(&emu);
     c.budget = Budget::with_burst(5, Duration::from_secs(60), 5);
@@ -379,7 +372,7 @@ async fn the_budget_keeps_a_hot_loop_under_its_limit() {
 
 #[tokio::test]
 async fn dry_run_reads_but_sends_no_writes() {
-    let emu = start(Seed::Demo).await;
+    let emu = start_emulator().await;
     let dry = DryRunSheets::new(client(&emu).await);
     let meta = dry.metadata().await.unwrap_or_else(|e| panic!("{e}"));
     let worker = meta
@@ -436,7 +429,7 @@ async fn dry_run_reads_but_sends_no_writes() {
 
 #[tokio::test]
 async fn titles_with_quotes_hashes_percent_slashes_spaces_and_japanese_work() {
-    let emu = start(Seed::Empty).await;
+    let emu = start_empty().await;
     let sheets = client(&emu).await;
     for title in ["it's #1? 100%/ジョブ キュー", "a'b''c", "?#%/ "] {
         let reply = sheets
@@ -511,7 +504,7 @@ async fn titles_with_quotes_hashes_percent_slashes_spaces_and_japanese_work() {
 
 #[tokio::test]
 async fn a_broken_key_file_is_a_startup_error_naming_the_file() {
-    let emu = start(Seed::Empty).await;
+    let emu = start_empty().await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let path = dir.path().join("key.json");
     std::fs::write(&path, "{\"type\": \"authorized_user\"}")
@@ -536,7 +529,7 @@ async fn a_broken_key_file_is_a_startup_error_naming_the_file() {
 
 #[tokio::test]
 async fn a_refused_token_is_surfaced_once_then_replaced() {
-    let emu = start(Seed::Empty).await;
+    let emu = start_empty().await;
     let sheets = client(&emu).await;
     sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
     emu.revoke_tokens();
