@@ -571,6 +571,70 @@ mod tests {
         assert!(msg.contains(CREDENTIALS_ENV), "{msg}");
     }
 
+    /// Collects what tracing writes, for asserting on warnings.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut b) = self.0.lock() {
+                b.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[cfg(unix)]
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_key_readable_by_others_is_used_with_a_warning() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let path = dir.path().join("key.json");
+        std::fs::write(&path, key_json(good())).unwrap_or_else(|e| panic!("write: {e}"));
+        let set_mode = |mode| {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .unwrap_or_else(|e| panic!("chmod: {e}"))
+        };
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let creds = Credentials::KeyFile {
+            path: path.clone(),
+            from_env: false,
+        };
+        let text = || {
+            String::from_utf8_lossy(&captured.0.lock().map(|b| b.clone()).unwrap_or_default())
+                .into_owned()
+        };
+
+        set_mode(0o600);
+        assert!(matches!(load_key(&creds).await, Ok(Some(_))));
+        assert!(
+            !text().contains("chmod 600"),
+            "no warning for 0600: {}",
+            text()
+        );
+
+        set_mode(0o644);
+        assert!(
+            matches!(load_key(&creds).await, Ok(Some(_))),
+            "an open key still works"
+        );
+        let log = text();
+        assert!(log.contains("WARN"), "{log}");
+        assert!(
+            log.contains(&format!("chmod 600 {}", path.display())),
+            "{log}"
+        );
+    }
+
     #[test]
     fn group_or_other_bits_are_too_open() {
         assert!(!mode_too_open(0o100600));

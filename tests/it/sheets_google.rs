@@ -13,9 +13,7 @@ use sheetq::sheets::budget::Budget;
 use sheetq::sheets::dry_run::DryRunSheets;
 use sheetq::sheets::google::{GoogleSheets, GoogleSheetsConfig};
 use sheetq::sheets::retry::RetryPolicy;
-use sheetq::sheets::{
-    BatchUpdate, ErrorKind, GridRange, Reply, Request, SheetMeta, Sheets, ValueRange,
-};
+use sheetq::sheets::{BatchUpdate, ErrorKind, GridRange, Reply, Request, Sheets, ValueRange};
 
 use crate::support::{start_empty, start_emulator};
 
@@ -499,7 +497,6 @@ async fn titles_with_quotes_hashes_percent_slashes_spaces_and_japanese_work() {
     }
     let meta = sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(meta.sheets.len(), 4, "{:?}", meta.sheets);
-    let _: &SheetMeta = &meta.sheets[0];
 }
 
 #[tokio::test]
