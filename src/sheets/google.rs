@@ -56,6 +56,9 @@ pub struct GoogleSheetsConfig {
     pub retry: RetryPolicy,
     /// Shared with any other client that spends the same quota.
     pub budget: Budget,
+    /// Where the client counts its calls; pass one in to render it before the client
+    /// exists (the metrics endpoint), or leave the fresh default.
+    pub stats: Arc<SheetsStats>,
 }
 
 impl GoogleSheetsConfig {
@@ -69,6 +72,7 @@ impl GoogleSheetsConfig {
             token_timeout: DEFAULT_CALL_TIMEOUT,
             retry: RetryPolicy::default(),
             budget: Budget::default(),
+            stats: Arc::default(),
         }
     }
 }
@@ -189,7 +193,7 @@ impl GoogleSheets {
             call_timeout: config.call_timeout,
             retry: config.retry,
             budget: config.budget,
-            stats: Arc::new(SheetsStats::new()),
+            stats: config.stats,
             tokens,
             client_email: key.map(|k| k.client_email),
         })
