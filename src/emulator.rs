@@ -10,6 +10,7 @@
 //! - [`batch`]: `spreadsheets.batchUpdate` (atomic, in order; `findReplace` CAS).
 //! - [`auth`]: test key pair, credentials JSON, `/token`, bearer tokens.
 //! - [`control`]: fault plan, request budget, request log.
+//! - [`fields`]: the `fields` partial-response parameter.
 //! - [`http`]: routing, accounting and the accept loop.
 //! - [`seed`]: the `demo` and `empty` starting spreadsheets.
 //!
@@ -21,6 +22,7 @@ pub mod auth;
 pub mod batch;
 pub mod control;
 pub mod error;
+pub mod fields;
 pub mod formula;
 pub mod http;
 pub mod seed;

@@ -266,11 +266,43 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str) -> Result<Json, String> 
             sort_rows(ss, &b, &specs);
             json!({})
         }
+        "updateDimensionProperties" => {
+            // Only `hiddenByUser` of columns is modelled; row properties and pixel sizes
+            // are accepted and ignored (presentation only).
+            let u = need(&r.update_dimension_properties)?;
+            let mask = fields(u.fields.as_ref())?;
+            let (sheet, rows, start, end) = dimension(ss, need(&u.range)?)?;
+            let hide = u
+                .properties
+                .as_ref()
+                .and_then(|p| p.hidden_by_user)
+                .unwrap_or(false);
+            let touches_hidden = mask.iter().any(|f| f == "*" || f == "hiddenByUser");
+            let s = &mut ss.sheets[sheet];
+            let limit = if rows { s.row_count } else { s.column_count };
+            if end > limit {
+                return Err(format!("endIndex ({end}) is beyond the sheet ({limit})."));
+            }
+            if !rows && touches_hidden {
+                s.hidden_columns.retain(|c| !(start..end).contains(c));
+                if hide {
+                    s.hidden_columns.extend(start..end);
+                    s.hidden_columns.sort_unstable();
+                }
+            }
+            json!({})
+        }
+        "autoResizeDimensions" => {
+            // Column widths are not modelled.
+            need(&r.auto_resize_dimensions)?;
+            json!({})
+        }
         other => {
             return Err(format!(
                 "the emulator does not implement '{other}' (supported: findReplace, updateCells, \
                  appendCells, addSheet, deleteSheet, duplicateSheet, updateSheetProperties, \
-                 repeatCell, setDataValidation, insertDimension, deleteDimension, sortRange)"
+                 repeatCell, setDataValidation, insertDimension, deleteDimension, sortRange, \
+                 updateDimensionProperties, autoResizeDimensions)"
             ))
         }
     })
@@ -920,6 +952,29 @@ mod tests {
         assert_eq!(
             s.sheets[0].value(3, 0),
             Some(&Value::Formula("=\"a\"".into()))
+        );
+    }
+
+    #[test]
+    fn hiding_columns_shows_in_column_metadata() {
+        let mut s = ss();
+        batch(
+            &mut s,
+            json!([{ "updateDimensionProperties": {
+                "range": { "sheetId": 0, "dimension": "COLUMNS", "startIndex": 7, "endIndex": 10 },
+                "properties": { "hiddenByUser": true }, "fields": "hiddenByUser" } }]),
+        )
+        .unwrap_or_else(|e| panic!("hide: {e}"));
+        assert_eq!(s.sheets[0].hidden_columns, vec![7, 8, 9]);
+        let unknown = batch(
+            &mut s,
+            json!([{ "mergeCells": { "range": { "sheetId": 0 } } }]),
+        )
+        .err();
+        let msg = unknown.map(|e| e.message).unwrap_or_default();
+        assert!(
+            msg.starts_with("Invalid requests[0].mergeCells: the emulator does not implement"),
+            "{msg}"
         );
     }
 

@@ -28,6 +28,7 @@ use super::auth::Auth;
 use super::batch;
 use super::control::{Control, Fault, FaultRule, RequestRecord};
 use super::error::ApiError;
+use super::fields;
 use super::store::{self, Store};
 use super::values::{Input, Render};
 
@@ -507,14 +508,22 @@ async fn api_call(
     if !sh.latency.is_zero() {
         tokio::time::sleep(sh.latency).await;
     }
+    // A bad `fields` is refused before anything is applied.
+    let selection = match q.one("fields").map(fields::Selection::parse).transpose() {
+        Ok(s) => s,
+        Err(e) => return pending.finish(Err(e)),
+    };
     let result = {
         let mut store = sh.store();
         execute(&mut store, &call, &q, &body)
     };
     let result = match result {
-        Ok((reply, changed)) => {
+        Ok((mut reply, changed)) => {
             if changed {
                 sh.mark_changed();
+            }
+            if let Some(sel) = &selection {
+                sel.apply(&mut reply);
             }
             Ok(reply)
         }

@@ -91,13 +91,14 @@ impl Render {
     }
 }
 
+/// What a written value becomes: the cell's value (`None` clears it) and, for typed dates
+/// and the like, the number format that comes with it.
+pub type Entered = (Option<Value>, Option<NumberFormat>);
+
 /// Converts one request value into what the cell stores. `Ok(None)` means "leave the cell
 /// as it is" (JSON `null` is skipped, documented on `ValueRange.values`); an empty string
 /// clears the value.
-pub fn input_value(
-    v: &Json,
-    input: Input,
-) -> Result<Option<(Option<Value>, Option<NumberFormat>)>, ApiError> {
+pub fn input_value(v: &Json, input: Input) -> Result<Option<Entered>, ApiError> {
     Ok(Some(match v {
         Json::Null => return Ok(None),
         Json::Bool(b) => (Some(Value::Bool(*b)), None),

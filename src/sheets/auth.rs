@@ -16,6 +16,7 @@ use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -304,7 +305,7 @@ pub(crate) async fn token_source(
         }
     };
     Ok(TokenSource::new(
-        Box::new(authenticator),
+        Arc::new(authenticator),
         timeout,
         source_desc.clone(),
     ))
@@ -356,31 +357,109 @@ type TokenFuture<'a> = Pin<
     Box<dyn Future<Output = Result<Option<String>, Box<dyn StdError + Send + Sync>>> + Send + 'a>,
 >;
 
+/// Something that hands out access tokens: yup-oauth2's authenticator, or a test double.
+pub trait FetchToken: Send + Sync {
+    /// A token for `scopes`; with `force_refresh` a new one even if one is cached.
+    fn fetch<'a>(&'a self, scopes: &'a [&'a str], force_refresh: bool) -> TokenFuture<'a>;
+}
+
+impl<C> FetchToken for yup_oauth2::authenticator::Authenticator<C>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
+    fn fetch<'a>(&'a self, scopes: &'a [&'a str], force_refresh: bool) -> TokenFuture<'a> {
+        Box::pin(async move {
+            let token = if force_refresh {
+                self.force_refreshed_token(scopes).await
+            } else {
+                self.token(scopes).await
+            };
+            token
+                .map(|t| t.token().map(str::to_owned))
+                .map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>)
+        })
+    }
+}
+
 /// The hub's token source: asks only for [`SPREADSHEETS_SCOPE`], bounds the fetch with its
 /// own timeout (yup-oauth2 drops the one given to a custom client) and turns failures into
 /// [`TokenError`]s that say where the token should have come from.
+///
+/// It also works around a trap in yup-oauth2 12: the service-account flow does not look at
+/// the HTTP status of the token reply, so a 5xx whose JSON body is not an OAuth error is
+/// cached as a token without an access token and without expiry, and every later call would
+/// get "no token" until restart. A token without an access token is therefore fetched again
+/// with `force_refresh`, which replaces the cache entry.
 #[derive(Clone)]
 pub struct TokenSource {
-    inner: Arc<dyn GetToken>,
+    inner: Arc<dyn FetchToken>,
     timeout: Duration,
     source_desc: Arc<str>,
     /// The scopes each fetch asked the inner source for, for tests and `check`.
     requested: Arc<Mutex<Vec<Vec<String>>>>,
+    /// Set when the API refused the cached token (401): the next fetch gets a new one.
+    stale: Arc<AtomicBool>,
 }
 
 impl TokenSource {
-    pub fn new(inner: Box<dyn GetToken>, timeout: Duration, source_desc: String) -> Self {
+    pub fn new(inner: Arc<dyn FetchToken>, timeout: Duration, source_desc: String) -> Self {
         Self {
-            inner: Arc::from(inner),
+            inner,
             timeout,
             source_desc: source_desc.into(),
             requested: Arc::default(),
+            stale: Arc::default(),
         }
     }
 
-    /// Every scope list this source has asked for so far.
+    /// The API answered 401 to the current token (revoked, or the key was rotated): fetch a
+    /// new one next time instead of serving the cached one until it expires an hour later.
+    pub fn invalidate(&self) {
+        self.stale.store(true, Ordering::Relaxed);
+    }
+
+    /// Every scope list this source has asked for recently (at most the last 64).
     pub fn requested_scopes(&self) -> Vec<Vec<String>> {
         self.requested.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    async fn fetch_spreadsheets_token(&self) -> Result<String, TokenError> {
+        const SCOPES: &[&str] = &[SPREADSHEETS_SCOPE];
+        let source_desc = || self.source_desc.to_string();
+        let fetch = async {
+            let stale = self.stale.swap(false, Ordering::Relaxed);
+            for force_refresh in [stale, true] {
+                if let Ok(mut r) = self.requested.lock() {
+                    if r.len() >= 64 {
+                        r.remove(0);
+                    }
+                    r.push(vec![SPREADSHEETS_SCOPE.to_string()]);
+                }
+                match self.inner.fetch(SCOPES, force_refresh).await {
+                    Ok(Some(token)) => return Ok(token),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        return Err(TokenError::Failed {
+                            rejected: credentials_rejected(e.as_ref()),
+                            message: e.to_string(),
+                            source_desc: source_desc(),
+                        })
+                    }
+                }
+            }
+            Err(TokenError::Failed {
+                source_desc: source_desc(),
+                message: "the reply carried no access token".into(),
+                rejected: false,
+            })
+        };
+        match tokio::time::timeout(self.timeout, fetch).await {
+            Ok(result) => result,
+            Err(_) => Err(TokenError::Timeout {
+                source_desc: source_desc(),
+                timeout: self.timeout,
+            }),
+        }
     }
 }
 
@@ -390,33 +469,10 @@ impl GetToken for TokenSource {
             if scopes != [SPREADSHEETS_SCOPE] {
                 tracing::debug!(?scopes, "narrowing requested scopes to spreadsheets only");
             }
-            if let Ok(mut r) = self.requested.lock() {
-                // Bounded: the authenticator caches tokens, so this grows by one entry per
-                // call at most; keep only the recent ones.
-                if r.len() >= 64 {
-                    r.remove(0);
-                }
-                r.push(vec![SPREADSHEETS_SCOPE.to_string()]);
-            }
-            let fetch = self.inner.get_token(&[SPREADSHEETS_SCOPE]);
-            let source_desc = self.source_desc.to_string();
-            match tokio::time::timeout(self.timeout, fetch).await {
-                Err(_) => Err(Box::new(TokenError::Timeout {
-                    source_desc,
-                    timeout: self.timeout,
-                }) as Box<dyn StdError + Send + Sync>),
-                Ok(Err(e)) => Err(Box::new(TokenError::Failed {
-                    rejected: credentials_rejected(e.as_ref()),
-                    message: e.to_string(),
-                    source_desc,
-                }) as _),
-                Ok(Ok(None)) => Err(Box::new(TokenError::Failed {
-                    source_desc,
-                    message: "the reply carried no access token".into(),
-                    rejected: false,
-                }) as _),
-                Ok(Ok(Some(token))) => Ok(Some(token)),
-            }
+            self.fetch_spreadsheets_token()
+                .await
+                .map(Some)
+                .map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>)
         })
     }
 }
@@ -515,6 +571,70 @@ mod tests {
         assert!(msg.contains(CREDENTIALS_ENV), "{msg}");
     }
 
+    /// Collects what tracing writes, for asserting on warnings.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut b) = self.0.lock() {
+                b.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[cfg(unix)]
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_key_readable_by_others_is_used_with_a_warning() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let path = dir.path().join("key.json");
+        std::fs::write(&path, key_json(good())).unwrap_or_else(|e| panic!("write: {e}"));
+        let set_mode = |mode| {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .unwrap_or_else(|e| panic!("chmod: {e}"))
+        };
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let creds = Credentials::KeyFile {
+            path: path.clone(),
+            from_env: false,
+        };
+        let text = || {
+            String::from_utf8_lossy(&captured.0.lock().map(|b| b.clone()).unwrap_or_default())
+                .into_owned()
+        };
+
+        set_mode(0o600);
+        assert!(matches!(load_key(&creds).await, Ok(Some(_))));
+        assert!(
+            !text().contains("chmod 600"),
+            "no warning for 0600: {}",
+            text()
+        );
+
+        set_mode(0o644);
+        assert!(
+            matches!(load_key(&creds).await, Ok(Some(_))),
+            "an open key still works"
+        );
+        let log = text();
+        assert!(log.contains("WARN"), "{log}");
+        assert!(
+            log.contains(&format!("chmod 600 {}", path.display())),
+            "{log}"
+        );
+    }
+
     #[test]
     fn group_or_other_bits_are_too_open() {
         assert!(!mode_too_open(0o100600));
@@ -523,42 +643,91 @@ mod tests {
         assert!(mode_too_open(0o100604));
     }
 
-    /// A token source that records the scopes it was asked for.
-    #[derive(Clone, Default)]
-    struct Recording(Arc<Mutex<Vec<Vec<String>>>>);
+    /// A token source that records the scopes it was asked for; the first `empty` fetches
+    /// return no access token (yup-oauth2's cached 5xx reply).
+    type Seen = Vec<(Vec<String>, bool)>;
 
-    impl GetToken for Recording {
-        fn get_token<'a>(&'a self, scopes: &'a [&str]) -> TokenFuture<'a> {
-            if let Ok(mut s) = self.0.lock() {
-                s.push(scopes.iter().map(|s| s.to_string()).collect());
+    #[derive(Clone, Default)]
+    struct Recording {
+        seen: Arc<Mutex<Seen>>,
+        empty: Arc<Mutex<u32>>,
+    }
+
+    impl FetchToken for Recording {
+        fn fetch<'a>(&'a self, scopes: &'a [&'a str], force: bool) -> TokenFuture<'a> {
+            if let Ok(mut s) = self.seen.lock() {
+                s.push((scopes.iter().map(|s| s.to_string()).collect(), force));
             }
-            Box::pin(async { Ok(Some("tok".to_string())) })
+            let empty = self
+                .empty
+                .lock()
+                .map(|mut n| {
+                    let was = *n;
+                    *n = n.saturating_sub(1);
+                    was > 0
+                })
+                .unwrap_or(false);
+            Box::pin(async move { Ok((!empty).then(|| "tok".to_string())) })
         }
     }
 
     #[tokio::test]
     async fn only_the_spreadsheets_scope_is_ever_requested() {
         let rec = Recording::default();
-        let source = TokenSource::new(Box::new(rec.clone()), Duration::from_secs(1), "t".into());
+        let source = TokenSource::new(Arc::new(rec.clone()), Duration::from_secs(1), "t".into());
         let drive = "https://www.googleapis.com/auth/drive";
         let token = source.get_token(&[drive]).await.ok().flatten();
         assert_eq!(token.as_deref(), Some("tok"));
-        let seen = rec.0.lock().map(|s| s.clone()).unwrap_or_default();
-        assert_eq!(seen, vec![vec![SPREADSHEETS_SCOPE.to_string()]]);
+        let seen = rec.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(seen, vec![(vec![SPREADSHEETS_SCOPE.to_string()], false)]);
+        assert_eq!(
+            source.requested_scopes(),
+            vec![vec![SPREADSHEETS_SCOPE.to_string()]]
+        );
     }
 
-    #[derive(Clone)]
+    #[tokio::test]
+    async fn a_cached_token_without_access_token_is_refreshed() {
+        let rec = Recording::default();
+        if let Ok(mut n) = rec.empty.lock() {
+            *n = 1;
+        }
+        let source = TokenSource::new(Arc::new(rec.clone()), Duration::from_secs(1), "t".into());
+        let token = source.get_token(&[SPREADSHEETS_SCOPE]).await.ok().flatten();
+        assert_eq!(token.as_deref(), Some("tok"));
+        let forced: Vec<bool> = rec
+            .seen
+            .lock()
+            .map(|s| s.iter().map(|(_, f)| *f).collect())
+            .unwrap_or_default();
+        assert_eq!(forced, vec![false, true]);
+
+        source.invalidate();
+        let token = source.get_token(&[SPREADSHEETS_SCOPE]).await.ok().flatten();
+        assert_eq!(token.as_deref(), Some("tok"));
+        let forced: Vec<bool> = rec
+            .seen
+            .lock()
+            .map(|s| s.iter().map(|(_, f)| *f).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            forced,
+            vec![false, true, true],
+            "a refused token is replaced"
+        );
+    }
+
     struct Never;
 
-    impl GetToken for Never {
-        fn get_token<'a>(&'a self, _scopes: &'a [&str]) -> TokenFuture<'a> {
+    impl FetchToken for Never {
+        fn fetch<'a>(&'a self, _scopes: &'a [&'a str], _force: bool) -> TokenFuture<'a> {
             Box::pin(std::future::pending())
         }
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_hanging_token_fetch_times_out() {
-        let source = TokenSource::new(Box::new(Never), Duration::from_secs(5), "metadata".into());
+        let source = TokenSource::new(Arc::new(Never), Duration::from_secs(5), "metadata".into());
         let err = source
             .get_token(&[SPREADSHEETS_SCOPE])
             .await

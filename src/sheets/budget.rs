@@ -14,7 +14,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use governor::clock::{Clock, Reference};
+use governor::clock::Clock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
@@ -119,18 +119,28 @@ impl Budget {
     }
 
     /// Waits until one more request fits the budget and takes it. Returns how long it
-    /// waited (zero when the budget had room), so the caller can log and count throttling
-    /// with the method it was about to call.
+    /// waited (zero when the budget had room).
     pub async fn acquire(&self) -> Duration {
+        self.acquire_with(|_| {}).await
+    }
+
+    /// [`Budget::acquire`], calling `on_wait` with the expected wait once, before waiting,
+    /// if the budget is spent: so the caller can log and count throttling as it starts,
+    /// with the method it was about to call.
+    pub async fn acquire_with(&self, on_wait: impl FnOnce(Duration)) -> Duration {
         let Some(inner) = &self.inner else {
             return Duration::ZERO;
         };
         let start = inner.clock.now();
+        let mut on_wait = Some(on_wait);
         loop {
             match inner.limiter.check() {
-                Ok(()) => return inner.clock.now().duration_since(start).into(),
+                Ok(()) => return inner.clock.now().saturating_sub(start),
                 Err(not_until) => {
                     let wait = not_until.wait_time_from(inner.clock.now());
+                    if let Some(f) = on_wait.take() {
+                        f(wait);
+                    }
                     // A zero wait can come back on a clock tick boundary; sleep a little so
                     // the loop cannot spin.
                     tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
@@ -174,9 +184,11 @@ mod tests {
         let budget = Budget::with_burst(5, Duration::from_secs(1), 1);
         let start = tokio::time::Instant::now();
         let mut waited = Vec::new();
+        let mut announced = 0;
         for _ in 0..6 {
-            waited.push(budget.acquire().await);
+            waited.push(budget.acquire_with(|_| announced += 1).await);
         }
+        assert_eq!(announced, 5, "every throttled call is announced once");
         assert_eq!(waited[0], Duration::ZERO, "first call must not wait");
         assert!(
             waited[1..].iter().all(|w| *w > Duration::ZERO),

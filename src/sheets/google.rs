@@ -56,6 +56,9 @@ pub struct GoogleSheetsConfig {
     pub retry: RetryPolicy,
     /// Shared with any other client that spends the same quota.
     pub budget: Budget,
+    /// Where the client counts its calls; pass one in to render it before the client
+    /// exists (the metrics endpoint), or leave the fresh default.
+    pub stats: Arc<SheetsStats>,
 }
 
 impl GoogleSheetsConfig {
@@ -69,6 +72,7 @@ impl GoogleSheetsConfig {
             token_timeout: DEFAULT_CALL_TIMEOUT,
             retry: RetryPolicy::default(),
             budget: Budget::default(),
+            stats: Arc::default(),
         }
     }
 }
@@ -189,7 +193,7 @@ impl GoogleSheets {
             call_timeout: config.call_timeout,
             retry: config.retry,
             budget: config.budget,
-            stats: Arc::new(SheetsStats::new()),
+            stats: config.stats,
             tokens,
             client_email: key.map(|k| k.client_email),
         })
@@ -222,14 +226,19 @@ impl GoogleSheets {
             |attempt| {
                 let send = op();
                 async move {
-                    let waited = self.budget.acquire().await;
+                    let waited = self
+                        .budget
+                        .acquire_with(|wait| {
+                            self.stats.record_throttled();
+                            tracing::info!(
+                                method = name,
+                                wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                                "request budget spent; the call waits for its turn"
+                            );
+                        })
+                        .await;
                     if !waited.is_zero() {
-                        self.stats.record_throttled(waited);
-                        tracing::info!(
-                            method = name,
-                            waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
-                            "request budget spent; the call waited for its turn"
-                        );
+                        self.stats.record_throttled_wait(waited);
                     }
                     tracing::debug!(method = name, attempt, "sending");
                     let outcome = tokio::time::timeout(self.call_timeout, send).await;
@@ -242,6 +251,11 @@ impl GoogleSheets {
                         Err(_) => Failure::timeout(method, self.call_timeout),
                     };
                     self.stats.record_request(method, failure.outcome);
+                    if failure.outcome == Outcome::Unauthorized {
+                        // Not retried here (the caller sees the 401), but the next call
+                        // must not present the same refused token again.
+                        self.tokens.invalidate();
+                    }
                     Err(failure)
                 }
             },

@@ -26,14 +26,16 @@ pub struct RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// Six attempts, waits up to 0.5 s, 1 s, 2 s, 4 s, 8 s, at most two minutes in all: long
-    /// enough to ride out a quota minute, short enough that a claim pass is not held forever.
+    /// Seven attempts, waits of up to 0.5, 1, 2, 4, 8 and 16 s (about 16 s in all on
+    /// average, 31.5 s at most), and no retry begun after 90 s: enough to ride out a blip or
+    /// a few quota refusals, while a call never holds up the daemon for long. An outage
+    /// longer than that is met by the caller (results wait in the outbox).
     fn default() -> Self {
         Self {
-            max_attempts: 6,
+            max_attempts: 7,
             initial_delay: Duration::from_millis(500),
-            max_delay: Duration::from_secs(32),
-            max_elapsed: Duration::from_secs(120),
+            max_delay: Duration::from_secs(16),
+            max_elapsed: Duration::from_secs(90),
         }
     }
 }

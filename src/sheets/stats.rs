@@ -153,9 +153,13 @@ impl SheetsStats {
         self.retries.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A call waited `wait` for the request budget before it was sent.
-    pub fn record_throttled(&self, wait: Duration) {
+    /// A call has to wait for the request budget before it is sent.
+    pub fn record_throttled(&self) {
         self.throttled_waits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A throttled call waited `wait` in all.
+    pub fn record_throttled_wait(&self, wait: Duration) {
         let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
         self.throttled_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
@@ -239,7 +243,8 @@ mod tests {
         stats.record_request(ApiMethod::ValuesBatchGet, Outcome::Ok);
         stats.record_request(ApiMethod::ValuesAppend, Outcome::from_status(429));
         stats.record_retry();
-        stats.record_throttled(Duration::from_millis(250));
+        stats.record_throttled();
+        stats.record_throttled_wait(Duration::from_millis(250));
         let s = stats.snapshot();
         assert_eq!(s.requests.len(), 2, "{s:?}");
         assert_eq!(s.count("values.batchGet", "ok"), 2);
