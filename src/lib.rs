@@ -7,6 +7,9 @@
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
+//! - [`metrics`]: the daemon's counters and gauges, their Prometheus text, the health verdict
+//!   of the poll loop, and the `/metrics` + `/healthz` endpoint.
+//! - [`notify`]: systemd readiness, watchdog, stopping and status notifications.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
 //!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
@@ -15,6 +18,8 @@
 pub mod a1;
 pub mod claim;
 pub mod config;
+pub mod metrics;
+pub mod notify;
 pub mod queue;
 pub mod sheet_time;
 pub mod sheets;
