@@ -1,5 +1,5 @@
-//! `sheetq.example.toml` is what operators copy: it must load as it is, show every setting,
-//! and state the real defaults.
+//! The configs operators copy: `sheetq.example.toml` must load as it is, show every setting
+//! and state the real defaults; the deploy files must agree with the config they run.
 
 use std::collections::BTreeMap;
 
@@ -73,4 +73,59 @@ fn the_example_states_the_real_defaults() {
     assert_eq!(c.full_scan_every, d.full_scan_every);
     assert_eq!(c.headers, d.headers);
     assert_eq!(c.states, d.states);
+}
+
+/// The config the Kubernetes manifests ship must load too, and leave the replicas inside the
+/// shared per-user quota of one service account.
+#[test]
+fn the_kubernetes_config_map_holds_a_valid_config() {
+    let manifest = include_str!("../deploy/k8s/configmap.yaml");
+    let (_, block) = manifest
+        .split_once("sheetq.toml: |\n")
+        .expect("configmap.yaml has a sheetq.toml entry");
+    // The YAML block scalar: every line indented by four spaces (or empty).
+    let text: String = block
+        .lines()
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let c = Config::parse(&text, "deploy/k8s/configmap.yaml", &BTreeMap::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deployment = include_str!("../deploy/k8s/deployment.yaml");
+    let replicas: u32 = deployment
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replicas: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("deployment.yaml sets replicas");
+    assert!(
+        replicas * c.requests_per_minute <= 60,
+        "{replicas} replicas × requests_per_minute {} exceed Google's 60 a minute per user",
+        c.requests_per_minute
+    );
+    let grace: u64 = deployment
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("terminationGracePeriodSeconds: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("deployment.yaml sets terminationGracePeriodSeconds");
+    assert!(
+        grace > c.shutdown_grace.as_secs() * 2,
+        "terminationGracePeriodSeconds {grace} must leave room above shutdown_grace"
+    );
+}
+
+/// systemd's stop timeout must exceed the default shutdown grace by a margin, or running
+/// jobs are SIGKILLed before sheetq has written their results.
+#[test]
+fn the_systemd_stop_timeout_is_above_the_shutdown_grace() {
+    let unit = include_str!("../deploy/sheetq.service");
+    let stop = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+        .expect("the unit sets TimeoutStopSec");
+    let stop = humantime::parse_duration(stop.trim()).expect("TimeoutStopSec is a duration");
+    let grace = example().shutdown_grace;
+    assert!(
+        stop > grace * 2,
+        "TimeoutStopSec {stop:?} vs shutdown_grace {grace:?}"
+    );
 }
