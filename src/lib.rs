@@ -4,22 +4,51 @@
 //!
 //! # Layout
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
+//! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
+//! - [`cli`]: the command line (clap) and its dispatch; the binary's edge.
+//! - [`commands`]: the configured commands, the checks on a job's args, and running a job
+//!   (built-ins, `exec` process groups, timeouts, the heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
+//! - [`daemon`]: the poll loop: lease, claim pass, job slots, write-back, shutdown.
+//! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
+//! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
+//!   local runs without Google (store, HTTP server, fault injection, request log).
+//! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
 //! - [`metrics`]: the daemon's counters and gauges, their Prometheus text, the health verdict
 //!   of the poll loop, and the `/metrics` + `/healthz` endpoint.
 //! - [`notify`]: systemd readiness, watchdog, stopping and status notifications.
+//! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
+//! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status
+//!   texts, result write-back cells, the waiting display and intake by polling, all pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
 //!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
+//!   - [`sheets::google`]: the Google implementation (`google-sheets4`): requests, replies,
+//!     timeouts, error classification, retries; `google/convert.rs` the pure type mapping.
+//!   - [`sheets::auth`]: credentials (key file, `GOOGLE_APPLICATION_CREDENTIALS`, metadata
+//!     server), key validation, the spreadsheets-only token source.
+//!   - [`sheets::retry`]: retry policy (exponential backoff, full jitter) and its loop.
+//!   - [`sheets::budget`]: the client-side requests-per-minute budget (token bucket).
+//!   - [`sheets::stats`]: request/retry/throttling counters for metrics.
+//!   - [`sheets::dry_run`]: the `--dry-run` decorator: reads pass, writes are only logged.
 
 pub mod a1;
+pub mod admin;
 pub mod claim;
+pub mod cli;
+pub mod commands;
 pub mod config;
+pub mod daemon;
+pub mod demo;
+pub mod emulator;
+pub mod lease;
 pub mod metrics;
 pub mod notify;
+pub mod outbox;
+pub mod panel;
 pub mod queue;
 pub mod sheet_time;
 pub mod sheets;

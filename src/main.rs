@@ -1,1 +1,37 @@
-fn main() {}
+//! The `sheetq` binary: parses the command line, sets up logging and hands over to
+//! [`sheetq::cli::execute`]. No logic lives here.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use sheetq::cli::{Cli, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The demo prints its own progress; its daemons only speak up when something is wrong.
+    let default_level = match cli.command {
+        sheetq::cli::Command::Demo(_) => "warn",
+        _ => "info",
+    };
+    let filter =
+        EnvFilter::try_from_env("SHEETQ_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sheetq: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(sheetq::cli::execute(cli))
+}

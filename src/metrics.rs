@@ -2,17 +2,19 @@
 //!
 //! [`Metrics`] is a plain registry of atomics shared as an `Arc<Metrics>`: there is no global
 //! registry, so every test and every daemon in one process (the demo runs two) has its own
-//! numbers. [`Metrics::render`] writes the Prometheus text exposition format 0.0.4.
+//! numbers. [`Metrics::render`] writes the Prometheus text exposition format 0.0.4. The API
+//! counters (requests by method and status, retries, budget waits) are the Google client's own
+//! [`SheetsStats`], attached with [`Metrics::with_api_stats`] and rendered from a snapshot, so
+//! each call is counted in one place only.
 //!
 //! [`Health`] answers `/healthz`: 200 only while the poll loop keeps completing polls, so a
 //! daemon stuck on a dead API, a wedged lock or a starved runtime is seen as unhealthy by the
 //! probe that can restart it. [`serve`] runs both endpoints until its shutdown token fires.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
@@ -22,6 +24,8 @@ use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+use crate::sheets::stats::SheetsStats;
 
 /// The `Content-Type` of the text exposition format Prometheus scrapes.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -65,28 +69,6 @@ impl Outcome {
     }
 }
 
-/// How a Sheets API call ended, as the `status` label of `sheetq_api_requests_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ApiStatus {
-    /// An HTTP reply with this status code (200, 429, 503, ...).
-    Http(u16),
-    /// No reply within `call_timeout`.
-    Timeout,
-    /// No HTTP reply at all (connection refused, TLS, DNS, token fetch).
-    Transport,
-}
-
-impl ApiStatus {
-    /// The label value: the code as digits, or `timeout` / `transport`.
-    pub fn label(self) -> String {
-        match self {
-            ApiStatus::Http(code) => code.to_string(),
-            ApiStatus::Timeout => "timeout".into(),
-            ApiStatus::Transport => "transport".into(),
-        }
-    }
-}
-
 /// The daemon's counters and gauges. Cheap to update from any task; share it as
 /// `Arc<Metrics>`.
 #[derive(Debug)]
@@ -96,13 +78,8 @@ pub struct Metrics {
     claim_conflicts: AtomicU64,
     lease_waits: AtomicU64,
     lease_acquisitions: AtomicU64,
-    /// Labelled by caller-chosen strings, so the label set is open: a map behind a mutex.
-    /// At most a few calls per second go through it (the API budget is per minute), so the
-    /// lock is never contended enough to matter.
-    api_requests: Mutex<BTreeMap<(String, String), u64>>,
-    api_retries: Mutex<BTreeMap<String, u64>>,
-    throttled_waits: AtomicU64,
-    throttled_wait_micros: AtomicU64,
+    /// The Google client's call counters; `None` for a sheet reached without it.
+    api: Option<Arc<SheetsStats>>,
     outbox_depth: AtomicU64,
     running_jobs: AtomicI64,
     job_duration: Histogram,
@@ -124,14 +101,20 @@ impl Metrics {
             claim_conflicts: AtomicU64::new(0),
             lease_waits: AtomicU64::new(0),
             lease_acquisitions: AtomicU64::new(0),
-            api_requests: Mutex::new(BTreeMap::new()),
-            api_retries: Mutex::new(BTreeMap::new()),
-            throttled_waits: AtomicU64::new(0),
-            throttled_wait_micros: AtomicU64::new(0),
+            api: None,
             outbox_depth: AtomicU64::new(0),
             running_jobs: AtomicI64::new(0),
             job_duration: Histogram::new(),
             last_successful_poll: AtomicU64::new(0),
+        }
+    }
+
+    /// A registry that also shows the API counters of the Google client
+    /// (`GoogleSheets::stats`).
+    pub fn with_api_stats(stats: Arc<SheetsStats>) -> Self {
+        Self {
+            api: Some(stats),
+            ..Self::new()
         }
     }
 
@@ -174,27 +157,6 @@ impl Metrics {
         self.lease_acquisitions.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// One Sheets API call ended; `method` is the API's own name, e.g.
-    /// `spreadsheets.values.batchGet`, so the numbers line up with Google's quota page.
-    pub fn api_request(&self, method: &str, status: ApiStatus) {
-        let key = (method.to_string(), status.label());
-        *lock(&self.api_requests).entry(key).or_insert(0) += 1;
-    }
-
-    /// A failed call of `method` is about to be tried again.
-    pub fn api_retry(&self, method: &str) {
-        *lock(&self.api_retries)
-            .entry(method.to_string())
-            .or_insert(0) += 1;
-    }
-
-    /// A call waited `waited` for the client-side request budget (`requests_per_minute`).
-    pub fn throttled_wait(&self, waited: Duration) {
-        self.throttled_waits.fetch_add(1, Ordering::Relaxed);
-        self.throttled_wait_micros
-            .fetch_add(saturating_micros(waited), Ordering::Relaxed);
-    }
-
     /// Results waiting in the local outbox to be written to the sheet.
     pub fn set_outbox_depth(&self, depth: u64) {
         self.outbox_depth.store(depth, Ordering::Relaxed);
@@ -214,6 +176,57 @@ impl Metrics {
     /// Jobs finished so far with `outcome`.
     pub fn jobs_finished(&self, outcome: Outcome) -> u64 {
         self.jobs_finished[outcome.slot()].load(Ordering::Relaxed)
+    }
+
+    /// The API families; present (and zero) without a client too, so dashboards and alerts
+    /// do not break on a missing series.
+    fn render_api(&self, out: &mut String) {
+        let api = self.api.as_ref().map(|a| a.snapshot()).unwrap_or_default();
+        family(
+            out,
+            "sheetq_api_requests_total",
+            "counter",
+            "Sheets API attempts, by API method and outcome (ok, 429, 5xx, timeout, ...).",
+        );
+        for r in &api.requests {
+            sample(
+                out,
+                "sheetq_api_requests_total",
+                &[("method", r.method), ("status", r.outcome)],
+                r.count,
+            );
+        }
+        family(
+            out,
+            "sheetq_api_retries_total",
+            "counter",
+            "Sheets API attempts repeated after a retryable failure (429, 5xx, timeout).",
+        );
+        sample(out, "sheetq_api_retries_total", &[], api.retries);
+        family(
+            out,
+            "sheetq_throttled_waits_total",
+            "counter",
+            "Calls that waited for the client-side request budget (requests_per_minute).",
+        );
+        sample(
+            out,
+            "sheetq_throttled_waits_total",
+            &[],
+            api.throttled_waits,
+        );
+        family(
+            out,
+            "sheetq_throttled_wait_seconds_total",
+            "counter",
+            "Time spent waiting for the client-side request budget.",
+        );
+        sample(
+            out,
+            "sheetq_throttled_wait_seconds_total",
+            &[],
+            api.throttled_wait_total.as_secs_f64(),
+        );
     }
 
     /// Everything, in the Prometheus text exposition format 0.0.4.
@@ -262,60 +275,7 @@ impl Metrics {
             sample(&mut out, name, &[], load(value));
         }
 
-        family(
-            &mut out,
-            "sheetq_api_requests_total",
-            "counter",
-            "Sheets API calls, by API method and HTTP status (or timeout/transport).",
-        );
-        for ((method, status), n) in lock(&self.api_requests).iter() {
-            sample(
-                &mut out,
-                "sheetq_api_requests_total",
-                &[("method", method), ("status", status)],
-                *n,
-            );
-        }
-        family(
-            &mut out,
-            "sheetq_api_retries_total",
-            "counter",
-            "Sheets API calls retried after a 429, 5xx, timeout or transport error.",
-        );
-        for (method, n) in lock(&self.api_retries).iter() {
-            sample(
-                &mut out,
-                "sheetq_api_retries_total",
-                &[("method", method)],
-                *n,
-            );
-        }
-
-        family(
-            &mut out,
-            "sheetq_throttled_waits_total",
-            "counter",
-            "Calls that waited for the client-side request budget (requests_per_minute).",
-        );
-        sample(
-            &mut out,
-            "sheetq_throttled_waits_total",
-            &[],
-            load(&self.throttled_waits),
-        );
-        family(
-            &mut out,
-            "sheetq_throttled_wait_seconds_total",
-            "counter",
-            "Time spent waiting for the client-side request budget.",
-        );
-        sample(
-            &mut out,
-            "sheetq_throttled_wait_seconds_total",
-            &[],
-            micros_as_secs(load(&self.throttled_wait_micros)),
-        );
-
+        self.render_api(&mut out);
         family(
             &mut out,
             "sheetq_outbox_depth",
@@ -524,11 +484,6 @@ fn saturating_micros(d: Duration) -> u64 {
 
 fn micros_as_secs(micros: u64) -> f64 {
     micros as f64 / 1_000_000.0
-}
-
-/// A poisoned lock only means a panic elsewhere mid-increment; the counts are still usable.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Whether the poll loop is making progress; cloned into the loop and the HTTP server.
@@ -742,9 +697,11 @@ async fn health_handler(State(state): State<AppState>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sheets::stats::{ApiMethod, Outcome as ApiOutcome};
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;
+    use std::collections::BTreeMap;
     use tower::ServiceExt;
 
     /// One parsed sample line.
@@ -868,7 +825,9 @@ mod tests {
             "sheetq_claim_conflicts_total",
             "sheetq_lease_waits_total",
             "sheetq_lease_acquisitions_total",
+            "sheetq_api_retries_total",
             "sheetq_throttled_waits_total",
+            "sheetq_throttled_wait_seconds_total",
             "sheetq_outbox_depth",
             "sheetq_running_jobs",
             "sheetq_last_successful_poll_timestamp_seconds",
@@ -880,18 +839,19 @@ mod tests {
 
     #[test]
     fn counts_come_back_out_of_the_text() {
-        let m = Arc::new(Metrics::new());
+        let api = Arc::new(SheetsStats::new());
+        let m = Arc::new(Metrics::with_api_stats(Arc::clone(&api)));
         m.claim_pass();
         m.claim_pass();
         m.claim_conflict();
         m.lease_wait();
         m.lease_acquired();
-        m.api_request("spreadsheets.values.batchGet", ApiStatus::Http(200));
-        m.api_request("spreadsheets.values.batchGet", ApiStatus::Http(200));
-        m.api_request("spreadsheets.values.batchGet", ApiStatus::Http(429));
-        m.api_request("spreadsheets.values.batchUpdate", ApiStatus::Timeout);
-        m.api_retry("spreadsheets.values.batchGet");
-        m.throttled_wait(Duration::from_millis(1500));
+        api.record_request(ApiMethod::ValuesBatchGet, ApiOutcome::Ok);
+        api.record_request(ApiMethod::ValuesBatchGet, ApiOutcome::Ok);
+        api.record_request(ApiMethod::ValuesBatchGet, ApiOutcome::from_status(429));
+        api.record_request(ApiMethod::ValuesBatchUpdate, ApiOutcome::Timeout);
+        api.record_retry();
+        api.record_throttled(Duration::from_millis(1500));
         m.set_outbox_depth(3);
         m.poll_succeeded(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
         m.job_finished(Outcome::Done, Duration::from_millis(500));
@@ -911,17 +871,10 @@ mod tests {
                 &[("method", method), ("status", status)],
             )
         };
-        assert_eq!(api("spreadsheets.values.batchGet", "200"), Some(2.0));
-        assert_eq!(api("spreadsheets.values.batchGet", "429"), Some(1.0));
-        assert_eq!(api("spreadsheets.values.batchUpdate", "timeout"), Some(1.0));
-        assert_eq!(
-            value(
-                &s,
-                "sheetq_api_retries_total",
-                &[("method", "spreadsheets.values.batchGet")]
-            ),
-            Some(1.0)
-        );
+        assert_eq!(api("values.batchGet", "ok"), Some(2.0));
+        assert_eq!(api("values.batchGet", "429"), Some(1.0));
+        assert_eq!(api("values.batchUpdate", "timeout"), Some(1.0));
+        assert_eq!(value(&s, "sheetq_api_retries_total", &[]), Some(1.0));
         assert_eq!(value(&s, "sheetq_throttled_waits_total", &[]), Some(1.0));
         assert_eq!(
             value(&s, "sheetq_throttled_wait_seconds_total", &[]),
@@ -974,18 +927,23 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped_and_read_back_intact() {
-        let m = Metrics::new();
         let odd = "we\"ird\\method\nname";
-        m.api_request(odd, ApiStatus::Transport);
-        let text = m.render();
+        let mut text = String::new();
+        family(&mut text, "sheetq_x_total", "counter", "odd\nhelp \\ text");
+        sample(
+            &mut text,
+            "sheetq_x_total",
+            &[("method", odd), ("status", "ok")],
+            1u64,
+        );
         assert!(text.contains(r#"method="we\"ird\\method\nname""#), "{text}");
+        assert!(
+            text.contains(r"# HELP sheetq_x_total odd\nhelp \\ text"),
+            "{text}"
+        );
         let s = parse(&text);
         assert_eq!(
-            value(
-                &s,
-                "sheetq_api_requests_total",
-                &[("method", odd), ("status", "transport")]
-            ),
+            value(&s, "sheetq_x_total", &[("method", odd), ("status", "ok")]),
             Some(1.0)
         );
     }

@@ -103,6 +103,12 @@ pub enum Request {
         row_count: i32,
         column_count: i32,
     },
+    /// Hide or show an existing sheet (`updateSheetProperties` with `fields: "hidden"`):
+    /// `init` hides `_ジョブキュー` and `_ワーカー` when a person has un-hidden them.
+    UpdateSheetHidden { sheet_id: i32, hidden: bool },
+    /// Make every cell of `range` a checkbox (`setDataValidation` with a `BOOLEAN`
+    /// condition): the ▶ column of a panel.
+    SetCheckboxes { range: GridRange },
 }
 
 /// The reply to one [`Request`], in request order.
@@ -203,3 +209,10 @@ pub trait Sheets: Send + Sync {
     /// a row another writer appended at the same moment), RAW.
     async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError>;
 }
+
+pub mod auth;
+pub mod budget;
+pub mod dry_run;
+pub mod google;
+pub mod retry;
+pub mod stats;

@@ -1,0 +1,371 @@
+//! The one-shot operator commands that are not the daemon: `init` (create what is missing),
+//! `check` (validate the sheet against the config, listing every problem), `status` (what
+//! the queue and the workers look like now) and `enqueue` (append a job from the shell).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use crate::a1;
+use crate::commands::Registry;
+use crate::config::Config;
+use crate::lease::{self, LeaseState, WORKER_SHEET};
+use crate::queue::{self, Column, ColumnMap, State, QUEUE_SHEET};
+use crate::sheet_time;
+use crate::sheets::{BatchUpdate, Cell, Request, Sheets, SheetsError, ValueRange};
+
+/// Header of the heartbeat rows in `_ワーカー` (row 2).
+pub const WORKER_HEADER: [&str; 6] = ["worker", "host", "version", "slots", "running", "last seen"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error(transparent)]
+    Sheets(#[from] SheetsError),
+    #[error("{}", .0.join("\n"))]
+    Problems(Vec<String>),
+}
+
+/// `sheetq init`: creates `_ジョブキュー` (with its header) and `_ワーカー` (with the lease
+/// cell `free`), hidden, where missing; fills an empty header or lease cell. Returns what it
+/// did, one line each; running it twice does nothing the second time.
+pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, AdminError> {
+    let meta = sheets.metadata().await?;
+    let mut done = Vec::new();
+    let mut add = Vec::new();
+    for (title, cols) in [(QUEUE_SHEET, 16), (WORKER_SHEET, 6)] {
+        if meta.sheet(title).is_none() {
+            add.push(Request::AddSheet {
+                title: title.to_string(),
+                hidden: true,
+                row_count: 1000,
+                column_count: cols,
+            });
+            done.push(format!("created hidden sheet '{title}'"));
+        }
+    }
+    if !add.is_empty() {
+        sheets
+            .batch_update(&BatchUpdate {
+                requests: add,
+                response_ranges: vec![],
+            })
+            .await?;
+    }
+    let ranges = [
+        a1::range(QUEUE_SHEET, "1:1"),
+        a1::range(WORKER_SHEET, "A1:F2"),
+    ];
+    let current = sheets.read(&ranges).await?;
+    let mut writes = Vec::new();
+    let header: Vec<Cell> = current
+        .first()
+        .and_then(|v| v.values.first())
+        .cloned()
+        .unwrap_or_default();
+    if header.iter().all(|c| queue::cell_text(c).trim().is_empty()) {
+        let row: Vec<Cell> = config
+            .headers
+            .header_row()
+            .into_iter()
+            .map(Cell::from)
+            .collect();
+        writes.push(ValueRange::new(a1::range(QUEUE_SHEET, "A1:P1"), vec![row]));
+        done.push(format!("wrote the header of '{QUEUE_SHEET}'"));
+    } else if let Err(e) = ColumnMap::from_header(&header, &config.headers) {
+        return Err(AdminError::Problems(vec![e.to_string()]));
+    }
+    let worker = current.get(1).map(|v| v.values.clone()).unwrap_or_default();
+    let lease_text = worker
+        .first()
+        .and_then(|r| r.get(1))
+        .map(queue::cell_text)
+        .unwrap_or_default();
+    if lease_text.trim().is_empty() {
+        writes.push(ValueRange::new(
+            a1::range(WORKER_SHEET, "A1:B1"),
+            vec![vec![Cell::from("lease"), Cell::from(lease::FREE)]],
+        ));
+        done.push(format!("set the lease cell '{WORKER_SHEET}'!B1 to free"));
+    }
+    if worker
+        .get(1)
+        .is_none_or(|r| r.iter().all(|c| queue::cell_text(c).is_empty()))
+    {
+        writes.push(ValueRange::new(
+            a1::range(WORKER_SHEET, "A2:F2"),
+            vec![WORKER_HEADER.iter().map(|h| Cell::from(*h)).collect()],
+        ));
+    }
+    if !writes.is_empty() {
+        sheets.write(&writes).await?;
+    }
+    if done.is_empty() {
+        done.push("nothing to do: the spreadsheet is ready".to_string());
+    }
+    Ok(done)
+}
+
+/// `sheetq check`: every problem that would stop or confuse the daemon, at once.
+pub async fn check(
+    sheets: &dyn Sheets,
+    config: &Config,
+    registry: &Registry,
+) -> Result<Vec<String>, SheetsError> {
+    let meta = sheets.metadata().await?;
+    let mut problems = Vec::new();
+    let tz = match sheet_time::parse_zone(&meta.time_zone) {
+        Ok(tz) => Some(tz),
+        Err(e) => {
+            problems.push(format!(
+                "the spreadsheet's time zone: {e}; set it under File → Settings"
+            ));
+            None
+        }
+    };
+    for title in [QUEUE_SHEET, WORKER_SHEET] {
+        if meta.sheet(title).is_none() {
+            problems.push(format!(
+                "sheet '{title}' is missing; run `sheetq init --config FILE` to create it"
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Ok(problems);
+    }
+    let ranges = [
+        a1::range(QUEUE_SHEET, "1:1"),
+        queue_data_range(&meta),
+        a1::range(WORKER_SHEET, "B1"),
+    ];
+    let values = sheets.read(&ranges).await?;
+    let header = values
+        .first()
+        .and_then(|v| v.values.first())
+        .cloned()
+        .unwrap_or_default();
+    match ColumnMap::from_header(&header, &config.headers) {
+        Err(e) => problems.push(e.to_string()),
+        Ok(columns) => {
+            let rows = values.get(1).map(|v| v.values.clone()).unwrap_or_default();
+            let snapshot = queue::parse_rows(
+                &rows,
+                2,
+                &columns,
+                &config.states,
+                tz.unwrap_or(chrono_tz::UTC),
+            );
+            problems.extend(snapshot.problems.iter().map(ToString::to_string));
+            for row in &snapshot.rows {
+                if row.state.is(State::Waiting) && registry.get(&row.command).is_none() {
+                    problems.push(format!(
+                        "'{QUEUE_SHEET}' row {}: command \"{}\" is not configured; add [commands.{}] to the config or the job will end as {}",
+                        row.row, row.command, row.command, config.states.error
+                    ));
+                }
+            }
+        }
+    }
+    let lease_text = values
+        .get(2)
+        .and_then(|v| v.values.first())
+        .and_then(|r| r.first())
+        .map(queue::cell_text)
+        .unwrap_or_default();
+    if let LeaseState::Invalid(text) = LeaseState::parse(&lease_text) {
+        problems.push(format!(
+            "the lease cell '{WORKER_SHEET}'!B1 holds {text:?}, not a lease; set it to \"free\" (sheetq init does)"
+        ));
+    }
+    Ok(problems)
+}
+
+/// Every data row of the queue, bounded by the sheet's grid (Google rejects ranges past it).
+fn queue_data_range(meta: &crate::sheets::SpreadsheetMeta) -> String {
+    let cols = meta
+        .sheet(QUEUE_SHEET)
+        .map(|s| s.column_count)
+        .unwrap_or(16)
+        .max(1);
+    a1::range(
+        QUEUE_SHEET,
+        &format!("A2:{}", a1::column_letters((cols - 1) as u32)),
+    )
+}
+
+/// A job to append from the shell.
+#[derive(Debug, Clone, Default)]
+pub struct NewJob {
+    pub target: String,
+    pub function: String,
+    pub command: String,
+    pub args_json: String,
+    pub requester: String,
+    pub panel_sheet: String,
+    pub flags: Vec<String>,
+}
+
+/// `sheetq enqueue`: appends one `待機` row (INSERT_ROWS, RAW); returns its jobId.
+pub async fn enqueue(
+    sheets: &dyn Sheets,
+    config: &Config,
+    job: &NewJob,
+) -> Result<String, AdminError> {
+    let meta = sheets.metadata().await?;
+    let tz = sheet_time::parse_zone(&meta.time_zone)
+        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let header = sheets.read(&[a1::range(QUEUE_SHEET, "1:1")]).await?;
+    let header = header
+        .first()
+        .and_then(|v| v.values.first())
+        .cloned()
+        .unwrap_or_default();
+    let columns = ColumnMap::from_header(&header, &config.headers)
+        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let job_id = uuid::Uuid::new_v4().to_string();
+    let row = job_row(&columns, config, tz, &job_id, Utc::now(), job);
+    let range = a1::range(
+        QUEUE_SHEET,
+        &format!("A1:{}", a1::column_letters(columns.width() - 1)),
+    );
+    sheets.append(&range, &[row]).await?;
+    Ok(job_id)
+}
+
+/// The cells of a new `待機` queue row, laid out by the header map.
+pub fn job_row(
+    columns: &ColumnMap,
+    config: &Config,
+    tz: Tz,
+    job_id: &str,
+    now: DateTime<Utc>,
+    job: &NewJob,
+) -> Vec<Cell> {
+    let mut row = vec![Cell::from(""); columns.width() as usize];
+    let mut set = |c: Column, v: Cell| row[columns.index(c) as usize] = v;
+    set(Column::JobId, Cell::from(job_id));
+    set(
+        Column::ReceivedAt,
+        Cell::from(sheet_time::instant_to_serial(now, tz)),
+    );
+    set(Column::Requester, Cell::from(job.requester.clone()));
+    set(Column::PanelSheet, Cell::from(job.panel_sheet.clone()));
+    set(Column::Target, Cell::from(job.target.clone()));
+    set(Column::Function, Cell::from(job.function.clone()));
+    set(Column::Command, Cell::from(job.command.clone()));
+    set(Column::ArgsJson, Cell::from(job.args_json.clone()));
+    set(Column::Flags, Cell::from(job.flags.join(",")));
+    set(Column::State, Cell::from(config.states.waiting.clone()));
+    row
+}
+
+/// `sheetq status`: queue counts by state, running jobs with their age, workers and their
+/// heartbeats, the oldest waiting job; as text for a terminal.
+pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, AdminError> {
+    let meta = sheets.metadata().await?;
+    let tz = sheet_time::parse_zone(&meta.time_zone)
+        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let ranges = [
+        a1::range(QUEUE_SHEET, "1:1"),
+        queue_data_range(&meta),
+        a1::range(WORKER_SHEET, "A1:F"),
+    ];
+    let values = sheets.read(&ranges).await?;
+    let header = values
+        .first()
+        .and_then(|v| v.values.first())
+        .cloned()
+        .unwrap_or_default();
+    let columns = ColumnMap::from_header(&header, &config.headers)
+        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let rows = values.get(1).map(|v| v.values.clone()).unwrap_or_default();
+    let snapshot = queue::parse_rows(&rows, 2, &columns, &config.states, tz);
+    let now = Utc::now();
+    let mut out = String::new();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &snapshot.rows {
+        let word = match &r.state {
+            queue::RowState::Known(s) => config.states.word(*s).to_string(),
+            queue::RowState::Unknown(t) => format!("? {t}"),
+        };
+        *counts.entry(word).or_default() += 1;
+    }
+    let _ = writeln!(out, "queue '{QUEUE_SHEET}': {} rows", snapshot.rows.len());
+    for s in [
+        State::Waiting,
+        State::Running,
+        State::Done,
+        State::Error,
+        State::Timeout,
+    ] {
+        let w = config.states.word(s);
+        let _ = writeln!(out, "  {w}: {}", counts.remove(w).unwrap_or(0));
+    }
+    for (w, n) in counts {
+        let _ = writeln!(out, "  {w}: {n}");
+    }
+    let running: Vec<_> = snapshot
+        .rows
+        .iter()
+        .filter(|r| r.state.is(State::Running))
+        .collect();
+    if !running.is_empty() {
+        let _ = writeln!(out, "running:");
+        for r in running {
+            let age = r
+                .started_at
+                .map(|t| format!("{}s", (now - t).num_seconds()))
+                .unwrap_or_else(|| "?".into());
+            let _ = writeln!(
+                out,
+                "  {} target={} function={} worker={} age={age}",
+                r.job_id,
+                r.target_key(),
+                r.function,
+                r.worker
+            );
+        }
+    }
+    if let Some(i) = crate::claim::waiting_order(&snapshot).first() {
+        let r = &snapshot.rows[*i];
+        let since = r
+            .received_at
+            .map(|t| sheet_time::format_datetime(t, tz))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "oldest waiting: {} target={} since {since}",
+            r.job_id,
+            r.target_key()
+        );
+    }
+    let worker = values.get(2).map(|v| v.values.clone()).unwrap_or_default();
+    let lease_text = worker
+        .first()
+        .and_then(|r| r.get(1))
+        .map(queue::cell_text)
+        .unwrap_or_default();
+    let _ = writeln!(out, "lease: {lease_text}");
+    let _ = writeln!(out, "workers:");
+    for row in worker.iter().skip(2) {
+        let cells: Vec<String> = row.iter().map(queue::cell_text).collect();
+        let Some(id) = cells.first().filter(|id| !id.is_empty()) else {
+            continue;
+        };
+        let seen = row
+            .get(5)
+            .and_then(|c| sheet_time::cell_to_instant(c, tz).ok().flatten())
+            .map(|t| format!("{}s ago", (now - t).num_seconds()))
+            .unwrap_or_else(|| "never".into());
+        let _ = writeln!(
+            out,
+            "  {id} host={} version={} slots={} running={} last seen {seen}",
+            cells.get(1).map(String::as_str).unwrap_or(""),
+            cells.get(2).map(String::as_str).unwrap_or(""),
+            cells.get(3).map(String::as_str).unwrap_or(""),
+            cells.get(4).map(String::as_str).unwrap_or("")
+        );
+    }
+    Ok(out)
+}

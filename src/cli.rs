@@ -1,0 +1,251 @@
+//! The command line: clap definitions of every subcommand and the code that turns a parsed
+//! command into calls into the library. This is the binary's edge, so it alone uses
+//! `anyhow` and maps failures to exit codes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
+
+use crate::admin;
+use crate::commands::Registry;
+use crate::config::Config;
+use crate::emulator::EmulatorArgs;
+use crate::sheets::auth::Credentials;
+use crate::sheets::budget::Budget;
+use crate::sheets::dry_run::DryRunSheets;
+use crate::sheets::google::{GoogleSheets, GoogleSheetsConfig};
+use crate::sheets::retry::RetryPolicy;
+use crate::sheets::Sheets;
+
+/// Exit code when `check` finds problems.
+pub const EXIT_PROBLEMS: u8 = 3;
+/// Exit code for a bad config or bad arguments (clap also uses 2).
+pub const EXIT_CONFIG: u8 = 2;
+
+/// sheetq: runs the jobs of a Google Sheets checkbox panel.
+#[derive(Debug, Parser)]
+#[command(name = "sheetq", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon until SIGTERM/SIGINT.
+    Run(RunArgs),
+    /// Run the whole flow on an embedded local spreadsheet: presses, two daemons, a table.
+    Demo(crate::demo::DemoArgs),
+    /// Serve the local Sheets API emulator.
+    Emulator(EmulatorArgs),
+    /// Create the hidden sheets sheetq needs, where missing.
+    Init(ConfigArgs),
+    /// Validate the spreadsheet against the config; exit 3 listing every problem.
+    Check(ConfigArgs),
+    /// Show queue counts, running jobs, workers and the oldest waiting job.
+    Status(ConfigArgs),
+    /// Append a job to the queue from the shell; prints its jobId.
+    Enqueue(EnqueueArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArgs {
+    /// Config file.
+    #[arg(long, short, default_value = "sheetq.toml", env = "SHEETQ_CONFIG")]
+    pub config: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Read the real sheet but write nothing; log each write that would have been sent.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct EnqueueArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Target label (the panel's G2 marker).
+    #[arg(long)]
+    pub target: String,
+    /// Function label.
+    #[arg(long)]
+    pub function: String,
+    /// Command name; must be configured under [commands].
+    #[arg(long)]
+    pub command: String,
+    /// Arguments as a JSON object.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    /// Requester e-mail (may be empty).
+    #[arg(long, default_value = "")]
+    pub requester: String,
+}
+
+/// Runs a parsed command line to its exit code.
+pub async fn execute(cli: Cli) -> ExitCode {
+    match dispatch(cli.command).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sheetq: {e:#}");
+            if e.downcast_ref::<crate::config::ConfigError>().is_some() {
+                ExitCode::from(EXIT_CONFIG)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run(args) => {
+            let config = Config::load(&args.config.config)?;
+            let registry = registry(&config)?;
+            let sheets = connect(&config, None, args.dry_run).await?;
+            let shutdown = CancellationToken::new();
+            tokio::spawn(cancel_on_signal(shutdown.clone()));
+            let report = crate::daemon::run(sheets, config, registry, shutdown).await?;
+            if report.results_pending > 0 {
+                eprintln!(
+                    "sheetq: {} result(s) could not be written and stay in the outbox for the next start",
+                    report.results_pending
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo(args) => {
+            crate::demo::run(args, &mut std::io::stdout()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Emulator(args) => {
+            let shutdown = CancellationToken::new();
+            tokio::spawn(cancel_on_signal(shutdown.clone()));
+            crate::emulator::serve(args.into(), shutdown).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Init(args) => {
+            let config = Config::load(&args.config)?;
+            let sheets = connect(&config, None, false).await?;
+            for line in admin::init(sheets.as_ref(), &config).await? {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check(args) => {
+            let config = Config::load(&args.config)?;
+            let mut problems = Vec::new();
+            let registry = match Registry::from_toml(&config.commands, config.stale_after) {
+                Ok(r) => r,
+                Err(p) => {
+                    problems.extend(p);
+                    Registry::default()
+                }
+            };
+            let sheets = connect(&config, None, false).await?;
+            problems.extend(admin::check(sheets.as_ref(), &config, &registry).await?);
+            if problems.is_empty() {
+                println!("ok: the spreadsheet matches {}", args.config.display());
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("{} problem(s):", problems.len());
+                for p in problems {
+                    eprintln!("  - {p}");
+                }
+                Ok(ExitCode::from(EXIT_PROBLEMS))
+            }
+        }
+        Command::Status(args) => {
+            let config = Config::load(&args.config)?;
+            let sheets = connect(&config, None, false).await?;
+            print!("{}", admin::status(sheets.as_ref(), &config).await?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Enqueue(args) => {
+            let config = Config::load(&args.config.config)?;
+            let sheets = connect(&config, None, false).await?;
+            let job = admin::NewJob {
+                target: args.target,
+                function: args.function,
+                command: args.command,
+                args_json: args.args,
+                requester: args.requester,
+                ..Default::default()
+            };
+            println!("{}", admin::enqueue(sheets.as_ref(), &config, &job).await?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The command registry of `config`, or every problem in its `[commands]` tables.
+pub fn registry(config: &Config) -> anyhow::Result<Registry> {
+    Registry::from_toml(&config.commands, config.stale_after).map_err(|problems| {
+        anyhow::Error::new(crate::config::ConfigError {
+            source_name: "[commands]".into(),
+            problems,
+        })
+    })
+}
+
+/// The spreadsheet port for `config`: the Google client (pointed at `api_base_url`), with
+/// the configured budget, timeouts and retries; wrapped in dry-run when asked.
+/// `credentials` overrides the config's (the embedded local mode passes the emulator's key).
+pub async fn connect(
+    config: &Config,
+    credentials: Option<Credentials>,
+    dry_run: bool,
+) -> anyhow::Result<Arc<dyn Sheets>> {
+    let credentials =
+        credentials.unwrap_or_else(|| Credentials::resolve(config.credentials.as_deref()));
+    let mut gc = GoogleSheetsConfig::new(config.spreadsheet_id.clone(), credentials);
+    gc.api_base_url = config.api_base_url.clone();
+    gc.call_timeout = config.call_timeout;
+    gc.retry = RetryPolicy {
+        max_attempts: config.max_retries + 1,
+        ..RetryPolicy::default()
+    };
+    gc.budget = Budget::per_minute(config.requests_per_minute);
+    let google = GoogleSheets::new(gc)
+        .await
+        .context("cannot set up the Google Sheets client")?;
+    Ok(if dry_run {
+        Arc::new(DryRunSheets::new(google))
+    } else {
+        Arc::new(google)
+    })
+}
+
+/// Cancels `token` on SIGTERM or SIGINT: the caller owns shutdown.
+pub async fn cancel_on_signal(token: CancellationToken) {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    tracing::info!("signal received: shutting down");
+    token.cancel();
+}

@@ -1,0 +1,475 @@
+//! Commands: the registry of what a queue row's `command` may name, the checks a job's
+//! `argsJSON` must pass before anything runs, and the [`Runner`] that runs a prepared job
+//! (built-ins in process, `exec` commands as a child process group) and turns what happened
+//! into an [`Outcome`].
+//!
+//! The daemon's `sheetq.toml` is the only place a command is defined (DESIGN §5). A sheet
+//! editor chooses a command *name* and its arguments; [`Registry::prepare`] refuses anything
+//! not configured, and sheet values only ever reach a program as data: JSON on stdin,
+//! `SHEETQ_*` environment variables, or whole-text substitution into configured argv
+//! elements. No shell ever sees a value from the sheet.
+//!
+//! - [`config`]: the `[commands.NAME]` tables, validated all at once.
+//! - [`schema`]: `args_required` and the supported subset of JSON Schema.
+//! - [`output`]: bounded capture of a child's output and the `exec` result protocol (pure).
+//! - [`runner`]: running prepared jobs, the heavy-job gate, timeouts and cancellation.
+//! - `process`: spawning a child in its own process group that cannot outlive the daemon.
+
+pub mod config;
+pub mod output;
+mod process;
+pub mod runner;
+pub mod schema;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use config::{Builtin, CommandDef, CommandKind};
+pub use runner::{Outcome, OutcomeStatus, Runner};
+
+/// Upper bound of `args.seconds` for the built-in `sleep`.
+pub const SLEEP_MAX_SECONDS: f64 = 3600.0;
+
+/// The fixed URL the built-in `sleep` reports, so a verification run shows a link in 結果.
+pub const SLEEP_RESULT_URL: &str = "https://example.com/sheetq/sleep";
+
+/// The most characters a cell holds (Sheets limit); also the limit for `argsJSON` and for the
+/// `continue` args a command hands back, since those become a cell of a new queue row.
+pub const CELL_MAX_CHARS: usize = 50_000;
+
+/// One claimed queue row, as the daemon read it. Every field is sheet data: untrusted text.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobSpec {
+    pub job_id: String,
+    pub target: String,
+    pub function: String,
+    /// Requester e-mail; may be empty (DESIGN §1.1).
+    pub requester: String,
+    pub command: String,
+    /// The raw `argsJSON` cell; empty (or only whitespace) means `{}`.
+    pub args_json: String,
+    /// The システムフラグ cell split on commas, e.g. `["heavy", "continuation"]`.
+    pub flags: Vec<String>,
+    pub panel_sheet: String,
+    pub panel_row: Option<u32>,
+}
+
+/// Why a job was refused before anything ran. `message` names the problem and is written to
+/// the row's メッセージ cell as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct JobRejected {
+    pub message: String,
+}
+
+impl JobRejected {
+    fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: output::limit_message(&message.into()),
+        }
+    }
+
+    /// The outcome to record for a refused job: `Failed` (エラー), nothing ran.
+    pub fn into_outcome(self) -> Outcome {
+        Outcome {
+            status: OutcomeStatus::Failed,
+            message: self.message,
+            url: None,
+            continue_args: None,
+            duration: Duration::ZERO,
+        }
+    }
+}
+
+/// A job that passed every check and is ready for [`Runner::run`]: the command's definition,
+/// the parsed args, and the concrete plan (argv already substituted).
+#[derive(Debug, Clone)]
+pub struct PreparedJob {
+    spec: JobSpec,
+    args: serde_json::Map<String, serde_json::Value>,
+    def: Arc<CommandDef>,
+    plan: Plan,
+}
+
+/// What running a prepared job means, decided by [`Registry::prepare`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Plan {
+    Sleep(Duration),
+    Echo,
+    Exec { argv: Vec<String> },
+}
+
+impl PreparedJob {
+    pub fn spec(&self) -> &JobSpec {
+        &self.spec
+    }
+
+    pub fn job_id(&self) -> &str {
+        &self.spec.job_id
+    }
+
+    /// The configured command name (as in `sheetq.toml`).
+    pub fn command(&self) -> &str {
+        &self.def.name
+    }
+
+    /// The parsed `argsJSON` object.
+    pub fn args(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.args
+    }
+
+    /// The argv an `exec` command will be started with; `None` for a built-in.
+    pub fn argv(&self) -> Option<&[String]> {
+        match &self.plan {
+            Plan::Exec { argv } => Some(argv),
+            _ => None,
+        }
+    }
+
+    /// Heavy if the command is configured `heavy`, or the row carries the `heavy` flag: a
+    /// sheet can make a job more careful, never less.
+    pub fn is_heavy(&self) -> bool {
+        self.def.heavy || self.spec.flags.iter().any(|f| f.trim() == "heavy")
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.def.timeout
+    }
+
+    pub(crate) fn def(&self) -> &CommandDef {
+        &self.def
+    }
+
+    pub(crate) fn plan(&self) -> &Plan {
+        &self.plan
+    }
+}
+
+/// Every configured command, by name. Built once at startup by [`Registry::from_toml`].
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    commands: BTreeMap<String, Arc<CommandDef>>,
+}
+
+impl Registry {
+    /// Builds the registry from the raw `[commands]` table of `sheetq.toml`. Returns every
+    /// problem at once, each naming the command, the key and the fix.
+    pub fn from_toml(table: &toml::Table, stale_after: Duration) -> Result<Registry, Vec<String>> {
+        let defs = config::parse_commands(table, stale_after)?;
+        Ok(Registry {
+            commands: defs
+                .into_iter()
+                .map(|d| (d.name.clone(), Arc::new(d)))
+                .collect(),
+        })
+    }
+
+    /// Parses `toml_text` as the body of a `[commands]` table; for tests and tools.
+    pub fn from_toml_str(toml_text: &str, stale_after: Duration) -> Result<Registry, Vec<String>> {
+        let table: toml::Table = toml_text
+            .parse()
+            .map_err(|e: toml::de::Error| vec![format!("commands: not valid TOML: {e}")])?;
+        Registry::from_toml(&table, stale_after)
+    }
+
+    /// Configured command names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.commands.keys().map(String::as_str)
+    }
+
+    pub fn get(&self, command: &str) -> Option<&CommandDef> {
+        self.commands.get(command.trim()).map(|d| d.as_ref())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.commands.is_empty()
+    }
+
+    /// Whether `command` is configured `heavy`; unknown commands are not (they never run).
+    pub fn is_heavy(&self, command: &str) -> bool {
+        self.get(command).is_some_and(|d| d.heavy)
+    }
+
+    /// A runner for this registry's jobs. Clones share its heavy-job gate, so make one per
+    /// daemon.
+    pub fn runner(&self) -> Runner {
+        Runner::new(self)
+    }
+
+    /// Checks a claimed row against the configuration: the command must be configured, the
+    /// args must be a JSON object that passes the command's checks, and the values must be
+    /// representable as argv/environment text. Nothing is executed here.
+    pub fn prepare(&self, spec: &JobSpec) -> Result<PreparedJob, JobRejected> {
+        let name = spec.command.trim();
+        let Some(def) = self.commands.get(name) else {
+            return Err(JobRejected::new(self.unknown_command_message(name)));
+        };
+        if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
+            return Err(JobRejected::new(
+                "a job field (target, function, requester, jobId, panel sheet or flags) \
+                 contains a NUL character, which cannot be passed to a program",
+            ));
+        }
+        let args = parse_args(&spec.args_json)?;
+        let mut problems = def.checks.check(&args);
+        let plan = match &def.kind {
+            CommandKind::Builtin(Builtin::Sleep) => match sleep_seconds(&args, def.timeout) {
+                Ok(d) => Some(Plan::Sleep(d)),
+                Err(p) => {
+                    problems.push(p);
+                    None
+                }
+            },
+            CommandKind::Builtin(Builtin::Echo) => Some(Plan::Echo),
+            CommandKind::Exec { argv } => {
+                let argv = argv.iter().map(|t| t.render(spec)).collect();
+                Some(Plan::Exec { argv })
+            }
+        };
+        match plan {
+            Some(plan) if problems.is_empty() => Ok(PreparedJob {
+                spec: spec.clone(),
+                args,
+                def: Arc::clone(def),
+                plan,
+            }),
+            _ => Err(JobRejected::new(format!(
+                "argsJSON does not fit command \"{}\": {}",
+                def.name,
+                problems.join("; ")
+            ))),
+        }
+    }
+
+    fn unknown_command_message(&self, name: &str) -> String {
+        let configured: Vec<&str> = self.names().collect();
+        let configured = if configured.is_empty() {
+            "none".to_string()
+        } else {
+            configured.join(", ")
+        };
+        if name.is_empty() {
+            format!("the command cell is empty (configured: {configured})")
+        } else {
+            format!(
+                "command \"{name}\" is not configured in sheetq.toml (configured: {configured})"
+            )
+        }
+    }
+}
+
+/// Parses the `argsJSON` cell: empty means `{}`, anything else must be a JSON object.
+fn parse_args(raw: &str) -> Result<serde_json::Map<String, serde_json::Value>, JobRejected> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(serde_json::Map::new());
+    }
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(other) => Err(JobRejected::new(format!(
+            "argsJSON must be a JSON object like {{\"key\": \"value\"}}, found {}",
+            schema::describe_type(&other)
+        ))),
+        Err(e) => Err(JobRejected::new(format!("argsJSON is not valid JSON: {e}"))),
+    }
+}
+
+/// `args.seconds` for the built-in `sleep`: default 1, a number in `0..=3600` and shorter
+/// than the command's timeout (a sleep that cannot finish is a mistake in the args).
+fn sleep_seconds(
+    args: &serde_json::Map<String, serde_json::Value>,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    let secs = match args.get("seconds") {
+        None | Some(serde_json::Value::Null) => 1.0,
+        Some(serde_json::Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+        Some(other) => {
+            return Err(format!(
+                "args.seconds must be a number of seconds, found {}",
+                schema::describe_value(other)
+            ))
+        }
+    };
+    if !(0.0..=SLEEP_MAX_SECONDS).contains(&secs) {
+        return Err(format!(
+            "args.seconds must be between 0 and {SLEEP_MAX_SECONDS}, found {secs}"
+        ));
+    }
+    let d = Duration::from_secs_f64(secs);
+    if d >= timeout {
+        return Err(format!(
+            "args.seconds = {secs} must be shorter than the command's timeout ({})",
+            humantime::format_duration(timeout)
+        ));
+    }
+    Ok(d)
+}
+
+fn env_has_nul(spec: &JobSpec) -> bool {
+    [
+        &spec.job_id,
+        &spec.target,
+        &spec.function,
+        &spec.requester,
+        &spec.command,
+        &spec.args_json,
+        &spec.panel_sheet,
+    ]
+    .iter()
+    .any(|s| s.contains('\0'))
+        || spec.flags.iter().any(|f| f.contains('\0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STALE: Duration = Duration::from_secs(15 * 60);
+
+    fn registry() -> Registry {
+        Registry::from_toml_str(
+            r#"
+            [sleep]
+            builtin = "sleep"
+            [echo]
+            builtin = "echo"
+            [report]
+            exec = ["/opt/tools/report", "--target", "{target}", "--who={requester}"]
+            timeout = "10m"
+            heavy = true
+            args_required = ["month"]
+            "#,
+            STALE,
+        )
+        .unwrap()
+    }
+
+    fn spec(command: &str, args: &str) -> JobSpec {
+        JobSpec {
+            job_id: "j-1".into(),
+            target: "A社".into(),
+            function: "月次レポート".into(),
+            requester: "a@example.com".into(),
+            command: command.into(),
+            args_json: args.into(),
+            ..JobSpec::default()
+        }
+    }
+
+    #[test]
+    fn unknown_command_names_it_and_lists_the_configured_ones() {
+        let err = registry().prepare(&spec("rm", "")).unwrap_err();
+        assert_eq!(
+            err.message,
+            "command \"rm\" is not configured in sheetq.toml (configured: echo, report, sleep)"
+        );
+    }
+
+    #[test]
+    fn empty_command_cell_is_named_as_such() {
+        let err = registry().prepare(&spec("  ", "")).unwrap_err();
+        assert!(
+            err.message.starts_with("the command cell is empty"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn command_name_is_trimmed() {
+        assert!(registry().prepare(&spec(" echo ", "")).is_ok());
+    }
+
+    #[test]
+    fn empty_args_mean_an_empty_object() {
+        let job = registry().prepare(&spec("echo", "  ")).unwrap();
+        assert!(job.args().is_empty());
+    }
+
+    #[test]
+    fn args_that_are_not_an_object_are_rejected() {
+        let err = registry().prepare(&spec("echo", "[1,2]")).unwrap_err();
+        assert!(err.message.contains("must be a JSON object"), "{err}");
+        assert!(err.message.contains("an array"), "{err}");
+        let err = registry().prepare(&spec("echo", "{oops")).unwrap_err();
+        assert!(
+            err.message.starts_with("argsJSON is not valid JSON"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_required_key_is_named() {
+        let err = registry().prepare(&spec("report", "{}")).unwrap_err();
+        assert_eq!(
+            err.message,
+            "argsJSON does not fit command \"report\": args.month is required"
+        );
+    }
+
+    #[test]
+    fn placeholders_are_substituted_as_text_inside_one_element() {
+        let mut s = spec("report", r#"{"month":"2026-11"}"#);
+        s.target = "A社; rm -rf / $(x) `y`".into();
+        s.requester = String::new();
+        let job = registry().prepare(&s).unwrap();
+        assert_eq!(
+            job.argv().unwrap(),
+            [
+                "/opt/tools/report",
+                "--target",
+                "A社; rm -rf / $(x) `y`",
+                "--who="
+            ]
+        );
+    }
+
+    #[test]
+    fn sleep_seconds_defaults_and_bounds() {
+        let r = registry();
+        let job = r.prepare(&spec("sleep", "")).unwrap();
+        assert_eq!(job.plan(), &Plan::Sleep(Duration::from_secs(1)));
+        let job = r.prepare(&spec("sleep", r#"{"seconds":0.25}"#)).unwrap();
+        assert_eq!(job.plan(), &Plan::Sleep(Duration::from_millis(250)));
+        for bad in [
+            r#"{"seconds":-1}"#,
+            r#"{"seconds":3601}"#,
+            r#"{"seconds":"2"}"#,
+        ] {
+            let err = r.prepare(&spec("sleep", bad)).unwrap_err();
+            assert!(err.message.contains("args.seconds"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn sleep_longer_than_its_timeout_is_rejected() {
+        let r =
+            Registry::from_toml_str("[nap]\nbuiltin = \"sleep\"\ntimeout = \"2s\"", STALE).unwrap();
+        let err = r.prepare(&spec("nap", r#"{"seconds":5}"#)).unwrap_err();
+        assert!(
+            err.message
+                .contains("shorter than the command's timeout (2s)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn heavy_comes_from_config_or_the_row_flag() {
+        let r = registry();
+        assert!(r.is_heavy("report"));
+        assert!(!r.is_heavy("echo"));
+        assert!(!r.is_heavy("nope"));
+        let mut s = spec("echo", "");
+        assert!(!r.prepare(&s).unwrap().is_heavy());
+        s.flags = vec!["continuation".into(), " heavy".into()];
+        assert!(r.prepare(&s).unwrap().is_heavy());
+    }
+
+    #[test]
+    fn nul_in_a_field_is_rejected_for_exec() {
+        let mut s = spec("report", r#"{"month":"x"}"#);
+        s.target = "a\0b".into();
+        let err = registry().prepare(&s).unwrap_err();
+        assert!(err.message.contains("NUL"), "{err}");
+    }
+}

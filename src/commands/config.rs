@@ -1,0 +1,667 @@
+//! The `[commands.NAME]` tables of `sheetq.toml`, parsed into validated [`CommandDef`]s.
+//!
+//! Validation reports every problem at once (an operator fixes the file in one go), each
+//! naming the command, the key and the fix. Unknown keys are errors: a typo such as
+//! `timout = "1h"` must not silently fall back to the default.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::schema::{self, ArgsChecks, Schema};
+use super::JobSpec;
+
+/// The keys a command table may have.
+const KEYS: &[&str] = &[
+    "builtin",
+    "exec",
+    "timeout",
+    "kill_grace",
+    "heavy",
+    "workdir",
+    "env",
+    "args_required",
+    "args_schema",
+    "description",
+];
+
+/// Default run-time limit of a command, unless `stale_after` is so short that half of it
+/// is less.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// Default time between SIGTERM and SIGKILL when a command is stopped, unless a tenth of
+/// `stale_after` is less.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// Longest accepted `kill_grace`: a stop must stay prompt for shutdown.
+pub const MAX_KILL_GRACE: Duration = Duration::from_secs(60);
+
+/// One configured command.
+#[derive(Debug, Clone)]
+pub struct CommandDef {
+    /// The name used in the sheet's `command` cell (the TOML table name).
+    pub name: String,
+    pub kind: CommandKind,
+    /// Run-time limit, measured from [`super::Runner::run`] (so it includes any wait for the
+    /// heavy gate); always `timeout + kill_grace < stale_after`, so the sheet never times out
+    /// a job that is still running.
+    pub timeout: Duration,
+    pub kill_grace: Duration,
+    /// At most one heavy job runs at a time per runner.
+    pub heavy: bool,
+    /// Working directory of an `exec` command; the daemon's own when `None`.
+    pub workdir: Option<PathBuf>,
+    /// Names of the daemon's environment variables passed through to an `exec` command.
+    pub env: Vec<String>,
+    pub description: Option<String>,
+    pub(crate) checks: ArgsChecks,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommandKind {
+    Builtin(Builtin),
+    /// argv templates; element 0 (the program) never contains a placeholder.
+    Exec {
+        argv: Vec<ArgTemplate>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    /// Sleeps `args.seconds` and returns a fixed message and URL: the verification dummy.
+    Sleep,
+    /// Returns its args as the message: for smoke tests of the whole path.
+    Echo,
+}
+
+/// One argv element: literal text with `{target}`, `{function}`, `{job_id}`, `{requester}`
+/// placeholders. A placeholder becomes part of this one element's text, whatever the value
+/// holds (spaces, quotes, `;`): the element is never split and never seen by a shell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgTemplate {
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Field(Field),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Target,
+    Function,
+    JobId,
+    Requester,
+}
+
+const PLACEHOLDERS: &str = "{target}, {function}, {job_id}, {requester}";
+
+impl ArgTemplate {
+    /// Parses one element. `{word}` with `word` made of letters, digits and `_` is a
+    /// placeholder and must be a known one (typo protection); any other brace is literal
+    /// text, so `{print $1}` or `{"a":1}` need no escaping.
+    pub fn parse(text: &str) -> Result<ArgTemplate, String> {
+        let mut parts = Vec::new();
+        let mut literal = String::new();
+        let mut rest = text;
+        while let Some(open) = rest.find('{') {
+            let after = &rest[open + 1..];
+            let word_len = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            let is_placeholder = word_len > 0 && after[word_len..].starts_with('}');
+            if !is_placeholder {
+                literal.push_str(&rest[..=open]);
+                rest = after;
+                continue;
+            }
+            let word = &after[..word_len];
+            let field = match word {
+                "target" => Field::Target,
+                "function" => Field::Function,
+                "job_id" => Field::JobId,
+                "requester" => Field::Requester,
+                other => {
+                    return Err(format!(
+                        "unknown placeholder {{{other}}} (known: {PLACEHOLDERS})"
+                    ))
+                }
+            };
+            literal.push_str(&rest[..open]);
+            if !literal.is_empty() {
+                parts.push(Part::Text(std::mem::take(&mut literal)));
+            }
+            parts.push(Part::Field(field));
+            rest = &after[word_len + 1..];
+        }
+        literal.push_str(rest);
+        if !literal.is_empty() || parts.is_empty() {
+            parts.push(Part::Text(literal));
+        }
+        Ok(ArgTemplate { parts })
+    }
+
+    fn has_placeholder(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p, Part::Field(_)))
+    }
+
+    /// The element's text for `spec`.
+    pub fn render(&self, spec: &JobSpec) -> String {
+        let mut out = String::new();
+        for part in &self.parts {
+            out.push_str(match part {
+                Part::Text(t) => t,
+                Part::Field(Field::Target) => &spec.target,
+                Part::Field(Field::Function) => &spec.function,
+                Part::Field(Field::JobId) => &spec.job_id,
+                Part::Field(Field::Requester) => &spec.requester,
+            });
+        }
+        out
+    }
+}
+
+/// Parses every command table; `Err` holds every problem found.
+pub(crate) fn parse_commands(
+    table: &toml::Table,
+    stale_after: Duration,
+) -> Result<Vec<CommandDef>, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut defs = Vec::new();
+    for (name, value) in table {
+        let at = format!("commands.{}", key_text(name));
+        if name.trim().is_empty() || name.trim() != name {
+            errors.push(format!(
+                "{at}: a command name must not be empty or start/end with spaces (the sheet's \
+                 command cell is matched exactly after trimming)"
+            ));
+            continue;
+        }
+        let Some(t) = value.as_table() else {
+            errors.push(format!(
+                "{at} must be a table, e.g. [{at}] with builtin = \"sleep\" or exec = [\"/path/to/program\"]"
+            ));
+            continue;
+        };
+        if let Some(def) = parse_one(name, &at, t, stale_after, &mut errors) {
+            defs.push(def);
+        }
+    }
+    if errors.is_empty() {
+        Ok(defs)
+    } else {
+        Err(errors)
+    }
+}
+
+fn parse_one(
+    name: &str,
+    at: &str,
+    t: &toml::Table,
+    stale_after: Duration,
+    errors: &mut Vec<String>,
+) -> Option<CommandDef> {
+    let before = errors.len();
+    for key in t.keys() {
+        if !KEYS.contains(&key.as_str()) {
+            errors.push(format!(
+                "{at}.{} is not a known key (known: {})",
+                key_text(key),
+                KEYS.join(", ")
+            ));
+        }
+    }
+
+    let kind = match (t.get("builtin"), t.get("exec")) {
+        (Some(_), Some(_)) => {
+            errors.push(format!("{at} has both builtin and exec: keep exactly one"));
+            None
+        }
+        (None, None) => {
+            errors.push(format!(
+                "{at} needs builtin = \"sleep\" | \"echo\" or exec = [\"/path/to/program\", \"arg\", ...]"
+            ));
+            None
+        }
+        (Some(b), None) => match b.as_str() {
+            Some("sleep") => Some(CommandKind::Builtin(Builtin::Sleep)),
+            Some("echo") => Some(CommandKind::Builtin(Builtin::Echo)),
+            _ => {
+                errors.push(format!(
+                    "{at}.builtin = {b} is not a built-in command (built-ins: \"sleep\", \"echo\")"
+                ));
+                None
+            }
+        },
+        (None, Some(e)) => parse_exec(at, e, errors).map(|argv| CommandKind::Exec { argv }),
+    };
+    let is_builtin = matches!(kind, Some(CommandKind::Builtin(_))) || t.contains_key("builtin");
+
+    let kill_grace = match t.get("kill_grace") {
+        None => DEFAULT_KILL_GRACE.min(stale_after / 10),
+        Some(v) => match duration(at, "kill_grace", v, errors) {
+            Some(d) if d > MAX_KILL_GRACE => {
+                errors.push(format!(
+                    "{at}.kill_grace = \"{}\" is too long: at most {} so that a stop stays prompt",
+                    humantime::format_duration(d),
+                    humantime::format_duration(MAX_KILL_GRACE)
+                ));
+                DEFAULT_KILL_GRACE
+            }
+            Some(d) => d,
+            None => DEFAULT_KILL_GRACE,
+        },
+    };
+
+    let timeout = match t.get("timeout") {
+        None => DEFAULT_TIMEOUT.min(stale_after / 2),
+        Some(v) => match duration(at, "timeout", v, errors) {
+            Some(d) if d.is_zero() => {
+                errors.push(format!("{at}.timeout must be longer than 0s"));
+                DEFAULT_TIMEOUT
+            }
+            Some(d) => {
+                let stale = humantime::format_duration(stale_after);
+                let shown = humantime::format_duration(d);
+                if d >= stale_after {
+                    errors.push(format!(
+                        "{at}.timeout = \"{shown}\" must be shorter than stale_after ({stale}): \
+                         a job would be timed out by the sheet while still running"
+                    ));
+                } else if d + kill_grace >= stale_after {
+                    errors.push(format!(
+                        "{at}.timeout = \"{shown}\" plus kill_grace ({}) must be shorter than \
+                         stale_after ({stale}): a job would be timed out by the sheet while \
+                         still stopping",
+                        humantime::format_duration(kill_grace)
+                    ));
+                }
+                d
+            }
+            None => DEFAULT_TIMEOUT,
+        },
+    };
+
+    let heavy = match t.get("heavy") {
+        None => false,
+        Some(toml::Value::Boolean(b)) => *b,
+        Some(v) => {
+            errors.push(format!("{at}.heavy = {v} must be true or false"));
+            false
+        }
+    };
+
+    let workdir = match t.get("workdir") {
+        None => None,
+        Some(v) => match v.as_str() {
+            Some(s) if PathBuf::from(s).is_absolute() => Some(PathBuf::from(s)),
+            _ => {
+                errors.push(format!(
+                    "{at}.workdir = {v} must be an absolute path, e.g. \"/var/lib/sheetq/work\""
+                ));
+                None
+            }
+        },
+    };
+    if workdir.is_some() && is_builtin {
+        errors.push(format!(
+            "{at}.workdir only applies to exec commands: remove it"
+        ));
+    }
+
+    let env = match t.get("env") {
+        None => Vec::new(),
+        Some(v) => parse_env(at, v, errors),
+    };
+    if !env.is_empty() && is_builtin {
+        errors.push(format!("{at}.env only applies to exec commands: remove it"));
+    }
+
+    let mut checks = ArgsChecks::default();
+    match t.get("args_required") {
+        None => {}
+        Some(v) => match v
+            .as_array()
+            .and_then(|a| a.iter().map(|x| x.as_str().map(str::to_string)).collect())
+        {
+            Some(keys) => checks.required = keys,
+            None => errors.push(format!(
+                "{at}.args_required = {v} must be a list of key names, e.g. [\"month\"]"
+            )),
+        },
+    }
+    if let Some(v) = t.get("args_schema") {
+        checks.schema = parse_schema(at, v, errors);
+    }
+
+    let description = match t.get("description") {
+        None => None,
+        Some(toml::Value::String(s)) => Some(s.clone()),
+        Some(v) => {
+            errors.push(format!("{at}.description = {v} must be a string"));
+            None
+        }
+    };
+
+    if errors.len() > before {
+        return None;
+    }
+    Some(CommandDef {
+        name: name.to_string(),
+        kind: kind?,
+        timeout,
+        kill_grace,
+        heavy,
+        workdir,
+        env,
+        description,
+        checks,
+    })
+}
+
+fn parse_exec(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Option<Vec<ArgTemplate>> {
+    let Some(list) = v.as_array() else {
+        errors.push(format!(
+            "{at}.exec must be a list (argv, no shell), e.g. exec = [\"/opt/tools/report\", \"--target\", \"{{target}}\"]"
+        ));
+        return None;
+    };
+    if list.is_empty() {
+        errors.push(format!("{at}.exec is empty: name the program to run"));
+        return None;
+    }
+    let mut argv = Vec::new();
+    let mut ok = true;
+    for (i, item) in list.iter().enumerate() {
+        let Some(text) = item.as_str() else {
+            errors.push(format!("{at}.exec[{i}] = {item} must be a string"));
+            ok = false;
+            continue;
+        };
+        if text.contains('\0') {
+            errors.push(format!("{at}.exec[{i}] contains a NUL character"));
+            ok = false;
+            continue;
+        }
+        match ArgTemplate::parse(text) {
+            Ok(tpl) if i == 0 && (text.is_empty() || tpl.has_placeholder()) => {
+                errors.push(format!(
+                    "{at}.exec[0] = \"{text}\" must name a fixed program (no placeholders): \
+                     the sheet must never choose what runs"
+                ));
+                ok = false;
+            }
+            Ok(tpl) => argv.push(tpl),
+            Err(e) => {
+                errors.push(format!("{at}.exec[{i}] = \"{text}\": {e}"));
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(argv)
+}
+
+fn parse_env(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Vec<String> {
+    let Some(list) = v.as_array() else {
+        errors.push(format!(
+            "{at}.env = {v} must be a list of variable names to pass through, e.g. [\"HOME\", \"REPORT_TOKEN\"]"
+        ));
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    for item in list {
+        match item.as_str() {
+            Some(n) if n.starts_with("SHEETQ_") => errors.push(format!(
+                "{at}.env: \"{n}\" is reserved: sheetq sets the SHEETQ_* variables itself"
+            )),
+            Some(n) if is_env_name(n) => names.push(n.to_string()),
+            _ => errors.push(format!(
+                "{at}.env: {item} is not a variable name (letters, digits, _; e.g. \"REPORT_TOKEN\"); \
+                 values come from the daemon's environment, not from this file"
+            )),
+        }
+    }
+    names
+}
+
+fn is_env_name(n: &str) -> bool {
+    let mut chars = n.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn parse_schema(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Option<Schema> {
+    let here = format!("{at}.args_schema");
+    let json = match v {
+        toml::Value::String(text) => match serde_json::from_str(text) {
+            Ok(j) => j,
+            Err(e) => {
+                errors.push(format!("{here} is not valid JSON: {e}"));
+                return None;
+            }
+        },
+        toml::Value::Table(_) => match schema::toml_to_json(v) {
+            Ok(j) => j,
+            Err(e) => {
+                errors.push(format!("{here}: {e}"));
+                return None;
+            }
+        },
+        other => {
+            errors.push(format!(
+                "{here} = {other} must be a table (inline JSON Schema) or a JSON string"
+            ));
+            return None;
+        }
+    };
+    if let Some(t) = json.get("type") {
+        if t != "object" {
+            errors.push(format!(
+                "{here}.type must be \"object\": argsJSON is always an object"
+            ));
+        }
+    }
+    let before = errors.len();
+    let compiled = Schema::compile(&json, &here, errors);
+    (errors.len() == before).then_some(compiled)
+}
+
+fn duration(at: &str, key: &str, v: &toml::Value, errors: &mut Vec<String>) -> Option<Duration> {
+    match v.as_str().map(humantime::parse_duration) {
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => {
+            errors.push(format!(
+                "{at}.{key} = {v} is not a duration ({e}); write e.g. \"90s\", \"10m\""
+            ));
+            None
+        }
+        None => {
+            errors.push(format!(
+                "{at}.{key} = {v} must be a duration string, e.g. \"90s\", \"10m\""
+            ));
+            None
+        }
+    }
+}
+
+/// A TOML key as it would be written in the file (quoted when not bare).
+fn key_text(key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare {
+        key.to_string()
+    } else {
+        format!("{key:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::Registry;
+
+    const STALE: Duration = Duration::from_secs(15 * 60);
+
+    fn errors(text: &str) -> Vec<String> {
+        Registry::from_toml_str(text, STALE).unwrap_err()
+    }
+
+    #[test]
+    fn design_example_is_accepted() {
+        let r = Registry::from_toml_str(
+            r#"
+            [sleep]
+            builtin = "sleep"
+
+            [report]
+            exec    = ["/opt/tools/report", "--target", "{target}"]
+            timeout = "10m"
+            heavy   = true
+            "#,
+            STALE,
+        )
+        .unwrap();
+        let report = r.get("report").unwrap();
+        assert_eq!(report.timeout, Duration::from_secs(600));
+        assert!(report.heavy);
+        assert_eq!(r.get("sleep").unwrap().timeout, DEFAULT_TIMEOUT);
+        assert_eq!(r.get("sleep").unwrap().kill_grace, DEFAULT_KILL_GRACE);
+    }
+
+    #[test]
+    fn timeout_not_shorter_than_stale_after_is_explained() {
+        let e = errors("[report]\nexec = [\"/bin/true\"]\ntimeout = \"20m\"");
+        assert_eq!(
+            e,
+            vec![
+                "commands.report.timeout = \"20m\" must be shorter than stale_after (15m): a job \
+                 would be timed out by the sheet while still running"
+            ]
+        );
+        let e = errors("[report]\nexec = [\"/bin/true\"]\ntimeout = \"15m\"");
+        assert_eq!(e.len(), 1);
+        let e = errors("[report]\nexec = [\"/bin/true\"]\ntimeout = \"14m58s\"");
+        assert!(e[0].contains("plus kill_grace (3s)"), "{e:?}");
+    }
+
+    #[test]
+    fn defaults_fit_a_short_stale_after() {
+        let r =
+            Registry::from_toml_str("[s]\nbuiltin = \"sleep\"", Duration::from_secs(2)).unwrap();
+        let s = r.get("s").unwrap();
+        assert_eq!(s.timeout, Duration::from_secs(1));
+        assert_eq!(s.kill_grace, Duration::from_millis(200));
+    }
+
+    #[test]
+    fn every_problem_is_listed_at_once() {
+        let e = errors(
+            r#"
+            [a]
+            builtin = "sleep"
+            exec = ["/bin/true"]
+            [b]
+            timout = "1h"
+            [c]
+            exec = ["{target}", "{tagret}"]
+            heavy = "yes"
+            [d]
+            builtin = "spawn"
+            env = ["PATH", "SHEETQ_X", "A-B"]
+            workdir = "relative/dir"
+            timeout = "soon"
+            args_required = "month"
+            args_schema = { type = "array", oneOf = [] }
+            [e]
+            builtin = "echo"
+            workdir = "/tmp"
+            [e2]
+            exec = []
+            f = 1
+            [g]
+            exec = "/bin/sh -c 'x'"
+            "#,
+        );
+        let expect = [
+            "commands.a has both builtin and exec",
+            "commands.b.timout is not a known key",
+            "commands.b needs builtin",
+            "commands.c.exec[0] = \"{target}\" must name a fixed program",
+            "commands.c.exec[1] = \"{tagret}\": unknown placeholder {tagret}",
+            "commands.c.heavy = \"yes\" must be true or false",
+            "commands.d.builtin = \"spawn\" is not a built-in command",
+            "commands.d.timeout = \"soon\" is not a duration",
+            "commands.d.workdir = \"relative/dir\" must be an absolute path",
+            "commands.d.env: \"SHEETQ_X\" is reserved",
+            "commands.d.env: \"A-B\" is not a variable name",
+            "commands.d.env only applies to exec commands",
+            "commands.d.args_required = \"month\" must be a list",
+            "commands.d.args_schema.type must be \"object\"",
+            "commands.d.args_schema: keyword \"oneOf\" is not supported",
+            "commands.e.workdir only applies to exec commands",
+            "commands.e2.f is not a known key",
+            "commands.e2.exec is empty",
+            "commands.g.exec must be a list",
+        ];
+        for want in expect {
+            assert!(
+                e.iter().any(|got| got.starts_with(want)),
+                "missing {want:?} in {e:#?}"
+            );
+        }
+        assert_eq!(e.len(), expect.len(), "{e:#?}");
+    }
+
+    #[test]
+    fn schema_may_be_a_json_string() {
+        let r = Registry::from_toml_str(
+            r#"
+            [r]
+            exec = ["/bin/true"]
+            args_schema = '{"type":"object","required":["month"]}'
+            "#,
+            STALE,
+        )
+        .unwrap();
+        assert!(!r.get("r").unwrap().checks.is_empty());
+        let e = errors("[r]\nexec = [\"/bin/true\"]\nargs_schema = '{nope'");
+        assert!(
+            e[0].starts_with("commands.r.args_schema is not valid JSON"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn braces_that_are_not_placeholders_stay_literal() {
+        let spec = JobSpec {
+            target: "T".into(),
+            job_id: "J".into(),
+            ..JobSpec::default()
+        };
+        for (tpl, want) in [
+            ("{print $1}", "{print $1}"),
+            ("{\"a\":1}", "{\"a\":1}"),
+            ("x{target}y{job_id}", "xTyJ"),
+            ("{}{target}{", "{}T{"),
+            ("", ""),
+            ("{requester}", ""),
+        ] {
+            assert_eq!(
+                ArgTemplate::parse(tpl).unwrap().render(&spec),
+                want,
+                "{tpl}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_value_that_is_not_a_table_is_named() {
+        let e = errors("sleep = \"builtin\"");
+        assert!(e[0].starts_with("commands.sleep must be a table"), "{e:?}");
+    }
+}

@@ -1,0 +1,352 @@
+//! Running an `exec` command as a child process group that never outlives the job or the
+//! daemon: the spawner thread, the child's environment, output capture, and stopping the
+//! whole group on timeout, cancellation, exit or drop.
+//!
+//! Why a dedicated spawner thread: on Linux the child asks the kernel for `SIGKILL` when its
+//! parent dies (`PR_SET_PDEATHSIG`), but "parent" there is the *thread* that forked it. A
+//! tokio worker or blocking-pool thread may end while the job still runs (idle blocking
+//! threads exit after a few seconds), which would kill a healthy job. The spawner thread
+//! lives as long as the [`super::Runner`], so the signal fires exactly when the daemon (or
+//! the runner) is gone.
+
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tokio::sync::oneshot;
+use tokio::time::{sleep_until, timeout, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::output::{self, Exit, Tail, CAPTURE_BYTES, STDERR_TAIL_CHARS};
+use super::{Outcome, OutcomeStatus, PreparedJob};
+
+/// `PATH` given to every command (the daemon's own is not passed unless allow-listed):
+/// system directories only, so a sheet-writable or user directory is never searched.
+pub const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// `LANG` given to every command unless allow-listed: UTF-8 output for Japanese text.
+pub const DEFAULT_LANG: &str = "C.UTF-8";
+
+/// How long output is still read after the process group is gone. Output normally ends at
+/// once; only a process that left the group (`setsid`) can hold a pipe open, and it must not
+/// hold the job.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long to wait for the leader to be reaped after SIGKILL before giving up on it.
+const REAP_LIMIT: Duration = Duration::from_secs(10);
+
+type SpawnRequest = (Command, oneshot::Sender<io::Result<Child>>);
+
+/// Forks children from one long-lived thread (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Spawner {
+    tx: mpsc::Sender<SpawnRequest>,
+}
+
+impl Spawner {
+    /// Starts the thread; it enters `handle` so the children are driven by that runtime, and
+    /// ends when the spawner is dropped.
+    pub(crate) fn start(handle: tokio::runtime::Handle) -> io::Result<Spawner> {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("sheetq-spawner".into())
+            .spawn(move || {
+                let _runtime = handle.enter();
+                while let Ok((mut cmd, reply)) = rx.recv() {
+                    // The requester may have given up (cancelled); kill_on_drop then
+                    // stops the child as the reply is dropped.
+                    let _ = reply.send(cmd.spawn());
+                }
+            })?;
+        Ok(Spawner { tx })
+    }
+
+    async fn spawn(&self, cmd: Command) -> io::Result<Child> {
+        let (reply, answer) = oneshot::channel();
+        let stopped = || io::Error::other("the sheetq spawner thread has stopped");
+        self.tx.send((cmd, reply)).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// Sends `sig` to the process group `pgid`; false if no process was left in it.
+fn signal_group(pgid: Pid, sig: Signal) -> bool {
+    killpg(pgid, sig).is_ok()
+}
+
+/// Kills the group if the job's future is dropped before the group was stopped (the
+/// daemon aborted the task): the leader alone would be killed by `kill_on_drop`, its
+/// children would not.
+struct GroupGuard {
+    pgid: Option<Pid>,
+}
+
+impl GroupGuard {
+    fn disarm(&mut self) {
+        self.pgid = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid {
+            signal_group(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Builds the command for `job`: argv without a shell, a cleared environment with the
+/// allow-listed variables and `SHEETQ_*`, its own process group, parent-death signal.
+fn command(job: &PreparedJob, argv: &[String], args_json: &str) -> Command {
+    let def = job.def();
+    let spec = job.spec();
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    cmd.env_clear();
+    cmd.env("PATH", SAFE_PATH);
+    cmd.env("LANG", DEFAULT_LANG);
+    if let Some(home) = std::env::var_os("HOME") {
+        cmd.env("HOME", home);
+    }
+    for name in &def.env {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    let flags: Vec<&str> = spec
+        .flags
+        .iter()
+        .map(|f| f.trim())
+        .filter(|f| !f.is_empty())
+        .collect();
+    cmd.env("SHEETQ_JOB_ID", &spec.job_id)
+        .env("SHEETQ_TARGET", &spec.target)
+        .env("SHEETQ_FUNCTION", &spec.function)
+        .env("SHEETQ_REQUESTER", &spec.requester)
+        .env("SHEETQ_COMMAND", &def.name)
+        .env("SHEETQ_ARGS_JSON", args_json)
+        .env("SHEETQ_FLAGS", flags.join(","))
+        .env("SHEETQ_PANEL_SHEET", &spec.panel_sheet)
+        .env(
+            "SHEETQ_PANEL_ROW",
+            spec.panel_row.map(|r| r.to_string()).unwrap_or_default(),
+        );
+    if let Some(dir) = &def.workdir {
+        cmd.current_dir(dir);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    #[cfg(target_os = "linux")]
+    {
+        let parent = Pid::from_raw(std::process::id() as i32);
+        // SAFETY: runs in the forked child before exec; it only makes two system calls
+        // (prctl, getppid), which are async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+                // The daemon died between fork and prctl: nobody would send the signal.
+                if nix::unistd::getppid() != parent {
+                    return Err(nix::errno::Errno::ESRCH.into());
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
+/// Reads `stream` to its end into `tail`, so the child never blocks on a full pipe.
+async fn drain(mut stream: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => tail
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(&buf[..n]),
+        }
+    }
+}
+
+fn text_of(tail: &Mutex<Tail>) -> String {
+    tail.lock().unwrap_or_else(|e| e.into_inner()).text()
+}
+
+enum End {
+    Exited(ExitStatus),
+    WaitFailed(io::Error),
+    TimedOut,
+    Cancelled,
+}
+
+/// Runs an `exec` job to its end; `deadline` is when it times out.
+pub(crate) async fn run_exec(
+    spawner: &Spawner,
+    job: &PreparedJob,
+    argv: &[String],
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Outcome {
+    let def = job.def();
+    if let Some(dir) = &def.workdir {
+        if !dir.is_dir() {
+            return failed(format!(
+                "could not start \"{}\": workdir {} does not exist or is not a directory \
+                 (commands.{}.workdir)",
+                argv[0],
+                dir.display(),
+                def.name
+            ));
+        }
+    }
+    let args_json = serde_json::to_string(job.args()).unwrap_or_else(|_| "{}".into());
+    let mut child = match spawner.spawn(command(job, argv, &args_json)).await {
+        Ok(child) => child,
+        Err(e) => return failed(format!("could not start \"{}\": {e}", argv[0])),
+    };
+    let Some(pid) = child.id() else {
+        return failed(format!("\"{}\" ended before it could be watched", argv[0]));
+    };
+    let pgid = Pid::from_raw(pid as i32);
+    let mut guard = GroupGuard { pgid: Some(pgid) };
+    debug!(pid, ?argv, "started");
+
+    if let Some(mut stdin) = child.stdin.take() {
+        let input = format!("{args_json}\n");
+        // A child that never reads stdin closes the pipe: the write error is expected.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(input.as_bytes()).await;
+        });
+    }
+    let stdout = Arc::new(Mutex::new(Tail::new(CAPTURE_BYTES)));
+    let stderr = Arc::new(Mutex::new(Tail::new(CAPTURE_BYTES)));
+    let mut readers = tokio::task::JoinSet::new();
+    if let Some(s) = child.stdout.take() {
+        readers.spawn(drain(s, Arc::clone(&stdout)));
+    }
+    if let Some(s) = child.stderr.take() {
+        readers.spawn(drain(s, Arc::clone(&stderr)));
+    }
+
+    let end = tokio::select! {
+        status = child.wait() => match status {
+            Ok(s) => End::Exited(s),
+            Err(e) => End::WaitFailed(e),
+        },
+        _ = sleep_until(deadline) => End::TimedOut,
+        _ = cancel.cancelled() => End::Cancelled,
+    };
+
+    match &end {
+        End::Exited(_) | End::WaitFailed(_) => {
+            // The leader is done; whatever it left running in its group goes with it.
+            if signal_group(pgid, Signal::SIGKILL) {
+                warn!(
+                    pid,
+                    "the command left processes in its group; they were killed"
+                );
+            }
+        }
+        End::TimedOut | End::Cancelled => {
+            signal_group(pgid, Signal::SIGTERM);
+            let exited = timeout(def.kill_grace, child.wait()).await.is_ok();
+            signal_group(pgid, Signal::SIGKILL);
+            if !exited && timeout(REAP_LIMIT, child.wait()).await.is_err() {
+                warn!(pid, "the command did not end after SIGKILL");
+            }
+        }
+    }
+    guard.disarm();
+
+    let drained = timeout(DRAIN_LIMIT, async {
+        while readers.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            pid,
+            "a process outside the group kept the output open; stopped reading"
+        );
+        readers.abort_all();
+    }
+    let stdout = text_of(&stdout);
+    let stderr = text_of(&stderr);
+
+    match end {
+        End::Exited(status) => {
+            let exit = match (status.code(), status.signal()) {
+                (Some(c), _) => Exit::Code(c),
+                (None, Some(s)) => Exit::Signal(s),
+                (None, None) => Exit::Code(-1),
+            };
+            let r = output::interpret(exit, &stdout, &stderr);
+            Outcome {
+                status: if r.ok {
+                    OutcomeStatus::Done
+                } else {
+                    OutcomeStatus::Failed
+                },
+                message: r.message,
+                url: r.url,
+                continue_args: r.continue_args,
+                duration: Duration::ZERO,
+            }
+        }
+        End::WaitFailed(e) => failed(format!("lost track of \"{}\": {e}", argv[0])),
+        End::TimedOut => stopped(
+            OutcomeStatus::TimedOut,
+            format!(
+                "timed out after {} (commands.{}.timeout); the process group was stopped",
+                humantime::format_duration(def.timeout),
+                def.name
+            ),
+            &stdout,
+            &stderr,
+        ),
+        End::Cancelled => stopped(
+            OutcomeStatus::Cancelled,
+            "cancelled: sheetq was shutting down; the process group was stopped".to_string(),
+            &stdout,
+            &stderr,
+        ),
+    }
+}
+
+/// An outcome for a stopped job, with the last thing it said (stderr first) for context.
+fn stopped(status: OutcomeStatus, what: String, stdout: &str, stderr: &str) -> Outcome {
+    let last = output::last_line(stderr)
+        .or_else(|| output::last_line(stdout))
+        .map(|l| output::tail_chars(l, STDERR_TAIL_CHARS / 3));
+    let message = match last {
+        Some(l) => format!("{what}; last output: {l}"),
+        None => what,
+    };
+    Outcome {
+        status,
+        message: output::limit_message(&message),
+        url: None,
+        continue_args: None,
+        duration: Duration::ZERO,
+    }
+}
+
+fn failed(message: String) -> Outcome {
+    Outcome {
+        status: OutcomeStatus::Failed,
+        message: output::limit_message(&message),
+        url: None,
+        continue_args: None,
+        duration: Duration::ZERO,
+    }
+}

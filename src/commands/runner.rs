@@ -1,0 +1,221 @@
+//! Running prepared jobs: the built-ins in process, `exec` commands through
+//! the `process` module, the heavy-job gate, the timeout clock and cancellation, and the
+//! [`Outcome`] the daemon writes back.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::sync::Semaphore;
+use tokio::time::{sleep, sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, instrument};
+
+use super::output::limit_message;
+use super::process::{self, Spawner};
+use super::{Plan, PreparedJob, Registry, CELL_MAX_CHARS, SLEEP_RESULT_URL};
+
+/// How a job ended; the daemon maps it to the 状態 word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutcomeStatus {
+    /// 完了: exit code 0 / the built-in finished.
+    Done,
+    /// エラー: non-zero exit, a signal, could not start, or a malformed result.
+    Failed,
+    /// タイムアウト: the command's timeout passed; its process group was stopped.
+    TimedOut,
+    /// The daemon cancelled the job (shutdown after its grace period); its process group
+    /// was stopped. The daemon decides what the row shows.
+    Cancelled,
+}
+
+/// What a job produced, ready for the queue and panel rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub status: OutcomeStatus,
+    /// For メッセージ; at most [`super::output::MESSAGE_MAX_CHARS`] characters.
+    pub message: String,
+    /// For 結果URL.
+    pub url: Option<String>,
+    /// Args of the next step, when the command asked to continue (only on `Done`). The
+    /// daemon appends the continuation row.
+    pub continue_args: Option<Map<String, Value>>,
+    /// From [`Runner::run`] being called to the end, including a wait for the heavy gate.
+    pub duration: Duration,
+}
+
+/// Runs prepared jobs. Cheap to clone; clones share the heavy-job gate and the spawner
+/// thread, so one runner (and its clones) serves one daemon, on one tokio runtime.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// One permit: heavy jobs run one at a time whatever the free slots.
+    heavy: Semaphore,
+    /// Started on the first `exec` job, from inside the runtime that runs the jobs.
+    spawner: OnceLock<Spawner>,
+}
+
+impl Runner {
+    pub fn new(_registry: &Registry) -> Runner {
+        Runner {
+            inner: Arc::new(Inner {
+                heavy: Semaphore::new(1),
+                spawner: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Runs `job` to its end and says how it went. Never panics and never returns early
+    /// without stopping what it started: on timeout or cancellation the command's whole
+    /// process group is stopped (SIGTERM, then SIGKILL after `kill_grace`).
+    ///
+    /// The timeout clock starts here, not when the command starts, so that a heavy job
+    /// waiting for the gate still ends before the sheet's `stale_after` would time it out.
+    #[instrument(skip_all, fields(job.id = %job.job_id(), command = %job.command(), target = %job.spec().target))]
+    pub async fn run(&self, job: PreparedJob, cancel: CancellationToken) -> Outcome {
+        let started = Instant::now();
+        let deadline = started + job.timeout();
+        let mut outcome = self.run_until(&job, deadline, &cancel).await;
+        outcome.duration = started.elapsed();
+        info!(
+            status = ?outcome.status,
+            duration_ms = outcome.duration.as_millis() as u64,
+            continues = outcome.continue_args.is_some(),
+            "job finished"
+        );
+        outcome
+    }
+
+    async fn run_until(
+        &self,
+        job: &PreparedJob,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Outcome {
+        if cancel.is_cancelled() {
+            return cancelled("cancelled before it started: sheetq was shutting down");
+        }
+        let _permit = if job.is_heavy() {
+            tokio::select! {
+                permit = self.inner.heavy.acquire() => permit.ok(),
+                _ = cancel.cancelled() => return cancelled(
+                    "cancelled before it started (it was waiting for another heavy job): \
+                     sheetq was shutting down"),
+                _ = sleep_until(deadline) => return Outcome {
+                    status: OutcomeStatus::TimedOut,
+                    message: format!(
+                        "timed out after {} waiting for another heavy job to finish; it never started",
+                        humantime::format_duration(job.timeout())
+                    ),
+                    url: None,
+                    continue_args: None,
+                    duration: Duration::ZERO,
+                },
+            }
+        } else {
+            None
+        };
+        match job.plan() {
+            Plan::Sleep(d) => run_sleep(*d, deadline, job, cancel).await,
+            Plan::Echo => run_echo(job),
+            Plan::Exec { argv } => match self.spawner() {
+                Ok(spawner) => process::run_exec(spawner, job, argv, deadline, cancel).await,
+                Err(e) => Outcome {
+                    status: OutcomeStatus::Failed,
+                    message: format!("could not start a process: {e}"),
+                    url: None,
+                    continue_args: None,
+                    duration: Duration::ZERO,
+                },
+            },
+        }
+    }
+
+    fn spawner(&self) -> std::io::Result<&Spawner> {
+        if let Some(s) = self.inner.spawner.get() {
+            return Ok(s);
+        }
+        let started = Spawner::start(tokio::runtime::Handle::current())?;
+        // If another job raced us, ours is dropped and its thread ends at once.
+        let _ = self.inner.spawner.set(started);
+        self.inner
+            .spawner
+            .get()
+            .ok_or_else(|| std::io::Error::other("spawner was not kept"))
+    }
+}
+
+async fn run_sleep(
+    d: Duration,
+    deadline: Instant,
+    job: &PreparedJob,
+    cancel: &CancellationToken,
+) -> Outcome {
+    tokio::select! {
+        _ = sleep(d) => Outcome {
+            status: OutcomeStatus::Done,
+            message: format!("slept {}", humantime::format_duration(d)),
+            url: Some(SLEEP_RESULT_URL.to_string()),
+            continue_args: None,
+            duration: Duration::ZERO,
+        },
+        _ = sleep_until(deadline) => Outcome {
+            status: OutcomeStatus::TimedOut,
+            message: format!(
+                "timed out after {} (commands.{}.timeout)",
+                humantime::format_duration(job.timeout()),
+                job.command()
+            ),
+            url: None,
+            continue_args: None,
+            duration: Duration::ZERO,
+        },
+        _ = cancel.cancelled() => cancelled("cancelled: sheetq was shutting down"),
+    }
+}
+
+/// Returns the args as the message; `args.continue` (an object) is handed back as the
+/// next step's args, so the whole continuation path can be smoke-tested without a
+/// program. Each step unwraps one level, so a chain always ends.
+fn run_echo(job: &PreparedJob) -> Outcome {
+    let args = Value::Object(job.args().clone());
+    let continue_args = match job.args().get("continue") {
+        Some(Value::Object(next)) => Some(next.clone()),
+        _ => None,
+    };
+    if let Some(next) = &continue_args {
+        let size = serde_json::to_string(next).map(|s| s.chars().count());
+        if size.map_or(true, |n| n > CELL_MAX_CHARS) {
+            return Outcome {
+                status: OutcomeStatus::Failed,
+                message: format!(
+                    "args.continue is longer than a cell holds ({CELL_MAX_CHARS} characters as JSON)"
+                ),
+                url: None,
+                continue_args: None,
+                duration: Duration::ZERO,
+            };
+        }
+    }
+    Outcome {
+        status: OutcomeStatus::Done,
+        message: limit_message(&serde_json::to_string(&args).unwrap_or_default()),
+        url: None,
+        continue_args,
+        duration: Duration::ZERO,
+    }
+}
+
+fn cancelled(message: &str) -> Outcome {
+    Outcome {
+        status: OutcomeStatus::Cancelled,
+        message: message.to_string(),
+        url: None,
+        continue_args: None,
+        duration: Duration::ZERO,
+    }
+}

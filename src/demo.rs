@@ -1,0 +1,319 @@
+//! `sheetq demo`: the whole flow on an embedded local spreadsheet, no Google account and no
+//! config. It starts the emulator with the demo spreadsheet, presses functions on several
+//! panels as different people (two on one target, one that fails), runs two daemons against
+//! it, shows progress, and ends with a table of every job that makes the parallel and serial
+//! behaviour visible.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::{self, NewJob};
+use crate::config::Config;
+use crate::emulator::{Emulator, EmulatorOptions};
+use crate::queue::{ColumnMap, QueueRow, RowState, State, QUEUE_SHEET};
+use crate::sheets::auth::Credentials;
+use crate::sheets::Sheets;
+use crate::{a1, queue, sheet_time};
+
+/// Options of `sheetq demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Give up waiting for the jobs after this many seconds.
+    #[arg(long, default_value_t = 50)]
+    pub timeout_secs: u64,
+}
+
+/// One finished job, as the closing table shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoRow {
+    pub target: String,
+    pub function: String,
+    pub requester: String,
+    pub worker: String,
+    pub started: Option<DateTime<Utc>>,
+    pub finished: Option<DateTime<Utc>>,
+    pub state: String,
+    pub message: String,
+}
+
+/// The presses of the demo: (target, function, command, args, requester).
+const PRESSES: [(&str, &str, &str, &str, &str); 5] = [
+    (
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":2}"#,
+        "alice@example.com",
+    ),
+    (
+        "サーバーA",
+        "再起動 (5秒)",
+        "sleep",
+        r#"{"seconds":2}"#,
+        "bob@example.com",
+    ),
+    (
+        "サーバーB",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":2}"#,
+        "carol@example.com",
+    ),
+    ("サーバーC", "再起動 (5秒)", "sleep", r#"{"seconds":2}"#, ""),
+    (
+        "サーバーC",
+        "未設定の機能",
+        "broken",
+        "{}",
+        "dave@example.com",
+    ),
+];
+
+/// Runs the demo, writing progress and the final table to `out`.
+pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<DemoRow>> {
+    let emulator = Emulator::start(EmulatorOptions::default())
+        .await
+        .context("cannot start the embedded spreadsheet")?;
+    let state_root = tempfile::tempdir().context("cannot create a temporary state directory")?;
+    writeln!(
+        out,
+        "embedded spreadsheet {} at {}",
+        emulator.spreadsheet_id(),
+        emulator.base_url()
+    )?;
+    let config = |worker: &str| -> anyhow::Result<Config> {
+        let text = format!(
+            r#"
+spreadsheet_id = "{id}"
+api_base_url = "{url}"
+worker_id = "{worker}"
+slots = 2
+poll_interval = "300ms"
+# The emulator has no quota to protect; a real sheet keeps the default (50/min).
+requests_per_minute = 6000
+heartbeat_interval = "2s"
+dead_after = "30s"
+state_dir = "{state}"
+[commands.sleep]
+builtin = "sleep"
+"#,
+            id = emulator.spreadsheet_id(),
+            url = emulator.base_url(),
+            state = state_root.path().join(worker).display(),
+        );
+        Ok(Config::parse(&text, "demo config", &BTreeMap::new())?)
+    };
+    let credentials = Credentials::KeyJson(emulator.credentials_json());
+    let first = config("demo-1")?;
+    let sheets = crate::cli::connect(&first, Some(credentials.clone()), false).await?;
+    for (target, function, command, args_json, requester) in PRESSES {
+        let job = NewJob {
+            target: target.into(),
+            function: function.into(),
+            command: command.into(),
+            args_json: args_json.into(),
+            requester: requester.into(),
+            panel_sheet: target.into(),
+            flags: vec![],
+        };
+        admin::enqueue(sheets.as_ref(), &first, &job).await?;
+        let who = if requester.is_empty() {
+            "(no requester)"
+        } else {
+            requester
+        };
+        writeln!(out, "pressed  {target} / {function}  by {who}")?;
+    }
+    let shutdown = CancellationToken::new();
+    let mut daemons = Vec::new();
+    for worker in ["demo-1", "demo-2"] {
+        let config = config(worker)?;
+        let registry = crate::cli::registry(&config)?;
+        let sheets = crate::cli::connect(&config, Some(credentials.clone()), false).await?;
+        daemons.push(tokio::spawn(crate::daemon::run(
+            sheets,
+            config,
+            registry,
+            shutdown.clone(),
+        )));
+    }
+    writeln!(out, "started two daemons (demo-1, demo-2), 2 slots each")?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
+    let mut last = String::new();
+    let (rows, tz) = loop {
+        let (rows, tz) = read_queue(sheets.as_ref(), &first).await?;
+        let count = |s: State| rows.iter().filter(|r| r.state.is(s)).count();
+        let line = format!(
+            "waiting {} · running {} · done {} · error {} · timeout {}",
+            count(State::Waiting),
+            count(State::Running),
+            count(State::Done),
+            count(State::Error),
+            count(State::Timeout)
+        );
+        if line != last {
+            writeln!(out, "  {line}")?;
+            last = line;
+        }
+        let open = count(State::Waiting) + count(State::Running);
+        if open == 0 && rows.len() >= PRESSES.len() {
+            break (rows, tz);
+        }
+        if tokio::time::Instant::now() > deadline {
+            shutdown.cancel();
+            anyhow::bail!("the demo jobs did not finish within {}s", args.timeout_secs);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    shutdown.cancel();
+    for d in daemons {
+        d.await.context("a demo daemon panicked")??;
+    }
+    let table: Vec<DemoRow> = rows
+        .iter()
+        .map(|r| DemoRow {
+            target: r.target.clone(),
+            function: r.function.clone(),
+            requester: r.requester.clone(),
+            worker: r.worker.clone(),
+            started: r.started_at,
+            finished: r.finished_at,
+            state: match &r.state {
+                RowState::Known(s) => first.states.word(*s).to_string(),
+                RowState::Unknown(t) => t.clone(),
+            },
+            message: r.message.clone(),
+        })
+        .collect();
+    write_table(out, &table, tz)?;
+    writeln!(
+        out,
+        "\nSame target (サーバーA, サーバーC): the second job starts after the first ends.\nDifferent targets: jobs overlap in time, on different workers/slots."
+    )?;
+    drop(emulator);
+    Ok(table)
+}
+
+async fn read_queue(sheets: &dyn Sheets, config: &Config) -> anyhow::Result<(Vec<QueueRow>, Tz)> {
+    let meta = sheets.metadata().await?;
+    let tz = sheet_time::parse_zone(&meta.time_zone)?;
+    let values = sheets
+        .read(&[
+            a1::range(QUEUE_SHEET, "A1:P1"),
+            a1::range(QUEUE_SHEET, "A2:P"),
+        ])
+        .await?;
+    let header = values
+        .first()
+        .and_then(|v| v.values.first())
+        .cloned()
+        .unwrap_or_default();
+    let columns = ColumnMap::from_header(&header, &config.headers)?;
+    let data = values.get(1).map(|v| v.values.clone()).unwrap_or_default();
+    Ok((
+        queue::parse_rows(&data, 2, &columns, &config.states, tz).rows,
+        tz,
+    ))
+}
+
+/// Terminal width of `s`: East Asian wide characters take two columns.
+fn width(s: &str) -> usize {
+    s.chars()
+        .map(|c| match c as u32 {
+            0x1100..=0x115F
+            | 0x2E80..=0xA4CF
+            | 0xAC00..=0xD7A3
+            | 0xF900..=0xFAFF
+            | 0xFE30..=0xFE4F
+            | 0xFF00..=0xFF60
+            | 0xFFE0..=0xFFE6 => 2,
+            _ => 1,
+        })
+        .sum()
+}
+
+fn pad(s: &str, w: usize) -> String {
+    format!("{s}{}", " ".repeat(w.saturating_sub(width(s))))
+}
+
+fn write_table(out: &mut impl Write, rows: &[DemoRow], tz: Tz) -> std::io::Result<()> {
+    let time = |t: Option<DateTime<Utc>>| {
+        t.map(|t| t.with_timezone(&tz).format("%H:%M:%S%.3f").to_string())
+            .unwrap_or_default()
+    };
+    let header = [
+        "target",
+        "function",
+        "requester",
+        "worker",
+        "開始",
+        "終了",
+        "状態",
+        "メッセージ",
+    ];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let mut msg: String = r.message.chars().take(60).collect();
+            if r.message.chars().count() > 60 {
+                msg.push('…');
+            }
+            vec![
+                r.target.clone(),
+                r.function.clone(),
+                if r.requester.is_empty() {
+                    "-".into()
+                } else {
+                    r.requester.clone()
+                },
+                r.worker.split(" #").next().unwrap_or("").to_string(),
+                time(r.started),
+                time(r.finished),
+                r.state.clone(),
+                msg,
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            cells
+                .iter()
+                .map(|c| width(&c[i]))
+                .chain([width(header[i])])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    writeln!(out)?;
+    let line = |cols: Vec<String>| {
+        cols.iter()
+            .zip(&widths)
+            .map(|(c, w)| pad(c, *w))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    writeln!(
+        out,
+        "{}",
+        line(header.iter().map(|h| h.to_string()).collect())
+    )?;
+    writeln!(
+        out,
+        "{}",
+        widths
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .join("  ")
+    )?;
+    for c in cells {
+        writeln!(out, "{}", line(c))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,489 @@
+//! A Google Sheets API v4 emulator for the subset sheetq uses, plus the OAuth2 token
+//! endpoint of the service-account flow, served over real HTTP on loopback so that the real
+//! `google-sheets4` client and `yup-oauth2` talk to it (DESIGN §7–§8).
+//!
+//! Parts:
+//! - [`store`]: spreadsheets, sheets, cells, and the grid edits shared by API and tests.
+//! - [`values`]: value input (`RAW`/`USER_ENTERED`) and rendering options.
+//! - [`formula`]: effective values and the small formula evaluator.
+//! - [`api`]: `spreadsheets.create/get` and `spreadsheets.values.*`.
+//! - [`batch`]: `spreadsheets.batchUpdate` (atomic, in order; `findReplace` CAS).
+//! - [`auth`]: test key pair, credentials JSON, `/token`, bearer tokens.
+//! - [`control`]: fault plan, request budget, request log.
+//! - [`http`]: routing, accounting and the accept loop.
+//! - [`seed`]: the `demo` and `empty` starting spreadsheets.
+//!
+//! This file holds the [`Emulator`] handle that tests start and stop, state-file
+//! persistence, and [`serve`] for the `sheetq emulator` command.
+
+pub mod api;
+pub mod auth;
+pub mod batch;
+pub mod control;
+pub mod error;
+pub mod formula;
+pub mod http;
+pub mod seed;
+pub mod store;
+pub mod values;
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use control::{Fault, FaultRule, RequestCounters, RequestRecord};
+pub use error::ApiError;
+pub use seed::Seed;
+pub use store::{Cell, Sheet, Spreadsheet, Store, Value};
+
+use http::Shared;
+
+/// How to start an emulator.
+#[derive(Debug, Clone)]
+pub struct EmulatorOptions {
+    /// Where to listen; port 0 picks a free port. Default `127.0.0.1:0`.
+    pub listen: SocketAddr,
+    /// Starting contents when no state file exists yet.
+    pub seed: Seed,
+    /// JSON file the store is loaded from at start and saved to (atomically) after changes.
+    pub state: Option<PathBuf>,
+    /// Added to every API request, to make a local run feel like the network.
+    pub latency: Duration,
+    /// Id of the seeded spreadsheet; random (Google-shaped) when `None`.
+    pub spreadsheet_id: Option<String>,
+}
+
+impl Default for EmulatorOptions {
+    fn default() -> Self {
+        EmulatorOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            seed: Seed::Demo,
+            state: None,
+            latency: Duration::ZERO,
+            spreadsheet_id: None,
+        }
+    }
+}
+
+/// The `sheetq emulator` command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EmulatorArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    pub listen: SocketAddr,
+    /// JSON file to keep the spreadsheet in across restarts.
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Starting spreadsheet when there is no state yet.
+    #[arg(long, value_enum, default_value_t = Seed::Demo)]
+    pub seed: Seed,
+    /// Latency added to every API request, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Fixed id for the seeded spreadsheet (default: random).
+    #[arg(long)]
+    pub spreadsheet_id: Option<String>,
+}
+
+impl From<EmulatorArgs> for EmulatorOptions {
+    fn from(a: EmulatorArgs) -> Self {
+        EmulatorOptions {
+            listen: a.listen,
+            seed: a.seed,
+            state: a.state,
+            latency: Duration::from_millis(a.latency_ms),
+            spreadsheet_id: a.spreadsheet_id,
+        }
+    }
+}
+
+/// Why the emulator could not start or save.
+#[derive(Debug, thiserror::Error)]
+pub enum EmulatorError {
+    #[error(
+        "cannot listen on {addr}: {source} (is another emulator running? try --listen 127.0.0.1:0)"
+    )]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot read emulator state {}: {source}", path.display())]
+    ReadState {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("emulator state {} is not valid JSON: {source} (move it away to start fresh)", path.display())]
+    ParseState {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("cannot write emulator state {}: {source}", path.display())]
+    WriteState {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A running emulator. Stops when dropped; [`Emulator::shutdown`] also waits for the last
+/// state save.
+pub struct Emulator {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    spreadsheet_id: String,
+    state: Option<PathBuf>,
+    cancel: CancellationToken,
+    server: Option<JoinHandle<()>>,
+    saver: Option<JoinHandle<()>>,
+}
+
+impl Emulator {
+    /// Loads or seeds the store, binds, and starts serving in the background.
+    pub async fn start(opts: EmulatorOptions) -> Result<Emulator, EmulatorError> {
+        let loaded = match &opts.state {
+            Some(path) => load_state(path)?,
+            None => None,
+        };
+        let (store, spreadsheet_id, fresh) = match loaded {
+            Some(store) => {
+                // The first spreadsheet of a state file is the one the handle names.
+                let id = match &opts.spreadsheet_id {
+                    Some(id) if store.spreadsheets.contains_key(id) => id.clone(),
+                    _ => store
+                        .spreadsheets
+                        .keys()
+                        .next()
+                        .cloned()
+                        .unwrap_or_default(),
+                };
+                (store, id, false)
+            }
+            None => {
+                let id = opts
+                    .spreadsheet_id
+                    .clone()
+                    .unwrap_or_else(store::fresh_spreadsheet_id);
+                let mut store = Store::default();
+                store.insert(seed::build(opts.seed, id.clone()));
+                (store, id, true)
+            }
+        };
+        let listener = tokio::net::TcpListener::bind(opts.listen)
+            .await
+            .map_err(|source| EmulatorError::Bind {
+                addr: opts.listen,
+                source,
+            })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| EmulatorError::Bind {
+                addr: opts.listen,
+                source,
+            })?;
+        let shared = Arc::new(Shared::new(store, opts.latency));
+        if let Ok(mut b) = shared.base_url.lock() {
+            *b = format!("http://{addr}/");
+        }
+        let cancel = CancellationToken::new();
+        let server = tokio::spawn(http::run(
+            listener,
+            http::router(shared.clone()),
+            cancel.clone(),
+        ));
+        let saver = match &opts.state {
+            Some(path) => {
+                if fresh {
+                    save_state(path, &shared.store().clone())?;
+                }
+                Some(tokio::spawn(save_loop(
+                    shared.clone(),
+                    path.clone(),
+                    cancel.clone(),
+                )))
+            }
+            None => None,
+        };
+        Ok(Emulator {
+            shared,
+            addr,
+            spreadsheet_id,
+            state: opts.state,
+            cancel,
+            server: Some(server),
+            saver,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>/`, with the trailing `/` that `hub.base_url` needs.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Id of the seeded (or first loaded) spreadsheet.
+    pub fn spreadsheet_id(&self) -> &str {
+        &self.spreadsheet_id
+    }
+
+    /// A service-account credentials JSON whose `token_uri` is this emulator's `/token`.
+    pub fn credentials_json(&self) -> String {
+        auth::credentials_json(&self.base_url())
+    }
+
+    /// Every request so far, oldest first.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.control().log.clone()
+    }
+
+    pub fn counters(&self) -> RequestCounters {
+        self.shared.control().counters.clone()
+    }
+
+    /// How many requests of an API method id (`spreadsheets.batchUpdate`, ...) were seen.
+    pub fn count(&self, method: &str) -> u64 {
+        self.shared
+            .control()
+            .counters
+            .by_method
+            .get(method)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Forgets the request log and counters (not faults or budget).
+    pub fn clear_requests(&self) {
+        let mut c = self.shared.control();
+        c.log.clear();
+        c.counters = RequestCounters::default();
+    }
+
+    pub fn add_fault(&self, rule: FaultRule) {
+        self.shared.control().faults.push(rule);
+    }
+
+    pub fn clear_faults(&self) {
+        self.shared.control().faults.clear();
+    }
+
+    /// The fault rules still pending.
+    pub fn faults(&self) -> Vec<FaultRule> {
+        self.shared.control().faults.clone()
+    }
+
+    /// Per-minute request budget over all API methods; `None` removes it.
+    pub fn set_budget_per_minute(&self, per_minute: Option<u32>) {
+        self.shared.control().set_budget(per_minute);
+    }
+
+    /// Invalidates every issued access token, as if they had expired.
+    pub fn revoke_tokens(&self) {
+        self.shared.auth.revoke_all();
+    }
+
+    /// Direct access to the store, e.g. to simulate a person editing the sheet. Holds the
+    /// same lock API requests take, so it is atomic with respect to them.
+    pub fn with_store<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
+        let out = {
+            let mut store = self.shared.store();
+            f(&mut store)
+        };
+        self.shared.mark_changed();
+        out
+    }
+
+    /// Like [`Emulator::with_store`], on the handle's spreadsheet.
+    pub fn with_spreadsheet<R>(
+        &self,
+        f: impl FnOnce(&mut Spreadsheet) -> R,
+    ) -> Result<R, ApiError> {
+        let id = self.spreadsheet_id.clone();
+        self.with_store(|s| s.get_mut(&id).map(f))
+    }
+
+    /// Applies `spreadsheets.batchUpdate` requests (a JSON array of `Request`) to the
+    /// handle's spreadsheet without HTTP, auth or accounting: the same code path the API
+    /// uses, for tests playing a person who inserts, deletes or sorts rows.
+    pub fn batch_update(&self, requests: Json) -> Result<Json, ApiError> {
+        let body = serde_json::to_vec(&serde_json::json!({ "requests": requests }))
+            .map_err(|e| ApiError::invalid(e.to_string()))?;
+        let req = batch::parse(&body)?;
+        self.with_spreadsheet(|ss| batch::run(ss, &req))?
+    }
+
+    /// Reads a range of the handle's spreadsheet as `UNFORMATTED_VALUE` rows.
+    pub fn values(&self, range: &str) -> Result<Vec<Vec<Json>>, ApiError> {
+        let render = values::Render {
+            value: values::ValueRender::Unformatted,
+            date: values::DateRender::Serial,
+        };
+        let id = self.spreadsheet_id.clone();
+        let reply = {
+            let store = self.shared.store();
+            api::read_range(store.get(&id)?, range, render, api::Major::Rows)?
+        };
+        Ok(
+            serde_json::from_value(reply.get("values").cloned().unwrap_or(Json::Array(vec![])))
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Writes rows at a range of the handle's spreadsheet, as `values.update` with `RAW`
+    /// (`user_entered = false`) or `USER_ENTERED`.
+    pub fn set_values(&self, range: &str, rows: Json, user_entered: bool) -> Result<(), ApiError> {
+        let input = if user_entered {
+            values::Input::UserEntered
+        } else {
+            values::Input::Raw
+        };
+        let body = serde_json::json!({ "values": rows });
+        self.with_spreadsheet(|ss| api::update(ss, range, &body, input, None).map(|_| ()))?
+    }
+
+    /// Stops serving and, with a state file, writes the final state.
+    pub async fn shutdown(mut self) -> Result<(), EmulatorError> {
+        self.cancel.cancel();
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+        if let Some(saver) = self.saver.take() {
+            let _ = saver.await;
+        }
+        self.flush()
+    }
+
+    fn flush(&self) -> Result<(), EmulatorError> {
+        if let Some(path) = &self.state {
+            if self.shared.dirty.swap(false, Ordering::SeqCst) {
+                let snapshot = self.shared.store().clone();
+                save_state(path, &snapshot)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        if let Err(e) = self.flush() {
+            tracing::error!(error = %e, "emulator state not saved on drop");
+        }
+    }
+}
+
+/// Starts an emulator, prints its base URL and spreadsheet id, and serves until `shutdown`
+/// is cancelled. For `sheetq emulator`.
+pub async fn serve(
+    opts: EmulatorOptions,
+    shutdown: CancellationToken,
+) -> Result<(), EmulatorError> {
+    let emu = Emulator::start(opts).await?;
+    println!("sheetq emulator listening on {}", emu.base_url());
+    println!("spreadsheet id: {}", emu.spreadsheet_id());
+    println!("credentials:    {}_emulator/credentials", emu.base_url());
+    shutdown.cancelled().await;
+    emu.shutdown().await
+}
+
+/// Saves the store shortly after each change (changes within 50 ms share one write), and
+/// once more when cancelled.
+async fn save_loop(shared: Arc<Shared>, path: PathBuf, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = shared.changed.notified() => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if !shared.dirty.swap(false, Ordering::SeqCst) {
+            continue;
+        }
+        let snapshot = shared.store().clone();
+        let target = path.clone();
+        let saved = tokio::task::spawn_blocking(move || save_state(&target, &snapshot)).await;
+        match saved {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "emulator state not saved");
+                shared.dirty.store(true, Ordering::SeqCst);
+            }
+            Err(e) => tracing::error!(error = %e, "emulator state saver panicked"),
+        }
+    }
+}
+
+fn load_state(path: &Path) -> Result<Option<Store>, EmulatorError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(EmulatorError::ReadState {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let store = serde_json::from_slice(&bytes).map_err(|source| EmulatorError::ParseState {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(Some(store))
+}
+
+/// Writes the state atomically: a temp file in the same directory, fsync, rename over the
+/// target, fsync the directory. A crash leaves either the old or the new state, never half.
+fn save_state(path: &Path, store: &Store) -> Result<(), EmulatorError> {
+    let err = |source| EmulatorError::WriteState {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let bytes = serde_json::to_vec(store).map_err(|e| err(std::io::Error::other(e)))?;
+    let mut f = std::fs::File::create(&tmp).map_err(err)?;
+    f.write_all(&bytes).map_err(err)?;
+    f.sync_all().map_err(err)?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(err)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_round_trips_through_an_atomic_write() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let path = dir.path().join("state.json");
+        let mut store = Store::default();
+        store.insert(seed::build(Seed::Demo, "sid".into()));
+        save_state(&path, &store).unwrap_or_else(|e| panic!("save: {e}"));
+        let back = load_state(&path).unwrap_or_else(|e| panic!("load: {e}"));
+        assert_eq!(back, Some(store));
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            leftovers,
+            vec![std::ffi::OsString::from("state.json")],
+            "no temp file left"
+        );
+    }
+}

@@ -1,0 +1,783 @@
+//! The Sheets API v4 methods other than `spreadsheets.batchUpdate`, as pure functions over
+//! the store: `spreadsheets.create`, `spreadsheets.get` and the `spreadsheets.values.*`
+//! family. They take parsed parameters and return the reply JSON (camelCase, as the
+//! discovery document defines it); HTTP, auth and accounting live in `http.rs`.
+//!
+//! Reference: https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.values
+
+use serde_json::{json, Map, Value as Json};
+
+use super::error::ApiError;
+use super::formula::{self, Eff};
+use super::store::{range_a1, Bounds, Cell, Sheet, Spreadsheet, Store, Value};
+use super::values::{self, Input, Render};
+
+/// `majorDimension` of a `ValueRange`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Major {
+    Rows,
+    Columns,
+}
+
+impl Major {
+    pub fn parse(s: Option<&str>) -> Result<Self, ApiError> {
+        match s {
+            None | Some("") | Some("ROWS") | Some("DIMENSION_UNSPECIFIED") => Ok(Major::Rows),
+            Some("COLUMNS") => Ok(Major::Columns),
+            Some(other) => Err(ApiError::invalid(format!(
+                "Invalid value at 'major_dimension' (type.googleapis.com/google.apps.sheets.v4.Dimension), \"{other}\""
+            ))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Major::Rows => "ROWS",
+            Major::Columns => "COLUMNS",
+        }
+    }
+}
+
+/// Reads a block as a `ValueRange`. The echoed `range` is the requested one clamped to the
+/// grid (`'_ジョブキュー'!A1:P1000`); trailing empty rows and trailing empty cells of each
+/// row are omitted and `values` is absent when nothing is left, as Google does
+/// (https://developers.google.com/sheets/api/guides/values#reading).
+pub fn read_range(
+    ss: &Spreadsheet,
+    range: &str,
+    render: Render,
+    major: Major,
+) -> Result<Json, ApiError> {
+    let b = ss.resolve_read(range)?;
+    let sheet = &ss.sheets[b.sheet];
+    let (rows, cols) = sheet.value_extent(&b);
+    let mut out = Vec::new();
+    match major {
+        Major::Rows => {
+            out.reserve(rows as usize);
+            for r in b.r0..b.r0 + rows {
+                out.push(Json::Array(render_line(
+                    ss,
+                    &b,
+                    cols,
+                    |i| (r, b.c0 + i),
+                    render,
+                )));
+            }
+        }
+        Major::Columns => {
+            for c in b.c0..b.c0 + cols {
+                out.push(Json::Array(render_line(
+                    ss,
+                    &b,
+                    rows,
+                    |i| (b.r0 + i, c),
+                    render,
+                )));
+            }
+        }
+    }
+    let mut reply = Map::new();
+    reply.insert("range".into(), Json::String(range_a1(&sheet.title, &b)));
+    reply.insert("majorDimension".into(), Json::String(major.name().into()));
+    if !out.is_empty() {
+        reply.insert("values".into(), Json::Array(out));
+    }
+    Ok(Json::Object(reply))
+}
+
+/// One row (or column) of rendered values, empty inner cells as `""`, trailing ones cut.
+fn render_line(
+    ss: &Spreadsheet,
+    b: &Bounds,
+    len: u32,
+    at: impl Fn(u32) -> (u32, u32),
+    render: Render,
+) -> Vec<Json> {
+    let mut line = Vec::with_capacity(len as usize);
+    let mut last = 0;
+    for i in 0..len {
+        let (r, c) = at(i);
+        match values::render(ss, b.sheet, r, c, render) {
+            Some(v) => {
+                line.push(v);
+                last = line.len();
+            }
+            None => line.push(Json::String(String::new())),
+        }
+    }
+    line.truncate(last);
+    line
+}
+
+/// `values.batchGet`.
+pub fn batch_get(
+    ss: &Spreadsheet,
+    ranges: &[String],
+    render: Render,
+    major: Major,
+) -> Result<Json, ApiError> {
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        out.push(read_range(ss, r, render, major)?);
+    }
+    Ok(json!({ "spreadsheetId": ss.id, "valueRanges": out }))
+}
+
+/// What a values write did, for `UpdateValuesResponse`.
+#[derive(Debug, Clone, Default)]
+pub struct Written {
+    pub range: String,
+    pub rows: u32,
+    pub cols: u32,
+    pub cells: u32,
+    pub bounds: Option<Bounds>,
+}
+
+impl Written {
+    fn reply(&self, ss: &Spreadsheet, data: Option<(Render, Major)>) -> Result<Json, ApiError> {
+        let mut m = Map::new();
+        m.insert("spreadsheetId".into(), json!(ss.id));
+        m.insert("updatedRange".into(), json!(self.range));
+        if self.rows > 0 {
+            m.insert("updatedRows".into(), json!(self.rows));
+            m.insert("updatedColumns".into(), json!(self.cols));
+            m.insert("updatedCells".into(), json!(self.cells));
+        }
+        if let Some((render, major)) = data {
+            m.insert(
+                "updatedData".into(),
+                read_range(ss, &self.range, render, major)?,
+            );
+        }
+        Ok(Json::Object(m))
+    }
+}
+
+/// The rows of a request `ValueRange` as row-major cells, whatever its `majorDimension`.
+fn rows_of(body: &Json) -> Result<Vec<Vec<Json>>, ApiError> {
+    let major = Major::parse(body.get("majorDimension").and_then(Json::as_str))?;
+    let lines: Vec<Vec<Json>> = match body.get("values") {
+        None | Some(Json::Null) => Vec::new(),
+        Some(Json::Array(lines)) => lines
+            .iter()
+            .map(|l| match l {
+                Json::Array(cells) => Ok(cells.clone()),
+                Json::Null => Ok(Vec::new()),
+                _ => Err(ApiError::invalid(
+                    "Invalid value at 'data.values' (type.googleapis.com/google.protobuf.ListValue)",
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "Invalid value at 'data.values' (type.googleapis.com/google.protobuf.ListValue)",
+            ))
+        }
+    };
+    Ok(match major {
+        Major::Rows => lines,
+        Major::Columns => {
+            let height = lines.iter().map(Vec::len).max().unwrap_or(0);
+            (0..height)
+                .map(|r| {
+                    lines
+                        .iter()
+                        .map(|col| col.get(r).cloned().unwrap_or(Json::Null))
+                        .collect()
+                })
+                .collect()
+        }
+    })
+}
+
+/// Writes `rows` with their top-left at (`r0`, `c0`) of sheet `sheet`. Writes grow the grid
+/// when needed: the emulator assumes Google's values API expands a sheet rather than failing.
+fn write_rows(
+    ss: &mut Spreadsheet,
+    sheet: usize,
+    r0: u32,
+    c0: u32,
+    rows: &[Vec<Json>],
+    input: Input,
+) -> Result<Written, ApiError> {
+    // Validate every value before touching the sheet, so a bad value changes nothing.
+    let mut parsed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut line = Vec::with_capacity(row.len());
+        for v in row {
+            line.push(values::input_value(v, input)?);
+        }
+        parsed.push(line);
+    }
+    let s = &mut ss.sheets[sheet];
+    let mut cells = 0;
+    let mut cols = 0;
+    for (i, line) in parsed.into_iter().enumerate() {
+        cols = cols.max(line.len() as u32);
+        for (j, v) in line.into_iter().enumerate() {
+            let Some((value, format)) = v else { continue };
+            let (r, c) = (r0 + i as u32, c0 + j as u32);
+            s.grow_to(r + 1, c + 1);
+            let cell = s.cell_mut(r, c);
+            cell.value = value;
+            // A typed date brings its number format; other input leaves the format alone.
+            if let Some(f) = format {
+                cell.number_format = Some(Box::new(f));
+            }
+            cells += 1;
+        }
+    }
+    s.trim();
+    let n_rows = rows.len() as u32;
+    let b = Bounds {
+        sheet,
+        r0,
+        r1: r0 + n_rows.max(1),
+        c0,
+        c1: c0 + cols.max(1),
+    };
+    Ok(Written {
+        range: range_a1(&s.title, &b),
+        rows: if cells > 0 { n_rows } else { 0 },
+        cols: if cells > 0 { cols } else { 0 },
+        cells,
+        bounds: Some(b),
+    })
+}
+
+/// Checks that data fits the bounded sides of the target range, with Google's message.
+/// (https://developers.google.com/sheets/api/guides/values#writing: a single-cell range
+/// is the top-left corner of the write.)
+fn check_fits(ss: &Spreadsheet, range: &str, rows: &[Vec<Json>]) -> Result<Bounds, ApiError> {
+    let (b, parsed) = ss.resolve(range)?;
+    let title = &ss.sheets[b.sheet].title;
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0) as u32;
+    let shown = range_a1(title, &b);
+    // A single cell is only an anchor: Google writes the block starting there.
+    if b.rows() == 1 && b.cols() == 1 && parsed.end_row.is_some() && parsed.end_col.is_some() {
+        return Ok(b);
+    }
+    if parsed.end_row.is_some() && b.r0 + rows.len() as u32 > b.r1 {
+        return Err(ApiError::invalid(format!(
+            "Requested writing within range [{shown}], but tried writing to row [{}]",
+            b.r1 + 1
+        )));
+    }
+    if parsed.end_col.is_some() && b.c0 + width > b.c1 {
+        return Err(ApiError::invalid(format!(
+            "Requested writing within range [{shown}], but tried writing to column [{}]",
+            crate::a1::column_letters(b.c1)
+        )));
+    }
+    Ok(b)
+}
+
+/// `values.update`.
+pub fn update(
+    ss: &mut Spreadsheet,
+    range: &str,
+    body: &Json,
+    input: Input,
+    echo: Option<(Render, Major)>,
+) -> Result<Json, ApiError> {
+    let rows = rows_of(body)?;
+    let b = check_fits(ss, range, &rows)?;
+    let w = write_rows(ss, b.sheet, b.r0, b.c0, &rows, input)?;
+    w.reply(ss, echo)
+}
+
+/// `values.batchUpdate`: every range is checked before any is written.
+pub fn batch_update(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError> {
+    let input = Input::parse(body.get("valueInputOption").and_then(Json::as_str))?;
+    let echo = if body.get("includeValuesInResponse").and_then(Json::as_bool) == Some(true) {
+        Some((
+            Render::parse(
+                body.get("responseValueRenderOption").and_then(Json::as_str),
+                body.get("responseDateTimeRenderOption")
+                    .and_then(Json::as_str),
+            )?,
+            Major::Rows,
+        ))
+    } else {
+        None
+    };
+    let data = match body.get("data") {
+        Some(Json::Array(d)) => d.clone(),
+        _ => Vec::new(),
+    };
+    let mut plan = Vec::with_capacity(data.len());
+    for vr in &data {
+        let range = vr
+            .get("range")
+            .and_then(Json::as_str)
+            .ok_or_else(|| ApiError::invalid("Invalid data[0]: range is required"))?;
+        let rows = rows_of(vr)?;
+        let b = check_fits(ss, range, &rows)?;
+        for row in &rows {
+            for v in row {
+                values::input_value(v, input)?;
+            }
+        }
+        plan.push((b, rows));
+    }
+    let mut responses = Vec::new();
+    let (mut t_rows, mut t_cols, mut t_cells) = (0, 0, 0);
+    let mut sheets = std::collections::BTreeSet::new();
+    for (b, rows) in &plan {
+        let w = write_rows(ss, b.sheet, b.r0, b.c0, rows, input)?;
+        t_rows += w.rows;
+        t_cols += w.cols;
+        t_cells += w.cells;
+        if w.cells > 0 {
+            sheets.insert(b.sheet);
+        }
+        responses.push(w);
+    }
+    let responses = responses
+        .iter()
+        .map(|w| w.reply(ss, echo))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut m = Map::new();
+    m.insert("spreadsheetId".into(), json!(ss.id));
+    if t_cells > 0 {
+        m.insert("totalUpdatedRows".into(), json!(t_rows));
+        m.insert("totalUpdatedColumns".into(), json!(t_cols));
+        m.insert("totalUpdatedCells".into(), json!(t_cells));
+        m.insert("totalUpdatedSheets".into(), json!(sheets.len()));
+    }
+    if !responses.is_empty() {
+        m.insert("responses".into(), Json::Array(responses));
+    }
+    Ok(Json::Object(m))
+}
+
+/// `values.append`. Finds the "table" in the input range as Google describes
+/// (https://developers.google.com/sheets/api/guides/values#append_values): the first row
+/// with data in the range's columns starts it, and it runs down through consecutive rows
+/// with data; its columns span the data found. New rows go right after the table, starting
+/// at its first column. `INSERT_ROWS` inserts fresh rows there (moving what is below down);
+/// `OVERWRITE` (the default) writes over whatever is there. Without a table, data goes to
+/// the range's top-left cell. Assumption: "data" means a cell with a value.
+pub fn append(
+    ss: &mut Spreadsheet,
+    range: &str,
+    body: &Json,
+    input: Input,
+    insert: Option<&str>,
+    echo: Option<(Render, Major)>,
+) -> Result<Json, ApiError> {
+    let insert_rows = match insert {
+        None | Some("") | Some("OVERWRITE") => false,
+        Some("INSERT_ROWS") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "Invalid value at 'insert_data_option' (type.googleapis.com/google.apps.sheets.v4.InsertDataOption), \"{other}\""
+            )))
+        }
+    };
+    let rows = rows_of(body)?;
+    for row in &rows {
+        for v in row {
+            values::input_value(v, input)?;
+        }
+    }
+    let (b, _) = ss.resolve(range)?;
+    let sheet = &ss.sheets[b.sheet];
+    let title = sheet.title.clone();
+    let table = find_table(sheet, &b);
+    let (at_row, at_col) = match &table {
+        Some(t) => (t.r1, t.c0),
+        None => (b.r0, b.c0),
+    };
+    let n = rows.len() as u32;
+    if insert_rows && n > 0 {
+        let s = &mut ss.sheets[b.sheet];
+        if at_row < s.row_count {
+            s.insert_rows(at_row, n);
+        } else {
+            s.grow_to(at_row + n, 0);
+        }
+    }
+    let w = write_rows(ss, b.sheet, at_row, at_col, &rows, input)?;
+    let mut m = Map::new();
+    m.insert("spreadsheetId".into(), json!(ss.id));
+    if let Some(t) = &table {
+        m.insert("tableRange".into(), json!(range_a1(&title, t)));
+    }
+    m.insert("updates".into(), w.reply(ss, echo)?);
+    Ok(Json::Object(m))
+}
+
+fn find_table(sheet: &Sheet, b: &Bounds) -> Option<Bounds> {
+    let has_data = |r: u32| -> Option<(u32, u32)> {
+        let row = sheet.rows.get(r as usize)?;
+        let mut first = None;
+        let mut last = None;
+        for c in b.c0..b.c1.min(row.len() as u32) {
+            if row[c as usize].value.is_some() {
+                first.get_or_insert(c);
+                last = Some(c);
+            }
+        }
+        Some((first?, last?))
+    };
+    let end = b.r1.min(sheet.rows.len() as u32);
+    let start = (b.r0..end).find(|r| has_data(*r).is_some())?;
+    let (mut c0, mut c1) = (u32::MAX, 0);
+    let mut r = start;
+    while r < end {
+        match has_data(r) {
+            Some((f, l)) => {
+                c0 = c0.min(f);
+                c1 = c1.max(l + 1);
+                r += 1;
+            }
+            None => break,
+        }
+    }
+    Some(Bounds {
+        sheet: b.sheet,
+        r0: start,
+        r1: r,
+        c0,
+        c1,
+    })
+}
+
+/// `values.clear`: values go, formats and validation stay. Replies with the cleared range.
+pub fn clear(ss: &mut Spreadsheet, range: &str) -> Result<String, ApiError> {
+    let b = ss.resolve_read(range)?;
+    ss.sheets[b.sheet].clear_values(&b);
+    Ok(range_a1(&ss.sheets[b.sheet].title, &b))
+}
+
+/// `values.batchClear`: all ranges are checked first.
+pub fn batch_clear(ss: &mut Spreadsheet, ranges: &[String]) -> Result<Json, ApiError> {
+    for r in ranges {
+        ss.resolve_read(r)?;
+    }
+    let mut cleared = Vec::new();
+    for r in ranges {
+        cleared.push(clear(ss, r)?);
+    }
+    Ok(json!({ "spreadsheetId": ss.id, "clearedRanges": cleared }))
+}
+
+/// `spreadsheets.get` (and the `updatedSpreadsheet` of a batch). With `ranges`, only the
+/// sheets they touch are listed; with grid data, each range's cells are included as
+/// `data[]`, else the whole sheet's.
+pub fn spreadsheet_json(ss: &Spreadsheet, ranges: &[String], grid: bool) -> Result<Json, ApiError> {
+    let mut per_sheet: Vec<Vec<Bounds>> = vec![Vec::new(); ss.sheets.len()];
+    for r in ranges {
+        let b = ss.resolve_read(r)?;
+        per_sheet[b.sheet].push(b);
+    }
+    let mut sheets = Vec::new();
+    for (i, s) in ss.sheets.iter().enumerate() {
+        if !ranges.is_empty() && per_sheet[i].is_empty() {
+            continue;
+        }
+        let mut sheet = json!({ "properties": sheet_properties(s, i) });
+        if grid {
+            let blocks = if ranges.is_empty() {
+                vec![Bounds {
+                    sheet: i,
+                    r0: 0,
+                    r1: s.row_count,
+                    c0: 0,
+                    c1: s.column_count,
+                }]
+            } else {
+                per_sheet[i].clone()
+            };
+            sheet["data"] = Json::Array(blocks.iter().map(|b| grid_data(ss, b)).collect());
+        }
+        sheets.push(sheet);
+    }
+    Ok(json!({
+        "spreadsheetId": ss.id,
+        "properties": {
+            "title": ss.title,
+            "locale": ss.locale,
+            "autoRecalc": "ON_CHANGE",
+            "timeZone": ss.time_zone,
+        },
+        "sheets": sheets,
+        "spreadsheetUrl": format!("https://docs.google.com/spreadsheets/d/{}/edit", ss.id),
+    }))
+}
+
+/// `SheetProperties` JSON. `hidden` and zero frozen counts are omitted when false/zero, as
+/// Google's replies omit default values.
+pub fn sheet_properties(s: &Sheet, index: usize) -> Json {
+    let mut grid = Map::new();
+    grid.insert("rowCount".into(), json!(s.row_count));
+    grid.insert("columnCount".into(), json!(s.column_count));
+    if s.frozen_row_count > 0 {
+        grid.insert("frozenRowCount".into(), json!(s.frozen_row_count));
+    }
+    if s.frozen_column_count > 0 {
+        grid.insert("frozenColumnCount".into(), json!(s.frozen_column_count));
+    }
+    let mut p = json!({
+        "sheetId": s.id,
+        "title": s.title,
+        "index": index,
+        "sheetType": "GRID",
+        "gridProperties": grid,
+    });
+    if s.hidden {
+        p["hidden"] = json!(true);
+    }
+    p
+}
+
+/// `GridData` for a block: `startRow`/`startColumn` (omitted when 0, as proto3 JSON does),
+/// `rowData[].values[]` up to the last non-blank cell of each row, trailing empty rows cut,
+/// and `columnMetadata` for the block's columns.
+pub fn grid_data(ss: &Spreadsheet, b: &Bounds) -> Json {
+    let s = &ss.sheets[b.sheet];
+    let end = b.r1.min(s.rows.len() as u32);
+    let mut row_data = Vec::new();
+    let mut last_nonempty = 0;
+    for r in b.r0..end {
+        let row = &s.rows[r as usize];
+        let stop = b.c1.min(row.len() as u32);
+        let mut cells = Vec::new();
+        let mut last = 0;
+        for c in b.c0..stop {
+            let cell = &row[c as usize];
+            cells.push(cell_json(ss, b.sheet, cell));
+            if !cell.is_blank() {
+                last = cells.len();
+            }
+        }
+        cells.truncate(last);
+        if cells.is_empty() {
+            row_data.push(json!({}));
+        } else {
+            row_data.push(json!({ "values": cells }));
+            last_nonempty = row_data.len();
+        }
+    }
+    row_data.truncate(last_nonempty);
+    let mut m = Map::new();
+    if b.r0 > 0 {
+        m.insert("startRow".into(), json!(b.r0));
+    }
+    if b.c0 > 0 {
+        m.insert("startColumn".into(), json!(b.c0));
+    }
+    if !row_data.is_empty() {
+        m.insert("rowData".into(), Json::Array(row_data));
+    }
+    let cols: Vec<Json> = (b.c0..b.c1)
+        .map(|c| {
+            if s.hidden_columns.contains(&c) {
+                json!({ "pixelSize": 100, "hiddenByUser": true })
+            } else {
+                json!({ "pixelSize": 100 })
+            }
+        })
+        .collect();
+    m.insert("columnMetadata".into(), Json::Array(cols));
+    Json::Object(m)
+}
+
+/// `CellData` JSON: userEnteredValue, effectiveValue, formattedValue, userEnteredFormat
+/// (number format only) and dataValidation.
+pub fn cell_json(ss: &Spreadsheet, sheet: usize, cell: &Cell) -> Json {
+    let mut m = Map::new();
+    if let Some(v) = &cell.value {
+        m.insert("userEnteredValue".into(), extended_value(v));
+        let eff = formula::effective(ss, sheet, v);
+        m.insert("effectiveValue".into(), effective_json(&eff));
+        m.insert(
+            "formattedValue".into(),
+            Json::String(values::format_value(&eff, cell.number_format.as_deref())),
+        );
+    }
+    if let Some(nf) = &cell.number_format {
+        let mut f = json!({ "type": nf.kind });
+        if !nf.pattern.is_empty() {
+            f["pattern"] = json!(nf.pattern);
+        }
+        m.insert("userEnteredFormat".into(), json!({ "numberFormat": f }));
+    }
+    if let Some(dv) = &cell.validation {
+        m.insert("dataValidation".into(), (**dv).clone());
+    }
+    Json::Object(m)
+}
+
+pub fn extended_value(v: &Value) -> Json {
+    match v {
+        Value::Number(n) => json!({ "numberValue": values::number_json(*n) }),
+        Value::String(s) => json!({ "stringValue": s }),
+        Value::Bool(b) => json!({ "boolValue": b }),
+        Value::Formula(f) => json!({ "formulaValue": f }),
+    }
+}
+
+fn effective_json(e: &Eff) -> Json {
+    match e {
+        Eff::Number(n) => json!({ "numberValue": values::number_json(*n) }),
+        Eff::String(s) => json!({ "stringValue": s }),
+        Eff::Bool(b) => json!({ "boolValue": b }),
+        Eff::Error(e) => {
+            let kind = match e.as_str() {
+                "#DIV/0!" => "DIVIDE_BY_ZERO",
+                "#VALUE!" => "VALUE",
+                "#REF!" => "REF",
+                "#NAME?" => "NAME",
+                "#N/A" => "N_A",
+                _ => "ERROR",
+            };
+            json!({ "errorValue": { "type": kind, "message": format!("Formula error {e}") } })
+        }
+    }
+}
+
+/// `spreadsheets.create`: title, time zone, locale and sheets from the request; a sheet
+/// `Sheet1` when none is given. Returns the new spreadsheet's JSON.
+pub fn create(store: &mut Store, body: &Json, id: String) -> Result<Json, ApiError> {
+    let title = body
+        .pointer("/properties/title")
+        .and_then(Json::as_str)
+        .unwrap_or("Untitled spreadsheet");
+    let mut ss = Spreadsheet::new(id, title);
+    if let Some(tz) = body.pointer("/properties/timeZone").and_then(Json::as_str) {
+        if tz.parse::<chrono_tz::Tz>().is_err() {
+            return Err(ApiError::invalid(format!("Invalid timeZone: {tz}")));
+        }
+        ss.time_zone = tz.to_string();
+    }
+    if let Some(locale) = body.pointer("/properties/locale").and_then(Json::as_str) {
+        ss.locale = locale.to_string();
+    }
+    if let Some(Json::Array(sheets)) = body.get("sheets") {
+        for (i, sh) in sheets.iter().enumerate() {
+            let p = sh.get("properties").cloned().unwrap_or(Json::Null);
+            let id = p
+                .get("sheetId")
+                .and_then(Json::as_i64)
+                .map(|v| v as i32)
+                .unwrap_or(if i == 0 { 0 } else { ss.fresh_sheet_id() });
+            let title = p
+                .get("title")
+                .and_then(Json::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("Sheet{}", i + 1));
+            if ss.sheet_index(id).is_some() || ss.sheet_by_title(&title).is_some() {
+                return Err(ApiError::invalid(format!(
+                    "Invalid sheets[{i}]: duplicate sheet id or title"
+                )));
+            }
+            let mut s = Sheet::new(id, title);
+            if let Some(g) = p.get("gridProperties") {
+                if let Some(n) = g.get("rowCount").and_then(Json::as_u64) {
+                    s.row_count = n as u32;
+                }
+                if let Some(n) = g.get("columnCount").and_then(Json::as_u64) {
+                    s.column_count = n as u32;
+                }
+            }
+            s.hidden = p.get("hidden").and_then(Json::as_bool).unwrap_or(false);
+            ss.sheets.push(s);
+        }
+    }
+    if ss.sheets.is_empty() {
+        ss.sheets.push(Sheet::new(0, "Sheet1"));
+    }
+    let reply = spreadsheet_json(&ss, &[], false)?;
+    store.insert(ss);
+    Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emulator::values::{DateRender, ValueRender};
+
+    const UNFORMATTED: Render = Render {
+        value: ValueRender::Unformatted,
+        date: DateRender::Serial,
+    };
+
+    fn ss() -> Spreadsheet {
+        let mut ss = Spreadsheet::new("id", "t");
+        ss.sheets.push(Sheet::new(0, "Sheet1"));
+        ss
+    }
+
+    fn put(ss: &mut Spreadsheet, range: &str, rows: Json) {
+        update(ss, range, &json!({ "values": rows }), Input::Raw, None)
+            .unwrap_or_else(|e| panic!("write {range}: {e}"));
+    }
+
+    #[test]
+    fn reads_omit_trailing_empties_and_echo_clamped_range() {
+        let mut s = ss();
+        put(
+            &mut s,
+            "Sheet1!A1",
+            json!([["a", "", "c", ""], ["", ""], ["x"]]),
+        );
+        let got = read_range(&s, "Sheet1!A1:D", UNFORMATTED, Major::Rows).unwrap_or_default();
+        assert_eq!(got["range"], "Sheet1!A1:D1000");
+        assert_eq!(got["values"], json!([["a", "", "c"], [], ["x"]]));
+        let cols = read_range(&s, "Sheet1!A1:C3", UNFORMATTED, Major::Columns).unwrap_or_default();
+        assert_eq!(cols["values"], json!([["a", "", "x"], [], ["c"]]));
+        let empty = read_range(&s, "Sheet1!E5:F6", UNFORMATTED, Major::Rows).unwrap_or_default();
+        assert!(
+            empty.get("values").is_none(),
+            "empty block has no values: {empty}"
+        );
+    }
+
+    #[test]
+    fn append_finds_table_and_inserts_rows() {
+        let mut s = ss();
+        put(
+            &mut s,
+            "Sheet1!A1",
+            json!([["h1", "h2"], ["a", "b"], [], ["below"]]),
+        );
+        let body = json!({ "values": [["new", "row"]] });
+        let got = append(
+            &mut s,
+            "Sheet1!A:B",
+            &body,
+            Input::Raw,
+            Some("INSERT_ROWS"),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("append: {e}"));
+        assert_eq!(got["tableRange"], "Sheet1!A1:B2");
+        assert_eq!(got["updates"]["updatedRange"], "Sheet1!A3:B3");
+        let all = read_range(&s, "Sheet1!A1:B", UNFORMATTED, Major::Rows).unwrap_or_default();
+        assert_eq!(
+            all["values"],
+            json!([["h1", "h2"], ["a", "b"], ["new", "row"], [], ["below"]])
+        );
+    }
+
+    #[test]
+    fn write_outside_bounded_range_is_rejected() {
+        let mut s = ss();
+        let err = update(
+            &mut s,
+            "Sheet1!A1:B1",
+            &json!({"values": [["a","b","c"]]}),
+            Input::Raw,
+            None,
+        )
+        .err()
+        .map(|e| e.message);
+        assert_eq!(
+            err.as_deref(),
+            Some("Requested writing within range [Sheet1!A1:B1], but tried writing to column [C]")
+        );
+    }
+}

@@ -1,0 +1,949 @@
+//! `spreadsheets.batchUpdate`: the structural and cell requests a person's edits and the
+//! daemon's lease need, applied in order and atomically.
+//!
+//! Google documents that "the requests will be applied in the order they are specified. If
+//! any request is not valid, no requests will be applied"
+//! (https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/batchUpdate).
+//! The emulator applies the batch to a copy of the spreadsheet (cheap: rows are shared until
+//! written) and keeps the copy only if every request succeeded, so a later request may refer
+//! to what an earlier one created (a sheet added by `addSheet`), as with Google.
+//!
+//! Replies follow proto3 JSON: zero counts are omitted, so a `findReplace` that changed
+//! nothing replies `{"findReplace": {}}`. Clients must read a missing count as 0.
+
+use std::collections::BTreeSet;
+
+use google_sheets4::api::{
+    BatchUpdateSpreadsheetRequest, CellData, DimensionRange, ExtendedValue, FindReplaceRequest,
+    GridRange, Request, RowData, SheetProperties,
+};
+use regex::{NoExpand, Regex, RegexBuilder};
+use serde_json::{json, Value as Json};
+
+use super::api;
+use super::error::ApiError;
+use super::formula::{self, Eff};
+use super::store::{range_a1, Bounds, Cell, NumberFormat, Sheet, Spreadsheet, Value};
+use super::values;
+
+/// Parses a `BatchUpdateSpreadsheetRequest` body.
+pub fn parse(body: &[u8]) -> Result<BatchUpdateSpreadsheetRequest, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("Invalid JSON payload received. {e}")))
+}
+
+/// Runs a whole batch against `ss`: on success `ss` holds the result and the reply is
+/// returned; on failure `ss` is untouched.
+pub fn run(ss: &mut Spreadsheet, req: &BatchUpdateSpreadsheetRequest) -> Result<Json, ApiError> {
+    let mut work = ss.clone();
+    let requests = req.requests.as_deref().unwrap_or_default();
+    let mut replies = Vec::with_capacity(requests.len());
+    for (i, r) in requests.iter().enumerate() {
+        let kind =
+            kind_of(r).map_err(|m| ApiError::invalid(format!("Invalid requests[{i}]: {m}")))?;
+        let reply = apply(&mut work, r, &kind)
+            .map_err(|m| ApiError::invalid(format!("Invalid requests[{i}].{kind}: {m}")))?;
+        replies.push(reply);
+    }
+    let mut out = json!({ "spreadsheetId": work.id, "replies": replies });
+    if req.include_spreadsheet_in_response == Some(true) {
+        let ranges = req.response_ranges.clone().unwrap_or_default();
+        let grid = req.response_include_grid_data == Some(true);
+        out["updatedSpreadsheet"] = api::spreadsheet_json(&work, &ranges, grid)?;
+    }
+    *ss = work;
+    Ok(out)
+}
+
+/// The one request kind set in a `Request` (its JSON key, e.g. `findReplace`).
+fn kind_of(r: &Request) -> Result<String, String> {
+    let mut v = serde_json::to_value(r).map_err(|e| e.to_string())?;
+    google_sheets4::common::remove_json_null_values(&mut v);
+    let keys: Vec<String> = v
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    match keys.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err("request must have exactly one kind set; none was".into()),
+        many => Err(format!(
+            "request must have exactly one kind set; found {}",
+            many.join(", ")
+        )),
+    }
+}
+
+fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str) -> Result<Json, String> {
+    Ok(match kind {
+        "findReplace" => find_replace(ss, need(&r.find_replace)?)?,
+        "updateCells" => {
+            let u = need(&r.update_cells)?;
+            let fields = fields(u.fields.as_ref())?;
+            let rows = u.rows.as_deref().unwrap_or_default();
+            match (&u.start, &u.range) {
+                (Some(start), None) => {
+                    let sheet = sheet_of(ss, start.sheet_id)?;
+                    let (r0, c0) = (nonneg(start.row_index)?, nonneg(start.column_index)?);
+                    write_cells(ss, sheet, r0, c0, rows, &fields, None)?;
+                }
+                (None, Some(range)) => {
+                    let b = grid_range(ss, range)?;
+                    write_cells(ss, b.sheet, b.r0, b.c0, rows, &fields, Some(b))?;
+                }
+                _ => return Err("exactly one of start or range must be set".into()),
+            }
+            json!({})
+        }
+        "appendCells" => {
+            let a = need(&r.append_cells)?;
+            let fields = fields(a.fields.as_ref())?;
+            let sheet = sheet_of(ss, a.sheet_id)?;
+            let s = &ss.sheets[sheet];
+            let at = s
+                .rows
+                .iter()
+                .rposition(|row| row.iter().any(|c| !c.is_blank()))
+                .map_or(0, |i| i as u32 + 1);
+            let rows = a.rows.as_deref().unwrap_or_default();
+            let s = &mut ss.sheets[sheet];
+            let width = rows
+                .iter()
+                .map(|r| r.values.as_ref().map_or(0, Vec::len))
+                .max()
+                .unwrap_or(0) as u32;
+            // "Appends new cells after the last row with data in a sheet, inserting new rows
+            // into the sheet if necessary."
+            s.grow_to(at + rows.len() as u32, width);
+            write_cells(ss, sheet, at, 0, rows, &fields, None)?;
+            json!({})
+        }
+        "addSheet" => {
+            let props = need(&r.add_sheet)?.properties.clone().unwrap_or_default();
+            let props = add_sheet(ss, &props)?;
+            json!({ "addSheet": { "properties": props } })
+        }
+        "deleteSheet" => {
+            let i = sheet_of(ss, need(&r.delete_sheet)?.sheet_id)?;
+            if ss.sheets.len() == 1 {
+                return Err("You can't remove all the sheets in a document.".into());
+            }
+            ss.sheets.remove(i);
+            json!({})
+        }
+        "duplicateSheet" => {
+            let d = need(&r.duplicate_sheet)?;
+            let src = sheet_of(ss, d.source_sheet_id)?;
+            let mut copy = ss.sheets[src].clone();
+            copy.id = match d.new_sheet_id {
+                Some(id) if ss.sheet_index(id).is_some() => {
+                    return Err(format!("Sheet with id {id} already exists."))
+                }
+                Some(id) if id < 0 => return Err(format!("Invalid sheet id {id}.")),
+                Some(id) => id,
+                None => ss.fresh_sheet_id(),
+            };
+            copy.title = match &d.new_sheet_name {
+                Some(t) => t.clone(),
+                None => format!("Copy of {}", copy.title),
+            };
+            check_title(ss, &copy.title, None)?;
+            let at = match d.insert_sheet_index {
+                Some(i) => (i.max(0) as usize).min(ss.sheets.len()),
+                None => src + 1,
+            };
+            ss.sheets.insert(at, copy);
+            json!({ "duplicateSheet": { "properties": api::sheet_properties(&ss.sheets[at], at) } })
+        }
+        "updateSheetProperties" => {
+            let u = need(&r.update_sheet_properties)?;
+            let props = u.properties.clone().unwrap_or_default();
+            let mask = fields(u.fields.as_ref())?;
+            update_sheet_properties(ss, &props, &mask)?;
+            json!({})
+        }
+        "repeatCell" => {
+            let rc = need(&r.repeat_cell)?;
+            let mask = fields(rc.fields.as_ref())?;
+            let b = grid_range(ss, need(&rc.range)?)?;
+            let cell = rc.cell.clone().unwrap_or_default();
+            let template = cell_from(&cell)?;
+            let s = &mut ss.sheets[b.sheet];
+            for r in b.r0..b.r1 {
+                for c in b.c0..b.c1 {
+                    apply_mask(s.cell_mut(r, c), &template, &mask);
+                }
+            }
+            s.trim();
+            json!({})
+        }
+        "setDataValidation" => {
+            let sv = need(&r.set_data_validation)?;
+            let b = grid_range(ss, need(&sv.range)?)?;
+            let rule = match &sv.rule {
+                Some(rule) => Some(Box::new(
+                    serde_json::to_value(rule).map_err(|e| e.to_string())?,
+                )),
+                None => None,
+            };
+            let rule = rule.map(|mut r| {
+                google_sheets4::common::remove_json_null_values(&mut r);
+                r
+            });
+            let s = &mut ss.sheets[b.sheet];
+            for r in b.r0..b.r1 {
+                for c in b.c0..b.c1 {
+                    if rule.is_none() && s.cell(r, c).is_none() {
+                        continue;
+                    }
+                    s.cell_mut(r, c).validation = rule.clone();
+                }
+            }
+            s.trim();
+            json!({})
+        }
+        "insertDimension" => {
+            let d = need(&r.insert_dimension)?;
+            let (sheet, rows, start, end) = dimension(ss, need(&d.range)?)?;
+            let s = &mut ss.sheets[sheet];
+            let limit = if rows { s.row_count } else { s.column_count };
+            if start > limit {
+                return Err(format!(
+                    "startIndex ({start}) must be less than or equal to the number of {} ({limit}).",
+                    if rows { "rows" } else { "columns" }
+                ));
+            }
+            if d.inherit_from_before == Some(true) && start == 0 {
+                return Err("Cannot inherit from before when inserting at index 0.".into());
+            }
+            if rows {
+                s.insert_rows(start, end - start);
+            } else {
+                s.insert_columns(start, end - start);
+            }
+            json!({})
+        }
+        "deleteDimension" => {
+            let d = need(&r.delete_dimension)?;
+            let (sheet, rows, start, end) = dimension(ss, need(&d.range)?)?;
+            let s = &mut ss.sheets[sheet];
+            let limit = if rows { s.row_count } else { s.column_count };
+            let end = end.min(limit);
+            if start >= end {
+                return Err(format!(
+                    "Invalid range: startIndex {start} is beyond the sheet."
+                ));
+            }
+            if start == 0 && end == limit {
+                return Err(format!(
+                    "You can't delete all the {} on the sheet.",
+                    if rows { "rows" } else { "columns" }
+                ));
+            }
+            if rows {
+                s.delete_rows(start, end);
+            } else {
+                s.delete_columns(start, end);
+            }
+            s.trim();
+            json!({})
+        }
+        "sortRange" => {
+            let sr = need(&r.sort_range)?;
+            let b = grid_range(ss, need(&sr.range)?)?;
+            let mut specs = Vec::new();
+            for spec in sr.sort_specs.as_deref().unwrap_or_default() {
+                let col = nonneg(spec.dimension_index)?;
+                if col < b.c0 || col >= b.c1 {
+                    return Err(format!("sort column {col} is outside the sorted range."));
+                }
+                let desc = match spec.sort_order.as_deref() {
+                    None | Some("ASCENDING") | Some("SORT_ORDER_UNSPECIFIED") => false,
+                    Some("DESCENDING") => true,
+                    Some(other) => return Err(format!("unknown sortOrder {other}")),
+                };
+                specs.push((col, desc));
+            }
+            sort_rows(ss, &b, &specs);
+            json!({})
+        }
+        other => {
+            return Err(format!(
+                "the emulator does not implement '{other}' (supported: findReplace, updateCells, \
+                 appendCells, addSheet, deleteSheet, duplicateSheet, updateSheetProperties, \
+                 repeatCell, setDataValidation, insertDimension, deleteDimension, sortRange)"
+            ))
+        }
+    })
+}
+
+fn need<T>(v: &Option<T>) -> Result<&T, String> {
+    v.as_ref()
+        .ok_or_else(|| "a required field is missing".to_string())
+}
+
+fn nonneg(v: Option<i32>) -> Result<u32, String> {
+    match v.unwrap_or(0) {
+        n if n < 0 => Err(format!("index {n} must not be negative")),
+        n => Ok(n as u32),
+    }
+}
+
+fn sheet_of(ss: &Spreadsheet, id: Option<i32>) -> Result<usize, String> {
+    let id = id.unwrap_or(0);
+    ss.sheet_index(id)
+        .ok_or_else(|| format!("No grid with id: {id}"))
+}
+
+/// A `GridRange` as bounds: unset sides run to the grid's edge; a side past the grid is the
+/// error Google gives, `Range ('S'!A1001) exceeds grid limits...`.
+fn grid_range(ss: &Spreadsheet, g: &GridRange) -> Result<Bounds, String> {
+    let sheet = sheet_of(ss, g.sheet_id)?;
+    let s = &ss.sheets[sheet];
+    let b = Bounds {
+        sheet,
+        r0: nonneg(g.start_row_index)?,
+        r1: match g.end_row_index {
+            Some(e) => nonneg(Some(e))?,
+            None => s.row_count,
+        },
+        c0: nonneg(g.start_column_index)?,
+        c1: match g.end_column_index {
+            Some(e) => nonneg(Some(e))?,
+            None => s.column_count,
+        },
+    };
+    if b.r1 < b.r0 || b.c1 < b.c0 {
+        return Err("the range's end is before its start".into());
+    }
+    if b.r1 > s.row_count || b.c1 > s.column_count {
+        return Err(exceeds(s, &b));
+    }
+    Ok(b)
+}
+
+fn exceeds(s: &Sheet, b: &Bounds) -> String {
+    format!(
+        "Range ({}) exceeds grid limits. Max rows: {}, max columns: {}",
+        range_a1(&s.title, b),
+        s.row_count,
+        s.column_count
+    )
+}
+
+fn dimension(ss: &Spreadsheet, d: &DimensionRange) -> Result<(usize, bool, u32, u32), String> {
+    let sheet = sheet_of(ss, d.sheet_id)?;
+    let rows = match d.dimension.as_deref() {
+        Some("ROWS") => true,
+        Some("COLUMNS") => false,
+        other => return Err(format!("dimension must be ROWS or COLUMNS, got {other:?}")),
+    };
+    let start = nonneg(d.start_index)?;
+    let end = match d.end_index {
+        Some(e) => nonneg(Some(e))?,
+        None => return Err("endIndex is required".into()),
+    };
+    if end <= start {
+        return Err(format!(
+            "endIndex ({end}) must be greater than startIndex ({start})"
+        ));
+    }
+    Ok((sheet, rows, start, end))
+}
+
+/// Which parts of a `CellData` a field mask touches.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mask {
+    value: bool,
+    validation: bool,
+    number_format: bool,
+}
+
+/// Parses a field mask for cells or sheet properties. `*` means every field. The emulator
+/// ignores fields it does not model (e.g. `note`, `userEnteredFormat.backgroundColor`).
+fn fields(mask: Option<&google_sheets4::common::FieldMask>) -> Result<Vec<String>, String> {
+    let text = mask.map(|m| m.to_string()).unwrap_or_default();
+    let parts: Vec<String> = text
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if parts.is_empty() {
+        return Err("At least one field must be specified in 'fields'.".into());
+    }
+    Ok(parts)
+}
+
+fn cell_mask(fields: &[String]) -> Mask {
+    let mut m = Mask::default();
+    for f in fields {
+        match f.as_str() {
+            "*" => {
+                m.value = true;
+                m.validation = true;
+                m.number_format = true;
+            }
+            "userEnteredValue" => m.value = true,
+            "dataValidation" => m.validation = true,
+            "userEnteredFormat" | "userEnteredFormat.numberFormat" => m.number_format = true,
+            _ => {}
+        }
+    }
+    m
+}
+
+fn value_from(v: &ExtendedValue) -> Result<Option<Value>, String> {
+    Ok(if let Some(n) = v.number_value {
+        Some(Value::Number(n))
+    } else if let Some(s) = &v.string_value {
+        Some(Value::String(s.clone()))
+    } else if let Some(b) = v.bool_value {
+        Some(Value::Bool(b))
+    } else if let Some(f) = &v.formula_value {
+        Some(Value::Formula(f.clone()))
+    } else if v.error_value.is_some() {
+        return Err("errorValue cannot be written".into());
+    } else {
+        None
+    })
+}
+
+fn cell_from(cd: &CellData) -> Result<Cell, String> {
+    let value = match &cd.user_entered_value {
+        Some(v) => value_from(v)?,
+        None => None,
+    };
+    let validation = match &cd.data_validation {
+        Some(rule) => {
+            let mut v = serde_json::to_value(rule).map_err(|e| e.to_string())?;
+            google_sheets4::common::remove_json_null_values(&mut v);
+            Some(Box::new(v))
+        }
+        None => None,
+    };
+    let number_format = cd
+        .user_entered_format
+        .as_ref()
+        .and_then(|f| f.number_format.as_ref())
+        .map(|nf| {
+            Box::new(NumberFormat {
+                kind: nf.type_.clone().unwrap_or_else(|| "NUMBER".into()),
+                pattern: nf.pattern.clone().unwrap_or_default(),
+            })
+        });
+    Ok(Cell {
+        value,
+        validation,
+        number_format,
+    })
+}
+
+fn apply_mask(target: &mut Cell, src: &Cell, fields: &[String]) {
+    let m = cell_mask(fields);
+    if m.value {
+        target.value = src.value.clone();
+    }
+    if m.validation {
+        target.validation = src.validation.clone();
+    }
+    if m.number_format {
+        target.number_format = src.number_format.clone();
+    }
+}
+
+/// `updateCells`/`appendCells`: writes rows of `CellData` from (`r0`, `c0`). With a range,
+/// cells of the range not covered by `rows` get the masked fields cleared, as documented.
+fn write_cells(
+    ss: &mut Spreadsheet,
+    sheet: usize,
+    r0: u32,
+    c0: u32,
+    rows: &[RowData],
+    fields: &[String],
+    range: Option<Bounds>,
+) -> Result<(), String> {
+    let cells: Vec<Vec<Cell>> = rows
+        .iter()
+        .map(|r| {
+            r.values
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .map(cell_from)
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<_, _>>()?;
+    let s = &mut ss.sheets[sheet];
+    let height = cells.len() as u32;
+    let width = cells.iter().map(Vec::len).max().unwrap_or(0) as u32;
+    let limit = range.unwrap_or(Bounds {
+        sheet,
+        r0,
+        r1: r0 + height,
+        c0,
+        c1: c0 + width,
+    });
+    if limit.r1 > s.row_count || limit.c1 > s.column_count {
+        return Err(exceeds(s, &limit));
+    }
+    if range.is_some() && (height > limit.rows() || width > limit.cols()) {
+        return Err(format!(
+            "the rows do not fit the range {}",
+            range_a1(&s.title, &limit)
+        ));
+    }
+    let blank = Cell::default();
+    for r in limit.r0..limit.r1 {
+        for c in limit.c0..limit.c1 {
+            let src = cells
+                .get((r - r0) as usize)
+                .and_then(|row| row.get((c - c0) as usize));
+            match (src, range.is_some()) {
+                (Some(src), _) => apply_mask(s.cell_mut(r, c), src, fields),
+                (None, true) => {
+                    if s.cell(r, c).is_some() {
+                        apply_mask(s.cell_mut(r, c), &blank, fields);
+                    }
+                }
+                (None, false) => {}
+            }
+        }
+    }
+    s.trim();
+    Ok(())
+}
+
+fn check_title(ss: &Spreadsheet, title: &str, except: Option<i32>) -> Result<(), String> {
+    if title.trim().is_empty() {
+        return Err("Sheet title must not be empty.".into());
+    }
+    if ss
+        .sheets
+        .iter()
+        .any(|s| s.title.eq_ignore_ascii_case(title) && Some(s.id) != except)
+    {
+        return Err(format!(
+            "A sheet with the name \"{title}\" already exists. Please enter another name."
+        ));
+    }
+    Ok(())
+}
+
+fn add_sheet(ss: &mut Spreadsheet, p: &SheetProperties) -> Result<Json, String> {
+    let id = match p.sheet_id {
+        Some(id) if ss.sheet_index(id).is_some() => {
+            return Err(format!("Sheet with id {id} already exists."))
+        }
+        Some(id) if id < 0 => return Err(format!("Invalid sheet id {id}.")),
+        Some(id) => id,
+        None => ss.fresh_sheet_id(),
+    };
+    let title = match &p.title {
+        Some(t) => t.clone(),
+        None => (1..)
+            .map(|n| format!("Sheet{n}"))
+            .find(|t| ss.sheet_by_title(t).is_none())
+            .unwrap_or_default(),
+    };
+    check_title(ss, &title, None)?;
+    let mut s = Sheet::new(id, title);
+    s.hidden = p.hidden.unwrap_or(false);
+    if let Some(g) = &p.grid_properties {
+        if let Some(n) = g.row_count {
+            s.row_count = nonneg(Some(n))?.max(1);
+        }
+        if let Some(n) = g.column_count {
+            s.column_count = nonneg(Some(n))?.max(1);
+        }
+        s.frozen_row_count = nonneg(g.frozen_row_count)?;
+        s.frozen_column_count = nonneg(g.frozen_column_count)?;
+    }
+    let at = match p.index {
+        Some(i) => (i.max(0) as usize).min(ss.sheets.len()),
+        None => ss.sheets.len(),
+    };
+    ss.sheets.insert(at, s);
+    check_not_all_hidden(ss)?;
+    Ok(api::sheet_properties(&ss.sheets[at], at))
+}
+
+fn check_not_all_hidden(ss: &Spreadsheet) -> Result<(), String> {
+    if ss.sheets.iter().all(|s| s.hidden) {
+        return Err("You can't hide all the sheets in a document.".into());
+    }
+    Ok(())
+}
+
+fn update_sheet_properties(
+    ss: &mut Spreadsheet,
+    p: &SheetProperties,
+    mask: &[String],
+) -> Result<(), String> {
+    let i = sheet_of(ss, p.sheet_id)?;
+    let all = mask.iter().any(|f| f == "*");
+    let has = |f: &str| {
+        all || mask
+            .iter()
+            .any(|m| m == f || m.starts_with(&format!("{f}.")))
+    };
+    let grid = |f: &str| {
+        all || mask
+            .iter()
+            .any(|m| m == "gridProperties" || m == &format!("gridProperties.{f}"))
+    };
+    if has("title") {
+        let title = p.title.clone().unwrap_or_default();
+        check_title(ss, &title, Some(ss.sheets[i].id))?;
+        ss.sheets[i].title = title;
+    }
+    if has("hidden") {
+        ss.sheets[i].hidden = p.hidden.unwrap_or(false);
+        check_not_all_hidden(ss)?;
+    }
+    let g = p.grid_properties.clone().unwrap_or_default();
+    let s = &mut ss.sheets[i];
+    if grid("rowCount") {
+        let n = nonneg(g.row_count)?.max(1);
+        if n < s.row_count {
+            s.delete_rows(n, s.row_count);
+            s.row_count = n;
+        }
+        s.row_count = n;
+    }
+    if grid("columnCount") {
+        let n = nonneg(g.column_count)?.max(1);
+        if n < s.column_count {
+            s.delete_columns(n, s.column_count);
+        }
+        s.column_count = n;
+    }
+    if grid("frozenRowCount") {
+        s.frozen_row_count = nonneg(g.frozen_row_count)?;
+    }
+    if grid("frozenColumnCount") {
+        s.frozen_column_count = nonneg(g.frozen_column_count)?;
+    }
+    if has("index") {
+        let to = (nonneg(p.index)? as usize).min(ss.sheets.len() - 1);
+        let sheet = ss.sheets.remove(i);
+        ss.sheets.insert(to, sheet);
+    }
+    Ok(())
+}
+
+/// `sortRange`: rows of the range are reordered by the sort specs; cells outside the range's
+/// columns stay. Assumed order (Google's, as far as sheetq relies on it): numbers, then text
+/// (case-insensitive), then booleans, then errors; empty cells always last; stable.
+fn sort_rows(ss: &mut Spreadsheet, b: &Bounds, specs: &[(u32, bool)]) {
+    let end = b.r1.min(ss.sheets[b.sheet].rows.len() as u32);
+    if end <= b.r0 {
+        return;
+    }
+    type Key = Vec<Option<(u8, f64, String)>>;
+    let mut block: Vec<(Key, Vec<Cell>)> = (b.r0..end)
+        .map(|r| {
+            let s = &ss.sheets[b.sheet];
+            let key = specs
+                .iter()
+                .map(|(c, _)| {
+                    s.value(r, *c)
+                        .map(|v| match formula::effective(ss, b.sheet, v) {
+                            Eff::Number(n) => (0, n, String::new()),
+                            Eff::String(t) => (1, 0.0, t.to_lowercase()),
+                            Eff::Bool(x) => (2, f64::from(u8::from(x)), String::new()),
+                            Eff::Error(e) => (3, 0.0, e),
+                        })
+                })
+                .collect();
+            let cells = (b.c0..b.c1)
+                .map(|c| s.cell(r, c).cloned().unwrap_or_default())
+                .collect();
+            (key, cells)
+        })
+        .collect();
+    block.sort_by(|(a, _), (z, _)| {
+        for (i, (_, desc)) in specs.iter().enumerate() {
+            let ord = match (&a[i], &z[i]) {
+                (None, None) => std::cmp::Ordering::Equal,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (Some(x), Some(y)) => {
+                    let o =
+                        x.0.cmp(&y.0)
+                            .then(x.1.partial_cmp(&y.1).unwrap_or(std::cmp::Ordering::Equal))
+                            .then(x.2.cmp(&y.2));
+                    if *desc {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                }
+            };
+            if ord != std::cmp::Ordering::Equal {
+                return ord;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+    let s = &mut ss.sheets[b.sheet];
+    for (i, (_, cells)) in block.into_iter().enumerate() {
+        let r = b.r0 + i as u32;
+        for (j, cell) in cells.into_iter().enumerate() {
+            let c = b.c0 + j as u32;
+            if cell.is_blank() && s.cell(r, c).is_none() {
+                continue;
+            }
+            *s.cell_mut(r, c) = cell;
+        }
+    }
+    s.trim();
+}
+
+/// `findReplace`, the daemon's compare-and-swap. Per cell, the text searched is a string
+/// cell's text, a formula's text (only with `includeFormulas`; otherwise formula cells are
+/// skipped, as documented), or a number's/boolean's formatted value. Counts are exact:
+/// `occurrencesChanged` counts matches, `valuesChanged`/`formulasChanged` cells,
+/// `rowsChanged` and `sheetsChanged` distinct rows and sheets. Assumptions where Google does
+/// not say: a match counts even if the replacement equals the found text; a string cell stays
+/// a string after replacement, while a number or boolean is re-read as if typed.
+/// https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/request#findreplacerequest
+fn find_replace(ss: &mut Spreadsheet, f: &FindReplaceRequest) -> Result<Json, String> {
+    let find = f.find.clone().unwrap_or_default();
+    if find.is_empty() {
+        return Err("find must not be empty.".into());
+    }
+    let replacement = f.replacement.clone().unwrap_or_default();
+    let scopes = [
+        f.range.is_some(),
+        f.sheet_id.is_some(),
+        f.all_sheets == Some(true),
+    ];
+    if scopes.iter().filter(|s| **s).count() != 1 {
+        return Err("exactly one of range, sheetId or allSheets must be set.".into());
+    }
+    let pattern = if f.search_by_regex == Some(true) {
+        find.clone()
+    } else {
+        regex::escape(&find)
+    };
+    let pattern = if f.match_entire_cell == Some(true) {
+        format!("^(?:{pattern})$")
+    } else {
+        pattern
+    };
+    let re: Regex = RegexBuilder::new(&pattern)
+        .case_insensitive(f.match_case != Some(true))
+        .build()
+        .map_err(|e| format!("Invalid regular expression: {e}"))?;
+    let blocks: Vec<Bounds> = if let Some(g) = &f.range {
+        vec![grid_range(ss, g)?]
+    } else if let Some(id) = f.sheet_id {
+        let i = sheet_of(ss, Some(id))?;
+        vec![whole(ss, i)]
+    } else {
+        (0..ss.sheets.len()).map(|i| whole(ss, i)).collect()
+    };
+    let regex_replacement = f.search_by_regex == Some(true);
+    let include_formulas = f.include_formulas == Some(true);
+    let (mut occurrences, mut values_changed, mut formulas) = (0u32, 0u32, 0u32);
+    let mut rows = BTreeSet::new();
+    let mut sheets = BTreeSet::new();
+    for b in blocks {
+        let mut changes = Vec::new();
+        {
+            let s = &ss.sheets[b.sheet];
+            let end = b.r1.min(s.rows.len() as u32);
+            for r in b.r0..end {
+                let row = &s.rows[r as usize];
+                for c in b.c0..b.c1.min(row.len() as u32) {
+                    let cell = &row[c as usize];
+                    let Some(v) = &cell.value else { continue };
+                    let text = match v {
+                        Value::Formula(t) if include_formulas => t.clone(),
+                        Value::Formula(_) => continue,
+                        Value::String(t) => t.clone(),
+                        Value::Number(_) | Value::Bool(_) => values::format_value(
+                            &formula::effective(ss, b.sheet, v),
+                            cell.number_format.as_deref(),
+                        ),
+                    };
+                    let n = re.find_iter(&text).count() as u32;
+                    if n == 0 {
+                        continue;
+                    }
+                    let new_text = if regex_replacement {
+                        re.replace_all(&text, replacement.as_str()).into_owned()
+                    } else {
+                        re.replace_all(&text, NoExpand(&replacement)).into_owned()
+                    };
+                    let new_value = match v {
+                        Value::Formula(_) => {
+                            formulas += 1;
+                            if new_text.starts_with('=') {
+                                Some(Value::Formula(new_text))
+                            } else {
+                                Some(values::parse_user_entered(&new_text).0)
+                            }
+                        }
+                        Value::String(_) => {
+                            values_changed += 1;
+                            (!new_text.is_empty()).then_some(Value::String(new_text))
+                        }
+                        _ => {
+                            values_changed += 1;
+                            (!new_text.is_empty()).then(|| values::parse_user_entered(&new_text).0)
+                        }
+                    };
+                    occurrences += n;
+                    rows.insert((b.sheet, r));
+                    sheets.insert(b.sheet);
+                    changes.push((r, c, new_value));
+                }
+            }
+        }
+        let s = &mut ss.sheets[b.sheet];
+        for (r, c, v) in changes {
+            s.cell_mut(r, c).value = v;
+        }
+        s.trim();
+    }
+    let mut m = serde_json::Map::new();
+    for (k, v) in [
+        ("valuesChanged", values_changed),
+        ("formulasChanged", formulas),
+        ("rowsChanged", rows.len() as u32),
+        ("sheetsChanged", sheets.len() as u32),
+        ("occurrencesChanged", occurrences),
+    ] {
+        if v > 0 {
+            m.insert(k.into(), json!(v));
+        }
+    }
+    Ok(json!({ "findReplace": m }))
+}
+
+fn whole(ss: &Spreadsheet, i: usize) -> Bounds {
+    let s = &ss.sheets[i];
+    Bounds {
+        sheet: i,
+        r0: 0,
+        r1: s.row_count,
+        c0: 0,
+        c1: s.column_count,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ss() -> Spreadsheet {
+        let mut ss = Spreadsheet::new("id", "t");
+        let mut lease = Sheet::new(7, "_ワーカー");
+        lease.set_value(0, 1, Some(Value::String("free".into())));
+        ss.sheets.push(Sheet::new(0, "Sheet1"));
+        ss.sheets.push(lease);
+        ss
+    }
+
+    fn batch(ss: &mut Spreadsheet, requests: Json) -> Result<Json, ApiError> {
+        let body = serde_json::to_vec(&json!({ "requests": requests })).unwrap_or_default();
+        run(ss, &parse(&body)?)
+    }
+
+    fn cas(from: &str, to: &str) -> Json {
+        json!({ "findReplace": {
+            "find": from, "replacement": to, "matchCase": true, "matchEntireCell": true,
+            "searchByRegex": false, "includeFormulas": false,
+            "range": { "sheetId": 7, "startRowIndex": 0, "endRowIndex": 1,
+                       "startColumnIndex": 1, "endColumnIndex": 2 } } })
+    }
+
+    #[test]
+    fn find_replace_is_a_compare_and_swap() {
+        let mut s = ss();
+        let won = batch(&mut s, json!([cas("free", "lease|a")])).unwrap_or_default();
+        assert_eq!(
+            won["replies"][0]["findReplace"]["occurrencesChanged"], 1,
+            "{won}"
+        );
+        let lost = batch(&mut s, json!([cas("free", "lease|b")])).unwrap_or_default();
+        assert_eq!(
+            lost["replies"][0]["findReplace"],
+            json!({}),
+            "second CAS must miss"
+        );
+        assert_eq!(
+            s.sheets[1].value(0, 1),
+            Some(&Value::String("lease|a".into()))
+        );
+        let case = batch(&mut s, json!([cas("LEASE|A", "free")])).unwrap_or_default();
+        assert_eq!(
+            case["replies"][0]["findReplace"],
+            json!({}),
+            "matchCase must hold"
+        );
+    }
+
+    #[test]
+    fn invalid_request_applies_nothing() {
+        let mut s = ss();
+        let before = s.clone();
+        let err = batch(
+            &mut s,
+            json!([cas("free", "taken"), { "deleteSheet": { "sheetId": 999 } }]),
+        )
+        .err();
+        assert_eq!(
+            err.map(|e| e.message).as_deref(),
+            Some("Invalid requests[1].deleteSheet: No grid with id: 999")
+        );
+        assert_eq!(s, before, "a failed batch must change nothing");
+    }
+
+    #[test]
+    fn find_replace_counts_rows_sheets_and_occurrences() {
+        let mut s = ss();
+        for (r, c, t) in [(0, 0, "a-a"), (0, 1, "a"), (1, 0, "b"), (2, 0, "A")] {
+            s.sheets[0].set_value(r, c, Some(Value::String(t.into())));
+        }
+        s.sheets[0].set_value(3, 0, Some(Value::Formula("=\"a\"".into())));
+        let got = batch(
+            &mut s,
+            json!([{ "findReplace": { "find": "a", "replacement": "z", "allSheets": true } }]),
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            got["replies"][0]["findReplace"],
+            json!({ "valuesChanged": 3, "rowsChanged": 2, "sheetsChanged": 1, "occurrencesChanged": 4 })
+        );
+        assert_eq!(s.sheets[0].value(0, 0), Some(&Value::String("z-z".into())));
+        assert_eq!(
+            s.sheets[0].value(3, 0),
+            Some(&Value::Formula("=\"a\"".into()))
+        );
+    }
+
+    #[test]
+    fn sort_range_orders_numbers_text_and_blanks() {
+        let mut s = ss();
+        let vals = [
+            Some(Value::String("b".into())),
+            None,
+            Some(Value::Number(2.0)),
+            Some(Value::String("A".into())),
+        ];
+        for (r, v) in vals.into_iter().enumerate() {
+            s.sheets[0].set_value(r as u32, 0, v);
+            s.sheets[0].set_value(r as u32, 1, Some(Value::Number(r as f64)));
+        }
+        batch(
+            &mut s,
+            json!([{ "sortRange": { "range": { "sheetId": 0, "startRowIndex": 0, "endRowIndex": 4 },
+                     "sortSpecs": [{ "dimensionIndex": 0, "sortOrder": "ASCENDING" }] } }]),
+        )
+        .unwrap_or_else(|e| panic!("sort: {e}"));
+        let order: Vec<Option<Value>> = (0..4).map(|r| s.sheets[0].value(r, 1).cloned()).collect();
+        let n = |x: f64| Some(Value::Number(x));
+        assert_eq!(order, vec![n(2.0), n(3.0), n(0.0), n(1.0)]);
+    }
+}

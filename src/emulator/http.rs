@@ -1,0 +1,649 @@
+//! The HTTP face of the emulator: URL routing exactly as `google-sheets4` builds URLs
+//! (`v4/spreadsheets/{spreadsheetId}/values/{range}:append`, ...), bearer-token checks,
+//! fault injection, the request budget, the request log, the `/token` endpoint and the
+//! `/_emulator/...` admin endpoints; plus the accept loop that can drop a connection
+//! without a reply.
+//!
+//! Every API request takes the store lock once and does all its work under it, so
+//! concurrent requests are serialised, as sheetq assumes Google does per spreadsheet.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use percent_encoding::percent_decode_str;
+use serde_json::{json, Value as Json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+use super::api::{self, Major};
+use super::auth::Auth;
+use super::batch;
+use super::control::{Control, Fault, FaultRule, RequestRecord};
+use super::error::ApiError;
+use super::store::{self, Store};
+use super::values::{Input, Render};
+
+/// State shared by every request.
+pub struct Shared {
+    pub store: Mutex<Store>,
+    pub auth: Auth,
+    pub control: Mutex<Control>,
+    /// Added to every API request (the `--latency-ms` option).
+    pub latency: Duration,
+    /// Set when the store changed since the last save; the saver waits on `changed`.
+    pub dirty: AtomicBool,
+    pub changed: tokio::sync::Notify,
+    pub base_url: Mutex<String>,
+}
+
+impl Shared {
+    pub fn new(store: Store, latency: Duration) -> Self {
+        Shared {
+            store: Mutex::new(store),
+            auth: Auth::new(),
+            control: Mutex::new(Control::default()),
+            latency,
+            dirty: AtomicBool::new(false),
+            changed: tokio::sync::Notify::new(),
+            base_url: Mutex::new(String::new()),
+        }
+    }
+
+    pub fn store(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn control(&self) -> MutexGuard<'_, Control> {
+        self.control.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn mark_changed(&self) {
+        self.dirty.store(true, Ordering::SeqCst);
+        self.changed.notify_one();
+    }
+}
+
+/// Marks a response whose connection must be closed instead of answered.
+#[derive(Clone, Copy)]
+struct DropConnection;
+
+#[derive(Debug)]
+struct Dropped;
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection dropped by fault injection")
+    }
+}
+
+impl std::error::Error for Dropped {}
+
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/token", post(token))
+        .route("/_emulator/requests", get(admin_requests))
+        .route(
+            "/_emulator/faults",
+            get(admin_faults)
+                .post(admin_add_faults)
+                .delete(admin_clear_faults),
+        )
+        .route("/_emulator/budget", post(admin_budget))
+        .route("/_emulator/reset", post(admin_reset))
+        .route("/_emulator/credentials", get(admin_credentials))
+        .fallback(api_call)
+        // Google recommends payloads under 2 MB but accepts more; tests write large sheets.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(shared)
+}
+
+/// Serves `app` on `listener` until `cancel` fires. Hand-rolled (rather than
+/// `axum::serve`) so that a fault can close a connection without any reply: when a response
+/// carries [`DropConnection`], the service fails and hyper closes the connection.
+pub async fn run(listener: TcpListener, app: Router, cancel: CancellationToken) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "emulator accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let app = app.clone();
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let app = app.clone();
+                    async move {
+                        let resp = match app.oneshot(req).await {
+                            Ok(r) => r,
+                            Err(never) => match never {},
+                        };
+                        if resp.extensions().get::<DropConnection>().is_some() {
+                            Err(Dropped)
+                        } else {
+                            Ok::<_, Dropped>(resp)
+                        }
+                    }
+                });
+                conns.spawn(async move {
+                    let builder = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    );
+                    let _ = builder
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    conns.shutdown().await;
+}
+
+/// A routed API call. Ids and ranges are percent-decoded.
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    Create,
+    Get(String),
+    BatchUpdate(String),
+    ValuesGet(String, String),
+    ValuesUpdate(String, String),
+    ValuesAppend(String, String),
+    ValuesClear(String, String),
+    ValuesBatchGet(String),
+    ValuesBatchUpdate(String),
+    ValuesBatchClear(String),
+}
+
+impl Call {
+    fn method_id(&self) -> &'static str {
+        match self {
+            Call::Create => "spreadsheets.create",
+            Call::Get(_) => "spreadsheets.get",
+            Call::BatchUpdate(_) => "spreadsheets.batchUpdate",
+            Call::ValuesGet(..) => "spreadsheets.values.get",
+            Call::ValuesUpdate(..) => "spreadsheets.values.update",
+            Call::ValuesAppend(..) => "spreadsheets.values.append",
+            Call::ValuesClear(..) => "spreadsheets.values.clear",
+            Call::ValuesBatchGet(_) => "spreadsheets.values.batchGet",
+            Call::ValuesBatchUpdate(_) => "spreadsheets.values.batchUpdate",
+            Call::ValuesBatchClear(_) => "spreadsheets.values.batchClear",
+        }
+    }
+
+    /// Whether Google counts it against the write quota.
+    fn is_write(&self) -> bool {
+        !matches!(
+            self,
+            Call::Get(_) | Call::ValuesGet(..) | Call::ValuesBatchGet(_)
+        )
+    }
+}
+
+fn decode(s: &str) -> String {
+    percent_decode_str(s).decode_utf8_lossy().into_owned()
+}
+
+/// Maps method + raw path to a call, as the URL templates in `google-sheets4`'s `api.rs`.
+fn route(method: &Method, path: &str) -> Option<Call> {
+    let rest = path.strip_prefix("/v4/spreadsheets")?;
+    if rest.is_empty() || rest == "/" {
+        return (method == Method::POST).then_some(Call::Create);
+    }
+    let rest = rest.strip_prefix('/')?;
+    let (head, tail) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if tail.is_empty() {
+        if let Some(id) = head.strip_suffix(":batchUpdate") {
+            return (method == Method::POST).then(|| Call::BatchUpdate(decode(id)));
+        }
+        return (method == Method::GET).then(|| Call::Get(decode(head)));
+    }
+    let id = decode(head);
+    match (method.clone(), tail) {
+        (Method::GET, "/values:batchGet") => return Some(Call::ValuesBatchGet(id)),
+        (Method::POST, "/values:batchUpdate") => return Some(Call::ValuesBatchUpdate(id)),
+        (Method::POST, "/values:batchClear") => return Some(Call::ValuesBatchClear(id)),
+        _ => {}
+    }
+    let range = tail.strip_prefix("/values/")?;
+    if let Some(r) = range.strip_suffix(":append") {
+        return (method == Method::POST).then(|| Call::ValuesAppend(id, decode(r)));
+    }
+    if let Some(r) = range.strip_suffix(":clear") {
+        return (method == Method::POST).then(|| Call::ValuesClear(id, decode(r)));
+    }
+    match *method {
+        Method::GET => Some(Call::ValuesGet(id, decode(range))),
+        Method::PUT => Some(Call::ValuesUpdate(id, decode(range))),
+        _ => None,
+    }
+}
+
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(uri: &Uri) -> Self {
+        Query(
+            form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+
+    fn one(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn all(&self, name: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    fn flag(&self, name: &str) -> bool {
+        self.one(name) == Some("true")
+    }
+
+    fn render(&self, value: &str, date: &str) -> Result<Render, ApiError> {
+        Render::parse(self.one(value), self.one(date))
+    }
+}
+
+fn json_body(body: &[u8]) -> Result<Json, ApiError> {
+    if body.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("Invalid JSON payload received. {e}")))
+}
+
+/// The ranges a request names, for the request log.
+fn ranges_of(call: &Call, q: &Query, body: &[u8]) -> Vec<String> {
+    match call {
+        Call::ValuesGet(_, r)
+        | Call::ValuesUpdate(_, r)
+        | Call::ValuesAppend(_, r)
+        | Call::ValuesClear(_, r) => {
+            vec![r.clone()]
+        }
+        Call::ValuesBatchGet(_) | Call::Get(_) => q.all("ranges"),
+        Call::ValuesBatchUpdate(_) => json_body(body)
+            .ok()
+            .and_then(|b| b.get("data").cloned())
+            .and_then(|d| d.as_array().cloned())
+            .map(|d| {
+                d.iter()
+                    .filter_map(|vr| vr.get("range").and_then(Json::as_str).map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        Call::ValuesBatchClear(_) => strings_at(body, "ranges"),
+        Call::BatchUpdate(_) => strings_at(body, "responseRanges"),
+        Call::Create => Vec::new(),
+    }
+}
+
+fn strings_at(body: &[u8], key: &str) -> Vec<String> {
+    json_body(body)
+        .ok()
+        .and_then(|b| b.get(key).cloned())
+        .and_then(|v| v.as_array().cloned())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs a call against the store. Returns the reply and whether the store changed.
+fn execute(
+    store: &mut Store,
+    call: &Call,
+    q: &Query,
+    body: &[u8],
+) -> Result<(Json, bool), ApiError> {
+    let major = || Major::parse(q.one("majorDimension"));
+    let echo = |q: &Query| -> Result<Option<(Render, Major)>, ApiError> {
+        Ok(if q.flag("includeValuesInResponse") {
+            Some((
+                q.render("responseValueRenderOption", "responseDateTimeRenderOption")?,
+                Major::Rows,
+            ))
+        } else {
+            None
+        })
+    };
+    match call {
+        Call::Create => {
+            let reply = api::create(store, &json_body(body)?, store::fresh_spreadsheet_id())?;
+            Ok((reply, true))
+        }
+        Call::Get(id) => {
+            let ss = store.get(id)?;
+            let reply = api::spreadsheet_json(ss, &q.all("ranges"), q.flag("includeGridData"))?;
+            Ok((reply, false))
+        }
+        Call::BatchUpdate(id) => {
+            let req = batch::parse(body)?;
+            let ss = store.get_mut(id)?;
+            let reply = batch::run(ss, &req)?;
+            let changed = req.requests.as_ref().is_some_and(|r| !r.is_empty());
+            Ok((reply, changed))
+        }
+        Call::ValuesGet(id, range) => {
+            let ss = store.get(id)?;
+            let render = q.render("valueRenderOption", "dateTimeRenderOption")?;
+            Ok((api::read_range(ss, range, render, major()?)?, false))
+        }
+        Call::ValuesBatchGet(id) => {
+            let ss = store.get(id)?;
+            let render = q.render("valueRenderOption", "dateTimeRenderOption")?;
+            Ok((
+                api::batch_get(ss, &q.all("ranges"), render, major()?)?,
+                false,
+            ))
+        }
+        Call::ValuesUpdate(id, range) => {
+            let ss = store.get_mut(id)?;
+            let input = Input::parse(q.one("valueInputOption"))?;
+            let reply = api::update(ss, range, &json_body(body)?, input, echo(q)?)?;
+            Ok((reply, true))
+        }
+        Call::ValuesAppend(id, range) => {
+            let ss = store.get_mut(id)?;
+            let input = Input::parse(q.one("valueInputOption"))?;
+            let reply = api::append(
+                ss,
+                range,
+                &json_body(body)?,
+                input,
+                q.one("insertDataOption"),
+                echo(q)?,
+            )?;
+            Ok((reply, true))
+        }
+        Call::ValuesBatchUpdate(id) => {
+            let ss = store.get_mut(id)?;
+            Ok((api::batch_update(ss, &json_body(body)?)?, true))
+        }
+        Call::ValuesClear(id, range) => {
+            let ss = store.get_mut(id)?;
+            let cleared = api::clear(ss, range)?;
+            Ok((
+                json!({ "spreadsheetId": id, "clearedRange": cleared }),
+                true,
+            ))
+        }
+        Call::ValuesBatchClear(id) => {
+            let ss = store.get_mut(id)?;
+            let ranges = strings_at(body, "ranges");
+            Ok((api::batch_clear(ss, &ranges)?, true))
+        }
+    }
+}
+
+fn json_response(status: u16, body: &Json) -> (Response, usize) {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let len = bytes.len();
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let resp = (
+        status,
+        [(header::CONTENT_TYPE, "application/json; charset=UTF-8")],
+        Body::from(bytes),
+    )
+        .into_response();
+    (resp, len)
+}
+
+fn dropped_response() -> Response {
+    let mut resp = Response::new(Body::empty());
+    resp.extensions_mut().insert(DropConnection);
+    resp
+}
+
+struct Pending<'a> {
+    shared: &'a Shared,
+    method: String,
+    ranges: Vec<String>,
+    bytes_in: usize,
+}
+
+impl Pending<'_> {
+    fn finish(self, result: Result<Json, ApiError>) -> Response {
+        let (status, body) = match result {
+            Ok(j) => (200, j),
+            Err(e) => (e.code, e.body()),
+        };
+        let (resp, len) = json_response(status, &body);
+        self.log(status, len);
+        resp
+    }
+
+    fn drop_connection(self) -> Response {
+        self.log(0, 0);
+        dropped_response()
+    }
+
+    fn log(self, status: u16, bytes_out: usize) {
+        self.shared.control().record(RequestRecord {
+            method: self.method,
+            ranges: self.ranges,
+            status,
+            bytes_in: self.bytes_in,
+            bytes_out,
+            at: chrono::Utc::now(),
+        });
+    }
+}
+
+async fn api_call(
+    State(sh): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(call) = route(&method, uri.path()) else {
+        let err = ApiError::new(
+            404,
+            format!("The requested URL {} was not found.", uri.path()),
+        );
+        let pending = Pending {
+            shared: &sh,
+            method: format!("unknown {method} {}", uri.path()),
+            ranges: Vec::new(),
+            bytes_in: body.len(),
+        };
+        return pending.finish(Err(err));
+    };
+    let q = Query::parse(&uri);
+    let pending = Pending {
+        shared: &sh,
+        method: call.method_id().to_string(),
+        ranges: ranges_of(&call, &q, &body),
+        bytes_in: body.len(),
+    };
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if !sh.auth.check(auth) {
+        return pending.finish(Err(ApiError::unauthenticated()));
+    }
+    let fault = sh.control().fault_for(call.method_id());
+    let mut drop_after = false;
+    match fault {
+        Some(Fault::Latency(d)) => tokio::time::sleep(d).await,
+        Some(Fault::Status(code)) => {
+            return pending.finish(Err(ApiError::for_status(code, call.is_write())))
+        }
+        Some(Fault::Drop) => return pending.drop_connection(),
+        Some(Fault::DropAfterApply) => drop_after = true,
+        None => {}
+    }
+    if !sh.control().take_budget(Instant::now()) {
+        return pending.finish(Err(ApiError::quota(call.is_write())));
+    }
+    if !sh.latency.is_zero() {
+        tokio::time::sleep(sh.latency).await;
+    }
+    let result = {
+        let mut store = sh.store();
+        execute(&mut store, &call, &q, &body)
+    };
+    let result = match result {
+        Ok((reply, changed)) => {
+            if changed {
+                sh.mark_changed();
+            }
+            Ok(reply)
+        }
+        Err(e) => Err(e),
+    };
+    if drop_after {
+        return pending.drop_connection();
+    }
+    pending.finish(result)
+}
+
+async fn token(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
+    let mut pending = Pending {
+        shared: &sh,
+        method: "oauth2.token".into(),
+        ranges: Vec::new(),
+        bytes_in: body.len(),
+    };
+    let fault = sh.control().fault_for("oauth2.token");
+    match fault {
+        Some(Fault::Latency(d)) => tokio::time::sleep(d).await,
+        Some(Fault::Status(code)) => return pending.finish(Err(ApiError::for_status(code, false))),
+        Some(Fault::Drop) | Some(Fault::DropAfterApply) => return pending.drop_connection(),
+        None => {}
+    }
+    let (status, reply) = match sh.auth.grant(&body) {
+        Ok((reply, scopes)) => {
+            pending.ranges = scopes;
+            (200, reply)
+        }
+        Err(e) => (400, e.body()),
+    };
+    let (resp, len) = json_response(status, &reply);
+    pending.log(status, len);
+    resp
+}
+
+async fn admin_requests(State(sh): State<Arc<Shared>>) -> Response {
+    let c = sh.control();
+    json_response(200, &json!({ "requests": c.log, "counters": c.counters })).0
+}
+
+async fn admin_faults(State(sh): State<Arc<Shared>>) -> Response {
+    json_response(200, &json!({ "faults": sh.control().faults })).0
+}
+
+/// POST a rule or an array of rules; they are appended to the plan.
+async fn admin_add_faults(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
+    let rules: Result<Vec<FaultRule>, _> = serde_json::from_slice::<Vec<FaultRule>>(&body)
+        .or_else(|_| serde_json::from_slice::<FaultRule>(&body).map(|r| vec![r]));
+    match rules {
+        Ok(rules) => {
+            let mut c = sh.control();
+            c.faults.extend(rules);
+            json_response(200, &json!({ "faults": c.faults })).0
+        }
+        Err(e) => {
+            json_response(
+                400,
+                &ApiError::invalid(format!("bad fault rule: {e}")).body(),
+            )
+            .0
+        }
+    }
+}
+
+async fn admin_clear_faults(State(sh): State<Arc<Shared>>) -> Response {
+    sh.control().faults.clear();
+    json_response(200, &json!({ "faults": [] })).0
+}
+
+/// `{"perMinute": 60}` sets the budget, `{"perMinute": null}` removes it.
+async fn admin_budget(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
+    match serde_json::from_slice::<Json>(&body) {
+        Ok(v) => {
+            let n = v.get("perMinute").and_then(Json::as_u64).map(|n| n as u32);
+            sh.control().set_budget(n);
+            json_response(200, &json!({ "perMinute": n })).0
+        }
+        Err(e) => json_response(400, &ApiError::invalid(format!("bad budget: {e}")).body()).0,
+    }
+}
+
+/// Clears the request log, counters, fault plan and budget (not the spreadsheets).
+async fn admin_reset(State(sh): State<Arc<Shared>>) -> Response {
+    sh.control().reset();
+    json_response(200, &json!({})).0
+}
+
+/// The service-account credentials file for this emulator, to save and point sheetq at.
+async fn admin_credentials(State(sh): State<Arc<Shared>>) -> Response {
+    let base = sh.base_url.lock().map(|b| b.clone()).unwrap_or_default();
+    let creds = super::auth::credentials_json(&base);
+    ([(header::CONTENT_TYPE, "application/json")], creds).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_match_google_sheets4_url_templates() {
+        let id = "abc";
+        let cases = [
+            (Method::POST, "/v4/spreadsheets", Some(Call::Create)),
+            (Method::GET, "/v4/spreadsheets/abc", Some(Call::Get(id.into()))),
+            (Method::POST, "/v4/spreadsheets/abc:batchUpdate", Some(Call::BatchUpdate(id.into()))),
+            (Method::GET, "/v4/spreadsheets/abc/values:batchGet", Some(Call::ValuesBatchGet(id.into()))),
+            (
+                Method::GET,
+                "/v4/spreadsheets/abc/values/'_%E3%82%B8%E3%83%A7%E3%83%96%E3%82%AD%E3%83%A5%E3%83%BC'!A1:P",
+                Some(Call::ValuesGet(id.into(), "'_ジョブキュー'!A1:P".into())),
+            ),
+            (
+                Method::POST,
+                "/v4/spreadsheets/abc/values/Sheet1!A:C:append",
+                Some(Call::ValuesAppend(id.into(), "Sheet1!A:C".into())),
+            ),
+            (
+                Method::POST,
+                "/v4/spreadsheets/abc/values/'a%2Fb'!A1:clear",
+                Some(Call::ValuesClear(id.into(), "'a/b'!A1".into())),
+            ),
+            (Method::PUT, "/v4/spreadsheets/abc/values/A1", Some(Call::ValuesUpdate(id.into(), "A1".into()))),
+            (Method::DELETE, "/v4/spreadsheets/abc", None),
+            (Method::GET, "/v3/spreadsheets/abc", None),
+        ];
+        for (m, path, want) in cases {
+            assert_eq!(route(&m, path), want, "{m} {path}");
+        }
+    }
+}

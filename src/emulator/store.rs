@@ -1,0 +1,506 @@
+//! The emulator's spreadsheet model: spreadsheets, sheets and cells as the user entered them,
+//! and the grid edits (write, clear, insert/delete rows and columns, sort) that both the API
+//! handlers and tests simulating a person share.
+//!
+//! Rows are kept as `Arc<Vec<Cell>>` so that cloning a sheet (done once per `batchUpdate`, to
+//! apply the whole batch on a copy and keep it only if every request succeeds) costs one
+//! pointer per row; a row is deep-copied only when it is written (`Arc::make_mut`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use crate::a1::{self, A1Range};
+
+/// Google's default grid for a new sheet: 1000 rows × 26 columns.
+pub const DEFAULT_ROWS: u32 = 1000;
+pub const DEFAULT_COLS: u32 = 26;
+
+/// What a person (or the API) entered into a cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Value {
+    Number(f64),
+    String(String),
+    Bool(bool),
+    /// The formula text including the leading `=`.
+    Formula(String),
+}
+
+/// A number format (`userEnteredFormat.numberFormat`): `type` is `DATE`, `TIME`,
+/// `DATE_TIME`, `NUMBER`, `PERCENT`, `TEXT`, ...; `pattern` may be empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumberFormat {
+    pub kind: String,
+    pub pattern: String,
+}
+
+/// One cell. Formatting other than the number format is not modelled.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// The data-validation rule as the API sent it (JSON of `DataValidationRule`), kept
+    /// verbatim so that it is returned unchanged; `BOOLEAN` makes the cell a checkbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Box<serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number_format: Option<Box<NumberFormat>>,
+}
+
+impl Cell {
+    pub fn is_blank(&self) -> bool {
+        self.value.is_none() && self.validation.is_none() && self.number_format.is_none()
+    }
+
+    /// A checkbox is a cell whose data validation is `BOOLEAN`.
+    pub fn is_checkbox(&self) -> bool {
+        self.validation
+            .as_ref()
+            .and_then(|v| v.pointer("/condition/type"))
+            .and_then(|t| t.as_str())
+            == Some("BOOLEAN")
+    }
+}
+
+pub type Row = Arc<Vec<Cell>>;
+
+/// One sheet (tab). Its index is its position in [`Spreadsheet::sheets`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sheet {
+    pub id: i32,
+    pub title: String,
+    #[serde(default)]
+    pub hidden: bool,
+    pub row_count: u32,
+    pub column_count: u32,
+    #[serde(default)]
+    pub frozen_row_count: u32,
+    #[serde(default)]
+    pub frozen_column_count: u32,
+    /// Zero-based indexes of columns hidden by the user.
+    #[serde(default)]
+    pub hidden_columns: Vec<u32>,
+    /// Rows from the top; rows past the end are empty. A row may be shorter than the grid.
+    #[serde(default)]
+    pub rows: Vec<Row>,
+}
+
+/// A concrete block of one sheet: zero-based, half-open, clamped to the grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub sheet: usize,
+    pub r0: u32,
+    pub r1: u32,
+    pub c0: u32,
+    pub c1: u32,
+}
+
+impl Bounds {
+    pub fn rows(&self) -> u32 {
+        self.r1.saturating_sub(self.r0)
+    }
+    pub fn cols(&self) -> u32 {
+        self.c1.saturating_sub(self.c0)
+    }
+}
+
+impl Sheet {
+    pub fn new(id: i32, title: impl Into<String>) -> Self {
+        Sheet {
+            id,
+            title: title.into(),
+            hidden: false,
+            row_count: DEFAULT_ROWS,
+            column_count: DEFAULT_COLS,
+            frozen_row_count: 0,
+            frozen_column_count: 0,
+            hidden_columns: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn cell(&self, row: u32, col: u32) -> Option<&Cell> {
+        self.rows.get(row as usize)?.get(col as usize)
+    }
+
+    pub fn value(&self, row: u32, col: u32) -> Option<&Value> {
+        self.cell(row, col)?.value.as_ref()
+    }
+
+    /// The cell for writing; grows the stored rows (not the grid) as needed.
+    pub fn cell_mut(&mut self, row: u32, col: u32) -> &mut Cell {
+        let (r, c) = (row as usize, col as usize);
+        if self.rows.len() <= r {
+            self.rows.resize_with(r + 1, Default::default);
+        }
+        let cells = Arc::make_mut(&mut self.rows[r]);
+        if cells.len() <= c {
+            cells.resize_with(c + 1, Cell::default);
+        }
+        &mut cells[c]
+    }
+
+    /// Sets a cell's value, keeping its validation and format. `None` clears the value.
+    pub fn set_value(&mut self, row: u32, col: u32, value: Option<Value>) {
+        if value.is_none() && self.cell(row, col).is_none() {
+            return;
+        }
+        self.grow_to(row + 1, col + 1);
+        self.cell_mut(row, col).value = value;
+    }
+
+    /// Grows the grid so that it has at least `rows` × `cols`.
+    pub fn grow_to(&mut self, rows: u32, cols: u32) {
+        self.row_count = self.row_count.max(rows);
+        self.column_count = self.column_count.max(cols);
+    }
+
+    /// Clears values (not validation or formats) in a block, as `values.clear` does.
+    pub fn clear_values(&mut self, b: &Bounds) {
+        let end = (b.r1 as usize).min(self.rows.len());
+        for r in (b.r0 as usize)..end {
+            let has_any = self.rows[r]
+                .iter()
+                .enumerate()
+                .any(|(c, cell)| (b.c0..b.c1).contains(&(c as u32)) && cell.value.is_some());
+            if !has_any {
+                continue;
+            }
+            let cells = Arc::make_mut(&mut self.rows[r]);
+            for c in b.c0..b.c1.min(cells.len() as u32) {
+                cells[c as usize].value = None;
+            }
+        }
+        self.trim();
+    }
+
+    /// The extent of data: (rows, cols) up to the last non-blank cell in a block, relative
+    /// to the block's start. Used for "trailing empty rows/columns are omitted".
+    pub fn value_extent(&self, b: &Bounds) -> (u32, u32) {
+        let mut rows = 0;
+        let mut cols = 0;
+        let end = (b.r1 as usize).min(self.rows.len());
+        for r in (b.r0 as usize)..end {
+            let row = &self.rows[r];
+            let stop = (b.c1 as usize).min(row.len());
+            let mut last = None;
+            for c in (b.c0 as usize)..stop {
+                if row[c].value.is_some() {
+                    last = Some(c);
+                }
+            }
+            if let Some(last) = last {
+                rows = r as u32 - b.r0 + 1;
+                cols = cols.max(last as u32 - b.c0 + 1);
+            }
+        }
+        (rows, cols)
+    }
+
+    /// Inserts `n` empty rows before `at`; the grid grows by `n`.
+    pub fn insert_rows(&mut self, at: u32, n: u32) {
+        let at = at as usize;
+        if at < self.rows.len() {
+            let fresh = (0..n).map(|_| Row::default());
+            self.rows.splice(at..at, fresh);
+        }
+        self.row_count += n;
+    }
+
+    /// Deletes rows `[start, end)`; the grid shrinks accordingly.
+    pub fn delete_rows(&mut self, start: u32, end: u32) {
+        let (s, e) = (start as usize, (end as usize).min(self.rows.len()));
+        if s < e {
+            self.rows.drain(s..e);
+        }
+        self.row_count = self.row_count.saturating_sub(end - start).max(1);
+    }
+
+    pub fn insert_columns(&mut self, at: u32, n: u32) {
+        for row in &mut self.rows {
+            if (at as usize) < row.len() {
+                let cells = Arc::make_mut(row);
+                let fresh = (0..n).map(|_| Cell::default());
+                cells.splice(at as usize..at as usize, fresh);
+            }
+        }
+        for h in &mut self.hidden_columns {
+            if *h >= at {
+                *h += n;
+            }
+        }
+        self.column_count += n;
+    }
+
+    pub fn delete_columns(&mut self, start: u32, end: u32) {
+        for row in &mut self.rows {
+            let e = (end as usize).min(row.len());
+            if (start as usize) < e {
+                Arc::make_mut(row).drain(start as usize..e);
+            }
+        }
+        let n = end - start;
+        self.hidden_columns.retain(|h| !(start..end).contains(h));
+        for h in &mut self.hidden_columns {
+            if *h >= end {
+                *h -= n;
+            }
+        }
+        self.column_count = self.column_count.saturating_sub(n).max(1);
+    }
+
+    /// Drops trailing empty rows so that extents stay cheap to compute.
+    pub fn trim(&mut self) {
+        while self
+            .rows
+            .last()
+            .is_some_and(|r| r.iter().all(Cell::is_blank))
+        {
+            self.rows.pop();
+        }
+    }
+}
+
+/// One spreadsheet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spreadsheet {
+    pub id: String,
+    pub title: String,
+    pub time_zone: String,
+    pub locale: String,
+    pub sheets: Vec<Sheet>,
+}
+
+impl Spreadsheet {
+    pub fn new(id: impl Into<String>, title: impl Into<String>) -> Self {
+        Spreadsheet {
+            id: id.into(),
+            title: title.into(),
+            time_zone: "Asia/Tokyo".into(),
+            locale: "ja_JP".into(),
+            sheets: Vec::new(),
+        }
+    }
+
+    pub fn sheet_index(&self, id: i32) -> Option<usize> {
+        self.sheets.iter().position(|s| s.id == id)
+    }
+
+    pub fn sheet_by_title(&self, title: &str) -> Option<&Sheet> {
+        self.sheets.iter().find(|s| s.title == title)
+    }
+
+    pub fn sheet_by_title_mut(&mut self, title: &str) -> Option<&mut Sheet> {
+        self.sheets.iter_mut().find(|s| s.title == title)
+    }
+
+    /// A sheet id not yet used in this spreadsheet. Google picks random positive ids.
+    pub fn fresh_sheet_id(&self) -> i32 {
+        let mut rng = rand::thread_rng();
+        loop {
+            let id = rng.gen_range(1..i32::MAX);
+            if self.sheet_index(id).is_none() {
+                return id;
+            }
+        }
+    }
+
+    /// Resolves an A1 range for reading: open sides run to the grid's edge; a start beyond
+    /// the grid is an error, as Google answers
+    /// `Range ('Sheet1'!A1001) exceeds grid limits. Max rows: 1000, max columns: 26`.
+    pub fn resolve_read(&self, range: &str) -> Result<Bounds, ApiError> {
+        let (b, _) = self.resolve(range)?;
+        let sheet = &self.sheets[b.sheet];
+        if b.r0 >= sheet.row_count || b.c0 >= sheet.column_count {
+            return Err(ApiError::invalid(format!(
+                "Range ({}) exceeds grid limits. Max rows: {}, max columns: {}",
+                range_a1(&sheet.title, &b),
+                sheet.row_count,
+                sheet.column_count
+            )));
+        }
+        Ok(Bounds {
+            r1: b.r1.min(sheet.row_count),
+            c1: b.c1.min(sheet.column_count),
+            ..b
+        })
+    }
+
+    /// Resolves an A1 range without clamping the bounded sides; open sides run to the
+    /// grid's edge. Also returns the parsed range so that writers know which sides were open.
+    pub fn resolve(&self, range: &str) -> Result<(Bounds, A1Range), ApiError> {
+        let parsed = A1Range::parse(range)
+            .map_err(|_| ApiError::invalid(format!("Unable to parse range: {range}")))?;
+        let sheet = match &parsed.sheet {
+            // Google: a range without a sheet name refers to the first visible sheet.
+            None => self
+                .sheets
+                .iter()
+                .position(|s| !s.hidden)
+                .or(if self.sheets.is_empty() {
+                    None
+                } else {
+                    Some(0)
+                }),
+            Some(t) => self.sheets.iter().position(|s| &s.title == t),
+        }
+        .ok_or_else(|| ApiError::invalid(format!("Unable to parse range: {range}")))?;
+        let s = &self.sheets[sheet];
+        let b = Bounds {
+            sheet,
+            r0: parsed.start_row.unwrap_or(0),
+            r1: parsed.end_row.unwrap_or(s.row_count),
+            c0: parsed.start_col.unwrap_or(0),
+            c1: parsed.end_col.unwrap_or(s.column_count),
+        };
+        Ok((b, parsed))
+    }
+}
+
+/// Formats a block the way Google echoes ranges: `Sheet1!A1:C10`, `'_ジョブキュー'!A1:P20`,
+/// a single cell as `'_ワーカー'!B1`.
+pub fn range_a1(title: &str, b: &Bounds) -> String {
+    let start = format!("{}{}", a1::column_letters(b.c0), b.r0 + 1);
+    let cells = if b.rows() <= 1 && b.cols() <= 1 {
+        start
+    } else {
+        format!(
+            "{start}:{}{}",
+            a1::column_letters(b.c1.max(b.c0 + 1) - 1),
+            b.r1.max(b.r0 + 1)
+        )
+    };
+    format!("{}!{cells}", reply_title(title))
+}
+
+/// Google leaves a title unquoted in echoed ranges only when it is a plain ASCII identifier
+/// that cannot be read as a cell reference (`Sheet1`); otherwise it is quoted.
+pub fn reply_title(title: &str) -> String {
+    let plain = title
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && title.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && A1Range::parse(title).is_ok_and(|r| r.sheet.is_some());
+    if plain {
+        title.to_string()
+    } else {
+        a1::quote_title(title)
+    }
+}
+
+/// All spreadsheets the emulator serves, by id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Store {
+    pub spreadsheets: BTreeMap<String, Spreadsheet>,
+}
+
+impl Store {
+    pub fn get(&self, id: &str) -> Result<&Spreadsheet, ApiError> {
+        self.spreadsheets.get(id).ok_or_else(ApiError::not_found)
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Result<&mut Spreadsheet, ApiError> {
+        self.spreadsheets
+            .get_mut(id)
+            .ok_or_else(ApiError::not_found)
+    }
+
+    pub fn insert(&mut self, ss: Spreadsheet) {
+        self.spreadsheets.insert(ss.id.clone(), ss);
+    }
+}
+
+/// A spreadsheet id shaped like Google's (44 URL-safe characters).
+pub fn fresh_spreadsheet_id() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut rng = rand::thread_rng();
+    let mut id = String::from("1");
+    for _ in 0..43 {
+        id.push(ALPHABET[rng.gen_range(0..ALPHABET.len())] as char);
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sheet_with(rows: &[&[&str]]) -> Sheet {
+        let mut s = Sheet::new(0, "S");
+        for (r, row) in rows.iter().enumerate() {
+            for (c, v) in row.iter().enumerate() {
+                if !v.is_empty() {
+                    s.set_value(r as u32, c as u32, Some(Value::String(v.to_string())));
+                }
+            }
+        }
+        s
+    }
+
+    fn text(s: &Sheet, r: u32, c: u32) -> Option<String> {
+        match s.value(r, c)? {
+            Value::String(v) => Some(v.clone()),
+            other => Some(format!("{other:?}")),
+        }
+    }
+
+    #[test]
+    fn reply_titles_are_quoted_unless_plain() {
+        assert_eq!(reply_title("Sheet1"), "Sheet1");
+        assert_eq!(reply_title("_ジョブキュー"), "'_ジョブキュー'");
+        assert_eq!(reply_title("My Sheet"), "'My Sheet'");
+        assert_eq!(reply_title("A1"), "'A1'");
+        assert_eq!(reply_title("Bob's"), "'Bob''s'");
+    }
+
+    #[test]
+    fn insert_and_delete_rows_shift_data_and_grid() {
+        let mut s = sheet_with(&[&["a"], &["b"], &["c"]]);
+        s.insert_rows(1, 2);
+        assert_eq!(s.row_count, DEFAULT_ROWS + 2);
+        assert_eq!(text(&s, 0, 0).as_deref(), Some("a"));
+        assert_eq!(text(&s, 1, 0), None);
+        assert_eq!(text(&s, 3, 0).as_deref(), Some("b"));
+        s.delete_rows(0, 3);
+        assert_eq!(text(&s, 0, 0).as_deref(), Some("b"));
+        assert_eq!(text(&s, 1, 0).as_deref(), Some("c"));
+        assert_eq!(s.row_count, DEFAULT_ROWS - 1);
+    }
+
+    #[test]
+    fn columns_shift_and_extent_ignores_trailing_blanks() {
+        let mut s = sheet_with(&[&["a", "b", "c"], &["", "", ""]]);
+        s.delete_columns(0, 1);
+        assert_eq!(text(&s, 0, 0).as_deref(), Some("b"));
+        s.insert_columns(0, 1);
+        assert_eq!(text(&s, 0, 1).as_deref(), Some("b"));
+        let b = Bounds {
+            sheet: 0,
+            r0: 0,
+            r1: 100,
+            c0: 0,
+            c1: 26,
+        };
+        assert_eq!(s.value_extent(&b), (1, 3));
+    }
+
+    #[test]
+    fn cloned_sheet_shares_rows_until_written() {
+        let s = sheet_with(&[&["a"], &["b"]]);
+        let mut copy = s.clone();
+        copy.set_value(0, 0, Some(Value::String("x".into())));
+        assert_eq!(
+            text(&s, 0, 0).as_deref(),
+            Some("a"),
+            "original must not change"
+        );
+        assert!(
+            Arc::ptr_eq(&s.rows[1], &copy.rows[1]),
+            "untouched rows are shared"
+        );
+    }
+}

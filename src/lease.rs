@@ -1,0 +1,180 @@
+//! The sheet-side lease (DESIGN §3): the `_ワーカー!B1` cell, its value format, and the
+//! compare-and-swap requests that take and release it.
+//!
+//! The Sheets API has no conditional write, but a `spreadsheets.batchUpdate` is applied
+//! atomically and a `findReplace` limited to one cell with `matchEntireCell` and `matchCase`
+//! changes it only if it still holds exactly the expected text; its reply says whether it
+//! did. That is a compare-and-swap, and this module only builds such requests and reads the
+//! cell. Taking the lease, deciding and committing happen in the daemon's claim pass.
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::sheets::{GridRange, Request};
+
+/// Title of the hidden coordination sheet.
+pub const WORKER_SHEET: &str = "_ワーカー";
+/// The lease cell, A1 notation within [`WORKER_SHEET`].
+pub const LEASE_CELL: &str = "B1";
+/// The value of a lease nobody holds.
+pub const FREE: &str = "free";
+
+/// What the lease cell says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseState {
+    Free,
+    Held(Lease),
+    /// Empty or unreadable text: not a lease sheetq wrote. `sheetq init` (or the daemon, with
+    /// a warning) resets it to `free`.
+    Invalid(String),
+}
+
+/// A held lease: `lease|<daemon-id>|<nonce>|<expires RFC 3339 UTC>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub daemon_id: String,
+    pub nonce: String,
+    pub expires: DateTime<Utc>,
+}
+
+impl Lease {
+    pub fn new(daemon_id: &str, expires: DateTime<Utc>) -> Self {
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        Self {
+            daemon_id: daemon_id.to_string(),
+            nonce: nonce[..12].to_string(),
+            expires,
+        }
+    }
+
+    /// Whether at least `margin` of the lease is left at `now`: a commit is only sent while
+    /// it is, so that a slow call cannot land after another daemon took an expired lease.
+    pub fn has_left(&self, now: DateTime<Utc>, margin: chrono::Duration) -> bool {
+        self.expires - now >= margin
+    }
+}
+
+impl fmt::Display for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "lease|{}|{}|{}",
+            self.daemon_id,
+            self.nonce,
+            self.expires.to_rfc3339_opts(SecondsFormat::Millis, true)
+        )
+    }
+}
+
+impl LeaseState {
+    pub fn parse(text: &str) -> Self {
+        let text = text.trim();
+        if text == FREE {
+            return LeaseState::Free;
+        }
+        let parts: Vec<&str> = text.split('|').collect();
+        if let ["lease", daemon_id, nonce, expires] = parts[..] {
+            if let Ok(expires) = DateTime::parse_from_rfc3339(expires) {
+                if !daemon_id.is_empty() && !nonce.is_empty() {
+                    return LeaseState::Held(Lease {
+                        daemon_id: daemon_id.to_string(),
+                        nonce: nonce.to_string(),
+                        expires: expires.with_timezone(&Utc),
+                    });
+                }
+            }
+        }
+        LeaseState::Invalid(text.to_string())
+    }
+
+    /// The text to compare against when taking the lease at `now`: `Some` when it is free or
+    /// its holder's time is up, `None` while another daemon holds it.
+    pub fn takeable(&self, now: DateTime<Utc>) -> Option<String> {
+        match self {
+            LeaseState::Free => Some(FREE.to_string()),
+            LeaseState::Held(lease) if lease.expires < now => Some(lease.to_string()),
+            LeaseState::Held(_) | LeaseState::Invalid(_) => None,
+        }
+    }
+}
+
+/// The compare-and-swap of the lease cell (B1 of the worker sheet) from `from` to `to`.
+pub fn swap(worker_sheet_id: i32, from: &str, to: &str) -> Request {
+    Request::CompareAndSwap {
+        range: GridRange::cell(worker_sheet_id, 0, 1),
+        find: from.to_string(),
+        replacement: to.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{Duration, TimeZone};
+
+    fn at(s: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 30, 3, 0, 0)
+            .single()
+            .unwrap()
+            + Duration::seconds(s)
+    }
+
+    #[test]
+    fn a_held_lease_round_trips_through_its_cell_text() {
+        let lease = Lease::new("vm-1", at(30));
+        let text = lease.to_string();
+        assert!(text.starts_with("lease|vm-1|"), "{text}");
+        assert!(text.ends_with("|2026-11-30T03:00:30.000Z"), "{text}");
+        assert_eq!(LeaseState::parse(&text), LeaseState::Held(lease));
+    }
+
+    #[test]
+    fn only_a_free_or_expired_lease_can_be_taken() {
+        let lease = Lease::new("vm-2", at(30));
+        let held = LeaseState::Held(lease.clone());
+        assert_eq!(
+            LeaseState::parse(" free ").takeable(at(0)),
+            Some("free".into())
+        );
+        assert_eq!(
+            held.takeable(at(30)),
+            None,
+            "at its expiry instant the lease still holds"
+        );
+        assert_eq!(
+            held.takeable(at(31)),
+            Some(lease.to_string()),
+            "expired: CAS from its exact text"
+        );
+        assert_eq!(LeaseState::parse("").takeable(at(0)), None);
+        assert_eq!(
+            LeaseState::parse("lease|x|y|not-a-date"),
+            LeaseState::Invalid("lease|x|y|not-a-date".into())
+        );
+    }
+
+    #[test]
+    fn the_safety_margin_is_measured_against_expiry() {
+        let lease = Lease::new("vm-1", at(30));
+        assert!(lease.has_left(at(20), Duration::seconds(10)));
+        assert!(!lease.has_left(at(21), Duration::seconds(10)));
+    }
+
+    #[test]
+    fn swap_targets_exactly_the_lease_cell() {
+        let Request::CompareAndSwap {
+            range,
+            find,
+            replacement,
+        } = swap(7, "free", "lease|a|b|c")
+        else {
+            panic!("swap must be a compare-and-swap");
+        };
+        assert_eq!(range, GridRange::cell(7, 0, 1), "B1 is row 0, column 1");
+        assert_eq!(
+            (find.as_str(), replacement.as_str()),
+            ("free", "lease|a|b|c")
+        );
+    }
+}

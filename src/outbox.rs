@@ -1,0 +1,300 @@
+//! The durable local outbox: every finished job's result is written here (and fsync'd)
+//! before sheetq tries to write it to the sheet, and marked done once the sheet has it.
+//!
+//! This is what makes "a result is never lost" true when the API is down or the daemon is
+//! killed between the end of a job and the write-back: on start, whatever is still pending
+//! is written first. A record is keyed by jobId and carries the claim token, so it can only
+//! ever land on the row it was claimed from.
+//!
+//! Format: JSON lines, append-only (`{"put": {...}}` / `{"done": "<jobId>"}`), compacted on
+//! open by an atomic rewrite. A lock file keeps two daemons from sharing one outbox.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// How a finished job ended, as it will be written to 状態.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Finish {
+    Done,
+    Error,
+    Timeout,
+}
+
+/// A queue row to append when a job asked to continue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Continuation {
+    /// Fixed when the job finished, so a retried append can see it already landed.
+    pub job_id: String,
+    pub args_json: String,
+}
+
+/// A finished job waiting to be written to the sheet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinishedJob {
+    pub job_id: String,
+    /// The ワーカー text of our claim; the row is only written while it still says this.
+    pub worker: String,
+    pub finish: Finish,
+    pub finished_at: DateTime<Utc>,
+    pub url: String,
+    pub message: String,
+    pub target: String,
+    pub function: String,
+    pub panel_sheet: String,
+    pub panel_row: Option<u32>,
+    pub requester: String,
+    pub command: String,
+    pub flags: Vec<String>,
+    pub continuation: Option<Continuation>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Entry {
+    Put(Box<FinishedJob>),
+    Done(String),
+}
+
+/// Why the outbox cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    #[error(
+        "outbox {path}: {source}; check that state_dir exists and is writable by the daemon's user"
+    )]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("outbox {path} is in use by another sheetq process (lock held); give each daemon its own state_dir")]
+    Locked { path: PathBuf },
+}
+
+/// The outbox of one daemon.
+#[derive(Debug)]
+pub struct Outbox {
+    path: PathBuf,
+    file: File,
+    pending: BTreeMap<String, FinishedJob>,
+    _lock: nix::fcntl::Flock<File>,
+}
+
+impl Outbox {
+    /// Opens (creating if needed) `dir/outbox.jsonl`, replays it, and compacts it.
+    pub fn open(dir: &Path) -> Result<Self, OutboxError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| OutboxError::Io {
+                path: path.clone(),
+                source,
+            }
+        };
+        fs::create_dir_all(dir).map_err(io(dir))?;
+        let lock_path = dir.join("outbox.lock");
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|_| OutboxError::Locked {
+                path: lock_path.clone(),
+            })?;
+        let path = dir.join("outbox.jsonl");
+        let mut pending = BTreeMap::new();
+        if path.exists() {
+            let reader = BufReader::new(File::open(&path).map_err(io(&path))?);
+            for (n, line) in reader.lines().enumerate() {
+                let line = line.map_err(io(&path))?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                match serde_json::from_str::<Entry>(&line) {
+                    Ok(Entry::Put(job)) => {
+                        pending.insert(job.job_id.clone(), *job);
+                    }
+                    Ok(Entry::Done(id)) => {
+                        pending.remove(&id);
+                    }
+                    // A torn last line from a crash mid-append: the job it described was
+                    // never acknowledged as stored, so nothing is lost by skipping it.
+                    Err(e) => tracing::warn!(
+                        outbox = %path.display(),
+                        line = n + 1,
+                        error = %e,
+                        "skipping an unreadable outbox line"
+                    ),
+                }
+            }
+        }
+        // Compact: write the pending records to a temp file, fsync, rename over.
+        let tmp = dir.join("outbox.jsonl.tmp");
+        {
+            let mut f = File::create(&tmp).map_err(io(&tmp))?;
+            for job in pending.values() {
+                let line = serde_json::to_string(&Entry::Put(Box::new(job.clone())))
+                    .map_err(|e| io(&tmp)(e.into()))?;
+                writeln!(f, "{line}").map_err(io(&tmp))?;
+            }
+            f.sync_all().map_err(io(&tmp))?;
+        }
+        fs::rename(&tmp, &path).map_err(io(&path))?;
+        sync_dir(dir).map_err(io(dir))?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        Ok(Self {
+            path,
+            file,
+            pending,
+            _lock: lock,
+        })
+    }
+
+    /// Stores a finished job durably (fsync) before anything else happens to it.
+    pub fn put(&mut self, job: FinishedJob) -> Result<(), OutboxError> {
+        self.append(&Entry::Put(Box::new(job.clone())))?;
+        self.pending.insert(job.job_id.clone(), job);
+        Ok(())
+    }
+
+    /// Marks jobs as written (or as never to be written, e.g. a claim lost to a timeout).
+    pub fn done<'a>(
+        &mut self,
+        job_ids: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), OutboxError> {
+        for id in job_ids {
+            if self.pending.contains_key(id) {
+                self.append(&Entry::Done(id.to_string()))?;
+                self.pending.remove(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces a pending record (e.g. once its continuation row has been appended).
+    pub fn update(&mut self, job: FinishedJob) -> Result<(), OutboxError> {
+        self.put(job)
+    }
+
+    pub fn pending(&self) -> impl Iterator<Item = &FinishedJob> {
+        self.pending.values()
+    }
+
+    pub fn contains(&self, job_id: &str) -> bool {
+        self.pending.contains_key(job_id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn append(&mut self, entry: &Entry) -> Result<(), OutboxError> {
+        let err = |source| OutboxError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut line = serde_json::to_string(entry).map_err(|e| err(e.into()))?;
+        line.push('\n');
+        self.file.write_all(line.as_bytes()).map_err(err)?;
+        self.file.sync_data().map_err(err)
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str) -> FinishedJob {
+        FinishedJob {
+            job_id: id.into(),
+            worker: "vm-1/0 #abc".into(),
+            finish: Finish::Done,
+            finished_at: Utc::now(),
+            url: "https://example.com".into(),
+            message: "=1+1 stays text".into(),
+            target: "A".into(),
+            function: "集計".into(),
+            panel_sheet: "パネルA".into(),
+            panel_row: Some(8),
+            requester: String::new(),
+            command: "sleep".into(),
+            flags: vec![],
+            continuation: None,
+        }
+    }
+
+    #[test]
+    fn pending_results_survive_a_reopen_and_done_ones_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut o = Outbox::open(dir.path()).unwrap();
+            o.put(job("a")).unwrap();
+            o.put(job("b")).unwrap();
+            o.done(["a"]).unwrap();
+        }
+        let o = Outbox::open(dir.path()).unwrap();
+        let ids: Vec<&str> = o.pending().map(|j| j.job_id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["b"],
+            "b was never written to the sheet, so it must still be pending"
+        );
+        assert_eq!(
+            o.pending().next().unwrap(),
+            &job_with_time("b", o.pending().next().unwrap().finished_at)
+        );
+    }
+
+    fn job_with_time(id: &str, t: DateTime<Utc>) -> FinishedJob {
+        FinishedJob {
+            finished_at: t,
+            ..job(id)
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut o = Outbox::open(dir.path()).unwrap();
+            o.put(job("a")).unwrap();
+        }
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("outbox.jsonl"))
+            .unwrap();
+        write!(f, "{{\"put\": {{\"job_id\": \"b\"").unwrap();
+        drop(f);
+        let o = Outbox::open(dir.path()).unwrap();
+        assert_eq!(o.len(), 1);
+        assert!(o.contains("a"));
+    }
+
+    #[test]
+    fn a_second_daemon_cannot_share_the_outbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = Outbox::open(dir.path()).unwrap();
+        let err = Outbox::open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("own state_dir"), "{err}");
+    }
+}

@@ -1,0 +1,377 @@
+//! Discovery: which sheets are panels and which target each one serves, from the marker
+//! cells alone (DESIGN §1.2), plus the rows of the `▶パネル` index sheet (§1.3).
+//!
+//! A title is a person's choice and changes; the G2 label is what a job's 対象ラベル names.
+//! So a pass reads the marker block of every sheet in one `values.batchGet`, builds the
+//! label → sheet map once, and every later lookup in that pass goes through it.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use super::{cell_at, PanelLayout};
+use crate::a1::{self, A1Range};
+use crate::queue::{cell_text, Snapshot, QUEUE_SHEET};
+use crate::sheet_time;
+use crate::sheets::{Cell, SpreadsheetMeta, ValueRange};
+
+/// Title of the hidden coordination sheet (DESIGN §1.4).
+pub const WORKER_SHEET: &str = "_ワーカー";
+/// Title of the index sheet (DESIGN §1.3).
+pub const INDEX_SHEET: &str = "▶パネル";
+
+/// Sheets that are sheetq's own and never panels; their marker cells are not read.
+const NOT_PANELS: [&str; 2] = [QUEUE_SHEET, WORKER_SHEET];
+
+/// The ranges to read for discovery: the marker block (`G1:G3` by default) of every sheet
+/// except `_ジョブキュー` and `_ワーカー`, in tab order. One `values.batchGet` per pass.
+pub fn marker_ranges(meta: &SpreadsheetMeta, layout: &PanelLayout) -> Vec<String> {
+    let (top_left, bottom_right) = layout.marker_block();
+    let cells = format!("{top_left}:{bottom_right}");
+    let mut sheets: Vec<_> = meta
+        .sheets
+        .iter()
+        .filter(|s| !NOT_PANELS.contains(&s.title.as_str()))
+        .collect();
+    sheets.sort_by_key(|s| s.index);
+    sheets.iter().map(|s| a1::range(&s.title, &cells)).collect()
+}
+
+/// One panel as found in this pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanelRef {
+    pub sheet_id: i32,
+    /// The title now (it may differ from a queue row's パネルシート名).
+    pub title: String,
+    /// Tab position, for listing panels in the order people see them.
+    pub tab_index: i32,
+    /// The target label from G2, trimmed.
+    pub label: String,
+    /// The target's physical position from G3 (reference only).
+    pub position: String,
+}
+
+/// Two or more sheets carry the same target label. Neither is used: writing a result to the
+/// wrong target's panel is worse than writing none, and which one is stale only a person
+/// can tell.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "target label \"{label}\" is on {} panels ({}); none of them is used until the label cell is fixed so that only one carries it",
+    titles.len(),
+    titles.iter().map(|t| a1::quote_title(t)).collect::<Vec<_>>().join(", ")
+)]
+pub struct LabelConflict {
+    pub label: String,
+    /// Titles of the sheets claiming the label, in tab order.
+    pub titles: Vec<String>,
+}
+
+/// The label → panel map of one pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PanelIndex {
+    /// Usable panels, in tab order.
+    panels: Vec<PanelRef>,
+    by_label: HashMap<String, usize>,
+    /// Labels claimed by more than one sheet; those sheets are left out of the index.
+    pub conflicts: Vec<LabelConflict>,
+    /// Other things worth a warning: a marker without a label, a range that matches no
+    /// sheet.
+    pub problems: Vec<String>,
+}
+
+impl PanelIndex {
+    /// Builds the index from the values of [`marker_ranges`]. Each range is matched to its
+    /// sheet by the title in its A1 text (the API echoes the requested range), not by
+    /// position, so a reply in another order cannot mix panels up.
+    pub fn build(meta: &SpreadsheetMeta, ranges: &[ValueRange], layout: &PanelLayout) -> Self {
+        let (top_left, _) = layout.marker_block();
+        let at = |values: &[Vec<Cell>], cell: super::CellRef| {
+            cell_text(cell_at(
+                values,
+                (cell.row - top_left.row) as usize,
+                (cell.col - top_left.col) as usize,
+            ))
+            .trim()
+            .to_string()
+        };
+        let mut index = PanelIndex::default();
+        let mut found: Vec<PanelRef> = Vec::new();
+        for vr in ranges {
+            let title = match A1Range::parse(&vr.range).ok().and_then(|r| r.sheet) {
+                Some(t) => t,
+                None => {
+                    index.problems.push(format!(
+                        "marker range \"{}\" names no sheet; it was ignored",
+                        vr.range
+                    ));
+                    continue;
+                }
+            };
+            let Some(sheet) = meta.sheet(&title) else {
+                index.problems.push(format!(
+                    "marker range \"{}\" names a sheet that is not in the spreadsheet's metadata; it was ignored",
+                    vr.range
+                ));
+                continue;
+            };
+            if at(&vr.values, layout.marker_cell) != layout.marker.trim() {
+                continue;
+            }
+            let label = at(&vr.values, layout.label_cell);
+            if label.is_empty() {
+                index.problems.push(format!(
+                    "sheet {} has the {} marker in {} but its target label cell {} is empty; fill it in or remove the marker",
+                    a1::quote_title(&title),
+                    layout.marker,
+                    layout.marker_cell,
+                    layout.label_cell
+                ));
+                continue;
+            }
+            found.push(PanelRef {
+                sheet_id: sheet.sheet_id,
+                title: sheet.title.clone(),
+                tab_index: sheet.index,
+                label,
+                position: at(&vr.values, layout.position_cell),
+            });
+        }
+        found.sort_by_key(|p| p.tab_index);
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for p in &found {
+            *count.entry(p.label.as_str()).or_default() += 1;
+        }
+        let mut conflicts: Vec<LabelConflict> = Vec::new();
+        let mut usable = Vec::new();
+        for p in &found {
+            if count.get(p.label.as_str()).copied().unwrap_or(0) > 1 {
+                match conflicts.iter_mut().find(|c| c.label == p.label) {
+                    Some(c) => c.titles.push(p.title.clone()),
+                    None => conflicts.push(LabelConflict {
+                        label: p.label.clone(),
+                        titles: vec![p.title.clone()],
+                    }),
+                }
+            } else {
+                usable.push(p.clone());
+            }
+        }
+        index.by_label = usable
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.label.clone(), i))
+            .collect();
+        index.panels = usable;
+        index.conflicts = conflicts;
+        index
+    }
+
+    /// The panel whose label cell holds `label` (compared trimmed, case-sensitive).
+    pub fn get(&self, label: &str) -> Option<&PanelRef> {
+        self.by_label.get(label.trim()).map(|i| &self.panels[*i])
+    }
+
+    /// Usable panels in tab order.
+    pub fn panels(&self) -> &[PanelRef] {
+        &self.panels
+    }
+
+    /// The panel with this title, if it is a usable panel.
+    pub fn by_title(&self, title: &str) -> Option<&PanelRef> {
+        self.panels.iter().find(|p| p.title == title)
+    }
+}
+
+/// One line of the `▶パネル` index sheet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexRow {
+    pub label: String,
+    pub position: String,
+    pub sheet_id: i32,
+    pub title: String,
+    /// The latest 受付日時, 開始日時 or 終了日時 among the target's queue rows.
+    pub last_activity: Option<DateTime<Utc>>,
+}
+
+impl IndexRow {
+    /// `=HYPERLINK("#gid=<id>", "<title>")`, a `"` in the title doubled. This is a formula on
+    /// purpose, so unlike everything else sheetq writes it must be sent with
+    /// `valueInputOption=USER_ENTERED`; the title is the only outside text in it and is
+    /// quoted as a string literal, so it cannot turn into a formula of its own.
+    pub fn link_formula(&self) -> String {
+        format!(
+            "=HYPERLINK(\"#gid={}\", \"{}\")",
+            self.sheet_id,
+            self.title.replace('"', "\"\"")
+        )
+    }
+
+    /// Label, position, link, last activity (a date serial, or empty).
+    pub fn to_cells(&self, tz: Tz) -> Vec<Cell> {
+        vec![
+            Cell::String(self.label.clone()),
+            Cell::String(self.position.clone()),
+            Cell::String(self.link_formula()),
+            self.last_activity
+                .map(|t| Cell::from(sheet_time::instant_to_serial(t, tz)))
+                .unwrap_or_else(|| Cell::String(String::new())),
+        ]
+    }
+}
+
+/// The index sheet's rows, one per usable panel in tab order. Conflicting panels are left
+/// out, as everywhere else. Last activity comes from `snapshot`, so pass a full read of the
+/// queue, not the unfinished window.
+pub fn index_rows(index: &PanelIndex, snapshot: &Snapshot) -> Vec<IndexRow> {
+    index
+        .panels()
+        .iter()
+        .map(|p| IndexRow {
+            label: p.label.clone(),
+            position: p.position.clone(),
+            sheet_id: p.sheet_id,
+            title: p.title.clone(),
+            last_activity: snapshot
+                .rows
+                .iter()
+                .filter(|r| r.target_key() == p.label)
+                .flat_map(|r| [r.received_at, r.started_at, r.finished_at])
+                .flatten()
+                .max(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::panel::fixtures::*;
+    use serde_json::json;
+
+    #[test]
+    fn marker_ranges_skip_sheetq_sheets_and_quote_titles() {
+        let meta = meta(&[
+            (0, "▶パネル"),
+            (11, "_ジョブキュー"),
+            (12, "_ワーカー"),
+            (5, "Bob's #1"),
+        ]);
+        assert_eq!(
+            marker_ranges(&meta, &PanelLayout::default()),
+            ["'▶パネル'!G1:G3", "'Bob''s #1'!G1:G3"]
+        );
+    }
+
+    #[test]
+    fn a_renamed_and_moved_panel_still_resolves_by_its_label() {
+        let layout = PanelLayout::default();
+        let before = meta(&[(0, "▶パネル"), (5, "サーバーA"), (7, "A")]);
+        let values = [
+            marker("サーバーA", "A", "ラック1"),
+            // A sheet titled like the label but without the marker is not a panel.
+            ValueRange::new("'A'!G1:G3", vec![vec![json!("メモ")], vec![json!("B")]]),
+        ];
+        let index = PanelIndex::build(&before, &values, &layout);
+        let p = index
+            .get("A")
+            .unwrap_or_else(|| panic!("A should resolve: {index:?}"));
+        assert_eq!((p.sheet_id, p.title.as_str()), (5, "サーバーA"));
+        assert!(index.get("B").is_none(), "no marker, no panel");
+
+        // Renamed and dragged to another tab position: same sheet id, same label.
+        let mut after = meta(&[(0, "▶パネル"), (5, "サーバーA (旧)"), (7, "A")]);
+        after.sheets[1].index = 9;
+        let index = PanelIndex::build(&after, &[marker("サーバーA (旧)", "A", "ラック2")], &layout);
+        let p = index
+            .get(" A ")
+            .unwrap_or_else(|| panic!("A should resolve: {index:?}"));
+        assert_eq!(
+            (p.sheet_id, p.title.as_str(), p.position.as_str()),
+            (5, "サーバーA (旧)", "ラック2")
+        );
+    }
+
+    #[test]
+    fn two_panels_with_one_label_are_reported_and_neither_is_used() {
+        let meta = meta(&[(5, "A-1"), (6, "A-2"), (7, "B")]);
+        let values = [
+            marker("A-1", "A", ""),
+            marker("A-2", "A", ""),
+            marker("B", "B", ""),
+        ];
+        let index = PanelIndex::build(&meta, &values, &PanelLayout::default());
+        assert_eq!(
+            index.conflicts,
+            [LabelConflict {
+                label: "A".into(),
+                titles: vec!["A-1".into(), "A-2".into()]
+            }]
+        );
+        assert!(
+            index.get("A").is_none(),
+            "a conflicting label must not be guessed"
+        );
+        assert_eq!(index.get("B").map(|p| p.sheet_id), Some(7));
+        let text = index.conflicts[0].to_string();
+        assert!(text.contains("'A-1', 'A-2'"), "{text}");
+    }
+
+    #[test]
+    fn marker_cells_elsewhere_are_read_at_their_offsets() {
+        let layout: PanelLayout =
+            toml::from_str("marker_cell = \"K1\"\nlabel_cell = \"L1\"\nposition_cell = \"L2\"")
+                .unwrap_or_else(|e| panic!("{e}"));
+        let meta = meta(&[(5, "P")]);
+        assert_eq!(marker_ranges(&meta, &layout), ["'P'!K1:L2"]);
+        let vr = ValueRange::new(
+            "P!K1:L2",
+            vec![
+                vec![json!("PANEL_V2"), json!("A")],
+                vec![json!(""), json!("R9")],
+            ],
+        );
+        let index = PanelIndex::build(&meta, &[vr], &layout);
+        let p = index
+            .get("A")
+            .unwrap_or_else(|| panic!("A should resolve: {index:?}"));
+        assert_eq!(p.position, "R9");
+    }
+
+    #[test]
+    fn a_marker_without_a_label_is_a_problem_not_a_panel() {
+        let meta = meta(&[(5, "P")]);
+        let index = PanelIndex::build(&meta, &[marker("P", "", "")], &PanelLayout::default());
+        assert!(index.panels().is_empty());
+        assert!(
+            index
+                .problems
+                .iter()
+                .any(|p| p.contains("'P'") && p.contains("G2")),
+            "{:?}",
+            index.problems
+        );
+    }
+
+    #[test]
+    fn index_rows_link_by_gid_and_show_last_activity() {
+        let meta = meta(&[(5, "Say \"hi\"")]);
+        let index = PanelIndex::build(
+            &meta,
+            &[marker("Say \"hi\"", "A", "R1")],
+            &PanelLayout::default(),
+        );
+        let mut waiting = queue_row(2, crate::queue::State::Waiting, "A", "集計");
+        waiting.received_at = Some(at(10));
+        let mut done = queue_row(3, crate::queue::State::Done, "A", "集計");
+        done.finished_at = Some(at(30));
+        let rows = index_rows(&index, &snapshot(vec![waiting, done]));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            rows[0].link_formula(),
+            "=HYPERLINK(\"#gid=5\", \"Say \"\"hi\"\"\")"
+        );
+        assert_eq!(rows[0].last_activity, Some(at(30)));
+        assert_eq!(rows[0].to_cells(tz())[1], json!("R1"));
+    }
+}

@@ -1,0 +1,351 @@
+//! Intake by polling (`intake = "poll"`, DESIGN §9): ticked ▶ boxes become queue rows.
+//!
+//! [`plan_intake`] decides; the daemon carries the plan out. So that a tick is never lost
+//! or doubled, also with two daemons polling the same panels, the daemon must read the
+//! tables and the queue *under the sheet lease* and append the new rows and clear the boxes
+//! before it releases the lease: the other daemon then reads the cleared boxes and the new
+//! rows together. Appending before clearing means a crash in between leaves a ticked box
+//! whose row exists; the next pass meets the duplicate guard and only clears it.
+//!
+//! Between the read and the clear a person could tick the same box again. That second tick
+//! is absorbed by the clear, which is what the duplicate guard would have done with it
+//! anyway: the function already has a `待機` row. Ticks on other rows are not touched.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use super::{cell_range, PanelIndex, PanelLayout, PanelTable};
+use crate::claim;
+use crate::queue::{Column, ColumnMap, Snapshot, StateWords};
+use crate::sheet_time;
+use crate::sheets::{Cell, ValueRange};
+
+/// A queue row to append for one press.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub job_id: String,
+    /// When the daemon saw the tick.
+    pub received_at: DateTime<Utc>,
+    /// Polling cannot know who ticked the box: always empty, which every rule accepts.
+    pub requester: String,
+    pub panel_sheet: String,
+    pub panel_row: u32,
+    pub target: String,
+    pub function: String,
+    pub command: String,
+    pub args_json: String,
+    pub flags: String,
+}
+
+impl NewJob {
+    /// The row's cells laid out by the queue's header map (columns found by name), as wide
+    /// as the map: dates as serials in the sheet's zone, 状態 = the waiting word, columns
+    /// sheetq does not know left empty. Appended RAW, so text stays text.
+    pub fn to_row(&self, columns: &ColumnMap, states: &StateWords, tz: Tz) -> Vec<Cell> {
+        let mut row = vec![Cell::String(String::new()); columns.width() as usize];
+        let mut set = |c: Column, v: Cell| {
+            if let Some(slot) = row.get_mut(columns.index(c) as usize) {
+                *slot = v;
+            }
+        };
+        let text = |s: &str| Cell::String(s.to_string());
+        set(Column::JobId, text(&self.job_id));
+        set(
+            Column::ReceivedAt,
+            Cell::from(sheet_time::instant_to_serial(self.received_at, tz)),
+        );
+        set(Column::Requester, text(&self.requester));
+        set(Column::PanelSheet, text(&self.panel_sheet));
+        set(Column::PanelRow, Cell::from(self.panel_row));
+        set(Column::Target, text(&self.target));
+        set(Column::Function, text(&self.function));
+        set(Column::Command, text(&self.command));
+        set(Column::ArgsJson, text(&self.args_json));
+        set(Column::Flags, text(&self.flags));
+        set(Column::State, text(&states.waiting));
+        row
+    }
+}
+
+/// What one intake pass does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IntakePlan {
+    /// Rows to append, in panel (tab) then row order.
+    pub new_rows: Vec<NewJob>,
+    /// Every ticked box, set back to `false`.
+    pub clears: Vec<ValueRange>,
+    /// Status cells of refused presses: the duplicate guard's answer.
+    pub duplicates: Vec<ValueRange>,
+    /// Status cells of presses that cannot become a job (a tick on a row without a function
+    /// label), saying why.
+    pub rejected: Vec<ValueRange>,
+}
+
+impl IntakePlan {
+    pub fn is_empty(&self) -> bool {
+        self.clears.is_empty()
+    }
+}
+
+/// The status text of a tick on a row with no function label.
+pub const NO_FUNCTION_TEXT: &str = "❌ エラー: 機能ラベルが空のため受け付けられません";
+
+/// Turns the ticks of this pass into a plan: one queue row per ticked function unless
+/// `claim::duplicate_of` finds a `待機`/`実行中` row for the same target and function (then
+/// the status cell shows the duplicate message); two ticks of one function in a pass make
+/// one row. Every ticked box is cleared. Only panels in `index` are polled, so a panel
+/// whose label is in conflict keeps its ticks until the conflict is fixed.
+pub fn plan_intake(
+    tables: &HashMap<String, PanelTable>,
+    index: &PanelIndex,
+    snapshot: &Snapshot,
+    now: DateTime<Utc>,
+    tz: Tz,
+    layout: &PanelLayout,
+    mut new_job_id: impl FnMut() -> String,
+) -> IntakePlan {
+    let mut plan = IntakePlan::default();
+    let mut taken: HashSet<(String, String)> = HashSet::new();
+    let cols = &layout.columns;
+    for panel in index.panels() {
+        let Some(table) = tables.get(&panel.label) else {
+            continue;
+        };
+        for row in table.rows.iter().filter(|r| r.ticked) {
+            plan.clears.push(ValueRange::new(
+                cell_range(&panel.title, cols.tick.0, cols.tick.0, row.row),
+                vec![vec![Cell::Bool(false)]],
+            ));
+            let status = |text: String| {
+                ValueRange::new(
+                    cell_range(&panel.title, cols.status.0, cols.status.0, row.row),
+                    vec![vec![Cell::String(text)]],
+                )
+            };
+            if row.function.is_empty() {
+                plan.rejected.push(status(NO_FUNCTION_TEXT.to_string()));
+                continue;
+            }
+            if let Some(existing) = claim::duplicate_of(snapshot, &panel.label, &row.function) {
+                plan.duplicates
+                    .push(status(claim::duplicate_message(existing, tz)));
+                continue;
+            }
+            if !taken.insert((panel.label.clone(), row.function.clone())) {
+                continue;
+            }
+            plan.new_rows.push(NewJob {
+                job_id: new_job_id(),
+                received_at: now,
+                requester: String::new(),
+                panel_sheet: panel.title.clone(),
+                panel_row: row.row,
+                target: panel.label.clone(),
+                function: row.function.clone(),
+                command: row.command.clone(),
+                args_json: row.args_json.clone(),
+                flags: row.flags.clone(),
+            });
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::panel::fixtures::*;
+    use crate::queue::{parse_rows, HeaderNames, RowState, State};
+    use serde_json::json;
+
+    fn plan(tables: &HashMap<String, PanelTable>, index: &PanelIndex, s: &Snapshot) -> IntakePlan {
+        let mut n = 0;
+        plan_intake(
+            tables,
+            index,
+            s,
+            at(125),
+            tz(),
+            &PanelLayout::default(),
+            || {
+                n += 1;
+                format!("new-{n}")
+            },
+        )
+    }
+
+    #[test]
+    fn a_tick_becomes_one_waiting_row_and_the_box_is_cleared() {
+        let (index, tables) = one_panel(vec![
+            func_row(false, "再起動", "", "restart", "", ""),
+            func_row(
+                true,
+                "集計",
+                "",
+                "report",
+                "{\"days\": 7}",
+                "heavy,continuation",
+            ),
+        ]);
+        let p = plan(&tables, &index, &snapshot(vec![]));
+        assert_eq!(
+            p.new_rows,
+            [NewJob {
+                job_id: "new-1".into(),
+                received_at: at(125),
+                requester: String::new(),
+                panel_sheet: "P".into(),
+                panel_row: 9,
+                target: "A".into(),
+                function: "集計".into(),
+                command: "report".into(),
+                args_json: "{\"days\": 7}".into(),
+                flags: "heavy,continuation".into(),
+            }]
+        );
+        assert_eq!(
+            p.clears,
+            [ValueRange::new("'P'!A9", vec![vec![json!(false)]])]
+        );
+        assert!(p.duplicates.is_empty() && p.rejected.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn a_tick_on_a_waiting_function_shows_the_duplicate_message_and_makes_no_row() {
+        let (index, tables) = one_panel(vec![func_row(true, "集計", "", "report", "", "")]);
+        let mut existing = queue_row(2, State::Waiting, "A", "集計");
+        existing.requester = "x@example.com".into();
+        let p = plan(&tables, &index, &snapshot(vec![existing]));
+        assert!(p.new_rows.is_empty(), "{:?}", p.new_rows);
+        assert_eq!(
+            p.clears,
+            [ValueRange::new("'P'!A8", vec![vec![json!(false)]])]
+        );
+        assert_eq!(
+            p.duplicates,
+            [ValueRange::new(
+                "'P'!C8",
+                vec![vec![json!("既に実行中です（依頼: x@example.com / 12:02）")]]
+            )]
+        );
+    }
+
+    #[test]
+    fn a_finished_row_does_not_block_a_new_press() {
+        let (index, tables) = one_panel(vec![func_row(true, "集計", "", "report", "", "")]);
+        let p = plan(
+            &tables,
+            &index,
+            &snapshot(vec![queue_row(2, State::Done, "A", "集計")]),
+        );
+        assert_eq!(p.new_rows.len(), 1, "{p:?}");
+    }
+
+    #[test]
+    fn two_ticks_of_one_function_in_a_pass_make_one_row() {
+        let (index, tables) = one_panel(vec![
+            func_row(true, "集計", "", "report", "", ""),
+            func_row(true, "集計", "", "report", "", ""),
+            func_row(true, "", "", "", "", ""),
+        ]);
+        let p = plan(&tables, &index, &snapshot(vec![]));
+        assert_eq!(p.new_rows.len(), 1, "{:?}", p.new_rows);
+        assert_eq!(p.new_rows[0].panel_row, 8);
+        let cleared: Vec<&str> = p.clears.iter().map(|c| c.range.as_str()).collect();
+        assert_eq!(
+            cleared,
+            ["'P'!A8", "'P'!A9", "'P'!A10"],
+            "every tick is cleared"
+        );
+        assert_eq!(
+            p.rejected,
+            [ValueRange::new(
+                "'P'!C10",
+                vec![vec![json!(NO_FUNCTION_TEXT)]]
+            )]
+        );
+    }
+
+    #[test]
+    fn ticks_on_a_panel_whose_label_is_in_conflict_are_left_alone() {
+        let layout = PanelLayout::default();
+        let index = PanelIndex::build(
+            &meta(&[(5, "P"), (6, "Q")]),
+            &[marker("P", "A", ""), marker("Q", "A", "")],
+            &layout,
+        );
+        let mut tables = HashMap::new();
+        let t = PanelTable::parse(
+            &table("P", vec![func_row(true, "集計", "", "r", "", "")]),
+            &layout,
+        );
+        tables.insert("A".to_string(), t);
+        let p = plan(&tables, &index, &snapshot(vec![]));
+        assert!(
+            p.is_empty(),
+            "a conflicting label must not be guessed: {p:?}"
+        );
+    }
+
+    #[test]
+    fn new_rows_lay_out_by_header_name_and_read_back() {
+        let names = HeaderNames::default();
+        let mut header: Vec<Cell> = names.header_row().into_iter().map(Cell::String).collect();
+        header.reverse();
+        header.insert(2, json!("メモ"));
+        let columns = ColumnMap::from_header(&header, &names)
+            .unwrap_or_else(|e| panic!("header should map: {e}"));
+        let job = NewJob {
+            job_id: "j-1".into(),
+            received_at: at(125),
+            requester: String::new(),
+            panel_sheet: "P".into(),
+            panel_row: 9,
+            target: "A".into(),
+            function: "集計".into(),
+            command: "report".into(),
+            args_json: "{\"q\":\"=1+1\"}".into(),
+            flags: "heavy".into(),
+        };
+        let cells = job.to_row(&columns, &StateWords::default(), tz());
+        assert_eq!(cells.len(), 17);
+        assert_eq!(cells[columns.index(Column::JobId) as usize], json!("j-1"));
+        assert_eq!(cells[columns.index(Column::PanelRow) as usize], json!(9));
+        assert!(cells[columns.index(Column::ReceivedAt) as usize].is_f64());
+        assert_eq!(cells[2], json!(""), "an unknown column stays empty");
+
+        let s = parse_rows(&[cells], 2, &columns, &StateWords::default(), tz());
+        assert!(s.problems.is_empty(), "{:?}", s.problems);
+        let r = &s.rows[0];
+        assert_eq!(r.state, RowState::Known(State::Waiting));
+        assert_eq!(r.received_at, Some(at(125)));
+        assert_eq!(r.requester_key(), None, "an empty requester is fine");
+        assert_eq!((r.target.as_str(), r.function.as_str()), ("A", "集計"));
+        assert_eq!(r.args_json, "{\"q\":\"=1+1\"}");
+        assert!(r.has_flag("heavy"));
+    }
+
+    #[test]
+    fn text_beginning_with_equals_stays_a_string_value() {
+        let (index, tables) = one_panel(vec![func_row(true, "=SUM(A1)", "", "=cmd", "=x", "")]);
+        let p = plan(&tables, &index, &snapshot(vec![]));
+        let columns = ColumnMap::from_header(
+            &HeaderNames::default()
+                .header_row()
+                .into_iter()
+                .map(Cell::String)
+                .collect::<Vec<_>>(),
+            &HeaderNames::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let cells = p.new_rows[0].to_row(&columns, &StateWords::default(), tz());
+        for c in [Column::Function, Column::Command, Column::ArgsJson] {
+            assert!(
+                matches!(&cells[columns.index(c) as usize], Cell::String(s) if s.starts_with('=')),
+                "{c:?} should be a string: {cells:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! What the panel row of a job shows: the status texts, the result write-back cells, and
+//! the waiting/running display refreshed every pass (DESIGN §1.2, §2, §4).
+//!
+//! Every function returns the cells to write; the daemon merges them into the batched
+//! `values.batchUpdate` it makes anyway, written RAW so a message beginning with `=` stays
+//! text.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use super::{cell_range, PanelIndex, PanelLayout, PanelRef, PanelRow, PanelTable};
+use crate::claim;
+use crate::queue::{QueueRow, Snapshot, State};
+use crate::sheet_time;
+use crate::sheets::{Cell, ValueRange};
+
+/// Status of a timed-out job.
+pub const TIMEOUT_TEXT: &str = "⏱ タイムアウト";
+/// Longest error message shown in the status cell, in characters; the full text is in 結果
+/// and in the queue row.
+pub const ERROR_TEXT_MAX_CHARS: usize = 40;
+/// Longest text written to 結果, in characters. The queue row keeps the whole message; the
+/// panel is for reading at a glance, and a sheet cell holds at most 50,000 characters.
+pub const RESULT_MAX_CHARS: usize = 1000;
+
+/// `✅ 完了 11/30 14:05`, the finish time in the sheet's zone.
+pub fn done_text(finished_at: DateTime<Utc>, tz: Tz) -> String {
+    format!("✅ 完了 {}", sheet_time::format_short(finished_at, tz))
+}
+
+/// `❌ エラー: <message>`, the message on one line and cut to [`ERROR_TEXT_MAX_CHARS`] with
+/// `…`; `❌ エラー` alone when there is no message.
+pub fn error_text(message: &str) -> String {
+    let short = shorten(message, ERROR_TEXT_MAX_CHARS);
+    if short.is_empty() {
+        "❌ エラー".to_string()
+    } else {
+        format!("❌ エラー: {short}")
+    }
+}
+
+/// `▶ 実行中 (14:05〜)`, the claim time in the sheet's zone; `▶ 実行中` when the row has no
+/// readable 開始日時.
+pub fn running_text(started_at: Option<DateTime<Utc>>, tz: Tz) -> String {
+    match started_at {
+        Some(t) => format!("▶ 実行中 ({}〜)", sheet_time::format_hhmm(t, tz)),
+        None => "▶ 実行中".to_string(),
+    }
+}
+
+/// Whitespace (newlines included) collapsed to single spaces, then cut to `max` characters,
+/// the last being `…` when anything was cut.
+fn shorten(text: &str, max: usize) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    cut(&one_line, max)
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// How a job ended, as far as its panel row is concerned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PanelOutcome {
+    pub state: State,
+    pub finished_at: DateTime<Utc>,
+    pub url: Option<String>,
+    pub message: String,
+}
+
+impl PanelOutcome {
+    /// The 状態 text for this outcome.
+    pub fn status_text(&self, tz: Tz) -> String {
+        match self.state {
+            State::Done => done_text(self.finished_at, tz),
+            State::Error => error_text(&self.message),
+            State::Timeout => TIMEOUT_TEXT.to_string(),
+            State::Running => running_text(Some(self.finished_at), tz),
+            State::Waiting => claim::waiting_text(0),
+        }
+    }
+
+    /// The 結果 text: the link when there is one, else the message.
+    pub fn result_text(&self) -> String {
+        match self.url.as_deref().map(str::trim) {
+            Some(url) if !url.is_empty() => url.to_string(),
+            _ => cut(self.message.trim(), RESULT_MAX_CHARS),
+        }
+    }
+}
+
+/// The write-back of a finished job to its panel row: 状態, 結果 and 更新日時 (a date serial
+/// of `finished_at`), as one range from the status column. `row` is the row found by
+/// [`locate`], not the queue's stored hint.
+///
+/// The three columns must be adjacent and in that order, which [`PanelLayout::problems`]
+/// checks, so that a write-back is one range.
+pub fn result_cells(
+    panel: &PanelRef,
+    row: u32,
+    outcome: &PanelOutcome,
+    tz: Tz,
+    layout: &PanelLayout,
+) -> ValueRange {
+    let start = layout.columns.status.0;
+    ValueRange::new(
+        cell_range(&panel.title, start, start + 2, row),
+        vec![vec![
+            Cell::String(outcome.status_text(tz)),
+            Cell::String(outcome.result_text()),
+            Cell::from(sheet_time::instant_to_serial(outcome.finished_at, tz)),
+        ]],
+    )
+}
+
+/// Why a queue row's panel row could not be found; logged as a warning, the queue row is
+/// written regardless.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PanelMiss {
+    #[error("no panel carries target label \"{target}\" (or more than one does); the panel was not updated")]
+    NoPanel { target: String },
+    #[error("panel '{title}' (target \"{target}\") was not read in this pass; the panel was not updated")]
+    NotRead { target: String, title: String },
+    #[error("panel '{title}' (target \"{target}\") has no function row \"{function}\"; the panel was not updated")]
+    NoRow {
+        target: String,
+        title: String,
+        function: String,
+    },
+}
+
+/// The panel and function row of a queue row: the panel whose label is the row's target
+/// (対象ラベル, or パネルシート名 when empty), then the row whose 機能 is its 機能ラベル, the
+/// stored パネル行 only breaking ties.
+pub fn locate<'a>(
+    index: &'a PanelIndex,
+    tables: &'a HashMap<String, PanelTable>,
+    job: &QueueRow,
+) -> Result<(&'a PanelRef, &'a PanelRow), PanelMiss> {
+    let target = job.target_key();
+    let panel = index.get(target).ok_or_else(|| PanelMiss::NoPanel {
+        target: target.to_string(),
+    })?;
+    let table = tables.get(&panel.label).ok_or_else(|| PanelMiss::NotRead {
+        target: target.to_string(),
+        title: panel.title.clone(),
+    })?;
+    let row = table
+        .find(&job.function, job.panel_row)
+        .ok_or_else(|| PanelMiss::NoRow {
+            target: target.to_string(),
+            title: panel.title.clone(),
+            function: job.function.clone(),
+        })?;
+    Ok((panel, row))
+}
+
+/// The waiting/running display of one pass: for each `実行中` row `▶ 実行中 (HH:mm〜)`, for
+/// each `待機` row `⏳ 順番待ち (前に n 件)`, as single status cells.
+///
+/// Only cells whose text differs from what the panel shows are returned, and at most
+/// `limit` of them, so a long queue costs a bounded write per pass; the rest follow in
+/// later passes. Running rows come first (oldest 受付日時 first), then waiting rows in queue
+/// order, so the oldest presses are updated first. A panel row wanted by two queue rows
+/// (possible only with rows appended past the duplicate guard) shows the older one. Rows
+/// whose panel or function row cannot be found are skipped; their result write-back reports
+/// the miss.
+///
+/// The duplicate guard's answer on a waiting function's row is replaced by the waiting text
+/// on the next pass: DESIGN §2 asks every waiting row to show its place, and the place says
+/// the press was not needed.
+pub fn status_updates(
+    snapshot: &Snapshot,
+    index: &PanelIndex,
+    tables: &HashMap<String, PanelTable>,
+    tz: Tz,
+    layout: &PanelLayout,
+    limit: usize,
+) -> Vec<ValueRange> {
+    let mut running: Vec<&QueueRow> = snapshot
+        .rows
+        .iter()
+        .filter(|r| r.state.is(State::Running))
+        .collect();
+    running.sort_by_key(|r| (r.received_at.is_none(), r.received_at, r.row));
+    let wanted = running
+        .into_iter()
+        .map(|r| (r, running_text(r.started_at, tz)))
+        .chain(
+            claim::waiting_positions(snapshot)
+                .into_iter()
+                .map(|(i, ahead)| (&snapshot.rows[i], claim::waiting_text(ahead))),
+        );
+    let mut taken: HashSet<(i32, u32)> = HashSet::new();
+    let mut out = Vec::new();
+    for (job, text) in wanted {
+        if out.len() >= limit {
+            break;
+        }
+        let Ok((panel, row)) = locate(index, tables, job) else {
+            continue;
+        };
+        if !taken.insert((panel.sheet_id, row.row)) || row.status == text {
+            continue;
+        }
+        let col = layout.columns.status.0;
+        out.push(ValueRange::new(
+            cell_range(&panel.title, col, col, row.row),
+            vec![vec![Cell::String(text)]],
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::panel::fixtures::*;
+    use chrono::Duration;
+    use serde_json::json;
+
+    #[test]
+    fn status_texts_are_exact() {
+        // 05:05 UTC is 14:05 in Tokyo.
+        let t = at(125);
+        assert_eq!(done_text(t, tz()), "✅ 完了 11/30 14:05");
+        assert_eq!(running_text(Some(t), tz()), "▶ 実行中 (14:05〜)");
+        assert_eq!(running_text(None, tz()), "▶ 実行中");
+        assert_eq!(error_text("exit 2"), "❌ エラー: exit 2");
+        assert_eq!(error_text("  "), "❌ エラー");
+        assert_eq!(TIMEOUT_TEXT, "⏱ タイムアウト");
+        assert_eq!(claim::waiting_text(3), "⏳ 順番待ち (前に 3 件)");
+        let mut existing = queue_row(2, State::Running, "A", "集計");
+        existing.requester = "x@example.com".into();
+        assert_eq!(
+            claim::duplicate_message(&existing, tz()),
+            "既に実行中です（依頼: x@example.com / 12:02）"
+        );
+    }
+
+    #[test]
+    fn long_errors_are_cut_on_one_line() {
+        let long = format!("line one\n{}", "あ".repeat(100));
+        let text = error_text(&long);
+        let shown = text
+            .strip_prefix("❌ エラー: ")
+            .unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(shown.chars().count(), ERROR_TEXT_MAX_CHARS, "{text}");
+        assert!(shown.starts_with("line one あ"), "{text}");
+        assert!(shown.ends_with("あ…"), "{text}");
+    }
+
+    #[test]
+    fn result_cells_write_status_result_and_a_date_serial() {
+        let panel = panel_ref(5, "Bob's", "A");
+        let done = PanelOutcome {
+            state: State::Done,
+            finished_at: at(125),
+            url: Some("https://example.com/r/1".into()),
+            message: "ok".into(),
+        };
+        let vr = result_cells(&panel, 9, &done, tz(), &PanelLayout::default());
+        assert_eq!(vr.range, "'Bob''s'!C9:E9");
+        assert_eq!(
+            vr.values,
+            [[
+                json!("✅ 完了 11/30 14:05"),
+                json!("https://example.com/r/1"),
+                json!(sheet_time::instant_to_serial(at(125), tz()))
+            ]]
+        );
+        let serial = vr.values[0][2].as_f64().unwrap_or_default();
+        assert!((serial - 46356.586805).abs() < 1e-5, "serial {serial}");
+    }
+
+    #[test]
+    fn a_message_beginning_with_equals_stays_a_string() {
+        let err = PanelOutcome {
+            state: State::Error,
+            finished_at: at(0),
+            url: None,
+            message: "=IMPORTXML(\"http://evil\")".into(),
+        };
+        let vr = result_cells(
+            &panel_ref(5, "P", "A"),
+            8,
+            &err,
+            tz(),
+            &PanelLayout::default(),
+        );
+        assert_eq!(
+            vr.values[0][1],
+            Cell::String("=IMPORTXML(\"http://evil\")".into())
+        );
+        assert_eq!(
+            vr.values[0][0],
+            json!("❌ エラー: =IMPORTXML(\"http://evil\")")
+        );
+        let timeout = PanelOutcome {
+            state: State::Timeout,
+            ..err
+        };
+        let vr = result_cells(
+            &panel_ref(5, "P", "A"),
+            8,
+            &timeout,
+            tz(),
+            &PanelLayout::default(),
+        );
+        assert_eq!(vr.values[0][0], json!("⏱ タイムアウト"));
+    }
+
+    #[test]
+    fn locate_reports_what_is_missing() {
+        let (index, tables) = one_panel(vec![func_row(false, "集計", "", "r", "", "")]);
+        let mut job = queue_row(2, State::Done, "A", "集計");
+        job.panel_row = Some(30);
+        let found = locate(&index, &tables, &job).map(|(p, r)| (p.sheet_id, r.row));
+        assert_eq!(found, Ok((5, 8)));
+        job.function = "消えた".into();
+        let miss = locate(&index, &tables, &job).map(|_| ()).unwrap_err();
+        assert!(
+            miss.to_string().contains("no function row \"消えた\""),
+            "{miss}"
+        );
+        job.target = "Z".into();
+        assert!(matches!(
+            locate(&index, &tables, &job),
+            Err(PanelMiss::NoPanel { .. })
+        ));
+    }
+
+    #[test]
+    fn waiting_and_running_rows_show_on_their_panel() {
+        let (index, tables) = one_panel(vec![
+            func_row(false, "集計", "", "r", "", ""),
+            func_row(false, "再起動", "✅ 完了 11/30 09:00", "r", "", ""),
+            func_row(false, "検査", "⏳ 順番待ち (前に 1 件)", "r", "", ""),
+        ]);
+        let mut running = queue_row(2, State::Running, "A", "集計");
+        running.started_at = Some(at(125));
+        let s = snapshot(vec![
+            running,
+            queue_row(3, State::Waiting, "A", "再起動"),
+            queue_row(4, State::Waiting, "A", "検査"),
+            queue_row(5, State::Waiting, "Z", "集計"),
+        ]);
+        let got = status_updates(&s, &index, &tables, tz(), &PanelLayout::default(), 20);
+        let got: Vec<(String, Cell)> = got
+            .into_iter()
+            .map(|v| (v.range, v.values[0][0].clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("'P'!C8".to_string(), json!("▶ 実行中 (14:05〜)")),
+                ("'P'!C9".to_string(), json!("⏳ 順番待ち (前に 0 件)")),
+            ],
+            "検査 already shows the right text; target Z has no panel"
+        );
+    }
+
+    #[test]
+    fn at_most_limit_cells_oldest_first_and_only_changed_ones() {
+        let rows: Vec<_> = (0..25)
+            .map(|i| func_row(false, &format!("f{i:02}"), "", "r", "", ""))
+            .collect();
+        let (index, mut tables) = one_panel(rows);
+        // Queue rows received newest-first in sheet order, to show the order is by 受付日時.
+        let jobs: Vec<_> = (0..25u32)
+            .map(|i| {
+                let mut r = queue_row(2 + i, State::Waiting, "A", &format!("f{:02}", 24 - i));
+                r.received_at = Some(at(0) - Duration::minutes(i64::from(i)));
+                r
+            })
+            .collect();
+        let s = snapshot(jobs);
+        let got = status_updates(&s, &index, &tables, tz(), &PanelLayout::default(), 20);
+        assert_eq!(got.len(), 20);
+        assert_eq!(got[0].range, "'P'!C8", "f00 was received first");
+        assert_eq!(got[0].values[0][0], json!("⏳ 順番待ち (前に 0 件)"));
+        assert_eq!(got[19].range, "'P'!C27");
+
+        // After the daemon wrote them, the next pass writes only the remaining five.
+        let table = tables.get_mut("A").unwrap_or_else(|| panic!("table A"));
+        for vr in &got {
+            let row: u32 = vr.range.trim_start_matches("'P'!C").parse().unwrap_or(0);
+            let r = table
+                .rows
+                .iter_mut()
+                .find(|r| r.row == row)
+                .unwrap_or_else(|| panic!("{row}"));
+            r.status = vr.values[0][0].as_str().unwrap_or_default().to_string();
+        }
+        let next = status_updates(&s, &index, &tables, tz(), &PanelLayout::default(), 20);
+        let ranges: Vec<&str> = next.iter().map(|v| v.range.as_str()).collect();
+        assert_eq!(
+            ranges,
+            ["'P'!C28", "'P'!C29", "'P'!C30", "'P'!C31", "'P'!C32"]
+        );
+    }
+}

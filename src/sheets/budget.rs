@@ -1,0 +1,235 @@
+//! The client-side request budget: a token bucket (GCRA, `governor`) that makes calls wait
+//! for their turn instead of spending Google's per-minute quota and being answered with 429.
+//!
+//! Google counts 60 read and 60 write requests per minute per user (a service account is one
+//! user). The default budget, 50 per minute with a burst of 5, keeps any 60-second window
+//! under that quota (at most `requests + burst - 1` = 54) while still letting a claim pass's
+//! two or three calls go out back to back.
+//!
+//! The clock is tokio's, so the window is honoured under `tokio::time::pause`, and the window
+//! length is a parameter, so tests prove the limit with a window of a second instead of a
+//! minute.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::clock::{Clock, Reference};
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+
+/// Requests per minute when the config does not say (Google's quota is 60).
+pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 50;
+
+/// A clock reading tokio's time as the duration since the limiter was made, so that a paused
+/// tokio clock also pauses the budget.
+#[derive(Debug, Clone)]
+struct TokioClock {
+    origin: tokio::time::Instant,
+}
+
+impl Clock for TokioClock {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        tokio::time::Instant::now().saturating_duration_since(self.origin)
+    }
+}
+
+type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Duration>>;
+
+struct Inner {
+    limiter: Limiter,
+    clock: TokioClock,
+    requests: u32,
+    per: Duration,
+    burst: u32,
+}
+
+/// A shared request budget: clones draw from the same bucket.
+#[derive(Clone)]
+pub struct Budget {
+    inner: Option<Arc<Inner>>,
+}
+
+impl std::fmt::Debug for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.inner {
+            None => f.write_str("Budget(unlimited)"),
+            Some(i) => write!(
+                f,
+                "Budget({} per {:?}, burst {})",
+                i.requests, i.per, i.burst
+            ),
+        }
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self::per_minute(DEFAULT_REQUESTS_PER_MINUTE)
+    }
+}
+
+impl Budget {
+    /// `requests` per `per`, with the default burst (a tenth of `requests`, at least 1).
+    ///
+    /// `requests` of 0 is treated as 1: a zero in a config file must not silently mean
+    /// "unlimited". Use [`Budget::unlimited`] to say that.
+    pub fn new(requests: u32, per: Duration) -> Self {
+        let requests = requests.max(1);
+        Self::with_burst(requests, per, (requests / 10).max(1))
+    }
+
+    /// `requests` per minute with the default burst.
+    pub fn per_minute(requests: u32) -> Self {
+        Self::new(requests, Duration::from_secs(60))
+    }
+
+    /// `requests` per `per`, of which up to `burst` may go out back to back after a quiet
+    /// spell. In any window of length `per` at most `requests + burst - 1` calls are let
+    /// through; the long-run rate is `requests / per`.
+    pub fn with_burst(requests: u32, per: Duration, burst: u32) -> Self {
+        let requests = requests.max(1);
+        let burst = burst.clamp(1, requests);
+        let per = per.max(Duration::from_millis(1));
+        let interval = per / requests;
+        let quota = Quota::with_period(interval.max(Duration::from_nanos(1)))
+            .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
+            .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
+        let clock = TokioClock {
+            origin: tokio::time::Instant::now(),
+        };
+        let limiter = RateLimiter::direct_with_clock(quota, clock.clone());
+        Self {
+            inner: Some(Arc::new(Inner {
+                limiter,
+                clock,
+                requests,
+                per,
+                burst,
+            })),
+        }
+    }
+
+    /// No client-side limit (Google's quota still applies and is met with retries).
+    pub fn unlimited() -> Self {
+        Self { inner: None }
+    }
+
+    /// Waits until one more request fits the budget and takes it. Returns how long it
+    /// waited (zero when the budget had room), so the caller can log and count throttling
+    /// with the method it was about to call.
+    pub async fn acquire(&self) -> Duration {
+        let Some(inner) = &self.inner else {
+            return Duration::ZERO;
+        };
+        let start = inner.clock.now();
+        loop {
+            match inner.limiter.check() {
+                Ok(()) => return inner.clock.now().duration_since(start).into(),
+                Err(not_until) => {
+                    let wait = not_until.wait_time_from(inner.clock.now());
+                    // A zero wait can come back on a clock tick boundary; sleep a little so
+                    // the loop cannot spin.
+                    tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+                }
+            }
+        }
+    }
+
+    /// Takes one request from the budget if there is room now, without waiting.
+    pub fn try_acquire(&self) -> bool {
+        match &self.inner {
+            None => true,
+            Some(inner) => inner.limiter.check().is_ok(),
+        }
+    }
+
+    /// `(requests, per, burst)`, or `None` when unlimited.
+    pub fn limits(&self) -> Option<(u32, Duration, u32)> {
+        self.inner.as_ref().map(|i| (i.requests, i.per, i.burst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_budget_stays_under_googles_quota() {
+        let (n, per, burst) = Budget::default().limits().unwrap_or_default();
+        assert_eq!(per, Duration::from_secs(60));
+        assert!(
+            n + burst - 1 < 60,
+            "default budget lets {} calls into one minute",
+            n + burst - 1
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn burst_then_one_per_interval() {
+        // 5 per second, burst 1: one call every 200 ms.
+        let budget = Budget::with_burst(5, Duration::from_secs(1), 1);
+        let start = tokio::time::Instant::now();
+        let mut waited = Vec::new();
+        for _ in 0..6 {
+            waited.push(budget.acquire().await);
+        }
+        assert_eq!(waited[0], Duration::ZERO, "first call must not wait");
+        assert!(
+            waited[1..].iter().all(|w| *w > Duration::ZERO),
+            "{waited:?}"
+        );
+        let elapsed = start.elapsed();
+        assert!(
+            elapsed >= Duration::from_millis(1000) && elapsed < Duration::from_millis(1100),
+            "6 calls at 5/s with burst 1 should take 1 s, took {elapsed:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn never_more_than_requests_plus_burst_in_a_window() {
+        let (requests, burst) = (10, 3);
+        let budget = Budget::with_burst(requests, Duration::from_secs(60), burst);
+        let limit = (requests + burst - 1) as usize;
+        let start = tokio::time::Instant::now();
+        let mut times = Vec::new();
+        while start.elapsed() < Duration::from_secs(180) {
+            budget.acquire().await;
+            times.push(start.elapsed());
+        }
+        for (i, t) in times.iter().enumerate() {
+            let in_window = times[i..]
+                .iter()
+                .take_while(|u| **u < *t + Duration::from_secs(60))
+                .count();
+            assert!(
+                in_window <= limit,
+                "{in_window} calls in the minute from {t:?}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn clones_share_the_bucket_and_unlimited_never_waits() {
+        let a = Budget::with_burst(2, Duration::from_secs(1), 2);
+        let b = a.clone();
+        assert!(a.try_acquire());
+        assert!(b.try_acquire());
+        assert!(!a.try_acquire(), "the clone must draw from the same bucket");
+        let free = Budget::unlimited();
+        for _ in 0..1000 {
+            assert_eq!(free.acquire().await, Duration::ZERO);
+        }
+    }
+
+    #[test]
+    fn zero_requests_is_not_unlimited() {
+        assert_eq!(
+            Budget::new(0, Duration::from_secs(60)).limits(),
+            Some((1, Duration::from_secs(60), 1))
+        );
+    }
+}

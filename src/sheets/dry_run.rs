@@ -1,0 +1,342 @@
+//! `--dry-run`: a decorator over any [`Sheets`] that performs reads and, instead of each
+//! write, logs what it would have sent (method, ranges, a summary of the values).
+//!
+//! Replies are chosen so that the daemon stays safe without knowing it is in dry-run:
+//! - every compare-and-swap reports `changed: 0`, so acquiring the lease fails and every
+//!   row's claim CAS fails: no job is ever claimed, so none runs (DESIGN §3 treats a CAS that
+//!   changed nothing as "not ours");
+//! - response ranges are read for real (one `values.batchGet`), so they show the sheet as it
+//!   is, which is consistent with nothing having changed;
+//! - `write` and `append` report success; an append reports the range it was given, since
+//!   no row was added;
+//! - `AddSheet` replies with the existing sheet of that title if there is one, otherwise a
+//!   placeholder with a sheet id that no sheet has.
+//!
+//! The daemon should still skip claiming entirely in dry-run, so its log shows the waits
+//! and results it would write rather than a stream of lost leases.
+
+use async_trait::async_trait;
+
+use super::{
+    AppendReply, BatchUpdate, BatchUpdateReply, Cell, Reply, Request, SheetMeta, Sheets,
+    SheetsError, SpreadsheetMeta, ValueRange,
+};
+
+/// How many leading cells of a write are shown in the log, and how long each may be.
+const SHOWN_CELLS: usize = 4;
+const SHOWN_CHARS: usize = 40;
+
+/// Passes reads through to `S`; logs writes and does not send them.
+#[derive(Debug)]
+pub struct DryRunSheets<S> {
+    inner: S,
+}
+
+impl<S: Sheets> DryRunSheets<S> {
+    pub fn new(inner: S) -> Self {
+        Self { inner }
+    }
+
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+fn short(cell: &Cell) -> String {
+    let text = match cell {
+        Cell::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    };
+    if text.chars().count() > SHOWN_CHARS {
+        format!("{}…", text.chars().take(SHOWN_CHARS).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// `3×16 cells: ["abc", 46000.5, …]`: the shape and first cells of a block of values.
+pub fn summarise(rows: &[Vec<Cell>]) -> String {
+    let cells: usize = rows.iter().map(Vec::len).sum();
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let first: Vec<String> = rows.iter().flatten().take(SHOWN_CELLS).map(short).collect();
+    let more = if cells > SHOWN_CELLS { ", …" } else { "" };
+    format!(
+        "{} rows × {width} cols, {cells} cells: [{}{more}]",
+        rows.len(),
+        first.join(", ")
+    )
+}
+
+fn describe(request: &Request) -> String {
+    match request {
+        Request::CompareAndSwap {
+            range,
+            find,
+            replacement,
+        } => format!(
+            "compare-and-swap sheet {} R{}C{}: {} → {}",
+            range.sheet_id,
+            range.start_row + 1,
+            range.start_col + 1,
+            short(&Cell::String(find.clone())),
+            short(&Cell::String(replacement.clone()))
+        ),
+        Request::UpdateCells { range, rows } => format!(
+            "update cells sheet {} from R{}C{}: {}",
+            range.sheet_id,
+            range.start_row + 1,
+            range.start_col + 1,
+            summarise(rows)
+        ),
+        Request::AddSheet { title, hidden, .. } => {
+            format!(
+                "add sheet {title:?}{}",
+                if *hidden { " (hidden)" } else { "" }
+            )
+        }
+        Request::UpdateSheetHidden { sheet_id, hidden } => {
+            format!("set sheet {sheet_id} hidden={hidden}")
+        }
+        Request::SetCheckboxes { range } => format!(
+            "checkboxes on sheet {} rows {}..{} cols {}..{}",
+            range.sheet_id,
+            range.start_row + 1,
+            range.end_row,
+            range.start_col + 1,
+            range.end_col
+        ),
+    }
+}
+
+impl<S: Sheets> DryRunSheets<S> {
+    /// The reply to an `AddSheet` that was not sent.
+    async fn pretend_add_sheet(
+        &self,
+        meta: &mut Option<SpreadsheetMeta>,
+        title: &str,
+        hidden: bool,
+        row_count: i32,
+        column_count: i32,
+    ) -> Result<SheetMeta, SheetsError> {
+        if meta.is_none() {
+            *meta = Some(self.inner.metadata().await?);
+        }
+        let meta = meta.get_or_insert_with(SpreadsheetMeta::default);
+        if let Some(existing) = meta.sheet(title) {
+            return Ok(existing.clone());
+        }
+        let sheet = SheetMeta {
+            sheet_id: meta.sheets.iter().map(|s| s.sheet_id).max().unwrap_or(0) + 1,
+            title: title.to_string(),
+            index: i32::try_from(meta.sheets.len()).unwrap_or(i32::MAX),
+            hidden,
+            row_count,
+            column_count,
+        };
+        meta.sheets.push(sheet.clone());
+        Ok(sheet)
+    }
+}
+
+#[async_trait]
+impl<S: Sheets> Sheets for DryRunSheets<S> {
+    async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {
+        self.inner.metadata().await
+    }
+
+    async fn read(&self, ranges: &[String]) -> Result<Vec<ValueRange>, SheetsError> {
+        self.inner.read(ranges).await
+    }
+
+    async fn write(&self, data: &[ValueRange]) -> Result<(), SheetsError> {
+        for vr in data {
+            tracing::info!(
+                dry_run = true,
+                method = "values.batchUpdate",
+                range = %vr.range,
+                values = %summarise(&vr.values),
+                "dry run: not writing"
+            );
+        }
+        Ok(())
+    }
+
+    async fn batch_update(&self, batch: &BatchUpdate) -> Result<BatchUpdateReply, SheetsError> {
+        let mut meta = None;
+        let mut replies = Vec::with_capacity(batch.requests.len());
+        for request in &batch.requests {
+            tracing::info!(
+                dry_run = true,
+                method = "spreadsheets.batchUpdate",
+                request = %describe(request),
+                "dry run: not sending"
+            );
+            replies.push(match request {
+                Request::CompareAndSwap { .. } => Reply::CompareAndSwap { changed: 0 },
+                Request::AddSheet {
+                    title,
+                    hidden,
+                    row_count,
+                    column_count,
+                } => Reply::AddSheet {
+                    sheet: self
+                        .pretend_add_sheet(&mut meta, title, *hidden, *row_count, *column_count)
+                        .await?,
+                },
+                _ => Reply::Empty,
+            });
+        }
+        let ranges = if batch.response_ranges.is_empty() {
+            Vec::new()
+        } else {
+            self.inner.read(&batch.response_ranges).await?
+        };
+        Ok(BatchUpdateReply { replies, ranges })
+    }
+
+    async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError> {
+        tracing::info!(
+            dry_run = true,
+            method = "values.append",
+            range = %range,
+            values = %summarise(rows),
+            "dry run: not appending"
+        );
+        Ok(AppendReply {
+            updated_range: range.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sheets::{ErrorKind, GridRange};
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    /// A port that answers reads and fails the test on any write.
+    #[derive(Default)]
+    struct ReadOnly {
+        reads: Mutex<Vec<Vec<String>>>,
+    }
+
+    fn refuse(method: &'static str) -> SheetsError {
+        SheetsError::new(ErrorKind::Fatal, method, "dry run sent a write")
+    }
+
+    #[async_trait]
+    impl Sheets for ReadOnly {
+        async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {
+            Ok(SpreadsheetMeta {
+                spreadsheet_id: "x".into(),
+                time_zone: "Asia/Tokyo".into(),
+                sheets: vec![SheetMeta {
+                    sheet_id: 9,
+                    title: "_ワーカー".into(),
+                    ..Default::default()
+                }],
+            })
+        }
+        async fn read(&self, ranges: &[String]) -> Result<Vec<ValueRange>, SheetsError> {
+            if let Ok(mut r) = self.reads.lock() {
+                r.push(ranges.to_vec());
+            }
+            Ok(ranges
+                .iter()
+                .map(|r| ValueRange::new(r.clone(), vec![vec![json!("free")]]))
+                .collect())
+        }
+        async fn write(&self, _: &[ValueRange]) -> Result<(), SheetsError> {
+            Err(refuse("values.batchUpdate"))
+        }
+        async fn batch_update(&self, _: &BatchUpdate) -> Result<BatchUpdateReply, SheetsError> {
+            Err(refuse("spreadsheets.batchUpdate"))
+        }
+        async fn append(&self, _: &str, _: &[Vec<Cell>]) -> Result<AppendReply, SheetsError> {
+            Err(refuse("values.append"))
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_are_not_sent_and_claims_fail_safely() {
+        let dry = DryRunSheets::new(ReadOnly::default());
+        dry.write(&[ValueRange::new("'Q'!A1", vec![vec![json!("x")]])])
+            .await
+            .map_err(|e| e.to_string())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let appended = dry.append("'Q'!A:P", &[vec![json!("job")]]).await;
+        assert_eq!(
+            appended.ok().map(|a| a.updated_range),
+            Some("'Q'!A:P".into())
+        );
+
+        let batch = BatchUpdate {
+            requests: vec![
+                Request::CompareAndSwap {
+                    range: GridRange::cell(9, 0, 1),
+                    find: "free".into(),
+                    replacement: "lease|me|n|t".into(),
+                },
+                Request::UpdateCells {
+                    range: GridRange::cell(1, 3, 0),
+                    rows: vec![vec![json!("実行中")]],
+                },
+                Request::AddSheet {
+                    title: "_ワーカー".into(),
+                    hidden: true,
+                    row_count: 10,
+                    column_count: 5,
+                },
+                Request::AddSheet {
+                    title: "new".into(),
+                    hidden: false,
+                    row_count: 10,
+                    column_count: 5,
+                },
+            ],
+            response_ranges: vec!["'_ワーカー'!B1".into()],
+        };
+        let reply = dry
+            .batch_update(&batch)
+            .await
+            .map_err(|e| e.to_string())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(reply.replies[0], Reply::CompareAndSwap { changed: 0 });
+        assert_eq!(reply.replies[1], Reply::Empty);
+        match (&reply.replies[2], &reply.replies[3]) {
+            (Reply::AddSheet { sheet: a }, Reply::AddSheet { sheet: b }) => {
+                assert_eq!(a.sheet_id, 9, "an existing sheet is answered as itself");
+                assert_eq!(b.sheet_id, 10, "a new sheet gets an unused id");
+            }
+            other => panic!("unexpected replies {other:?}"),
+        }
+        assert_eq!(
+            reply.ranges,
+            vec![ValueRange::new("'_ワーカー'!B1", vec![vec![json!("free")]])],
+            "response ranges are the sheet as it is"
+        );
+        let reads = dry
+            .inner()
+            .reads
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        assert_eq!(reads, vec![vec!["'_ワーカー'!B1".to_string()]]);
+    }
+
+    #[test]
+    fn summary_shows_shape_and_first_cells() {
+        let long = "x".repeat(100);
+        let s = summarise(&[
+            vec![json!("a"), json!(1), json!(long)],
+            vec![json!(true), json!(null)],
+        ]);
+        assert!(
+            s.starts_with("2 rows × 3 cols, 5 cells: [\"a\", 1, \""),
+            "{s}"
+        );
+        assert!(s.contains("…"), "{s}");
+        assert!(s.ends_with(", …]"), "{s}");
+    }
+}

@@ -1,0 +1,837 @@
+//! The Google implementation of the [`Sheets`] port: `google-sheets4` over HTTPS (plain HTTP
+//! for the loopback emulator), with per-call timeouts, retries with full-jitter backoff, the
+//! client-side request budget and counters.
+//!
+//! This file (and `google/`) is the only place in sheetq that names a `google-sheets4` type.
+//! Each port method is one API call:
+//! - `metadata` → `spreadsheets.get` (properties and sheet properties only);
+//! - `read` → `values.batchGet` with `UNFORMATTED_VALUE`, `SERIAL_NUMBER`, `ROWS`;
+//! - `write` → `values.batchUpdate` with `RAW`;
+//! - `batch_update` → `spreadsheets.batchUpdate`, the response ranges read back in the same
+//!   call from `updatedSpreadsheet` grid data;
+//! - `append` → `values.append` with `INSERT_ROWS`, `RAW`.
+//!
+//! Every attempt first takes its turn from the [`Budget`], then runs under its own
+//! `tokio::time::timeout` (the hub has none). Failures are classified once, here, from
+//! Google's JSON error (`error.code`/`error.status`) or the transport error.
+
+mod convert;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use google_sheets4::api::{self, Scope};
+use google_sheets4::common;
+use hyper_rustls::HttpsConnectorBuilder;
+
+use super::auth::{self, Connector, Credentials, CredentialsError, TokenError, TokenSource};
+use super::budget::Budget;
+use super::retry::{self, RetryPolicy, Retryable};
+use super::stats::{ApiMethod, Outcome, SheetsStats};
+use super::{
+    AppendReply, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Sheets, SheetsError,
+    SpreadsheetMeta, ValueRange,
+};
+
+/// Google's endpoint.
+pub const DEFAULT_API_BASE_URL: &str = "https://sheets.googleapis.com/";
+
+/// Per-call timeout when the config does not say. Google fails requests after 180 s; a
+/// sheetq call is small, and a hung one should be retried long before that.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How to build a [`GoogleSheets`].
+#[derive(Debug, Clone)]
+pub struct GoogleSheetsConfig {
+    pub spreadsheet_id: String,
+    /// Where the API lives; a trailing `/` is added if missing (the hub needs it).
+    pub api_base_url: String,
+    pub credentials: Credentials,
+    /// Bound on each HTTP attempt, token fetch included.
+    pub call_timeout: Duration,
+    /// Bound on fetching an access token alone.
+    pub token_timeout: Duration,
+    pub retry: RetryPolicy,
+    /// Shared with any other client that spends the same quota.
+    pub budget: Budget,
+}
+
+impl GoogleSheetsConfig {
+    /// Google's endpoint, 30 s timeouts, the default retry policy and a 50/min budget.
+    pub fn new(spreadsheet_id: impl Into<String>, credentials: Credentials) -> Self {
+        Self {
+            spreadsheet_id: spreadsheet_id.into(),
+            api_base_url: DEFAULT_API_BASE_URL.to_string(),
+            credentials,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            token_timeout: DEFAULT_CALL_TIMEOUT,
+            retry: RetryPolicy::default(),
+            budget: Budget::default(),
+        }
+    }
+}
+
+/// Why a [`GoogleSheets`] could not be built: a startup error for the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+    #[error("api_base_url {url:?} is not usable: {reason}")]
+    BaseUrl { url: String, reason: String },
+    #[error("spreadsheet_id is empty: set it to the id in the spreadsheet's URL (…/d/<id>/edit)")]
+    NoSpreadsheetId,
+}
+
+type Hub = google_sheets4::Sheets<Connector>;
+
+/// The spreadsheet, reached through Google's API.
+pub struct GoogleSheets {
+    hub: Hub,
+    spreadsheet_id: String,
+    /// `spreadsheet_id` percent-encoded: the hub puts it into the URL path verbatim.
+    encoded_id: String,
+    base_url: String,
+    call_timeout: Duration,
+    retry: RetryPolicy,
+    budget: Budget,
+    stats: Arc<SheetsStats>,
+    tokens: TokenSource,
+    /// The service account's e-mail, for "share the spreadsheet with ..." hints.
+    client_email: Option<String>,
+}
+
+impl std::fmt::Debug for GoogleSheets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GoogleSheets")
+            .field("spreadsheet_id", &self.spreadsheet_id)
+            .field("base_url", &self.base_url)
+            .field("client_email", &self.client_email)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The TLS connector: the system's roots (webpki's if there are none), HTTP allowed because
+/// the emulator listens on plain loopback HTTP.
+fn connector() -> Connector {
+    let builder = match HttpsConnectorBuilder::new().with_native_roots() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::debug!(error = %e, "no native root certificates; using webpki roots");
+            HttpsConnectorBuilder::new().with_webpki_roots()
+        }
+    };
+    builder.https_or_http().enable_http1().build()
+}
+
+/// `url` with exactly one trailing `/`, checked to be an http(s) URL.
+fn normalise_base_url(url: &str) -> Result<String, BuildError> {
+    let bad = |reason: &str| BuildError::BaseUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let trimmed = url.trim();
+    let uri: hyper::Uri = trimmed.parse().map_err(|_| bad("not a URL"))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => {
+            return Err(bad(
+                "it must start with https:// (or http:// for a local emulator)",
+            ))
+        }
+    }
+    if uri.host().is_none() {
+        return Err(bad("it has no host"));
+    }
+    if uri.query().is_some() {
+        return Err(bad("it must not have a query"));
+    }
+    Ok(format!("{}/", trimmed.trim_end_matches('/')))
+}
+
+impl GoogleSheets {
+    /// Reads and checks the credentials and builds the client. Nothing is sent yet: the
+    /// first call fetches the token.
+    pub async fn new(config: GoogleSheetsConfig) -> Result<Self, BuildError> {
+        if config.spreadsheet_id.trim().is_empty() {
+            return Err(BuildError::NoSpreadsheetId);
+        }
+        let base_url = normalise_base_url(&config.api_base_url)?;
+        let key = auth::load_key(&config.credentials).await?;
+        let tokens = auth::token_source(
+            &config.credentials,
+            key.as_ref(),
+            connector(),
+            config.token_timeout,
+        )
+        .await?;
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(connector());
+        let mut hub = Hub::new(client, tokens.clone());
+        hub.base_url(base_url.clone());
+        hub.root_url(base_url.clone());
+        hub.user_agent(format!("sheetq/{}", env!("CARGO_PKG_VERSION")));
+        tracing::info!(
+            spreadsheet_id = %config.spreadsheet_id,
+            api = %base_url,
+            credentials = %config.credentials,
+            client_email = key.as_ref().map(|k| k.client_email.as_str()).unwrap_or("(metadata server)"),
+            budget = ?config.budget,
+            "Sheets API client ready"
+        );
+        Ok(Self {
+            hub,
+            encoded_id: convert::encode_path_param(config.spreadsheet_id.trim()),
+            spreadsheet_id: config.spreadsheet_id.trim().to_string(),
+            base_url,
+            call_timeout: config.call_timeout,
+            retry: config.retry,
+            budget: config.budget,
+            stats: Arc::new(SheetsStats::new()),
+            tokens,
+            client_email: key.map(|k| k.client_email),
+        })
+    }
+
+    pub fn spreadsheet_id(&self) -> &str {
+        &self.spreadsheet_id
+    }
+
+    /// The counters of this client, to be rendered by the metrics endpoint.
+    pub fn stats(&self) -> Arc<SheetsStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// The OAuth scopes asked for so far (always only the spreadsheets scope).
+    pub fn requested_scopes(&self) -> Vec<Vec<String>> {
+        self.tokens.requested_scopes()
+    }
+
+    /// One API call: budget, timeout, classification and retries around `op`, which builds
+    /// and sends one attempt.
+    async fn call<T, F, Fut>(&self, method: ApiMethod, op: F) -> Result<T, SheetsError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = common::Result<(common::Response, T)>>,
+    {
+        let name = method.name();
+        let result = retry::retry(
+            &self.retry,
+            |attempt| {
+                let send = op();
+                async move {
+                    let waited = self.budget.acquire().await;
+                    if !waited.is_zero() {
+                        self.stats.record_throttled(waited);
+                        tracing::info!(
+                            method = name,
+                            waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+                            "request budget spent; the call waited for its turn"
+                        );
+                    }
+                    tracing::debug!(method = name, attempt, "sending");
+                    let outcome = tokio::time::timeout(self.call_timeout, send).await;
+                    let failure = match outcome {
+                        Ok(Ok((_response, value))) => {
+                            self.stats.record_request(method, Outcome::Ok);
+                            return Ok(value);
+                        }
+                        Ok(Err(e)) => classify(method, e, &self.context()),
+                        Err(_) => Failure::timeout(method, self.call_timeout),
+                    };
+                    self.stats.record_request(method, failure.outcome);
+                    Err(failure)
+                }
+            },
+            |ev| {
+                self.stats.record_retry();
+                tracing::warn!(
+                    method = name,
+                    attempt = ev.attempt,
+                    delay_ms = u64::try_from(ev.delay.as_millis()).unwrap_or(u64::MAX),
+                    reason = ev.reason,
+                    error = %ev.error.error.message,
+                    "Sheets API call failed; retrying"
+                );
+            },
+        )
+        .await;
+        result.map_err(|gave_up| {
+            let mut error = gave_up.error.error;
+            if gave_up.attempts > 1 {
+                error.message = format!(
+                    "{} (gave up after {} attempts in {:.1?})",
+                    error.message, gave_up.attempts, gave_up.elapsed
+                );
+            }
+            error
+        })
+    }
+
+    fn context(&self) -> Context<'_> {
+        Context {
+            spreadsheet_id: &self.spreadsheet_id,
+            base_url: &self.base_url,
+            client_email: self.client_email.as_deref(),
+        }
+    }
+}
+
+#[async_trait]
+impl Sheets for GoogleSheets {
+    async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {
+        let s = self
+            .call(ApiMethod::SpreadsheetsGet, || {
+                self.hub
+                    .spreadsheets()
+                    .get(&self.encoded_id)
+                    .include_grid_data(false)
+                    .param(
+                        "fields",
+                        "spreadsheetId,properties.timeZone,sheets.properties",
+                    )
+                    .add_scope(Scope::Spreadsheet)
+                    .doit()
+            })
+            .await?;
+        Ok(convert::spreadsheet_meta(&self.spreadsheet_id, &s))
+    }
+
+    async fn read(&self, ranges: &[String]) -> Result<Vec<ValueRange>, SheetsError> {
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let method = ApiMethod::ValuesBatchGet;
+        let reply = self
+            .call(method, || {
+                // `ranges` travel in the query string, which the client encodes itself.
+                let mut call = self
+                    .hub
+                    .spreadsheets()
+                    .values_batch_get(&self.encoded_id)
+                    .value_render_option("UNFORMATTED_VALUE")
+                    .date_time_render_option("SERIAL_NUMBER")
+                    .major_dimension("ROWS")
+                    .add_scope(Scope::Spreadsheet);
+                for r in ranges {
+                    call = call.add_ranges(r);
+                }
+                call.doit()
+            })
+            .await?;
+        let got = reply.value_ranges.unwrap_or_default();
+        if got.len() != ranges.len() {
+            return Err(SheetsError::new(
+                ErrorKind::Fatal,
+                method.name(),
+                format!(
+                    "asked for {} ranges, the reply has {}",
+                    ranges.len(),
+                    got.len()
+                ),
+            ));
+        }
+        Ok(got
+            .into_iter()
+            .zip(ranges)
+            .map(|(vr, asked)| {
+                ValueRange::new(
+                    vr.range.unwrap_or_else(|| asked.clone()),
+                    vr.values.unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+
+    async fn write(&self, data: &[ValueRange]) -> Result<(), SheetsError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let request = api::BatchUpdateValuesRequest {
+            data: Some(
+                data.iter()
+                    .map(|vr| api::ValueRange {
+                        range: Some(vr.range.clone()),
+                        major_dimension: Some("ROWS".into()),
+                        values: Some(convert::to_api_rows(&vr.values)),
+                    })
+                    .collect(),
+            ),
+            value_input_option: Some("RAW".into()),
+            include_values_in_response: Some(false),
+            ..Default::default()
+        };
+        self.call(ApiMethod::ValuesBatchUpdate, || {
+            self.hub
+                .spreadsheets()
+                .values_batch_update(request.clone(), &self.encoded_id)
+                .add_scope(Scope::Spreadsheet)
+                .doit()
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn batch_update(&self, batch: &BatchUpdate) -> Result<BatchUpdateReply, SheetsError> {
+        let method = ApiMethod::SpreadsheetsBatchUpdate;
+        let want_ranges = !batch.response_ranges.is_empty();
+        let request = api::BatchUpdateSpreadsheetRequest {
+            requests: Some(batch.requests.iter().map(convert::to_api_request).collect()),
+            include_spreadsheet_in_response: Some(want_ranges),
+            response_ranges: want_ranges.then(|| batch.response_ranges.clone()),
+            response_include_grid_data: Some(want_ranges),
+        };
+        let reply = self
+            .call(method, || {
+                self.hub
+                    .spreadsheets()
+                    .batch_update(request.clone(), &self.encoded_id)
+                    .add_scope(Scope::Spreadsheet)
+                    .doit()
+            })
+            .await?;
+        let fatal = |m: String| SheetsError::new(ErrorKind::Fatal, method.name(), m);
+        let replies = convert::replies(
+            &batch.requests,
+            reply.replies.as_deref().unwrap_or_default(),
+        )
+        .map_err(fatal)?;
+        let ranges =
+            convert::response_ranges(&batch.response_ranges, reply.updated_spreadsheet.as_ref())
+                .map_err(fatal)?;
+        Ok(BatchUpdateReply { replies, ranges })
+    }
+
+    async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError> {
+        let request = api::ValueRange {
+            range: Some(range.to_string()),
+            major_dimension: Some("ROWS".into()),
+            values: Some(convert::to_api_rows(rows)),
+        };
+        let encoded_range = convert::encode_path_param(range);
+        let reply = self
+            .call(ApiMethod::ValuesAppend, || {
+                self.hub
+                    .spreadsheets()
+                    .values_append(request.clone(), &self.encoded_id, &encoded_range)
+                    .value_input_option("RAW")
+                    .insert_data_option("INSERT_ROWS")
+                    .add_scope(Scope::Spreadsheet)
+                    .doit()
+            })
+            .await?;
+        Ok(AppendReply {
+            updated_range: reply
+                .updates
+                .and_then(|u| u.updated_range)
+                .unwrap_or_default(),
+        })
+    }
+}
+
+/// What a failure message may mention.
+struct Context<'a> {
+    spreadsheet_id: &'a str,
+    base_url: &'a str,
+    client_email: Option<&'a str>,
+}
+
+/// One failed attempt, classified.
+#[derive(Debug)]
+struct Failure {
+    error: SheetsError,
+    outcome: Outcome,
+    /// Whether the retry loop may repeat the call here. False for errors that cannot
+    /// succeed, and for a non-idempotent call whose failure leaves open that it was applied
+    /// (the error stays `Retryable` for the caller, which can check the sheet first).
+    retry_here: bool,
+}
+
+impl Retryable for Failure {
+    fn retry_reason(&self) -> Option<String> {
+        self.retry_here.then(|| self.outcome.label().to_string())
+    }
+}
+
+impl Failure {
+    fn new(
+        method: ApiMethod,
+        kind: ErrorKind,
+        outcome: Outcome,
+        not_applied: bool,
+        message: String,
+    ) -> Self {
+        let retry_here = kind == ErrorKind::Retryable && (not_applied || method.is_idempotent());
+        Self {
+            error: SheetsError::new(kind, method.name(), message),
+            outcome,
+            retry_here,
+        }
+    }
+
+    fn timeout(method: ApiMethod, timeout: Duration) -> Self {
+        Self::new(
+            method,
+            ErrorKind::Retryable,
+            Outcome::Timeout,
+            false,
+            format!("no reply within {timeout:?}"),
+        )
+    }
+}
+
+/// The kind of a Google error from its HTTP code, or its gRPC status name when the code is
+/// missing.
+fn kind_of(code: Option<u16>, status: Option<&str>) -> ErrorKind {
+    match code {
+        Some(408 | 409 | 429) | Some(500..=599) => ErrorKind::Retryable,
+        Some(400) => ErrorKind::InvalidArgument,
+        Some(401 | 403) => ErrorKind::Permission,
+        Some(404) => ErrorKind::NotFound,
+        Some(_) => ErrorKind::Fatal,
+        None => match status.unwrap_or_default() {
+            "RESOURCE_EXHAUSTED" | "UNAVAILABLE" | "INTERNAL" | "DEADLINE_EXCEEDED" | "ABORTED" => {
+                ErrorKind::Retryable
+            }
+            "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE" => {
+                ErrorKind::InvalidArgument
+            }
+            "PERMISSION_DENIED" | "UNAUTHENTICATED" => ErrorKind::Permission,
+            "NOT_FOUND" => ErrorKind::NotFound,
+            _ => ErrorKind::Fatal,
+        },
+    }
+}
+
+/// Google's message, with the fix where sheetq knows it.
+fn google_message(
+    code: Option<u16>,
+    status: Option<&str>,
+    message: &str,
+    ctx: &Context<'_>,
+) -> String {
+    let head = match (code, status) {
+        (Some(c), Some(s)) => format!("{c} {s}: {message}"),
+        (Some(c), None) => format!("{c}: {message}"),
+        (None, Some(s)) => format!("{s}: {message}"),
+        (None, None) => message.to_string(),
+    };
+    let hint = match code {
+        Some(403) => match ctx.client_email {
+            Some(email) => format!(
+                " (share spreadsheet {} with {email} as an editor)",
+                ctx.spreadsheet_id
+            ),
+            None => format!(
+                " (share spreadsheet {} with the VM's service account as an editor)",
+                ctx.spreadsheet_id
+            ),
+        },
+        Some(404) => format!(
+            " (check spreadsheet_id {:?}, and that the sheet named in the range exists)",
+            ctx.spreadsheet_id
+        ),
+        Some(429) => " (quota exceeded; consider a lower request budget)".to_string(),
+        _ => String::new(),
+    };
+    format!("{head}{hint}")
+}
+
+/// The message of an error and its sources, `: `-joined.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string().trim_end().to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(text.trim_end()) {
+            out.push_str(": ");
+            out.push_str(text.trim_end());
+        }
+        source = s.source();
+    }
+    out
+}
+
+fn classify(method: ApiMethod, error: common::Error, ctx: &Context<'_>) -> Failure {
+    use common::Error as E;
+    match error {
+        E::BadRequest(json) => {
+            let err = &json["error"];
+            let code = err["code"].as_u64().and_then(|c| u16::try_from(c).ok());
+            let status = err["status"].as_str();
+            let message = err["message"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| json.to_string());
+            let kind = kind_of(code, status);
+            let outcome = code.map(Outcome::from_status).unwrap_or(Outcome::Other);
+            // Google rejects a 429 or 503 before applying anything.
+            let not_applied = matches!(code, Some(429 | 503));
+            Failure::new(
+                method,
+                kind,
+                outcome,
+                not_applied,
+                google_message(code, status, &message, ctx),
+            )
+        }
+        E::Failure(response) => {
+            let code = response.status().as_u16();
+            Failure::new(
+                method,
+                kind_of(Some(code), None),
+                Outcome::from_status(code),
+                matches!(code, 429 | 503),
+                format!(
+                    "HTTP {} from {} without a JSON error body",
+                    response.status(),
+                    ctx.base_url
+                ),
+            )
+        }
+        E::HttpError(e) => {
+            // A connect error means nothing reached the server.
+            let not_applied = e.is_connect();
+            Failure::new(
+                method,
+                ErrorKind::Retryable,
+                Outcome::Connection,
+                not_applied,
+                format!("no reply from {}: {}", ctx.base_url, chain(&e)),
+            )
+        }
+        E::MissingToken(e) => {
+            let permanent = e
+                .downcast_ref::<TokenError>()
+                .is_some_and(TokenError::is_permanent);
+            let kind = if permanent {
+                ErrorKind::Permission
+            } else {
+                ErrorKind::Retryable
+            };
+            Failure::new(method, kind, Outcome::Token, true, chain(e.as_ref()))
+        }
+        E::JsonDecodeError(body, e) if body.trim().is_empty() || e.is_eof() => Failure::new(
+            method,
+            ErrorKind::Retryable,
+            Outcome::Connection,
+            false,
+            format!("the reply was cut off: {e}"),
+        ),
+        E::JsonDecodeError(body, e) => Failure::new(
+            method,
+            ErrorKind::Fatal,
+            Outcome::Other,
+            false,
+            format!(
+                "unexpected reply ({e}): {}",
+                body.chars().take(200).collect::<String>()
+            ),
+        ),
+        E::Io(e) => Failure::new(
+            method,
+            ErrorKind::Retryable,
+            Outcome::Connection,
+            false,
+            format!("reading the reply failed: {e}"),
+        ),
+        other => Failure::new(
+            method,
+            ErrorKind::Fatal,
+            Outcome::Other,
+            false,
+            other.to_string().trim_end().to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const CTX: Context<'static> = Context {
+        spreadsheet_id: "SHEET",
+        base_url: "http://127.0.0.1:9/",
+        client_email: Some("bot@p.iam.gserviceaccount.com"),
+    };
+
+    fn google(code: u16, status: &str, message: &str) -> common::Error {
+        common::Error::BadRequest(
+            json!({"error": {"code": code, "status": status, "message": message}}),
+        )
+    }
+
+    #[test]
+    fn quota_and_server_errors_are_retried() {
+        for (code, status) in [
+            (429, "RESOURCE_EXHAUSTED"),
+            (500, "INTERNAL"),
+            (503, "UNAVAILABLE"),
+        ] {
+            let f = classify(
+                ApiMethod::ValuesBatchUpdate,
+                google(code, status, "busy"),
+                &CTX,
+            );
+            assert_eq!(f.error.kind, ErrorKind::Retryable, "{code}");
+            assert!(f.retry_reason().is_some(), "{code} must be retried");
+            assert_eq!(f.outcome, Outcome::from_status(code));
+        }
+    }
+
+    #[test]
+    fn client_errors_are_not_retried_and_keep_googles_message() {
+        let f = classify(
+            ApiMethod::ValuesBatchGet,
+            google(400, "INVALID_ARGUMENT", "Unable to parse range: Nope!A1"),
+            &CTX,
+        );
+        assert_eq!(f.error.kind, ErrorKind::InvalidArgument);
+        assert!(f.retry_reason().is_none());
+        assert_eq!(f.error.method, "values.batchGet");
+        assert!(
+            f.error.message.contains("Unable to parse range: Nope!A1"),
+            "{}",
+            f.error.message
+        );
+
+        let f = classify(
+            ApiMethod::ValuesBatchGet,
+            google(
+                403,
+                "PERMISSION_DENIED",
+                "The caller does not have permission",
+            ),
+            &CTX,
+        );
+        assert_eq!(f.error.kind, ErrorKind::Permission);
+        assert!(
+            f.error.message.contains("bot@p.iam.gserviceaccount.com"),
+            "{}",
+            f.error.message
+        );
+
+        let f = classify(
+            ApiMethod::SpreadsheetsGet,
+            google(404, "NOT_FOUND", "Requested entity was not found."),
+            &CTX,
+        );
+        assert_eq!(f.error.kind, ErrorKind::NotFound);
+        assert!(f.error.message.contains("SHEET"), "{}", f.error.message);
+
+        let f = classify(
+            ApiMethod::SpreadsheetsGet,
+            google(401, "UNAUTHENTICATED", "bad token"),
+            &CTX,
+        );
+        assert_eq!(f.error.kind, ErrorKind::Permission);
+        assert!(f.retry_reason().is_none());
+    }
+
+    #[test]
+    fn status_name_is_enough_without_a_code() {
+        assert_eq!(
+            kind_of(None, Some("RESOURCE_EXHAUSTED")),
+            ErrorKind::Retryable
+        );
+        assert_eq!(
+            kind_of(None, Some("INVALID_ARGUMENT")),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            kind_of(None, Some("PERMISSION_DENIED")),
+            ErrorKind::Permission
+        );
+        assert_eq!(kind_of(None, Some("NOT_FOUND")), ErrorKind::NotFound);
+        assert_eq!(kind_of(None, None), ErrorKind::Fatal);
+    }
+
+    #[test]
+    fn an_append_is_only_repeated_when_it_surely_was_not_applied() {
+        let f = classify(
+            ApiMethod::ValuesAppend,
+            google(429, "RESOURCE_EXHAUSTED", "quota"),
+            &CTX,
+        );
+        assert!(f.retry_reason().is_some());
+        let f = classify(
+            ApiMethod::ValuesAppend,
+            google(500, "INTERNAL", "oops"),
+            &CTX,
+        );
+        assert_eq!(
+            f.error.kind,
+            ErrorKind::Retryable,
+            "the caller may still retry"
+        );
+        assert!(f.retry_reason().is_none(), "a 500 append may have landed");
+        let f = Failure::timeout(ApiMethod::ValuesAppend, Duration::from_secs(1));
+        assert!(f.retry_reason().is_none());
+        let f = Failure::timeout(ApiMethod::ValuesBatchUpdate, Duration::from_secs(1));
+        assert!(f.retry_reason().is_some());
+    }
+
+    #[test]
+    fn token_failures_are_retried_unless_the_key_is_rejected() {
+        let transient = common::Error::MissingToken(Box::new(TokenError::Timeout {
+            source_desc: "metadata".into(),
+            timeout: Duration::from_secs(3),
+        }));
+        let f = classify(ApiMethod::ValuesAppend, transient, &CTX);
+        assert_eq!(f.outcome, Outcome::Token);
+        assert!(
+            f.retry_reason().is_some(),
+            "no request was sent, even an append may retry"
+        );
+        let rejected = common::Error::MissingToken(Box::new(TokenError::Failed {
+            source_desc: "key file k.json".into(),
+            message: "invalid_grant: Invalid JWT Signature.".into(),
+            rejected: true,
+        }));
+        let f = classify(ApiMethod::ValuesBatchGet, rejected, &CTX);
+        assert_eq!(f.error.kind, ErrorKind::Permission);
+        assert!(f.error.message.contains("k.json"), "{}", f.error.message);
+        assert!(f.retry_reason().is_none());
+    }
+
+    #[test]
+    fn cut_off_replies_are_retried_garbage_is_not() {
+        let eof = serde_json::from_str::<serde_json::Value>("{\"a\":").err();
+        if let Some(e) = eof {
+            let f = classify(
+                ApiMethod::ValuesBatchGet,
+                common::Error::JsonDecodeError("{\"a\":".into(), e),
+                &CTX,
+            );
+            assert!(f.retry_reason().is_some());
+        }
+        let bad = serde_json::from_str::<serde_json::Value>("<html>").err();
+        if let Some(e) = bad {
+            let f = classify(
+                ApiMethod::ValuesBatchGet,
+                common::Error::JsonDecodeError("<html>".into(), e),
+                &CTX,
+            );
+            assert_eq!(f.error.kind, ErrorKind::Fatal);
+        }
+    }
+
+    #[test]
+    fn base_url_gets_exactly_one_trailing_slash() {
+        let ok = |u: &str| normalise_base_url(u).ok();
+        assert_eq!(
+            ok("http://127.0.0.1:8787"),
+            Some("http://127.0.0.1:8787/".into())
+        );
+        assert_eq!(
+            ok("https://sheets.googleapis.com/"),
+            Some(DEFAULT_API_BASE_URL.into())
+        );
+        assert_eq!(ok("http://h/prefix//"), Some("http://h/prefix/".into()));
+        assert!(ok("sheets.googleapis.com").is_none());
+        assert!(ok("ftp://h/").is_none());
+    }
+}

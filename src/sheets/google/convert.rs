@@ -1,0 +1,617 @@
+//! Pure translation between the port's value types and `google-sheets4`'s: requests out,
+//! replies and grid data back, and the encoding of the parts the client crate puts into the
+//! URL unencoded. No I/O, so every rule here is unit-tested with plain values.
+
+use google_sheets4::api;
+use google_sheets4::FieldMask;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use serde_json::Value;
+
+use crate::a1::A1Range;
+use crate::sheets::{Cell, GridRange, Reply, Request, SheetMeta, SpreadsheetMeta, ValueRange};
+
+/// Everything but RFC 3986 unreserved characters. `google-sheets4` substitutes `{range}` and
+/// `{spreadsheetId}` into the URL path verbatim, so a `#` would start a fragment, a `?` the
+/// query, a `/` a new path segment and a `%` a bogus escape. Encoding `:` and `!` too keeps
+/// the `:append` suffix unambiguous for any server.
+const PATH_PARAM: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes a value that the client crate will put into the URL path as is.
+pub fn encode_path_param(value: &str) -> String {
+    utf8_percent_encode(value, PATH_PARAM).to_string()
+}
+
+/// A cell as sent in `values.batchUpdate` / `values.append`.
+///
+/// The client crate strips every JSON `null` from the request body, array elements included,
+/// which would shift the cells after an empty one to the left. An empty cell is therefore
+/// sent as `""`, which Google stores as an empty cell (RAW input).
+pub fn to_api_cell(cell: &Cell) -> Value {
+    match cell {
+        Value::Null => Value::String(String::new()),
+        Value::Array(_) | Value::Object(_) => Value::String(cell.to_string()),
+        other => other.clone(),
+    }
+}
+
+pub fn to_api_rows(rows: &[Vec<Cell>]) -> Vec<Vec<Value>> {
+    rows.iter()
+        .map(|row| row.iter().map(to_api_cell).collect())
+        .collect()
+}
+
+pub fn to_api_grid_range(g: &GridRange) -> api::GridRange {
+    let idx = |v: u32| Some(i32::try_from(v).unwrap_or(i32::MAX));
+    api::GridRange {
+        sheet_id: Some(g.sheet_id),
+        start_row_index: idx(g.start_row),
+        end_row_index: idx(g.end_row),
+        start_column_index: idx(g.start_col),
+        end_column_index: idx(g.end_col),
+    }
+}
+
+/// A cell as `userEnteredValue`: strings stay strings (never parsed, never a formula), a
+/// `null` leaves no value, so with `fields: "userEnteredValue"` the cell is cleared.
+fn to_extended_value(cell: &Cell) -> Option<api::ExtendedValue> {
+    let mut v = api::ExtendedValue::default();
+    match cell {
+        Value::Null => return None,
+        Value::Bool(b) => v.bool_value = Some(*b),
+        Value::Number(n) => v.number_value = n.as_f64(),
+        Value::String(s) => v.string_value = Some(s.clone()),
+        other => v.string_value = Some(other.to_string()),
+    }
+    Some(v)
+}
+
+pub fn to_api_request(request: &Request) -> api::Request {
+    let mut out = api::Request::default();
+    match request {
+        Request::CompareAndSwap {
+            range,
+            find,
+            replacement,
+        } => {
+            out.find_replace = Some(api::FindReplaceRequest {
+                range: Some(to_api_grid_range(range)),
+                find: Some(find.clone()),
+                replacement: Some(replacement.clone()),
+                match_case: Some(true),
+                match_entire_cell: Some(true),
+                search_by_regex: Some(false),
+                include_formulas: Some(false),
+                ..Default::default()
+            });
+        }
+        Request::UpdateCells { range, rows } => {
+            out.update_cells = Some(api::UpdateCellsRequest {
+                range: Some(to_api_grid_range(range)),
+                rows: Some(
+                    rows.iter()
+                        .map(|row| api::RowData {
+                            values: Some(
+                                row.iter()
+                                    .map(|cell| api::CellData {
+                                        user_entered_value: to_extended_value(cell),
+                                        ..Default::default()
+                                    })
+                                    .collect(),
+                            ),
+                        })
+                        .collect(),
+                ),
+                fields: Some(FieldMask::new(&["userEnteredValue"])),
+                ..Default::default()
+            });
+        }
+        Request::AddSheet {
+            title,
+            hidden,
+            row_count,
+            column_count,
+        } => {
+            out.add_sheet = Some(api::AddSheetRequest {
+                properties: Some(api::SheetProperties {
+                    title: Some(title.clone()),
+                    hidden: Some(*hidden),
+                    grid_properties: Some(api::GridProperties {
+                        row_count: Some(*row_count),
+                        column_count: Some(*column_count),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            });
+        }
+        Request::UpdateSheetHidden { sheet_id, hidden } => {
+            out.update_sheet_properties = Some(api::UpdateSheetPropertiesRequest {
+                properties: Some(api::SheetProperties {
+                    sheet_id: Some(*sheet_id),
+                    hidden: Some(*hidden),
+                    ..Default::default()
+                }),
+                fields: Some(FieldMask::new(&["hidden"])),
+            });
+        }
+        Request::SetCheckboxes { range } => {
+            out.set_data_validation = Some(api::SetDataValidationRequest {
+                range: Some(to_api_grid_range(range)),
+                rule: Some(api::DataValidationRule {
+                    condition: Some(api::BooleanCondition {
+                        type_: Some("BOOLEAN".into()),
+                        values: None,
+                    }),
+                    strict: Some(true),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+    }
+    out
+}
+
+pub fn sheet_meta(p: &api::SheetProperties) -> SheetMeta {
+    let grid = p.grid_properties.as_ref();
+    SheetMeta {
+        sheet_id: p.sheet_id.unwrap_or(0),
+        title: p.title.clone().unwrap_or_default(),
+        index: p.index.unwrap_or(0),
+        hidden: p.hidden.unwrap_or(false),
+        row_count: grid.and_then(|g| g.row_count).unwrap_or(0),
+        column_count: grid.and_then(|g| g.column_count).unwrap_or(0),
+    }
+}
+
+pub fn spreadsheet_meta(spreadsheet_id: &str, s: &api::Spreadsheet) -> SpreadsheetMeta {
+    SpreadsheetMeta {
+        spreadsheet_id: s
+            .spreadsheet_id
+            .clone()
+            .unwrap_or_else(|| spreadsheet_id.to_string()),
+        time_zone: s
+            .properties
+            .as_ref()
+            .and_then(|p| p.time_zone.clone())
+            .unwrap_or_default(),
+        sheets: s
+            .sheets
+            .iter()
+            .flatten()
+            .filter_map(|sh| sh.properties.as_ref())
+            .map(sheet_meta)
+            .collect(),
+    }
+}
+
+/// The replies of a `spreadsheets.batchUpdate`, one per request, in request order.
+///
+/// Google omits zero counts, so a compare-and-swap that matched nothing replies `{}`: that is
+/// `changed: 0`. A reply missing altogether for a compare-and-swap is also read as 0, the
+/// answer that makes a claim fail safely.
+pub fn replies(requests: &[Request], replies: &[api::Response]) -> Result<Vec<Reply>, String> {
+    requests
+        .iter()
+        .enumerate()
+        .map(|(i, req)| {
+            let reply = replies.get(i);
+            Ok(match req {
+                Request::CompareAndSwap { .. } => Reply::CompareAndSwap {
+                    changed: reply
+                        .and_then(|r| r.find_replace.as_ref())
+                        .and_then(|f| f.occurrences_changed)
+                        .map(|n| u32::try_from(n).unwrap_or(0))
+                        .unwrap_or(0),
+                },
+                Request::AddSheet { title, .. } => Reply::AddSheet {
+                    sheet: reply
+                        .and_then(|r| r.add_sheet.as_ref())
+                        .and_then(|a| a.properties.as_ref())
+                        .map(sheet_meta)
+                        .ok_or_else(|| {
+                            format!("the reply to adding sheet '{title}' has no sheet properties")
+                        })?,
+                },
+                _ => Reply::Empty,
+            })
+        })
+        .collect()
+}
+
+/// Drops trailing empty cells of each row and trailing empty rows, and writes empty cells
+/// before a value as `""`: what `values.batchGet` returns for the same cells.
+pub fn normalise_rows(rows: Vec<Vec<Cell>>) -> Vec<Vec<Cell>> {
+    let empty = |c: &Cell| c.is_null() || c.as_str() == Some("");
+    let mut rows: Vec<Vec<Cell>> = rows
+        .into_iter()
+        .map(|mut row| {
+            while row.last().is_some_and(empty) {
+                row.pop();
+            }
+            for c in row.iter_mut() {
+                if c.is_null() {
+                    *c = Value::String(String::new());
+                }
+            }
+            row
+        })
+        .collect();
+    while rows.last().is_some_and(|r| r.is_empty()) {
+        rows.pop();
+    }
+    rows
+}
+
+/// An `effectiveValue` as `values.batchGet` with `UNFORMATTED_VALUE` would render it.
+fn effective_to_cell(v: &api::ExtendedValue) -> Cell {
+    if let Some(s) = &v.string_value {
+        return Value::String(s.clone());
+    }
+    if let Some(n) = v.number_value {
+        return serde_json::Number::from_f64(n)
+            .map(|n| {
+                // Whole numbers come back from values.batchGet as integers (`3`, not `3.0`).
+                if n.as_f64()
+                    .is_some_and(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                {
+                    Value::from(n.as_f64().map(|f| f as i64).unwrap_or_default())
+                } else {
+                    Value::Number(n)
+                }
+            })
+            .unwrap_or(Value::Null);
+    }
+    if let Some(b) = v.bool_value {
+        return Value::Bool(b);
+    }
+    if let Some(e) = &v.error_value {
+        let code = match e.type_.as_deref() {
+            Some("DIVIDE_BY_ZERO") => "#DIV/0!",
+            Some("N_A") => "#N/A",
+            Some("NAME") => "#NAME?",
+            Some("NUM") => "#NUM!",
+            Some("NULL_VALUE") => "#NULL!",
+            Some("REF") => "#REF!",
+            Some("VALUE") => "#VALUE!",
+            Some("LOADING") => "Loading...",
+            _ => "#ERROR!",
+        };
+        return Value::String(code.into());
+    }
+    Value::Null
+}
+
+fn grid_rows(data: &api::GridData) -> Vec<Vec<Cell>> {
+    let rows = data
+        .row_data
+        .iter()
+        .flatten()
+        .map(|row| {
+            row.values
+                .iter()
+                .flatten()
+                .map(|cell| {
+                    cell.effective_value
+                        .as_ref()
+                        .map(effective_to_cell)
+                        .unwrap_or(Value::Null)
+                })
+                .collect()
+        })
+        .collect();
+    normalise_rows(rows)
+}
+
+/// The values of `asked` (the `responseRanges` of a batch, in order) out of the
+/// `updatedSpreadsheet` of its reply.
+///
+/// Google returns one `GridData` per range under the sheet it belongs to, identified only by
+/// its start row and column; each asked range is matched to the first unused block of its
+/// sheet (by title; a range without a title means the first sheet) with the same start.
+pub fn response_ranges(
+    asked: &[String],
+    spreadsheet: Option<&api::Spreadsheet>,
+) -> Result<Vec<ValueRange>, String> {
+    if asked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sheets = spreadsheet
+        .and_then(|s| s.sheets.as_deref())
+        .ok_or("the reply carries no updatedSpreadsheet for the response ranges")?;
+    let mut used: Vec<Vec<bool>> = sheets
+        .iter()
+        .map(|s| vec![false; s.data.as_ref().map_or(0, Vec::len)])
+        .collect();
+    asked
+        .iter()
+        .map(|range| {
+            let parsed = A1Range::parse(range).map_err(|e| e.to_string())?;
+            let sheet_idx = match &parsed.sheet {
+                Some(title) => sheets.iter().position(|s| {
+                    s.properties.as_ref().and_then(|p| p.title.as_deref()) == Some(title.as_str())
+                }),
+                None => sheets
+                    .iter()
+                    .position(|s| s.properties.as_ref().and_then(|p| p.index).unwrap_or(0) == 0),
+            }
+            .ok_or_else(|| format!("the reply has no sheet for response range {range}"))?;
+            let (row, col) = (parsed.start_row.unwrap_or(0), parsed.start_col.unwrap_or(0));
+            let data = sheets[sheet_idx].data.as_deref().unwrap_or_default();
+            let block = data
+                .iter()
+                .enumerate()
+                .position(|(i, d)| {
+                    !used[sheet_idx][i]
+                        && d.start_row.unwrap_or(0) == i32::try_from(row).unwrap_or(-1)
+                        && d.start_column.unwrap_or(0) == i32::try_from(col).unwrap_or(-1)
+                })
+                .ok_or_else(|| format!("the reply has no grid data for response range {range}"))?;
+            used[sheet_idx][block] = true;
+            Ok(ValueRange::new(range.clone(), grid_rows(&data[block])))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn path_params_survive_every_special_character() {
+        let range = crate::a1::range("it's #1?/100%_ジョブ キュー", "A1:B2");
+        let enc = encode_path_param(&range);
+        assert!(
+            enc.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~%".contains(&b)),
+            "{enc}"
+        );
+        let back = percent_encoding::percent_decode_str(&enc).decode_utf8_lossy();
+        assert_eq!(back, range);
+        // The URL the client crate builds keeps the whole range in one path segment.
+        let url = format!("http://h/v4/spreadsheets/id/values/{enc}:append");
+        let parsed = url.parse::<hyper::Uri>().map_err(|e| e.to_string());
+        let parsed = parsed.as_ref().map(|u| (u.path().to_string(), u.query()));
+        assert_eq!(
+            parsed,
+            Ok((format!("/v4/spreadsheets/id/values/{enc}:append"), None))
+        );
+    }
+
+    #[test]
+    fn empty_cells_are_sent_as_empty_strings_so_nothing_shifts() {
+        let rows = vec![vec![json!("a"), Value::Null, json!(3), json!(true)]];
+        assert_eq!(
+            to_api_rows(&rows),
+            vec![vec![json!("a"), json!(""), json!(3), json!(true)]]
+        );
+    }
+
+    #[test]
+    fn cas_is_an_exact_single_range_find_replace() {
+        let req = to_api_request(&Request::CompareAndSwap {
+            range: GridRange::cell(7, 0, 1),
+            find: "free".into(),
+            replacement: "lease|a|n|t".into(),
+        });
+        let v = wire(req);
+        assert_eq!(
+            v["findReplace"],
+            json!({
+                "range": {"sheetId": 7, "startRowIndex": 0, "endRowIndex": 1,
+                          "startColumnIndex": 1, "endColumnIndex": 2},
+                "find": "free", "replacement": "lease|a|n|t",
+                "matchCase": true, "matchEntireCell": true,
+                "searchByRegex": false, "includeFormulas": false
+            })
+        );
+    }
+
+    #[test]
+    fn update_cells_writes_user_entered_values_only() {
+        let req = to_api_request(&Request::UpdateCells {
+            range: GridRange::cell(1, 4, 0),
+            rows: vec![vec![json!("=1+1"), json!(2.5), json!(false), Value::Null]],
+        });
+        let v = wire(req);
+        assert_eq!(v["updateCells"]["fields"], json!("userEnteredValue"));
+        assert_eq!(
+            v["updateCells"]["rows"][0]["values"],
+            json!([
+                {"userEnteredValue": {"stringValue": "=1+1"}},
+                {"userEnteredValue": {"numberValue": 2.5}},
+                {"userEnteredValue": {"boolValue": false}},
+                {}
+            ])
+        );
+    }
+
+    #[test]
+    fn sheet_requests() {
+        let v = wire(to_api_request(&Request::UpdateSheetHidden {
+            sheet_id: 3,
+            hidden: true,
+        }));
+        assert_eq!(
+            v["updateSheetProperties"],
+            json!({"properties": {"sheetId": 3, "hidden": true}, "fields": "hidden"})
+        );
+        let v = wire(to_api_request(&Request::SetCheckboxes {
+            range: GridRange::cell(3, 7, 0),
+        }));
+        assert_eq!(
+            v["setDataValidation"]["rule"]["condition"]["type"],
+            json!("BOOLEAN")
+        );
+        let v = wire(to_api_request(&Request::AddSheet {
+            title: "_ワーカー".into(),
+            hidden: true,
+            row_count: 100,
+            column_count: 8,
+        }));
+        assert_eq!(
+            v["addSheet"]["properties"],
+            json!({"title": "_ワーカー", "hidden": true,
+                   "gridProperties": {"rowCount": 100, "columnCount": 8}})
+        );
+    }
+
+    /// The JSON the hub sends: it strips `null`s before sending.
+    fn wire(req: api::Request) -> Value {
+        let mut v = serde_json::to_value(&req).unwrap_or_default();
+        google_sheets4::common::remove_json_null_values(&mut v);
+        v
+    }
+
+    fn api_response(v: Value) -> api::Response {
+        serde_json::from_value(v).unwrap_or_default()
+    }
+
+    #[test]
+    fn replies_read_zero_counts_from_empty_objects() {
+        let reqs = vec![
+            Request::CompareAndSwap {
+                range: GridRange::cell(0, 0, 0),
+                find: "a".into(),
+                replacement: "b".into(),
+            },
+            Request::CompareAndSwap {
+                range: GridRange::cell(0, 1, 0),
+                find: "a".into(),
+                replacement: "b".into(),
+            },
+            Request::UpdateCells {
+                range: GridRange::cell(0, 0, 0),
+                rows: vec![],
+            },
+            Request::AddSheet {
+                title: "x".into(),
+                hidden: false,
+                row_count: 1,
+                column_count: 1,
+            },
+        ];
+        let got = replies(
+            &reqs,
+            &[
+                api_response(json!({"findReplace": {"occurrencesChanged": 1, "valuesChanged": 1}})),
+                api_response(json!({"findReplace": {}})),
+                api_response(json!({})),
+                api_response(
+                    json!({"addSheet": {"properties": {"sheetId": 42, "title": "x", "index": 3}}}),
+                ),
+            ],
+        );
+        assert_eq!(
+            got,
+            Ok(vec![
+                Reply::CompareAndSwap { changed: 1 },
+                Reply::CompareAndSwap { changed: 0 },
+                Reply::Empty,
+                Reply::AddSheet {
+                    sheet: SheetMeta {
+                        sheet_id: 42,
+                        title: "x".into(),
+                        index: 3,
+                        ..Default::default()
+                    }
+                },
+            ])
+        );
+        // A missing CAS reply is "nothing changed"; a missing AddSheet reply is an error.
+        assert_eq!(
+            replies(&reqs[..1], &[]),
+            Ok(vec![Reply::CompareAndSwap { changed: 0 }])
+        );
+        assert!(replies(&reqs[3..], &[]).is_err());
+    }
+
+    #[test]
+    fn normalises_like_values_batch_get() {
+        let rows = vec![
+            vec![json!("a"), Value::Null, json!("c"), Value::Null],
+            vec![Value::Null, Value::Null],
+            vec![json!(1)],
+            vec![],
+            vec![Value::Null],
+        ];
+        assert_eq!(
+            normalise_rows(rows),
+            vec![
+                vec![json!("a"), json!(""), json!("c")],
+                vec![],
+                vec![json!(1)]
+            ]
+        );
+    }
+
+    fn spreadsheet(v: Value) -> api::Spreadsheet {
+        serde_json::from_value(v).unwrap_or_default()
+    }
+
+    #[test]
+    fn grid_data_becomes_value_ranges_in_the_order_asked() {
+        let s = spreadsheet(json!({
+            "sheets": [
+                {"properties": {"sheetId": 0, "title": "▶パネル", "index": 0},
+                 "data": [{"rowData": [{"values": [{"effectiveValue": {"stringValue": "idx"}}]}]}]},
+                {"properties": {"sheetId": 5, "title": "_ジョブキュー", "index": 1},
+                 "data": [
+                    {"rowData": [{"values": [
+                        {"effectiveValue": {"stringValue": "jobId"}},
+                        {"effectiveValue": {"numberValue": 46000.5}},
+                        {},
+                        {"effectiveValue": {"boolValue": true}},
+                        {"effectiveValue": {"numberValue": 3.0}},
+                        {}
+                    ]}, {}, {"values": [{}]}]},
+                    {"startRow": 1, "startColumn": 1,
+                     "rowData": [{"values": [{"effectiveValue": {"errorValue": {"type": "N_A"}}}]}]}
+                 ]}
+            ]
+        }));
+        let asked = vec![
+            "'_ジョブキュー'!B2".to_string(),
+            "'_ジョブキュー'!A1:F".to_string(),
+            "A1".to_string(),
+        ];
+        let got = response_ranges(&asked, Some(&s));
+        assert_eq!(
+            got,
+            Ok(vec![
+                ValueRange::new("'_ジョブキュー'!B2", vec![vec![json!("#N/A")]]),
+                ValueRange::new(
+                    "'_ジョブキュー'!A1:F",
+                    vec![vec![
+                        json!("jobId"),
+                        json!(46000.5),
+                        json!(""),
+                        json!(true),
+                        json!(3)
+                    ]]
+                ),
+                ValueRange::new("A1", vec![vec![json!("idx")]]),
+            ])
+        );
+    }
+
+    #[test]
+    fn same_start_twice_takes_blocks_in_order_and_missing_data_is_an_error() {
+        let s = spreadsheet(json!({"sheets": [{"properties": {"title": "Q"}, "data": [
+            {"rowData": [{"values": [{"effectiveValue": {"stringValue": "first"}}]}]},
+            {"rowData": [{"values": [{"effectiveValue": {"stringValue": "second"}}]}]}
+        ]}]}));
+        let asked = vec!["Q!A1:A1".to_string(), "Q!A1:B9".to_string()];
+        let got = response_ranges(&asked, Some(&s)).unwrap_or_default();
+        assert_eq!(got[0].values, vec![vec![json!("first")]]);
+        assert_eq!(got[1].values, vec![vec![json!("second")]]);
+        let err = response_ranges(&["Other!A1".to_string()], Some(&s));
+        assert!(err.is_err_and(|e| e.contains("Other!A1")));
+        assert!(response_ranges(&asked, None).is_err());
+    }
+}

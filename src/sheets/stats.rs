@@ -1,0 +1,261 @@
+//! Counters of the calls made to the Sheets API: requests by method and outcome, retries and
+//! waits imposed by the request budget.
+//!
+//! They are plain atomics so recording never blocks a call, and a [`StatsSnapshot`] is what
+//! the metrics endpoint and `sheetq check` render: the question an operator asks is "how close
+//! are we to Google's quota, and is it pushing back?".
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The API methods sheetq calls; the names are Google's (and those in [`super::SheetsError`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApiMethod {
+    SpreadsheetsGet,
+    ValuesBatchGet,
+    ValuesBatchUpdate,
+    SpreadsheetsBatchUpdate,
+    ValuesAppend,
+}
+
+impl ApiMethod {
+    pub const ALL: [ApiMethod; 5] = [
+        ApiMethod::SpreadsheetsGet,
+        ApiMethod::ValuesBatchGet,
+        ApiMethod::ValuesBatchUpdate,
+        ApiMethod::SpreadsheetsBatchUpdate,
+        ApiMethod::ValuesAppend,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiMethod::SpreadsheetsGet => "spreadsheets.get",
+            ApiMethod::ValuesBatchGet => "values.batchGet",
+            ApiMethod::ValuesBatchUpdate => "values.batchUpdate",
+            ApiMethod::SpreadsheetsBatchUpdate => "spreadsheets.batchUpdate",
+            ApiMethod::ValuesAppend => "values.append",
+        }
+    }
+
+    /// Whether sending the same request twice leaves the sheet as sending it once.
+    ///
+    /// `values.append` is not: if a reply is lost after Google applied it, a retry adds a
+    /// second row. The retry loop therefore only repeats an append when the failure proves it
+    /// was not applied (429, 503, no token). `spreadsheets.batchUpdate` counts as idempotent
+    /// because sheetq's batches are compare-and-swaps and plain cell writes: a repeated CAS
+    /// changes nothing and reports 0, which the daemon already treats as a lost claim.
+    pub fn is_idempotent(self) -> bool {
+        !matches!(self, ApiMethod::ValuesAppend)
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How one HTTP attempt ended, bucketed for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Ok,
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    TooManyRequests,
+    OtherClientError,
+    ServerError,
+    /// No reply within the per-call timeout.
+    Timeout,
+    /// The connection failed or was dropped before a reply.
+    Connection,
+    /// No access token could be obtained (the request was not sent).
+    Token,
+    Other,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 12] = [
+        Outcome::Ok,
+        Outcome::BadRequest,
+        Outcome::Unauthorized,
+        Outcome::Forbidden,
+        Outcome::NotFound,
+        Outcome::TooManyRequests,
+        Outcome::OtherClientError,
+        Outcome::ServerError,
+        Outcome::Timeout,
+        Outcome::Connection,
+        Outcome::Token,
+        Outcome::Other,
+    ];
+
+    /// The bucket of an HTTP status code.
+    pub fn from_status(code: u16) -> Self {
+        match code {
+            200..=299 => Outcome::Ok,
+            400 => Outcome::BadRequest,
+            401 => Outcome::Unauthorized,
+            403 => Outcome::Forbidden,
+            404 => Outcome::NotFound,
+            429 => Outcome::TooManyRequests,
+            402..=499 => Outcome::OtherClientError,
+            500..=599 => Outcome::ServerError,
+            _ => Outcome::Other,
+        }
+    }
+
+    /// Label used in logs and metrics (`ok`, `429`, `5xx`, `timeout`, ...).
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::BadRequest => "400",
+            Outcome::Unauthorized => "401",
+            Outcome::Forbidden => "403",
+            Outcome::NotFound => "404",
+            Outcome::TooManyRequests => "429",
+            Outcome::OtherClientError => "4xx",
+            Outcome::ServerError => "5xx",
+            Outcome::Timeout => "timeout",
+            Outcome::Connection => "connection",
+            Outcome::Token => "token",
+            Outcome::Other => "other",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+const METHODS: usize = ApiMethod::ALL.len();
+const OUTCOMES: usize = Outcome::ALL.len();
+
+/// Live counters, shared (`Arc`) between the client and whoever renders them.
+#[derive(Debug, Default)]
+pub struct SheetsStats {
+    requests: [[AtomicU64; OUTCOMES]; METHODS],
+    retries: AtomicU64,
+    throttled_waits: AtomicU64,
+    throttled_nanos: AtomicU64,
+}
+
+impl SheetsStats {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// One HTTP attempt (a retry is a second attempt) ended with `outcome`.
+    pub fn record_request(&self, method: ApiMethod, outcome: Outcome) {
+        self.requests[method.index()][outcome.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn record_retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A call waited `wait` for the request budget before it was sent.
+    pub fn record_throttled(&self, wait: Duration) {
+        self.throttled_waits.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+        self.throttled_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let mut requests = Vec::new();
+        for method in ApiMethod::ALL {
+            for outcome in Outcome::ALL {
+                let count = self.requests[method.index()][outcome.index()].load(Ordering::Relaxed);
+                if count > 0 {
+                    requests.push(RequestCount {
+                        method: method.name(),
+                        outcome: outcome.label(),
+                        count,
+                    });
+                }
+            }
+        }
+        StatsSnapshot {
+            requests,
+            retries: self.retries.load(Ordering::Relaxed),
+            throttled_waits: self.throttled_waits.load(Ordering::Relaxed),
+            throttled_wait_total: Duration::from_nanos(
+                self.throttled_nanos.load(Ordering::Relaxed),
+            ),
+        }
+    }
+}
+
+/// How many attempts of one method ended with one outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestCount {
+    pub method: &'static str,
+    pub outcome: &'static str,
+    pub count: u64,
+}
+
+/// A point-in-time copy of [`SheetsStats`]; only non-zero request counters are listed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StatsSnapshot {
+    pub requests: Vec<RequestCount>,
+    /// Attempts that were repeated after a retryable failure.
+    pub retries: u64,
+    /// Calls that had to wait for the request budget.
+    pub throttled_waits: u64,
+    pub throttled_wait_total: Duration,
+}
+
+impl StatsSnapshot {
+    /// All attempts of `method` (any outcome).
+    pub fn requests_of(&self, method: &str) -> u64 {
+        self.requests
+            .iter()
+            .filter(|r| r.method == method)
+            .map(|r| r.count)
+            .sum()
+    }
+
+    /// Attempts of `method` that ended with `outcome` (a label such as `ok` or `429`).
+    pub fn count(&self, method: &str, outcome: &str) -> u64 {
+        self.requests
+            .iter()
+            .filter(|r| r.method == method && r.outcome == outcome)
+            .map(|r| r.count)
+            .sum()
+    }
+
+    pub fn total_requests(&self) -> u64 {
+        self.requests.iter().map(|r| r.count).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_lists_only_what_happened() {
+        let stats = SheetsStats::new();
+        stats.record_request(ApiMethod::ValuesBatchGet, Outcome::Ok);
+        stats.record_request(ApiMethod::ValuesBatchGet, Outcome::Ok);
+        stats.record_request(ApiMethod::ValuesAppend, Outcome::from_status(429));
+        stats.record_retry();
+        stats.record_throttled(Duration::from_millis(250));
+        let s = stats.snapshot();
+        assert_eq!(s.requests.len(), 2, "{s:?}");
+        assert_eq!(s.count("values.batchGet", "ok"), 2);
+        assert_eq!(s.count("values.append", "429"), 1);
+        assert_eq!(s.requests_of("values.append"), 1);
+        assert_eq!(s.total_requests(), 3);
+        assert_eq!(s.retries, 1);
+        assert_eq!(s.throttled_waits, 1);
+        assert_eq!(s.throttled_wait_total, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn status_buckets() {
+        assert_eq!(Outcome::from_status(200), Outcome::Ok);
+        assert_eq!(Outcome::from_status(409), Outcome::OtherClientError);
+        assert_eq!(Outcome::from_status(503), Outcome::ServerError);
+        assert_eq!(Outcome::from_status(503).label(), "5xx");
+    }
+}
