@@ -16,6 +16,9 @@
 //! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
 //!   local runs without Google (store, HTTP server, fault injection, request log).
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
+//! - [`metrics`]: the daemon's counters and gauges, their Prometheus text, the health verdict
+//!   of the poll loop, and the `/metrics` + `/healthz` endpoint.
+//! - [`notify`]: systemd readiness, watchdog, stopping and status notifications.
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
 //! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status
 //!   texts, result write-back cells, the waiting display and intake by polling, all pure.
@@ -42,6 +45,8 @@ pub mod daemon;
 pub mod demo;
 pub mod emulator;
 pub mod lease;
+pub mod metrics;
+pub mod notify;
 pub mod outbox;
 pub mod panel;
 pub mod queue;

@@ -1,0 +1,1071 @@
+//! What the daemon counts, and the `--metrics-listen` HTTP endpoint that shows it.
+//!
+//! [`Metrics`] is a plain registry of atomics shared as an `Arc<Metrics>`: there is no global
+//! registry, so every test and every daemon in one process (the demo runs two) has its own
+//! numbers. [`Metrics::render`] writes the Prometheus text exposition format 0.0.4. The API
+//! counters (requests by method and status, retries, budget waits) are the Google client's own
+//! [`SheetsStats`], attached with [`Metrics::with_api_stats`] and rendered from a snapshot, so
+//! each call is counted in one place only.
+//!
+//! [`Health`] answers `/healthz`: 200 only while the poll loop keeps completing polls, so a
+//! daemon stuck on a dead API, a wedged lock or a starved runtime is seen as unhealthy by the
+//! probe that can restart it. [`serve`] runs both endpoints until its shutdown token fires.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::sheets::stats::SheetsStats;
+
+/// The `Content-Type` of the text exposition format Prometheus scrapes.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Upper bounds (seconds) of the job duration histogram: from the 1 s dummy job to the
+/// hour-long batch step; slower jobs land in `+Inf`.
+pub const JOB_DURATION_BUCKETS: [f64; 11] = [
+    1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+
+/// How a job ended, as counted in `sheetq_jobs_finished_total{outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Done,
+    Error,
+    Timeout,
+    /// Stopped by shutdown (or an abort) before it produced a result.
+    Cancelled,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Done,
+        Outcome::Error,
+        Outcome::Timeout,
+        Outcome::Cancelled,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::Error => "error",
+            Outcome::Timeout => "timeout",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
+    fn slot(self) -> usize {
+        self as usize
+    }
+}
+
+/// The daemon's counters and gauges. Cheap to update from any task; share it as
+/// `Arc<Metrics>`.
+#[derive(Debug)]
+pub struct Metrics {
+    jobs_finished: [AtomicU64; 4],
+    claim_passes: AtomicU64,
+    claim_conflicts: AtomicU64,
+    lease_waits: AtomicU64,
+    lease_acquisitions: AtomicU64,
+    /// The Google client's call counters; `None` for a sheet reached without it.
+    api: Option<Arc<SheetsStats>>,
+    outbox_depth: AtomicU64,
+    running_jobs: AtomicI64,
+    job_duration: Histogram,
+    /// Unix seconds of the last poll that read the queue; 0 until the first one.
+    last_successful_poll: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Self {
+            jobs_finished: Default::default(),
+            claim_passes: AtomicU64::new(0),
+            claim_conflicts: AtomicU64::new(0),
+            lease_waits: AtomicU64::new(0),
+            lease_acquisitions: AtomicU64::new(0),
+            api: None,
+            outbox_depth: AtomicU64::new(0),
+            running_jobs: AtomicI64::new(0),
+            job_duration: Histogram::new(),
+            last_successful_poll: AtomicU64::new(0),
+        }
+    }
+
+    /// A registry that also shows the API counters of the Google client
+    /// (`GoogleSheets::stats`).
+    pub fn with_api_stats(stats: Arc<SheetsStats>) -> Self {
+        Self {
+            api: Some(stats),
+            ..Self::new()
+        }
+    }
+
+    /// Marks a job as running until the returned guard is finished or dropped. Dropping it
+    /// unfinished (the task was aborted at the end of the shutdown drain) counts the job as
+    /// [`Outcome::Cancelled`], so `running_jobs` never drifts.
+    pub fn job_started(self: &Arc<Self>) -> RunningJob {
+        self.running_jobs.fetch_add(1, Ordering::Relaxed);
+        RunningJob {
+            metrics: Arc::clone(self),
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    /// Counts a finished job and its running time. [`RunningJob::finish`] calls this; call
+    /// it directly only for a job whose time was measured elsewhere.
+    pub fn job_finished(&self, outcome: Outcome, duration: Duration) {
+        self.jobs_finished[outcome.slot()].fetch_add(1, Ordering::Relaxed);
+        self.job_duration.observe(duration);
+    }
+
+    /// One claim pass ran (lease held, queue read, claims committed or none to make).
+    pub fn claim_pass(&self) {
+        self.claim_passes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A claimed row turned out to carry another daemon's claim on re-read.
+    pub fn claim_conflict(&self) {
+        self.claim_conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A claim pass was skipped because another daemon holds the sheet lease.
+    pub fn lease_wait(&self) {
+        self.lease_waits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// This daemon took (or renewed) the sheet lease.
+    pub fn lease_acquired(&self) {
+        self.lease_acquisitions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Results waiting in the local outbox to be written to the sheet.
+    pub fn set_outbox_depth(&self, depth: u64) {
+        self.outbox_depth.store(depth, Ordering::Relaxed);
+    }
+
+    /// A poll read the queue successfully at `at`.
+    pub fn poll_succeeded(&self, at: SystemTime) {
+        let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        self.last_successful_poll.store(secs, Ordering::Relaxed);
+    }
+
+    /// Jobs running now.
+    pub fn running_jobs(&self) -> i64 {
+        self.running_jobs.load(Ordering::Relaxed)
+    }
+
+    /// Jobs finished so far with `outcome`.
+    pub fn jobs_finished(&self, outcome: Outcome) -> u64 {
+        self.jobs_finished[outcome.slot()].load(Ordering::Relaxed)
+    }
+
+    /// The API families; present (and zero) without a client too, so dashboards and alerts
+    /// do not break on a missing series.
+    fn render_api(&self, out: &mut String) {
+        let api = self.api.as_ref().map(|a| a.snapshot()).unwrap_or_default();
+        family(
+            out,
+            "sheetq_api_requests_total",
+            "counter",
+            "Sheets API attempts, by API method and outcome (ok, 429, 5xx, timeout, ...).",
+        );
+        for r in &api.requests {
+            sample(
+                out,
+                "sheetq_api_requests_total",
+                &[("method", r.method), ("status", r.outcome)],
+                r.count,
+            );
+        }
+        family(
+            out,
+            "sheetq_api_retries_total",
+            "counter",
+            "Sheets API attempts repeated after a retryable failure (429, 5xx, timeout).",
+        );
+        sample(out, "sheetq_api_retries_total", &[], api.retries);
+        family(
+            out,
+            "sheetq_throttled_waits_total",
+            "counter",
+            "Calls that waited for the client-side request budget (requests_per_minute).",
+        );
+        sample(
+            out,
+            "sheetq_throttled_waits_total",
+            &[],
+            api.throttled_waits,
+        );
+        family(
+            out,
+            "sheetq_throttled_wait_seconds_total",
+            "counter",
+            "Time spent waiting for the client-side request budget.",
+        );
+        sample(
+            out,
+            "sheetq_throttled_wait_seconds_total",
+            &[],
+            api.throttled_wait_total.as_secs_f64(),
+        );
+    }
+
+    /// Everything, in the Prometheus text exposition format 0.0.4.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+
+        family(
+            &mut out,
+            "sheetq_jobs_finished_total",
+            "counter",
+            "Jobs finished, by outcome.",
+        );
+        for outcome in Outcome::ALL {
+            sample(
+                &mut out,
+                "sheetq_jobs_finished_total",
+                &[("outcome", outcome.as_str())],
+                load(&self.jobs_finished[outcome.slot()]),
+            );
+        }
+        let counters = [
+            (
+                "sheetq_claim_passes_total",
+                "Claim passes run under the sheet lease.",
+                &self.claim_passes,
+            ),
+            (
+                "sheetq_claim_conflicts_total",
+                "Claims found taken by another daemon on re-read.",
+                &self.claim_conflicts,
+            ),
+            (
+                "sheetq_lease_waits_total",
+                "Claim passes skipped because another daemon held the sheet lease.",
+                &self.lease_waits,
+            ),
+            (
+                "sheetq_lease_acquisitions_total",
+                "Sheet lease acquisitions and renewals by this daemon.",
+                &self.lease_acquisitions,
+            ),
+        ];
+        for (name, help, value) in counters {
+            family(&mut out, name, "counter", help);
+            sample(&mut out, name, &[], load(value));
+        }
+
+        self.render_api(&mut out);
+        family(
+            &mut out,
+            "sheetq_outbox_depth",
+            "gauge",
+            "Finished results waiting in the local outbox to be written to the sheet.",
+        );
+        sample(
+            &mut out,
+            "sheetq_outbox_depth",
+            &[],
+            load(&self.outbox_depth),
+        );
+        family(
+            &mut out,
+            "sheetq_running_jobs",
+            "gauge",
+            "Jobs running in this daemon now.",
+        );
+        sample(
+            &mut out,
+            "sheetq_running_jobs",
+            &[],
+            self.running_jobs.load(Ordering::Relaxed),
+        );
+        family(
+            &mut out,
+            "sheetq_last_successful_poll_timestamp_seconds",
+            "gauge",
+            "Unix time of the last poll that read the queue (0: none yet).",
+        );
+        sample(
+            &mut out,
+            "sheetq_last_successful_poll_timestamp_seconds",
+            &[],
+            load(&self.last_successful_poll),
+        );
+
+        self.job_duration.render(
+            &mut out,
+            "sheetq_job_duration_seconds",
+            "Running time of finished jobs.",
+        );
+        out
+    }
+}
+
+/// A job counted in `sheetq_running_jobs`; see [`Metrics::job_started`].
+#[derive(Debug)]
+#[must_use = "dropping it at once counts the job as cancelled"]
+pub struct RunningJob {
+    metrics: Arc<Metrics>,
+    started: Instant,
+    finished: bool,
+}
+
+impl RunningJob {
+    /// Counts the job as finished with `outcome`; returns how long it ran.
+    pub fn finish(mut self, outcome: Outcome) -> Duration {
+        let elapsed = self.started.elapsed();
+        self.metrics.job_finished(outcome, elapsed);
+        self.finished = true;
+        elapsed
+    }
+}
+
+impl Drop for RunningJob {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.metrics
+                .job_finished(Outcome::Cancelled, self.started.elapsed());
+        }
+        self.metrics.running_jobs.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A cumulative histogram with fixed buckets; the sum is kept in microseconds so it can be
+/// an atomic integer.
+#[derive(Debug)]
+struct Histogram {
+    buckets: [AtomicU64; JOB_DURATION_BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    fn new() -> Self {
+        Self {
+            buckets: Default::default(),
+            count: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    fn observe(&self, value: Duration) {
+        let secs = value.as_secs_f64();
+        // Only the first bucket that fits is bumped; render() accumulates, so an
+        // observation costs one increment instead of one per larger bucket.
+        if let Some(i) = JOB_DURATION_BUCKETS.iter().position(|le| secs <= *le) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add(saturating_micros(value), Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        family(out, name, "histogram", help);
+        let bucket = format!("{name}_bucket");
+        let mut cumulative = 0u64;
+        for (le, n) in JOB_DURATION_BUCKETS.iter().zip(&self.buckets) {
+            cumulative += n.load(Ordering::Relaxed);
+            sample(out, &bucket, &[("le", &format_float(*le))], cumulative);
+        }
+        // Read after the buckets: a concurrent observe may make +Inf one higher than the
+        // last bucket, never lower, which keeps the series monotonic.
+        let count = self.count.load(Ordering::Relaxed).max(cumulative);
+        sample(out, &bucket, &[("le", "+Inf")], count);
+        sample(
+            out,
+            &format!("{name}_sum"),
+            &[],
+            micros_as_secs(self.sum_micros.load(Ordering::Relaxed)),
+        );
+        sample(out, &format!("{name}_count"), &[], count);
+    }
+}
+
+/// A value Prometheus can read.
+trait SampleValue {
+    fn write_to(&self, out: &mut String);
+}
+
+impl SampleValue for u64 {
+    fn write_to(&self, out: &mut String) {
+        let _ = write!(out, "{self}");
+    }
+}
+
+impl SampleValue for i64 {
+    fn write_to(&self, out: &mut String) {
+        let _ = write!(out, "{self}");
+    }
+}
+
+impl SampleValue for f64 {
+    fn write_to(&self, out: &mut String) {
+        out.push_str(&format_float(*self));
+    }
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl SampleValue) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (key, val)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{key}=\"{}\"", escape_label(val));
+        }
+        out.push('}');
+    }
+    out.push(' ');
+    value.write_to(out);
+    out.push('\n');
+}
+
+/// Label values escape `\`, `"` and line feeds (format 0.0.4).
+fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// HELP text escapes `\` and line feeds only.
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// Go-style float text: `1`, `0.25`, `+Inf`, `NaN`.
+fn format_float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+fn saturating_micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn micros_as_secs(micros: u64) -> f64 {
+    micros as f64 / 1_000_000.0
+}
+
+/// Whether the poll loop is making progress; cloned into the loop and the HTTP server.
+///
+/// Time is monotonic ([`Instant`]), so a wall-clock jump neither fakes nor hides progress.
+#[derive(Debug, Clone)]
+pub struct Health {
+    inner: Arc<HealthInner>,
+}
+
+#[derive(Debug)]
+struct HealthInner {
+    created: Instant,
+    stale_after: Duration,
+    /// Nanoseconds after `created` of the last completed poll, plus one; 0 = none yet.
+    last_poll: AtomicU64,
+    stopping: AtomicBool,
+}
+
+/// What [`Health::verdict_at`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A poll completed within the staleness limit.
+    Healthy { last_poll_age: Duration },
+    /// No poll has completed yet, for `since`.
+    Starting { since: Duration },
+    /// The last completed poll is older than the limit.
+    Stale {
+        last_poll_age: Duration,
+        limit: Duration,
+    },
+    /// Shutdown has begun; the daemon no longer claims.
+    Stopping,
+}
+
+impl Verdict {
+    pub fn is_healthy(&self) -> bool {
+        matches!(self, Verdict::Healthy { .. })
+    }
+
+    /// The `/healthz` body: `ok`, or why not.
+    pub fn reason(&self) -> String {
+        let secs = |d: &Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+        match self {
+            Verdict::Healthy { .. } => "ok".into(),
+            Verdict::Starting { since } => {
+                format!("starting: no poll has completed yet ({} since start)", secs(since))
+            }
+            Verdict::Stale {
+                last_poll_age,
+                limit,
+            } => format!(
+                "stale: the last completed poll was {} ago (limit {}); check the logs for API errors",
+                secs(last_poll_age),
+                secs(limit)
+            ),
+            Verdict::Stopping => "stopping: shutdown in progress".into(),
+        }
+    }
+}
+
+impl Health {
+    /// `stale_after`: how long without a completed poll before the daemon counts as stuck.
+    /// Leave room for a slow poll with retries; see [`Health::limit_for`].
+    pub fn new(stale_after: Duration) -> Self {
+        Self {
+            inner: Arc::new(HealthInner {
+                created: Instant::now(),
+                stale_after,
+                last_poll: AtomicU64::new(0),
+                stopping: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// A staleness limit that tolerates a poll that waits out its timeout and retries a
+    /// few times: the larger of ten poll intervals, three call timeouts and one minute.
+    pub fn limit_for(poll_interval: Duration, call_timeout: Duration) -> Duration {
+        (poll_interval * 10)
+            .max(call_timeout * 3)
+            .max(Duration::from_secs(60))
+    }
+
+    /// The poll loop finished a poll (read the queue, whatever it then found).
+    pub fn poll_completed(&self) {
+        self.poll_completed_at(Instant::now());
+    }
+
+    /// [`Health::poll_completed`] with an explicit time, for tests.
+    pub fn poll_completed_at(&self, at: Instant) {
+        let nanos = at.saturating_duration_since(self.inner.created).as_nanos();
+        let stamp = u64::try_from(nanos).unwrap_or(u64::MAX - 1) + 1;
+        self.inner.last_poll.fetch_max(stamp, Ordering::Relaxed);
+    }
+
+    /// Shutdown began: report unhealthy so a load balancer or probe stops expecting work.
+    pub fn set_stopping(&self) {
+        self.inner.stopping.store(true, Ordering::Relaxed);
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        self.verdict_at(Instant::now())
+    }
+
+    pub fn verdict_at(&self, now: Instant) -> Verdict {
+        if self.inner.stopping.load(Ordering::Relaxed) {
+            return Verdict::Stopping;
+        }
+        let stamp = self.inner.last_poll.load(Ordering::Relaxed);
+        if stamp == 0 {
+            return Verdict::Starting {
+                since: now.saturating_duration_since(self.inner.created),
+            };
+        }
+        let last = self.inner.created + Duration::from_nanos(stamp - 1);
+        let age = now.saturating_duration_since(last);
+        if age <= self.inner.stale_after {
+            Verdict::Healthy { last_poll_age: age }
+        } else {
+            Verdict::Stale {
+                last_poll_age: age,
+                limit: self.inner.stale_after,
+            }
+        }
+    }
+
+    /// The staleness limit this was made with.
+    pub fn stale_after(&self) -> Duration {
+        self.inner.stale_after
+    }
+}
+
+/// Why the metrics endpoint could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr} for --metrics-listen: {source}; pick a free port or another address")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the metrics endpoint stopped: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+#[derive(Clone)]
+struct AppState {
+    metrics: Arc<Metrics>,
+    health: Health,
+}
+
+/// The `/metrics` and `/healthz` routes, for embedding or for testing without a socket.
+pub fn router(metrics: Arc<Metrics>, health: Health) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(health_handler))
+        .with_state(AppState { metrics, health })
+}
+
+/// Binds `addr` and serves [`router`] until `shutdown` is cancelled.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    health: Health,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    serve_listener(listener, metrics, health, shutdown).await
+}
+
+/// [`serve`] on a listener bound by the caller (e.g. on port 0 in tests).
+pub async fn serve_listener(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    health: Health,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving /metrics and /healthz");
+    }
+    axum::serve(listener, router(metrics, health))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+        .map_err(ServeError::Serve)
+}
+
+async fn metrics_handler(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn health_handler(State(state): State<AppState>) -> Response {
+    let verdict = state.health.verdict();
+    let code = if verdict.is_healthy() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        code,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{}\n", verdict.reason()),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sheets::stats::{ApiMethod, Outcome as ApiOutcome};
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use std::collections::BTreeMap;
+    use tower::ServiceExt;
+
+    /// One parsed sample line.
+    #[derive(Debug, PartialEq)]
+    struct Sample {
+        name: String,
+        labels: BTreeMap<String, String>,
+        value: f64,
+    }
+
+    /// A strict reader of the text format: every sample must follow the `# HELP` and
+    /// `# TYPE` of its family, and labels are unescaped.
+    fn parse(text: &str) -> Vec<Sample> {
+        let mut types: BTreeMap<String, String> = BTreeMap::new();
+        let mut helps: BTreeMap<String, String> = BTreeMap::new();
+        let mut samples = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let (name, help) = rest.split_once(' ').unwrap();
+                assert!(
+                    helps.insert(name.into(), help.into()).is_none(),
+                    "HELP twice: {name}"
+                );
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(helps.contains_key(name), "TYPE before HELP for {name}");
+                assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+                types.insert(name.into(), kind.into());
+                continue;
+            }
+            assert!(
+                !line.starts_with('#') && !line.is_empty(),
+                "stray line {line:?}"
+            );
+            let name_end = line.find(['{', ' ']).unwrap();
+            let name = &line[..name_end];
+            let mut labels = BTreeMap::new();
+            let mut rest = &line[name_end..];
+            if let Some(after) = rest.strip_prefix('{') {
+                let mut chars = after.char_indices();
+                loop {
+                    let (start, c) = chars.next().unwrap();
+                    if c == '}' {
+                        rest = &after[start + 1..];
+                        break;
+                    }
+                    if c == ',' {
+                        continue;
+                    }
+                    let eq = after[start..].find("=\"").unwrap() + start;
+                    let key = after[start..eq].to_string();
+                    while chars.next().unwrap().0 < eq + 1 {}
+                    let mut value = String::new();
+                    loop {
+                        match chars.next().unwrap().1 {
+                            '\\' => match chars.next().unwrap().1 {
+                                'n' => value.push('\n'),
+                                other => value.push(other),
+                            },
+                            '"' => break,
+                            other => value.push(other),
+                        }
+                    }
+                    labels.insert(key, value);
+                }
+            }
+            let value = rest.trim();
+            let value = match value {
+                "+Inf" => f64::INFINITY,
+                v => v
+                    .parse()
+                    .unwrap_or_else(|_| panic!("bad value in {line:?}")),
+            };
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| {
+                    name.strip_suffix(s)
+                        .filter(|f| types.get(*f).is_some_and(|t| t == "histogram"))
+                })
+                .unwrap_or(name);
+            assert!(types.contains_key(family), "sample before TYPE: {line}");
+            samples.push(Sample {
+                name: name.into(),
+                labels,
+                value,
+            });
+        }
+        samples
+    }
+
+    fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        samples
+            .iter()
+            .find(|s| {
+                s.name == name
+                    && s.labels.len() == labels.len()
+                    && labels
+                        .iter()
+                        .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|s| s.value)
+    }
+
+    #[test]
+    fn a_fresh_registry_shows_every_family_at_zero() {
+        let samples = parse(&Metrics::new().render());
+        for outcome in ["done", "error", "timeout", "cancelled"] {
+            assert_eq!(
+                value(
+                    &samples,
+                    "sheetq_jobs_finished_total",
+                    &[("outcome", outcome)]
+                ),
+                Some(0.0)
+            );
+        }
+        for name in [
+            "sheetq_claim_passes_total",
+            "sheetq_claim_conflicts_total",
+            "sheetq_lease_waits_total",
+            "sheetq_lease_acquisitions_total",
+            "sheetq_api_retries_total",
+            "sheetq_throttled_waits_total",
+            "sheetq_throttled_wait_seconds_total",
+            "sheetq_outbox_depth",
+            "sheetq_running_jobs",
+            "sheetq_last_successful_poll_timestamp_seconds",
+            "sheetq_job_duration_seconds_count",
+        ] {
+            assert_eq!(value(&samples, name, &[]), Some(0.0), "{name}");
+        }
+    }
+
+    #[test]
+    fn counts_come_back_out_of_the_text() {
+        let api = Arc::new(SheetsStats::new());
+        let m = Arc::new(Metrics::with_api_stats(Arc::clone(&api)));
+        m.claim_pass();
+        m.claim_pass();
+        m.claim_conflict();
+        m.lease_wait();
+        m.lease_acquired();
+        api.record_request(ApiMethod::ValuesBatchGet, ApiOutcome::Ok);
+        api.record_request(ApiMethod::ValuesBatchGet, ApiOutcome::Ok);
+        api.record_request(ApiMethod::ValuesBatchGet, ApiOutcome::from_status(429));
+        api.record_request(ApiMethod::ValuesBatchUpdate, ApiOutcome::Timeout);
+        api.record_retry();
+        api.record_throttled(Duration::from_millis(1500));
+        m.set_outbox_depth(3);
+        m.poll_succeeded(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        m.job_finished(Outcome::Done, Duration::from_millis(500));
+        m.job_finished(Outcome::Done, Duration::from_secs(45));
+        m.job_finished(Outcome::Timeout, Duration::from_secs(7200));
+        let running = m.job_started();
+
+        let s = parse(&m.render());
+        assert_eq!(value(&s, "sheetq_claim_passes_total", &[]), Some(2.0));
+        assert_eq!(value(&s, "sheetq_claim_conflicts_total", &[]), Some(1.0));
+        assert_eq!(value(&s, "sheetq_lease_waits_total", &[]), Some(1.0));
+        assert_eq!(value(&s, "sheetq_lease_acquisitions_total", &[]), Some(1.0));
+        let api = |method, status| {
+            value(
+                &s,
+                "sheetq_api_requests_total",
+                &[("method", method), ("status", status)],
+            )
+        };
+        assert_eq!(api("values.batchGet", "ok"), Some(2.0));
+        assert_eq!(api("values.batchGet", "429"), Some(1.0));
+        assert_eq!(api("values.batchUpdate", "timeout"), Some(1.0));
+        assert_eq!(value(&s, "sheetq_api_retries_total", &[]), Some(1.0));
+        assert_eq!(value(&s, "sheetq_throttled_waits_total", &[]), Some(1.0));
+        assert_eq!(
+            value(&s, "sheetq_throttled_wait_seconds_total", &[]),
+            Some(1.5)
+        );
+        assert_eq!(value(&s, "sheetq_outbox_depth", &[]), Some(3.0));
+        assert_eq!(value(&s, "sheetq_running_jobs", &[]), Some(1.0));
+        assert_eq!(
+            value(&s, "sheetq_last_successful_poll_timestamp_seconds", &[]),
+            Some(1_700_000_000.0)
+        );
+        let done = |o| value(&s, "sheetq_jobs_finished_total", &[("outcome", o)]);
+        assert_eq!((done("done"), done("timeout")), (Some(2.0), Some(1.0)));
+
+        // Buckets are cumulative: 0.5 s is under le=1, 45 s under le=60, 2 h only in +Inf.
+        let bucket = |le| value(&s, "sheetq_job_duration_seconds_bucket", &[("le", le)]);
+        assert_eq!(bucket("1"), Some(1.0));
+        assert_eq!(bucket("30"), Some(1.0));
+        assert_eq!(bucket("60"), Some(2.0));
+        assert_eq!(bucket("3600"), Some(2.0));
+        assert_eq!(bucket("+Inf"), Some(3.0));
+        assert_eq!(
+            value(&s, "sheetq_job_duration_seconds_count", &[]),
+            Some(3.0)
+        );
+        assert_eq!(
+            value(&s, "sheetq_job_duration_seconds_sum", &[]),
+            Some(7245.5)
+        );
+        drop(running);
+    }
+
+    #[test]
+    fn a_running_job_leaves_the_gauge_however_it_ends() {
+        let m = Arc::new(Metrics::new());
+        let a = m.job_started();
+        let b = m.job_started();
+        assert_eq!(m.running_jobs(), 2);
+        a.finish(Outcome::Error);
+        assert_eq!(m.running_jobs(), 1);
+        drop(b);
+        assert_eq!(m.running_jobs(), 0);
+        assert_eq!(m.jobs_finished(Outcome::Error), 1);
+        assert_eq!(
+            m.jobs_finished(Outcome::Cancelled),
+            1,
+            "an unfinished job that is dropped was cancelled"
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped_and_read_back_intact() {
+        let odd = "we\"ird\\method\nname";
+        let mut text = String::new();
+        family(&mut text, "sheetq_x_total", "counter", "odd\nhelp \\ text");
+        sample(
+            &mut text,
+            "sheetq_x_total",
+            &[("method", odd), ("status", "ok")],
+            1u64,
+        );
+        assert!(text.contains(r#"method="we\"ird\\method\nname""#), "{text}");
+        assert!(
+            text.contains(r"# HELP sheetq_x_total odd\nhelp \\ text"),
+            "{text}"
+        );
+        let s = parse(&text);
+        assert_eq!(
+            value(&s, "sheetq_x_total", &[("method", odd), ("status", "ok")]),
+            Some(1.0)
+        );
+    }
+
+    #[test]
+    fn health_follows_the_poll_loop() {
+        let h = Health::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        assert!(matches!(h.verdict_at(t0), Verdict::Starting { .. }));
+        h.poll_completed_at(t0);
+        assert!(h.verdict_at(t0 + Duration::from_secs(59)).is_healthy());
+        let late = h.verdict_at(t0 + Duration::from_secs(61));
+        assert!(matches!(late, Verdict::Stale { .. }), "{late:?}");
+        assert!(late.reason().contains("limit 1m"), "{}", late.reason());
+        h.poll_completed_at(t0 + Duration::from_secs(61));
+        assert!(h.verdict_at(t0 + Duration::from_secs(62)).is_healthy());
+        h.set_stopping();
+        assert_eq!(
+            h.verdict_at(t0 + Duration::from_secs(62)),
+            Verdict::Stopping
+        );
+    }
+
+    #[test]
+    fn the_limit_leaves_room_for_slow_polls() {
+        let limit = Health::limit_for(Duration::from_secs(2), Duration::from_secs(30));
+        assert_eq!(limit, Duration::from_secs(90));
+        let limit = Health::limit_for(Duration::from_secs(1), Duration::from_secs(5));
+        assert_eq!(limit, Duration::from_secs(60));
+    }
+
+    async fn get(router: Router, path: &str) -> (StatusCode, String, Option<String>) {
+        let response = router
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_string());
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            String::from_utf8(body.to_vec()).unwrap(),
+            content_type,
+        )
+    }
+
+    #[tokio::test]
+    async fn the_routes_answer_as_a_probe_and_a_scraper_expect() {
+        let metrics = Arc::new(Metrics::new());
+        metrics.lease_acquired();
+        let health = Health::new(Duration::from_secs(60));
+        let app = router(Arc::clone(&metrics), health.clone());
+
+        let (status, body, _) = get(app.clone(), "/healthz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.starts_with("starting"), "{body}");
+
+        health.poll_completed();
+        let (status, body, _) = get(app.clone(), "/healthz").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+
+        let (status, body, content_type) = get(app.clone(), "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(content_type.as_deref(), Some(CONTENT_TYPE));
+        assert_eq!(
+            value(&parse(&body), "sheetq_lease_acquisitions_total", &[]),
+            Some(1.0)
+        );
+
+        let (status, _, _) = get(app, "/nothing").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn serve_answers_on_a_real_socket_and_stops_when_told() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let health = Health::new(Duration::from_secs(60));
+        health.poll_completed();
+        let shutdown = CancellationToken::new();
+        let server = tokio::spawn(serve_listener(
+            listener,
+            Arc::new(Metrics::new()),
+            health,
+            shutdown.clone(),
+        ));
+
+        // A bare HTTP/1.1 exchange: no client crate needed to see what a probe sees.
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).await.unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        assert!(reply.ends_with("ok\n"), "{reply}");
+
+        shutdown.cancel();
+        let result = tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("the server stops within 10 s of cancellation")
+            .unwrap();
+        assert!(result.is_ok(), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn a_taken_port_is_named_in_the_error() {
+        let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = taken.local_addr().unwrap();
+        let err = serve(
+            addr,
+            Arc::new(Metrics::new()),
+            Health::new(Duration::from_secs(1)),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains(&addr.to_string()), "{err}");
+    }
+}

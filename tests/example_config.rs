@@ -1,0 +1,131 @@
+//! The configs operators copy: `sheetq.example.toml` must load as it is, show every setting
+//! and state the real defaults; the deploy files must agree with the config they run.
+
+use std::collections::BTreeMap;
+
+use sheetq::config::Config;
+
+const EXAMPLE: &str = include_str!("../sheetq.example.toml");
+
+fn example() -> Config {
+    Config::parse(EXAMPLE, "sheetq.example.toml", &BTreeMap::new())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_example_loads_as_it_is() {
+    let c = example();
+    assert_eq!(c.worker_id, "vm-1");
+    assert_eq!(c.state_dir, std::path::Path::new("/var/lib/sheetq"));
+    for name in ["sleep", "echo", "report"] {
+        assert!(c.commands.contains_key(name), "[commands.{name}] missing");
+    }
+}
+
+#[test]
+fn the_example_shows_every_setting() {
+    let table: toml::Table = toml::from_str(EXAMPLE).unwrap();
+    for key in [
+        "spreadsheet_id",
+        "credentials",
+        "api_base_url",
+        "worker_id",
+        "slots",
+        "poll_interval",
+        "stale_after",
+        "dead_after",
+        "heartbeat_interval",
+        "lease_ttl",
+        "shutdown_grace",
+        "intake",
+        "state_dir",
+        "requests_per_minute",
+        "call_timeout",
+        "max_retries",
+        "full_scan_every",
+    ] {
+        assert!(table.contains_key(key), "{key} is not in the example");
+    }
+    let queue = table["queue"].as_table().unwrap();
+    assert_eq!(queue["headers"].as_table().unwrap().len(), 16);
+    assert_eq!(queue["states"].as_table().unwrap().len(), 5);
+}
+
+/// The example writes the defaults out, except where it shows a deployment's own value
+/// (the spreadsheet, the key, the worker id, the state directory).
+#[test]
+fn the_example_states_the_real_defaults() {
+    let c = example();
+    let d = Config::parse("spreadsheet_id = \"x\"", "defaults", &BTreeMap::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.api_base_url, d.api_base_url);
+    assert_eq!(c.slots, d.slots);
+    assert_eq!(c.poll_interval, d.poll_interval);
+    assert_eq!(c.stale_after, d.stale_after);
+    assert_eq!(c.dead_after, d.dead_after);
+    assert_eq!(c.heartbeat_interval, d.heartbeat_interval);
+    assert_eq!(c.lease_ttl, d.lease_ttl);
+    assert_eq!(c.shutdown_grace, d.shutdown_grace);
+    assert_eq!(c.intake, d.intake);
+    assert_eq!(c.requests_per_minute, d.requests_per_minute);
+    assert_eq!(c.call_timeout, d.call_timeout);
+    assert_eq!(c.max_retries, d.max_retries);
+    assert_eq!(c.full_scan_every, d.full_scan_every);
+    assert_eq!(c.headers, d.headers);
+    assert_eq!(c.states, d.states);
+}
+
+/// The config the Kubernetes manifests ship must load too, and leave the replicas inside the
+/// shared per-user quota of one service account.
+#[test]
+fn the_kubernetes_config_map_holds_a_valid_config() {
+    let manifest = include_str!("../deploy/k8s/configmap.yaml");
+    let (_, block) = manifest
+        .split_once("sheetq.toml: |\n")
+        .expect("configmap.yaml has a sheetq.toml entry");
+    // The YAML block scalar: every line indented by four spaces (or empty).
+    let text: String = block
+        .lines()
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let c = Config::parse(&text, "deploy/k8s/configmap.yaml", &BTreeMap::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deployment = include_str!("../deploy/k8s/deployment.yaml");
+    let replicas: u32 = deployment
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replicas: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("deployment.yaml sets replicas");
+    assert!(
+        replicas * c.requests_per_minute <= 60,
+        "{replicas} replicas × requests_per_minute {} exceed Google's 60 a minute per user",
+        c.requests_per_minute
+    );
+    let grace: u64 = deployment
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("terminationGracePeriodSeconds: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("deployment.yaml sets terminationGracePeriodSeconds");
+    assert!(
+        grace > c.shutdown_grace.as_secs() * 2,
+        "terminationGracePeriodSeconds {grace} must leave room above shutdown_grace"
+    );
+}
+
+/// systemd's stop timeout must exceed the default shutdown grace by a margin, or running
+/// jobs are SIGKILLed before sheetq has written their results.
+#[test]
+fn the_systemd_stop_timeout_is_above_the_shutdown_grace() {
+    let unit = include_str!("../deploy/sheetq.service");
+    let stop = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+        .expect("the unit sets TimeoutStopSec");
+    let stop = humantime::parse_duration(stop.trim()).expect("TimeoutStopSec is a duration");
+    let grace = example().shutdown_grace;
+    assert!(
+        stop > grace * 2,
+        "TimeoutStopSec {stop:?} vs shutdown_grace {grace:?}"
+    );
+}
