@@ -851,7 +851,8 @@ mod tests {
         api.record_request(ApiMethod::ValuesBatchGet, ApiOutcome::from_status(429));
         api.record_request(ApiMethod::ValuesBatchUpdate, ApiOutcome::Timeout);
         api.record_retry();
-        api.record_throttled(Duration::from_millis(1500));
+        api.record_throttled();
+        api.record_throttled_wait(Duration::from_millis(1500));
         m.set_outbox_depth(3);
         m.poll_succeeded(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
         m.job_finished(Outcome::Done, Duration::from_millis(500));
