@@ -13,12 +13,16 @@ use tokio_util::sync::CancellationToken;
 use crate::admin;
 use crate::commands::Registry;
 use crate::config::Config;
+use crate::daemon::Observers;
 use crate::emulator::EmulatorArgs;
+use crate::metrics::{self, Health, Metrics};
+use crate::notify::Notifier;
 use crate::sheets::auth::Credentials;
 use crate::sheets::budget::Budget;
 use crate::sheets::dry_run::DryRunSheets;
 use crate::sheets::google::{GoogleSheets, GoogleSheetsConfig};
 use crate::sheets::retry::RetryPolicy;
+use crate::sheets::stats::SheetsStats;
 use crate::sheets::Sheets;
 
 /// Exit code when `check` finds problems.
@@ -75,6 +79,9 @@ pub struct RunArgs {
     /// Read the real sheet but write nothing; log each write that would have been sent.
     #[arg(long)]
     pub dry_run: bool,
+    /// Serve Prometheus metrics at /metrics and a health check at /healthz on this address.
+    #[arg(long, env = "SHEETQ_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -118,10 +125,49 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => {
             let config = Config::load(&args.config.config)?;
             let registry = registry(&config)?;
-            let sheets = connect(&config, None, args.dry_run).await?;
+            let stats = Arc::new(SheetsStats::new());
+            let sheets = connect_with(&config, None, args.dry_run, stats.clone()).await?;
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let report = crate::daemon::run(sheets, config, registry, shutdown).await?;
+            let observers = Observers {
+                metrics: Arc::new(Metrics::with_api_stats(stats)),
+                health: Health::new(Health::limit_for(config.poll_interval, config.call_timeout)),
+                notifier: Arc::new(Notifier::from_env().unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "systemd notification disabled");
+                    Notifier::disabled()
+                })),
+            };
+            let mut side_tasks = tokio::task::JoinSet::new();
+            if let Some(addr) = args.metrics_listen {
+                let (m, h, s) = (
+                    observers.metrics.clone(),
+                    observers.health.clone(),
+                    shutdown.clone(),
+                );
+                // Bind before the daemon starts, so a taken port is a startup error.
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on --metrics-listen {addr}"))?;
+                side_tasks.spawn(async move {
+                    if let Err(e) = metrics::serve_listener(listener, m, h, s).await {
+                        tracing::error!(error = %e, "metrics endpoint stopped");
+                    }
+                });
+            }
+            {
+                let (n, h, s) = (
+                    observers.notifier.clone(),
+                    observers.health.clone(),
+                    shutdown.clone(),
+                );
+                side_tasks.spawn(async move { n.watchdog_loop(h, s).await });
+            }
+            let result =
+                crate::daemon::run_observed(sheets, config, registry, shutdown.clone(), observers)
+                    .await;
+            shutdown.cancel();
+            while side_tasks.join_next().await.is_some() {}
+            let report = result?;
             if report.results_pending > 0 {
                 eprintln!(
                     "sheetq: {} result(s) could not be written and stay in the outbox for the next start",
@@ -212,6 +258,16 @@ pub async fn connect(
     credentials: Option<Credentials>,
     dry_run: bool,
 ) -> anyhow::Result<Arc<dyn Sheets>> {
+    connect_with(config, credentials, dry_run, Arc::new(SheetsStats::new())).await
+}
+
+/// [`connect`], counting every request into `stats` (which the metrics endpoint renders).
+pub async fn connect_with(
+    config: &Config,
+    credentials: Option<Credentials>,
+    dry_run: bool,
+    stats: Arc<SheetsStats>,
+) -> anyhow::Result<Arc<dyn Sheets>> {
     let credentials =
         credentials.unwrap_or_else(|| Credentials::resolve(config.credentials.as_deref()));
     let mut gc = GoogleSheetsConfig::new(config.spreadsheet_id.clone(), credentials);
@@ -221,7 +277,8 @@ pub async fn connect(
         max_attempts: config.max_retries + 1,
         ..RetryPolicy::default()
     };
-    gc.budget = Budget::per_minute(config.requests_per_minute);
+    gc.budget = budget(config.requests_per_minute);
+    gc.stats = stats;
     let google = GoogleSheets::new(gc)
         .await
         .context("cannot set up the Google Sheets client")?;
@@ -230,6 +287,18 @@ pub async fn connect(
     } else {
         Arc::new(google)
     })
+}
+
+/// The client-side request budget: `per_minute` on average, with a burst small enough that
+/// no 60-second window holds more than Google's 60 requests per user (for budgets of 50 or
+/// less) yet large enough for a claim pass plus a write-back to go out without waiting.
+pub fn budget(per_minute: u32) -> Budget {
+    let burst = if per_minute <= 60 {
+        (61 - per_minute).clamp(1, 10)
+    } else {
+        10
+    };
+    Budget::with_burst(per_minute, std::time::Duration::from_secs(60), burst)
 }
 
 /// Cancels `token` on SIGTERM or SIGINT: the caller owns shutdown.

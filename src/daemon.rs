@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -25,9 +26,11 @@ use crate::a1;
 use crate::claim::{self, ClaimPolicy};
 use crate::commands::{JobSpec, Outcome, OutcomeStatus, Registry, Runner};
 use crate::config::Config;
-use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
-use crate::outbox::{Continuation, Finish, FinishedJob, Outbox, OutboxError};
 use crate::config::Intake;
+use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
+use crate::metrics::{self, Health, Metrics, RunningJob};
+use crate::notify::Notifier;
+use crate::outbox::{Continuation, Finish, FinishedJob, Outbox, OutboxError};
 use crate::panel::{self, PanelIndex, PanelOutcome, PanelTable};
 use crate::queue::{self, Column, ColumnMap, QueueRow, Snapshot, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
@@ -101,7 +104,37 @@ pub async fn run(
     registry: Registry,
     shutdown: CancellationToken,
 ) -> Result<RunReport, DaemonError> {
-    let mut daemon = Daemon::start(sheets, config, registry).await?;
+    run_observed(sheets, config, registry, shutdown, Observers::default()).await
+}
+
+/// What watches a running daemon: its metrics, the health verdict behind `/healthz` and the
+/// systemd watchdog, and the service manager's notification socket.
+#[derive(Clone)]
+pub struct Observers {
+    pub metrics: Arc<Metrics>,
+    pub health: Health,
+    pub notifier: Arc<Notifier>,
+}
+
+impl Default for Observers {
+    fn default() -> Self {
+        Self {
+            metrics: Arc::new(Metrics::new()),
+            health: Health::new(StdDuration::from_secs(60)),
+            notifier: Arc::new(Notifier::disabled()),
+        }
+    }
+}
+
+/// [`run`], reporting to `observers`.
+pub async fn run_observed(
+    sheets: Arc<dyn Sheets>,
+    config: Config,
+    registry: Registry,
+    shutdown: CancellationToken,
+    observers: Observers,
+) -> Result<RunReport, DaemonError> {
+    let mut daemon = Daemon::start(sheets, config, registry, observers).await?;
     daemon.run(shutdown).await
 }
 
@@ -113,7 +146,8 @@ struct Daemon {
     layout: Layout,
     outbox: Outbox,
     policy: ClaimPolicy,
-    jobs: JoinSet<(Claimed, Outcome)>,
+    jobs: JoinSet<(Claimed, Outcome, RunningJob)>,
+    observers: Observers,
     running: HashMap<String, Claimed>,
     free_slots: Vec<u32>,
     /// Cancels running jobs once the shutdown grace period is over.
@@ -134,6 +168,7 @@ impl Daemon {
         sheets: Arc<dyn Sheets>,
         config: Config,
         registry: Registry,
+        observers: Observers,
     ) -> Result<Self, DaemonError> {
         let layout = load_layout(sheets.as_ref(), &config).await?;
         let outbox = Outbox::open(&config.state_dir)?;
@@ -153,6 +188,7 @@ impl Daemon {
             outbox,
             policy,
             jobs: JoinSet::new(),
+            observers,
             running: HashMap::new(),
             free_slots,
             job_cancel: CancellationToken::new(),
@@ -197,6 +233,15 @@ impl Daemon {
 
     async fn run(&mut self, shutdown: CancellationToken) -> Result<RunReport, DaemonError> {
         info!(worker = %self.config.worker_id, slots = self.config.slots, "sheetq daemon started");
+        let idle_per_minute = 60.0 / self.config.poll_interval.as_secs_f64();
+        if idle_per_minute > f64::from(self.config.requests_per_minute) {
+            warn!(
+                poll_interval = ?self.config.poll_interval,
+                requests_per_minute = self.config.requests_per_minute,
+                "idle polls alone need {idle_per_minute:.0} requests a minute, more than the budget: polls will wait for it; raise poll_interval"
+            );
+        }
+        let mut ready = false;
         let mut tick = tokio::time::interval(self.config.poll_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -208,14 +253,28 @@ impl Daemon {
                     continue;
                 }
             }
-            if let Err(e) = self.pass().await {
-                match e {
-                    DaemonError::Sheets(ref s) if s.is_retryable() => {
-                        warn!(error = %s, "poll failed; trying again at the next tick");
+            match self.pass().await {
+                Ok(()) => {
+                    self.observers.health.poll_completed();
+                    self.observers
+                        .metrics
+                        .poll_succeeded(std::time::SystemTime::now());
+                    if !ready {
+                        ready = true;
+                        if let Err(e) = self.observers.notifier.ready() {
+                            warn!(error = %e, "cannot tell the service manager we are ready");
+                        }
                     }
-                    other => return Err(other),
                 }
+                Err(DaemonError::Sheets(e)) if e.is_retryable() => {
+                    warn!(error = %e, "poll failed; trying again at the next tick");
+                }
+                Err(other) => return Err(other),
             }
+        }
+        self.observers.health.set_stopping();
+        if let Err(e) = self.observers.notifier.stopping() {
+            debug!(error = %e, "cannot tell the service manager we are stopping");
         }
         self.drain().await?;
         Ok(self.report.clone())
@@ -245,7 +304,7 @@ impl Daemon {
             &self.policy,
             &poll.heartbeats,
             self.free_slots.len(),
-            |_| true,
+            |row| self.may_start(row),
         );
         if !plan.claims.is_empty() || !plan.stale.is_empty() || self.has_ticks(&poll) {
             self.claim_pass(&poll).await?;
@@ -259,10 +318,27 @@ impl Daemon {
         Ok(())
     }
 
+    /// Whether this daemon may start `row` now: a heavy job (by its command's config or
+    /// the row's `heavy` flag) waits while another heavy job runs here, rather than being
+    /// claimed and spending its timeout at the heavy gate.
+    fn may_start(&self, row: &QueueRow) -> bool {
+        let heavy = |command: &str, flags: &[String]| {
+            self.registry.is_heavy(command) || flags.iter().any(|f| f == "heavy")
+        };
+        !heavy(&row.command, &row.flags)
+            || !self
+                .running
+                .values()
+                .any(|c| heavy(&c.row.command, &c.row.flags))
+    }
+
     /// Whether polling intake is on and some ▶ box is ticked.
     fn has_ticks(&self, poll: &Poll) -> bool {
         self.config.intake == Intake::Poll
-            && poll.tables.values().any(|t| t.rows.iter().any(|r| r.ticked))
+            && poll
+                .tables
+                .values()
+                .any(|t| t.rows.iter().any(|r| r.ticked))
     }
 
     /// The waiting/running status cells that differ from what the panels show (at most 20),
@@ -351,7 +427,11 @@ impl Daemon {
         for p in &index.problems {
             warn!("{p}");
         }
-        self.sheet_ids = meta.sheets.iter().map(|s| (s.title.clone(), s.sheet_id)).collect();
+        self.sheet_ids = meta
+            .sheets
+            .iter()
+            .map(|s| (s.title.clone(), s.sheet_id))
+            .collect();
         if let Some(q) = meta.sheet(QUEUE_SHEET) {
             self.layout.last_col = a1::column_letters((q.column_count.max(1) - 1) as u32);
         }
@@ -441,7 +521,11 @@ impl Daemon {
                 heartbeats.insert(id, seen);
             }
         }
-        let tables = panel::parse_tables(&self.panels, values.get(3..).unwrap_or(&[]), &self.config.panel);
+        let tables = panel::parse_tables(
+            &self.panels,
+            values.get(3..).unwrap_or(&[]),
+            &self.config.panel,
+        );
         Ok(Poll {
             snapshot,
             lease: LeaseState::parse(&lease_text),
@@ -458,7 +542,9 @@ impl Daemon {
     #[instrument(skip_all, fields(worker = %self.config.worker_id))]
     async fn claim_pass(&mut self, poll: &Poll) -> Result<bool, DaemonError> {
         let now = Utc::now();
+        self.observers.metrics.claim_pass();
         let Some(from) = poll.lease.takeable(now) else {
+            self.observers.metrics.lease_wait();
             if let LeaseState::Invalid(text) = &poll.lease {
                 warn!(lease = %text, "the lease cell _ワーカー!B1 holds no lease; resetting it to free");
                 let free = ValueRange::new(
@@ -510,7 +596,7 @@ impl Daemon {
             &self.policy,
             &fresh.heartbeats,
             self.free_slots.len(),
-            |_| true,
+            |row| self.may_start(row),
         );
         // Intake by polling, under the lease so two daemons never turn one tick into two
         // rows: new rows are appended now (INSERT_ROWS), the boxes are cleared in the commit.
@@ -678,6 +764,7 @@ impl Daemon {
                 self.spawn(claimed);
             } else {
                 self.report.claim_conflicts += 1;
+                self.observers.metrics.claim_conflict();
                 warn!(
                     job.id = %claimed.row.job_id,
                     target = %claimed.row.target_key(),
@@ -725,6 +812,7 @@ impl Daemon {
         let runner = self.runner.clone();
         let cancel = self.job_cancel.child_token();
         self.running.insert(row.job_id.clone(), claimed.clone());
+        let running = self.observers.metrics.job_started();
         self.jobs.spawn(
             async move {
                 let outcome = match prepared {
@@ -734,7 +822,7 @@ impl Daemon {
                         rejected.into_outcome()
                     }
                 };
-                (claimed, outcome)
+                (claimed, outcome, running)
             }
             .instrument(span),
         );
@@ -743,9 +831,9 @@ impl Daemon {
     /// A job ended: its result goes to the outbox (durably) before anything else.
     fn finished(
         &mut self,
-        joined: Result<(Claimed, Outcome), tokio::task::JoinError>,
+        joined: Result<(Claimed, Outcome, RunningJob), tokio::task::JoinError>,
     ) -> Result<(), DaemonError> {
-        let (claimed, outcome) = match joined {
+        let (claimed, outcome, running) = match joined {
             Ok(v) => v,
             Err(e) => {
                 // A job task panicked: its row times out by the stale rule.
@@ -756,6 +844,12 @@ impl Daemon {
         self.running.remove(&claimed.row.job_id);
         self.free_slots.push(claimed.slot);
         self.report.jobs_finished += 1;
+        running.finish(match outcome.status {
+            OutcomeStatus::Done => metrics::Outcome::Done,
+            OutcomeStatus::Failed => metrics::Outcome::Error,
+            OutcomeStatus::TimedOut => metrics::Outcome::Timeout,
+            OutcomeStatus::Cancelled => metrics::Outcome::Cancelled,
+        });
         let (finish, message) = match outcome.status {
             OutcomeStatus::Done => (Finish::Done, outcome.message.clone()),
             OutcomeStatus::Failed => (Finish::Error, outcome.message.clone()),
@@ -787,6 +881,9 @@ impl Daemon {
             flags: row.flags.clone(),
             continuation,
         })?;
+        self.observers
+            .metrics
+            .set_outbox_depth(self.outbox.len() as u64);
         Ok(())
     }
 
@@ -813,7 +910,14 @@ impl Daemon {
         for job in &pending {
             let Some(row) = poll.snapshot.by_job_id(&job.job_id) else {
                 warn!(job.id = %job.job_id, target = %job.target, "the job's queue row is gone (deleted by a person?); only its panel row is written");
-                data.extend(self.panel_result(poll, &job.as_row(), job.finish, job.finished_at, &job.url, &job.message));
+                data.extend(self.panel_result(
+                    poll,
+                    &job.as_row(),
+                    job.finish,
+                    job.finished_at,
+                    &job.url,
+                    &job.message,
+                ));
                 settled.push(job.job_id.clone());
                 continue;
             };
@@ -833,8 +937,21 @@ impl Daemon {
                     self.append_continuation(job, cont).await?;
                 }
             }
-            data.extend(self.finish_cells(row.row, job.finish, job.finished_at, &job.url, &job.message));
-            data.extend(self.panel_result(poll, row, job.finish, job.finished_at, &job.url, &job.message));
+            data.extend(self.finish_cells(
+                row.row,
+                job.finish,
+                job.finished_at,
+                &job.url,
+                &job.message,
+            ));
+            data.extend(self.panel_result(
+                poll,
+                row,
+                job.finish,
+                job.finished_at,
+                &job.url,
+                &job.message,
+            ));
             settled.push(job.job_id.clone());
         }
         data.extend(display);
@@ -844,6 +961,9 @@ impl Daemon {
         let heartbeat = self.heartbeat_into(poll, &mut data, false).await?;
         self.sheets.write(&data).await?;
         self.outbox.done(settled.iter().map(String::as_str))?;
+        self.observers
+            .metrics
+            .set_outbox_depth(self.outbox.len() as u64);
         Ok(heartbeat)
     }
 

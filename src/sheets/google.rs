@@ -230,7 +230,8 @@ impl GoogleSheets {
                         .budget
                         .acquire_with(|wait| {
                             self.stats.record_throttled();
-                            tracing::info!(
+                            // Counted in `sheetq_throttled_waits_total`; per call it is detail.
+                            tracing::debug!(
                                 method = name,
                                 wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
                                 "request budget spent; the call waits for its turn"
