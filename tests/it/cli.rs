@@ -1,0 +1,219 @@
+//! The command line as an operator meets it: the demo's table, `check` on a broken sheet,
+//! and a config with several mistakes. Runs the real `sheetq` binary.
+
+use std::path::Path;
+use std::process::Command;
+
+use assert_cmd::prelude::*;
+use serde_json::json;
+
+use crate::support;
+
+fn sheetq() -> Command {
+    let mut cmd = Command::cargo_bin("sheetq").unwrap_or_else(|e| panic!("sheetq binary: {e}"));
+    cmd.env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+        .env("SHEETQ_LOG", "warn");
+    cmd
+}
+
+/// A row of the demo's closing table: (target, worker, start, end, state).
+fn table_rows(stdout: &str) -> Vec<(String, String, String, String, String)> {
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("target "))
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l
+                .split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect();
+            assert!(cols.len() >= 7, "a table row has at least 7 columns: {l:?}");
+            let n = cols.len();
+            // target, function, requester, worker, start, end, state, [message]
+            let (start, end, state) = if n == 8 {
+                (cols[4], cols[5], cols[6])
+            } else {
+                (cols[4], cols[5], cols[6])
+            };
+            (
+                cols[0].into(),
+                cols[3].into(),
+                start.into(),
+                end.into(),
+                state.into(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn demo_shows_a_serialised_same_target_pair_and_overlapping_different_targets() {
+    let out = sheetq().arg("demo").output().expect("run sheetq demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = table_rows(&stdout);
+    assert_eq!(rows.len(), 5, "five presses, five rows:\n{stdout}");
+    let a: Vec<_> = rows.iter().filter(|r| r.0 == "サーバーA").collect();
+    assert_eq!(a.len(), 2, "two jobs on サーバーA:\n{stdout}");
+    let (first, second) = if a[0].2 <= a[1].2 {
+        (a[0], a[1])
+    } else {
+        (a[1], a[0])
+    };
+    assert!(
+        second.2 >= first.3,
+        "same target must run serially: second starts {} before first ends {}\n{stdout}",
+        second.2,
+        first.3
+    );
+    let b = rows
+        .iter()
+        .find(|r| r.0 == "サーバーB")
+        .expect("a サーバーB row");
+    assert!(
+        b.2 < first.3 && first.2 < b.3,
+        "different targets should overlap: A {}–{} vs B {}–{}\n{stdout}",
+        first.2,
+        first.3,
+        b.2,
+        b.3
+    );
+    assert_ne!(b.1, first.1, "overlapping jobs hold different worker slots");
+    assert!(
+        rows.iter().any(|r| r.4 == "エラー"),
+        "the unconfigured command ends as エラー:\n{stdout}"
+    );
+    assert_eq!(rows.iter().filter(|r| r.4 == "完了").count(), 4, "{stdout}");
+}
+
+fn write_config(dir: &Path, emu: &sheetq::emulator::Emulator, extra: &str) -> std::path::PathBuf {
+    let key = dir.join("key.json");
+    std::fs::write(&key, emu.credentials_json()).expect("write key");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod key");
+    }
+    let config = dir.join("sheetq.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "spreadsheet_id = \"{}\"\ncredentials = \"{}\"\napi_base_url = \"{}\"\nstate_dir = \"{}\"\n{extra}\n[commands.sleep]\nbuiltin = \"sleep\"\n",
+            emu.spreadsheet_id(),
+            key.display(),
+            emu.base_url(),
+            dir.join("state").display()
+        ),
+    )
+    .expect("write config");
+    config
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_names_a_missing_header_and_exits_non_zero() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &emu, "");
+    // A person renames the ワーカー header (column P).
+    emu.set_values("'_ジョブキュー'!P1", json!([["worker?"]]), false)
+        .expect("edit the header");
+    let out = tokio::task::spawn_blocking(move || {
+        sheetq().arg("check").arg("--config").arg(&config).output()
+    })
+    .await
+    .expect("join")
+    .expect("run sheetq check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "check must exit 3 on problems; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("\"ワーカー\""),
+        "the missing header is named:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("worker?"),
+        "what was found is listed:\n{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_passes_on_the_demo_spreadsheet() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &emu, "");
+    let out = tokio::task::spawn_blocking(move || {
+        sheetq().arg("check").arg("--config").arg(&config).output()
+    })
+    .await
+    .expect("join")
+    .expect("run sheetq check");
+    assert!(
+        out.status.success(),
+        "check on a healthy sheet: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_bad_config_is_one_message_listing_each_problem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("sheetq.toml");
+    std::fs::write(
+        &config,
+        "slots = 0\npoll_interval = \"soon\"\nintake = \"push\"\n[commands.report]\nexec = []\n",
+    )
+    .expect("write config");
+    let out = sheetq()
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("run sheetq check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a bad config exits 2:\n{stderr}"
+    );
+    for expected in [
+        "spreadsheet_id is required",
+        "slots = 0",
+        "poll_interval = \"soon\"",
+        "intake = \"push\"",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    assert_eq!(
+        stderr.matches("sheetq:").count(),
+        1,
+        "one message, not one per problem:\n{stderr}"
+    );
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in [
+        "run", "demo", "emulator", "init", "check", "status", "enqueue",
+    ] {
+        let out = sheetq().args([sub, "--help"]).output().expect("run --help");
+        assert!(out.status.success(), "{sub} --help failed");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Usage"),
+            "{sub} --help prints usage"
+        );
+    }
+}
