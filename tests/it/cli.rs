@@ -30,19 +30,13 @@ fn table_rows(stdout: &str) -> Vec<(String, String, String, String, String)> {
                 .filter(|c| !c.is_empty())
                 .collect();
             assert!(cols.len() >= 7, "a table row has at least 7 columns: {l:?}");
-            let n = cols.len();
             // target, function, requester, worker, start, end, state, [message]
-            let (start, end, state) = if n == 8 {
-                (cols[4], cols[5], cols[6])
-            } else {
-                (cols[4], cols[5], cols[6])
-            };
             (
                 cols[0].into(),
                 cols[3].into(),
-                start.into(),
-                end.into(),
-                state.into(),
+                cols[4].into(),
+                cols[5].into(),
+                cols[6].into(),
             )
         })
         .collect()
