@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod continuation;
 mod emulator;
 mod sheets_google;
 mod support;
