@@ -12,7 +12,7 @@ use crate::a1;
 use crate::commands::Registry;
 use crate::config::Config;
 use crate::lease::{self, LeaseState, WORKER_SHEET};
-use crate::queue::{self, Column, ColumnMap, State, QUEUE_SHEET};
+use crate::queue::{self, ColumnMap, State, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, Request, Sheets, SheetsError, ValueRange};
 
@@ -242,22 +242,19 @@ pub fn job_row(
     now: DateTime<Utc>,
     job: &NewJob,
 ) -> Vec<Cell> {
-    let mut row = vec![Cell::from(""); columns.width() as usize];
-    let mut set = |c: Column, v: Cell| row[columns.index(c) as usize] = v;
-    set(Column::JobId, Cell::from(job_id));
-    set(
-        Column::ReceivedAt,
-        Cell::from(sheet_time::instant_to_serial(now, tz)),
-    );
-    set(Column::Requester, Cell::from(job.requester.clone()));
-    set(Column::PanelSheet, Cell::from(job.panel_sheet.clone()));
-    set(Column::Target, Cell::from(job.target.clone()));
-    set(Column::Function, Cell::from(job.function.clone()));
-    set(Column::Command, Cell::from(job.command.clone()));
-    set(Column::ArgsJson, Cell::from(job.args_json.clone()));
-    set(Column::Flags, Cell::from(job.flags.join(",")));
-    set(Column::State, Cell::from(config.states.waiting.clone()));
-    row
+    crate::panel::NewJob {
+        job_id: job_id.to_string(),
+        received_at: now,
+        requester: job.requester.clone(),
+        panel_sheet: job.panel_sheet.clone(),
+        panel_row: None,
+        target: job.target.clone(),
+        function: job.function.clone(),
+        command: job.command.clone(),
+        args_json: job.args_json.clone(),
+        flags: job.flags.join(","),
+    }
+    .to_row(columns, &config.states, tz)
 }
 
 /// `sheetq status`: queue counts by state, running jobs with their age, workers and their

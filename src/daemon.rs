@@ -972,9 +972,6 @@ impl Daemon {
         job: &FinishedJob,
         cont: &Continuation,
     ) -> Result<(), DaemonError> {
-        let cols = &self.layout.columns;
-        let mut row = vec![Cell::from(""); cols.width() as usize];
-        let mut set = |c: Column, v: Cell| row[cols.index(c) as usize] = v;
         let mut flags: Vec<String> = job
             .flags
             .iter()
@@ -982,26 +979,19 @@ impl Daemon {
             .cloned()
             .collect();
         flags.push("continuation".into());
-        set(Column::JobId, Cell::from(cont.job_id.clone()));
-        set(
-            Column::ReceivedAt,
-            Cell::from(sheet_time::instant_to_serial(Utc::now(), self.layout.tz)),
-        );
-        set(Column::Requester, Cell::from(job.requester.clone()));
-        set(Column::PanelSheet, Cell::from(job.panel_sheet.clone()));
-        set(
-            Column::PanelRow,
-            job.panel_row.map(Cell::from).unwrap_or(Cell::from("")),
-        );
-        set(Column::Target, Cell::from(job.target.clone()));
-        set(Column::Function, Cell::from(job.function.clone()));
-        set(Column::Command, Cell::from(job.command.clone()));
-        set(Column::ArgsJson, Cell::from(cont.args_json.clone()));
-        set(Column::Flags, Cell::from(flags.join(",")));
-        set(
-            Column::State,
-            Cell::from(self.config.states.waiting.clone()),
-        );
+        let row = panel::NewJob {
+            job_id: cont.job_id.clone(),
+            received_at: Utc::now(),
+            requester: job.requester.clone(),
+            panel_sheet: job.panel_sheet.clone(),
+            panel_row: job.panel_row,
+            target: job.target.clone(),
+            function: job.function.clone(),
+            command: job.command.clone(),
+            args_json: cont.args_json.clone(),
+            flags: flags.join(","),
+        }
+        .to_row(&self.layout.columns, &self.config.states, self.layout.tz);
         let range = a1::range(QUEUE_SHEET, &format!("A1:{}", self.layout.last_col));
         self.sheets.append(&range, &[row]).await?;
         info!(job.id = %job.job_id, next = %cont.job_id, target = %job.target, "appended a continuation row");

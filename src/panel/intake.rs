@@ -22,7 +22,8 @@ use crate::queue::{Column, ColumnMap, Snapshot, StateWords};
 use crate::sheet_time;
 use crate::sheets::{Cell, ValueRange};
 
-/// A queue row to append for one press.
+/// A new `待機` queue row: one press (intake), one job from the shell (`sheetq enqueue`), or
+/// the next step of a job that asked to continue. The one place a queue row is laid out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
     pub job_id: String,
@@ -31,7 +32,8 @@ pub struct NewJob {
     /// Polling cannot know who ticked the box: always empty, which every rule accepts.
     pub requester: String,
     pub panel_sheet: String,
-    pub panel_row: u32,
+    /// The panel row pressed (a hint for later look-ups); empty for jobs from the shell.
+    pub panel_row: Option<u32>,
     pub target: String,
     pub function: String,
     pub command: String,
@@ -58,7 +60,10 @@ impl NewJob {
         );
         set(Column::Requester, text(&self.requester));
         set(Column::PanelSheet, text(&self.panel_sheet));
-        set(Column::PanelRow, Cell::from(self.panel_row));
+        set(
+            Column::PanelRow,
+            self.panel_row.map(Cell::from).unwrap_or_else(|| text("")),
+        );
         set(Column::Target, text(&self.target));
         set(Column::Function, text(&self.function));
         set(Column::Command, text(&self.command));
@@ -141,7 +146,7 @@ pub fn plan_intake(
                 received_at: now,
                 requester: String::new(),
                 panel_sheet: panel.title.clone(),
-                panel_row: row.row,
+                panel_row: Some(row.row),
                 target: panel.label.clone(),
                 function: row.function.clone(),
                 command: row.command.clone(),
@@ -197,7 +202,7 @@ mod tests {
                 received_at: at(125),
                 requester: String::new(),
                 panel_sheet: "P".into(),
-                panel_row: 9,
+                panel_row: Some(9),
                 target: "A".into(),
                 function: "集計".into(),
                 command: "report".into(),
@@ -252,7 +257,7 @@ mod tests {
         ]);
         let p = plan(&tables, &index, &snapshot(vec![]));
         assert_eq!(p.new_rows.len(), 1, "{:?}", p.new_rows);
-        assert_eq!(p.new_rows[0].panel_row, 8);
+        assert_eq!(p.new_rows[0].panel_row, Some(8));
         let cleared: Vec<&str> = p.clears.iter().map(|c| c.range.as_str()).collect();
         assert_eq!(
             cleared,
@@ -302,7 +307,7 @@ mod tests {
             received_at: at(125),
             requester: String::new(),
             panel_sheet: "P".into(),
-            panel_row: 9,
+            panel_row: Some(9),
             target: "A".into(),
             function: "集計".into(),
             command: "report".into(),
