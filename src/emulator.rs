@@ -471,6 +471,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cli_arguments_map_to_options() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: EmulatorArgs,
+        }
+        let cli = Cli::try_parse_from([
+            "emulator",
+            "--listen",
+            "127.0.0.1:9999",
+            "--seed",
+            "empty",
+            "--latency-ms",
+            "5",
+            "--state",
+            "s.json",
+        ])
+        .unwrap_or_else(|e| panic!("parse: {e}"));
+        let opts = EmulatorOptions::from(cli.args);
+        assert_eq!(opts.listen, SocketAddr::from(([127, 0, 0, 1], 9999)));
+        assert_eq!(opts.seed, Seed::Empty);
+        assert_eq!(opts.latency, Duration::from_millis(5));
+        assert_eq!(opts.state.as_deref(), Some(Path::new("s.json")));
+        let defaults = Cli::try_parse_from(["emulator"]).unwrap_or_else(|e| panic!("parse: {e}"));
+        assert_eq!(
+            defaults.args.listen,
+            SocketAddr::from(([127, 0, 0, 1], 8787))
+        );
+        assert_eq!(defaults.args.seed, Seed::Demo);
+    }
+
+    #[test]
     fn state_round_trips_through_an_atomic_write() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let path = dir.path().join("state.json");
