@@ -5,12 +5,14 @@
 //!
 //! Reference: https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.values
 
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value as Json};
 
 use super::error::ApiError;
 use super::formula::{self, Eff};
 use super::store::{range_a1, Bounds, Cell, Sheet, Spreadsheet, Store, Value};
-use super::values::{self, Input, Render};
+use super::values::{self, Input, Out, Render};
 
 /// `majorDimension` of a `ValueRange`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,66 +50,108 @@ pub fn read_range(
     render: Render,
     major: Major,
 ) -> Result<Json, ApiError> {
-    let b = ss.resolve_read(range)?;
-    let sheet = &ss.sheets[b.sheet];
-    let (rows, cols) = sheet.value_extent(&b);
-    let mut out = Vec::new();
-    match major {
-        Major::Rows => {
-            out.reserve(rows as usize);
-            for r in b.r0..b.r0 + rows {
-                out.push(Json::Array(render_line(
-                    ss,
-                    &b,
-                    cols,
-                    |i| (r, b.c0 + i),
-                    render,
-                )));
-            }
-        }
-        Major::Columns => {
-            for c in b.c0..b.c0 + cols {
-                out.push(Json::Array(render_line(
-                    ss,
-                    &b,
-                    rows,
-                    |i| (b.r0 + i, c),
-                    render,
-                )));
-            }
-        }
-    }
-    let mut reply = Map::new();
-    reply.insert("range".into(), Json::String(range_a1(&sheet.title, &b)));
-    reply.insert("majorDimension".into(), Json::String(major.name().into()));
-    if !out.is_empty() {
-        reply.insert("values".into(), Json::Array(out));
-    }
-    Ok(Json::Object(reply))
+    let view = RangeView::new(ss, range, render, major)?;
+    serde_json::to_value(&view).map_err(|e| ApiError::new(500, e.to_string()))
 }
 
-/// One row (or column) of rendered values, empty inner cells as `""`, trailing ones cut.
-fn render_line(
-    ss: &Spreadsheet,
-    b: &Bounds,
-    len: u32,
-    at: impl Fn(u32) -> (u32, u32),
+/// A `ValueRange` reply that serialises straight from the store, so that a 100,000-row read
+/// is written out without building a JSON tree first.
+pub struct RangeView<'a> {
+    ss: &'a Spreadsheet,
+    b: Bounds,
+    rows: u32,
+    cols: u32,
+    major: Major,
     render: Render,
-) -> Vec<Json> {
-    let mut line = Vec::with_capacity(len as usize);
-    let mut last = 0;
-    for i in 0..len {
-        let (r, c) = at(i);
-        match values::render(ss, b.sheet, r, c, render) {
-            Some(v) => {
-                line.push(v);
-                last = line.len();
-            }
-            None => line.push(Json::String(String::new())),
+    range: String,
+}
+
+impl<'a> RangeView<'a> {
+    pub fn new(
+        ss: &'a Spreadsheet,
+        range: &str,
+        render: Render,
+        major: Major,
+    ) -> Result<Self, ApiError> {
+        let b = ss.resolve_read(range)?;
+        let sheet = &ss.sheets[b.sheet];
+        let (rows, cols) = sheet.value_extent(&b);
+        Ok(RangeView {
+            ss,
+            b,
+            rows,
+            cols,
+            major,
+            render,
+            range: range_a1(&sheet.title, &b),
+        })
+    }
+
+    /// Number of lines (rows, or columns with `COLUMNS`) and the length of each.
+    fn shape(&self) -> (u32, u32) {
+        match self.major {
+            Major::Rows => (self.rows, self.cols),
+            Major::Columns => (self.cols, self.rows),
         }
     }
-    line.truncate(last);
-    line
+
+    fn at(&self, line: u32, i: u32) -> (u32, u32) {
+        match self.major {
+            Major::Rows => (self.b.r0 + line, self.b.c0 + i),
+            Major::Columns => (self.b.r0 + i, self.b.c0 + line),
+        }
+    }
+}
+
+impl Serialize for RangeView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (lines, _) = self.shape();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("range", &self.range)?;
+        m.serialize_entry("majorDimension", self.major.name())?;
+        if lines > 0 {
+            m.serialize_entry("values", &Lines(self))?;
+        }
+        m.end()
+    }
+}
+
+struct Lines<'v, 'a>(&'v RangeView<'a>);
+
+impl Serialize for Lines<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (lines, _) = self.0.shape();
+        let mut seq = s.serialize_seq(Some(lines as usize))?;
+        for line in 0..lines {
+            seq.serialize_element(&Line(self.0, line))?;
+        }
+        seq.end()
+    }
+}
+
+struct Line<'v, 'a>(&'v RangeView<'a>, u32);
+
+impl Serialize for Line<'_, '_> {
+    /// One row (or column): empty inner cells as `""`, trailing empty cells cut.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.0;
+        let (_, len) = v.shape();
+        let cells: Vec<Option<Out<'_>>> = (0..len)
+            .map(|i| {
+                let (r, c) = v.at(self.1, i);
+                values::render_out(v.ss, v.b.sheet, r, c, v.render)
+            })
+            .collect();
+        let last = cells.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+        let mut seq = s.serialize_seq(Some(last))?;
+        for cell in &cells[..last] {
+            match cell {
+                Some(out) => seq.serialize_element(out)?,
+                None => seq.serialize_element("")?,
+            }
+        }
+        seq.end()
+    }
 }
 
 /// `values.batchGet`.
@@ -117,11 +161,35 @@ pub fn batch_get(
     render: Render,
     major: Major,
 ) -> Result<Json, ApiError> {
-    let mut out = Vec::with_capacity(ranges.len());
-    for r in ranges {
-        out.push(read_range(ss, r, render, major)?);
+    let view = BatchGetView::new(ss, ranges, render, major)?;
+    serde_json::to_value(&view).map_err(|e| ApiError::new(500, e.to_string()))
+}
+
+/// A `BatchGetValuesResponse` that serialises straight from the store.
+#[derive(Serialize)]
+pub struct BatchGetView<'a> {
+    #[serde(rename = "spreadsheetId")]
+    spreadsheet_id: &'a str,
+    #[serde(rename = "valueRanges")]
+    value_ranges: Vec<RangeView<'a>>,
+}
+
+impl<'a> BatchGetView<'a> {
+    pub fn new(
+        ss: &'a Spreadsheet,
+        ranges: &[String],
+        render: Render,
+        major: Major,
+    ) -> Result<Self, ApiError> {
+        let value_ranges = ranges
+            .iter()
+            .map(|r| RangeView::new(ss, r, render, major))
+            .collect::<Result<_, _>>()?;
+        Ok(BatchGetView {
+            spreadsheet_id: &ss.id,
+            value_ranges,
+        })
     }
-    Ok(json!({ "spreadsheetId": ss.id, "valueRanges": out }))
 }
 
 /// What a values write did, for `UpdateValuesResponse`.

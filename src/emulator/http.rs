@@ -317,8 +317,48 @@ fn strings_at(body: &[u8], key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Runs a call against the store. Returns the reply and whether the store changed.
+/// A reply: JSON, or bytes already serialised (large reads skip the JSON tree).
+enum Reply {
+    Json(Json),
+    Bytes(Vec<u8>),
+}
+
+/// Serialises a read view straight to bytes while the store is locked.
+fn to_bytes<T: serde::Serialize>(view: &T) -> Result<Reply, ApiError> {
+    serde_json::to_vec(view)
+        .map(Reply::Bytes)
+        .map_err(|e| ApiError::new(500, e.to_string()))
+}
+
+/// Runs a call against the store. Returns the reply and whether the store changed. Reads are
+/// serialised to bytes directly unless a `fields` selection needs the JSON tree.
 fn execute(
+    store: &mut Store,
+    call: &Call,
+    q: &Query,
+    body: &[u8],
+) -> Result<(Reply, bool), ApiError> {
+    let direct = q.one("fields").is_none();
+    if let (true, Call::ValuesGet(id, range)) = (direct, call) {
+        let ss = store.get(id)?;
+        let render = q.render("valueRenderOption", "dateTimeRenderOption")?;
+        let major = Major::parse(q.one("majorDimension"))?;
+        return Ok((
+            to_bytes(&api::RangeView::new(ss, range, render, major)?)?,
+            false,
+        ));
+    }
+    if let (true, Call::ValuesBatchGet(id)) = (direct, call) {
+        let ss = store.get(id)?;
+        let render = q.render("valueRenderOption", "dateTimeRenderOption")?;
+        let major = Major::parse(q.one("majorDimension"))?;
+        let view = api::BatchGetView::new(ss, &q.all("ranges"), render, major)?;
+        return Ok((to_bytes(&view)?, false));
+    }
+    execute_json(store, call, q, body).map(|(j, changed)| (Reply::Json(j), changed))
+}
+
+fn execute_json(
     store: &mut Store,
     call: &Call,
     q: &Query,
@@ -417,6 +457,15 @@ fn json_response(status: u16, body: &Json) -> (Response, usize) {
     (resp, len)
 }
 
+fn bytes_response(bytes: Vec<u8>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json; charset=UTF-8")],
+        Body::from(bytes),
+    )
+        .into_response()
+}
+
 fn dropped_response() -> Response {
     let mut resp = Response::new(Body::empty());
     resp.extensions_mut().insert(DropConnection);
@@ -432,11 +481,24 @@ struct Pending<'a> {
 
 impl Pending<'_> {
     fn finish(self, result: Result<Json, ApiError>) -> Response {
-        let (status, body) = match result {
-            Ok(j) => (200, j),
-            Err(e) => (e.code, e.body()),
+        self.finish_reply(result.map(Reply::Json))
+    }
+
+    fn finish_reply(self, result: Result<Reply, ApiError>) -> Response {
+        let (resp, status, len) = match result {
+            Ok(Reply::Json(j)) => {
+                let (resp, len) = json_response(200, &j);
+                (resp, 200, len)
+            }
+            Ok(Reply::Bytes(bytes)) => {
+                let len = bytes.len();
+                (bytes_response(bytes), 200, len)
+            }
+            Err(e) => {
+                let (resp, len) = json_response(e.code, &e.body());
+                (resp, e.code, len)
+            }
         };
-        let (resp, len) = json_response(status, &body);
         self.log(status, len);
         resp
     }
@@ -522,8 +584,8 @@ async fn api_call(
             if changed {
                 sh.mark_changed();
             }
-            if let Some(sel) = &selection {
-                sel.apply(&mut reply);
+            if let (Some(sel), Reply::Json(j)) = (&selection, &mut reply) {
+                sel.apply(j);
             }
             Ok(reply)
         }
@@ -532,7 +594,7 @@ async fn api_call(
     if drop_after {
         return pending.drop_connection();
     }
-    pending.finish(result)
+    pending.finish_reply(result)
 }
 
 async fn token(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {

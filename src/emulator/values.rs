@@ -8,10 +8,12 @@
 //! the emulator assumes the "automatic" number format prints integers without decimals and
 //! other numbers with up to 10 decimals, trailing zeros dropped.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use chrono::{Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 use regex::Regex;
+use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
 
 use super::error::ApiError;
@@ -245,28 +247,80 @@ pub fn from_serial(serial: f64) -> Option<NaiveDateTime> {
     epoch().checked_add_signed(Duration::milliseconds(ms))
 }
 
+/// A rendered reply value that borrows the cell's text where it can, so that large reads
+/// serialise without copying every string.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out<'a> {
+    Str(Cow<'a, str>),
+    Num(f64),
+    Bool(bool),
+}
+
+impl Out<'_> {
+    pub fn to_json(&self) -> Json {
+        match self {
+            Out::Str(s) => Json::String(s.to_string()),
+            Out::Num(n) => number_json(*n),
+            Out::Bool(b) => Json::Bool(*b),
+        }
+    }
+}
+
+impl Serialize for Out<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Out::Str(t) => s.serialize_str(t),
+            Out::Num(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => s.serialize_i64(*n as i64),
+            Out::Num(n) if n.is_finite() => s.serialize_f64(*n),
+            Out::Num(_) => s.serialize_unit(),
+            Out::Bool(b) => s.serialize_bool(*b),
+        }
+    }
+}
+
 /// Renders a cell for a `values` reply. `None` for an empty cell.
 pub fn render(ss: &Spreadsheet, sheet: usize, row: u32, col: u32, r: Render) -> Option<Json> {
+    render_out(ss, sheet, row, col, r).map(|o| o.to_json())
+}
+
+/// [`render`] without building JSON: plain text cells are borrowed.
+pub fn render_out(
+    ss: &Spreadsheet,
+    sheet: usize,
+    row: u32,
+    col: u32,
+    r: Render,
+) -> Option<Out<'_>> {
     let cell = ss.sheets.get(sheet)?.cell(row, col)?;
     let value = cell.value.as_ref()?;
-    if let (ValueRender::Formula, Value::Formula(f)) = (r.value, value) {
-        return Some(Json::String(f.clone()));
+    let nf = cell.number_format.as_deref();
+    match (r.value, value) {
+        (ValueRender::Formula, Value::Formula(f)) => return Some(Out::Str(Cow::Borrowed(f))),
+        (_, Value::String(s)) => return Some(Out::Str(Cow::Borrowed(s))),
+        (ValueRender::Unformatted | ValueRender::Formula, Value::Number(n))
+            if !(r.date == DateRender::FormattedString && is_date_format(nf)) =>
+        {
+            return Some(Out::Num(*n))
+        }
+        (ValueRender::Unformatted | ValueRender::Formula, Value::Bool(b)) => {
+            return Some(Out::Bool(*b))
+        }
+        _ => {}
     }
     let eff = formula::effective(ss, sheet, value);
-    let nf = cell.number_format.as_deref();
     Some(match r.value {
-        ValueRender::Formatted => Json::String(format_value(&eff, nf)),
+        ValueRender::Formatted => Out::Str(Cow::Owned(format_value(&eff, nf))),
         ValueRender::Unformatted | ValueRender::Formula => match eff {
             Eff::Number(n) => {
                 if r.date == DateRender::FormattedString && is_date_format(nf) {
-                    Json::String(format_value(&eff, nf))
+                    Out::Str(Cow::Owned(format_value(&eff, nf)))
                 } else {
-                    number_json(n)
+                    Out::Num(n)
                 }
             }
-            Eff::String(s) => Json::String(s),
-            Eff::Bool(b) => Json::Bool(b),
-            Eff::Error(e) => Json::String(e),
+            Eff::String(s) => Out::Str(Cow::Owned(s)),
+            Eff::Bool(b) => Out::Bool(b),
+            Eff::Error(e) => Out::Str(Cow::Owned(e)),
         },
     })
 }

@@ -92,6 +92,18 @@ pub async fn raw(
     body: Option<Json>,
     bearer: Option<&str>,
 ) -> (u16, Json) {
+    let (status, bytes) = raw_bytes(emu, method, path_and_query, body, bearer).await;
+    (status, serde_json::from_slice(&bytes).unwrap_or(Json::Null))
+}
+
+/// Like [`raw`], returning the body bytes unparsed.
+pub async fn raw_bytes(
+    emu: &Emulator,
+    method: &str,
+    path_and_query: &str,
+    body: Option<Json>,
+    bearer: Option<&str>,
+) -> (u16, Vec<u8>) {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<http_body_util::Full<hyper::body::Bytes>>();
     let url = format!(
@@ -121,7 +133,7 @@ pub async fn raw(
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Json::Null))
+    (status, bytes.to_vec())
 }
 
 /// A google-sheets4 reply as JSON, with the `null`s of its unset `Option` fields removed so
