@@ -955,11 +955,13 @@ impl Daemon {
             settled.push(job.job_id.clone());
         }
         data.extend(display);
-        if data.is_empty() {
-            return Ok(false);
-        }
-        let heartbeat = self.heartbeat_into(poll, &mut data, false).await?;
-        self.sheets.write(&data).await?;
+        let heartbeat = if data.is_empty() {
+            false
+        } else {
+            let heartbeat = self.heartbeat_into(poll, &mut data, false).await?;
+            self.sheets.write(&data).await?;
+            heartbeat
+        };
         self.outbox.done(settled.iter().map(String::as_str))?;
         self.observers
             .metrics
