@@ -817,13 +817,16 @@ impl Daemon {
                 settled.push(job.job_id.clone());
                 continue;
             };
-            if row.worker != job.worker {
+            // A row timed out meanwhile keeps our ワーカー tag but is no longer ours to
+            // finish: its タイムアウト stands, and its panel row may belong to a new press.
+            if row.worker != job.worker || !row.state.is(State::Running) {
                 warn!(
                     job.id = %job.job_id,
                     target = %job.target,
                     worker = %job.worker,
                     now = %row.worker,
-                    "the row no longer carries our claim (timed out and maybe re-run); not overwriting it"
+                    state = ?row.state,
+                    "the row no longer carries our running claim (timed out and maybe re-run); not overwriting it"
                 );
                 settled.push(job.job_id.clone());
                 continue;
