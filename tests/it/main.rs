@@ -2,6 +2,7 @@
 //! [`support`] to start the emulator and talk to it through the real client crates.
 
 mod commands;
+mod daemon;
 mod emulator;
 mod sheets_google;
 mod support;

@@ -1,0 +1,418 @@
+//! End-to-end behaviour of the daemon (DESIGN §2–§4, §6): daemons run in this process (or as
+//! the real binary) against the emulator through the real Google client, and every check
+//! reads what the sheet holds afterwards: states, the 開始/終了 cells, the ワーカー column.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sheetq::emulator::{Fault, FaultRule};
+use sheetq::queue::{QueueRow, State, WorkerTag};
+
+use crate::support::{self, *};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn interval(r: &QueueRow) -> (DateTime<Utc>, DateTime<Utc>) {
+    match (r.started_at, r.finished_at) {
+        (Some(s), Some(f)) => (s, f),
+        _ => panic!(
+            "row {} ({}) has no 開始日時/終了日時 pair: {r:#?}",
+            r.row, r.job_id
+        ),
+    }
+}
+
+fn tag(r: &QueueRow) -> WorkerTag {
+    r.worker_tag()
+        .unwrap_or_else(|| panic!("row {} has no readable ワーカー: {:?}", r.row, r.worker))
+}
+
+fn assert_done(r: &QueueRow) {
+    assert!(
+        r.state.is(State::Done),
+        "job {} on {} should be 完了, is {:?} with message {:?}",
+        r.job_id,
+        r.target,
+        r.state,
+        r.message
+    );
+}
+
+#[tokio::test]
+async fn jobs_on_different_targets_run_in_parallel_in_different_slots() {
+    let emu = start_emulator().await;
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let sheets = client(&emu, &fleet.configs[0]).await;
+    let c = &fleet.configs[0];
+    let a = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":1}"#,
+        "alice@example.com",
+    )
+    .await;
+    let b = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":1}"#,
+        "bob@example.com",
+    )
+    .await;
+    let rows = wait_finished(&emu, &[a.clone(), b.clone()], WAIT).await;
+    fleet.stop().await;
+    let (ra, rb) = (row_of(&rows, &a), row_of(&rows, &b));
+    assert_done(ra);
+    assert_done(rb);
+    let ((sa, fa), (sb, fb)) = (interval(ra), interval(rb));
+    assert!(
+        sa < fb && sb < fa,
+        "jobs on different targets should overlap: A {sa}..{fa}, B {sb}..{fb}"
+    );
+    let (ta, tb) = (tag(ra), tag(rb));
+    assert_ne!(
+        (ta.daemon_id.as_str(), ta.slot),
+        (tb.daemon_id.as_str(), tb.slot),
+        "parallel jobs must run in different slots: {} and {}",
+        ra.worker,
+        rb.worker
+    );
+}
+
+#[tokio::test]
+async fn jobs_on_one_target_run_one_after_the_other() {
+    let emu = start_emulator().await;
+    // Two daemons with two slots each: plenty of room, so only the target rule keeps the
+    // second job waiting.
+    let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &[], "").await;
+    let c = &fleet.configs[0];
+    let sheets = client(&emu, c).await;
+    let first = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":0.8}"#,
+        "alice@example.com",
+    )
+    .await;
+    let second = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーA",
+        "再起動 (5秒)",
+        "sleep",
+        r#"{"seconds":0.8}"#,
+        "bob@example.com",
+    )
+    .await;
+    let rows = wait_finished(&emu, &[first.clone(), second.clone()], WAIT).await;
+    fleet.stop().await;
+    let (r1, r2) = (row_of(&rows, &first), row_of(&rows, &second));
+    assert_done(r1);
+    assert_done(r2);
+    let ((s1, f1), (s2, f2)) = (interval(r1), interval(r2));
+    assert!(
+        s2 >= f1,
+        "the second job on サーバーA started at {s2}, before the first ended at {f1} (first {s1}..{f1}, second {s2}..{f2})"
+    );
+}
+
+#[tokio::test]
+async fn every_requester_is_served_and_an_empty_requester_works() {
+    let emu = start_emulator().await;
+    let config = daemon_config(
+        &emu,
+        "enqueuer",
+        std::path::Path::new("/nonexistent"),
+        &[],
+        "",
+    );
+    let sheets = client(&emu, &config).await;
+    let job = |target: &'static str, requester: &'static str| {
+        let sheets = sheets.clone();
+        let config = config.clone();
+        async move {
+            enqueue(
+                sheets.as_ref(),
+                &config,
+                target,
+                "動作確認 (2秒)",
+                "sleep",
+                r#"{"seconds":0.6}"#,
+                requester,
+            )
+            .await
+        }
+    };
+    // In order of receipt: two presses without a requester, then alice's burst, then bob.
+    let anon1 = job("T1", "").await;
+    let anon2 = job("T2", "").await;
+    let alice1 = job("T3", "alice@example.com").await;
+    let alice2 = job("T4", "alice@example.com").await;
+    let bob = job("T5", "bob@example.com").await;
+    let all = [
+        anon1.clone(),
+        anon2.clone(),
+        alice1.clone(),
+        alice2.clone(),
+        bob.clone(),
+    ];
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let rows = wait_finished(&emu, &all, WAIT).await;
+    fleet.stop().await;
+    for id in &all {
+        assert_done(row_of(&rows, id));
+    }
+    let (sa1, fa1) = interval(row_of(&rows, &anon1));
+    let (sa2, fa2) = interval(row_of(&rows, &anon2));
+    assert!(
+        sa1 < fa2 && sa2 < fa1,
+        "two presses with an empty 依頼者 are not one person: they should run together ({sa1}..{fa1}, {sa2}..{fa2})"
+    );
+    let (s_alice2, _) = interval(row_of(&rows, &alice2));
+    let (s_bob, _) = interval(row_of(&rows, &bob));
+    let (s_alice1, _) = interval(row_of(&rows, &alice1));
+    assert!(
+        s_bob < s_alice2,
+        "bob's press (received after alice's two) should start before alice's second ({s_bob} vs {s_alice2}; alice's first at {s_alice1})"
+    );
+}
+
+/// Ticks the ▶ box of a demo panel row, as a person does.
+pub fn tick(emu: &sheetq::emulator::Emulator, title: &str, row: u32) {
+    emu.set_values(&format!("'{title}'!A{row}"), json!([[true]]), false)
+        .unwrap_or_else(|e| panic!("cannot tick {title}!A{row}: {e:?}"));
+}
+
+#[tokio::test]
+async fn a_running_row_whose_start_was_moved_into_the_past_times_out_and_can_be_pressed_again() {
+    let emu = start_emulator().await;
+    // The first run outlives its timeout on purpose: its late result must not overwrite the
+    // タイムアウト, nor the panel row that the second press owns by then.
+    let fleet = Fleet::start(&emu, &["vm-1"], &[("intake", "\"poll\"")], "").await;
+    let panel = "サーバーA";
+    emu.set_values(
+        &format!("'{panel}'!I8"),
+        json!([[r#"{"seconds":3}"#]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    tick(&emu, panel, 8);
+    let first = wait_for(
+        "the press to be claimed",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .into_iter()
+                .find(|r| r.state.is(State::Running))
+        },
+        || format!("{:#?}", queue_rows(&emu)),
+    )
+    .await;
+    // A person (or a stuck clock) makes the start 16 minutes old: past stale_after (15m).
+    let past = Utc::now() - chrono::Duration::minutes(16);
+    emu.set_values(
+        &format!("'_ジョブキュー'!L{}", first.row),
+        json!([[sheetq::sheet_time::instant_to_serial(past, TZ)]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let timed_out = wait_for(
+        "the stale row to time out",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            let r = row_of(&rows, &first.job_id).clone();
+            // The state flips in the commit; 終了日時 and メッセージ follow in the next call.
+            (r.state.is(State::Timeout) && !r.message.is_empty()).then_some(r)
+        },
+        || format!("{:#?}", queue_rows(&emu)),
+    )
+    .await;
+    assert!(
+        timed_out.message.contains("タイムアウト") && timed_out.message.contains("stale_after"),
+        "the timeout message should say why: {:?}",
+        timed_out.message
+    );
+    assert!(
+        timed_out.finished_at.is_some(),
+        "a timed-out row gets 終了日時"
+    );
+    // Pressed again: the duplicate guard no longer sees a running row, so a new row runs.
+    emu.set_values(
+        &format!("'{panel}'!I8"),
+        json!([[r#"{"seconds":0.2}"#]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    tick(&emu, panel, 8);
+    let second = wait_for(
+        "the second press to finish",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .into_iter()
+                .find(|r| r.job_id != first.job_id && r.state.is(State::Done))
+        },
+        || format!("{:#?}", queue_rows(&emu)),
+    )
+    .await;
+    // Stopping drains the first run (still sleeping) and writes what it may.
+    fleet.stop().await;
+    let rows = queue_rows(&emu);
+    assert_eq!(rows.len(), 2, "two presses, two rows: {rows:#?}");
+    let first_after = row_of(&rows, &first.job_id);
+    assert!(
+        first_after.state.is(State::Timeout),
+        "the late result of the timed-out run overwrote its タイムアウト: {first_after:#?}"
+    );
+    let done = sheetq::panel::done_text(
+        second.finished_at.unwrap_or_else(|| panic!("no 終了日時")),
+        TZ,
+    );
+    let shown = support::panel_row(&emu, panel, 8);
+    assert_eq!(
+        shown[2], done,
+        "the panel shows the second run's result, not the timed-out first's: {shown:?}"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_stops_a_job_that_outlives_the_grace_period_and_says_so() {
+    let emu = start_emulator().await;
+    let fleet = Fleet::start(&emu, &["vm-1"], &[("shutdown_grace", "\"300ms\"")], "").await;
+    let c = fleet.configs[0].clone();
+    let sheets = client(&emu, &c).await;
+    let job = enqueue(
+        sheets.as_ref(),
+        &c,
+        "サーバーB",
+        "再起動 (5秒)",
+        "sleep",
+        r#"{"seconds":60}"#,
+        "",
+    )
+    .await;
+    wait_for(
+        "the job to run",
+        WAIT,
+        || {
+            row_of(&queue_rows(&emu), &job)
+                .state
+                .is(State::Running)
+                .then_some(())
+        },
+        || format!("{:#?}", queue_rows(&emu)),
+    )
+    .await;
+    let reports = fleet.stop().await;
+    assert_eq!(
+        reports[0].results_pending, 0,
+        "every result is written at shutdown"
+    );
+    let rows = queue_rows(&emu);
+    let r = row_of(&rows, &job);
+    assert!(
+        r.state.is(State::Error) && r.message.contains("shutdown"),
+        "a job stopped at shutdown is エラー with a message saying so: {r:#?}"
+    );
+    let shown = support::panel_row(&emu, "サーバーB", 9);
+    assert!(
+        shown[2].starts_with("❌ エラー"),
+        "the panel row shows the error: {shown:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
+    let emu = start_emulator().await;
+    // A year of finished rows: the idle poll must not read them.
+    let finished: Vec<serde_json::Value> = (0..300)
+        .map(|i| {
+            json!([
+                format!("old-{i}"),
+                46000.5,
+                "",
+                "T",
+                "",
+                "T",
+                "f",
+                "sleep",
+                "{}",
+                "",
+                "完了",
+                46000.5,
+                46000.6,
+                "",
+                "slept",
+                "old/0 #00000000"
+            ])
+        })
+        .collect();
+    emu.set_values(
+        "'_ジョブキュー'!A2",
+        serde_json::Value::Array(finished),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let fleet = Fleet::start(
+        &emu,
+        &["vm-1"],
+        &[("heartbeat_interval", "\"1m\""), ("dead_after", "\"5m\"")],
+        "",
+    )
+    .await;
+    let reads = "spreadsheets.values.batchGet";
+    // Started: it has read and written its heartbeat once.
+    wait_for(
+        "the daemon to start polling",
+        WAIT,
+        || (emu.count(reads) >= 3).then_some(()),
+        || format!("{:?}", emu.counters()),
+    )
+    .await;
+    emu.clear_requests();
+    let polls = 20;
+    wait_for(
+        "20 idle polls",
+        WAIT,
+        || (emu.count(reads) >= polls).then_some(()),
+        || format!("{:?}", emu.counters()),
+    )
+    .await;
+    let log = emu.requests();
+    fleet.stop().await;
+    let log: Vec<_> = log.into_iter().take(polls as usize).collect();
+    let others: Vec<_> = log.iter().filter(|r| r.method != reads).collect();
+    assert!(
+        others.is_empty(),
+        "an idle poll must be one read and nothing else; also saw {others:#?}"
+    );
+    for r in &log {
+        let window = r
+            .ranges
+            .iter()
+            .find(|g| g.contains("_ジョブキュー") && !g.ends_with("1:P1") && !g.contains("!A1:"))
+            .unwrap_or_else(|| panic!("the poll reads no queue window: {:?}", r.ranges));
+        let start: u32 = window
+            .rsplit('!')
+            .next()
+            .and_then(|a| a.trim_start_matches('A').split(':').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("cannot read the window's first row from {window}"));
+        assert!(
+            start >= 300,
+            "an idle poll should read from the end of the finished rows, not {window} (all ranges: {:?})",
+            r.ranges
+        );
+    }
+}
