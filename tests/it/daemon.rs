@@ -416,3 +416,152 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
         );
     }
 }
+
+/// Appends `n` waiting rows in one call, as an Apps Script intake would over time.
+async fn enqueue_many(
+    sheets: &dyn sheetq::sheets::Sheets,
+    config: &sheetq::config::Config,
+    jobs: &[(String, String)],
+) -> Vec<String> {
+    let meta = sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
+    let header = sheets
+        .read(&["'_ジョブキュー'!A1:P1".to_string()])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let header = header[0].values[0].clone();
+    let columns = sheetq::queue::ColumnMap::from_header(&header, &config.headers)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tz = sheetq::sheet_time::parse_zone(&meta.time_zone).unwrap_or_else(|e| panic!("{e}"));
+    let mut ids = Vec::new();
+    let rows: Vec<Vec<serde_json::Value>> = jobs
+        .iter()
+        .map(|(target, args)| {
+            let id = uuid::Uuid::new_v4().to_string();
+            ids.push(id.clone());
+            let job = sheetq::admin::NewJob {
+                target: target.clone(),
+                function: "記録".into(),
+                command: "record".into(),
+                args_json: args.clone(),
+                requester: String::new(),
+                panel_sheet: target.clone(),
+                flags: vec![],
+            };
+            sheetq::admin::job_row(&columns, config, tz, &id, Utc::now(), &job)
+        })
+        .collect();
+    sheets
+        .append("'_ジョブキュー'!A1:P", &rows)
+        .await
+        .unwrap_or_else(|e| panic!("append: {e}"));
+    ids
+}
+
+/// A command that appends its jobId to `file` and echoes it as the result message.
+fn record_command(file: &std::path::Path, sleep: &str) -> String {
+    format!(
+        "[commands.record]\nexec = [\"/bin/sh\", \"-c\", \"sleep {sleep}; echo \\\"$SHEETQ_JOB_ID\\\" >> {}; echo \\\"$SHEETQ_JOB_ID\\\"\"]\n",
+        file.display()
+    )
+}
+
+/// Asserts that no two rows of one target ran at the same time.
+fn assert_serial_per_target(rows: &[QueueRow]) {
+    let mut by_target: BTreeMap<&str, Vec<(DateTime<Utc>, DateTime<Utc>, &str)>> = BTreeMap::new();
+    for r in rows {
+        let (s, f) = interval(r);
+        by_target
+            .entry(&r.target)
+            .or_default()
+            .push((s, f, &r.job_id));
+    }
+    for (target, mut runs) in by_target {
+        runs.sort();
+        for w in runs.windows(2) {
+            assert!(
+                w[1].0 >= w[0].1,
+                "two jobs overlapped on {target}: {} ran {}..{} and {} started at {}",
+                w[0].2,
+                w[0].0,
+                w[0].1,
+                w[1].2,
+                w[1].0
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_with_api_faults_run_300_jobs_over_20_targets_exactly_once() {
+    let emu = start_emulator().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ran = dir.path().join("ran.txt");
+    let commands = record_command(&ran, "0.02");
+    let settings = [
+        ("slots", "4"),
+        ("poll_interval", "\"50ms\""),
+        ("lease_ttl", "\"10s\""),
+        ("max_retries", "10"),
+    ];
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &settings, &commands);
+    let sheets = client(&emu, &enqueuer).await;
+    let jobs: Vec<(String, String)> = (0..300)
+        .map(|i| (format!("T{:02}", i % 20), format!("{{\"n\":{i}}}")))
+        .collect();
+    let ids = enqueue_many(sheets.as_ref(), &enqueuer, &jobs).await;
+    for method in [
+        "spreadsheets.values.batchGet",
+        "spreadsheets.values.batchUpdate",
+        "spreadsheets.batchUpdate",
+        "spreadsheets.values.append",
+        "spreadsheets.get",
+    ] {
+        for status in [429, 503] {
+            emu.add_fault(FaultRule {
+                method: Some(method.into()),
+                fault: Fault::Status(status),
+                remaining: None,
+                probability: Some(0.05),
+            });
+        }
+    }
+    emu.clear_requests();
+    let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &settings, &commands).await;
+    let rows = wait_finished(&emu, &ids, Duration::from_secs(100)).await;
+    let counters = emu.counters();
+    let reports = fleet.stop().await;
+    emu.clear_faults();
+    for id in &ids {
+        let r = row_of(&rows, id);
+        assert_done(r);
+        assert_eq!(&r.message, id, "row {} carries another job's result", r.row);
+    }
+    assert_eq!(rows.len(), 300, "no row was added or lost");
+    let lines = std::fs::read_to_string(&ran).unwrap_or_else(|e| panic!("{e}"));
+    let lines: Vec<&str> = lines.lines().collect();
+    let distinct: HashSet<&str> = lines.iter().copied().collect();
+    assert_eq!(
+        (lines.len(), distinct.len()),
+        (300, 300),
+        "every job must run exactly once"
+    );
+    assert_serial_per_target(&rows);
+    let workers: HashSet<String> = rows.iter().map(|r| tag(r).daemon_id).collect();
+    assert_eq!(workers.len(), 2, "both daemons took part: {workers:?}");
+    let finished: u64 = reports.iter().map(|r| r.jobs_finished).sum();
+    let n = |m: &str| counters.by_method.get(m).copied().unwrap_or(0);
+    let reads = n("spreadsheets.values.batchGet") + n("spreadsheets.get");
+    let writes = n("spreadsheets.values.batchUpdate")
+        + n("spreadsheets.batchUpdate")
+        + n("spreadsheets.values.append");
+    println!(
+        "300 jobs, 2 daemons, faults 5%+5% per method: {} requests ({} answered with an error), {reads} reads ({:.2}/job), {writes} writes ({:.2}/job), conflicts {}; by method {:?}",
+        counters.total,
+        counters.errors,
+        reads as f64 / 300.0,
+        writes as f64 / 300.0,
+        reports.iter().map(|r| r.claim_conflicts).sum::<u64>(),
+        counters.by_method
+    );
+    assert_eq!(finished, 300, "the daemons report 300 finished jobs");
+}
