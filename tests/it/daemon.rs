@@ -565,3 +565,121 @@ async fn two_daemons_with_api_faults_run_300_jobs_over_20_targets_exactly_once()
     );
     assert_eq!(finished, 300, "the daemons report 300 finished jobs");
 }
+
+fn sort_queue(emu: &sheetq::emulator::Emulator, column: u32, order: &str) {
+    let end = queue_rows(emu).iter().map(|r| r.row).max().unwrap_or(1);
+    emu.batch_update(json!([{ "sortRange": {
+        "range": { "sheetId": 2001, "startRowIndex": 1, "endRowIndex": end,
+                   "startColumnIndex": 0, "endColumnIndex": 16 },
+        "sortSpecs": [{ "dimensionIndex": column, "sortOrder": order }] } }]))
+        .unwrap_or_else(|e| panic!("sort: {e:?}"));
+}
+
+fn delete_row(emu: &sheetq::emulator::Emulator, row: u32) {
+    emu.batch_update(json!([{ "deleteDimension": { "range": {
+        "sheetId": 2001, "dimension": "ROWS", "startIndex": row - 1, "endIndex": row } } }]))
+        .unwrap_or_else(|e| panic!("delete: {e:?}"));
+}
+
+/// Finished rows from before, as a long-used queue has them.
+fn old_rows(n: usize) -> serde_json::Value {
+    serde_json::Value::Array(
+        (0..n)
+            .map(|i| {
+                json!([
+                    format!("old-{i:03}"),
+                    46000.5,
+                    "",
+                    "T",
+                    "",
+                    "T",
+                    "f",
+                    "sleep",
+                    "{}",
+                    "",
+                    "完了",
+                    46000.5,
+                    46000.6,
+                    "",
+                    format!("old-{i:03}"),
+                    "old/0 #00000000"
+                ])
+            })
+            .collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_sorted_and_deleted_by_a_person_mid_run_never_get_another_jobs_result() {
+    let emu = start_emulator().await;
+    emu.set_values("'_ジョブキュー'!A2", old_rows(20), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ran = dir.path().join("ran.txt");
+    let commands = record_command(&ran, "1.5");
+    let settings = [("slots", "6"), ("poll_interval", "\"50ms\"")];
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &settings, &commands);
+    let sheets = client(&emu, &enqueuer).await;
+    let jobs: Vec<(String, String)> = (0..12)
+        .map(|i| (format!("T{i}"), format!("{{\"n\":{i}}}")))
+        .collect();
+    let ids = enqueue_many(sheets.as_ref(), &enqueuer, &jobs).await;
+    let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &settings, &commands).await;
+    wait_for(
+        "all 12 jobs to run",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            ids.iter()
+                .all(|id| row_of(&rows, id).state.is(State::Running))
+                .then_some(())
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    // While they run, a person re-sorts the queue, deletes old rows above them and deletes
+    // one running job's row outright.
+    sort_queue(&emu, 0, "DESCENDING");
+    let rows = queue_rows(&emu);
+    let victim = row_of(&rows, &ids[5]).row;
+    delete_row(&emu, victim);
+    for old in ["old-003", "old-010", "old-017"] {
+        let row = row_of(&queue_rows(&emu), old).row;
+        delete_row(&emu, row);
+    }
+    sort_queue(&emu, 5, "DESCENDING");
+    let remaining: Vec<String> = ids.iter().filter(|id| *id != &ids[5]).cloned().collect();
+    let rows = wait_finished(&emu, &remaining, WAIT).await;
+    // The deleted job's result has nowhere to go; give it the time the others took.
+    fleet.stop().await;
+    let rows_after = queue_rows(&emu);
+    assert_eq!(
+        rows_after, rows,
+        "nothing was written after the others finished"
+    );
+    assert_eq!(rows.len(), 20 - 3 + 11, "{}", describe_queue(&rows));
+    for r in &rows {
+        assert_eq!(
+            r.message,
+            r.job_id,
+            "row {} holds another job's result (or none):\n{}",
+            r.row,
+            describe_queue(&rows)
+        );
+        if !r.job_id.starts_with("old-") {
+            assert_done(r);
+        } else {
+            assert_eq!(
+                r.worker, "old/0 #00000000",
+                "an old row was written to: {r:#?}"
+            );
+        }
+    }
+    let lines = std::fs::read_to_string(&ran).unwrap_or_else(|e| panic!("{e}"));
+    let distinct: HashSet<&str> = lines.lines().collect();
+    assert_eq!(
+        (lines.lines().count(), distinct.len()),
+        (12, 12),
+        "every job ran exactly once"
+    );
+}

@@ -334,9 +334,21 @@ pub async fn wait_finished(emu: &Emulator, job_ids: &[String], within: Duration)
                 .all(|id| rows.iter().any(|r| &r.job_id == id && is_finished(r)))
                 .then_some(rows)
         },
-        || format!("{:#?}", queue_rows(emu)),
+        || describe_queue(&queue_rows(emu)),
     )
     .await
+}
+
+/// One line per queue row: row, jobId, state, target, worker, start, message.
+pub fn describe_queue(rows: &[QueueRow]) -> String {
+    rows.iter()
+        .map(|r| {
+            format!(
+                "{:>4} {} {:?} {} [{}] {:?} {:?}\n",
+                r.row, r.job_id, r.state, r.target, r.worker, r.started_at, r.message
+            )
+        })
+        .collect()
 }
 
 /// A panel row's A..E cells (▶, 機能, 状態, 結果, 更新日時) as text, by sheet title and row.
