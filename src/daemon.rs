@@ -237,7 +237,15 @@ impl Daemon {
             debug!(problem = %p, "queue row not understood");
         }
         let display = self.panel_display(&poll);
-        let wrote_heartbeat = self.flush(&poll, display).await?;
+        // A write-back that fails must not stop claiming: its results wait in the outbox.
+        let wrote_heartbeat = match self.flush(&poll, display).await {
+            Ok(wrote) => wrote,
+            Err(DaemonError::Sheets(e)) if e.is_retryable() => {
+                warn!(error = %e, pending = self.outbox.len(), "could not write results; they stay in the outbox");
+                false
+            }
+            Err(e) => return Err(e),
+        };
         let now = Utc::now();
         let plan = claim::plan_pass(
             &poll.snapshot,
