@@ -683,3 +683,169 @@ async fn rows_sorted_and_deleted_by_a_person_mid_run_never_get_another_jobs_resu
         "every job ran exactly once"
     );
 }
+
+/// The real `sheetq run --config FILE` against the emulator, killed with SIGKILL on drop.
+struct Binary {
+    child: std::process::Child,
+}
+
+impl Binary {
+    fn start(config: &std::path::Path, log: &std::path::Path) -> Binary {
+        let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("{e}"));
+        let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
+            .args(["run", "--config"])
+            .arg(config)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start sheetq: {e}"));
+        Binary { child }
+    }
+
+    /// SIGKILL: no drain, no flush, no lease release.
+    fn kill(mut self) {
+        self.child.kill().unwrap_or_else(|e| panic!("kill -9: {e}"));
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes the key file (mode 600) and a config for the binary; returns the config path.
+fn binary_config(emu: &sheetq::emulator::Emulator, dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let key = dir.join("key.json");
+    std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join("sheetq.toml");
+    let text = format!(
+        r#"spreadsheet_id = "{id}"
+api_base_url = "{url}"
+credentials = "{key}"
+worker_id = "vm-kill"
+state_dir = "{state}"
+slots = 2
+poll_interval = "100ms"
+requests_per_minute = 10000
+max_retries = 1
+heartbeat_interval = "1s"
+dead_after = "1m"
+[commands.sleep]
+builtin = "sleep"
+"#,
+        id = emu.spreadsheet_id(),
+        url = emu.base_url(),
+        key = key.display(),
+        state = dir.join("state").display(),
+    );
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results_after_restart() {
+    let emu = start_emulator().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = binary_config(&emu, dir.path());
+    let log = dir.path().join("sheetq.log");
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let show = || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&queue_rows(&emu)),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    };
+
+    // 1. Killed while a long job runs.
+    let long = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーA",
+        "再起動 (5秒)",
+        "sleep",
+        r#"{"seconds":120}"#,
+        "",
+    )
+    .await;
+    let daemon = Binary::start(&config, &log);
+    wait_for(
+        "the long job to run under vm-kill",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            let r = row_of(&rows, &long);
+            (r.state.is(State::Running) && r.worker.starts_with("vm-kill/")).then_some(())
+        },
+        show,
+    )
+    .await;
+
+    // 2. A short job finishes while every values write fails: its result waits in the outbox.
+    emu.add_fault(FaultRule {
+        method: Some("spreadsheets.values.batchUpdate".into()),
+        fault: Fault::Status(503),
+        remaining: None,
+        probability: None,
+    });
+    let short = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":0.1}"#,
+        "",
+    )
+    .await;
+    let outbox = dir.path().join("state").join("outbox.jsonl");
+    wait_for(
+        "the short job's result to be kept in the outbox",
+        WAIT,
+        || {
+            std::fs::read_to_string(&outbox)
+                .ok()
+                .filter(|t| t.contains(&short))
+                .map(|_| ())
+        },
+        show,
+    )
+    .await;
+    assert!(
+        row_of(&queue_rows(&emu), &short).state.is(State::Running),
+        "with values writes failing, the short job's row cannot have been written yet"
+    );
+    daemon.kill();
+    emu.clear_faults();
+
+    // 3. Restarted: the cut-off job is an error at once, the kept result is written.
+    let daemon = Binary::start(&config, &log);
+    let rows = wait_finished(&emu, &[long.clone(), short.clone()], WAIT).await;
+    drop(daemon);
+    let l = row_of(&rows, &long);
+    assert!(
+        l.state.is(State::Error) && l.message.contains("worker restarted during the job"),
+        "the job cut off by the kill should be エラー \"worker restarted during the job\": {l:#?}"
+    );
+    let s = row_of(&rows, &short);
+    assert_done(s);
+    assert_eq!(s.result_url, sheetq::commands::SLEEP_RESULT_URL, "{s:#?}");
+    let panel = support::panel_row(&emu, "サーバーA", 9);
+    assert!(
+        panel[2].starts_with("❌ エラー"),
+        "panel of the cut-off job: {panel:?}"
+    );
+    let panel = support::panel_row(&emu, "サーバーB", 8);
+    assert!(
+        panel[2].starts_with("✅ 完了"),
+        "panel of the kept result: {panel:?}"
+    );
+}
