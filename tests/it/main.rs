@@ -4,5 +4,6 @@
 mod commands;
 mod daemon;
 mod emulator;
+mod panels;
 mod sheets_google;
 mod support;
