@@ -465,9 +465,12 @@ fn record_command(file: &std::path::Path, sleep: &str) -> String {
     )
 }
 
+/// One run of a job: 開始, 終了, jobId.
+type Run<'a> = (DateTime<Utc>, DateTime<Utc>, &'a str);
+
 /// Asserts that no two rows of one target ran at the same time.
 fn assert_serial_per_target(rows: &[QueueRow]) {
-    let mut by_target: BTreeMap<&str, Vec<(DateTime<Utc>, DateTime<Utc>, &str)>> = BTreeMap::new();
+    let mut by_target: BTreeMap<&str, Vec<Run>> = BTreeMap::new();
     for r in rows {
         let (s, f) = interval(r);
         by_target
