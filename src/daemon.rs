@@ -296,7 +296,15 @@ impl Daemon {
             debug!(problem = %p, "queue row not understood");
         }
         let display = self.panel_display(&poll);
-        let wrote_heartbeat = self.flush(&poll, display).await?;
+        // A write-back that fails must not stop claiming: its results wait in the outbox.
+        let wrote_heartbeat = match self.flush(&poll, display).await {
+            Ok(wrote) => wrote,
+            Err(DaemonError::Sheets(e)) if e.is_retryable() => {
+                warn!(error = %e, pending = self.outbox.len(), "could not write results; they stay in the outbox");
+                false
+            }
+            Err(e) => return Err(e),
+        };
         let now = Utc::now();
         let plan = claim::plan_pass(
             &poll.snapshot,
@@ -921,13 +929,16 @@ impl Daemon {
                 settled.push(job.job_id.clone());
                 continue;
             };
-            if row.worker != job.worker {
+            // A row timed out meanwhile keeps our ワーカー tag but is no longer ours to
+            // finish: its タイムアウト stands, and its panel row may belong to a new press.
+            if row.worker != job.worker || !row.state.is(State::Running) {
                 warn!(
                     job.id = %job.job_id,
                     target = %job.target,
                     worker = %job.worker,
                     now = %row.worker,
-                    "the row no longer carries our claim (timed out and maybe re-run); not overwriting it"
+                    state = ?row.state,
+                    "the row no longer carries our running claim (timed out and maybe re-run); not overwriting it"
                 );
                 settled.push(job.job_id.clone());
                 continue;

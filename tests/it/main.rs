@@ -1,9 +1,11 @@
 //! The integration test binary: one binary, one module per area (STYLE.md), sharing
-//! [`support`] to start the emulator and talk to it through the real client crates.
+//! [`support`] to start the emulator, run daemons against it and read the sheet back.
 
 mod cli;
 mod commands;
 mod continuation;
+mod daemon;
 mod emulator;
+mod panels;
 mod sheets_google;
 mod support;

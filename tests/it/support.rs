@@ -143,3 +143,235 @@ pub fn to_json<T: serde::Serialize>(v: &T) -> Json {
     google_sheets4::common::remove_json_null_values(&mut j);
     j
 }
+
+// ---------------------------------------------------------------------------------------
+// Daemons against the emulator, and reading the sheet back as a person (or a test) would.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sheetq::admin::{self, NewJob};
+use sheetq::config::Config;
+use sheetq::daemon::{DaemonError, RunReport};
+use sheetq::queue::{self, ColumnMap, QueueRow, State};
+use sheetq::sheets::auth::Credentials;
+use tokio_util::sync::CancellationToken;
+
+/// The time zone of the demo spreadsheet.
+pub const TZ: chrono_tz::Tz = chrono_tz::Asia::Tokyo;
+
+/// Settings every test daemon starts from: quick polls, no client-side quota (the emulator
+/// has none unless a test sets one), and the commands the tests use. `overrides` replace or
+/// add top-level keys (values as TOML text, e.g. `("slots", "1")`); `commands` is appended
+/// as extra `[commands.NAME]` tables.
+pub fn daemon_config(
+    emu: &Emulator,
+    worker: &str,
+    state_dir: &std::path::Path,
+    overrides: &[(&str, &str)],
+    commands: &str,
+) -> Config {
+    let mut keys: BTreeMap<&str, String> = BTreeMap::new();
+    keys.insert("spreadsheet_id", format!("{:?}", emu.spreadsheet_id()));
+    keys.insert("api_base_url", format!("{:?}", emu.base_url()));
+    keys.insert("worker_id", format!("{worker:?}"));
+    keys.insert(
+        "state_dir",
+        format!("{:?}", state_dir.display().to_string()),
+    );
+    keys.insert("slots", "2".into());
+    keys.insert("poll_interval", "\"100ms\"".into());
+    keys.insert("requests_per_minute", "10000".into());
+    keys.insert("heartbeat_interval", "\"1s\"".into());
+    keys.insert("dead_after", "\"30s\"".into());
+    for (k, v) in overrides {
+        keys.insert(k, (*v).to_string());
+    }
+    let mut text: String = keys.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+    text.push_str("[commands.sleep]\nbuiltin = \"sleep\"\n[commands.echo]\nbuiltin = \"echo\"\n");
+    text.push_str(commands);
+    Config::parse(&text, "test config", &BTreeMap::new())
+        .unwrap_or_else(|e| panic!("test config does not parse: {e}\n{text}"))
+}
+
+/// A client of the emulator through the real Google client, as the daemon builds it.
+pub async fn client(emu: &Emulator, config: &Config) -> Arc<dyn sheetq::sheets::Sheets> {
+    sheetq::cli::connect(
+        config,
+        Some(Credentials::KeyJson(emu.credentials_json())),
+        false,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot connect to the emulator: {e:#}"))
+}
+
+/// Daemons running in this process against one emulator, each with its own state dir.
+pub struct Fleet {
+    pub shutdown: CancellationToken,
+    pub configs: Vec<Config>,
+    handles: Vec<tokio::task::JoinHandle<Result<RunReport, DaemonError>>>,
+    _state: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// Starts one daemon per worker id with the same overrides and extra commands.
+    pub async fn start(
+        emu: &Emulator,
+        workers: &[&str],
+        overrides: &[(&str, &str)],
+        commands: &str,
+    ) -> Fleet {
+        let state = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let shutdown = CancellationToken::new();
+        let mut configs = Vec::new();
+        let mut handles = Vec::new();
+        for w in workers {
+            let config = daemon_config(emu, w, &state.path().join(w), overrides, commands);
+            let registry = sheetq::cli::registry(&config)
+                .unwrap_or_else(|e| panic!("commands of the test config: {e:#}"));
+            let sheets = client(emu, &config).await;
+            handles.push(tokio::spawn(sheetq::daemon::run(
+                sheets,
+                config.clone(),
+                registry,
+                shutdown.clone(),
+            )));
+            configs.push(config);
+        }
+        Fleet {
+            shutdown,
+            configs,
+            handles,
+            _state: state,
+        }
+    }
+
+    /// Cancels every daemon and waits for each to drain; panics if one failed.
+    pub async fn stop(self) -> Vec<RunReport> {
+        self.shutdown.cancel();
+        let mut reports = Vec::new();
+        for (h, c) in self.handles.into_iter().zip(&self.configs) {
+            let r = tokio::time::timeout(Duration::from_secs(60), h)
+                .await
+                .unwrap_or_else(|_| panic!("daemon {} did not stop within 60s", c.worker_id))
+                .unwrap_or_else(|e| panic!("daemon {} panicked: {e}", c.worker_id))
+                .unwrap_or_else(|e| panic!("daemon {} stopped with an error: {e}", c.worker_id));
+            reports.push(r);
+        }
+        reports
+    }
+}
+
+/// Appends a `待機` row as `sheetq enqueue` does; returns its jobId.
+pub async fn enqueue(
+    sheets: &dyn sheetq::sheets::Sheets,
+    config: &Config,
+    target: &str,
+    function: &str,
+    command: &str,
+    args_json: &str,
+    requester: &str,
+) -> String {
+    let job = NewJob {
+        target: target.into(),
+        function: function.into(),
+        command: command.into(),
+        args_json: args_json.into(),
+        requester: requester.into(),
+        panel_sheet: target.into(),
+        flags: vec![],
+    };
+    admin::enqueue(sheets, config, &job)
+        .await
+        .unwrap_or_else(|e| panic!("enqueue {target}/{function}: {e}"))
+}
+
+/// The queue as typed rows, read straight from the emulator's store.
+pub fn queue_rows(emu: &Emulator) -> Vec<QueueRow> {
+    let values = emu
+        .values("'_ジョブキュー'!A1:P")
+        .unwrap_or_else(|e| panic!("cannot read the queue: {e:?}"));
+    let header = values.first().cloned().unwrap_or_default();
+    let columns = ColumnMap::from_header(&header, &Default::default())
+        .unwrap_or_else(|e| panic!("queue header: {e}"));
+    let data = values.get(1..).unwrap_or(&[]);
+    queue::parse_rows(data, 2, &columns, &Default::default(), TZ).rows
+}
+
+/// The queue row holding `job_id`; panics naming it when there is none.
+pub fn row_of<'a>(rows: &'a [QueueRow], job_id: &str) -> &'a QueueRow {
+    rows.iter()
+        .find(|r| r.job_id == job_id)
+        .unwrap_or_else(|| panic!("no queue row has jobId {job_id}; queue: {rows:#?}"))
+}
+
+/// Whether a row is in a final state.
+pub fn is_finished(r: &QueueRow) -> bool {
+    r.state.is(State::Done) || r.state.is(State::Error) || r.state.is(State::Timeout)
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, or panics after `within` saying what
+/// was awaited and what `describe` shows of the state then.
+pub async fn wait_for<T>(
+    what: &str,
+    within: Duration,
+    mut check: impl FnMut() -> Option<T>,
+    describe: impl FnOnce() -> String,
+) -> T {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!(
+                "timed out after {within:?} waiting for {what}; state then:\n{}",
+                describe()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until every row of `job_ids` is finished; returns the queue then.
+pub async fn wait_finished(emu: &Emulator, job_ids: &[String], within: Duration) -> Vec<QueueRow> {
+    wait_for(
+        &format!("{} jobs to finish", job_ids.len()),
+        within,
+        || {
+            let rows = queue_rows(emu);
+            job_ids
+                .iter()
+                .all(|id| rows.iter().any(|r| &r.job_id == id && is_finished(r)))
+                .then_some(rows)
+        },
+        || describe_queue(&queue_rows(emu)),
+    )
+    .await
+}
+
+/// One line per queue row: row, jobId, state, target, worker, start, message.
+pub fn describe_queue(rows: &[QueueRow]) -> String {
+    rows.iter()
+        .map(|r| {
+            format!(
+                "{:>4} {} {:?} {} [{}] {:?} {:?}\n",
+                r.row, r.job_id, r.state, r.target, r.worker, r.started_at, r.message
+            )
+        })
+        .collect()
+}
+
+/// A panel row's A..E cells (▶, 機能, 状態, 結果, 更新日時) as text, by sheet title and row.
+pub fn panel_row(emu: &Emulator, title: &str, row: u32) -> Vec<String> {
+    let values = emu
+        .values(&format!("'{title}'!A{row}:E{row}"))
+        .unwrap_or_else(|e| panic!("cannot read panel {title} row {row}: {e:?}"));
+    let mut cells: Vec<String> = values
+        .first()
+        .map(|r| r.iter().map(queue::cell_text).collect())
+        .unwrap_or_default();
+    cells.resize(5, String::new());
+    cells
+}

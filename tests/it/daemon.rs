@@ -1,0 +1,854 @@
+//! End-to-end behaviour of the daemon (DESIGN §2–§4, §6): daemons run in this process (or as
+//! the real binary) against the emulator through the real Google client, and every check
+//! reads what the sheet holds afterwards: states, the 開始/終了 cells, the ワーカー column.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sheetq::emulator::{Fault, FaultRule};
+use sheetq::queue::{QueueRow, State, WorkerTag};
+
+use crate::support::{self, *};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn interval(r: &QueueRow) -> (DateTime<Utc>, DateTime<Utc>) {
+    match (r.started_at, r.finished_at) {
+        (Some(s), Some(f)) => (s, f),
+        _ => panic!(
+            "row {} ({}) has no 開始日時/終了日時 pair: {r:#?}",
+            r.row, r.job_id
+        ),
+    }
+}
+
+fn tag(r: &QueueRow) -> WorkerTag {
+    r.worker_tag()
+        .unwrap_or_else(|| panic!("row {} has no readable ワーカー: {:?}", r.row, r.worker))
+}
+
+fn assert_done(r: &QueueRow) {
+    assert!(
+        r.state.is(State::Done),
+        "job {} on {} should be 完了, is {:?} with message {:?}",
+        r.job_id,
+        r.target,
+        r.state,
+        r.message
+    );
+}
+
+#[tokio::test]
+async fn jobs_on_different_targets_run_in_parallel_in_different_slots() {
+    let emu = start_emulator().await;
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let sheets = client(&emu, &fleet.configs[0]).await;
+    let c = &fleet.configs[0];
+    let a = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":1}"#,
+        "alice@example.com",
+    )
+    .await;
+    let b = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":1}"#,
+        "bob@example.com",
+    )
+    .await;
+    let rows = wait_finished(&emu, &[a.clone(), b.clone()], WAIT).await;
+    fleet.stop().await;
+    let (ra, rb) = (row_of(&rows, &a), row_of(&rows, &b));
+    assert_done(ra);
+    assert_done(rb);
+    let ((sa, fa), (sb, fb)) = (interval(ra), interval(rb));
+    assert!(
+        sa < fb && sb < fa,
+        "jobs on different targets should overlap: A {sa}..{fa}, B {sb}..{fb}"
+    );
+    let (ta, tb) = (tag(ra), tag(rb));
+    assert_ne!(
+        (ta.daemon_id.as_str(), ta.slot),
+        (tb.daemon_id.as_str(), tb.slot),
+        "parallel jobs must run in different slots: {} and {}",
+        ra.worker,
+        rb.worker
+    );
+}
+
+#[tokio::test]
+async fn jobs_on_one_target_run_one_after_the_other() {
+    let emu = start_emulator().await;
+    // Two daemons with two slots each: plenty of room, so only the target rule keeps the
+    // second job waiting.
+    let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &[], "").await;
+    let c = &fleet.configs[0];
+    let sheets = client(&emu, c).await;
+    let first = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":0.8}"#,
+        "alice@example.com",
+    )
+    .await;
+    let second = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーA",
+        "再起動 (5秒)",
+        "sleep",
+        r#"{"seconds":0.8}"#,
+        "bob@example.com",
+    )
+    .await;
+    let rows = wait_finished(&emu, &[first.clone(), second.clone()], WAIT).await;
+    fleet.stop().await;
+    let (r1, r2) = (row_of(&rows, &first), row_of(&rows, &second));
+    assert_done(r1);
+    assert_done(r2);
+    let ((s1, f1), (s2, f2)) = (interval(r1), interval(r2));
+    assert!(
+        s2 >= f1,
+        "the second job on サーバーA started at {s2}, before the first ended at {f1} (first {s1}..{f1}, second {s2}..{f2})"
+    );
+}
+
+#[tokio::test]
+async fn every_requester_is_served_and_an_empty_requester_works() {
+    let emu = start_emulator().await;
+    let config = daemon_config(
+        &emu,
+        "enqueuer",
+        std::path::Path::new("/nonexistent"),
+        &[],
+        "",
+    );
+    let sheets = client(&emu, &config).await;
+    let job = |target: &'static str, requester: &'static str| {
+        let sheets = sheets.clone();
+        let config = config.clone();
+        async move {
+            enqueue(
+                sheets.as_ref(),
+                &config,
+                target,
+                "動作確認 (2秒)",
+                "sleep",
+                r#"{"seconds":0.6}"#,
+                requester,
+            )
+            .await
+        }
+    };
+    // In order of receipt: two presses without a requester, then alice's burst, then bob.
+    let anon1 = job("T1", "").await;
+    let anon2 = job("T2", "").await;
+    let alice1 = job("T3", "alice@example.com").await;
+    let alice2 = job("T4", "alice@example.com").await;
+    let bob = job("T5", "bob@example.com").await;
+    let all = [
+        anon1.clone(),
+        anon2.clone(),
+        alice1.clone(),
+        alice2.clone(),
+        bob.clone(),
+    ];
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let rows = wait_finished(&emu, &all, WAIT).await;
+    fleet.stop().await;
+    for id in &all {
+        assert_done(row_of(&rows, id));
+    }
+    let (sa1, fa1) = interval(row_of(&rows, &anon1));
+    let (sa2, fa2) = interval(row_of(&rows, &anon2));
+    assert!(
+        sa1 < fa2 && sa2 < fa1,
+        "two presses with an empty 依頼者 are not one person: they should run together ({sa1}..{fa1}, {sa2}..{fa2})"
+    );
+    let (s_alice2, _) = interval(row_of(&rows, &alice2));
+    let (s_bob, _) = interval(row_of(&rows, &bob));
+    let (s_alice1, _) = interval(row_of(&rows, &alice1));
+    assert!(
+        s_bob < s_alice2,
+        "bob's press (received after alice's two) should start before alice's second ({s_bob} vs {s_alice2}; alice's first at {s_alice1})"
+    );
+}
+
+/// Ticks the ▶ box of a demo panel row, as a person does.
+pub fn tick(emu: &sheetq::emulator::Emulator, title: &str, row: u32) {
+    emu.set_values(&format!("'{title}'!A{row}"), json!([[true]]), false)
+        .unwrap_or_else(|e| panic!("cannot tick {title}!A{row}: {e:?}"));
+}
+
+#[tokio::test]
+async fn a_running_row_whose_start_was_moved_into_the_past_times_out_and_can_be_pressed_again() {
+    let emu = start_emulator().await;
+    // The first run outlives its timeout on purpose: its late result must not overwrite the
+    // タイムアウト, nor the panel row that the second press owns by then.
+    let fleet = Fleet::start(&emu, &["vm-1"], &[("intake", "\"poll\"")], "").await;
+    let panel = "サーバーA";
+    emu.set_values(
+        &format!("'{panel}'!I8"),
+        json!([[r#"{"seconds":3}"#]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    tick(&emu, panel, 8);
+    let first = wait_for(
+        "the press to be claimed",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .into_iter()
+                .find(|r| r.state.is(State::Running))
+        },
+        || format!("{:#?}", queue_rows(&emu)),
+    )
+    .await;
+    // A person (or a stuck clock) makes the start 16 minutes old: past stale_after (15m).
+    let past = Utc::now() - chrono::Duration::minutes(16);
+    emu.set_values(
+        &format!("'_ジョブキュー'!L{}", first.row),
+        json!([[sheetq::sheet_time::instant_to_serial(past, TZ)]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let timed_out = wait_for(
+        "the stale row to time out",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            let r = row_of(&rows, &first.job_id).clone();
+            // The state flips in the commit; 終了日時 and メッセージ follow in the next call.
+            (r.state.is(State::Timeout) && !r.message.is_empty()).then_some(r)
+        },
+        || format!("{:#?}", queue_rows(&emu)),
+    )
+    .await;
+    assert!(
+        timed_out.message.contains("タイムアウト") && timed_out.message.contains("stale_after"),
+        "the timeout message should say why: {:?}",
+        timed_out.message
+    );
+    assert!(
+        timed_out.finished_at.is_some(),
+        "a timed-out row gets 終了日時"
+    );
+    // Pressed again: the duplicate guard no longer sees a running row, so a new row runs.
+    emu.set_values(
+        &format!("'{panel}'!I8"),
+        json!([[r#"{"seconds":0.2}"#]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    tick(&emu, panel, 8);
+    let second = wait_for(
+        "the second press to finish",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .into_iter()
+                .find(|r| r.job_id != first.job_id && r.state.is(State::Done))
+        },
+        || format!("{:#?}", queue_rows(&emu)),
+    )
+    .await;
+    // Stopping drains the first run (still sleeping) and writes what it may.
+    fleet.stop().await;
+    let rows = queue_rows(&emu);
+    assert_eq!(rows.len(), 2, "two presses, two rows: {rows:#?}");
+    let first_after = row_of(&rows, &first.job_id);
+    assert!(
+        first_after.state.is(State::Timeout),
+        "the late result of the timed-out run overwrote its タイムアウト: {first_after:#?}"
+    );
+    let done = sheetq::panel::done_text(
+        second.finished_at.unwrap_or_else(|| panic!("no 終了日時")),
+        TZ,
+    );
+    let shown = support::panel_row(&emu, panel, 8);
+    assert_eq!(
+        shown[2], done,
+        "the panel shows the second run's result, not the timed-out first's: {shown:?}"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_stops_a_job_that_outlives_the_grace_period_and_says_so() {
+    let emu = start_emulator().await;
+    let fleet = Fleet::start(&emu, &["vm-1"], &[("shutdown_grace", "\"300ms\"")], "").await;
+    let c = fleet.configs[0].clone();
+    let sheets = client(&emu, &c).await;
+    let job = enqueue(
+        sheets.as_ref(),
+        &c,
+        "サーバーB",
+        "再起動 (5秒)",
+        "sleep",
+        r#"{"seconds":60}"#,
+        "",
+    )
+    .await;
+    wait_for(
+        "the job to run",
+        WAIT,
+        || {
+            row_of(&queue_rows(&emu), &job)
+                .state
+                .is(State::Running)
+                .then_some(())
+        },
+        || format!("{:#?}", queue_rows(&emu)),
+    )
+    .await;
+    let reports = fleet.stop().await;
+    assert_eq!(
+        reports[0].results_pending, 0,
+        "every result is written at shutdown"
+    );
+    let rows = queue_rows(&emu);
+    let r = row_of(&rows, &job);
+    assert!(
+        r.state.is(State::Error) && r.message.contains("shutdown"),
+        "a job stopped at shutdown is エラー with a message saying so: {r:#?}"
+    );
+    let shown = support::panel_row(&emu, "サーバーB", 9);
+    assert!(
+        shown[2].starts_with("❌ エラー"),
+        "the panel row shows the error: {shown:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
+    let emu = start_emulator().await;
+    // A year of finished rows: the idle poll must not read them.
+    let finished: Vec<serde_json::Value> = (0..300)
+        .map(|i| {
+            json!([
+                format!("old-{i}"),
+                46000.5,
+                "",
+                "T",
+                "",
+                "T",
+                "f",
+                "sleep",
+                "{}",
+                "",
+                "完了",
+                46000.5,
+                46000.6,
+                "",
+                "slept",
+                "old/0 #00000000"
+            ])
+        })
+        .collect();
+    emu.set_values(
+        "'_ジョブキュー'!A2",
+        serde_json::Value::Array(finished),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let fleet = Fleet::start(
+        &emu,
+        &["vm-1"],
+        &[("heartbeat_interval", "\"1m\""), ("dead_after", "\"5m\"")],
+        "",
+    )
+    .await;
+    let reads = "spreadsheets.values.batchGet";
+    // Started: it has read and written its heartbeat once.
+    wait_for(
+        "the daemon to start polling",
+        WAIT,
+        || (emu.count(reads) >= 3).then_some(()),
+        || format!("{:?}", emu.counters()),
+    )
+    .await;
+    emu.clear_requests();
+    let polls = 20;
+    wait_for(
+        "20 idle polls",
+        WAIT,
+        || (emu.count(reads) >= polls).then_some(()),
+        || format!("{:?}", emu.counters()),
+    )
+    .await;
+    let log = emu.requests();
+    fleet.stop().await;
+    let log: Vec<_> = log.into_iter().take(polls as usize).collect();
+    let others: Vec<_> = log.iter().filter(|r| r.method != reads).collect();
+    assert!(
+        others.is_empty(),
+        "an idle poll must be one read and nothing else; also saw {others:#?}"
+    );
+    for r in &log {
+        let window = r
+            .ranges
+            .iter()
+            .find(|g| g.contains("_ジョブキュー") && !g.ends_with("1:P1") && !g.contains("!A1:"))
+            .unwrap_or_else(|| panic!("the poll reads no queue window: {:?}", r.ranges));
+        let start: u32 = window
+            .rsplit('!')
+            .next()
+            .and_then(|a| a.trim_start_matches('A').split(':').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("cannot read the window's first row from {window}"));
+        assert!(
+            start >= 300,
+            "an idle poll should read from the end of the finished rows, not {window} (all ranges: {:?})",
+            r.ranges
+        );
+    }
+}
+
+/// Appends `n` waiting rows in one call, as an Apps Script intake would over time.
+async fn enqueue_many(
+    sheets: &dyn sheetq::sheets::Sheets,
+    config: &sheetq::config::Config,
+    jobs: &[(String, String)],
+) -> Vec<String> {
+    let meta = sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
+    let header = sheets
+        .read(&["'_ジョブキュー'!A1:P1".to_string()])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let header = header[0].values[0].clone();
+    let columns = sheetq::queue::ColumnMap::from_header(&header, &config.headers)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tz = sheetq::sheet_time::parse_zone(&meta.time_zone).unwrap_or_else(|e| panic!("{e}"));
+    let mut ids = Vec::new();
+    let rows: Vec<Vec<serde_json::Value>> = jobs
+        .iter()
+        .map(|(target, args)| {
+            let id = uuid::Uuid::new_v4().to_string();
+            ids.push(id.clone());
+            let job = sheetq::admin::NewJob {
+                target: target.clone(),
+                function: "記録".into(),
+                command: "record".into(),
+                args_json: args.clone(),
+                requester: String::new(),
+                panel_sheet: target.clone(),
+                flags: vec![],
+            };
+            sheetq::admin::job_row(&columns, config, tz, &id, Utc::now(), &job)
+        })
+        .collect();
+    sheets
+        .append("'_ジョブキュー'!A1:P", &rows)
+        .await
+        .unwrap_or_else(|e| panic!("append: {e}"));
+    ids
+}
+
+/// A command that appends its jobId to `file` and echoes it as the result message.
+fn record_command(file: &std::path::Path, sleep: &str) -> String {
+    format!(
+        "[commands.record]\nexec = [\"/bin/sh\", \"-c\", \"sleep {sleep}; echo \\\"$SHEETQ_JOB_ID\\\" >> {}; echo \\\"$SHEETQ_JOB_ID\\\"\"]\n",
+        file.display()
+    )
+}
+
+/// One run of a job: 開始, 終了, jobId.
+type Run<'a> = (DateTime<Utc>, DateTime<Utc>, &'a str);
+
+/// Asserts that no two rows of one target ran at the same time.
+fn assert_serial_per_target(rows: &[QueueRow]) {
+    let mut by_target: BTreeMap<&str, Vec<Run>> = BTreeMap::new();
+    for r in rows {
+        let (s, f) = interval(r);
+        by_target
+            .entry(&r.target)
+            .or_default()
+            .push((s, f, &r.job_id));
+    }
+    for (target, mut runs) in by_target {
+        runs.sort();
+        for w in runs.windows(2) {
+            assert!(
+                w[1].0 >= w[0].1,
+                "two jobs overlapped on {target}: {} ran {}..{} and {} started at {}",
+                w[0].2,
+                w[0].0,
+                w[0].1,
+                w[1].2,
+                w[1].0
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_with_api_faults_run_300_jobs_over_20_targets_exactly_once() {
+    let emu = start_emulator().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ran = dir.path().join("ran.txt");
+    let commands = record_command(&ran, "0.02");
+    let settings = [
+        ("slots", "4"),
+        ("poll_interval", "\"50ms\""),
+        ("lease_ttl", "\"10s\""),
+        ("max_retries", "10"),
+    ];
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &settings, &commands);
+    let sheets = client(&emu, &enqueuer).await;
+    let jobs: Vec<(String, String)> = (0..300)
+        .map(|i| (format!("T{:02}", i % 20), format!("{{\"n\":{i}}}")))
+        .collect();
+    let ids = enqueue_many(sheets.as_ref(), &enqueuer, &jobs).await;
+    for method in [
+        "spreadsheets.values.batchGet",
+        "spreadsheets.values.batchUpdate",
+        "spreadsheets.batchUpdate",
+        "spreadsheets.values.append",
+        "spreadsheets.get",
+    ] {
+        for status in [429, 503] {
+            emu.add_fault(FaultRule {
+                method: Some(method.into()),
+                fault: Fault::Status(status),
+                remaining: None,
+                probability: Some(0.05),
+            });
+        }
+    }
+    emu.clear_requests();
+    let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &settings, &commands).await;
+    let rows = wait_finished(&emu, &ids, Duration::from_secs(100)).await;
+    let counters = emu.counters();
+    let reports = fleet.stop().await;
+    emu.clear_faults();
+    for id in &ids {
+        let r = row_of(&rows, id);
+        assert_done(r);
+        assert_eq!(&r.message, id, "row {} carries another job's result", r.row);
+    }
+    assert_eq!(rows.len(), 300, "no row was added or lost");
+    let lines = std::fs::read_to_string(&ran).unwrap_or_else(|e| panic!("{e}"));
+    let lines: Vec<&str> = lines.lines().collect();
+    let distinct: HashSet<&str> = lines.iter().copied().collect();
+    assert_eq!(
+        (lines.len(), distinct.len()),
+        (300, 300),
+        "every job must run exactly once"
+    );
+    assert_serial_per_target(&rows);
+    let workers: HashSet<String> = rows.iter().map(|r| tag(r).daemon_id).collect();
+    assert_eq!(workers.len(), 2, "both daemons took part: {workers:?}");
+    let finished: u64 = reports.iter().map(|r| r.jobs_finished).sum();
+    let n = |m: &str| counters.by_method.get(m).copied().unwrap_or(0);
+    let reads = n("spreadsheets.values.batchGet") + n("spreadsheets.get");
+    let writes = n("spreadsheets.values.batchUpdate")
+        + n("spreadsheets.batchUpdate")
+        + n("spreadsheets.values.append");
+    println!(
+        "300 jobs, 2 daemons, faults 5%+5% per method: {} requests ({} answered with an error), {reads} reads ({:.2}/job), {writes} writes ({:.2}/job), conflicts {}; by method {:?}",
+        counters.total,
+        counters.errors,
+        reads as f64 / 300.0,
+        writes as f64 / 300.0,
+        reports.iter().map(|r| r.claim_conflicts).sum::<u64>(),
+        counters.by_method
+    );
+    assert_eq!(finished, 300, "the daemons report 300 finished jobs");
+}
+
+fn sort_queue(emu: &sheetq::emulator::Emulator, column: u32, order: &str) {
+    let end = queue_rows(emu).iter().map(|r| r.row).max().unwrap_or(1);
+    emu.batch_update(json!([{ "sortRange": {
+        "range": { "sheetId": 2001, "startRowIndex": 1, "endRowIndex": end,
+                   "startColumnIndex": 0, "endColumnIndex": 16 },
+        "sortSpecs": [{ "dimensionIndex": column, "sortOrder": order }] } }]))
+        .unwrap_or_else(|e| panic!("sort: {e:?}"));
+}
+
+fn delete_row(emu: &sheetq::emulator::Emulator, row: u32) {
+    emu.batch_update(json!([{ "deleteDimension": { "range": {
+        "sheetId": 2001, "dimension": "ROWS", "startIndex": row - 1, "endIndex": row } } }]))
+        .unwrap_or_else(|e| panic!("delete: {e:?}"));
+}
+
+/// Finished rows from before, as a long-used queue has them.
+fn old_rows(n: usize) -> serde_json::Value {
+    serde_json::Value::Array(
+        (0..n)
+            .map(|i| {
+                json!([
+                    format!("old-{i:03}"),
+                    46000.5,
+                    "",
+                    "T",
+                    "",
+                    "T",
+                    "f",
+                    "sleep",
+                    "{}",
+                    "",
+                    "完了",
+                    46000.5,
+                    46000.6,
+                    "",
+                    format!("old-{i:03}"),
+                    "old/0 #00000000"
+                ])
+            })
+            .collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_sorted_and_deleted_by_a_person_mid_run_never_get_another_jobs_result() {
+    let emu = start_emulator().await;
+    emu.set_values("'_ジョブキュー'!A2", old_rows(20), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ran = dir.path().join("ran.txt");
+    let commands = record_command(&ran, "1.5");
+    let settings = [("slots", "6"), ("poll_interval", "\"50ms\"")];
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &settings, &commands);
+    let sheets = client(&emu, &enqueuer).await;
+    let jobs: Vec<(String, String)> = (0..12)
+        .map(|i| (format!("T{i}"), format!("{{\"n\":{i}}}")))
+        .collect();
+    let ids = enqueue_many(sheets.as_ref(), &enqueuer, &jobs).await;
+    let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &settings, &commands).await;
+    wait_for(
+        "all 12 jobs to run",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            ids.iter()
+                .all(|id| row_of(&rows, id).state.is(State::Running))
+                .then_some(())
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    // While they run, a person re-sorts the queue, deletes old rows above them and deletes
+    // one running job's row outright.
+    sort_queue(&emu, 0, "DESCENDING");
+    let rows = queue_rows(&emu);
+    let victim = row_of(&rows, &ids[5]).row;
+    delete_row(&emu, victim);
+    for old in ["old-003", "old-010", "old-017"] {
+        let row = row_of(&queue_rows(&emu), old).row;
+        delete_row(&emu, row);
+    }
+    sort_queue(&emu, 5, "DESCENDING");
+    let remaining: Vec<String> = ids.iter().filter(|id| *id != &ids[5]).cloned().collect();
+    let rows = wait_finished(&emu, &remaining, WAIT).await;
+    // The deleted job's result has nowhere to go; give it the time the others took.
+    fleet.stop().await;
+    let rows_after = queue_rows(&emu);
+    assert_eq!(
+        rows_after, rows,
+        "nothing was written after the others finished"
+    );
+    assert_eq!(rows.len(), 20 - 3 + 11, "{}", describe_queue(&rows));
+    for r in &rows {
+        assert_eq!(
+            r.message,
+            r.job_id,
+            "row {} holds another job's result (or none):\n{}",
+            r.row,
+            describe_queue(&rows)
+        );
+        if !r.job_id.starts_with("old-") {
+            assert_done(r);
+        } else {
+            assert_eq!(
+                r.worker, "old/0 #00000000",
+                "an old row was written to: {r:#?}"
+            );
+        }
+    }
+    let lines = std::fs::read_to_string(&ran).unwrap_or_else(|e| panic!("{e}"));
+    let distinct: HashSet<&str> = lines.lines().collect();
+    assert_eq!(
+        (lines.lines().count(), distinct.len()),
+        (12, 12),
+        "every job ran exactly once"
+    );
+}
+
+/// The real `sheetq run --config FILE` against the emulator, killed with SIGKILL on drop.
+struct Binary {
+    child: std::process::Child,
+}
+
+impl Binary {
+    fn start(config: &std::path::Path, log: &std::path::Path) -> Binary {
+        let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("{e}"));
+        let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
+            .args(["run", "--config"])
+            .arg(config)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start sheetq: {e}"));
+        Binary { child }
+    }
+
+    /// SIGKILL: no drain, no flush, no lease release.
+    fn kill(mut self) {
+        self.child.kill().unwrap_or_else(|e| panic!("kill -9: {e}"));
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes the key file (mode 600) and a config for the binary; returns the config path.
+fn binary_config(emu: &sheetq::emulator::Emulator, dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let key = dir.join("key.json");
+    std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join("sheetq.toml");
+    let text = format!(
+        r#"spreadsheet_id = "{id}"
+api_base_url = "{url}"
+credentials = "{key}"
+worker_id = "vm-kill"
+state_dir = "{state}"
+slots = 2
+poll_interval = "100ms"
+requests_per_minute = 10000
+max_retries = 1
+heartbeat_interval = "1s"
+dead_after = "1m"
+[commands.sleep]
+builtin = "sleep"
+"#,
+        id = emu.spreadsheet_id(),
+        url = emu.base_url(),
+        key = key.display(),
+        state = dir.join("state").display(),
+    );
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results_after_restart() {
+    let emu = start_emulator().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = binary_config(&emu, dir.path());
+    let log = dir.path().join("sheetq.log");
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let show = || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&queue_rows(&emu)),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    };
+
+    // 1. Killed while a long job runs.
+    let long = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーA",
+        "再起動 (5秒)",
+        "sleep",
+        r#"{"seconds":120}"#,
+        "",
+    )
+    .await;
+    let daemon = Binary::start(&config, &log);
+    wait_for(
+        "the long job to run under vm-kill",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            let r = row_of(&rows, &long);
+            (r.state.is(State::Running) && r.worker.starts_with("vm-kill/")).then_some(())
+        },
+        show,
+    )
+    .await;
+
+    // 2. A short job finishes while every values write fails: its result waits in the outbox.
+    emu.add_fault(FaultRule {
+        method: Some("spreadsheets.values.batchUpdate".into()),
+        fault: Fault::Status(503),
+        remaining: None,
+        probability: None,
+    });
+    let short = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":0.1}"#,
+        "",
+    )
+    .await;
+    let outbox = dir.path().join("state").join("outbox.jsonl");
+    wait_for(
+        "the short job's result to be kept in the outbox",
+        WAIT,
+        || {
+            std::fs::read_to_string(&outbox)
+                .ok()
+                .filter(|t| t.contains(&short))
+                .map(|_| ())
+        },
+        show,
+    )
+    .await;
+    assert!(
+        row_of(&queue_rows(&emu), &short).state.is(State::Running),
+        "with values writes failing, the short job's row cannot have been written yet"
+    );
+    daemon.kill();
+    emu.clear_faults();
+
+    // 3. Restarted: the cut-off job is an error at once, the kept result is written.
+    let daemon = Binary::start(&config, &log);
+    let rows = wait_finished(&emu, &[long.clone(), short.clone()], WAIT).await;
+    drop(daemon);
+    let l = row_of(&rows, &long);
+    assert!(
+        l.state.is(State::Error) && l.message.contains("worker restarted during the job"),
+        "the job cut off by the kill should be エラー \"worker restarted during the job\": {l:#?}"
+    );
+    let s = row_of(&rows, &short);
+    assert_done(s);
+    assert_eq!(s.result_url, sheetq::commands::SLEEP_RESULT_URL, "{s:#?}");
+    let panel = support::panel_row(&emu, "サーバーA", 9);
+    assert!(
+        panel[2].starts_with("❌ エラー"),
+        "panel of the cut-off job: {panel:?}"
+    );
+    let panel = support::panel_row(&emu, "サーバーB", 8);
+    assert!(
+        panel[2].starts_with("✅ 完了"),
+        "panel of the kept result: {panel:?}"
+    );
+}
