@@ -226,7 +226,11 @@ impl Daemon {
         if !data.is_empty() {
             self.sheets.write(&data).await?;
         }
-        self.heartbeat_into(&poll, &mut Vec::new(), true).await?;
+        let mut beat = Vec::new();
+        self.heartbeat_into(&poll, &mut beat, true).await?;
+        if !beat.is_empty() {
+            self.sheets.write(&beat).await?;
+        }
         self.flush(&poll, Vec::new()).await?;
         Ok(())
     }
@@ -752,34 +756,94 @@ impl Daemon {
                 follow_up.extend(self.panel_result(&fresh, row, Finish::Timeout, now, "", message));
             }
         }
+        // Targets busy after this pass, for a claim that landed on another row (below).
+        let mut busy: std::collections::HashSet<String> = fresh
+            .snapshot
+            .rows
+            .iter()
+            .filter(|r| r.state.is(State::Running))
+            .filter(|r| !stale.iter().any(|(s, _)| s.job_id == r.job_id))
+            .map(|r| r.target_key().to_string())
+            .collect();
+        busy.extend(claims.iter().map(|c| c.row.target_key().to_string()));
         for (k, claimed) in claims.into_iter().enumerate() {
             let reply_index = stale.len() + 3 * k;
-            let after = commit.ranges.get(stale.len() + k);
-            let worker_after = after
-                .and_then(|v| v.values.first())
-                .and_then(|r| r.get(cols.index(Column::Worker) as usize))
-                .map(queue::cell_text)
-                .unwrap_or_default();
-            let job_after = after
-                .and_then(|v| v.values.first())
-                .and_then(|r| r.get(cols.index(Column::JobId) as usize))
-                .map(queue::cell_text)
-                .unwrap_or_default();
-            if changed(reply_index)
-                && worker_after == claimed.tag.to_string()
-                && job_after == claimed.row.job_id
-            {
-                self.spawn(claimed);
-            } else {
-                self.report.claim_conflicts += 1;
-                self.observers.metrics.claim_conflict();
-                warn!(
-                    job.id = %claimed.row.job_id,
-                    target = %claimed.row.target_key(),
-                    worker = %claimed.tag,
-                    "claim conflict: the row was not ours after the commit; not running it"
-                );
-                self.free_slots.push(claimed.slot);
+            let after = commit
+                .ranges
+                .get(stale.len() + k)
+                .map(|v| {
+                    queue::parse_rows(
+                        &v.values,
+                        claimed.row.row,
+                        &cols,
+                        &self.config.states,
+                        self.layout.tz,
+                    )
+                })
+                .and_then(|s| s.rows.into_iter().next());
+            let ours = after
+                .as_ref()
+                .is_some_and(|r| r.worker == claimed.tag.to_string());
+            match after {
+                Some(row) if changed(reply_index) && ours && row.job_id == claimed.row.job_id => {
+                    self.spawn(claimed);
+                }
+                // A person sorted the queue between our read and the commit, and another
+                // waiting row sat at that position: we did claim *that* row (its 待機 turned
+                // 実行中 under our token). Run it if its target is idle, else put it back.
+                Some(row) if changed(reply_index) && ours => {
+                    if busy.insert(row.target_key().to_string()) {
+                        warn!(job.id = %row.job_id, target = %row.target_key(), worker = %claimed.tag, planned = %claimed.row.job_id, "the queue moved during the claim; running the row that was claimed instead");
+                        self.spawn(Claimed { row, ..claimed });
+                    } else {
+                        warn!(job.id = %row.job_id, target = %row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
+                        follow_up.extend(self.claim_cells(
+                            row.row,
+                            Some(&self.config.states.waiting),
+                            &Cell::from(""),
+                            "",
+                        ));
+                        self.free_slots.push(claimed.slot);
+                    }
+                }
+                other => {
+                    self.report.claim_conflicts += 1;
+                    self.observers.metrics.claim_conflict();
+                    warn!(
+                        job.id = %claimed.row.job_id,
+                        target = %claimed.row.target_key(),
+                        worker = %claimed.tag,
+                        "claim conflict: the row was not ours after the commit; not running it"
+                    );
+                    // Our 開始日時/ワーカー landed on a row that was not waiting (the queue
+                    // moved): give that row back the values it had.
+                    if let Some(row) = other.filter(|r| ours && r.job_id != claimed.row.job_id) {
+                        if let Some(before) = fresh.snapshot.by_job_id(&row.job_id) {
+                            let started = before
+                                .started_at
+                                .map(|t| {
+                                    Cell::from(sheet_time::instant_to_serial(t, self.layout.tz))
+                                })
+                                .unwrap_or_else(|| Cell::from(""));
+                            follow_up.extend(self.claim_cells(
+                                row.row,
+                                None,
+                                &started,
+                                &before.worker,
+                            ));
+                        } else {
+                            // It came from above the unfinished window, so its old values
+                            // were not read: say so rather than guess.
+                            warn!(
+                                job.id = %row.job_id,
+                                row = row.row,
+                                worker = %claimed.tag,
+                                "a sort moved a finished row under a claim; its 開始日時/ワーカー now show this claim"
+                            );
+                        }
+                    }
+                    self.free_slots.push(claimed.slot);
+                }
             }
         }
         if !follow_up.is_empty() {
@@ -1009,6 +1073,27 @@ impl Daemon {
         self.sheets.append(&range, &[row]).await?;
         info!(job.id = %job.job_id, next = %cont.job_id, target = %job.target, "appended a continuation row");
         Ok(())
+    }
+
+    /// The claim cells of a queue row (状態, 開始日時, ワーカー), for undoing a claim that
+    /// landed on the wrong row.
+    fn claim_cells(
+        &self,
+        row: u32,
+        state: Option<&str>,
+        started: &Cell,
+        worker: &str,
+    ) -> Vec<ValueRange> {
+        let cols = &self.layout.columns;
+        state
+            .map(|s| (Column::State, Cell::from(s)))
+            .into_iter()
+            .chain([
+                (Column::StartedAt, started.clone()),
+                (Column::Worker, Cell::from(worker)),
+            ])
+            .map(|(c, v)| ValueRange::new(cols.cell(c, row), vec![vec![v]]))
+            .collect()
     }
 
     /// The queue cells of a finished job: 状態, 終了日時, 結果URL, メッセージ.

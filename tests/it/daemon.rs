@@ -852,3 +852,187 @@ async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results
         "panel of the kept result: {panel:?}"
     );
 }
+
+/// A person sorts the queue in the instant between a daemon's lease read and its commit, so
+/// the row the daemon planned to claim is no longer at the position it commits to. The
+/// per-row compare-and-swap then flips whichever waiting row sits there: the daemon must run
+/// exactly that row (it did claim it), leave the planned one waiting for a later pass, and
+/// never leave a row stuck in 実行中.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sort_between_the_lease_read_and_the_commit_still_runs_each_job_once() {
+    let emu = support::start_emulator().await;
+    let setup = support::daemon_config(&emu, "setup", std::path::Path::new("unused"), &[], "");
+    let sheets = support::client(&emu, &setup).await;
+    let first = support::enqueue(
+        sheets.as_ref(),
+        &setup,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "echo",
+        r#"{"id":"first"}"#,
+        "",
+    )
+    .await;
+    let second = support::enqueue(
+        sheets.as_ref(),
+        &setup,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "echo",
+        r#"{"id":"second"}"#,
+        "",
+    )
+    .await;
+    // Slow down the lease acquire and the commit, so the sort lands between them.
+    emu.add_fault(FaultRule::next(
+        Some("spreadsheets.batchUpdate"),
+        Fault::Latency(Duration::from_millis(1500)),
+        2,
+    ));
+    let fleet = Fleet::start(&emu, &["sorted-1"], &[("slots", "1")], "").await;
+    support::wait_for(
+        "the lease acquire to complete",
+        Duration::from_secs(20),
+        || (emu.count("spreadsheets.batchUpdate") >= 1).then_some(()),
+        || support::describe_queue(&support::queue_rows(&emu)),
+    )
+    .await;
+    // Newest first: `second` moves to row 2, where the commit will land.
+    emu.batch_update(json!([{"sortRange": {
+        "range": {"sheetId": 2001, "startRowIndex": 1, "endRowIndex": 3, "startColumnIndex": 0, "endColumnIndex": 16},
+        "sortSpecs": [{"dimensionIndex": 1, "sortOrder": "DESCENDING"}]
+    }}]))
+    .unwrap_or_else(|e| panic!("sort the queue: {e:?}"));
+    let rows = support::wait_finished(
+        &emu,
+        &[first.clone(), second.clone()],
+        Duration::from_secs(30),
+    )
+    .await;
+    fleet.stop().await;
+    for (id, marker) in [(&first, "first"), (&second, "second")] {
+        let row = support::row_of(&rows, id);
+        assert!(
+            row.state.is(State::Done),
+            "{marker} should be 完了:\n{}",
+            support::describe_queue(&rows)
+        );
+        assert!(
+            row.message.contains(marker),
+            "{marker}'s row holds its own result, not another's: {:?}",
+            row.message
+        );
+    }
+}
+
+/// The same race, with a finished row sorted into the claimed position: the compare-and-swap
+/// refuses it (it is not 待機), and the 開始日時/ワーカー the commit wrote over it are put
+/// back, so a person's history is not rewritten; the planned job still runs once, later.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finished_row_sorted_under_a_claim_keeps_its_history() {
+    let emu = support::start_emulator().await;
+    let setup = support::daemon_config(&emu, "setup", std::path::Path::new("unused"), &[], "");
+    let sheets = support::client(&emu, &setup).await;
+    // Row 2 runs on another daemon (so the unfinished window starts there), row 3 is an old
+    // finished job with its own claim record, row 4 waits.
+    support::enqueue(
+        sheets.as_ref(),
+        &setup,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "echo",
+        "{}",
+        "b@example.com",
+    )
+    .await;
+    let now = sheetq::sheet_time::instant_to_serial(Utc::now(), support::TZ);
+    emu.set_values("'_ジョブキュー'!K2:L2", json!([["実行中", now]]), false)
+        .unwrap_or_else(|e| panic!("mark row 2 running: {e:?}"));
+    emu.set_values(
+        "'_ジョブキュー'!P2",
+        json!([["other-vm/0 #07e40000"]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("mark row 2 running: {e:?}"));
+    let old = support::enqueue(
+        sheets.as_ref(),
+        &setup,
+        "サーバーC",
+        "動作確認 (2秒)",
+        "echo",
+        "{}",
+        "c@example.com",
+    )
+    .await;
+    emu.set_values(
+        "'_ジョブキュー'!K3:P3",
+        json!([[
+            "完了",
+            46356.5,
+            46356.6,
+            "",
+            "done long ago",
+            "old-vm/0 #0ld0ld00"
+        ]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("finish row 3: {e:?}"));
+    let waiting = support::enqueue(
+        sheets.as_ref(),
+        &setup,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "echo",
+        r#"{"id":"waiting"}"#,
+        "a@example.com",
+    )
+    .await;
+    emu.add_fault(FaultRule::next(
+        Some("spreadsheets.batchUpdate"),
+        Fault::Latency(Duration::from_millis(1500)),
+        2,
+    ));
+    let fleet = Fleet::start(&emu, &["sorted-2"], &[("slots", "1")], "").await;
+    support::wait_for(
+        "the lease acquire to complete",
+        Duration::from_secs(20),
+        || (emu.count("spreadsheets.batchUpdate") >= 1).then_some(()),
+        || support::describe_queue(&support::queue_rows(&emu)),
+    )
+    .await;
+    // By requester: a (waiting) → row 2, b (running) → row 3, c (finished) → row 4, where the
+    // claim of `waiting` lands.
+    emu.batch_update(json!([{"sortRange": {
+        "range": {"sheetId": 2001, "startRowIndex": 1, "endRowIndex": 4, "startColumnIndex": 0, "endColumnIndex": 16},
+        "sortSpecs": [{"dimensionIndex": 2, "sortOrder": "ASCENDING"}]
+    }}]))
+    .unwrap_or_else(|e| panic!("sort the queue: {e:?}"));
+    let rows = support::wait_finished(
+        &emu,
+        std::slice::from_ref(&waiting),
+        Duration::from_secs(30),
+    )
+    .await;
+    fleet.stop().await;
+    let done = support::row_of(&rows, &waiting);
+    assert!(
+        done.state.is(State::Done) && done.message.contains("waiting"),
+        "the planned job ran: {done:?}"
+    );
+    let history = support::row_of(&rows, &old);
+    assert_eq!(
+        history.worker,
+        "old-vm/0 #0ld0ld00",
+        "the old row's ワーカー is restored:\n{}",
+        support::describe_queue(&rows)
+    );
+    assert_eq!(history.message, "done long ago");
+    assert!(history.state.is(State::Done));
+    assert_eq!(
+        history
+            .started_at
+            .map(|t| sheetq::sheet_time::instant_to_serial(t, support::TZ)),
+        Some(46356.5),
+        "the old row's 開始日時 is restored"
+    );
+}
