@@ -11,7 +11,9 @@
 //! - [`commands`]: the configured commands, the checks on a job's args, and running a job
 //!   (built-ins, `exec` process groups, timeouts, the heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
-//! - [`daemon`]: the poll loop: lease, claim pass, job slots, write-back, shutdown.
+//! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
+//!   (what one read covers), `claim_pass` (lease, decision, atomic commit), `writeback`
+//!   (results to queue and panel rows, restart recovery, continuation).
 //! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
 //! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
 //!   local runs without Google (store, HTTP server, fault injection, request log).

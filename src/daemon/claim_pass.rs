@@ -1,0 +1,426 @@
+//! The claim pass (DESIGN §2–§3): take the lease with a compare-and-swap that reads the queue
+//! in the same call, decide on that fresh data, and commit claims, timeouts, intake and the
+//! lease release in one atomic batch whose reply says which claims really are ours.
+
+use chrono::Utc;
+use tracing::{debug, info, instrument, warn};
+
+use crate::a1;
+use crate::claim;
+use crate::config::Intake;
+use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
+use crate::outbox::Finish;
+use crate::panel;
+use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
+use crate::sheet_time;
+use crate::sheets::{BatchUpdate, Cell, GridRange, Reply, Request, ValueRange};
+
+use super::{Claimed, Daemon, DaemonError, Poll};
+
+impl Daemon {
+    /// The lease protocol of DESIGN §3: take the lease (reading the queue in the same call),
+    /// decide on that fresh data, and commit claims, timeouts, heartbeat and the lease
+    /// release in one atomic batch. Returns whether the heartbeat went with it.
+    #[instrument(skip_all, fields(worker = %self.config.worker_id))]
+    pub(super) async fn claim_pass(&mut self, poll: &Poll) -> Result<bool, DaemonError> {
+        let now = Utc::now();
+        self.observers.metrics.claim_pass();
+        let Some(from) = poll.lease.takeable(now) else {
+            self.observers.metrics.lease_wait();
+            if let LeaseState::Invalid(text) = &poll.lease {
+                warn!(lease = %text, "the lease cell _ワーカー!B1 holds no lease; resetting it to free");
+                let free = ValueRange::new(
+                    a1::range(WORKER_SHEET, lease::LEASE_CELL),
+                    vec![vec![Cell::from(lease::FREE)]],
+                );
+                self.sheets.write(&[free]).await?;
+            } else {
+                debug!("lease held by another daemon; waiting for the next tick");
+            }
+            return Ok(false);
+        };
+        let ttl = chrono::Duration::from_std(self.config.lease_ttl)
+            .unwrap_or(chrono::Duration::seconds(30));
+        let lease = Lease::new(&self.config.worker_id, now + ttl);
+        let held = lease.to_string();
+        let ranges = self.queue_ranges(poll.full);
+        let reply = self
+            .sheets
+            .batch_update(&BatchUpdate {
+                requests: vec![lease::swap(self.layout.worker_sheet_id, &from, &held)],
+                response_ranges: ranges.clone(),
+            })
+            .await?;
+        if !matches!(
+            reply.replies.first(),
+            Some(Reply::CompareAndSwap { changed: 1 })
+        ) {
+            debug!("another daemon took the lease first");
+            return Ok(false);
+        }
+        let fresh = match self.parse_poll(&ranges, &reply.ranges, poll.full) {
+            Ok(p) => p,
+            Err(e) => {
+                self.release(&held).await;
+                return Err(e);
+            }
+        };
+        let now = Utc::now();
+        // Give up rather than commit on a lease that may run out while the commit travels.
+        if !lease.has_left(now, ttl / 2) {
+            warn!("lease nearly expired before the commit; releasing it without claiming");
+            self.release(&held).await;
+            return Ok(false);
+        }
+        let plan = claim::plan_pass(
+            &fresh.snapshot,
+            now,
+            &self.policy,
+            &fresh.heartbeats,
+            self.free_slots.len(),
+            |row| self.may_start(row),
+        );
+        // Intake by polling, under the lease so two daemons never turn one tick into two
+        // rows: new rows are appended now (INSERT_ROWS), the boxes are cleared in the commit.
+        // A crash in between leaves the ticks, and the duplicate guard then finds the rows.
+        let mut intake_writes = Vec::new();
+        if self.config.intake == Intake::Poll {
+            let intake = panel::plan_intake(
+                &fresh.tables,
+                &self.panels,
+                &fresh.snapshot,
+                now,
+                self.layout.tz,
+                &self.config.panel,
+                || uuid::Uuid::new_v4().to_string(),
+            );
+            if !intake.new_rows.is_empty() {
+                let rows: Vec<Vec<Cell>> = intake
+                    .new_rows
+                    .iter()
+                    .map(|j| j.to_row(&self.layout.columns, &self.config.states, self.layout.tz))
+                    .collect();
+                let range = a1::range(QUEUE_SHEET, &format!("A1:{}", self.layout.last_col));
+                if let Err(e) = self.sheets.append(&range, &rows).await {
+                    self.release(&held).await;
+                    return Err(e.into());
+                }
+                for j in &intake.new_rows {
+                    info!(job.id = %j.job_id, target = %j.target, function = %j.function, "press taken into the queue");
+                }
+            }
+            intake_writes = intake
+                .clears
+                .iter()
+                .chain(&intake.duplicates)
+                .chain(&intake.rejected)
+                .filter_map(|v| self.grid_write(v))
+                .collect();
+        }
+        let cols = self.layout.columns.clone();
+        let qid = self.queue_sheet_id();
+        let serial = Cell::from(sheet_time::instant_to_serial(now, self.layout.tz));
+        let mut requests = Vec::new();
+        let mut response_ranges = Vec::new();
+        let mut stale = Vec::new();
+        for s in &plan.stale {
+            let row = &fresh.snapshot.rows[s.index];
+            requests.push(cas(
+                qid,
+                row.row,
+                cols.index(Column::State),
+                &self.config.states.running,
+                &self.config.states.timeout,
+            ));
+            response_ranges.push(self.row_range(row.row));
+            stale.push((row.clone(), s.reason.message(&self.policy, now)));
+        }
+        let mut claims = Vec::new();
+        for (index, _) in &plan.claims {
+            let row = &fresh.snapshot.rows[*index];
+            let Some(slot) = self.free_slots.pop() else {
+                break;
+            };
+            let tag = WorkerTag {
+                daemon_id: self.config.worker_id.clone(),
+                slot,
+                token: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
+            };
+            requests.push(cas(
+                qid,
+                row.row,
+                cols.index(Column::State),
+                &self.config.states.waiting,
+                &self.config.states.running,
+            ));
+            requests.push(cell(
+                qid,
+                row.row,
+                cols.index(Column::StartedAt),
+                serial.clone(),
+            ));
+            requests.push(cell(
+                qid,
+                row.row,
+                cols.index(Column::Worker),
+                Cell::from(tag.to_string()),
+            ));
+            response_ranges.push(self.row_range(row.row));
+            claims.push(Claimed {
+                row: row.clone(),
+                tag,
+                slot,
+            });
+        }
+        let heartbeat = fresh.own_heartbeat_row.map(|r| Request::UpdateCells {
+            range: GridRange {
+                sheet_id: self.layout.worker_sheet_id,
+                start_row: r - 1,
+                end_row: r,
+                start_col: 0,
+                end_col: 6,
+            },
+            rows: vec![self.heartbeat_row(now, claims.len())],
+        });
+        let with_heartbeat = heartbeat.is_some();
+        requests.extend(heartbeat);
+        requests.extend(intake_writes);
+        requests.push(lease::swap(self.layout.worker_sheet_id, &held, lease::FREE));
+        let commit = self
+            .sheets
+            .batch_update(&BatchUpdate {
+                requests,
+                response_ranges,
+            })
+            .await;
+        let commit = match commit {
+            Ok(c) => c,
+            Err(e) => {
+                // Nothing of the batch applied (it is atomic): the slots are free again and
+                // the lease expires on its own if the release cannot be sent either.
+                for c in claims {
+                    self.free_slots.push(c.slot);
+                }
+                self.release(&held).await;
+                return Err(e.into());
+            }
+        };
+        if !matches!(
+            commit.replies.last(),
+            Some(Reply::CompareAndSwap { changed: 1 })
+        ) {
+            warn!("the lease was no longer ours at commit time; per-row checks decide what runs");
+        }
+        // Replies: stale CASes first, then 3 per claim.
+        let changed = |i: usize| {
+            matches!(
+                commit.replies.get(i),
+                Some(Reply::CompareAndSwap { changed: 1 })
+            )
+        };
+        let mut follow_up = Vec::new();
+        for (k, (row, message)) in stale.iter().enumerate() {
+            if changed(k) {
+                warn!(job.id = %row.job_id, target = %row.target_key(), reason = %message, "timed out a stale job");
+                follow_up.extend(self.finish_cells(row.row, Finish::Timeout, now, "", message));
+                follow_up.extend(self.panel_result(&fresh, row, Finish::Timeout, now, "", message));
+            }
+        }
+        // Targets busy after this pass, for a claim that landed on another row (below).
+        let mut busy: std::collections::HashSet<String> = fresh
+            .snapshot
+            .rows
+            .iter()
+            .filter(|r| r.state.is(State::Running))
+            .filter(|r| !stale.iter().any(|(s, _)| s.job_id == r.job_id))
+            .map(|r| r.target_key().to_string())
+            .collect();
+        busy.extend(claims.iter().map(|c| c.row.target_key().to_string()));
+        for (k, claimed) in claims.into_iter().enumerate() {
+            let reply_index = stale.len() + 3 * k;
+            let after = commit
+                .ranges
+                .get(stale.len() + k)
+                .map(|v| {
+                    queue::parse_rows(
+                        &v.values,
+                        claimed.row.row,
+                        &cols,
+                        &self.config.states,
+                        self.layout.tz,
+                    )
+                })
+                .and_then(|s| s.rows.into_iter().next());
+            let ours = after
+                .as_ref()
+                .is_some_and(|r| r.worker == claimed.tag.to_string());
+            match after {
+                Some(row) if changed(reply_index) && ours && row.job_id == claimed.row.job_id => {
+                    self.spawn(claimed);
+                }
+                // A person sorted the queue between our read and the commit, and another
+                // waiting row sat at that position: we did claim *that* row (its 待機 turned
+                // 実行中 under our token). Run it if its target is idle, else put it back.
+                Some(row) if changed(reply_index) && ours => {
+                    if busy.insert(row.target_key().to_string()) {
+                        warn!(job.id = %row.job_id, target = %row.target_key(), worker = %claimed.tag, planned = %claimed.row.job_id, "the queue moved during the claim; running the row that was claimed instead");
+                        self.spawn(Claimed { row, ..claimed });
+                    } else {
+                        warn!(job.id = %row.job_id, target = %row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
+                        follow_up.extend(self.claim_cells(
+                            row.row,
+                            Some(&self.config.states.waiting),
+                            &Cell::from(""),
+                            "",
+                        ));
+                        self.free_slots.push(claimed.slot);
+                    }
+                }
+                other => {
+                    self.report.claim_conflicts += 1;
+                    self.observers.metrics.claim_conflict();
+                    warn!(
+                        job.id = %claimed.row.job_id,
+                        target = %claimed.row.target_key(),
+                        worker = %claimed.tag,
+                        "claim conflict: the row was not ours after the commit; not running it"
+                    );
+                    // Our 開始日時/ワーカー landed on a row that was not waiting (the queue
+                    // moved): give that row back the values it had.
+                    if let Some(row) = other.filter(|r| ours && r.job_id != claimed.row.job_id) {
+                        if let Some(before) = fresh.snapshot.by_job_id(&row.job_id) {
+                            let started = before
+                                .started_at
+                                .map(|t| {
+                                    Cell::from(sheet_time::instant_to_serial(t, self.layout.tz))
+                                })
+                                .unwrap_or_else(|| Cell::from(""));
+                            follow_up.extend(self.claim_cells(
+                                row.row,
+                                None,
+                                &started,
+                                &before.worker,
+                            ));
+                        } else {
+                            // It came from above the unfinished window, so its old values
+                            // were not read: say so rather than guess.
+                            warn!(
+                                job.id = %row.job_id,
+                                row = row.row,
+                                worker = %claimed.tag,
+                                "a sort moved a finished row under a claim; its 開始日時/ワーカー now show this claim"
+                            );
+                        }
+                    }
+                    self.free_slots.push(claimed.slot);
+                }
+            }
+        }
+        if !follow_up.is_empty() {
+            self.sheets.write(&follow_up).await?;
+        }
+        if with_heartbeat {
+            self.last_heartbeat = Some(tokio::time::Instant::now());
+        }
+        Ok(with_heartbeat)
+    }
+
+    pub(super) async fn release(&self, held: &str) {
+        let batch = BatchUpdate {
+            requests: vec![lease::swap(self.layout.worker_sheet_id, held, lease::FREE)],
+            response_ranges: vec![],
+        };
+        if let Err(e) = self.sheets.batch_update(&batch).await {
+            warn!(error = %e, "could not release the lease; it expires on its own");
+        }
+    }
+
+    /// The claim cells of a queue row (状態, 開始日時, ワーカー), for undoing a claim that
+    /// landed on the wrong row.
+    pub(super) fn claim_cells(
+        &self,
+        row: u32,
+        state: Option<&str>,
+        started: &Cell,
+        worker: &str,
+    ) -> Vec<ValueRange> {
+        let cols = &self.layout.columns;
+        state
+            .map(|s| (Column::State, Cell::from(s)))
+            .into_iter()
+            .chain([
+                (Column::StartedAt, started.clone()),
+                (Column::Worker, Cell::from(worker)),
+            ])
+            .map(|(c, v)| ValueRange::new(cols.cell(c, row), vec![vec![v]]))
+            .collect()
+    }
+
+    /// An A1 write on a known sheet as a grid request, so it can join a commit batch.
+    pub(super) fn grid_write(&self, v: &ValueRange) -> Option<Request> {
+        let r = a1::A1Range::parse(&v.range).ok()?;
+        let sheet_id = *self.sheet_ids.get(r.sheet.as_deref()?)?;
+        let start_row = r.start_row?;
+        let start_col = r.start_col?;
+        let width = v.values.iter().map(Vec::len).max().unwrap_or(0) as u32;
+        Some(Request::UpdateCells {
+            range: GridRange {
+                sheet_id,
+                start_row,
+                end_row: start_row + v.values.len() as u32,
+                start_col,
+                end_col: start_col + width,
+            },
+            rows: v.values.clone(),
+        })
+    }
+
+    pub(super) fn row_range(&self, row: u32) -> String {
+        a1::range(
+            QUEUE_SHEET,
+            &format!("A{row}:{}{row}", self.layout.last_col),
+        )
+    }
+
+    pub(super) fn queue_sheet_id(&self) -> i32 {
+        self.layout.queue_sheet_id
+    }
+
+    /// Whether this daemon may start `row` now: a heavy job (by its command's config or
+    /// the row's `heavy` flag) waits while another heavy job runs here, rather than being
+    /// claimed and spending its timeout at the heavy gate.
+    pub(super) fn may_start(&self, row: &QueueRow) -> bool {
+        let heavy = |command: &str, flags: &[String]| {
+            self.registry.is_heavy(command) || flags.iter().any(|f| f == "heavy")
+        };
+        !heavy(&row.command, &row.flags)
+            || !self
+                .running
+                .values()
+                .any(|c| heavy(&c.row.command, &c.row.flags))
+    }
+
+    /// Whether polling intake is on and some ▶ box is ticked.
+    pub(super) fn has_ticks(&self, poll: &Poll) -> bool {
+        self.config.intake == Intake::Poll
+            && poll
+                .tables
+                .values()
+                .any(|t| t.rows.iter().any(|r| r.ticked))
+    }
+}
+
+pub(super) fn cas(sheet_id: i32, row: u32, col: u32, from: &str, to: &str) -> Request {
+    Request::CompareAndSwap {
+        range: GridRange::cell(sheet_id, row - 1, col),
+        find: from.to_string(),
+        replacement: to.to_string(),
+    }
+}
+
+pub(super) fn cell(sheet_id: i32, row: u32, col: u32, value: Cell) -> Request {
+    Request::UpdateCells {
+        range: GridRange::cell(sheet_id, row - 1, col),
+        rows: vec![vec![value]],
+    }
+}
