@@ -23,55 +23,12 @@ impl Daemon {
     /// release in one atomic batch. Returns whether the heartbeat went with it.
     #[instrument(skip_all, fields(worker = %self.config.worker_id))]
     pub(super) async fn claim_pass(&mut self, poll: &Poll) -> Result<bool, DaemonError> {
-        let now = Utc::now();
         self.observers.metrics.claim_pass();
-        let Some(from) = poll.lease.takeable(now) else {
-            self.observers.metrics.lease_wait();
-            if let LeaseState::Invalid(text) = &poll.lease {
-                warn!(lease = %text, "the lease cell _ワーカー!B1 holds no lease; resetting it to free");
-                let free = ValueRange::new(
-                    a1::range(WORKER_SHEET, lease::LEASE_CELL),
-                    vec![vec![Cell::from(lease::FREE)]],
-                );
-                self.sheets.write(&[free]).await?;
-            } else {
-                debug!("lease held by another daemon; waiting for the next tick");
-            }
+        let Some((lease, fresh)) = self.acquire(poll).await? else {
             return Ok(false);
         };
-        let ttl = chrono::Duration::from_std(self.config.lease_ttl)
-            .unwrap_or(chrono::Duration::seconds(30));
-        let lease = Lease::new(&self.config.worker_id, now + ttl);
         let held = lease.to_string();
-        let ranges = self.queue_ranges(poll.full);
-        let reply = self
-            .sheets
-            .batch_update(&BatchUpdate {
-                requests: vec![lease::swap(self.layout.worker_sheet_id, &from, &held)],
-                response_ranges: ranges.clone(),
-            })
-            .await?;
-        if !matches!(
-            reply.replies.first(),
-            Some(Reply::CompareAndSwap { changed: 1 })
-        ) {
-            debug!("another daemon took the lease first");
-            return Ok(false);
-        }
-        let fresh = match self.parse_poll(&ranges, &reply.ranges, poll.full) {
-            Ok(p) => p,
-            Err(e) => {
-                self.release(&held).await;
-                return Err(e);
-            }
-        };
         let now = Utc::now();
-        // Give up rather than commit on a lease that may run out while the commit travels.
-        if !lease.has_left(now, ttl / 2) {
-            warn!("lease nearly expired before the commit; releasing it without claiming");
-            self.release(&held).await;
-            return Ok(false);
-        }
         let plan = claim::plan_pass(
             &fresh.snapshot,
             now,
@@ -80,43 +37,13 @@ impl Daemon {
             self.free_slots.len(),
             |row| self.may_start(row),
         );
-        // Intake by polling, under the lease so two daemons never turn one tick into two
-        // rows: new rows are appended now (INSERT_ROWS), the boxes are cleared in the commit.
-        // A crash in between leaves the ticks, and the duplicate guard then finds the rows.
-        let mut intake_writes = Vec::new();
-        if self.config.intake == Intake::Poll {
-            let intake = panel::plan_intake(
-                &fresh.tables,
-                &self.panels,
-                &fresh.snapshot,
-                now,
-                self.layout.tz,
-                &self.config.panel,
-                || uuid::Uuid::new_v4().to_string(),
-            );
-            if !intake.new_rows.is_empty() {
-                let rows: Vec<Vec<Cell>> = intake
-                    .new_rows
-                    .iter()
-                    .map(|j| j.to_row(&self.layout.columns, &self.config.states, self.layout.tz))
-                    .collect();
-                let range = a1::range(QUEUE_SHEET, &format!("A1:{}", self.layout.last_col));
-                if let Err(e) = self.sheets.append(&range, &rows).await {
-                    self.release(&held).await;
-                    return Err(e.into());
-                }
-                for j in &intake.new_rows {
-                    info!(job.id = %j.job_id, target = %j.target, function = %j.function, "press taken into the queue");
-                }
+        let intake_writes = match self.take_in_presses(&fresh, now).await {
+            Ok(w) => w,
+            Err(e) => {
+                self.release(&held).await;
+                return Err(e);
             }
-            intake_writes = intake
-                .clears
-                .iter()
-                .chain(&intake.duplicates)
-                .chain(&intake.rejected)
-                .filter_map(|v| self.grid_write(v))
-                .collect();
-        }
+        };
         let cols = self.layout.columns.clone();
         let qid = self.queue_sheet_id();
         let serial = Cell::from(sheet_time::instant_to_serial(now, self.layout.tz));
@@ -323,6 +250,104 @@ impl Daemon {
             self.last_heartbeat = Some(tokio::time::Instant::now());
         }
         Ok(with_heartbeat)
+    }
+
+    /// Takes the lease with a compare-and-swap from the value `poll` saw, reading the queue
+    /// in the same call. `None` when another daemon holds it or won the race, or when too
+    /// little of it is left to commit safely (then it is released at once).
+    async fn acquire(&mut self, poll: &Poll) -> Result<Option<(Lease, Poll)>, DaemonError> {
+        let now = Utc::now();
+        let Some(from) = poll.lease.takeable(now) else {
+            self.observers.metrics.lease_wait();
+            if let LeaseState::Invalid(text) = &poll.lease {
+                warn!(lease = %text, "the lease cell _ワーカー!B1 holds no lease; resetting it to free");
+                let free = ValueRange::new(
+                    a1::range(WORKER_SHEET, lease::LEASE_CELL),
+                    vec![vec![Cell::from(lease::FREE)]],
+                );
+                self.sheets.write(&[free]).await?;
+            } else {
+                debug!("lease held by another daemon; waiting for the next tick");
+            }
+            return Ok(None);
+        };
+        let ttl = chrono::Duration::from_std(self.config.lease_ttl)
+            .unwrap_or(chrono::Duration::seconds(30));
+        let lease = Lease::new(&self.config.worker_id, now + ttl);
+        let held = lease.to_string();
+        let ranges = self.queue_ranges(poll.full);
+        let reply = self
+            .sheets
+            .batch_update(&BatchUpdate {
+                requests: vec![lease::swap(self.layout.worker_sheet_id, &from, &held)],
+                response_ranges: ranges.clone(),
+            })
+            .await?;
+        if !matches!(
+            reply.replies.first(),
+            Some(Reply::CompareAndSwap { changed: 1 })
+        ) {
+            debug!("another daemon took the lease first");
+            self.observers.metrics.lease_wait();
+            return Ok(None);
+        }
+        self.observers.metrics.lease_acquired();
+        let fresh = match self.parse_poll(&ranges, &reply.ranges, poll.full) {
+            Ok(p) => p,
+            Err(e) => {
+                self.release(&held).await;
+                return Err(e);
+            }
+        };
+        // Give up rather than commit on a lease that may run out while the commit travels.
+        if !lease.has_left(Utc::now(), ttl / 2) {
+            warn!("lease nearly expired before the commit; releasing it without claiming");
+            self.release(&held).await;
+            return Ok(None);
+        }
+        Ok(Some((lease, fresh)))
+    }
+
+    /// Intake by polling, under the lease so two daemons never turn one tick into two rows:
+    /// new rows are appended now (INSERT_ROWS); the returned requests clear the boxes (and
+    /// show duplicate/rejection texts) in the commit. A crash in between leaves the ticks,
+    /// and the duplicate guard then finds the rows already queued.
+    async fn take_in_presses(
+        &self,
+        fresh: &Poll,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<Vec<Request>, DaemonError> {
+        if self.config.intake != Intake::Poll {
+            return Ok(Vec::new());
+        }
+        let intake = panel::plan_intake(
+            &fresh.tables,
+            &self.panels,
+            &fresh.snapshot,
+            now,
+            self.layout.tz,
+            &self.config.panel,
+            || uuid::Uuid::new_v4().to_string(),
+        );
+        if !intake.new_rows.is_empty() {
+            let rows: Vec<Vec<Cell>> = intake
+                .new_rows
+                .iter()
+                .map(|j| j.to_row(&self.layout.columns, &self.config.states, self.layout.tz))
+                .collect();
+            let range = a1::range(QUEUE_SHEET, &format!("A1:{}", self.layout.last_col));
+            self.sheets.append(&range, &rows).await?;
+            for j in &intake.new_rows {
+                info!(job.id = %j.job_id, target = %j.target, function = %j.function, "press taken into the queue");
+            }
+        }
+        Ok(intake
+            .clears
+            .iter()
+            .chain(&intake.duplicates)
+            .chain(&intake.rejected)
+            .filter_map(|v| self.grid_write(v))
+            .collect())
     }
 
     pub(super) async fn release(&self, held: &str) {
