@@ -12,9 +12,9 @@ use crate::a1;
 use crate::commands::Registry;
 use crate::config::Config;
 use crate::lease::{self, LeaseState, WORKER_SHEET};
-use crate::queue::{self, ColumnMap, State, QUEUE_SHEET};
+use crate::queue::{self, Column, ColumnMap, State, QUEUE_SHEET};
 use crate::sheet_time;
-use crate::sheets::{BatchUpdate, Cell, Request, Sheets, SheetsError, ValueRange};
+use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, SheetsError, ValueRange};
 
 /// Header of the heartbeat rows in `_ワーカー` (row 2).
 pub const WORKER_HEADER: [&str; 6] = ["worker", "host", "version", "slots", "running", "last seen"];
@@ -64,7 +64,8 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
         .and_then(|v| v.values.first())
         .cloned()
         .unwrap_or_default();
-    if header.iter().all(|c| queue::cell_text(c).trim().is_empty()) {
+    let wrote_header = header.iter().all(|c| queue::cell_text(c).trim().is_empty());
+    if wrote_header {
         let row: Vec<Cell> = config
             .headers
             .header_row()
@@ -101,10 +102,60 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
     if !writes.is_empty() {
         sheets.write(&writes).await?;
     }
+    if wrote_header {
+        format_dates(sheets, config).await?;
+        done.push(format!(
+            "formatted the date columns of '{QUEUE_SHEET}' and '{WORKER_SHEET}' as date-times"
+        ));
+    }
     if done.is_empty() {
         done.push("nothing to do: the spreadsheet is ready".to_string());
     }
     Ok(done)
+}
+
+/// The pattern of the date-time columns `init` formats.
+pub const DATE_TIME_PATTERN: &str = "yyyy/mm/dd hh:mm:ss";
+
+/// sheetq writes times as serial numbers (DESIGN §1.1); this makes a person see them as
+/// dates: 受付日時, 開始日時 and 終了日時 of the queue, and the heartbeats' last-seen column.
+async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminError> {
+    let meta = sheets.metadata().await?;
+    let header = sheets.read(&[a1::range(QUEUE_SHEET, "1:1")]).await?;
+    let header = header
+        .first()
+        .and_then(|v| v.values.first())
+        .cloned()
+        .unwrap_or_default();
+    let columns = ColumnMap::from_header(&header, &config.headers)
+        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let mut requests = Vec::new();
+    let block =
+        |sheet: &crate::sheets::SheetMeta, first_row: u32, col: u32| Request::SetDateTimeFormat {
+            range: GridRange {
+                sheet_id: sheet.sheet_id,
+                start_row: first_row,
+                end_row: sheet.row_count.max(first_row as i32 + 1) as u32,
+                start_col: col,
+                end_col: col + 1,
+            },
+            pattern: DATE_TIME_PATTERN.to_string(),
+        };
+    if let Some(q) = meta.sheet(QUEUE_SHEET) {
+        for c in [Column::ReceivedAt, Column::StartedAt, Column::FinishedAt] {
+            requests.push(block(q, 1, columns.index(c)));
+        }
+    }
+    if let Some(w) = meta.sheet(WORKER_SHEET) {
+        requests.push(block(w, 2, 5));
+    }
+    sheets
+        .batch_update(&BatchUpdate {
+            requests,
+            response_ranges: vec![],
+        })
+        .await?;
+    Ok(())
 }
 
 /// `sheetq check`: every problem that would stop or confuse the daemon, at once.

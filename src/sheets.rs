@@ -109,6 +109,9 @@ pub enum Request {
     /// Make every cell of `range` a checkbox (`setDataValidation` with a `BOOLEAN`
     /// condition): the ▶ column of a panel.
     SetCheckboxes { range: GridRange },
+    /// Show the numbers in a block as date-times (`repeatCell` with a `DATE_TIME` number
+    /// format), so the serials sheetq writes read as dates to people. Values are untouched.
+    SetDateTimeFormat { range: GridRange, pattern: String },
 }
 
 /// The reply to one [`Request`], in request order.

@@ -1,6 +1,7 @@
 //! The integration test binary: one binary, one module per area (STYLE.md), sharing
 //! [`support`] to start the emulator, run daemons against it and read the sheet back.
 
+mod admin;
 mod cli;
 mod commands;
 mod continuation;

@@ -138,6 +138,22 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 fields: Some(FieldMask::new(&["hidden"])),
             });
         }
+        Request::SetDateTimeFormat { range, pattern } => {
+            out.repeat_cell = Some(api::RepeatCellRequest {
+                range: Some(to_api_grid_range(range)),
+                cell: Some(api::CellData {
+                    user_entered_format: Some(api::CellFormat {
+                        number_format: Some(api::NumberFormat {
+                            type_: Some("DATE_TIME".into()),
+                            pattern: Some(pattern.clone()),
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                fields: Some(FieldMask::new(&["userEnteredFormat.numberFormat"])),
+            });
+        }
         Request::SetCheckboxes { range } => {
             out.set_data_validation = Some(api::SetDataValidationRequest {
                 range: Some(to_api_grid_range(range)),

@@ -1,0 +1,88 @@
+//! `sheetq init`, `enqueue` and `status` against a spreadsheet that has nothing of sheetq yet.
+
+use sheetq::admin::{self, NewJob};
+use sheetq::queue::{HeaderNames, State};
+
+use crate::support;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
+    let emu = support::start_empty().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let config = support::daemon_config(&emu, "init-1", state.path(), &[], "");
+    let sheets = support::client(&emu, &config).await;
+
+    let first = admin::init(sheets.as_ref(), &config).await.expect("init");
+    assert!(
+        first
+            .iter()
+            .any(|l| l.contains("created hidden sheet '_ジョブキュー'")),
+        "{first:?}"
+    );
+    assert!(
+        first
+            .iter()
+            .any(|l| l.contains("created hidden sheet '_ワーカー'")),
+        "{first:?}"
+    );
+    let second = admin::init(sheets.as_ref(), &config)
+        .await
+        .expect("init again");
+    assert_eq!(
+        second,
+        ["nothing to do: the spreadsheet is ready"],
+        "init is idempotent"
+    );
+
+    let header = emu.values("'_ジョブキュー'!A1:P1").expect("header");
+    let expected: Vec<serde_json::Value> = HeaderNames::default()
+        .header_row()
+        .into_iter()
+        .map(serde_json::Value::from)
+        .collect();
+    assert_eq!(header[0], expected, "the header in its default order");
+    assert_eq!(emu.values("'_ワーカー'!B1").expect("lease")[0][0], "free");
+    let (queue_hidden, worker_hidden, date_format) = emu
+        .with_spreadsheet(|ss| {
+            let q = ss.sheet_by_title("_ジョブキュー").expect("queue sheet");
+            let w = ss.sheet_by_title("_ワーカー").expect("worker sheet");
+            let fmt = q
+                .cell(5, 1)
+                .and_then(|c| c.number_format.clone())
+                .map(|f| (f.kind, f.pattern));
+            (q.hidden, w.hidden, fmt)
+        })
+        .expect("spreadsheet");
+    assert!(queue_hidden && worker_hidden, "both sheets are hidden");
+    assert_eq!(
+        date_format,
+        Some((
+            "DATE_TIME".to_string(),
+            admin::DATE_TIME_PATTERN.to_string()
+        )),
+        "受付日時 (column B) shows serials as date-times"
+    );
+
+    let job = NewJob {
+        target: "T".into(),
+        function: "F".into(),
+        command: "sleep".into(),
+        args_json: "{}".into(),
+        ..NewJob::default()
+    };
+    let id = admin::enqueue(sheets.as_ref(), &config, &job)
+        .await
+        .expect("enqueue");
+    let rows = support::queue_rows(&emu);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].job_id, id);
+    assert!(rows[0].state.is(State::Waiting));
+    let status = admin::status(sheets.as_ref(), &config)
+        .await
+        .expect("status");
+    assert!(status.contains("待機: 1"), "{status}");
+    assert!(
+        status.contains(&format!("oldest waiting: {id}")),
+        "{status}"
+    );
+}
