@@ -142,16 +142,17 @@ pub struct PassPlan {
 }
 
 /// Plans one claim pass (DESIGN §2): times out stale rows, then picks up to `free_slots`
-/// waiting rows, each pick counting as running for the next. `eligible` lets the caller
-/// hold back rows it cannot run now (e.g. a second heavy job); such rows are skipped, as
-/// if excluded, and are not taken by the fallback either.
+/// waiting rows, each pick counting as running for the next. `eligible(row, picked)` lets
+/// the caller hold back rows it cannot run now given the rows already picked in this pass
+/// (e.g. a second heavy job); such rows are skipped, as if excluded, and are not taken by
+/// the fallback either.
 pub fn plan_pass(
     snapshot: &Snapshot,
     now: DateTime<Utc>,
     policy: &ClaimPolicy,
     heartbeats: &HashMap<String, DateTime<Utc>>,
     free_slots: usize,
-    mut eligible: impl FnMut(&QueueRow) -> bool,
+    mut eligible: impl FnMut(&QueueRow, &[&QueueRow]) -> bool,
 ) -> PassPlan {
     let stale = stale_rows(snapshot, now, policy, heartbeats);
     let timed_out: HashSet<usize> = stale.iter().map(|s| s.index).collect();
@@ -165,24 +166,26 @@ pub fn plan_pass(
             }
         }
     }
-    let order: Vec<usize> = waiting_order(snapshot)
-        .into_iter()
-        .filter(|i| eligible(&snapshot.rows[*i]))
-        .collect();
+    let order = waiting_order(snapshot);
     let mut claims: Vec<(usize, Pick)> = Vec::new();
     while claims.len() < free_slots {
-        let taken = |i: &usize| claims.iter().any(|(c, _)| c == i);
+        let picked: Vec<&QueueRow> = claims.iter().map(|(i, _)| &snapshot.rows[*i]).collect();
+        let candidates: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|i| !claims.iter().any(|(c, _)| c == i))
+            .filter(|i| eligible(&snapshot.rows[*i], &picked))
+            .collect();
         let idle_target = |i: &usize| !busy_targets.contains(snapshot.rows[*i].target_key());
-        let normal = order.iter().copied().find(|i| {
-            !taken(i)
-                && idle_target(i)
+        let normal = candidates.iter().copied().find(|i| {
+            idle_target(i)
                 && snapshot.rows[*i]
                     .requester_key()
                     .is_none_or(|r| !busy_requesters.contains(r))
         });
         let pick = match normal {
             Some(i) => (i, Pick::Normal),
-            None => match order.iter().copied().find(|i| !taken(i) && idle_target(i)) {
+            None => match candidates.iter().copied().find(idle_target) {
                 Some(i) => (i, Pick::Fallback),
                 None => break,
             },
@@ -295,7 +298,7 @@ mod tests {
             &ClaimPolicy::default(),
             &HashMap::new(),
             slots,
-            |_| true,
+            |_, _| true,
         )
         .claims
         .into_iter()
@@ -345,7 +348,7 @@ mod tests {
             &ClaimPolicy::default(),
             &HashMap::new(),
             1,
-            |_| true,
+            |_, _| true,
         );
         assert_eq!(
             p.claims,
@@ -407,7 +410,7 @@ mod tests {
             &ClaimPolicy::default(),
             &HashMap::new(),
             2,
-            |_| true,
+            |_, _| true,
         );
         assert!(p.claims.iter().all(|(_, pick)| *pick == Pick::Normal));
     }
@@ -423,9 +426,31 @@ mod tests {
             &ClaimPolicy::default(),
             &HashMap::new(),
             2,
-            |r| r.command != "report",
+            |r, _| r.command != "report",
         );
         assert_eq!(p.claims, vec![(1, Pick::Normal)]);
+    }
+
+    #[test]
+    fn the_caller_sees_the_rows_already_picked_in_the_pass() {
+        let mut rows = vec![
+            row(2, State::Waiting, "A", ""),
+            row(3, State::Waiting, "B", ""),
+            row(4, State::Waiting, "C", ""),
+        ];
+        rows[0].command = "report".into();
+        rows[1].command = "report".into();
+        let s = snap(rows);
+        // At most one "report" per pass.
+        let p = plan_pass(
+            &s,
+            at(60, 0),
+            &ClaimPolicy::default(),
+            &HashMap::new(),
+            3,
+            |r, picked| r.command != "report" || picked.iter().all(|p| p.command != "report"),
+        );
+        assert_eq!(p.claims, vec![(0, Pick::Normal), (2, Pick::Normal)]);
     }
 
     fn running_since(started: DateTime<Utc>) -> Snapshot {
@@ -446,7 +471,7 @@ mod tests {
             (Duration::minutes(15) + Duration::seconds(60), true),
         ] {
             let s = running_since(now - age);
-            let p = plan_pass(&s, now, &policy, &HashMap::new(), 1, |_| true);
+            let p = plan_pass(&s, now, &policy, &HashMap::new(), 1, |_, _| true);
             assert_eq!(
                 !p.stale.is_empty(),
                 times_out,
@@ -467,14 +492,14 @@ mod tests {
         let s = running_since(now - Duration::minutes(1));
         let mut beats = HashMap::new();
         beats.insert("vm-1".to_string(), now - Duration::minutes(3));
-        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, 1, |_| true);
+        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, 1, |_, _| true);
         assert!(
             matches!(&p.stale[..], [Stale { index: 0, reason: StaleReason::DeadWorker { daemon_id, .. } }] if daemon_id == "vm-1"),
             "vm-1's heartbeat is 3 min old (> dead_after 2 min): {:?}",
             p.stale
         );
         beats.insert("vm-1".to_string(), now - Duration::seconds(30));
-        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, 1, |_| true);
+        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, 1, |_, _| true);
         assert!(
             p.stale.is_empty(),
             "a live daemon's one-minute-old job keeps running"
@@ -492,7 +517,7 @@ mod tests {
             &ClaimPolicy::default(),
             &HashMap::new(),
             1,
-            |_| true,
+            |_, _| true,
         );
         assert_eq!(
             p.stale,
@@ -615,7 +640,7 @@ mod tests {
     proptest! {
         #[test]
         fn a_pass_keeps_the_invariants(s in arb_snapshot(), slots in 0..5usize) {
-            let p = plan_pass(&s, at(60, 0), &ClaimPolicy::default(), &HashMap::new(), slots, |_| true);
+            let p = plan_pass(&s, at(60, 0), &ClaimPolicy::default(), &HashMap::new(), slots, |_, _| true);
             prop_assert!(p.claims.len() <= slots, "more picks than free slots");
             let picked: HashSet<usize> = p.claims.iter().map(|(i, _)| *i).collect();
             prop_assert_eq!(picked.len(), p.claims.len(), "a row was picked twice");

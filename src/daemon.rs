@@ -276,7 +276,7 @@ impl Daemon {
             &self.policy,
             &poll.heartbeats,
             self.free_slots.len(),
-            |row| self.may_start(row),
+            |row, picked| self.may_start(row, picked),
         );
         if !plan.claims.is_empty() || !plan.stale.is_empty() || self.has_ticks(&poll) {
             self.claim_pass(&poll).await?;

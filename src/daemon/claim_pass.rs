@@ -35,7 +35,7 @@ impl Daemon {
             &self.policy,
             &fresh.heartbeats,
             self.free_slots.len(),
-            |row| self.may_start(row),
+            |row, picked| self.may_start(row, picked),
         );
         let intake_writes = match self.take_in_presses(&fresh, now).await {
             Ok(w) => w,
@@ -411,18 +411,16 @@ impl Daemon {
         self.layout.queue_sheet_id
     }
 
-    /// Whether this daemon may start `row` now: a heavy job (by its command's config or
-    /// the row's `heavy` flag) waits while another heavy job runs here, rather than being
-    /// claimed and spending its timeout at the heavy gate.
-    pub(super) fn may_start(&self, row: &QueueRow) -> bool {
-        let heavy = |command: &str, flags: &[String]| {
-            self.registry.is_heavy(command) || flags.iter().any(|f| f == "heavy")
+    /// Whether this daemon may start `row` now, with `picked` already chosen in this pass: a
+    /// heavy job (by its command's config or the row's `heavy` flag) waits while another
+    /// heavy job runs here or was just picked, rather than being claimed and spending its
+    /// timeout at the heavy gate.
+    pub(super) fn may_start(&self, row: &QueueRow, picked: &[&QueueRow]) -> bool {
+        let heavy = |r: &QueueRow| {
+            self.registry.is_heavy(&r.command) || r.flags.iter().any(|f| f == "heavy")
         };
-        !heavy(&row.command, &row.flags)
-            || !self
-                .running
-                .values()
-                .any(|c| heavy(&c.row.command, &c.row.flags))
+        !heavy(row)
+            || !(self.running.values().any(|c| heavy(&c.row)) || picked.iter().any(|p| heavy(p)))
     }
 
     /// Whether polling intake is on and some ▶ box is ticked.

@@ -1036,3 +1036,57 @@ async fn a_finished_row_sorted_under_a_claim_keeps_its_history() {
         "the old row's 開始日時 is restored"
     );
 }
+
+/// A `heavy` command runs one at a time per daemon even with free slots and different
+/// targets: the second is not claimed (its 開始日時 is not written) until the first ended,
+/// so it does not spend its timeout waiting at the heavy gate.
+#[tokio::test]
+async fn heavy_jobs_are_claimed_one_at_a_time_per_daemon() {
+    let emu = start_emulator().await;
+    let heavy = "[commands.report]\nbuiltin = \"sleep\"\nheavy = true\n";
+    let fleet = Fleet::start(&emu, &["vm-heavy"], &[("slots", "3")], heavy).await;
+    let sheets = client(&emu, &fleet.configs[0]).await;
+    let c = &fleet.configs[0];
+    let mut ids = Vec::new();
+    for target in ["サーバーA", "サーバーB"] {
+        ids.push(
+            enqueue(
+                sheets.as_ref(),
+                c,
+                target,
+                "バックアップ (10秒)",
+                "report",
+                r#"{"seconds":0.5}"#,
+                "",
+            )
+            .await,
+        );
+    }
+    let light = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーC",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":0.5}"#,
+        "",
+    )
+    .await;
+    let mut all = ids.clone();
+    all.push(light.clone());
+    let rows = wait_finished(&emu, &all, WAIT).await;
+    fleet.stop().await;
+    let (first, second) = (row_of(&rows, &ids[0]), row_of(&rows, &ids[1]));
+    assert_done(first);
+    assert_done(second);
+    let ((s1, f1), (s2, f2)) = (interval(first), interval(second));
+    assert!(
+        s2 >= f1 || s1 >= f2,
+        "heavy jobs must not overlap: {s1}..{f1} and {s2}..{f2}"
+    );
+    let (sl, fl) = interval(row_of(&rows, &light));
+    assert!(
+        sl < f1.max(f2) && s1.min(s2) < fl,
+        "a light job still runs beside a heavy one: light {sl}..{fl}"
+    );
+}
