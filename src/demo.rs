@@ -196,6 +196,7 @@ builtin = "sleep"
         out,
         "\nSame target (サーバーA, サーバーC): the second job starts after the first ends.\nDifferent targets: jobs overlap in time, on different workers/slots."
     )?;
+    write_panels(out, sheets.as_ref(), &first).await?;
     drop(emulator);
     Ok(table)
 }
@@ -222,6 +223,46 @@ async fn read_queue(sheets: &dyn Sheets, config: &Config) -> anyhow::Result<(Vec
     ))
 }
 
+/// What the people who pressed see: each panel's function rows with status and result.
+async fn write_panels(
+    out: &mut impl Write,
+    sheets: &dyn Sheets,
+    config: &Config,
+) -> anyhow::Result<()> {
+    let layout = &config.panel;
+    let titles: Vec<&str> = PRESSES
+        .iter()
+        .map(|p| p.0)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let ranges: Vec<String> = titles
+        .iter()
+        .map(|t| {
+            a1::range(
+                t,
+                &format!("A{}:J{}", layout.first_row, layout.first_row + 3),
+            )
+        })
+        .collect();
+    let values = sheets.read(&ranges).await?;
+    writeln!(out, "\nOn the panels:")?;
+    for (title, v) in titles.iter().zip(&values) {
+        let table = crate::panel::PanelTable::parse(v, layout);
+        for row in table.rows.iter().filter(|r| !r.status.is_empty()) {
+            writeln!(
+                out,
+                "  {}  {}  {}  {}",
+                pad(title, 10),
+                pad(&row.function, 20),
+                pad(&row.status, 22),
+                row.result
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Terminal width of `s`: East Asian wide characters take two columns.
 fn width(s: &str) -> usize {
     s.chars()
@@ -232,7 +273,10 @@ fn width(s: &str) -> usize {
             | 0xF900..=0xFAFF
             | 0xFE30..=0xFE4F
             | 0xFF00..=0xFF60
-            | 0xFFE0..=0xFFE6 => 2,
+            | 0xFFE0..=0xFFE6
+            | 0x231A..=0x23FF
+            | 0x2600..=0x27BF
+            | 0x1F300..=0x1FAFF => 2,
             _ => 1,
         })
         .sum()

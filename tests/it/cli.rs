@@ -85,6 +85,17 @@ fn demo_shows_a_serialised_same_target_pair_and_overlapping_different_targets() 
         "the unconfigured command ends as エラー:\n{stdout}"
     );
     assert_eq!(rows.iter().filter(|r| r.4 == "完了").count(), 4, "{stdout}");
+    let panels = stdout.split("On the panels:").nth(1).unwrap_or("");
+    assert_eq!(
+        panels.matches("✅ 完了").count(),
+        4,
+        "the panel rows show the results:\n{stdout}"
+    );
+    assert_eq!(
+        panels.matches("❌ エラー").count(),
+        1,
+        "the failing press shows on its panel:\n{stdout}"
+    );
 }
 
 fn write_config(dir: &Path, emu: &sheetq::emulator::Emulator, extra: &str) -> std::path::PathBuf {
