@@ -166,7 +166,16 @@ pub fn plan_pass(
             }
         }
     }
-    let order = waiting_order(snapshot);
+    // A waiting row whose jobId also stands on another row (a person copied a row) is never
+    // claimed: its result could not be told apart from the other's. `parse_rows` reports it.
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for r in &snapshot.rows {
+        *seen.entry(r.job_id.as_str()).or_default() += 1;
+    }
+    let order: Vec<usize> = waiting_order(snapshot)
+        .into_iter()
+        .filter(|i| seen.get(snapshot.rows[*i].job_id.as_str()) == Some(&1))
+        .collect();
     let mut claims: Vec<(usize, Pick)> = Vec::new();
     while claims.len() < free_slots {
         let picked: Vec<&QueueRow> = claims.iter().map(|(i, _)| &snapshot.rows[*i]).collect();
@@ -429,6 +438,15 @@ mod tests {
             |r, _| r.command != "report",
         );
         assert_eq!(p.claims, vec![(1, Pick::Normal)]);
+    }
+
+    #[test]
+    fn a_waiting_row_with_a_copied_job_id_is_never_claimed() {
+        let done = row(2, State::Done, "A", "");
+        let mut copy = row(3, State::Waiting, "B", "");
+        copy.job_id = done.job_id.clone();
+        let s = snap(vec![done, copy, row(4, State::Waiting, "C", "")]);
+        assert_eq!(plan(&s, 2), ["job-4"]);
     }
 
     #[test]

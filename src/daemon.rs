@@ -33,7 +33,7 @@ use crate::outbox::{Continuation, Finish, FinishedJob, Outbox, OutboxError};
 use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QueueRow, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
-use crate::sheets::{Cell, Sheets, SheetsError, ValueRange};
+use crate::sheets::{Cell, ErrorKind, Sheets, SheetsError, ValueRange};
 
 mod claim_pass;
 mod poll;
@@ -56,6 +56,24 @@ pub enum DaemonError {
     TimeZone(#[from] sheet_time::TimeError),
     #[error(transparent)]
     Outbox(#[from] OutboxError),
+}
+
+/// How many passes in a row may fail on a changed layout before the daemon gives up.
+const MAX_LAYOUT_FAILURES: u32 = 3;
+
+impl DaemonError {
+    /// Whether the error may come from a person changing the spreadsheet since the last
+    /// discovery (a renamed panel makes its range unparsable, an inserted column moves a
+    /// header out of the range read, deleted rows put the window past the grid).
+    fn may_be_layout_change(&self) -> bool {
+        match self {
+            DaemonError::Sheets(e) => {
+                matches!(e.kind, ErrorKind::InvalidArgument | ErrorKind::NotFound)
+            }
+            DaemonError::Layout(_) | DaemonError::MissingSheet(_) => true,
+            _ => false,
+        }
+    }
 }
 
 /// What a finished run leaves behind, for the caller to report.
@@ -139,12 +157,16 @@ struct Daemon {
     jobs: JoinSet<(Claimed, Outcome, RunningJob)>,
     observers: Observers,
     running: HashMap<String, Claimed>,
+    /// Which job each task runs, to free its slot even if the task panics.
+    task_jobs: HashMap<tokio::task::Id, String>,
     free_slots: Vec<u32>,
     /// Cancels running jobs once the shutdown grace period is over.
     job_cancel: CancellationToken,
     /// First sheet row that may hold an unfinished job; rows above are all finished.
     window_start: u32,
     polls: u64,
+    /// Re-discover panels and re-read the whole queue at the next pass (the layout changed).
+    relayout: bool,
     /// Panels by target label, rebuilt at start and on every full scan.
     panels: PanelIndex,
     /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
@@ -180,10 +202,12 @@ impl Daemon {
             jobs: JoinSet::new(),
             observers,
             running: HashMap::new(),
+            task_jobs: HashMap::new(),
             free_slots,
             job_cancel: CancellationToken::new(),
             window_start: 2,
             polls: 0,
+            relayout: false,
             panels: PanelIndex::default(),
             sheet_ids: HashMap::new(),
             last_heartbeat: None,
@@ -206,6 +230,8 @@ impl Daemon {
             );
         }
         let mut ready = false;
+        let mut failures = 0;
+        let mut fatal = None;
         let mut tick = tokio::time::interval(self.config.poll_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -233,15 +259,32 @@ impl Daemon {
                 Err(DaemonError::Sheets(e)) if e.is_retryable() => {
                     warn!(error = %e, "poll failed; trying again at the next tick");
                 }
-                Err(other) => return Err(other),
+                // A person renamed or deleted a panel, inserted a queue column or deleted rows
+                // since the last discovery: look at the spreadsheet afresh next time. Only a
+                // problem that outlives that is fatal, and even then jobs are drained first.
+                Err(e) if e.may_be_layout_change() && failures < MAX_LAYOUT_FAILURES => {
+                    failures += 1;
+                    warn!(error = %e, attempt = failures, "the spreadsheet changed under the poll; re-reading its layout");
+                    self.relayout = true;
+                    continue;
+                }
+                Err(other) => {
+                    error!(error = %other, "stopping: the spreadsheet cannot be used as configured");
+                    fatal = Some(other);
+                    break;
+                }
             }
+            failures = 0;
         }
         self.observers.health.set_stopping();
         if let Err(e) = self.observers.notifier.stopping() {
             debug!(error = %e, "cannot tell the service manager we are stopping");
         }
         self.drain().await?;
-        Ok(self.report.clone())
+        match fatal {
+            Some(e) => Err(e),
+            None => Ok(self.report.clone()),
+        }
     }
 
     /// One tick: read, write back what finished (with the panels' waiting/running display and
@@ -251,9 +294,10 @@ impl Daemon {
             self.finished(joined)?;
         }
         self.polls += 1;
-        let full = self.polls % u64::from(self.config.full_scan_every) == 0;
+        let full = self.relayout || self.polls % u64::from(self.config.full_scan_every) == 0;
         if full {
             self.discover_panels().await?;
+            self.relayout = false;
         }
         let poll = self.poll(full).await?;
         for p in &poll.snapshot.problems {
@@ -278,9 +322,11 @@ impl Daemon {
             self.free_slots.len(),
             |row, picked| self.may_start(row, picked),
         );
+        let mut wrote_heartbeat = wrote_heartbeat;
         if !plan.claims.is_empty() || !plan.stale.is_empty() || self.has_ticks(&poll) {
-            self.claim_pass(&poll).await?;
-        } else if !wrote_heartbeat && self.heartbeat_due() {
+            wrote_heartbeat |= self.claim_pass(&poll).await?;
+        }
+        if !wrote_heartbeat && self.heartbeat_due() {
             let mut data = Vec::new();
             self.heartbeat_into(&poll, &mut data, false).await?;
             if !data.is_empty() {
@@ -310,7 +356,8 @@ impl Daemon {
         let cancel = self.job_cancel.child_token();
         self.running.insert(row.job_id.clone(), claimed.clone());
         let running = self.observers.metrics.job_started();
-        self.jobs.spawn(
+        let job_id = row.job_id.clone();
+        let handle = self.jobs.spawn(
             async move {
                 let outcome = match prepared {
                     Ok(job) => runner.run(job, cancel).await,
@@ -323,6 +370,7 @@ impl Daemon {
             }
             .instrument(span),
         );
+        self.task_jobs.insert(handle.id(), job_id);
     }
 
     /// A job ended: its result goes to the outbox (durably) before anything else.
@@ -330,23 +378,42 @@ impl Daemon {
         &mut self,
         joined: Result<(Claimed, Outcome, RunningJob), tokio::task::JoinError>,
     ) -> Result<(), DaemonError> {
-        let (claimed, outcome, running) = match joined {
-            Ok(v) => v,
+        let (claimed, outcome) = match joined {
+            Ok((claimed, outcome, running)) => {
+                running.finish(match outcome.status {
+                    OutcomeStatus::Done => metrics::Outcome::Done,
+                    OutcomeStatus::Failed => metrics::Outcome::Error,
+                    OutcomeStatus::TimedOut => metrics::Outcome::Timeout,
+                    OutcomeStatus::Cancelled => metrics::Outcome::Cancelled,
+                });
+                (claimed, outcome)
+            }
             Err(e) => {
-                // A job task panicked: its row times out by the stale rule.
+                // A job task panicked (a bug): free its slot and record the job as failed,
+                // rather than leaving the slot taken and the row 実行中 until it times out.
                 error!(error = %e, "a job task failed unexpectedly");
-                return Ok(());
+                let Some(claimed) = self
+                    .task_jobs
+                    .remove(&e.id())
+                    .and_then(|job_id| self.running.get(&job_id).cloned())
+                else {
+                    return Ok(());
+                };
+                let outcome = Outcome {
+                    status: OutcomeStatus::Failed,
+                    message: format!("エラー: sheetq の内部エラーでジョブが中断しました ({e})"),
+                    url: None,
+                    continue_args: None,
+                    duration: std::time::Duration::ZERO,
+                };
+                (claimed, outcome)
             }
         };
+        self.task_jobs
+            .retain(|_, job_id| *job_id != claimed.row.job_id);
         self.running.remove(&claimed.row.job_id);
         self.free_slots.push(claimed.slot);
         self.report.jobs_finished += 1;
-        running.finish(match outcome.status {
-            OutcomeStatus::Done => metrics::Outcome::Done,
-            OutcomeStatus::Failed => metrics::Outcome::Error,
-            OutcomeStatus::TimedOut => metrics::Outcome::Timeout,
-            OutcomeStatus::Cancelled => metrics::Outcome::Cancelled,
-        });
         let (finish, message) = match outcome.status {
             OutcomeStatus::Done => (Finish::Done, outcome.message.clone()),
             OutcomeStatus::Failed => (Finish::Error, outcome.message.clone()),

@@ -184,9 +184,10 @@ impl StateWords {
         }
     }
 
-    /// The state a cell's text names; surrounding whitespace is ignored, nothing else is.
+    /// The state a cell's text names, exactly: the claim and timeout compare-and-swaps match
+    /// the whole cell, so `"待機 "` (with a space) is not 待機 but unknown text, reported and
+    /// left alone rather than claimed again every pass.
     pub fn parse(&self, text: &str) -> Option<State> {
-        let text = text.trim();
         [
             State::Waiting,
             State::Running,
@@ -455,6 +456,20 @@ pub fn parse_rows(
             snapshot.rows.push(parsed);
         }
     }
+    let mut seen_at: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut copies = Vec::new();
+    for r in &snapshot.rows {
+        if let Some(first) = seen_at.insert(&r.job_id, r.row) {
+            copies.push(RowProblem {
+                row: r.row,
+                what: format!(
+                    "jobId {} is also on row {first}; a copied row is never claimed: give it a new jobId",
+                    r.job_id
+                ),
+            });
+        }
+    }
+    snapshot.problems.extend(copies);
     snapshot
 }
 
@@ -498,7 +513,7 @@ fn parse_row(
     let received_at = time(Column::ReceivedAt);
     let started_at = time(Column::StartedAt);
     let finished_at = time(Column::FinishedAt);
-    let state_text = text(Column::State);
+    let state_text = cell_text(get(Column::State));
     let state = match states.parse(&state_text) {
         Some(s) => RowState::Known(s),
         None => {
@@ -611,7 +626,8 @@ mod tests {
             waiting: "queued".into(),
             ..StateWords::default()
         };
-        assert_eq!(words.parse(" queued "), Some(State::Waiting));
+        assert_eq!(words.parse("queued"), Some(State::Waiting));
+        assert_eq!(words.parse("queued "), None, "only the exact word counts");
         assert_eq!(
             words.parse("待機"),
             None,

@@ -120,7 +120,14 @@ impl Daemon {
         let mut data = Vec::new();
         let mut settled = Vec::new();
         for job in &pending {
-            let Some(row) = poll.snapshot.by_job_id(&job.job_id) else {
+            // A copied row may carry the same jobId: ours is the one with our claim on it.
+            let row = poll
+                .snapshot
+                .rows
+                .iter()
+                .find(|r| r.job_id == job.job_id && r.worker == job.worker)
+                .or_else(|| poll.snapshot.by_job_id(&job.job_id));
+            let Some(row) = row else {
                 warn!(job.id = %job.job_id, target = %job.target, "the job's queue row is gone (deleted by a person?); only its panel row is written");
                 data.extend(self.panel_result(
                     poll,

@@ -40,12 +40,16 @@ impl ApiMethod {
     /// Whether sending the same request twice leaves the sheet as sending it once.
     ///
     /// `values.append` is not: if a reply is lost after Google applied it, a retry adds a
-    /// second row. The retry loop therefore only repeats an append when the failure proves it
-    /// was not applied (429, 503, no token). `spreadsheets.batchUpdate` counts as idempotent
-    /// because sheetq's batches are compare-and-swaps and plain cell writes: a repeated CAS
-    /// changes nothing and reports 0, which the daemon already treats as a lost claim.
+    /// second row. Nor is `spreadsheets.batchUpdate`: sheetq's batches are compare-and-swaps,
+    /// and a CAS repeated after a lost reply reports "0 changed" although the first one did
+    /// change the cell, so the daemon would take its own claim for someone else's. The retry
+    /// loop therefore only repeats these when the failure proves the request was not applied
+    /// (429, 503, no token); otherwise the caller decides.
     pub fn is_idempotent(self) -> bool {
-        !matches!(self, ApiMethod::ValuesAppend)
+        !matches!(
+            self,
+            ApiMethod::ValuesAppend | ApiMethod::SpreadsheetsBatchUpdate
+        )
     }
 
     fn index(self) -> usize {
