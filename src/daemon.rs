@@ -157,6 +157,9 @@ struct Daemon {
     jobs: JoinSet<(Claimed, Outcome, RunningJob)>,
     observers: Observers,
     running: HashMap<String, Claimed>,
+    /// Claims whose commit reply was lost; their slots stay reserved until the next poll
+    /// shows whether the commit applied.
+    unsettled: Vec<Claimed>,
     /// Which job each task runs, to free its slot even if the task panics.
     task_jobs: HashMap<tokio::task::Id, String>,
     free_slots: Vec<u32>,
@@ -203,6 +206,7 @@ impl Daemon {
             observers,
             running: HashMap::new(),
             task_jobs: HashMap::new(),
+            unsettled: Vec::new(),
             free_slots,
             job_cancel: CancellationToken::new(),
             window_start: 2,
@@ -303,6 +307,7 @@ impl Daemon {
         for p in &poll.snapshot.problems {
             debug!(problem = %p, "queue row not understood");
         }
+        self.settle_unsettled(&poll).await?;
         let display = self.panel_display(&poll);
         // A write-back that fails must not stop claiming: its results wait in the outbox.
         let wrote_heartbeat = match self.flush(&poll, display).await {

@@ -1090,3 +1090,55 @@ async fn heavy_jobs_are_claimed_one_at_a_time_per_daemon() {
         "a light job still runs beside a heavy one: light {sl}..{fl}"
     );
 }
+
+/// The reply to a claim commit is lost after Google applied it (the connection drops). A
+/// retry would find the row already 実行中 and call it someone else's claim; instead the
+/// daemon keeps the claim unsettled and resolves it from the next poll by its token, so the
+/// job runs exactly once and no row is left stuck. Both batches of the claim are tried.
+#[tokio::test]
+async fn a_lost_reply_to_a_claim_commit_still_runs_the_job_once() {
+    for batch in ["tripwires", "claim cells and release"] {
+        let emu = start_emulator().await;
+        // The acquire is the first spreadsheets.batchUpdate of a pass, the tripwires the
+        // second, the claim cells (with the release) the third.
+        let passes_before = if batch == "tripwires" { 1 } else { 2 };
+        emu.add_fault(FaultRule::next(
+            Some("spreadsheets.batchUpdate"),
+            Fault::Latency(Duration::ZERO),
+            passes_before,
+        ));
+        emu.add_fault(FaultRule::next(
+            Some("spreadsheets.batchUpdate"),
+            Fault::DropAfterApply,
+            1,
+        ));
+        let fleet = Fleet::start(&emu, &["vm-lost"], &[], "").await;
+        let sheets = client(&emu, &fleet.configs[0]).await;
+        let id = enqueue(
+            sheets.as_ref(),
+            &fleet.configs[0],
+            "サーバーA",
+            "動作確認 (2秒)",
+            "sleep",
+            r#"{"seconds":0.2}"#,
+            "",
+        )
+        .await;
+        let rows = wait_finished(&emu, std::slice::from_ref(&id), WAIT).await;
+        let reports = fleet.stop().await;
+        let row = row_of(&rows, &id);
+        assert!(
+            row.state.is(State::Done),
+            "losing the reply of the {batch} must not lose the job: {row:?}"
+        );
+        assert_eq!(
+            reports.iter().map(|r| r.jobs_finished).sum::<u64>(),
+            1,
+            "the job ran exactly once (lost reply of the {batch})"
+        );
+        assert!(
+            emu.requests().iter().any(|r| r.status == 0),
+            "the fault really dropped a reply ({batch})"
+        );
+    }
+}
