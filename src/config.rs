@@ -74,6 +74,8 @@ pub struct Config {
     pub credentials: Option<PathBuf>,
     pub api_base_url: String,
     pub worker_id: String,
+    /// Whether `worker_id` was set (file or environment) rather than defaulted to host + pid.
+    pub worker_id_is_set: bool,
     pub slots: usize,
     pub poll_interval: Duration,
     pub stale_after: Duration,
@@ -269,6 +271,7 @@ impl Config {
                 Intake::None
             }
         };
+        let worker_id_is_set = raw.worker_id.is_some();
         let worker_id = match raw.worker_id.map(|w| w.trim().to_string()) {
             Some(w) if w.is_empty() || w.contains(['/', '#', '|', ' ']) => {
                 problems.push(format!(
@@ -327,6 +330,7 @@ impl Config {
             credentials: raw.credentials,
             api_base_url,
             worker_id,
+            worker_id_is_set,
             slots,
             poll_interval,
             stale_after,

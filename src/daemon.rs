@@ -225,6 +225,12 @@ impl Daemon {
 
     async fn run(&mut self, shutdown: CancellationToken) -> Result<RunReport, DaemonError> {
         info!(worker = %self.config.worker_id, slots = self.config.slots, "sheetq daemon started");
+        if !self.config.worker_id_is_set {
+            warn!(
+                worker = %self.config.worker_id,
+                "worker_id is not set, so it changes with every restart and a restarted daemon cannot recognise the jobs it was running (they time out after dead_after instead); set worker_id (or SHEETQ_WORKER_ID) to a stable name"
+            );
+        }
         let idle_per_minute = 60.0 / self.config.poll_interval.as_secs_f64();
         if idle_per_minute > f64::from(self.config.requests_per_minute) {
             warn!(
