@@ -59,11 +59,7 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
     ];
     let current = sheets.read(&ranges).await?;
     let mut writes = Vec::new();
-    let header: Vec<Cell> = current
-        .first()
-        .and_then(|v| v.values.first())
-        .cloned()
-        .unwrap_or_default();
+    let header: Vec<Cell> = crate::sheets::first_row(&current);
     let wrote_header = header.iter().all(|c| queue::cell_text(c).trim().is_empty());
     if wrote_header {
         let row: Vec<Cell> = config
@@ -122,11 +118,7 @@ pub const DATE_TIME_PATTERN: &str = "yyyy/mm/dd hh:mm:ss";
 async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminError> {
     let meta = sheets.metadata().await?;
     let header = sheets.read(&[a1::range(QUEUE_SHEET, "1:1")]).await?;
-    let header = header
-        .first()
-        .and_then(|v| v.values.first())
-        .cloned()
-        .unwrap_or_default();
+    let header = crate::sheets::first_row(&header);
     let columns = ColumnMap::from_header(&header, &config.headers)
         .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
     let mut requests = Vec::new();
@@ -191,11 +183,7 @@ pub async fn check(
         a1::range(WORKER_SHEET, "B1"),
     ];
     let values = sheets.read(&ranges).await?;
-    let header = values
-        .first()
-        .and_then(|v| v.values.first())
-        .cloned()
-        .unwrap_or_default();
+    let header = crate::sheets::first_row(&values);
     match ColumnMap::from_header(&header, &config.headers) {
         Err(e) => problems.push(e.to_string()),
         Ok(columns) => {
@@ -267,11 +255,7 @@ pub async fn enqueue(
     let tz = sheet_time::parse_zone(&meta.time_zone)
         .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
     let header = sheets.read(&[a1::range(QUEUE_SHEET, "1:1")]).await?;
-    let header = header
-        .first()
-        .and_then(|v| v.values.first())
-        .cloned()
-        .unwrap_or_default();
+    let header = crate::sheets::first_row(&header);
     let columns = ColumnMap::from_header(&header, &config.headers)
         .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
     let job_id = uuid::Uuid::new_v4().to_string();
@@ -320,11 +304,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, Admi
         a1::range(WORKER_SHEET, "A1:F"),
     ];
     let values = sheets.read(&ranges).await?;
-    let header = values
-        .first()
-        .and_then(|v| v.values.first())
-        .cloned()
-        .unwrap_or_default();
+    let header = crate::sheets::first_row(&values);
     let columns = ColumnMap::from_header(&header, &config.headers)
         .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
     let rows = values.get(1).map(|v| v.values.clone()).unwrap_or_default();

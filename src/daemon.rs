@@ -561,11 +561,7 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Layout, Dae
     let header = sheets
         .read(&[a1::range(QUEUE_SHEET, &format!("A1:{last_col}1"))])
         .await?;
-    let header_row = header
-        .first()
-        .and_then(|v| v.values.first())
-        .cloned()
-        .unwrap_or_default();
+    let header_row = crate::sheets::first_row(&header);
     let columns = ColumnMap::from_header(&header_row, &config.headers)?;
     Ok(Layout {
         tz,

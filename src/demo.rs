@@ -210,11 +210,7 @@ async fn read_queue(sheets: &dyn Sheets, config: &Config) -> anyhow::Result<(Vec
             a1::range(QUEUE_SHEET, "A2:P"),
         ])
         .await?;
-    let header = values
-        .first()
-        .and_then(|v| v.values.first())
-        .cloned()
-        .unwrap_or_default();
+    let header = crate::sheets::first_row(&values);
     let columns = ColumnMap::from_header(&header, &config.headers)?;
     let data = values.get(1).map(|v| v.values.clone()).unwrap_or_default();
     Ok((

@@ -31,6 +31,16 @@ impl ValueRange {
     }
 }
 
+/// The first row of the first range of a read (e.g. a header read as `A1:P1`), empty when
+/// the API left it out (an empty row is omitted, as trailing empty rows always are).
+pub fn first_row(ranges: &[ValueRange]) -> Vec<Cell> {
+    ranges
+        .first()
+        .and_then(|v| v.values.first())
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// What sheetq needs to know of a spreadsheet.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SpreadsheetMeta {
