@@ -50,6 +50,7 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
             .batch_update(&BatchUpdate {
                 requests: add,
                 response_ranges: vec![],
+                ..Default::default()
             })
             .await?;
     }
@@ -145,6 +146,7 @@ async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminE
         .batch_update(&BatchUpdate {
             requests,
             response_ranges: vec![],
+            ..Default::default()
         })
         .await?;
     Ok(())

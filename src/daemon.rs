@@ -313,7 +313,7 @@ impl Daemon {
         for p in &poll.snapshot.problems {
             debug!(problem = %p, "queue row not understood");
         }
-        self.settle_unsettled(&poll).await?;
+        self.settle_unsettled(&poll);
         let display = self.panel_display(&poll);
         // A write-back that fails must not stop claiming: its results wait in the outbox.
         let wrote_heartbeat = match self.flush(&poll, display).await {

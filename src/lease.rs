@@ -88,12 +88,17 @@ impl LeaseState {
         LeaseState::Invalid(text.to_string())
     }
 
-    /// The text to compare against when taking the lease at `now`: `Some` when it is free or
-    /// its holder's time is up, `None` while another daemon holds it.
-    pub fn takeable(&self, now: DateTime<Utc>) -> Option<String> {
+    /// The text to compare against when daemon `me` takes the lease at `now`: `Some` when
+    /// it is free, when its holder's time is up, or when it is `me`'s own (a lease whose
+    /// acquire reply was lost, or left by this daemon's previous process: one daemon runs
+    /// one claim pass at a time, so it cannot be in use); `None` while another daemon
+    /// holds it.
+    pub fn takeable(&self, now: DateTime<Utc>, me: &str) -> Option<String> {
         match self {
             LeaseState::Free => Some(FREE.to_string()),
-            LeaseState::Held(lease) if lease.expires < now => Some(lease.to_string()),
+            LeaseState::Held(lease) if lease.expires < now || lease.daemon_id == me => {
+                Some(lease.to_string())
+            }
             LeaseState::Held(_) | LeaseState::Invalid(_) => None,
         }
     }
@@ -130,24 +135,29 @@ mod tests {
     }
 
     #[test]
-    fn only_a_free_or_expired_lease_can_be_taken() {
+    fn only_a_free_expired_or_own_lease_can_be_taken() {
         let lease = Lease::new("vm-2", at(30));
         let held = LeaseState::Held(lease.clone());
         assert_eq!(
-            LeaseState::parse(" free ").takeable(at(0)),
+            LeaseState::parse(" free ").takeable(at(0), "vm-1"),
             Some("free".into())
         );
         assert_eq!(
-            held.takeable(at(30)),
+            held.takeable(at(30), "vm-1"),
             None,
             "at its expiry instant the lease still holds"
         );
         assert_eq!(
-            held.takeable(at(31)),
+            held.takeable(at(31), "vm-1"),
             Some(lease.to_string()),
             "expired: CAS from its exact text"
         );
-        assert_eq!(LeaseState::parse("").takeable(at(0)), None);
+        assert_eq!(LeaseState::parse("").takeable(at(0), "vm-1"), None);
+        assert_eq!(
+            held.takeable(at(0), "vm-2"),
+            Some(lease.to_string()),
+            "a daemon may take back its own lease (a lost acquire reply)"
+        );
         assert_eq!(
             LeaseState::parse("lease|x|y|not-a-date"),
             LeaseState::Invalid("lease|x|y|not-a-date".into())

@@ -143,6 +143,10 @@ pub enum Reply {
 pub struct BatchUpdate {
     pub requests: Vec<Request>,
     pub response_ranges: Vec<String>,
+    /// Never send (nor retry) after this instant: a claim commit must land while the lease
+    /// it was decided under still holds. Past it, the call fails as `Retryable` unsent.
+    #[serde(skip)]
+    pub send_by: Option<std::time::Instant>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

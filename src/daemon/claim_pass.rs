@@ -13,24 +13,14 @@ use crate::outbox::Finish;
 use crate::panel;
 use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
-use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
+use crate::sheets::{BatchUpdate, Cell, GridRange, Reply, Request, ValueRange};
 
 use super::{Claimed, Daemon, DaemonError, Poll};
 
 impl Daemon {
     /// The lease protocol of DESIGN §3: take the lease (reading the queue in the same call),
-    /// decide on that fresh data, then commit in two atomic batches while holding it:
-    ///
-    /// 1. the tripwires: one compare-and-swap per row (`待機 → 実行中` for a claim,
-    ///    `実行中 → タイムアウト` for a stale row), the heartbeat and the intake's box
-    ///    clears, with every touched row read back. Nothing positional is written yet, so a
-    ///    row that moved (a person sorted) or that another daemon claimed is never overwritten;
-    /// 2. for the rows whose swap changed and which still hold the planned job: 開始日時 and
-    ///    ワーカー (claims) or 終了日時, メッセージ and the panel cells (timeouts); a swap
-    ///    that hit another row (the queue moved) is run if it may be, or put back; then the
-    ///    lease release. The rows to run are read back, and only rows carrying our token run.
-    ///
-    /// Returns whether the heartbeat went with it.
+    /// decide on that fresh data, and commit claims, timeouts, heartbeat and the lease
+    /// release in one atomic batch. Returns whether the heartbeat went with it.
     #[instrument(skip_all, fields(worker = %self.config.worker_id))]
     pub(super) async fn claim_pass(&mut self, poll: &Poll) -> Result<bool, DaemonError> {
         self.observers.metrics.claim_pass();
@@ -54,52 +44,58 @@ impl Daemon {
                 return Err(e);
             }
         };
-        let states = self.config.states.clone();
-        let state_col = self.layout.columns.index(Column::State);
+        let cols = self.layout.columns.clone();
         let qid = self.queue_sheet_id();
-
-        // Phase 1: the tripwires.
+        let serial = Cell::from(sheet_time::instant_to_serial(now, self.layout.tz));
         let mut requests = Vec::new();
         let mut response_ranges = Vec::new();
-        let stale: Vec<(QueueRow, String)> = plan
-            .stale
-            .iter()
-            .map(|s| {
-                let row = fresh.snapshot.rows[s.index].clone();
-                (row, s.reason.message(&self.policy, now))
-            })
-            .collect();
-        for (row, _) in &stale {
+        let mut stale = Vec::new();
+        for s in &plan.stale {
+            let row = &fresh.snapshot.rows[s.index];
             requests.push(cas(
                 qid,
                 row.row,
-                state_col,
-                &states.running,
-                &states.timeout,
+                cols.index(Column::State),
+                &self.config.states.running,
+                &self.config.states.timeout,
             ));
             response_ranges.push(self.row_range(row.row));
+            stale.push((row.clone(), s.reason.message(&self.policy, now)));
         }
         let mut claims = Vec::new();
         for (index, _) in &plan.claims {
+            let row = &fresh.snapshot.rows[*index];
             let Some(slot) = self.free_slots.pop() else {
                 break;
             };
-            let row = fresh.snapshot.rows[*index].clone();
+            let tag = WorkerTag {
+                daemon_id: self.config.worker_id.clone(),
+                slot,
+                token: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
+            };
             requests.push(cas(
                 qid,
                 row.row,
-                state_col,
-                &states.waiting,
-                &states.running,
+                cols.index(Column::State),
+                &self.config.states.waiting,
+                &self.config.states.running,
+            ));
+            requests.push(cell(
+                qid,
+                row.row,
+                cols.index(Column::StartedAt),
+                serial.clone(),
+            ));
+            requests.push(cell(
+                qid,
+                row.row,
+                cols.index(Column::Worker),
+                Cell::from(tag.to_string()),
             ));
             response_ranges.push(self.row_range(row.row));
             claims.push(Claimed {
-                row,
-                tag: WorkerTag {
-                    daemon_id: self.config.worker_id.clone(),
-                    slot,
-                    token: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
-                },
+                row: row.clone(),
+                tag,
                 slot,
             });
         }
@@ -116,78 +112,100 @@ impl Daemon {
         let with_heartbeat = heartbeat.is_some();
         requests.extend(heartbeat);
         requests.extend(intake_writes);
-        let tripped = self
-            .commit(
-                &held,
-                Some(&lease),
+        requests.push(lease::swap(self.layout.worker_sheet_id, &held, lease::FREE));
+        // The commit writes 開始日時/ワーカー next to each tripwire, unconditionally (the API
+        // has no conditional write of an empty cell). That is only safe while the lease
+        // holds, so it is never sent, nor retried, once less than a quarter of it is left.
+        let ttl = chrono::Duration::from_std(self.config.lease_ttl)
+            .unwrap_or(chrono::Duration::seconds(30));
+        let left = (lease.expires - ttl / 4 - Utc::now())
+            .to_std()
+            .unwrap_or_default();
+        let commit = self
+            .sheets
+            .batch_update(&BatchUpdate {
                 requests,
                 response_ranges,
-                &mut claims,
-                false,
-            )
-            .await?;
-        let Some(tripped) = tripped else {
-            return Ok(false);
+                send_by: Some(std::time::Instant::now() + left),
+            })
+            .await;
+        let commit = match commit {
+            Ok(c) => c,
+            Err(e) => {
+                // A failure may leave open whether the batch applied (a lost reply): the
+                // claims stay unsettled, their slots reserved, until the next poll shows
+                // whether their rows carry our token. A repeated send would report "0
+                // changed" and take our own claim for someone else's.
+                if e.is_retryable() {
+                    warn!(error = %e, claims = claims.len(), "the claim commit may or may not have applied; checking its rows at the next poll");
+                    self.unsettled.extend(claims);
+                } else {
+                    for c in claims {
+                        self.free_slots.push(c.slot);
+                    }
+                }
+                self.release(&held).await;
+                return Err(e.into());
+            }
         };
-        if with_heartbeat {
-            self.last_heartbeat = Some(tokio::time::Instant::now());
+        if !matches!(
+            commit.replies.last(),
+            Some(Reply::CompareAndSwap { changed: 1 })
+        ) {
+            warn!("the lease was no longer ours at commit time; per-row checks decide what runs");
         }
+        // Replies: stale CASes first, then 3 per claim.
         let changed = |i: usize| {
             matches!(
-                tripped.replies.get(i),
+                commit.replies.get(i),
                 Some(Reply::CompareAndSwap { changed: 1 })
             )
         };
-        let row_after = |i: usize, hint: u32| -> Option<QueueRow> {
-            tripped.ranges.get(i).and_then(|v| {
+        let mut follow_up = Vec::new();
+        let mut undo = Vec::new();
+        for (k, (row, message)) in stale.iter().enumerate() {
+            if !changed(k) {
+                continue;
+            }
+            let hit = commit.ranges.get(k).and_then(|v| {
                 queue::parse_rows(
                     &v.values,
-                    hint,
-                    &self.layout.columns,
-                    &states,
+                    row.row,
+                    &cols,
+                    &self.config.states,
                     self.layout.tz,
                 )
                 .rows
                 .into_iter()
                 .next()
-            })
-        };
-
-        // Phase 2: the cells of the rows that really are ours, and the release.
-        let mut writes: Vec<ValueRange> = Vec::new();
-        let mut undo: Vec<Request> = Vec::new();
-        for (k, (planned, message)) in stale.iter().enumerate() {
-            if !changed(k) {
-                continue;
-            }
-            match row_after(k, planned.row) {
-                Some(hit) if hit.job_id == planned.job_id => {
-                    warn!(job.id = %hit.job_id, target = %hit.target_key(), reason = %message, "timed out a stale job");
-                    writes.extend(self.finish_cells(hit.row, Finish::Timeout, now, "", message));
-                    writes.extend(self.panel_result(
+            });
+            match hit {
+                Some(hit) if hit.job_id != row.job_id => {
+                    // The queue moved: the swap timed out another running job. Undo it.
+                    warn!(job.id = %hit.job_id, planned = %row.job_id, "the queue moved during a timeout; restoring the row that was hit");
+                    undo.push(cas(
+                        qid,
+                        hit.row,
+                        cols.index(Column::State),
+                        &self.config.states.timeout,
+                        &self.config.states.running,
+                    ));
+                }
+                _ => {
+                    warn!(job.id = %row.job_id, target = %row.target_key(), reason = %message, "timed out a stale job");
+                    follow_up.extend(self.finish_cells(row.row, Finish::Timeout, now, "", message));
+                    follow_up.extend(self.panel_result(
                         &fresh,
-                        &hit,
+                        row,
                         Finish::Timeout,
                         now,
                         "",
                         message,
                     ));
                 }
-                Some(hit) => {
-                    // The queue moved: we timed out someone else's running job. Undo it.
-                    warn!(job.id = %hit.job_id, planned = %planned.job_id, "the queue moved during a timeout; restoring the row that was hit");
-                    undo.push(cas(
-                        qid,
-                        hit.row,
-                        state_col,
-                        &states.timeout,
-                        &states.running,
-                    ));
-                }
-                None => {}
             }
         }
-        let serial = Cell::from(sheet_time::instant_to_serial(now, self.layout.tz));
+        // Targets busy after this pass, for a claim that landed on another row (below).
         let mut busy: std::collections::HashSet<String> = fresh
             .snapshot
             .rows
@@ -197,218 +215,126 @@ impl Daemon {
             .map(|r| r.target_key().to_string())
             .collect();
         busy.extend(claims.iter().map(|c| c.row.target_key().to_string()));
-        let mut to_run: Vec<Claimed> = Vec::new();
         for (k, claimed) in claims.into_iter().enumerate() {
-            let i = stale.len() + k;
-            let hit = if changed(i) {
-                row_after(i, claimed.row.row)
-            } else {
-                None
-            };
-            let Some(hit) = hit else {
-                self.report.claim_conflicts += 1;
-                self.observers.metrics.claim_conflict();
-                warn!(
-                    job.id = %claimed.row.job_id,
-                    target = %claimed.row.target_key(),
-                    worker = %claimed.tag,
-                    "claim conflict: the row was no longer waiting at commit time; not running it"
-                );
-                self.free_slots.push(claimed.slot);
-                continue;
-            };
-            let claimed = if hit.job_id == claimed.row.job_id {
-                claimed
-            } else {
-                // A person sorted the queue between our read and the commit, and another
-                // waiting row sat at that position: its 待機 turned 実行中. Run it if it may
-                // run now, else put it back.
-                let picked: Vec<&QueueRow> = to_run.iter().map(|c| &c.row).collect();
-                if self.may_start(&hit, &picked) && busy.insert(hit.target_key().to_string()) {
-                    warn!(job.id = %hit.job_id, target = %hit.target_key(), planned = %claimed.row.job_id, "the queue moved during the claim; running the row that was claimed instead");
-                    Claimed {
-                        row: hit,
-                        ..claimed
-                    }
-                } else {
-                    warn!(job.id = %hit.job_id, target = %hit.target_key(), "the queue moved during the claim; putting the row that was hit back to waiting");
-                    undo.push(cas(
-                        qid,
-                        hit.row,
-                        state_col,
-                        &states.running,
-                        &states.waiting,
-                    ));
-                    self.free_slots.push(claimed.slot);
-                    continue;
-                }
-            };
-            let cols = &self.layout.columns;
-            writes.push(ValueRange::new(
-                cols.cell(Column::StartedAt, claimed.row.row),
-                vec![vec![serial.clone()]],
-            ));
-            writes.push(ValueRange::new(
-                cols.cell(Column::Worker, claimed.row.row),
-                vec![vec![Cell::from(claimed.tag.to_string())]],
-            ));
-            to_run.push(claimed);
-        }
-        let mut requests: Vec<Request> = writes.iter().filter_map(|v| self.grid_write(v)).collect();
-        requests.extend(undo);
-        let response_ranges = to_run.iter().map(|c| self.row_range(c.row.row)).collect();
-        // Phase 2 writes only to rows whose swap we won, so it is safe even if the lease ran
-        // out meanwhile: no margin check.
-        let settled = self
-            .commit(&held, None, requests, response_ranges, &mut to_run, true)
-            .await?;
-        let Some(settled) = settled else {
-            return Ok(with_heartbeat);
-        };
-        if !matches!(
-            settled.replies.last(),
-            Some(Reply::CompareAndSwap { changed: 1 })
-        ) {
-            warn!("the lease was no longer ours at the end of the claim pass; per-row checks decided what runs");
-        }
-        for (k, claimed) in to_run.into_iter().enumerate() {
-            let after = settled.ranges.get(k).and_then(|v| {
-                queue::parse_rows(
-                    &v.values,
-                    claimed.row.row,
-                    &self.layout.columns,
-                    &states,
-                    self.layout.tz,
-                )
-                .rows
-                .into_iter()
-                .next()
-            });
+            let reply_index = stale.len() + 3 * k;
+            let after = commit
+                .ranges
+                .get(stale.len() + k)
+                .map(|v| {
+                    queue::parse_rows(
+                        &v.values,
+                        claimed.row.row,
+                        &cols,
+                        &self.config.states,
+                        self.layout.tz,
+                    )
+                })
+                .and_then(|s| s.rows.into_iter().next());
+            let ours = after
+                .as_ref()
+                .is_some_and(|r| r.worker == claimed.tag.to_string());
             match after {
-                Some(r)
-                    if r.job_id == claimed.row.job_id && r.worker == claimed.tag.to_string() =>
-                {
+                Some(row) if changed(reply_index) && ours && row.job_id == claimed.row.job_id => {
                     self.spawn(claimed);
                 }
-                _ => {
+                // A person sorted the queue between our read and the commit, and another
+                // waiting row sat at that position: we did claim *that* row (its 待機 turned
+                // 実行中 under our token). Run it if its target is idle, else put it back.
+                Some(row) if changed(reply_index) && ours => {
+                    if self.may_start(&row, &[]) && busy.insert(row.target_key().to_string()) {
+                        warn!(job.id = %row.job_id, target = %row.target_key(), worker = %claimed.tag, planned = %claimed.row.job_id, "the queue moved during the claim; running the row that was claimed instead");
+                        self.spawn(Claimed { row, ..claimed });
+                    } else {
+                        warn!(job.id = %row.job_id, target = %row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
+                        follow_up.extend(self.claim_cells(
+                            row.row,
+                            Some(&self.config.states.waiting),
+                            &Cell::from(""),
+                            "",
+                        ));
+                        self.free_slots.push(claimed.slot);
+                    }
+                }
+                other => {
                     self.report.claim_conflicts += 1;
                     self.observers.metrics.claim_conflict();
-                    warn!(job.id = %claimed.row.job_id, worker = %claimed.tag, "claim conflict: our claim was not on the row afterwards; not running it");
+                    warn!(
+                        job.id = %claimed.row.job_id,
+                        target = %claimed.row.target_key(),
+                        worker = %claimed.tag,
+                        "claim conflict: the row was not ours after the commit; not running it"
+                    );
+                    // Our 開始日時/ワーカー landed on a row that was not waiting (the queue
+                    // moved): give that row back the values it had.
+                    if let Some(row) = other.filter(|r| ours && r.job_id != claimed.row.job_id) {
+                        if let Some(before) = fresh.snapshot.by_job_id(&row.job_id) {
+                            let started = before
+                                .started_at
+                                .map(|t| {
+                                    Cell::from(sheet_time::instant_to_serial(t, self.layout.tz))
+                                })
+                                .unwrap_or_else(|| Cell::from(""));
+                            follow_up.extend(self.claim_cells(
+                                row.row,
+                                None,
+                                &started,
+                                &before.worker,
+                            ));
+                        } else {
+                            // It came from above the unfinished window, so its old values
+                            // were not read: say so rather than guess.
+                            warn!(
+                                job.id = %row.job_id,
+                                row = row.row,
+                                worker = %claimed.tag,
+                                "a sort moved a finished row under a claim; its 開始日時/ワーカー now show this claim"
+                            );
+                        }
+                    }
                     self.free_slots.push(claimed.slot);
                 }
             }
+        }
+        let mut after: Vec<Request> = follow_up
+            .iter()
+            .filter_map(|v| self.grid_write(v))
+            .collect();
+        after.extend(undo);
+        if !after.is_empty() {
+            self.sheets
+                .batch_update(&BatchUpdate {
+                    requests: after,
+                    ..Default::default()
+                })
+                .await?;
+        }
+        if with_heartbeat {
+            self.last_heartbeat = Some(tokio::time::Instant::now());
         }
         Ok(with_heartbeat)
     }
 
-    /// Sends one batch of the claim pass; `release` appends the lease release (the last
-    /// batch). On a failure that may have applied (timeout, dropped reply) the claims are
-    /// kept as unsettled, their slots reserved, and resolved from the next poll by their
-    /// token; on one that surely did not apply, their slots are freed. `margin`: give up
-    /// (and release) rather than send when less than this much of the lease is left.
-    async fn commit(
-        &mut self,
-        held: &str,
-        margin: Option<&Lease>,
-        mut requests: Vec<Request>,
-        response_ranges: Vec<String>,
-        claims: &mut Vec<Claimed>,
-        release: bool,
-    ) -> Result<Option<BatchUpdateReply>, DaemonError> {
-        if let Some(lease) = margin {
-            let ttl = chrono::Duration::from_std(self.config.lease_ttl)
-                .unwrap_or(chrono::Duration::seconds(30));
-            if !lease.has_left(Utc::now(), ttl / 4) {
-                warn!("lease nearly expired before the commit; releasing it without claiming");
-                for c in claims.drain(..) {
-                    self.free_slots.push(c.slot);
-                }
-                self.release(held).await;
-                return Ok(None);
-            }
-        }
-        if release {
-            requests.push(lease::swap(self.layout.worker_sheet_id, held, lease::FREE));
-        }
-        let reply = self
-            .sheets
-            .batch_update(&BatchUpdate {
-                requests,
-                response_ranges,
-            })
-            .await;
-        match reply {
-            Ok(r) => Ok(Some(r)),
-            Err(e) => {
-                if e.is_retryable() {
-                    warn!(error = %e, claims = claims.len(), "the claim commit may or may not have applied; checking its rows at the next poll");
-                    self.unsettled.append(claims);
-                } else {
-                    for c in claims.drain(..) {
-                        self.free_slots.push(c.slot);
-                    }
-                }
-                self.release(held).await;
-                Err(e.into())
-            }
-        }
-    }
-
-    /// Claims whose commit reply was lost, resolved from a fresh poll by jobId:
-    /// - the row carries our token and is 実行中: everything applied; run it;
-    /// - the row is 実行中 with no ワーカー: only the tripwire applied (nobody else can have
-    ///   flipped a row we planned while we held the lease, and 実行中 rows are not claimed);
-    ///   finish the claim (開始日時, ワーカー) and run it;
-    /// - anything else: the commit did not apply; the slot is freed.
-    pub(super) async fn settle_unsettled(&mut self, poll: &Poll) -> Result<(), DaemonError> {
-        let mut writes = Vec::new();
-        let mut run = Vec::new();
-        let now = Utc::now();
+    /// Claims whose commit reply was lost, resolved from a fresh poll: a row that holds the
+    /// job, is 実行中 and carries our token means the commit applied, and the job runs;
+    /// otherwise it did not (the commit is atomic), and the slot is freed.
+    pub(super) fn settle_unsettled(&mut self, poll: &Poll) {
         for c in std::mem::take(&mut self.unsettled) {
             let tag = c.tag.to_string();
             let row = poll.snapshot.rows.iter().find(|r| {
-                r.job_id == c.row.job_id
-                    && r.state.is(State::Running)
-                    && (r.worker == tag || r.worker.is_empty())
+                r.job_id == c.row.job_id && r.state.is(State::Running) && r.worker == tag
             });
             match row {
                 Some(r) => {
-                    info!(job.id = %r.job_id, worker = %tag, "the lost claim commit had applied; running the job");
-                    if r.worker.is_empty() {
-                        let cols = &self.layout.columns;
-                        let serial = sheet_time::instant_to_serial(now, self.layout.tz);
-                        writes.push(ValueRange::new(
-                            cols.cell(Column::StartedAt, r.row),
-                            vec![vec![Cell::from(serial)]],
-                        ));
-                        writes.push(ValueRange::new(
-                            cols.cell(Column::Worker, r.row),
-                            vec![vec![Cell::from(tag.clone())]],
-                        ));
-                    }
-                    run.push(Claimed {
-                        row: r.clone(),
-                        ..c
-                    });
+                    info!(job.id = %r.job_id, worker = %tag, "the claim commit whose reply was lost had applied; running the job");
+                    let row = r.clone();
+                    self.spawn(Claimed { row, ..c });
                 }
                 None => {
-                    info!(job.id = %c.row.job_id, worker = %tag, "the lost claim commit had not applied; not running the job");
+                    info!(job.id = %c.row.job_id, worker = %tag, "the claim commit whose reply was lost had not applied");
                     self.free_slots.push(c.slot);
                 }
             }
         }
-        if !writes.is_empty() {
-            if let Err(e) = self.sheets.write(&writes).await {
-                for c in run {
-                    self.free_slots.push(c.slot);
-                }
-                return Err(e.into());
-            }
-        }
-        for c in run {
-            self.spawn(c);
-        }
-        Ok(())
     }
 
     /// Takes the lease with a compare-and-swap from the value `poll` saw, reading the queue
@@ -416,7 +342,7 @@ impl Daemon {
     /// little of it is left to commit safely (then it is released at once).
     async fn acquire(&mut self, poll: &Poll) -> Result<Option<(Lease, Poll)>, DaemonError> {
         let now = Utc::now();
-        let Some(from) = poll.lease.takeable(now) else {
+        let Some(from) = poll.lease.takeable(now, &self.config.worker_id) else {
             self.observers.metrics.lease_wait();
             if let LeaseState::Invalid(text) = &poll.lease {
                 warn!(lease = %text, "the lease cell _ワーカー!B1 holds no lease; resetting it to free");
@@ -440,6 +366,7 @@ impl Daemon {
             .batch_update(&BatchUpdate {
                 requests: vec![lease::swap(self.layout.worker_sheet_id, &from, &held)],
                 response_ranges: ranges.clone(),
+                ..Default::default()
             })
             .await?;
         if !matches!(
@@ -513,10 +440,32 @@ impl Daemon {
         let batch = BatchUpdate {
             requests: vec![lease::swap(self.layout.worker_sheet_id, held, lease::FREE)],
             response_ranges: vec![],
+            ..Default::default()
         };
         if let Err(e) = self.sheets.batch_update(&batch).await {
             warn!(error = %e, "could not release the lease; it expires on its own");
         }
+    }
+
+    /// The claim cells of a queue row (状態, 開始日時, ワーカー), for undoing a claim that
+    /// landed on the wrong row.
+    pub(super) fn claim_cells(
+        &self,
+        row: u32,
+        state: Option<&str>,
+        started: &Cell,
+        worker: &str,
+    ) -> Vec<ValueRange> {
+        let cols = &self.layout.columns;
+        state
+            .map(|s| (Column::State, Cell::from(s)))
+            .into_iter()
+            .chain([
+                (Column::StartedAt, started.clone()),
+                (Column::Worker, Cell::from(worker)),
+            ])
+            .map(|(c, v)| ValueRange::new(cols.cell(c, row), vec![vec![v]]))
+            .collect()
     }
 
     /// An A1 write on a known sheet as a grid request, so it can join a commit batch.
@@ -576,5 +525,12 @@ pub(super) fn cas(sheet_id: i32, row: u32, col: u32, from: &str, to: &str) -> Re
         range: GridRange::cell(sheet_id, row - 1, col),
         find: from.to_string(),
         replacement: to.to_string(),
+    }
+}
+
+pub(super) fn cell(sheet_id: i32, row: u32, col: u32, value: Cell) -> Request {
+    Request::UpdateCells {
+        range: GridRange::cell(sheet_id, row - 1, col),
+        rows: vec![vec![value]],
     }
 }

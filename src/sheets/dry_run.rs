@@ -304,6 +304,7 @@ mod tests {
                 },
             ],
             response_ranges: vec!["'_ワーカー'!B1".into()],
+            ..Default::default()
         };
         let reply = dry
             .batch_update(&batch)

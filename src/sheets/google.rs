@@ -220,12 +220,31 @@ impl GoogleSheets {
         F: Fn() -> Fut,
         Fut: Future<Output = common::Result<(common::Response, T)>>,
     {
+        self.call_by(method, None, op).await
+    }
+
+    /// [`Self::call`], but no attempt starts after `send_by` (nor after the budget wait
+    /// that precedes it): such a call fails unsent, so the caller knows it did not apply.
+    async fn call_by<T, F, Fut>(
+        &self,
+        method: ApiMethod,
+        send_by: Option<std::time::Instant>,
+        op: F,
+    ) -> Result<T, SheetsError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = common::Result<(common::Response, T)>>,
+    {
         let name = method.name();
+        let late = move || send_by.is_some_and(|d| std::time::Instant::now() >= d);
         let result = retry::retry(
             &self.retry,
             |attempt| {
                 let send = op();
                 async move {
+                    if late() {
+                        return Err(Failure::late(method));
+                    }
                     let waited = self
                         .budget
                         .acquire_with(|wait| {
@@ -240,6 +259,9 @@ impl GoogleSheets {
                         .await;
                     if !waited.is_zero() {
                         self.stats.record_throttled_wait(waited);
+                    }
+                    if late() {
+                        return Err(Failure::late(method));
                     }
                     tracing::debug!(method = name, attempt, "sending");
                     let outcome = tokio::time::timeout(self.call_timeout, send).await;
@@ -399,7 +421,7 @@ impl Sheets for GoogleSheets {
             response_include_grid_data: Some(want_ranges),
         };
         let reply = self
-            .call(method, || {
+            .call_by(method, batch.send_by, || {
                 self.hub
                     .spreadsheets()
                     .batch_update(request.clone(), &self.encoded_id)
@@ -484,6 +506,19 @@ impl Failure {
             outcome,
             retry_here,
         }
+    }
+
+    /// Not sent: its deadline passed (the caller's reason to send it no longer holds).
+    fn late(method: ApiMethod) -> Self {
+        let mut f = Self::new(
+            method,
+            ErrorKind::Retryable,
+            Outcome::Other,
+            true,
+            "not sent: its send-by deadline passed".into(),
+        );
+        f.retry_here = false;
+        f
     }
 
     fn timeout(method: ApiMethod, timeout: Duration) -> Self {

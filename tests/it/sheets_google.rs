@@ -151,6 +151,7 @@ async fn round_trip_over_http_with_the_jwt_flow_and_only_the_spreadsheets_scope(
             },
         ],
         response_ranges: vec![a1::range("Sheet1", "A1:C"), a1::range("Sheet1", "B4")],
+        ..Default::default()
     };
     let reply = sheets
         .batch_update(&batch)
@@ -405,6 +406,7 @@ async fn dry_run_reads_but_sends_no_writes() {
                 replacement: "lease|dry|n|2099-01-01T00:00:00Z".into(),
             }],
             response_ranges: vec![lease_range.clone()],
+            ..Default::default()
         })
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -439,6 +441,7 @@ async fn titles_with_quotes_hashes_percent_slashes_spaces_and_japanese_work() {
                     column_count: 4,
                 }],
                 response_ranges: vec![],
+                ..Default::default()
             })
             .await
             .unwrap_or_else(|e| panic!("add sheet {title:?}: {e}"));
@@ -481,6 +484,7 @@ async fn titles_with_quotes_hashes_percent_slashes_spaces_and_japanese_work() {
             .batch_update(&BatchUpdate {
                 requests: vec![],
                 response_ranges: vec![a1::range(title, "A2:B2")],
+                ..Default::default()
             })
             .await
             .unwrap_or_else(|e| panic!("response range on {title:?}: {e}"));
