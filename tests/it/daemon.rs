@@ -1143,3 +1143,91 @@ async fn a_lost_reply_to_a_claim_commit_still_runs_the_job_once() {
         );
     }
 }
+
+/// A person inserts a column into the queue while a job runs (the sheet `init` made is
+/// exactly as wide as its header, so the header's last column moves past the range the daemon
+/// read until then). The daemon re-reads the layout instead of stopping, the running job's
+/// result lands in the moved columns, and a later job runs too.
+#[tokio::test]
+async fn a_column_inserted_into_the_queue_mid_run_is_followed() {
+    let emu = start_emulator().await;
+    let fleet = Fleet::start(&emu, &["vm-cols"], &[], "").await;
+    let sheets = client(&emu, &fleet.configs[0]).await;
+    let c = &fleet.configs[0];
+    let first = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":1}"#,
+        "",
+    )
+    .await;
+    wait_for(
+        "the first job to run",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .iter()
+                .any(|r| r.job_id == first && r.state.is(State::Running))
+                .then_some(())
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    let width = emu
+        .with_spreadsheet(|ss| ss.sheet_by_title("_ジョブキュー").map(|s| s.column_count))
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .unwrap_or_default();
+    emu.batch_update(json!([
+        { "insertDimension": { "range": { "sheetId": 2001, "dimension": "COLUMNS", "startIndex": 1, "endIndex": 2 }, "inheritFromBefore": false } },
+        { "updateCells": { "range": { "sheetId": 2001, "startRowIndex": 0, "endRowIndex": 1, "startColumnIndex": 1, "endColumnIndex": 2 },
+                           "rows": [{ "values": [{ "userEnteredValue": { "stringValue": "メモ" } }] }], "fields": "userEnteredValue" } }
+    ]))
+    .unwrap_or_else(|e| panic!("insert a column: {e:?}"));
+    let grown = emu
+        .with_spreadsheet(|ss| ss.sheet_by_title("_ジョブキュー").map(|s| s.column_count))
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .unwrap_or_default();
+    assert_eq!(
+        grown,
+        width + 1,
+        "the queue grid grew by the inserted column"
+    );
+    let second = enqueue(
+        sheets.as_ref(),
+        c,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":0.2}"#,
+        "",
+    )
+    .await;
+    // Read the queue by its (moved) header, as the daemon must.
+    let rows = wait_for(
+        "both jobs to finish",
+        WAIT,
+        || {
+            let values = emu.values("'_ジョブキュー'!A1:Q").ok()?;
+            let columns =
+                sheetq::queue::ColumnMap::from_header(&values[0], &Default::default()).ok()?;
+            let rows =
+                sheetq::queue::parse_rows(&values[1..], 2, &columns, &Default::default(), TZ).rows;
+            let done = |id: &str| {
+                rows.iter()
+                    .any(|r| r.job_id == id && r.state.is(State::Done))
+            };
+            (done(&first) && done(&second)).then_some(rows)
+        },
+        || format!("{:?}", emu.values("'_ジョブキュー'!A1:Q")),
+    )
+    .await;
+    fleet.stop().await;
+    assert!(
+        rows.iter().all(|r| r.message.starts_with("slept")),
+        "{}",
+        describe_queue(&rows)
+    );
+}

@@ -156,9 +156,9 @@ async fn a_ticked_box_becomes_one_row_that_runs_and_the_panel_follows_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renamed_panel_and_a_moved_function_row_still_get_their_results() {
     let emu = start_emulator().await;
-    // full_scan_every = 1: the daemon re-discovers panels every pass, as it does every
-    // n-th pass in production.
-    let fleet = Fleet::start(&emu, &["vm-1"], &[POLL, ("full_scan_every", "1")], "").await;
+    // The default full_scan_every: the rename is noticed when the old title stops parsing
+    // as a range, and the daemon rediscovers its panels instead of stopping.
+    let fleet = Fleet::start(&emu, &["vm-1"], &[POLL], "").await;
     set_args(&emu, "サーバーB", 8, r#"{"seconds":1}"#);
     set_args(&emu, "サーバーC", 9, r#"{"seconds":1}"#);
     tick(&emu, "サーバーB", 8);
