@@ -883,26 +883,8 @@ async fn a_sort_between_the_lease_read_and_the_commit_still_runs_each_job_once()
         "",
     )
     .await;
-    // Slow down the lease acquire and the commit, so the sort lands between them.
-    emu.add_fault(FaultRule::next(
-        Some("spreadsheets.batchUpdate"),
-        Fault::Latency(Duration::from_millis(1500)),
-        2,
-    ));
-    let fleet = Fleet::start(&emu, &["sorted-1"], &[("slots", "1")], "").await;
-    support::wait_for(
-        "the lease acquire to complete",
-        Duration::from_secs(20),
-        || (emu.count("spreadsheets.batchUpdate") >= 1).then_some(()),
-        || support::describe_queue(&support::queue_rows(&emu)),
-    )
-    .await;
-    // Newest first: `second` moves to row 2, where the commit will land.
-    emu.batch_update(json!([{"sortRange": {
-        "range": {"sheetId": 2001, "startRowIndex": 1, "endRowIndex": 3, "startColumnIndex": 0, "endColumnIndex": 16},
-        "sortSpecs": [{"dimensionIndex": 1, "sortOrder": "DESCENDING"}]
-    }}]))
-    .unwrap_or_else(|e| panic!("sort the queue: {e:?}"));
+    // Newest first (受付日時 descending): `second` moves to row 2, where the commit lands.
+    let fleet = sort_between_read_and_commit(&emu, "sorted-1", 3, 1, "DESCENDING").await;
     let rows = support::wait_finished(
         &emu,
         &[first.clone(), second.clone()],
@@ -987,26 +969,9 @@ async fn a_finished_row_sorted_under_a_claim_keeps_its_history() {
         "a@example.com",
     )
     .await;
-    emu.add_fault(FaultRule::next(
-        Some("spreadsheets.batchUpdate"),
-        Fault::Latency(Duration::from_millis(1500)),
-        2,
-    ));
-    let fleet = Fleet::start(&emu, &["sorted-2"], &[("slots", "1")], "").await;
-    support::wait_for(
-        "the lease acquire to complete",
-        Duration::from_secs(20),
-        || (emu.count("spreadsheets.batchUpdate") >= 1).then_some(()),
-        || support::describe_queue(&support::queue_rows(&emu)),
-    )
-    .await;
     // By requester: a (waiting) → row 2, b (running) → row 3, c (finished) → row 4, where the
     // claim of `waiting` lands.
-    emu.batch_update(json!([{"sortRange": {
-        "range": {"sheetId": 2001, "startRowIndex": 1, "endRowIndex": 4, "startColumnIndex": 0, "endColumnIndex": 16},
-        "sortSpecs": [{"dimensionIndex": 2, "sortOrder": "ASCENDING"}]
-    }}]))
-    .unwrap_or_else(|e| panic!("sort the queue: {e:?}"));
+    let fleet = sort_between_read_and_commit(&emu, "sorted-2", 4, 2, "ASCENDING").await;
     let rows = support::wait_finished(
         &emu,
         std::slice::from_ref(&waiting),
@@ -1230,4 +1195,35 @@ async fn a_column_inserted_into_the_queue_mid_run_is_followed() {
         "{}",
         describe_queue(&rows)
     );
+}
+
+/// Starts one daemon (one slot) whose lease acquire and commit are slowed down, waits until
+/// the acquire has read the queue, then sorts queue rows `2..=last_row` by column
+/// `dimension` in `order`: the sort lands between the daemon's read and its commit.
+async fn sort_between_read_and_commit(
+    emu: &sheetq::emulator::Emulator,
+    worker: &str,
+    last_row: u32,
+    dimension: u32,
+    order: &str,
+) -> Fleet {
+    emu.add_fault(FaultRule::next(
+        Some("spreadsheets.batchUpdate"),
+        Fault::Latency(Duration::from_millis(1500)),
+        2,
+    ));
+    let fleet = Fleet::start(emu, &[worker], &[("slots", "1")], "").await;
+    support::wait_for(
+        "the lease acquire to complete",
+        Duration::from_secs(20),
+        || (emu.count("spreadsheets.batchUpdate") >= 1).then_some(()),
+        || support::describe_queue(&support::queue_rows(emu)),
+    )
+    .await;
+    emu.batch_update(json!([{"sortRange": {
+        "range": {"sheetId": 2001, "startRowIndex": 1, "endRowIndex": last_row, "startColumnIndex": 0, "endColumnIndex": 16},
+        "sortSpecs": [{"dimensionIndex": dimension, "sortOrder": order}]
+    }}]))
+    .unwrap_or_else(|e| panic!("sort the queue: {e:?}"));
+    fleet
 }
