@@ -13,7 +13,7 @@ use crate::outbox::Finish;
 use crate::panel;
 use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
-use crate::sheets::{BatchUpdate, Cell, GridRange, Reply, Request, ValueRange};
+use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 
 use super::{Claimed, Daemon, DaemonError, Poll};
 
@@ -116,8 +116,7 @@ impl Daemon {
         // The commit writes 開始日時/ワーカー next to each tripwire, unconditionally (the API
         // has no conditional write of an empty cell). That is only safe while the lease
         // holds, so it is never sent, nor retried, once less than a quarter of it is left.
-        let ttl = chrono::Duration::from_std(self.config.lease_ttl)
-            .unwrap_or(chrono::Duration::seconds(30));
+        let ttl = self.lease_ttl();
         let left = (lease.expires - ttl / 4 - Utc::now())
             .to_std()
             .unwrap_or_default();
@@ -167,18 +166,7 @@ impl Daemon {
             if !changed(k) {
                 continue;
             }
-            let hit = commit.ranges.get(k).and_then(|v| {
-                queue::parse_rows(
-                    &v.values,
-                    row.row,
-                    &cols,
-                    &self.config.states,
-                    self.layout.tz,
-                )
-                .rows
-                .into_iter()
-                .next()
-            });
+            let hit = self.row_read_back(&commit, k, row.row);
             match hit {
                 Some(hit) if hit.job_id != row.job_id => {
                     // The queue moved: the swap timed out another running job. Undo it.
@@ -217,19 +205,7 @@ impl Daemon {
         busy.extend(claims.iter().map(|c| c.row.target_key().to_string()));
         for (k, claimed) in claims.into_iter().enumerate() {
             let reply_index = stale.len() + 3 * k;
-            let after = commit
-                .ranges
-                .get(stale.len() + k)
-                .map(|v| {
-                    queue::parse_rows(
-                        &v.values,
-                        claimed.row.row,
-                        &cols,
-                        &self.config.states,
-                        self.layout.tz,
-                    )
-                })
-                .and_then(|s| s.rows.into_iter().next());
+            let after = self.row_read_back(&commit, stale.len() + k, claimed.row.row);
             let ours = after
                 .as_ref()
                 .is_some_and(|r| r.worker == claimed.tag.to_string());
@@ -314,6 +290,27 @@ impl Daemon {
         Ok(with_heartbeat)
     }
 
+    /// The lease's time to live, as the sheet's clock arithmetic needs it.
+    fn lease_ttl(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.config.lease_ttl).unwrap_or(chrono::Duration::seconds(30))
+    }
+
+    /// Queue row `i` of a commit's read-back (one row per range), parsed; `hint` is the
+    /// sheet row it was asked for.
+    fn row_read_back(&self, reply: &BatchUpdateReply, i: usize, hint: u32) -> Option<QueueRow> {
+        let values = &reply.ranges.get(i)?.values;
+        queue::parse_rows(
+            values,
+            hint,
+            &self.layout.columns,
+            &self.config.states,
+            self.layout.tz,
+        )
+        .rows
+        .into_iter()
+        .next()
+    }
+
     /// Claims whose commit reply was lost, resolved from a fresh poll: a row that holds the
     /// job, is 実行中 and carries our token means the commit applied, and the job runs;
     /// otherwise it did not (the commit is atomic), and the slot is freed.
@@ -356,8 +353,7 @@ impl Daemon {
             }
             return Ok(None);
         };
-        let ttl = chrono::Duration::from_std(self.config.lease_ttl)
-            .unwrap_or(chrono::Duration::seconds(30));
+        let ttl = self.lease_ttl();
         let lease = Lease::new(&self.config.worker_id, now + ttl);
         let held = lease.to_string();
         let ranges = self.queue_ranges(poll.full);
