@@ -224,15 +224,11 @@ pub async fn check(
 
 /// Every data row of the queue, bounded by the sheet's grid (Google rejects ranges past it).
 fn queue_data_range(meta: &crate::sheets::SpreadsheetMeta) -> String {
-    let cols = meta
+    let last = meta
         .sheet(QUEUE_SHEET)
-        .map(|s| s.column_count)
-        .unwrap_or(16)
-        .max(1);
-    a1::range(
-        QUEUE_SHEET,
-        &format!("A2:{}", a1::column_letters((cols - 1) as u32)),
-    )
+        .map(|s| s.last_column())
+        .unwrap_or_else(|| "P".to_string());
+    a1::range(QUEUE_SHEET, &format!("A2:{last}"))
 }
 
 /// A job to append from the shell.

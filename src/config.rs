@@ -352,13 +352,20 @@ impl Config {
     }
 }
 
-/// Host name plus pid: unique per running daemon, readable in the ワーカー column.
-pub fn default_worker_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// This machine's host name (empty when it cannot be read).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default()
+}
+
+/// Host name plus pid: unique per running daemon, readable in the ワーカー column.
+pub fn default_worker_id() -> String {
+    let host = Some(host_name())
+        .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "sheetq".to_string());
     let host: String = host
         .chars()

@@ -470,7 +470,7 @@ impl Daemon {
     fn heartbeat_row(&self, now: DateTime<Utc>, extra_running: usize) -> Vec<Cell> {
         vec![
             Cell::from(self.config.worker_id.clone()),
-            Cell::from(host_name()),
+            Cell::from(crate::config::host_name()),
             Cell::from(env!("CARGO_PKG_VERSION")),
             Cell::from(self.config.slots as u64),
             Cell::from((self.running.len() + extra_running) as u64),
@@ -541,12 +541,6 @@ impl Daemon {
     }
 }
 
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default()
-}
-
 /// Reads the spreadsheet's metadata and the queue header: the fatal checks of start-up.
 async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Layout, DaemonError> {
     let meta = sheets.metadata().await?;
@@ -557,7 +551,7 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Layout, Dae
     let worker = meta
         .sheet(WORKER_SHEET)
         .ok_or_else(|| DaemonError::MissingSheet(WORKER_SHEET.into()))?;
-    let last_col = a1::column_letters((queue.column_count.max(1) - 1) as u32);
+    let last_col = queue.last_column();
     let header = sheets
         .read(&[a1::range(QUEUE_SHEET, &format!("A1:{last_col}1"))])
         .await?;

@@ -68,6 +68,14 @@ pub struct SheetMeta {
     pub column_count: i32,
 }
 
+impl SheetMeta {
+    /// Letters of the sheet's last grid column (`P` for 16 columns): reads that name it stay
+    /// inside the grid, which Google requires.
+    pub fn last_column(&self) -> String {
+        crate::a1::column_letters((self.column_count.max(1) - 1) as u32)
+    }
+}
+
 /// A block of cells in grid coordinates: zero-based, half-open, as the API's `GridRange`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GridRange {

@@ -53,7 +53,7 @@ impl Daemon {
             .map(|s| (s.title.clone(), s.sheet_id))
             .collect();
         if let Some(q) = meta.sheet(QUEUE_SHEET) {
-            self.layout.last_col = a1::column_letters((q.column_count.max(1) - 1) as u32);
+            self.layout.last_col = q.last_column();
         }
         self.panels = index;
         Ok(())
