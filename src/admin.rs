@@ -27,6 +27,18 @@ pub enum AdminError {
     Problems(Vec<String>),
 }
 
+impl From<queue::LayoutError> for AdminError {
+    fn from(e: queue::LayoutError) -> Self {
+        AdminError::Problems(vec![e.to_string()])
+    }
+}
+
+impl From<sheet_time::TimeError> for AdminError {
+    fn from(e: sheet_time::TimeError) -> Self {
+        AdminError::Problems(vec![format!("the spreadsheet's time zone: {e}")])
+    }
+}
+
 /// `sheetq init`: creates `_ジョブキュー` (with its header) and `_ワーカー` (with the lease
 /// cell `free`), hidden, where missing; fills an empty header or lease cell. Returns what it
 /// did, one line each; running it twice does nothing the second time.
@@ -72,7 +84,7 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
         writes.push(ValueRange::new(a1::range(QUEUE_SHEET, "A1:P1"), vec![row]));
         done.push(format!("wrote the header of '{QUEUE_SHEET}'"));
     } else if let Err(e) = ColumnMap::from_header(&header, &config.headers) {
-        return Err(AdminError::Problems(vec![e.to_string()]));
+        return Err(e.into());
     }
     let worker = current.get(1).map(|v| v.values.clone()).unwrap_or_default();
     let lease_text = worker
@@ -120,8 +132,7 @@ async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminE
     let meta = sheets.metadata().await?;
     let header = sheets.read(&[a1::range(QUEUE_SHEET, "1:1")]).await?;
     let header = crate::sheets::first_row(&header);
-    let columns = ColumnMap::from_header(&header, &config.headers)
-        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let columns = ColumnMap::from_header(&header, &config.headers)?;
     let mut requests = Vec::new();
     let block =
         |sheet: &crate::sheets::SheetMeta, first_row: u32, col: u32| Request::SetDateTimeFormat {
@@ -250,12 +261,10 @@ pub async fn enqueue(
     job: &NewJob,
 ) -> Result<String, AdminError> {
     let meta = sheets.metadata().await?;
-    let tz = sheet_time::parse_zone(&meta.time_zone)
-        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let tz = sheet_time::parse_zone(&meta.time_zone)?;
     let header = sheets.read(&[a1::range(QUEUE_SHEET, "1:1")]).await?;
     let header = crate::sheets::first_row(&header);
-    let columns = ColumnMap::from_header(&header, &config.headers)
-        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let columns = ColumnMap::from_header(&header, &config.headers)?;
     let job_id = uuid::Uuid::new_v4().to_string();
     let row = job_row(&columns, config, tz, &job_id, Utc::now(), job);
     let range = a1::range(
@@ -294,8 +303,7 @@ pub fn job_row(
 /// heartbeats, the oldest waiting job; as text for a terminal.
 pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, AdminError> {
     let meta = sheets.metadata().await?;
-    let tz = sheet_time::parse_zone(&meta.time_zone)
-        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let tz = sheet_time::parse_zone(&meta.time_zone)?;
     let ranges = [
         a1::range(QUEUE_SHEET, "1:1"),
         queue_data_range(&meta),
@@ -303,8 +311,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, Admi
     ];
     let values = sheets.read(&ranges).await?;
     let header = crate::sheets::first_row(&values);
-    let columns = ColumnMap::from_header(&header, &config.headers)
-        .map_err(|e| AdminError::Problems(vec![e.to_string()]))?;
+    let columns = ColumnMap::from_header(&header, &config.headers)?;
     let rows = values.get(1).map(|v| v.values.clone()).unwrap_or_default();
     let snapshot = queue::parse_rows(&rows, 2, &columns, &config.states, tz);
     let now = Utc::now();
