@@ -12,6 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 
 use crate::queue::{QueueRow, Snapshot, State};
+use crate::workers::RunningRef;
 
 /// Limits the rules depend on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +152,7 @@ pub fn plan_pass(
     now: DateTime<Utc>,
     policy: &ClaimPolicy,
     heartbeats: &HashMap<String, DateTime<Utc>>,
+    elsewhere: &[RunningRef],
     free_slots: usize,
     mut eligible: impl FnMut(&QueueRow, &[&QueueRow]) -> bool,
 ) -> PassPlan {
@@ -163,6 +165,20 @@ pub fn plan_pass(
             busy_targets.insert(row.target_key());
             if let Some(r) = row.requester_key() {
                 busy_requesters.insert(r);
+            }
+        }
+    }
+    // Jobs other daemons list as running in their heartbeats count wherever their rows are
+    // (a person may have sorted them out of this read), unless this read shows the row as
+    // no longer running: finished, put back, or timed out in this pass.
+    for job in elsewhere {
+        let settled = snapshot.rows.iter().enumerate().any(|(i, r)| {
+            r.job_id == job.job_id && (!r.state.is(State::Running) || timed_out.contains(&i))
+        });
+        if !settled {
+            busy_targets.insert(job.target.trim());
+            if !job.requester.trim().is_empty() {
+                busy_requesters.insert(job.requester.trim());
             }
         }
     }
@@ -306,6 +322,7 @@ mod tests {
             at(60, 0),
             &ClaimPolicy::default(),
             &HashMap::new(),
+            &[],
             slots,
             |_, _| true,
         )
@@ -356,6 +373,7 @@ mod tests {
             at(60, 0),
             &ClaimPolicy::default(),
             &HashMap::new(),
+            &[],
             1,
             |_, _| true,
         );
@@ -418,6 +436,7 @@ mod tests {
             at(60, 0),
             &ClaimPolicy::default(),
             &HashMap::new(),
+            &[],
             2,
             |_, _| true,
         );
@@ -434,6 +453,7 @@ mod tests {
             at(60, 0),
             &ClaimPolicy::default(),
             &HashMap::new(),
+            &[],
             2,
             |r, _| r.command != "report",
         );
@@ -465,6 +485,7 @@ mod tests {
             at(60, 0),
             &ClaimPolicy::default(),
             &HashMap::new(),
+            &[],
             3,
             |r, picked| r.command != "report" || picked.iter().all(|p| p.command != "report"),
         );
@@ -489,7 +510,7 @@ mod tests {
             (Duration::minutes(15) + Duration::seconds(60), true),
         ] {
             let s = running_since(now - age);
-            let p = plan_pass(&s, now, &policy, &HashMap::new(), 1, |_, _| true);
+            let p = plan_pass(&s, now, &policy, &HashMap::new(), &[], 1, |_, _| true);
             assert_eq!(
                 !p.stale.is_empty(),
                 times_out,
@@ -510,17 +531,75 @@ mod tests {
         let s = running_since(now - Duration::minutes(1));
         let mut beats = HashMap::new();
         beats.insert("vm-1".to_string(), now - Duration::minutes(3));
-        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, 1, |_, _| true);
+        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, &[], 1, |_, _| {
+            true
+        });
         assert!(
             matches!(&p.stale[..], [Stale { index: 0, reason: StaleReason::DeadWorker { daemon_id, .. } }] if daemon_id == "vm-1"),
             "vm-1's heartbeat is 3 min old (> dead_after 2 min): {:?}",
             p.stale
         );
         beats.insert("vm-1".to_string(), now - Duration::seconds(30));
-        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, 1, |_, _| true);
+        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, &[], 1, |_, _| {
+            true
+        });
         assert!(
             p.stale.is_empty(),
             "a live daemon's one-minute-old job keeps running"
+        );
+    }
+
+    #[test]
+    fn a_job_another_daemon_runs_keeps_its_target_busy_wherever_its_row_was_sorted() {
+        // A person sorted the running row of target A out of this read: only the other
+        // daemon's heartbeat still says A is busy.
+        let s = snap(vec![
+            row(5, State::Waiting, "A", "x@example.com"),
+            row(6, State::Waiting, "B", "y@example.com"),
+        ]);
+        let elsewhere = [RunningRef {
+            job_id: "job-2".into(),
+            target: "A".into(),
+            requester: "y@example.com".into(),
+        }];
+        let p = plan_pass(
+            &s,
+            at(60, 0),
+            &ClaimPolicy::default(),
+            &HashMap::new(),
+            &elsewhere,
+            2,
+            |_, _| true,
+        );
+        let picked: Vec<&str> = p
+            .claims
+            .iter()
+            .map(|(i, _)| s.rows[*i].job_id.as_str())
+            .collect();
+        assert_eq!(
+            picked,
+            vec!["job-6"],
+            "target A is busy; y's burst yields only as fallback"
+        );
+        assert_eq!(p.claims[0].1, Pick::Fallback);
+
+        // Once this read shows that job finished, the heartbeat's word no longer counts.
+        let mut done = row(2, State::Done, "A", "y@example.com");
+        done.job_id = "job-2".into();
+        let s = snap(vec![done, row(5, State::Waiting, "A", "x@example.com")]);
+        let p = plan_pass(
+            &s,
+            at(60, 0),
+            &ClaimPolicy::default(),
+            &HashMap::new(),
+            &elsewhere,
+            1,
+            |_, _| true,
+        );
+        assert_eq!(
+            p.claims,
+            vec![(1, Pick::Normal)],
+            "finished elsewhere: A is free"
         );
     }
 
@@ -534,6 +613,7 @@ mod tests {
             at(5, 0),
             &ClaimPolicy::default(),
             &HashMap::new(),
+            &[],
             1,
             |_, _| true,
         );
@@ -658,7 +738,7 @@ mod tests {
     proptest! {
         #[test]
         fn a_pass_keeps_the_invariants(s in arb_snapshot(), slots in 0..5usize) {
-            let p = plan_pass(&s, at(60, 0), &ClaimPolicy::default(), &HashMap::new(), slots, |_, _| true);
+            let p = plan_pass(&s, at(60, 0), &ClaimPolicy::default(), &HashMap::new(), &[], slots, |_, _| true);
             prop_assert!(p.claims.len() <= slots, "more picks than free slots");
             let picked: HashSet<usize> = p.claims.iter().map(|(i, _)| *i).collect();
             prop_assert_eq!(picked.len(), p.claims.len(), "a row was picked twice");

@@ -34,6 +34,7 @@ use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QueueRow, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{Cell, ErrorKind, Sheets, SheetsError, ValueRange};
+use crate::workers::{self, RunningRef};
 
 mod claim_pass;
 mod poll;
@@ -56,6 +57,8 @@ pub enum DaemonError {
     TimeZone(#[from] sheet_time::TimeError),
     #[error(transparent)]
     Outbox(#[from] OutboxError),
+    #[error(transparent)]
+    WorkerIdInUse(#[from] crate::workers::WorkerIdInUse),
 }
 
 /// How many passes in a row may fail on a changed layout before the daemon gives up.
@@ -81,6 +84,10 @@ impl DaemonError {
 pub struct RunReport {
     pub jobs_finished: u64,
     pub claim_conflicts: u64,
+    /// Writes through a row binding that found another job's row (repaired).
+    pub write_incidents: u64,
+    /// Results whose queue row a person deleted: reported, written nowhere in the queue.
+    pub results_unplaceable: u64,
     /// Results that could not be written before exit; they stay in the outbox.
     pub results_pending: usize,
 }
@@ -175,6 +182,10 @@ struct Daemon {
     /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
     sheet_ids: HashMap<String, i32>,
     last_heartbeat: Option<tokio::time::Instant>,
+    /// Bindings of finished (or abandoned) claims, removed with the next batch sent anyway.
+    unbind: Vec<i32>,
+    /// `host pid` of this process, in the heartbeat: one worker_id, one process.
+    process: String,
     report: RunReport,
 }
 
@@ -215,6 +226,8 @@ impl Daemon {
             panels: PanelIndex::default(),
             sheet_ids: HashMap::new(),
             last_heartbeat: None,
+            unbind: Vec::new(),
+            process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
             report: RunReport::default(),
             config,
         };
@@ -313,6 +326,16 @@ impl Daemon {
         for p in &poll.snapshot.problems {
             debug!(problem = %p, "queue row not understood");
         }
+        // Someone else now writes the heartbeat row of our worker_id: two processes share
+        // it, and neither may touch the other's jobs. Stop claiming (jobs drain first).
+        workers::check_worker_id(
+            &poll.workers,
+            &self.config.worker_id,
+            &self.process,
+            Utc::now(),
+            self.policy.dead_after,
+            pid_alive,
+        )?;
         self.settle_unsettled(&poll);
         let display = self.panel_display(&poll);
         // A write-back that fails must not stop claiming: its results wait in the outbox.
@@ -325,11 +348,18 @@ impl Daemon {
             Err(e) => return Err(e),
         };
         let now = Utc::now();
+        let elsewhere = workers::running_elsewhere(
+            &poll.workers,
+            &self.config.worker_id,
+            now,
+            self.policy.dead_after,
+        );
         let plan = claim::plan_pass(
             &poll.snapshot,
             now,
             &self.policy,
             &poll.heartbeats,
+            &elsewhere,
             self.free_slots.len(),
             |row, picked| self.may_start(row, picked),
         );
@@ -467,15 +497,25 @@ impl Daemon {
             .is_none_or(|t| t.elapsed() >= self.config.heartbeat_interval)
     }
 
-    fn heartbeat_row(&self, now: DateTime<Utc>, extra_running: usize) -> Vec<Cell> {
-        vec![
-            Cell::from(self.config.worker_id.clone()),
-            Cell::from(crate::config::host_name()),
-            Cell::from(env!("CARGO_PKG_VERSION")),
-            Cell::from(self.config.slots as u64),
-            Cell::from((self.running.len() + extra_running) as u64),
-            Cell::from(sheet_time::instant_to_serial(now, self.layout.tz)),
-        ]
+    /// Our heartbeat row: the jobs we run (plus `claiming`, the claims of a commit that
+    /// carries it) are listed for the other daemons' claim rules.
+    fn heartbeat_row(&self, now: DateTime<Utc>, claiming: &[RunningRef]) -> Vec<Cell> {
+        let mut jobs: Vec<RunningRef> = self
+            .running
+            .values()
+            .chain(&self.unsettled)
+            .map(|c| RunningRef::of(&c.row))
+            .collect();
+        jobs.extend(claiming.iter().cloned());
+        workers::row_cells(
+            &self.config.worker_id,
+            &crate::config::host_name(),
+            self.config.slots,
+            &jobs,
+            now,
+            self.layout.tz,
+            &self.process,
+        )
     }
 
     /// Adds our heartbeat row to `data` when due (or `force`d); a daemon without a row yet
@@ -489,15 +529,19 @@ impl Daemon {
         if !force && !self.heartbeat_due() {
             return Ok(false);
         }
-        let row = self.heartbeat_row(Utc::now(), 0);
+        let row = self.heartbeat_row(Utc::now(), &[]);
+        let last = workers::LAST_COLUMN;
         match poll.own_heartbeat_row {
             Some(r) => data.push(ValueRange::new(
-                a1::range(WORKER_SHEET, &format!("A{r}:F{r}")),
+                a1::range(WORKER_SHEET, &format!("A{r}:{last}{r}")),
                 vec![row],
             )),
             None => {
                 self.sheets
-                    .append(&a1::range(WORKER_SHEET, "A3:F"), &[row])
+                    .append(
+                        &a1::range(WORKER_SHEET, &format!("A{}:{last}", workers::FIRST_ROW)),
+                        &[row],
+                    )
                     .await?;
             }
         }
@@ -531,6 +575,20 @@ impl Daemon {
                 warn!(error = %e, pending = self.outbox.len(), "results stay in the outbox until the next start")
             }
         }
+        if !self.unbind.is_empty() {
+            let requests = self
+                .unbind
+                .drain(..)
+                .map(|id| crate::sheets::Request::DeleteMetadata { id })
+                .collect();
+            let batch = crate::sheets::BatchUpdate {
+                requests,
+                ..Default::default()
+            };
+            if let Err(e) = self.sheets.batch_update(&batch).await {
+                warn!(error = %e, "could not remove the bindings of finished jobs; `sheetq status` counts them");
+            }
+        }
         self.report.results_pending = self.outbox.len();
         info!(
             finished = self.report.jobs_finished,
@@ -538,6 +596,18 @@ impl Daemon {
             "sheetq daemon stopped"
         );
         Ok(())
+    }
+}
+
+/// Whether a process with this pid exists on this host (for telling our own dead
+/// predecessor from a live second process with the same worker_id).
+fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(e) => e != nix::errno::Errno::ESRCH,
     }
 }
 

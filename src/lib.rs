@@ -5,6 +5,8 @@
 //! # Layout
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
+//! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
+//!   row, its id from the claim token, and the pure decisions of where a result may go.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
 //! - [`cli`]: the command line (clap) and its dispatch; the binary's edge.
@@ -36,9 +38,12 @@
 //!   - [`sheets::budget`]: the client-side requests-per-minute budget (token bucket).
 //!   - [`sheets::stats`]: request/retry/throttling counters for metrics.
 //!   - [`sheets::dry_run`]: the `--dry-run` decorator: reads pass, writes are only logged.
+//! - [`workers`]: the `_ワーカー` heartbeat rows: columns, parsing, the jobs each daemon lists
+//!   as running, and the one-process-per-`worker_id` check.
 
 pub mod a1;
 pub mod admin;
+pub mod binding;
 pub mod claim;
 pub mod cli;
 pub mod commands;
@@ -54,3 +59,4 @@ pub mod panel;
 pub mod queue;
 pub mod sheet_time;
 pub mod sheets;
+pub mod workers;

@@ -76,6 +76,9 @@ pub struct Metrics {
     jobs_finished: [AtomicU64; 4],
     claim_passes: AtomicU64,
     claim_conflicts: AtomicU64,
+    write_incidents: AtomicU64,
+    results_unplaceable: AtomicU64,
+    rebinds: AtomicU64,
     lease_waits: AtomicU64,
     lease_acquisitions: AtomicU64,
     /// The Google client's call counters; `None` for a sheet reached without it.
@@ -99,6 +102,9 @@ impl Metrics {
             jobs_finished: Default::default(),
             claim_passes: AtomicU64::new(0),
             claim_conflicts: AtomicU64::new(0),
+            write_incidents: AtomicU64::new(0),
+            results_unplaceable: AtomicU64::new(0),
+            rebinds: AtomicU64::new(0),
             lease_waits: AtomicU64::new(0),
             lease_acquisitions: AtomicU64::new(0),
             api: None,
@@ -145,6 +151,23 @@ impl Metrics {
     /// A claimed row turned out to carry another daemon's claim on re-read.
     pub fn claim_conflict(&self) {
         self.claim_conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A write through a row binding landed on a row holding another job (values moved
+    /// under the binding between the read and the write); it was repaired.
+    pub fn write_incident(&self) {
+        self.write_incidents.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A finished job's queue row was deleted by a person: its result went nowhere.
+    pub fn result_unplaceable(&self) {
+        self.results_unplaceable.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A row binding was moved back onto its job's row (after a narrow sort or a
+    /// cut-and-paste left it behind).
+    pub fn rebind(&self) {
+        self.rebinds.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A claim pass was skipped because another daemon holds the sheet lease.
@@ -258,6 +281,21 @@ impl Metrics {
                 "sheetq_claim_conflicts_total",
                 "Claims found taken by another daemon on re-read.",
                 &self.claim_conflicts,
+            ),
+            (
+                "sheetq_write_incidents_total",
+                "Writes through a row binding that found another job's row (repaired).",
+                &self.write_incidents,
+            ),
+            (
+                "sheetq_results_unplaceable_total",
+                "Results whose queue row a person deleted; written nowhere.",
+                &self.results_unplaceable,
+            ),
+            (
+                "sheetq_rebinds_total",
+                "Row bindings moved back onto their job's row.",
+                &self.rebinds,
             ),
             (
                 "sheetq_lease_waits_total",

@@ -101,6 +101,20 @@ pub enum OutboxError {
     Locked { path: PathBuf },
 }
 
+/// Results whose queue row was deleted, beside `outbox.jsonl` in the state directory.
+pub const UNPLACEABLE_FILE: &str = "unplaceable.jsonl";
+
+/// Reads the results recorded by [`Outbox::record_unplaceable`] in `dir` (none if the file
+/// does not exist; unreadable lines are skipped).
+pub fn read_unplaceable(dir: &Path) -> Vec<FinishedJob> {
+    let Ok(text) = fs::read_to_string(dir.join(UNPLACEABLE_FILE)) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// The outbox of one daemon.
 #[derive(Debug)]
 pub struct Outbox {
@@ -228,6 +242,25 @@ impl Outbox {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Keeps a result whose queue row a person deleted in `unplaceable.jsonl` beside the
+    /// outbox (one JSON line each, appended and fsynced), so it is never silently lost and
+    /// `sheetq status` can show it.
+    pub fn record_unplaceable(&self, job: &FinishedJob) -> Result<(), OutboxError> {
+        let path = self.path.with_file_name(UNPLACEABLE_FILE);
+        let err = |source| OutboxError::Io {
+            path: path.clone(),
+            source,
+        };
+        let line = serde_json::to_string(job).map_err(|e| err(e.into()))?;
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(err)?;
+        writeln!(f, "{line}").map_err(err)?;
+        f.sync_all().map_err(err)
     }
 
     fn append(&mut self, entry: &Entry) -> Result<(), OutboxError> {

@@ -130,6 +130,21 @@ pub enum Request {
     /// Show the numbers in a block as date-times (`repeatCell` with a `DATE_TIME` number
     /// format), so the serials sheetq writes read as dates to people. Values are untouched.
     SetDateTimeFormat { range: GridRange, pattern: String },
+    /// Attach developer metadata with an explicit id to one row (`createDeveloperMetadata`,
+    /// location `dimensionRange` ROWS, visibility `DOCUMENT`): the row binding of a claimed
+    /// job. Google documents that it stays with its row when rows are inserted or deleted
+    /// above it and is deleted with the row; creating an id that exists fails the batch.
+    BindRow {
+        sheet_id: i32,
+        /// Zero-based row index.
+        row: u32,
+        id: i32,
+        key: String,
+        value: String,
+    },
+    /// Delete the developer metadata with this id wherever it is (`deleteDeveloperMetadata`
+    /// with a `developerMetadataLookup` by `metadataId`); nothing happens if it is gone.
+    DeleteMetadata { id: i32 },
 }
 
 /// The reply to one [`Request`], in request order.
@@ -162,6 +177,89 @@ pub struct BatchUpdateReply {
     pub replies: Vec<Reply>,
     /// Values of `response_ranges`, in the order they were asked for.
     pub ranges: Vec<ValueRange>,
+    /// Per response range, per row of it: the ids of the developer metadata on that row
+    /// (`rowMetadata[].developerMetadata`), so a commit proves where a binding landed.
+    /// Empty when the implementation cannot tell (dry run).
+    pub row_metadata: Vec<Vec<Vec<i32>>>,
+}
+
+/// Where a data-filtered read or write goes. Google resolves it when the request is
+/// applied, so a row found through [`Filter::Metadata`] is wherever that row is *then*.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Filter {
+    /// The row carrying the developer metadata with this id (a job's row binding): the
+    /// whole row, column A to the sheet's last grid column.
+    Metadata(i32),
+    /// A range in A1 notation.
+    A1(String),
+}
+
+impl std::fmt::Display for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Filter::Metadata(id) => write!(f, "metadata #{id}"),
+            Filter::A1(range) => f.write_str(range),
+        }
+    }
+}
+
+/// What one filter of a `values.batchGetByDataFilter` matched: every range, in the reply's
+/// order; empty when it matched nothing (a bound row that was deleted).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FilterRead {
+    pub ranges: Vec<ValueRange>,
+}
+
+impl FilterRead {
+    /// The only row of the first matched range (a bound row), if any matched.
+    pub fn row(&self) -> Option<(&str, &[Cell])> {
+        let r = self.ranges.first()?;
+        Some((
+            r.range.as_str(),
+            r.values.first().map(Vec::as_slice).unwrap_or(&[]),
+        ))
+    }
+}
+
+/// One entry of a `values.batchUpdateByDataFilter`: `None` cells are sent as JSON `null`,
+/// which Google skips, so only the chosen cells of a bound row change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FilterWrite {
+    pub filter: Filter,
+    pub values: Vec<Vec<Option<Cell>>>,
+}
+
+impl FilterWrite {
+    /// A plain block of values at an A1 range (every cell written).
+    pub fn a1(v: &ValueRange) -> Self {
+        Self {
+            filter: Filter::A1(v.range.clone()),
+            values: v
+                .values
+                .iter()
+                .map(|row| row.iter().cloned().map(Some).collect())
+                .collect(),
+        }
+    }
+}
+
+/// What one [`FilterWrite`] did: the range Google resolved it to and the values there
+/// after the write (`includeValuesInResponse`), the proof of which row was written.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FilterWritten {
+    pub range: String,
+    pub values: Vec<Vec<Cell>>,
+}
+
+/// One developer metadata entry as `developerMetadata.search` reports it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct MetadataEntry {
+    pub id: i32,
+    pub key: String,
+    pub value: String,
+    /// Sheet and zero-based row of a row location; `None` for other locations.
+    pub sheet_id: Option<i32>,
+    pub row: Option<u32>,
 }
 
 /// The reply of an append: where the rows landed.
@@ -233,6 +331,22 @@ pub trait Sheets: Send + Sync {
     /// `values.append` with `insertDataOption=INSERT_ROWS` (never OVERWRITE, which can clobber
     /// a row another writer appended at the same moment), RAW.
     async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError>;
+
+    /// `values.batchGetByDataFilter` (a read): per filter, in the order given, the ranges it
+    /// matched when the request was applied.
+    async fn read_filtered(&self, filters: &[Filter]) -> Result<Vec<FilterRead>, SheetsError>;
+
+    /// `values.batchUpdateByDataFilter`, RAW, with the written values in the reply: per
+    /// entry, in the order given, where it landed, or `None` when its filter matched nothing
+    /// (the bound row is gone). Never retried by the client: a failed or ambiguous write is
+    /// resolved afresh by the caller from a new read, never sent again at the same places.
+    async fn write_filtered(
+        &self,
+        data: &[FilterWrite],
+    ) -> Result<Vec<Option<FilterWritten>>, SheetsError>;
+
+    /// `developerMetadata.search` by key (a read): every entry with that key.
+    async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError>;
 }
 
 pub mod auth;

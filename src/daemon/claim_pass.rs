@@ -6,6 +6,7 @@ use chrono::Utc;
 use tracing::{debug, info, instrument, warn};
 
 use crate::a1;
+use crate::binding;
 use crate::claim;
 use crate::config::Intake;
 use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
@@ -14,7 +15,9 @@ use crate::panel;
 use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
+use crate::workers::{self, RunningRef};
 
+use super::writeback::Through;
 use super::{Claimed, Daemon, DaemonError, Poll};
 
 impl Daemon {
@@ -29,11 +32,18 @@ impl Daemon {
         };
         let held = lease.to_string();
         let now = Utc::now();
+        let elsewhere = workers::running_elsewhere(
+            &fresh.workers,
+            &self.config.worker_id,
+            now,
+            self.policy.dead_after,
+        );
         let plan = claim::plan_pass(
             &fresh.snapshot,
             now,
             &self.policy,
             &fresh.heartbeats,
+            &elsewhere,
             self.free_slots.len(),
             |row, picked| self.may_start(row, picked),
         );
@@ -68,11 +78,15 @@ impl Daemon {
             let Some(slot) = self.free_slots.pop() else {
                 break;
             };
+            let (token, binding_id) = binding::new_token();
             let tag = WorkerTag {
                 daemon_id: self.config.worker_id.clone(),
                 slot,
-                token: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
+                token,
             };
+            // The tripwire, then the binding on the same row in the same atomic batch: the
+            // binding lands exactly where the swap did, and the read-back says which job
+            // that row holds.
             requests.push(cas(
                 qid,
                 row.row,
@@ -80,6 +94,13 @@ impl Daemon {
                 &self.config.states.waiting,
                 &self.config.states.running,
             ));
+            requests.push(Request::BindRow {
+                sheet_id: qid,
+                row: row.row - 1,
+                id: binding_id,
+                key: binding::KEY.to_string(),
+                value: tag.to_string(),
+            });
             requests.push(cell(
                 qid,
                 row.row,
@@ -99,15 +120,18 @@ impl Daemon {
                 slot,
             });
         }
+        // Our heartbeat lists the jobs we run, the new claims included, in the same atomic
+        // batch: the next daemon's claim sees them even if a person sorts their rows away.
+        let claimed_refs: Vec<RunningRef> = claims.iter().map(|c| RunningRef::of(&c.row)).collect();
         let heartbeat = fresh.own_heartbeat_row.map(|r| Request::UpdateCells {
             range: GridRange {
                 sheet_id: self.layout.worker_sheet_id,
                 start_row: r - 1,
                 end_row: r,
                 start_col: 0,
-                end_col: 6,
+                end_col: workers::HEADER.len() as u32,
             },
-            rows: vec![self.heartbeat_row(now, claims.len())],
+            rows: vec![self.heartbeat_row(now, &claimed_refs)],
         });
         let with_heartbeat = heartbeat.is_some();
         requests.extend(heartbeat);
@@ -153,7 +177,7 @@ impl Daemon {
         ) {
             warn!("the lease was no longer ours at commit time; per-row checks decide what runs");
         }
-        // Replies: stale CASes first, then 3 per claim.
+        // Replies: stale CASes first, then 4 per claim (swap, binding, 開始日時, ワーカー).
         let changed = |i: usize| {
             matches!(
                 commit.replies.get(i),
@@ -161,6 +185,7 @@ impl Daemon {
             )
         };
         let mut follow_up = Vec::new();
+        let mut through = Vec::new();
         let mut undo = Vec::new();
         for (k, (row, message)) in stale.iter().enumerate() {
             if !changed(k) {
@@ -181,7 +206,23 @@ impl Daemon {
                 }
                 _ => {
                     warn!(job.id = %row.job_id, target = %row.target_key(), reason = %message, "timed out a stale job");
-                    follow_up.extend(self.finish_cells(row.row, Finish::Timeout, now, "", message));
+                    // Its 終了日時/メッセージ go through its binding when it has one (any
+                    // daemon's claim token names it), never to a row number from this read.
+                    match binding::id_of_tag(&row.worker) {
+                        Some(id) => through.push(Through {
+                            id,
+                            job_id: row.job_id.clone(),
+                            cells: self.finish_values(Finish::Timeout, now, "", message),
+                            unbind: true,
+                        }),
+                        None => follow_up.extend(self.finish_cells(
+                            row.row,
+                            Finish::Timeout,
+                            now,
+                            "",
+                            message,
+                        )),
+                    }
                     follow_up.extend(self.panel_result(
                         &fresh,
                         row,
@@ -204,11 +245,22 @@ impl Daemon {
             .collect();
         busy.extend(claims.iter().map(|c| c.row.target_key().to_string()));
         for (k, claimed) in claims.into_iter().enumerate() {
-            let reply_index = stale.len() + 3 * k;
+            let reply_index = stale.len() + 4 * k;
             let after = self.row_read_back(&commit, stale.len() + k, claimed.row.row);
             let ours = after
                 .as_ref()
                 .is_some_and(|r| r.worker == claimed.tag.to_string());
+            let binding_id = binding::id_of_token(&claimed.tag.token);
+            let bound_here = commit
+                .row_metadata
+                .get(stale.len() + k)
+                .and_then(|rows| rows.first())
+                .is_some_and(|ids| binding_id.is_some_and(|id| ids.contains(&id)));
+            if ours && !bound_here {
+                // The batch is atomic and the binding was created at the swap's row, so this
+                // means the reply did not show it: say so; the write-back rebinds if needed.
+                warn!(job.id = %claimed.row.job_id, worker = %claimed.tag, "the claim commit's read-back does not show the row binding");
+            }
             match after {
                 Some(row) if changed(reply_index) && ours && row.job_id == claimed.row.job_id => {
                     self.spawn(claimed);
@@ -222,12 +274,20 @@ impl Daemon {
                         self.spawn(Claimed { row, ..claimed });
                     } else {
                         warn!(job.id = %row.job_id, target = %row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
-                        follow_up.extend(self.claim_cells(
-                            row.row,
+                        let cells = self.claim_values(
                             Some(&self.config.states.waiting),
                             &Cell::from(""),
                             "",
-                        ));
+                        );
+                        match binding_id {
+                            Some(id) => through.push(Through {
+                                id,
+                                job_id: row.job_id.clone(),
+                                cells,
+                                unbind: true,
+                            }),
+                            None => follow_up.extend(self.cells_at(row.row, cells)),
+                        }
                         self.free_slots.push(claimed.slot);
                     }
                 }
@@ -241,8 +301,10 @@ impl Daemon {
                         "claim conflict: the row was not ours after the commit; not running it"
                     );
                     // Our 開始日時/ワーカー landed on a row that was not waiting (the queue
-                    // moved): give that row back the values it had.
-                    if let Some(row) = other.filter(|r| ours && r.job_id != claimed.row.job_id) {
+                    // moved): give that row back the values it had, through the binding that
+                    // landed with them; the binding itself goes.
+                    let landed_on = other.filter(|r| ours && r.job_id != claimed.row.job_id);
+                    if let Some(row) = &landed_on {
                         if let Some(before) = fresh.snapshot.by_job_id(&row.job_id) {
                             let started = before
                                 .started_at
@@ -250,12 +312,16 @@ impl Daemon {
                                     Cell::from(sheet_time::instant_to_serial(t, self.layout.tz))
                                 })
                                 .unwrap_or_else(|| Cell::from(""));
-                            follow_up.extend(self.claim_cells(
-                                row.row,
-                                None,
-                                &started,
-                                &before.worker,
-                            ));
+                            let cells = self.claim_values(None, &started, &before.worker);
+                            match binding_id {
+                                Some(id) => through.push(Through {
+                                    id,
+                                    job_id: row.job_id.clone(),
+                                    cells,
+                                    unbind: true,
+                                }),
+                                None => follow_up.extend(self.cells_at(row.row, cells)),
+                            }
                         } else {
                             // It came from above the unfinished window, so its old values
                             // were not read: say so rather than guess.
@@ -267,23 +333,23 @@ impl Daemon {
                             );
                         }
                     }
+                    // Wherever else the binding landed (if the commit applied at all), it goes.
+                    if let Some(id) = binding_id.filter(|_| landed_on.is_none()) {
+                        self.unbind.push(id);
+                    }
                     self.free_slots.push(claimed.slot);
                 }
             }
         }
-        let mut after: Vec<Request> = follow_up
-            .iter()
-            .filter_map(|v| self.grid_write(v))
-            .collect();
-        after.extend(undo);
-        if !after.is_empty() {
+        if !undo.is_empty() {
             self.sheets
                 .batch_update(&BatchUpdate {
-                    requests: after,
+                    requests: undo,
                     ..Default::default()
                 })
                 .await?;
         }
+        self.write_through(&fresh, through, follow_up).await?;
         if with_heartbeat {
             self.last_heartbeat = Some(tokio::time::Instant::now());
         }
@@ -297,7 +363,12 @@ impl Daemon {
 
     /// Queue row `i` of a commit's read-back (one row per range), parsed; `hint` is the
     /// sheet row it was asked for.
-    fn row_read_back(&self, reply: &BatchUpdateReply, i: usize, hint: u32) -> Option<QueueRow> {
+    pub(super) fn row_read_back(
+        &self,
+        reply: &BatchUpdateReply,
+        i: usize,
+        hint: u32,
+    ) -> Option<QueueRow> {
         let values = &reply.ranges.get(i)?.values;
         queue::parse_rows(
             values,
@@ -357,14 +428,31 @@ impl Daemon {
         let lease = Lease::new(&self.config.worker_id, now + ttl);
         let held = lease.to_string();
         let ranges = self.queue_ranges(poll.full);
+        // Bindings of finished rows go with the acquire, a batch sent anyway.
+        let unbind = std::mem::take(&mut self.unbind);
+        let mut requests = vec![lease::swap(self.layout.worker_sheet_id, &from, &held)];
+        requests.extend(unbind.iter().map(|id| Request::DeleteMetadata { id: *id }));
         let reply = self
             .sheets
             .batch_update(&BatchUpdate {
-                requests: vec![lease::swap(self.layout.worker_sheet_id, &from, &held)],
+                requests,
                 response_ranges: ranges.clone(),
                 ..Default::default()
             })
-            .await?;
+            .await;
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) => {
+                if e.is_retryable() {
+                    self.unbind.extend(unbind);
+                } else if !unbind.is_empty() {
+                    // A refused batch applies nothing: leave those bindings (`sheetq status`
+                    // shows them) rather than let them block every later acquire.
+                    warn!(error = %e, bindings = unbind.len(), "the lease acquire carrying binding removals was refused; not removing them");
+                }
+                return Err(e.into());
+            }
+        };
         if !matches!(
             reply.replies.first(),
             Some(Reply::CompareAndSwap { changed: 1 })
@@ -445,14 +533,12 @@ impl Daemon {
 
     /// The claim cells of a queue row (状態, 開始日時, ワーカー), for undoing a claim that
     /// landed on the wrong row.
-    pub(super) fn claim_cells(
+    pub(super) fn claim_values(
         &self,
-        row: u32,
         state: Option<&str>,
         started: &Cell,
         worker: &str,
-    ) -> Vec<ValueRange> {
-        let cols = &self.layout.columns;
+    ) -> Vec<(Column, Cell)> {
         state
             .map(|s| (Column::State, Cell::from(s)))
             .into_iter()
@@ -460,6 +546,15 @@ impl Daemon {
                 (Column::StartedAt, started.clone()),
                 (Column::Worker, Cell::from(worker)),
             ])
+            .collect()
+    }
+
+    /// Cells of one queue row as A1 writes at a row number: only for rows claimed without a
+    /// binding (by older versions or another tool), which have no other way to be found.
+    pub(super) fn cells_at(&self, row: u32, cells: Vec<(Column, Cell)>) -> Vec<ValueRange> {
+        let cols = &self.layout.columns;
+        cells
+            .into_iter()
             .map(|(c, v)| ValueRange::new(cols.cell(c, row), vec![vec![v]]))
             .collect()
     }

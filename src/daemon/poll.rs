@@ -1,6 +1,6 @@
 //! The poll: what one read of the sheet covers (queue header, the unfinished window of the
-//! queue, the worker sheet, every panel's function table), how it is parsed, and the panel
-//! discovery that refreshes which sheets are panels.
+//! queue, the worker sheet, every panel's function table, and the rows our bindings sit on
+//! now), how it is parsed, and the panel discovery that refreshes which sheets are panels.
 
 use std::collections::HashMap;
 
@@ -8,11 +8,12 @@ use chrono::{DateTime, Utc};
 use tracing::warn;
 
 use crate::a1;
+use crate::binding;
 use crate::lease::{LeaseState, WORKER_SHEET};
 use crate::panel::{self, PanelIndex, PanelTable};
-use crate::queue::{self, ColumnMap, Snapshot, State, QUEUE_SHEET};
-use crate::sheet_time;
-use crate::sheets::ValueRange;
+use crate::queue::{self, ColumnMap, QueueRow, Snapshot, State, QUEUE_SHEET};
+use crate::sheets::{Filter, FilterRead, ValueRange};
+use crate::workers::{self, Heartbeat};
 
 use super::{Daemon, DaemonError};
 
@@ -21,12 +22,28 @@ pub(super) struct Poll {
     pub(super) snapshot: Snapshot,
     pub(super) lease: LeaseState,
     pub(super) heartbeats: HashMap<String, DateTime<Utc>>,
+    /// The heartbeat rows themselves (with the jobs each daemon lists as running).
+    pub(super) workers: Vec<Heartbeat>,
     /// 1-based row of our heartbeat in `_ワーカー`, if we have one.
     pub(super) own_heartbeat_row: Option<u32>,
     /// Whether this read covered the whole queue.
     pub(super) full: bool,
     /// Function tables of the known panels, by target label.
     pub(super) tables: HashMap<String, PanelTable>,
+    /// Where each binding looked up sits now: the row it resolved to (`None`: it matched
+    /// nothing, its row was deleted). Bindings not looked up are absent.
+    pub(super) bound: HashMap<i32, Option<QueueRow>>,
+}
+
+impl Poll {
+    /// Every row of this read holding `job_id` (a copied row may repeat it).
+    pub(super) fn rows_with_job(&self, job_id: &str) -> Vec<&QueueRow> {
+        self.snapshot
+            .rows
+            .iter()
+            .filter(|r| r.job_id == job_id)
+            .collect()
+    }
 }
 
 impl Daemon {
@@ -67,16 +84,77 @@ impl Daemon {
         let mut ranges = vec![
             a1::range(QUEUE_SHEET, &format!("A1:{l}1")),
             a1::range(QUEUE_SHEET, &format!("A{start}:{l}")),
-            a1::range(WORKER_SHEET, "A1:F"),
+            a1::range(WORKER_SHEET, &format!("A1:{}", workers::LAST_COLUMN)),
         ];
         ranges.extend(panel::table_ranges(&self.panels, &self.config.panel));
         ranges
     }
 
+    /// One read (`values.batchGetByDataFilter`): the A1 ranges of [`Self::queue_ranges`] and,
+    /// in the same call, the row each of our bindings sits on now.
     pub(super) async fn poll(&mut self, full: bool) -> Result<Poll, DaemonError> {
         let ranges = self.queue_ranges(full);
-        let values = self.sheets.read(&ranges).await?;
-        self.parse_poll(&ranges, &values, full)
+        let ids = self.bindings_in_use();
+        let filters: Vec<Filter> = ranges
+            .iter()
+            .cloned()
+            .map(Filter::A1)
+            .chain(ids.iter().copied().map(Filter::Metadata))
+            .collect();
+        let mut reads = self.sheets.read_filtered(&filters).await?;
+        let bound_reads = reads.split_off(ranges.len().min(reads.len()));
+        let values: Vec<ValueRange> = reads
+            .into_iter()
+            .zip(&ranges)
+            .map(|(read, asked)| {
+                read.ranges
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| ValueRange::new(asked.clone(), Vec::new()))
+            })
+            .collect();
+        let mut poll = self.parse_poll(&ranges, &values, full)?;
+        poll.bound = ids
+            .into_iter()
+            .zip(bound_reads)
+            .map(|(id, read)| (id, self.bound_row(&read)))
+            .collect();
+        Ok(poll)
+    }
+
+    /// The binding ids of our running jobs, of claims not yet settled, and of results
+    /// waiting in the outbox.
+    pub(super) fn bindings_in_use(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self
+            .running
+            .values()
+            .chain(&self.unsettled)
+            .filter_map(|c| binding::id_of_token(&c.tag.token))
+            .chain(
+                self.outbox
+                    .pending()
+                    .filter_map(|j| binding::id_of_tag(&j.worker)),
+            )
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The queue row a binding lookup resolved to, parsed with its row number.
+    pub(super) fn bound_row(&self, read: &FilterRead) -> Option<QueueRow> {
+        let (range, values) = read.row()?;
+        let row = a1::A1Range::parse(range).ok()?.start_row? + 1;
+        queue::parse_rows(
+            &[values.to_vec()],
+            row,
+            &self.layout.columns,
+            &self.config.states,
+            self.layout.tz,
+        )
+        .rows
+        .into_iter()
+        .next()
     }
 
     pub(super) fn parse_poll(
@@ -124,23 +202,15 @@ impl Daemon {
             .and_then(|r| r.get(1))
             .map(queue::cell_text)
             .unwrap_or_default();
-        let mut heartbeats = HashMap::new();
-        let mut own_heartbeat_row = None;
-        for (i, row) in worker.values.iter().enumerate().skip(2) {
-            let id = row.first().map(queue::cell_text).unwrap_or_default();
-            if id.trim().is_empty() {
-                continue;
-            }
-            if id == self.config.worker_id {
-                own_heartbeat_row = Some(i as u32 + 1);
-            }
-            if let Some(Ok(Some(seen))) = row
-                .get(5)
-                .map(|c| sheet_time::cell_to_instant(c, self.layout.tz))
-            {
-                heartbeats.insert(id, seen);
-            }
-        }
+        let workers = workers::parse(&worker.values, self.layout.tz);
+        let own_heartbeat_row = workers
+            .iter()
+            .find(|h| h.worker_id == self.config.worker_id)
+            .map(|h| h.row);
+        let heartbeats = workers
+            .iter()
+            .filter_map(|h| Some((h.worker_id.clone(), h.seen?)))
+            .collect();
         let tables = panel::parse_tables(
             &self.panels,
             values.get(3..).unwrap_or(&[]),
@@ -150,9 +220,11 @@ impl Daemon {
             snapshot,
             lease: LeaseState::parse(&lease_text),
             heartbeats,
+            workers,
             own_heartbeat_row,
             full,
             tables,
+            bound: HashMap::new(),
         })
     }
 }

@@ -1,16 +1,23 @@
-//! Write-back (DESIGN §4): finished results from the outbox go to the queue row found by jobId
-//! in a fresh read (only while it is still our claim) and to the panel row found by label,
-//! in one `values.batchUpdate`; plus restart recovery and continuation rows.
+//! Write-back (DESIGN §4): finished results from the outbox go to the queue row through its
+//! binding (Google resolves the row when the write is applied; the reply proves which row it
+//! was) and to the panel row found by label, in one `values.batchUpdateByDataFilter`; plus
+//! rebinding, restart recovery and continuation rows.
+//!
+//! Nothing here sends a write to a queue row number computed from an earlier read, except for
+//! rows claimed without a binding (older versions, other tools), which have no other way to be
+//! found. A write that fails is not retried at the same places: its result stays in the
+//! outbox and is resolved afresh from the next poll.
 
 use chrono::{DateTime, Utc};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::a1;
+use crate::binding::{self, WriteCheck, WritePlan};
 use crate::outbox::{Continuation, Finish, FinishedJob};
 use crate::panel::{self, PanelOutcome};
 use crate::queue::{Column, QueueRow, State, QUEUE_SHEET};
 use crate::sheet_time;
-use crate::sheets::{Cell, ValueRange};
+use crate::sheets::{BatchUpdate, Cell, Filter, FilterWrite, Request, ValueRange};
 
 use super::{Daemon, DaemonError, Poll};
 
@@ -20,7 +27,18 @@ impl Daemon {
     pub(super) async fn recover(&mut self) -> Result<(), DaemonError> {
         let poll = self.poll(true).await?;
         let now = Utc::now();
+        // Only our own previous process's jobs are ours to fail: another live process with
+        // our worker_id is refused here, before anything is written.
+        crate::workers::check_worker_id(
+            &poll.workers,
+            &self.config.worker_id,
+            &self.process,
+            now,
+            self.policy.dead_after,
+            super::pid_alive,
+        )?;
         let mut data = Vec::new();
+        let mut through = Vec::new();
         for row in &poll.snapshot.rows {
             let ours = row
                 .worker_tag()
@@ -29,13 +47,21 @@ impl Daemon {
                 warn!(job.id = %row.job_id, row = row.row, "job was running when this worker stopped; marking it as failed");
                 let message =
                     "エラー: ワーカーがジョブの実行中に再起動しました (worker restarted during the job)";
-                data.extend(self.finish_cells(row.row, Finish::Error, now, "", message));
+                match binding::id_of_tag(&row.worker) {
+                    Some(id) => through.push(Through {
+                        id,
+                        job_id: row.job_id.clone(),
+                        cells: self.finish_values(Finish::Error, now, "", message),
+                        unbind: true,
+                    }),
+                    None => {
+                        data.extend(self.finish_cells(row.row, Finish::Error, now, "", message))
+                    }
+                }
                 data.extend(self.panel_result(&poll, row, Finish::Error, now, "", message));
             }
         }
-        if !data.is_empty() {
-            self.sheets.write(&data).await?;
-        }
+        self.write_through(&poll, through, data).await?;
         let mut beat = Vec::new();
         self.heartbeat_into(&poll, &mut beat, true).await?;
         if !beat.is_empty() {
@@ -95,93 +121,137 @@ impl Daemon {
         }
     }
 
-    /// Writes every pending result in one `values.batchUpdate`, each to the row that holds
-    /// its jobId in `poll` (a read made just now) and only while that row's ワーカー still
-    /// carries our claim; the panel rows, `display` (waiting/running texts) and a due
-    /// heartbeat go in the same call. Returns whether the heartbeat went with it.
+    /// Writes every pending result in one `values.batchUpdateByDataFilter`: each queue row
+    /// through its binding, checked against `poll` (a read made just now) first and against
+    /// the write's reply after; the panel rows, `display` (waiting/running texts) and our
+    /// heartbeat go in the same call. A binding a person's edit left on another row is moved
+    /// back first (the result follows at the next pass); a result whose row was deleted is
+    /// reported once and written nowhere. Returns whether the heartbeat went with it.
     pub(super) async fn flush(
         &mut self,
         poll: &Poll,
         display: Vec<ValueRange>,
     ) -> Result<bool, DaemonError> {
         let pending: Vec<FinishedJob> = self.outbox.pending().cloned().collect();
-        // A row may have been sorted above the window: look in the whole queue then.
+        // Deciding "deleted" or "rebind" needs every row that holds the job: look in the
+        // whole queue when this read did not cover it.
         let full;
         let poll = if !poll.full
-            && pending
-                .iter()
-                .any(|j| poll.snapshot.by_job_id(&j.job_id).is_none())
-        {
+            && pending.iter().any(|j| {
+                let bound_ok = binding::id_of_tag(&j.worker)
+                    .and_then(|id| poll.bound.get(&id))
+                    .and_then(Option::as_ref)
+                    .is_some_and(|r| r.job_id == j.job_id && r.worker == j.worker);
+                !bound_ok && poll.snapshot.by_job_id(&j.job_id).is_none()
+            }) {
             full = self.poll(true).await?;
             &full
         } else {
             poll
         };
         let mut data = Vec::new();
+        let mut through = Vec::new();
         let mut settled = Vec::new();
+        let mut rebind = Vec::new();
         for job in &pending {
-            // A copied row may carry the same jobId: ours is the one with our claim on it.
-            let row = poll
-                .snapshot
-                .rows
-                .iter()
-                .find(|r| r.job_id == job.job_id && r.worker == job.worker)
-                .or_else(|| poll.snapshot.by_job_id(&job.job_id));
-            let Some(row) = row else {
-                warn!(job.id = %job.job_id, target = %job.target, "the job's queue row is gone (deleted by a person?); only its panel row is written");
-                data.extend(self.panel_result(
-                    poll,
-                    &job.as_row(),
-                    job.finish,
-                    job.finished_at,
-                    &job.url,
-                    &job.message,
-                ));
-                settled.push(job.job_id.clone());
-                continue;
+            let id = binding::id_of_tag(&job.worker);
+            let at_binding = id
+                .and_then(|id| poll.bound.get(&id))
+                .and_then(Option::as_ref);
+            let with_job = poll.rows_with_job(&job.job_id);
+            let plan = match id {
+                Some(_) => binding::plan_write(&job.job_id, &job.worker, at_binding, &with_job),
+                // Claimed without a binding: the row that holds the job and our claim.
+                None => match with_job.iter().find(|r| r.worker == job.worker) {
+                    Some(r) if r.state.is(State::Running) => WritePlan::Rebind { row: r.row },
+                    Some(_) => WritePlan::NotOurs,
+                    None if with_job.is_empty() => WritePlan::Deleted,
+                    None => WritePlan::NotOurs,
+                },
             };
-            // A row timed out meanwhile keeps our ワーカー tag but is no longer ours to
-            // finish: its タイムアウト stands, and its panel row may belong to a new press.
-            if row.worker != job.worker || !row.state.is(State::Running) {
-                warn!(
-                    job.id = %job.job_id,
-                    target = %job.target,
-                    worker = %job.worker,
-                    now = %row.worker,
-                    state = ?row.state,
-                    "the row no longer carries our running claim (timed out and maybe re-run); not overwriting it"
-                );
-                settled.push(job.job_id.clone());
-                continue;
-            }
-            if let Some(cont) = &job.continuation {
-                if poll.snapshot.by_job_id(&cont.job_id).is_none() {
-                    self.append_continuation(job, cont).await?;
+            match (plan, id) {
+                (WritePlan::Write, Some(id)) => {
+                    if !self.continuation_appended(poll, job).await? {
+                        continue;
+                    }
+                    through.push(Through {
+                        id,
+                        job_id: job.job_id.clone(),
+                        cells: self.finish_values(
+                            job.finish,
+                            job.finished_at,
+                            &job.url,
+                            &job.message,
+                        ),
+                        unbind: true,
+                    });
+                    if let Some(row) = at_binding {
+                        data.extend(self.job_panel_result(poll, row, job));
+                    }
+                }
+                (WritePlan::Rebind { row }, Some(id)) => rebind.push((id, row, job.job_id.clone())),
+                // Legacy claim without a binding: the row number this read found, the only
+                // way such a row can be reached.
+                (WritePlan::Rebind { row }, None) => {
+                    if !self.continuation_appended(poll, job).await? {
+                        continue;
+                    }
+                    data.extend(self.finish_cells(
+                        row,
+                        job.finish,
+                        job.finished_at,
+                        &job.url,
+                        &job.message,
+                    ));
+                    if let Some(r) = with_job.iter().find(|r| r.row == row) {
+                        data.extend(self.job_panel_result(poll, r, job));
+                    }
+                    settled.push(job.job_id.clone());
+                }
+                (WritePlan::Write, None) => {}
+                (WritePlan::NotOurs, _) => {
+                    // A row timed out meanwhile keeps our ワーカー tag but is no longer ours to
+                    // finish: its タイムアウト stands, and its panel row may belong to a new press.
+                    warn!(
+                        job.id = %job.job_id,
+                        target = %job.target,
+                        worker = %job.worker,
+                        "the row no longer carries our running claim (timed out and maybe re-run); not overwriting it"
+                    );
+                    self.unbind.extend(id);
+                    settled.push(job.job_id.clone());
+                }
+                (WritePlan::Deleted, _) => {
+                    self.report.results_unplaceable += 1;
+                    self.observers.metrics.result_unplaceable();
+                    warn!(
+                        job.id = %job.job_id,
+                        target = %job.target,
+                        outcome = ?job.finish,
+                        message = %job.message,
+                        "the job's queue row was deleted by a person; its result is written nowhere in the queue (only its panel row)"
+                    );
+                    if let Err(e) = self.outbox.record_unplaceable(job) {
+                        warn!(error = %e, "could not record the unplaceable result");
+                    }
+                    data.extend(self.job_panel_result(poll, &job.as_row(), job));
+                    settled.push(job.job_id.clone());
                 }
             }
-            data.extend(self.finish_cells(
-                row.row,
-                job.finish,
-                job.finished_at,
-                &job.url,
-                &job.message,
-            ));
-            data.extend(self.panel_result(
-                poll,
-                row,
-                job.finish,
-                job.finished_at,
-                &job.url,
-                &job.message,
-            ));
-            settled.push(job.job_id.clone());
+        }
+        if !rebind.is_empty() {
+            self.rebind(&rebind).await?;
         }
         data.extend(display);
-        let heartbeat = if data.is_empty() {
+        let heartbeat = if data.is_empty() && through.is_empty() {
             false
         } else {
-            let heartbeat = self.heartbeat_into(poll, &mut data, false).await?;
-            self.sheets.write(&data).await?;
+            // With results, the heartbeat goes too: its list of running jobs is what other
+            // daemons' claims go by.
+            let force = !through.is_empty();
+            let heartbeat = self.heartbeat_into(poll, &mut data, force).await?;
+            let landed = self.write_through(poll, through, data).await?;
+            settled.extend(landed);
             heartbeat
         };
         self.outbox.done(settled.iter().map(String::as_str))?;
@@ -189,6 +259,222 @@ impl Daemon {
             .metrics
             .set_outbox_depth(self.outbox.len() as u64);
         Ok(heartbeat)
+    }
+
+    /// The panel cells of a finished job, for the row that holds it.
+    fn job_panel_result(
+        &self,
+        poll: &Poll,
+        row: &QueueRow,
+        job: &FinishedJob,
+    ) -> Option<ValueRange> {
+        self.panel_result(
+            poll,
+            row,
+            job.finish,
+            job.finished_at,
+            &job.url,
+            &job.message,
+        )
+    }
+
+    /// Appends a finished job's continuation row unless `poll` already shows it. `false`
+    /// when the append failed (the result then waits, so the continuation is not lost).
+    async fn continuation_appended(
+        &self,
+        poll: &Poll,
+        job: &FinishedJob,
+    ) -> Result<bool, DaemonError> {
+        let Some(cont) = &job.continuation else {
+            return Ok(true);
+        };
+        if poll.snapshot.by_job_id(&cont.job_id).is_some() {
+            return Ok(true);
+        }
+        match self.append_continuation(job, cont).await {
+            Ok(()) => Ok(true),
+            Err(DaemonError::Sheets(e)) if e.is_retryable() => {
+                warn!(job.id = %job.job_id, error = %e, "could not append the continuation row; the result waits for it");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Moves bindings back onto their jobs' rows (a narrow sort or a cut-and-paste left them
+    /// behind, or they were lost): one atomic batch of delete + create per binding, with the
+    /// rows read back in the same call. A binding that did not land on its job's row (the
+    /// rows moved again meanwhile) is removed again at the next batch and retried from the
+    /// next poll; the results themselves are written at the next pass, through the binding.
+    async fn rebind(&mut self, rebind: &[(i32, u32, String)]) -> Result<(), DaemonError> {
+        let qid = self.queue_sheet_id();
+        let mut requests = Vec::new();
+        let mut ranges = Vec::new();
+        for (id, row, _) in rebind {
+            requests.push(Request::DeleteMetadata { id: *id });
+            requests.push(Request::BindRow {
+                sheet_id: qid,
+                row: row - 1,
+                id: *id,
+                key: binding::KEY.to_string(),
+                value: String::new(),
+            });
+            ranges.push(self.row_range(*row));
+        }
+        let reply = self
+            .sheets
+            .batch_update(&BatchUpdate {
+                requests,
+                response_ranges: ranges,
+                ..Default::default()
+            })
+            .await?;
+        for (k, (id, row, job_id)) in rebind.iter().enumerate() {
+            let landed = self.row_read_back(&reply, k, *row);
+            if landed.as_ref().is_some_and(|r| &r.job_id == job_id) {
+                self.observers.metrics.rebind();
+                info!(job.id = %job_id, row, binding = id, "moved the row binding back onto the job's row");
+            } else {
+                warn!(job.id = %job_id, row, binding = id, "the rows moved again while rebinding; trying again at the next pass");
+                self.unbind.push(*id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `through` (writes to queue rows through their bindings) and `data` (A1 writes:
+    /// panel cells, display, heartbeat, rows without a binding) in one
+    /// `values.batchUpdateByDataFilter`, then checks each bound write against its reply row.
+    /// A write that found another job's row is an incident: logged, counted, and repaired
+    /// from `poll` (the values read just before). Returns the jobIds whose write landed.
+    pub(super) async fn write_through(
+        &mut self,
+        poll: &Poll,
+        through: Vec<Through>,
+        data: Vec<ValueRange>,
+    ) -> Result<Vec<String>, DaemonError> {
+        if through.is_empty() && data.is_empty() {
+            return Ok(Vec::new());
+        }
+        let writes: Vec<FilterWrite> = through
+            .iter()
+            .map(|t| self.bound_write(t.id, &t.cells))
+            .chain(data.iter().map(FilterWrite::a1))
+            .collect();
+        let replies = self.sheets.write_filtered(&writes).await?;
+        let job_col = self.layout.columns.index(Column::JobId) as usize;
+        let mut landed = Vec::new();
+        let mut repairs = Vec::new();
+        for (t, reply) in through.iter().zip(&replies) {
+            let found = reply.as_ref().map(|w| {
+                w.values
+                    .first()
+                    .and_then(|row| row.get(job_col))
+                    .map(crate::queue::cell_text)
+                    .unwrap_or_default()
+            });
+            match binding::check_write(&t.job_id, found.as_deref()) {
+                WriteCheck::Landed => {
+                    if t.unbind {
+                        self.unbind.push(t.id);
+                    }
+                    landed.push(t.job_id.clone());
+                }
+                WriteCheck::Missed => {
+                    warn!(job.id = %t.job_id, binding = t.id, "the row binding matched no row when the write was applied (row deleted?); resolving it afresh at the next pass");
+                }
+                WriteCheck::Wrong { found_job_id } => {
+                    self.report.write_incidents += 1;
+                    self.observers.metrics.write_incident();
+                    error!(
+                        job.id = %t.job_id,
+                        binding = t.id,
+                        found = %found_job_id,
+                        range = reply.as_ref().map(|w| w.range.as_str()).unwrap_or(""),
+                        "incident: a write through a row binding landed on another job's row (values moved under the binding); repairing that row"
+                    );
+                    match poll.snapshot.by_job_id(&found_job_id) {
+                        Some(before) => repairs.push(Through {
+                            id: t.id,
+                            job_id: found_job_id,
+                            cells: self.restore_values(before, &t.cells),
+                            unbind: false,
+                        }),
+                        None => {
+                            error!(job.id = %found_job_id, "the row that was hit was not in the read just before; its cells cannot be restored")
+                        }
+                    }
+                }
+            }
+        }
+        if !repairs.is_empty() {
+            let writes: Vec<FilterWrite> = repairs
+                .iter()
+                .map(|t| self.bound_write(t.id, &t.cells))
+                .collect();
+            let replies = self.sheets.write_filtered(&writes).await?;
+            for (t, reply) in repairs.iter().zip(replies) {
+                let ok = reply.is_some_and(|w| {
+                    w.values
+                        .first()
+                        .and_then(|row| row.get(job_col))
+                        .map(crate::queue::cell_text)
+                        .is_some_and(|j| j == t.job_id)
+                });
+                if ok {
+                    info!(job.id = %t.job_id, "repaired the row a misplaced write had hit");
+                } else {
+                    error!(job.id = %t.job_id, "could not repair the row a misplaced write had hit: the rows moved again");
+                }
+            }
+        }
+        Ok(landed)
+    }
+
+    /// A row of `cells` at their columns and `null` elsewhere, through binding `id`: Google
+    /// skips the nulls, so only these cells of the bound row change.
+    fn bound_write(&self, id: i32, cells: &[(Column, Cell)]) -> FilterWrite {
+        let cols = &self.layout.columns;
+        let width = cells
+            .iter()
+            .map(|(c, _)| cols.index(*c) as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut row = vec![None; width];
+        for (c, v) in cells {
+            row[cols.index(*c) as usize] = Some(v.clone());
+        }
+        FilterWrite {
+            filter: Filter::Metadata(id),
+            values: vec![row],
+        }
+    }
+
+    /// The values `before` had in the columns of `cells`.
+    fn restore_values(&self, before: &QueueRow, cells: &[(Column, Cell)]) -> Vec<(Column, Cell)> {
+        let tz = self.layout.tz;
+        let serial = |t: Option<DateTime<Utc>>| {
+            t.map(|t| Cell::from(sheet_time::instant_to_serial(t, tz)))
+                .unwrap_or_else(|| Cell::from(""))
+        };
+        cells
+            .iter()
+            .map(|(c, _)| {
+                let v = match c {
+                    Column::State => match &before.state {
+                        crate::queue::RowState::Known(s) => Cell::from(self.config.states.word(*s)),
+                        crate::queue::RowState::Unknown(t) => Cell::from(t.clone()),
+                    },
+                    Column::StartedAt => serial(before.started_at),
+                    Column::FinishedAt => serial(before.finished_at),
+                    Column::ResultUrl => Cell::from(before.result_url.clone()),
+                    Column::Message => Cell::from(before.message.clone()),
+                    Column::Worker => Cell::from(before.worker.clone()),
+                    _ => Cell::Null,
+                };
+                (*c, v)
+            })
+            .collect()
     }
 
     pub(super) async fn append_continuation(
@@ -223,17 +509,15 @@ impl Daemon {
     }
 
     /// The queue cells of a finished job: 状態, 終了日時, 結果URL, メッセージ.
-    pub(super) fn finish_cells(
+    pub(super) fn finish_values(
         &self,
-        row: u32,
         finish: Finish,
         at: DateTime<Utc>,
         url: &str,
         message: &str,
-    ) -> Vec<ValueRange> {
-        let cols = &self.layout.columns;
+    ) -> Vec<(Column, Cell)> {
         let state = finish_state(finish);
-        [
+        vec![
             (Column::State, Cell::from(self.config.states.word(state))),
             (
                 Column::FinishedAt,
@@ -242,10 +526,29 @@ impl Daemon {
             (Column::ResultUrl, Cell::from(url)),
             (Column::Message, Cell::from(message)),
         ]
-        .into_iter()
-        .map(|(c, v)| ValueRange::new(cols.cell(c, row), vec![vec![v]]))
-        .collect()
     }
+
+    /// [`Self::finish_values`] as A1 writes at a row number, for rows without a binding.
+    pub(super) fn finish_cells(
+        &self,
+        row: u32,
+        finish: Finish,
+        at: DateTime<Utc>,
+        url: &str,
+        message: &str,
+    ) -> Vec<ValueRange> {
+        self.cells_at(row, self.finish_values(finish, at, url, message))
+    }
+}
+
+/// A write to a queue row through its binding: the cells to change, and the job the row must
+/// hold (checked in the write's reply).
+pub(super) struct Through {
+    pub(super) id: i32,
+    pub(super) job_id: String,
+    pub(super) cells: Vec<(Column, Cell)>,
+    /// Remove the binding once the write has landed (the job is finished with).
+    pub(super) unbind: bool,
 }
 
 pub(super) fn finish_state(finish: Finish) -> State {

@@ -18,8 +18,9 @@
 use async_trait::async_trait;
 
 use super::{
-    AppendReply, BatchUpdate, BatchUpdateReply, Cell, Reply, Request, SheetMeta, Sheets,
-    SheetsError, SpreadsheetMeta, ValueRange,
+    AppendReply, BatchUpdate, BatchUpdateReply, Cell, Filter, FilterRead, FilterWrite,
+    FilterWritten, MetadataEntry, Reply, Request, SheetMeta, Sheets, SheetsError, SpreadsheetMeta,
+    ValueRange,
 };
 
 /// How many leading cells of a write are shown in the log, and how long each may be.
@@ -105,6 +106,17 @@ fn describe(request: &Request) -> String {
             range.start_col + 1,
             range.end_col
         ),
+        Request::BindRow {
+            sheet_id,
+            row,
+            id,
+            key,
+            value,
+        } => format!(
+            "bind row {} of sheet {sheet_id} as metadata #{id} {key}={value}",
+            row + 1
+        ),
+        Request::DeleteMetadata { id } => format!("delete metadata #{id}"),
         Request::SetCheckboxes { range } => format!(
             "checkboxes on sheet {} rows {}..{} cols {}..{}",
             range.sheet_id,
@@ -199,7 +211,41 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         } else {
             self.inner.read(&batch.response_ranges).await?
         };
-        Ok(BatchUpdateReply { replies, ranges })
+        Ok(BatchUpdateReply {
+            replies,
+            ranges,
+            row_metadata: Vec::new(),
+        })
+    }
+
+    async fn read_filtered(&self, filters: &[Filter]) -> Result<Vec<FilterRead>, SheetsError> {
+        self.inner.read_filtered(filters).await
+    }
+
+    /// Logs each entry and reports that none landed, so nothing counts as written.
+    async fn write_filtered(
+        &self,
+        data: &[FilterWrite],
+    ) -> Result<Vec<Option<FilterWritten>>, SheetsError> {
+        for w in data {
+            let cells = w
+                .values
+                .iter()
+                .map(|r| r.iter().map(|c| c.clone().unwrap_or(Cell::Null)).collect())
+                .collect::<Vec<_>>();
+            tracing::info!(
+                dry_run = true,
+                method = "values.batchUpdateByDataFilter",
+                filter = %w.filter,
+                values = %summarise(&cells),
+                "dry run: not writing"
+            );
+        }
+        Ok(vec![None; data.len()])
+    }
+
+    async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError> {
+        self.inner.search_metadata(key).await
     }
 
     async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError> {
@@ -263,6 +309,18 @@ mod tests {
         }
         async fn append(&self, _: &str, _: &[Vec<Cell>]) -> Result<AppendReply, SheetsError> {
             Err(refuse("values.append"))
+        }
+        async fn read_filtered(&self, filters: &[Filter]) -> Result<Vec<FilterRead>, SheetsError> {
+            Ok(vec![FilterRead::default(); filters.len()])
+        }
+        async fn write_filtered(
+            &self,
+            _: &[FilterWrite],
+        ) -> Result<Vec<Option<FilterWritten>>, SheetsError> {
+            Err(refuse("values.batchUpdateByDataFilter"))
+        }
+        async fn search_metadata(&self, _: &str) -> Result<Vec<MetadataEntry>, SheetsError> {
+            Ok(Vec::new())
         }
     }
 

@@ -9,7 +9,14 @@
 //! - `write` → `values.batchUpdate` with `RAW`;
 //! - `batch_update` → `spreadsheets.batchUpdate`, the response ranges read back in the same
 //!   call from `updatedSpreadsheet` grid data;
-//! - `append` → `values.append` with `INSERT_ROWS`, `RAW`.
+//! - `append` → `values.append` with `INSERT_ROWS`, `RAW`;
+//! - `read_filtered` → `values.batchGetByDataFilter`; `search_metadata` →
+//!   `developerMetadata.search`;
+//! - `write_filtered` → `values.batchUpdateByDataFilter`, sent by [`GoogleSheets::post_raw`]
+//!   rather than the hub, because the client crate strips every JSON `null` from request
+//!   bodies, array elements included (`google-apis-common`'s `remove_json_null_values`):
+//!   the nulls that tell Google "leave this cell alone" would vanish and shift the row's
+//!   values to the left.
 //!
 //! Every attempt first takes its turn from the [`Budget`], then runs under its own
 //! `tokio::time::timeout` (the hub has none). Failures are classified once, here, from
@@ -31,8 +38,8 @@ use super::budget::Budget;
 use super::retry::{self, RetryPolicy, Retryable};
 use super::stats::{ApiMethod, Outcome, SheetsStats};
 use super::{
-    AppendReply, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Sheets, SheetsError,
-    SpreadsheetMeta, ValueRange,
+    AppendReply, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterRead, FilterWrite,
+    FilterWritten, MetadataEntry, Sheets, SheetsError, SpreadsheetMeta, ValueRange,
 };
 
 /// Google's endpoint.
@@ -307,6 +314,63 @@ impl GoogleSheets {
         })
     }
 
+    /// One POST of a JSON body to `v4/spreadsheets/{id}/{suffix}` through the hub's own
+    /// HTTP client and token source, answered the way the hub answers: the parsed reply, or
+    /// the same `common::Error` variants, so [`classify`] treats both alike.
+    async fn post_raw<T: serde::de::DeserializeOwned>(
+        &self,
+        suffix: &str,
+        body: String,
+    ) -> common::Result<(common::Response, T)> {
+        use http_body_util::BodyExt;
+        use hyper::header;
+        let url = format!(
+            "{}v4/spreadsheets/{}/{suffix}?alt=json",
+            self.base_url, self.encoded_id
+        );
+        let token = common::GetToken::get_token(&self.tokens, &[Scope::Spreadsheet.as_ref()])
+            .await
+            .map_err(common::Error::MissingToken)?;
+        let mut builder = hyper::Request::builder()
+            .method(hyper::Method::POST)
+            .uri(url)
+            .header(
+                header::USER_AGENT,
+                format!("sheetq/{}", env!("CARGO_PKG_VERSION")),
+            )
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_LENGTH, body.len() as u64);
+        if let Some(token) = token {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = builder
+            .body(common::to_body(Some(body)))
+            .map_err(|e| common::Error::Io(std::io::Error::other(e)))?;
+        let response = self
+            .hub
+            .client
+            .request(request)
+            .await
+            .map_err(common::Error::HttpError)?;
+        let (parts, body) = response.into_parts();
+        let bytes = body
+            .collect()
+            .await
+            .map_err(|e| common::Error::Io(std::io::Error::other(e)))?
+            .to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if !parts.status.is_success() {
+            return Err(match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(json) => common::Error::BadRequest(json),
+                Err(_) => common::Error::Failure(common::to_response(parts, Some(bytes))),
+            });
+        }
+        match serde_json::from_str(&text) {
+            Ok(value) => Ok((common::to_response(parts, Some(bytes)), value)),
+            Err(e) => Err(common::Error::JsonDecodeError(text, e)),
+        }
+    }
+
     fn context(&self) -> Context<'_> {
         Context {
             spreadsheet_id: &self.spreadsheet_id,
@@ -435,10 +499,76 @@ impl Sheets for GoogleSheets {
             reply.replies.as_deref().unwrap_or_default(),
         )
         .map_err(fatal)?;
-        let ranges =
+        let (ranges, row_metadata) =
             convert::response_ranges(&batch.response_ranges, reply.updated_spreadsheet.as_ref())
-                .map_err(fatal)?;
-        Ok(BatchUpdateReply { replies, ranges })
+                .map_err(fatal)?
+                .into_iter()
+                .unzip();
+        Ok(BatchUpdateReply {
+            replies,
+            ranges,
+            row_metadata,
+        })
+    }
+
+    async fn read_filtered(&self, filters: &[Filter]) -> Result<Vec<FilterRead>, SheetsError> {
+        if filters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let request = api::BatchGetValuesByDataFilterRequest {
+            data_filters: Some(filters.iter().map(convert::to_api_filter).collect()),
+            date_time_render_option: Some("SERIAL_NUMBER".into()),
+            major_dimension: Some("ROWS".into()),
+            value_render_option: Some("UNFORMATTED_VALUE".into()),
+        };
+        let reply = self
+            .call(ApiMethod::ValuesBatchGetByDataFilter, || {
+                self.hub
+                    .spreadsheets()
+                    .values_batch_get_by_data_filter(request.clone(), &self.encoded_id)
+                    .add_scope(Scope::Spreadsheet)
+                    .doit()
+            })
+            .await?;
+        Ok(convert::filtered_reads(filters, &reply))
+    }
+
+    async fn write_filtered(
+        &self,
+        data: &[FilterWrite],
+    ) -> Result<Vec<Option<FilterWritten>>, SheetsError> {
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        let body = convert::write_filtered_body(data).to_string();
+        let reply: api::BatchUpdateValuesByDataFilterResponse = self
+            .call(ApiMethod::ValuesBatchUpdateByDataFilter, || {
+                self.post_raw("values:batchUpdateByDataFilter", body.clone())
+            })
+            .await?;
+        Ok(convert::filtered_writes(data, &reply))
+    }
+
+    async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError> {
+        let request = api::SearchDeveloperMetadataRequest {
+            data_filters: Some(vec![api::DataFilter {
+                developer_metadata_lookup: Some(api::DeveloperMetadataLookup {
+                    metadata_key: Some(key.to_string()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+        };
+        let reply = self
+            .call(ApiMethod::DeveloperMetadataSearch, || {
+                self.hub
+                    .spreadsheets()
+                    .developer_metadata_search(request.clone(), &self.encoded_id)
+                    .add_scope(Scope::Spreadsheet)
+                    .doit()
+            })
+            .await?;
+        Ok(convert::metadata_entries(&reply))
     }
 
     async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError> {
@@ -500,7 +630,9 @@ impl Failure {
         not_applied: bool,
         message: String,
     ) -> Self {
-        let retry_here = kind == ErrorKind::Retryable && (not_applied || method.is_idempotent());
+        let retry_here = kind == ErrorKind::Retryable
+            && method.retried_by_client()
+            && (not_applied || method.is_idempotent());
         Self {
             error: SheetsError::new(kind, method.name(), message),
             outcome,
@@ -722,13 +854,37 @@ mod tests {
             (503, "UNAVAILABLE"),
         ] {
             let f = classify(
-                ApiMethod::ValuesBatchUpdate,
+                ApiMethod::ValuesBatchGet,
                 google(code, status, "busy"),
                 &CTX,
             );
             assert_eq!(f.error.kind, ErrorKind::Retryable, "{code}");
             assert!(f.retry_reason().is_some(), "{code} must be retried");
             assert_eq!(f.outcome, Outcome::from_status(code));
+        }
+    }
+
+    #[test]
+    fn value_writes_are_never_repeated_by_the_client() {
+        // What they write was decided from a read; by the time a retry goes out, rows may
+        // have moved. The caller resolves them afresh instead.
+        for method in [
+            ApiMethod::ValuesBatchUpdate,
+            ApiMethod::ValuesBatchUpdateByDataFilter,
+        ] {
+            let f = classify(method, google(429, "RESOURCE_EXHAUSTED", "quota"), &CTX);
+            assert_eq!(
+                f.error.kind,
+                ErrorKind::Retryable,
+                "the caller may retry later"
+            );
+            assert!(
+                f.retry_reason().is_none(),
+                "{} must not be repeated here",
+                method.name()
+            );
+            let f = Failure::timeout(method, Duration::from_secs(1));
+            assert!(f.retry_reason().is_none());
         }
     }
 
@@ -820,7 +976,7 @@ mod tests {
         assert!(f.retry_reason().is_none(), "a 500 append may have landed");
         let f = Failure::timeout(ApiMethod::ValuesAppend, Duration::from_secs(1));
         assert!(f.retry_reason().is_none());
-        let f = Failure::timeout(ApiMethod::ValuesBatchUpdate, Duration::from_secs(1));
+        let f = Failure::timeout(ApiMethod::ValuesBatchGet, Duration::from_secs(1));
         assert!(f.retry_reason().is_some());
     }
 

@@ -16,15 +16,21 @@ pub enum ApiMethod {
     ValuesBatchUpdate,
     SpreadsheetsBatchUpdate,
     ValuesAppend,
+    ValuesBatchGetByDataFilter,
+    ValuesBatchUpdateByDataFilter,
+    DeveloperMetadataSearch,
 }
 
 impl ApiMethod {
-    pub const ALL: [ApiMethod; 5] = [
+    pub const ALL: [ApiMethod; 8] = [
         ApiMethod::SpreadsheetsGet,
         ApiMethod::ValuesBatchGet,
         ApiMethod::ValuesBatchUpdate,
         ApiMethod::SpreadsheetsBatchUpdate,
         ApiMethod::ValuesAppend,
+        ApiMethod::ValuesBatchGetByDataFilter,
+        ApiMethod::ValuesBatchUpdateByDataFilter,
+        ApiMethod::DeveloperMetadataSearch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -34,7 +40,21 @@ impl ApiMethod {
             ApiMethod::ValuesBatchUpdate => "values.batchUpdate",
             ApiMethod::SpreadsheetsBatchUpdate => "spreadsheets.batchUpdate",
             ApiMethod::ValuesAppend => "values.append",
+            ApiMethod::ValuesBatchGetByDataFilter => "values.batchGetByDataFilter",
+            ApiMethod::ValuesBatchUpdateByDataFilter => "values.batchUpdateByDataFilter",
+            ApiMethod::DeveloperMetadataSearch => "developerMetadata.search",
         }
+    }
+
+    /// Whether the client may repeat a failed call at all. Value writes may not: what they
+    /// write is decided from a read, and by the time a retry is sent a person may have
+    /// sorted, inserted or deleted rows, so the caller resolves the write afresh from a new
+    /// read instead (DESIGN §4: a failed write is never retried at the same positions).
+    pub fn retried_by_client(self) -> bool {
+        !matches!(
+            self,
+            ApiMethod::ValuesBatchUpdate | ApiMethod::ValuesBatchUpdateByDataFilter
+        )
     }
 
     /// Whether sending the same request twice leaves the sheet as sending it once.
@@ -48,7 +68,9 @@ impl ApiMethod {
     pub fn is_idempotent(self) -> bool {
         !matches!(
             self,
-            ApiMethod::ValuesAppend | ApiMethod::SpreadsheetsBatchUpdate
+            ApiMethod::ValuesAppend
+                | ApiMethod::SpreadsheetsBatchUpdate
+                | ApiMethod::ValuesBatchUpdateByDataFilter
         )
     }
 

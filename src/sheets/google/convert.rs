@@ -5,10 +5,13 @@
 use google_sheets4::api;
 use google_sheets4::FieldMask;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::a1::A1Range;
-use crate::sheets::{Cell, GridRange, Reply, Request, SheetMeta, SpreadsheetMeta, ValueRange};
+use crate::sheets::{
+    Cell, Filter, FilterRead, FilterWrite, FilterWritten, GridRange, MetadataEntry, Reply, Request,
+    SheetMeta, SpreadsheetMeta, ValueRange,
+};
 
 /// Everything but RFC 3986 unreserved characters. `google-sheets4` substitutes `{range}` and
 /// `{spreadsheetId}` into the URL path verbatim, so a `#` would start a fragment, a `?` the
@@ -154,6 +157,36 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 fields: Some(FieldMask::new(&["userEnteredFormat.numberFormat"])),
             });
         }
+        Request::BindRow {
+            sheet_id,
+            row,
+            id,
+            key,
+            value,
+        } => {
+            out.create_developer_metadata = Some(api::CreateDeveloperMetadataRequest {
+                developer_metadata: Some(api::DeveloperMetadata {
+                    metadata_id: Some(*id),
+                    metadata_key: Some(key.clone()),
+                    metadata_value: Some(value.clone()),
+                    visibility: Some("DOCUMENT".into()),
+                    location: Some(api::DeveloperMetadataLocation {
+                        dimension_range: Some(api::DimensionRange {
+                            sheet_id: Some(*sheet_id),
+                            dimension: Some("ROWS".into()),
+                            start_index: i32::try_from(*row).ok(),
+                            end_index: i32::try_from(*row + 1).ok(),
+                        }),
+                        ..Default::default()
+                    }),
+                }),
+            });
+        }
+        Request::DeleteMetadata { id } => {
+            out.delete_developer_metadata = Some(api::DeleteDeveloperMetadataRequest {
+                data_filter: Some(to_api_filter(&Filter::Metadata(*id))),
+            });
+        }
         Request::SetCheckboxes { range } => {
             out.set_data_validation = Some(api::SetDataValidationRequest {
                 range: Some(to_api_grid_range(range)),
@@ -170,6 +203,156 @@ pub fn to_api_request(request: &Request) -> api::Request {
         }
     }
     out
+}
+
+/// A port filter as the API's `DataFilter`.
+pub fn to_api_filter(filter: &Filter) -> api::DataFilter {
+    match filter {
+        Filter::Metadata(id) => api::DataFilter {
+            developer_metadata_lookup: Some(api::DeveloperMetadataLookup {
+                metadata_id: Some(*id),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        Filter::A1(range) => api::DataFilter {
+            a1_range: Some(range.clone()),
+            ..Default::default()
+        },
+    }
+}
+
+/// A `DataFilter` as JSON, for the request bodies that are sent without the client's
+/// null-stripping serialiser.
+pub fn filter_json(filter: &Filter) -> Value {
+    match filter {
+        Filter::Metadata(id) => json!({"developerMetadataLookup": {"metadataId": id}}),
+        Filter::A1(range) => json!({"a1Range": range}),
+    }
+}
+
+/// Which of `asked` an echoed `DataFilter` is, skipping those already `used`: by metadata id,
+/// or by the exact A1 text.
+pub fn which_filter(asked: &[Filter], used: &[bool], echoed: &api::DataFilter) -> Option<usize> {
+    let wanted = match (&echoed.developer_metadata_lookup, &echoed.a1_range) {
+        (Some(l), _) => Filter::Metadata(l.metadata_id?),
+        (None, Some(a1)) => Filter::A1(a1.clone()),
+        _ => return None,
+    };
+    asked
+        .iter()
+        .enumerate()
+        .position(|(i, f)| !used[i] && *f == wanted)
+}
+
+/// The body of a `values.batchUpdateByDataFilter`: RAW, the written values returned
+/// unformatted, and `None` cells as JSON `null` so Google leaves those cells alone.
+pub fn write_filtered_body(data: &[FilterWrite]) -> Value {
+    let data: Vec<Value> = data
+        .iter()
+        .map(|w| {
+            let rows: Vec<Value> = w
+                .values
+                .iter()
+                .map(|row| {
+                    Value::Array(
+                        row.iter()
+                            .map(|c| c.as_ref().map_or(Value::Null, to_api_cell))
+                            .collect(),
+                    )
+                })
+                .collect();
+            json!({
+                "dataFilter": filter_json(&w.filter),
+                "majorDimension": "ROWS",
+                "values": rows,
+            })
+        })
+        .collect();
+    json!({
+        "data": data,
+        "valueInputOption": "RAW",
+        "includeValuesInResponse": true,
+        "responseValueRenderOption": "UNFORMATTED_VALUE",
+        "responseDateTimeRenderOption": "SERIAL_NUMBER",
+    })
+}
+
+/// The replies of a `values.batchUpdateByDataFilter`, one per entry asked, in that order:
+/// `None` for an entry whose filter matched nothing.
+pub fn filtered_writes(
+    asked: &[FilterWrite],
+    reply: &api::BatchUpdateValuesByDataFilterResponse,
+) -> Vec<Option<FilterWritten>> {
+    let filters: Vec<Filter> = asked.iter().map(|w| w.filter.clone()).collect();
+    let mut used = vec![false; asked.len()];
+    let mut out = vec![None; asked.len()];
+    for r in reply.responses.iter().flatten() {
+        let Some(i) = r
+            .data_filter
+            .as_ref()
+            .and_then(|f| which_filter(&filters, &used, f))
+        else {
+            continue;
+        };
+        used[i] = true;
+        let data = r.updated_data.as_ref();
+        out[i] = Some(FilterWritten {
+            range: r
+                .updated_range
+                .clone()
+                .or_else(|| data.and_then(|d| d.range.clone()))
+                .unwrap_or_default(),
+            values: normalise_rows(data.and_then(|d| d.values.clone()).unwrap_or_default()),
+        });
+    }
+    out
+}
+
+/// The replies of a `values.batchGetByDataFilter`, one per filter asked, in that order.
+pub fn filtered_reads(
+    asked: &[Filter],
+    reply: &api::BatchGetValuesByDataFilterResponse,
+) -> Vec<FilterRead> {
+    let mut out = vec![FilterRead::default(); asked.len()];
+    let none_used = vec![false; asked.len()];
+    for m in reply.value_ranges.iter().flatten() {
+        let Some(vr) = &m.value_range else { continue };
+        let range = ValueRange::new(
+            vr.range.clone().unwrap_or_default(),
+            vr.values.clone().unwrap_or_default(),
+        );
+        for f in m.data_filters.iter().flatten() {
+            if let Some(i) = which_filter(asked, &none_used, f) {
+                out[i].ranges.push(range.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The entries of a `developerMetadata.search` reply.
+pub fn metadata_entries(reply: &api::SearchDeveloperMetadataResponse) -> Vec<MetadataEntry> {
+    reply
+        .matched_developer_metadata
+        .iter()
+        .flatten()
+        .filter_map(|m| m.developer_metadata.as_ref())
+        .map(|d| {
+            let range = d.location.as_ref().and_then(|l| l.dimension_range.as_ref());
+            let rows = range.is_some_and(|r| r.dimension.as_deref() == Some("ROWS"));
+            MetadataEntry {
+                id: d.metadata_id.unwrap_or(0),
+                key: d.metadata_key.clone().unwrap_or_default(),
+                value: d.metadata_value.clone().unwrap_or_default(),
+                sheet_id: range.and_then(|r| r.sheet_id),
+                row: range
+                    .filter(|_| rows)
+                    .and_then(|r| r.start_index)
+                    .and_then(|i| u32::try_from(i).ok()),
+            }
+        })
+        .collect()
 }
 
 pub fn sheet_meta(p: &api::SheetProperties) -> SheetMeta {
@@ -323,6 +506,24 @@ fn grid_rows(data: &api::GridData) -> Vec<Vec<Cell>> {
     normalise_rows(rows)
 }
 
+/// Per row of a grid block, the ids of the developer metadata on it.
+pub type RowMetadataIds = Vec<Vec<i32>>;
+
+/// Per row of a grid block, the ids of the developer metadata on it.
+fn row_metadata_ids(data: &api::GridData) -> Vec<Vec<i32>> {
+    data.row_metadata
+        .iter()
+        .flatten()
+        .map(|p| {
+            p.developer_metadata
+                .iter()
+                .flatten()
+                .filter_map(|d| d.metadata_id)
+                .collect()
+        })
+        .collect()
+}
+
 /// The values of `asked` (the `responseRanges` of a batch, in order) out of the
 /// `updatedSpreadsheet` of its reply.
 ///
@@ -332,7 +533,7 @@ fn grid_rows(data: &api::GridData) -> Vec<Vec<Cell>> {
 pub fn response_ranges(
     asked: &[String],
     spreadsheet: Option<&api::Spreadsheet>,
-) -> Result<Vec<ValueRange>, String> {
+) -> Result<Vec<(ValueRange, RowMetadataIds)>, String> {
     if asked.is_empty() {
         return Ok(Vec::new());
     }
@@ -368,7 +569,10 @@ pub fn response_ranges(
                 })
                 .ok_or_else(|| format!("the reply has no grid data for response range {range}"))?;
             used[sheet_idx][block] = true;
-            Ok(ValueRange::new(range.clone(), grid_rows(&data[block])))
+            Ok((
+                ValueRange::new(range.clone(), grid_rows(&data[block])),
+                row_metadata_ids(&data[block]),
+            ))
         })
         .collect()
 }
@@ -596,7 +800,8 @@ mod tests {
             "'_ジョブキュー'!A1:F".to_string(),
             "A1".to_string(),
         ];
-        let got = response_ranges(&asked, Some(&s));
+        let got = response_ranges(&asked, Some(&s))
+            .map(|r| r.into_iter().map(|(v, _)| v).collect::<Vec<_>>());
         assert_eq!(
             got,
             Ok(vec![
@@ -617,6 +822,79 @@ mod tests {
     }
 
     #[test]
+    fn response_ranges_report_the_metadata_on_each_row() {
+        let s = spreadsheet(json!({"sheets": [{"properties": {"title": "Q"}, "data": [
+            {"startRow": 4, "rowData": [{"values": [{"effectiveValue": {"stringValue": "j1"}}]}],
+             "rowMetadata": [{"pixelSize": 21, "developerMetadata": [
+                 {"metadataId": 77, "metadataKey": "sheetq.job"}]}]}
+        ]}]}));
+        let got = response_ranges(&["Q!A5:P5".to_string()], Some(&s)).unwrap_or_default();
+        assert_eq!(got[0].1, vec![vec![77]], "the binding on row 5");
+    }
+
+    #[test]
+    fn filtered_writes_keep_nulls_so_skipped_cells_stay_put() {
+        let body = write_filtered_body(&[FilterWrite {
+            filter: Filter::Metadata(9),
+            values: vec![vec![None, None, Some(json!("完了")), Some(json!(""))]],
+        }]);
+        assert_eq!(
+            body["data"][0],
+            json!({
+                "dataFilter": {"developerMetadataLookup": {"metadataId": 9}},
+                "majorDimension": "ROWS",
+                "values": [[null, null, "完了", ""]],
+            })
+        );
+        assert_eq!(body["valueInputOption"], "RAW");
+        assert_eq!(body["includeValuesInResponse"], true);
+    }
+
+    #[test]
+    fn filtered_replies_are_matched_to_their_filters_not_their_order() {
+        let asked = vec![
+            FilterWrite {
+                filter: Filter::Metadata(9),
+                values: vec![vec![Some(json!("x"))]],
+            },
+            FilterWrite {
+                filter: Filter::A1("P!C8".into()),
+                values: vec![vec![Some(json!("y"))]],
+            },
+            FilterWrite {
+                filter: Filter::Metadata(10),
+                values: vec![vec![Some(json!("z"))]],
+            },
+        ];
+        let reply: api::BatchUpdateValuesByDataFilterResponse = from(json!({"responses": [
+            {"dataFilter": {"a1Range": "P!C8"}, "updatedRange": "P!C8",
+             "updatedData": {"range": "P!C8", "values": [["y"]]}},
+            {"dataFilter": {"developerMetadataLookup": {"metadataId": 9}},
+             "updatedRange": "Q!A12:P12", "updatedData": {"values": [["j1", ""]]}}
+        ]}));
+        let got = filtered_writes(&asked, &reply);
+        assert_eq!(got[0].as_ref().map(|w| w.range.as_str()), Some("Q!A12:P12"));
+        assert_eq!(
+            got[0].as_ref().map(|w| w.values.clone()),
+            Some(vec![vec![json!("j1")]])
+        );
+        assert_eq!(got[1].as_ref().map(|w| w.range.as_str()), Some("P!C8"));
+        assert_eq!(got[2], None, "metadata #10 matched nothing");
+
+        let reads: api::BatchGetValuesByDataFilterResponse = from(json!({"valueRanges": [
+            {"dataFilters": [{"developerMetadataLookup": {"metadataId": 10}}],
+             "valueRange": {"range": "Q!A3:P3", "values": [["j3"]]}}
+        ]}));
+        let got = filtered_reads(&[Filter::Metadata(9), Filter::Metadata(10)], &reads);
+        assert!(got[0].ranges.is_empty());
+        assert_eq!(got[1].row().map(|(r, _)| r), Some("Q!A3:P3"));
+    }
+
+    fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).unwrap_or_else(|e| panic!("test reply does not parse: {e}"))
+    }
+
+    #[test]
     fn same_start_twice_takes_blocks_in_order_and_missing_data_is_an_error() {
         let s = spreadsheet(json!({"sheets": [{"properties": {"title": "Q"}, "data": [
             {"rowData": [{"values": [{"effectiveValue": {"stringValue": "first"}}]}]},
@@ -624,8 +902,8 @@ mod tests {
         ]}]}));
         let asked = vec!["Q!A1:A1".to_string(), "Q!A1:B9".to_string()];
         let got = response_ranges(&asked, Some(&s)).unwrap_or_default();
-        assert_eq!(got[0].values, vec![vec![json!("first")]]);
-        assert_eq!(got[1].values, vec![vec![json!("second")]]);
+        assert_eq!(got[0].0.values, vec![vec![json!("first")]]);
+        assert_eq!(got[1].0.values, vec![vec![json!("second")]]);
         let err = response_ranges(&["Other!A1".to_string()], Some(&s));
         assert!(err.is_err_and(|e| e.contains("Other!A1")));
         assert!(response_ranges(&asked, None).is_err());

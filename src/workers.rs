@@ -1,0 +1,325 @@
+//! The heartbeat rows of `_ワーカー` (DESIGN §1.4): one row per daemon from row 3 down,
+//! their columns, parsing, and the two things they are trusted for beyond liveness:
+//! - the jobs each daemon is running, so a claim sees every running job whichever queue row a
+//!   person sorted it to (people do not sort the hidden `_ワーカー`); a claim commit writes
+//!   the claiming daemon's list in the same atomic batch as its claims;
+//! - which process a `worker_id` belongs to, so a second live daemon started with the same
+//!   id is refused instead of failing the first one's jobs as "restarted".
+//!
+//! Pure: no I/O, every rule tested with plain values.
+
+use chrono::{DateTime, Duration, Utc};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+
+use crate::queue::{self, QueueRow};
+use crate::sheet_time;
+use crate::sheets::Cell;
+
+/// Header of the heartbeat rows (row 2); the columns the daemon writes, A to H.
+pub const HEADER: [&str; 8] = [
+    "worker",
+    "host",
+    "version",
+    "slots",
+    "running",
+    "last seen",
+    "process",
+    "running jobs",
+];
+
+/// Letter of the last heartbeat column.
+pub const LAST_COLUMN: &str = "H";
+
+/// First sheet row of the heartbeat rows (1-based); row 1 holds the lease, row 2 the header.
+pub const FIRST_ROW: u32 = 3;
+
+/// A job a daemon says it is running, as listed in its heartbeat row (compact JSON keys:
+/// the cell holds one entry per running job, and a cell holds at most 50,000 characters).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningRef {
+    #[serde(rename = "j")]
+    pub job_id: String,
+    #[serde(rename = "t")]
+    pub target: String,
+    #[serde(rename = "r", default, skip_serializing_if = "String::is_empty")]
+    pub requester: String,
+}
+
+impl RunningRef {
+    pub fn of(row: &QueueRow) -> Self {
+        Self {
+            job_id: row.job_id.clone(),
+            target: row.target_key().to_string(),
+            requester: row.requester.trim().to_string(),
+        }
+    }
+}
+
+/// One heartbeat row, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heartbeat {
+    /// 1-based sheet row.
+    pub row: u32,
+    pub worker_id: String,
+    pub host: String,
+    pub seen: Option<DateTime<Utc>>,
+    /// `host pid` of the process that wrote it; empty from versions that did not say.
+    pub process: String,
+    pub jobs: Vec<RunningRef>,
+}
+
+impl Heartbeat {
+    /// Seen within `dead_after` of `now`.
+    pub fn is_live(&self, now: DateTime<Utc>, dead_after: Duration) -> bool {
+        self.seen.is_some_and(|t| now - t <= dead_after)
+    }
+}
+
+/// The heartbeat rows of a read of `_ワーカー!A1:H` (rows 1 and 2 are skipped). A row whose
+/// job list does not parse keeps an empty list: a person's edit never stops a poll.
+pub fn parse(rows: &[Vec<Cell>], tz: Tz) -> Vec<Heartbeat> {
+    let text = |row: &[Cell], i: usize| row.get(i).map(queue::cell_text).unwrap_or_default();
+    rows.iter()
+        .enumerate()
+        .skip((FIRST_ROW - 1) as usize)
+        .filter_map(|(i, row)| {
+            let worker_id = text(row, 0);
+            if worker_id.trim().is_empty() {
+                return None;
+            }
+            Some(Heartbeat {
+                row: i as u32 + 1,
+                worker_id,
+                host: text(row, 1),
+                seen: row
+                    .get(5)
+                    .and_then(|c| sheet_time::cell_to_instant(c, tz).ok().flatten()),
+                process: text(row, 6),
+                jobs: serde_json::from_str(&text(row, 7)).unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// The identity of this process in its heartbeat: `host pid`.
+pub fn process_id(host: &str, pid: u32) -> String {
+    format!("{host} {pid}")
+}
+
+/// The heartbeat cells A–H of a daemon.
+#[allow(clippy::too_many_arguments)]
+pub fn row_cells(
+    worker_id: &str,
+    host: &str,
+    slots: usize,
+    jobs: &[RunningRef],
+    now: DateTime<Utc>,
+    tz: Tz,
+    process: &str,
+) -> Vec<Cell> {
+    vec![
+        Cell::from(worker_id),
+        Cell::from(host),
+        Cell::from(env!("CARGO_PKG_VERSION")),
+        Cell::from(slots as u64),
+        Cell::from(jobs.len() as u64),
+        Cell::from(sheet_time::instant_to_serial(now, tz)),
+        Cell::from(process),
+        Cell::from(serde_json::to_string(jobs).unwrap_or_else(|_| "[]".into())),
+    ]
+}
+
+/// The jobs that live daemons other than `me` say they are running: for the claim rules,
+/// whose own read of the queue may not show a row a person sorted away.
+pub fn running_elsewhere(
+    heartbeats: &[Heartbeat],
+    me: &str,
+    now: DateTime<Utc>,
+    dead_after: Duration,
+) -> Vec<RunningRef> {
+    heartbeats
+        .iter()
+        .filter(|h| h.worker_id != me && h.is_live(now, dead_after))
+        .flat_map(|h| h.jobs.iter().cloned())
+        .collect()
+}
+
+/// Another live process already runs with our `worker_id`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "worker_id \"{worker_id}\" is in use by another running sheetq ({process}, last seen {seen_secs} s ago, heartbeat row {row} of '_ワーカー'): give every daemon its own worker_id (setting worker_id or SHEETQ_WORKER_ID), or stop the other one; a daemon that is gone frees the id {dead_after_secs} s after its last heartbeat"
+)]
+pub struct WorkerIdInUse {
+    pub worker_id: String,
+    pub process: String,
+    pub row: u32,
+    pub seen_secs: i64,
+    pub dead_after_secs: i64,
+}
+
+/// Whether this process may run as `worker_id`. The heartbeat row with that id belongs to a
+/// live other process when it is fresh and names another process that is not a dead
+/// predecessor on this host (same host, pid no longer alive: our own previous run, whose
+/// jobs restart recovery then fails). A row from a version that did not name its process is
+/// taken as a predecessor: it cannot be told apart.
+pub fn check_worker_id(
+    heartbeats: &[Heartbeat],
+    worker_id: &str,
+    me: &str,
+    now: DateTime<Utc>,
+    dead_after: Duration,
+    pid_alive: impl Fn(u32) -> bool,
+) -> Result<(), WorkerIdInUse> {
+    let Some(h) = heartbeats.iter().find(|h| h.worker_id == worker_id) else {
+        return Ok(());
+    };
+    if h.process.is_empty() || h.process == me || !h.is_live(now, dead_after) {
+        return Ok(());
+    }
+    let (my_host, _) = me.rsplit_once(' ').unwrap_or((me, ""));
+    let predecessor = match h.process.rsplit_once(' ') {
+        Some((host, pid)) => host == my_host && pid.parse().is_ok_and(|p| !pid_alive(p)),
+        None => false,
+    };
+    if predecessor {
+        return Ok(());
+    }
+    Err(WorkerIdInUse {
+        worker_id: worker_id.to_string(),
+        process: h.process.clone(),
+        row: h.row,
+        seen_secs: h.seen.map(|t| (now - t).num_seconds()).unwrap_or(0),
+        dead_after_secs: dead_after.num_seconds(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const TZ: Tz = chrono_tz::Asia::Tokyo;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s)
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn beat(id: &str, process: &str, seen: &str, jobs: &[(&str, &str)]) -> Heartbeat {
+        Heartbeat {
+            row: 3,
+            worker_id: id.into(),
+            host: String::new(),
+            seen: Some(at(seen)),
+            process: process.into(),
+            jobs: jobs
+                .iter()
+                .map(|(j, t)| RunningRef {
+                    job_id: (*j).into(),
+                    target: (*t).into(),
+                    requester: String::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_through_cells() {
+        let jobs = vec![RunningRef {
+            job_id: "j1".into(),
+            target: "サーバーA".into(),
+            requester: "alice@example.com".into(),
+        }];
+        let now = at("2026-11-30T03:00:00Z");
+        let cells = row_cells("vm-1", "host-a", 2, &jobs, now, TZ, "host-a 4242");
+        let rows = vec![
+            vec![json!("lease"), json!("free")],
+            HEADER.iter().map(|h| json!(h)).collect(),
+            cells,
+            vec![json!("")],
+            vec![
+                json!("vm-2"),
+                json!("host-b"),
+                json!("0.0.1"),
+                json!(1),
+                json!(0),
+                json!(""),
+                json!(""),
+                json!("not json"),
+            ],
+        ];
+        let got = parse(&rows, TZ);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].row, 3);
+        assert_eq!(got[0].worker_id, "vm-1");
+        assert_eq!(got[0].process, "host-a 4242");
+        assert_eq!(got[0].jobs, jobs);
+        assert!(got[0]
+            .seen
+            .is_some_and(|t| (t - now).num_milliseconds().abs() < 2));
+        assert_eq!(got[1].row, 5);
+        assert!(got[1].jobs.is_empty(), "a mangled job list reads as empty");
+    }
+
+    #[test]
+    fn running_elsewhere_lists_live_daemons_but_not_us_or_the_dead() {
+        let now = at("2026-11-30T03:00:00Z");
+        let beats = vec![
+            beat("vm-1", "a 1", "2026-11-30T02:59:50Z", &[("j1", "A")]),
+            beat("vm-2", "b 1", "2026-11-30T02:59:00Z", &[("j2", "B")]),
+            beat("vm-3", "c 1", "2026-11-30T02:50:00Z", &[("j3", "C")]),
+        ];
+        let got = running_elsewhere(&beats, "vm-1", now, Duration::minutes(2));
+        let ids: Vec<&str> = got.iter().map(|r| r.job_id.as_str()).collect();
+        assert_eq!(ids, vec!["j2"]);
+    }
+
+    #[test]
+    fn a_second_live_process_with_our_worker_id_is_refused() {
+        let now = at("2026-11-30T03:00:00Z");
+        let two_min = Duration::minutes(2);
+        let beats = vec![beat("vm-1", "host-a 100", "2026-11-30T02:59:50Z", &[])];
+        let alive = |_| true;
+        let err = check_worker_id(&beats, "vm-1", "host-b 200", now, two_min, alive);
+        let msg = err.map_err(|e| e.to_string()).err().unwrap_or_default();
+        assert!(
+            msg.contains("\"vm-1\"")
+                && msg.contains("host-a 100")
+                && msg.contains("SHEETQ_WORKER_ID"),
+            "{msg}"
+        );
+        // Same host, and that pid is still alive: another process too.
+        assert!(check_worker_id(&beats, "vm-1", "host-a 300", now, two_min, |p| p == 100).is_err());
+    }
+
+    #[test]
+    fn our_dead_predecessor_a_stale_row_or_another_id_is_no_obstacle() {
+        let now = at("2026-11-30T03:00:00Z");
+        let two_min = Duration::minutes(2);
+        let fresh = vec![beat("vm-1", "host-a 100", "2026-11-30T02:59:50Z", &[])];
+        assert_eq!(
+            check_worker_id(&fresh, "vm-1", "host-a 300", now, two_min, |_| false),
+            Ok(())
+        );
+        assert_eq!(
+            check_worker_id(&fresh, "vm-1", "host-a 100", now, two_min, |_| true),
+            Ok(())
+        );
+        assert_eq!(
+            check_worker_id(&fresh, "vm-2", "host-b 1", now, two_min, |_| true),
+            Ok(())
+        );
+        let stale = vec![beat("vm-1", "host-b 100", "2026-11-30T02:57:00Z", &[])];
+        assert_eq!(
+            check_worker_id(&stale, "vm-1", "host-a 1", now, two_min, |_| true),
+            Ok(())
+        );
+        let old_version = vec![beat("vm-1", "", "2026-11-30T02:59:50Z", &[])];
+        assert_eq!(
+            check_worker_id(&old_version, "vm-1", "host-a 1", now, two_min, |_| true),
+            Ok(())
+        );
+    }
+}
