@@ -17,7 +17,7 @@ use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, SheetsError, ValueRange};
 
 /// Header of the heartbeat rows in `_ワーカー` (row 2).
-pub const WORKER_HEADER: [&str; 6] = ["worker", "host", "version", "slots", "running", "last seen"];
+pub const WORKER_HEADER: [&str; 8] = crate::workers::HEADER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
@@ -46,7 +46,8 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
     let meta = sheets.metadata().await?;
     let mut done = Vec::new();
     let mut add = Vec::new();
-    for (title, cols) in [(QUEUE_SHEET, 16), (WORKER_SHEET, 6)] {
+    let worker_cols = WORKER_HEADER.len() as i32;
+    for (title, cols) in [(QUEUE_SHEET, 16), (WORKER_SHEET, worker_cols)] {
         if meta.sheet(title).is_none() {
             add.push(Request::AddSheet {
                 title: title.to_string(),
@@ -56,6 +57,19 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
             });
             done.push(format!("created hidden sheet '{title}'"));
         }
+    }
+    // Heartbeat rows grew from 6 to 8 columns (process, running jobs): widen an older sheet.
+    if let Some(w) = meta
+        .sheet(WORKER_SHEET)
+        .filter(|w| w.column_count < worker_cols)
+    {
+        add.push(Request::SetColumnCount {
+            sheet_id: w.sheet_id,
+            columns: worker_cols,
+        });
+        done.push(format!(
+            "widened '{WORKER_SHEET}' to {worker_cols} columns for the heartbeat rows"
+        ));
     }
     if !add.is_empty() {
         sheets
@@ -68,7 +82,10 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
     }
     let ranges = [
         a1::range(QUEUE_SHEET, "1:1"),
-        a1::range(WORKER_SHEET, "A1:F2"),
+        a1::range(
+            WORKER_SHEET,
+            &format!("A1:{}2", crate::workers::LAST_COLUMN),
+        ),
     ];
     let current = sheets.read(&ranges).await?;
     let mut writes = Vec::new();
@@ -99,12 +116,14 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
         ));
         done.push(format!("set the lease cell '{WORKER_SHEET}'!B1 to free"));
     }
-    if worker
-        .get(1)
-        .is_none_or(|r| r.iter().all(|c| queue::cell_text(c).is_empty()))
-    {
+    if worker.get(1).is_none_or(|r| {
+        r.len() < WORKER_HEADER.len() || r.iter().all(|c| queue::cell_text(c).is_empty())
+    }) {
         writes.push(ValueRange::new(
-            a1::range(WORKER_SHEET, "A2:F2"),
+            a1::range(
+                WORKER_SHEET,
+                &format!("A2:{}2", crate::workers::LAST_COLUMN),
+            ),
             vec![WORKER_HEADER.iter().map(|h| Cell::from(*h)).collect()],
         ));
     }
@@ -307,7 +326,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, Admi
     let ranges = [
         a1::range(QUEUE_SHEET, "1:1"),
         queue_data_range(&meta),
-        a1::range(WORKER_SHEET, "A1:F"),
+        a1::range(WORKER_SHEET, &format!("A1:{}", crate::workers::LAST_COLUMN)),
     ];
     let values = sheets.read(&ranges).await?;
     let header = crate::sheets::first_row(&values);
@@ -380,6 +399,37 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, Admi
         .map(queue::cell_text)
         .unwrap_or_default();
     let _ = writeln!(out, "lease: {lease_text}");
+    // Row bindings (DESIGN §4): what they use of Google's metadata storage limit.
+    let bindings = sheets.search_metadata(crate::binding::KEY).await?;
+    let chars: usize = bindings
+        .iter()
+        .map(|b| b.key.chars().count() + b.value.chars().count())
+        .sum();
+    let _ = writeln!(
+        out,
+        "row bindings: {} ({chars} of {} characters of developer metadata)",
+        bindings.len(),
+        crate::binding::STORAGE_LIMIT_CHARS
+    );
+    let lost = crate::outbox::read_unplaceable(&config.state_dir);
+    if !lost.is_empty() {
+        let _ = writeln!(
+            out,
+            "results written nowhere, their queue rows were deleted ({}):",
+            lost.len()
+        );
+        for j in lost.iter().rev().take(10) {
+            let _ = writeln!(
+                out,
+                "  {} target={} function={} finished {}: {}",
+                j.job_id,
+                j.target,
+                j.function,
+                sheet_time::format_datetime(j.finished_at, tz),
+                j.message
+            );
+        }
+    }
     let _ = writeln!(out, "workers:");
     for row in worker.iter().skip(2) {
         let cells: Vec<String> = row.iter().map(queue::cell_text).collect();

@@ -59,6 +59,10 @@ pub enum DaemonError {
     Outbox(#[from] OutboxError),
     #[error(transparent)]
     WorkerIdInUse(#[from] crate::workers::WorkerIdInUse),
+    #[error(
+        "'_ワーカー' has {columns} columns, but heartbeat rows now need 8 (A–H: their process and running jobs); run `sheetq init --config FILE` once to widen it"
+    )]
+    WorkerSheetTooNarrow { columns: i32 },
 }
 
 /// How many passes in a row may fail on a changed layout before the daemon gives up.
@@ -621,6 +625,11 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Layout, Dae
     let worker = meta
         .sheet(WORKER_SHEET)
         .ok_or_else(|| DaemonError::MissingSheet(WORKER_SHEET.into()))?;
+    if worker.column_count < workers::HEADER.len() as i32 {
+        return Err(DaemonError::WorkerSheetTooNarrow {
+            columns: worker.column_count,
+        });
+    }
     let last_col = queue.last_column();
     let header = sheets
         .read(&[a1::range(QUEUE_SHEET, &format!("A1:{last_col}1"))])

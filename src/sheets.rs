@@ -124,6 +124,9 @@ pub enum Request {
     /// Hide or show an existing sheet (`updateSheetProperties` with `fields: "hidden"`):
     /// `init` hides `_ジョブキュー` and `_ワーカー` when a person has un-hidden them.
     UpdateSheetHidden { sheet_id: i32, hidden: bool },
+    /// Widen (never narrow) a sheet's grid to `columns` columns (`updateSheetProperties`
+    /// with `fields: "gridProperties.columnCount"`).
+    SetColumnCount { sheet_id: i32, columns: i32 },
     /// Make every cell of `range` a checkbox (`setDataValidation` with a `BOOLEAN`
     /// condition): the ▶ column of a panel.
     SetCheckboxes { range: GridRange },

@@ -117,6 +117,9 @@ fn describe(request: &Request) -> String {
             row + 1
         ),
         Request::DeleteMetadata { id } => format!("delete metadata #{id}"),
+        Request::SetColumnCount { sheet_id, columns } => {
+            format!("widen sheet {sheet_id} to {columns} columns")
+        }
         Request::SetCheckboxes { range } => format!(
             "checkboxes on sheet {} rows {}..{} cols {}..{}",
             range.sheet_id,

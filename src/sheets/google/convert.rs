@@ -141,6 +141,19 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 fields: Some(FieldMask::new(&["hidden"])),
             });
         }
+        Request::SetColumnCount { sheet_id, columns } => {
+            out.update_sheet_properties = Some(api::UpdateSheetPropertiesRequest {
+                properties: Some(api::SheetProperties {
+                    sheet_id: Some(*sheet_id),
+                    grid_properties: Some(api::GridProperties {
+                        column_count: Some(*columns),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                fields: Some(FieldMask::new(&["gridProperties.columnCount"])),
+            });
+        }
         Request::SetDateTimeFormat { range, pattern } => {
             out.repeat_cell = Some(api::RepeatCellRequest {
                 range: Some(to_api_grid_range(range)),
