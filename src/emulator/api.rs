@@ -10,8 +10,8 @@ use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value as Json};
 
 use super::error::ApiError;
-use super::formula::{self, Eff};
-use super::store::{range_a1, Bounds, Cell, Sheet, Spreadsheet, Store, Value};
+pub use super::grid::{cell_json, extended_value, grid_data, sheet_properties, spreadsheet_json};
+use super::store::{range_a1, Bounds, Sheet, Spreadsheet, Store};
 use super::values::{self, Input, Out, Render};
 
 /// `majorDimension` of a `ValueRange`.
@@ -74,9 +74,14 @@ impl<'a> RangeView<'a> {
         major: Major,
     ) -> Result<Self, ApiError> {
         let b = ss.resolve_read(range)?;
+        Ok(Self::of_bounds(ss, b, render, major))
+    }
+
+    /// A view of a block already resolved (and clamped to the grid).
+    pub fn of_bounds(ss: &'a Spreadsheet, b: Bounds, render: Render, major: Major) -> Self {
         let sheet = &ss.sheets[b.sheet];
         let (rows, cols) = sheet.value_extent(&b);
-        Ok(RangeView {
+        RangeView {
             ss,
             b,
             rows,
@@ -84,7 +89,7 @@ impl<'a> RangeView<'a> {
             major,
             render,
             range: range_a1(&sheet.title, &b),
-        })
+        }
     }
 
     /// Number of lines (rows, or columns with `COLUMNS`) and the length of each.
@@ -223,7 +228,7 @@ impl Written {
 }
 
 /// The rows of a request `ValueRange` as row-major cells, whatever its `majorDimension`.
-fn rows_of(body: &Json) -> Result<Vec<Vec<Json>>, ApiError> {
+pub(super) fn rows_of(body: &Json) -> Result<Vec<Vec<Json>>, ApiError> {
     let major = Major::parse(body.get("majorDimension").and_then(Json::as_str))?;
     let lines: Vec<Vec<Json>> = match body.get("values") {
         None | Some(Json::Null) => Vec::new(),
@@ -261,7 +266,7 @@ fn rows_of(body: &Json) -> Result<Vec<Vec<Json>>, ApiError> {
 
 /// Writes `rows` with their top-left at (`r0`, `c0`) of sheet `sheet`. Writes grow the grid
 /// when needed: the emulator assumes Google's values API expands a sheet rather than failing.
-fn write_rows(
+pub(super) fn write_rows(
     ss: &mut Spreadsheet,
     sheet: usize,
     r0: u32,
@@ -420,13 +425,19 @@ pub fn batch_update(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError>
     Ok(Json::Object(m))
 }
 
-/// `values.append`. Finds the "table" in the input range as Google describes
-/// (https://developers.google.com/sheets/api/guides/values#append_values): the first row
-/// with data in the range's columns starts it, and it runs down through consecutive rows
-/// with data; its columns span the data found. New rows go right after the table, starting
-/// at its first column. `INSERT_ROWS` inserts fresh rows there (moving what is below down);
+/// `values.append`. Finds the "table" the input range starts in, as Google describes
+/// (https://developers.google.com/sheets/api/guides/values#append_values, and the reference:
+/// "The input range is used to search for existing data and find a table within that
+/// range. Values will be appended to the next row of the table, starting with the first
+/// column of the table"): the first row inside the range with data in the range's columns
+/// starts it, and it runs down through consecutive rows with data in those columns, past
+/// the range's last row if the data goes on (so `range=A1` on a two-row table appends at
+/// row 3, as users measured). Its columns span the data found. New rows go right after the
+/// table, starting at its first column. `INSERT_ROWS` inserts fresh rows there (rows below,
+/// with their developer metadata, move down; rows of the table are not touched);
 /// `OVERWRITE` (the default) writes over whatever is there. Without a table, data goes to
-/// the range's top-left cell. Assumption: "data" means a cell with a value.
+/// the range's top-left cell. "Data" means a cell with a value: a format or a checkbox rule
+/// alone is not data.
 pub fn append(
     ss: &mut Spreadsheet,
     range: &str,
@@ -490,11 +501,11 @@ fn find_table(sheet: &Sheet, b: &Bounds) -> Option<Bounds> {
         }
         Some((first?, last?))
     };
-    let end = b.r1.min(sheet.rows.len() as u32);
-    let start = (b.r0..end).find(|r| has_data(*r).is_some())?;
+    let stored = sheet.rows.len() as u32;
+    let start = (b.r0..b.r1.min(stored)).find(|r| has_data(*r).is_some())?;
     let (mut c0, mut c1) = (u32::MAX, 0);
     let mut r = start;
-    while r < end {
+    while r < stored {
         match has_data(r) {
             Some((f, l)) => {
                 c0 = c0.min(f);
@@ -530,181 +541,6 @@ pub fn batch_clear(ss: &mut Spreadsheet, ranges: &[String]) -> Result<Json, ApiE
         cleared.push(clear(ss, r)?);
     }
     Ok(json!({ "spreadsheetId": ss.id, "clearedRanges": cleared }))
-}
-
-/// `spreadsheets.get` (and the `updatedSpreadsheet` of a batch). With `ranges`, only the
-/// sheets they touch are listed; with grid data, each range's cells are included as
-/// `data[]`, else the whole sheet's.
-pub fn spreadsheet_json(ss: &Spreadsheet, ranges: &[String], grid: bool) -> Result<Json, ApiError> {
-    let mut per_sheet: Vec<Vec<Bounds>> = vec![Vec::new(); ss.sheets.len()];
-    for r in ranges {
-        let b = ss.resolve_read(r)?;
-        per_sheet[b.sheet].push(b);
-    }
-    let mut sheets = Vec::new();
-    for (i, s) in ss.sheets.iter().enumerate() {
-        if !ranges.is_empty() && per_sheet[i].is_empty() {
-            continue;
-        }
-        let mut sheet = json!({ "properties": sheet_properties(s, i) });
-        if grid {
-            let blocks = if ranges.is_empty() {
-                vec![Bounds {
-                    sheet: i,
-                    r0: 0,
-                    r1: s.row_count,
-                    c0: 0,
-                    c1: s.column_count,
-                }]
-            } else {
-                per_sheet[i].clone()
-            };
-            sheet["data"] = Json::Array(blocks.iter().map(|b| grid_data(ss, b)).collect());
-        }
-        sheets.push(sheet);
-    }
-    Ok(json!({
-        "spreadsheetId": ss.id,
-        "properties": {
-            "title": ss.title,
-            "locale": ss.locale,
-            "autoRecalc": "ON_CHANGE",
-            "timeZone": ss.time_zone,
-        },
-        "sheets": sheets,
-        "spreadsheetUrl": format!("https://docs.google.com/spreadsheets/d/{}/edit", ss.id),
-    }))
-}
-
-/// `SheetProperties` JSON. `hidden` and zero frozen counts are omitted when false/zero, as
-/// Google's replies omit default values.
-pub fn sheet_properties(s: &Sheet, index: usize) -> Json {
-    let mut grid = Map::new();
-    grid.insert("rowCount".into(), json!(s.row_count));
-    grid.insert("columnCount".into(), json!(s.column_count));
-    if s.frozen_row_count > 0 {
-        grid.insert("frozenRowCount".into(), json!(s.frozen_row_count));
-    }
-    if s.frozen_column_count > 0 {
-        grid.insert("frozenColumnCount".into(), json!(s.frozen_column_count));
-    }
-    let mut p = json!({
-        "sheetId": s.id,
-        "title": s.title,
-        "index": index,
-        "sheetType": "GRID",
-        "gridProperties": grid,
-    });
-    if s.hidden {
-        p["hidden"] = json!(true);
-    }
-    p
-}
-
-/// `GridData` for a block: `startRow`/`startColumn` (omitted when 0, as proto3 JSON does),
-/// `rowData[].values[]` up to the last non-blank cell of each row, trailing empty rows cut,
-/// and `columnMetadata` for the block's columns.
-pub fn grid_data(ss: &Spreadsheet, b: &Bounds) -> Json {
-    let s = &ss.sheets[b.sheet];
-    let end = b.r1.min(s.rows.len() as u32);
-    let mut row_data = Vec::new();
-    let mut last_nonempty = 0;
-    for r in b.r0..end {
-        let row = &s.rows[r as usize];
-        let stop = b.c1.min(row.len() as u32);
-        let mut cells = Vec::new();
-        let mut last = 0;
-        for c in b.c0..stop {
-            let cell = &row[c as usize];
-            cells.push(cell_json(ss, b.sheet, cell));
-            if !cell.is_blank() {
-                last = cells.len();
-            }
-        }
-        cells.truncate(last);
-        if cells.is_empty() {
-            row_data.push(json!({}));
-        } else {
-            row_data.push(json!({ "values": cells }));
-            last_nonempty = row_data.len();
-        }
-    }
-    row_data.truncate(last_nonempty);
-    let mut m = Map::new();
-    if b.r0 > 0 {
-        m.insert("startRow".into(), json!(b.r0));
-    }
-    if b.c0 > 0 {
-        m.insert("startColumn".into(), json!(b.c0));
-    }
-    if !row_data.is_empty() {
-        m.insert("rowData".into(), Json::Array(row_data));
-    }
-    let cols: Vec<Json> = (b.c0..b.c1)
-        .map(|c| {
-            if s.hidden_columns.contains(&c) {
-                json!({ "pixelSize": 100, "hiddenByUser": true })
-            } else {
-                json!({ "pixelSize": 100 })
-            }
-        })
-        .collect();
-    m.insert("columnMetadata".into(), Json::Array(cols));
-    Json::Object(m)
-}
-
-/// `CellData` JSON: userEnteredValue, effectiveValue, formattedValue, userEnteredFormat
-/// (number format only) and dataValidation.
-pub fn cell_json(ss: &Spreadsheet, sheet: usize, cell: &Cell) -> Json {
-    let mut m = Map::new();
-    if let Some(v) = &cell.value {
-        m.insert("userEnteredValue".into(), extended_value(v));
-        let eff = formula::effective(ss, sheet, v);
-        m.insert("effectiveValue".into(), effective_json(&eff));
-        m.insert(
-            "formattedValue".into(),
-            Json::String(values::format_value(&eff, cell.number_format.as_deref())),
-        );
-    }
-    if let Some(nf) = &cell.number_format {
-        let mut f = json!({ "type": nf.kind });
-        if !nf.pattern.is_empty() {
-            f["pattern"] = json!(nf.pattern);
-        }
-        m.insert("userEnteredFormat".into(), json!({ "numberFormat": f }));
-    }
-    if let Some(dv) = &cell.validation {
-        m.insert("dataValidation".into(), (**dv).clone());
-    }
-    Json::Object(m)
-}
-
-pub fn extended_value(v: &Value) -> Json {
-    match v {
-        Value::Number(n) => json!({ "numberValue": values::number_json(*n) }),
-        Value::String(s) => json!({ "stringValue": s }),
-        Value::Bool(b) => json!({ "boolValue": b }),
-        Value::Formula(f) => json!({ "formulaValue": f }),
-    }
-}
-
-fn effective_json(e: &Eff) -> Json {
-    match e {
-        Eff::Number(n) => json!({ "numberValue": values::number_json(*n) }),
-        Eff::String(s) => json!({ "stringValue": s }),
-        Eff::Bool(b) => json!({ "boolValue": b }),
-        Eff::Error(e) => {
-            let kind = match e.as_str() {
-                "#DIV/0!" => "DIVIDE_BY_ZERO",
-                "#VALUE!" => "VALUE",
-                "#REF!" => "REF",
-                "#NAME?" => "NAME",
-                "#N/A" => "N_A",
-                _ => "ERROR",
-            };
-            json!({ "errorValue": { "type": kind, "message": format!("Formula error {e}") } })
-        }
-    }
 }
 
 /// `spreadsheets.create`: title, time zone, locale and sheets from the request; a sheet
@@ -829,6 +665,27 @@ mod tests {
             all["values"],
             json!([["h1", "h2"], ["a", "b"], ["new", "row"], [], ["below"]])
         );
+    }
+
+    #[test]
+    fn append_to_a_single_cell_range_goes_after_the_whole_table() {
+        let mut s = ss();
+        put(&mut s, "Sheet1!A1", json!([["h1", "h2"], ["a", "b"]]));
+        let got = append(
+            &mut s,
+            "Sheet1!A1",
+            &json!({ "values": [["c", "d"]] }),
+            Input::Raw,
+            Some("INSERT_ROWS"),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("append: {e}"));
+        assert_eq!(
+            got["updates"]["updatedRange"], "Sheet1!A3:B3",
+            "range=A1 on a 2-row table must append at row 3, not push row 2 down: {got}"
+        );
+        let all = read_range(&s, "Sheet1!A1:B", UNFORMATTED, Major::Rows).unwrap_or_default();
+        assert_eq!(all["values"], json!([["h1", "h2"], ["a", "b"], ["c", "d"]]));
     }
 
     #[test]

@@ -10,21 +10,33 @@
 //!
 //! Replies follow proto3 JSON: zero counts are omitted, so a `findReplace` that changed
 //! nothing replies `{"findReplace": {}}`. Clients must read a missing count as 0.
-
-use std::collections::BTreeSet;
+//!
+//! This file holds the dispatch, the cell and sheet requests and the helpers they share;
+//! row/column edits are in `dimension.rs`, `cutPaste`/`copyPaste` in `paste.rs`,
+//! `findReplace` in `find_replace.rs` and the developer metadata requests in `metadata.rs`.
+//! After every request, metadata whose row, column or sheet was deleted is dropped.
 
 use google_sheets4::api::{
-    BatchUpdateSpreadsheetRequest, CellData, DimensionRange, ExtendedValue, FindReplaceRequest,
-    GridRange, Request, RowData, SheetProperties,
+    BatchUpdateSpreadsheetRequest, CellData, ExtendedValue, GridRange, Request, RowData,
+    SheetProperties,
 };
-use regex::{NoExpand, Regex, RegexBuilder};
 use serde_json::{json, Value as Json};
 
 use super::api;
+use super::dimension::{self, SortMetadata};
 use super::error::ApiError;
-use super::formula::{self, Eff};
+use super::find_replace::find_replace;
+use super::metadata;
+use super::paste;
 use super::store::{range_a1, Bounds, Cell, NumberFormat, Sheet, Spreadsheet, Value};
-use super::values;
+
+/// Behaviours of the emulator that Google does not document and that a test may choose
+/// (`EmulatorOptions`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// Whether `sortRange` moves row metadata with the rows.
+    pub sort_metadata: SortMetadata,
+}
 
 /// Parses a `BatchUpdateSpreadsheetRequest` body.
 pub fn parse(body: &[u8]) -> Result<BatchUpdateSpreadsheetRequest, ApiError> {
@@ -34,15 +46,20 @@ pub fn parse(body: &[u8]) -> Result<BatchUpdateSpreadsheetRequest, ApiError> {
 
 /// Runs a whole batch against `ss`: on success `ss` holds the result and the reply is
 /// returned; on failure `ss` is untouched.
-pub fn run(ss: &mut Spreadsheet, req: &BatchUpdateSpreadsheetRequest) -> Result<Json, ApiError> {
+pub fn run(
+    ss: &mut Spreadsheet,
+    req: &BatchUpdateSpreadsheetRequest,
+    rules: &Rules,
+) -> Result<Json, ApiError> {
     let mut work = ss.clone();
     let requests = req.requests.as_deref().unwrap_or_default();
     let mut replies = Vec::with_capacity(requests.len());
     for (i, r) in requests.iter().enumerate() {
         let kind =
             kind_of(r).map_err(|m| ApiError::invalid(format!("Invalid requests[{i}]: {m}")))?;
-        let reply = apply(&mut work, r, &kind)
+        let reply = apply(&mut work, r, &kind, rules)
             .map_err(|m| ApiError::invalid(format!("Invalid requests[{i}].{kind}: {m}")))?;
+        metadata::prune(&mut work);
         replies.push(reply);
     }
     let mut out = json!({ "spreadsheetId": work.id, "replies": replies });
@@ -73,7 +90,7 @@ fn kind_of(r: &Request) -> Result<String, String> {
     }
 }
 
-fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str) -> Result<Json, String> {
+fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result<Json, String> {
     Ok(match kind {
         "findReplace" => find_replace(ss, need(&r.find_replace)?)?,
         "updateCells" => {
@@ -98,11 +115,13 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str) -> Result<Json, String> 
             let a = need(&r.append_cells)?;
             let fields = fields(a.fields.as_ref())?;
             let sheet = sheet_of(ss, a.sheet_id)?;
+            // "After the last row with data": a cell that only carries a number format or a
+            // data validation rule (or a row that only carries metadata) is not data.
             let s = &ss.sheets[sheet];
             let at = s
                 .rows
                 .iter()
-                .rposition(|row| row.iter().any(|c| !c.is_blank()))
+                .rposition(|row| row.iter().any(|c| c.value.is_some()))
                 .map_or(0, |i| i as u32 + 1);
             let rows = a.rows.as_deref().unwrap_or_default();
             let s = &mut ss.sheets[sheet];
@@ -134,6 +153,13 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str) -> Result<Json, String> 
             let d = need(&r.duplicate_sheet)?;
             let src = sheet_of(ss, d.source_sheet_id)?;
             let mut copy = ss.sheets[src].clone();
+            // Metadata ids are unique per spreadsheet, so the copy cannot carry the same
+            // ones; the emulator assumes Google does not copy developer metadata.
+            for row in &mut copy.rows {
+                row.meta.clear();
+            }
+            copy.column_meta.clear();
+            copy.trim();
             copy.id = match d.new_sheet_id {
                 Some(id) if ss.sheet_index(id).is_some() => {
                     return Err(format!("Sheet with id {id} already exists."))
@@ -201,97 +227,18 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str) -> Result<Json, String> 
             s.trim();
             json!({})
         }
-        "insertDimension" => {
-            let d = need(&r.insert_dimension)?;
-            let (sheet, rows, start, end) = dimension(ss, need(&d.range)?)?;
-            let s = &mut ss.sheets[sheet];
-            let limit = if rows { s.row_count } else { s.column_count };
-            if start > limit {
-                return Err(format!(
-                    "startIndex ({start}) must be less than or equal to the number of {} ({limit}).",
-                    if rows { "rows" } else { "columns" }
-                ));
-            }
-            if d.inherit_from_before == Some(true) && start == 0 {
-                return Err("Cannot inherit from before when inserting at index 0.".into());
-            }
-            if rows {
-                s.insert_rows(start, end - start);
-            } else {
-                s.insert_columns(start, end - start);
-            }
-            json!({})
-        }
-        "deleteDimension" => {
-            let d = need(&r.delete_dimension)?;
-            let (sheet, rows, start, end) = dimension(ss, need(&d.range)?)?;
-            let s = &mut ss.sheets[sheet];
-            let limit = if rows { s.row_count } else { s.column_count };
-            let end = end.min(limit);
-            if start >= end {
-                return Err(format!(
-                    "Invalid range: startIndex {start} is beyond the sheet."
-                ));
-            }
-            if start == 0 && end == limit {
-                return Err(format!(
-                    "You can't delete all the {} on the sheet.",
-                    if rows { "rows" } else { "columns" }
-                ));
-            }
-            if rows {
-                s.delete_rows(start, end);
-            } else {
-                s.delete_columns(start, end);
-            }
-            s.trim();
-            json!({})
-        }
-        "sortRange" => {
-            let sr = need(&r.sort_range)?;
-            let b = grid_range(ss, need(&sr.range)?)?;
-            let mut specs = Vec::new();
-            for spec in sr.sort_specs.as_deref().unwrap_or_default() {
-                let col = nonneg(spec.dimension_index)?;
-                if col < b.c0 || col >= b.c1 {
-                    return Err(format!("sort column {col} is outside the sorted range."));
-                }
-                let desc = match spec.sort_order.as_deref() {
-                    None | Some("ASCENDING") | Some("SORT_ORDER_UNSPECIFIED") => false,
-                    Some("DESCENDING") => true,
-                    Some(other) => return Err(format!("unknown sortOrder {other}")),
-                };
-                specs.push((col, desc));
-            }
-            sort_rows(ss, &b, &specs);
-            json!({})
-        }
+        "insertDimension" => dimension::insert(ss, need(&r.insert_dimension)?)?,
+        "deleteDimension" => dimension::delete(ss, need(&r.delete_dimension)?)?,
+        "moveDimension" => dimension::move_dimension(ss, need(&r.move_dimension)?)?,
+        "sortRange" => dimension::sort_range(ss, need(&r.sort_range)?, rules.sort_metadata)?,
         "updateDimensionProperties" => {
-            // Only `hiddenByUser` of columns is modelled; row properties and pixel sizes
-            // are accepted and ignored (presentation only).
-            let u = need(&r.update_dimension_properties)?;
-            let mask = fields(u.fields.as_ref())?;
-            let (sheet, rows, start, end) = dimension(ss, need(&u.range)?)?;
-            let hide = u
-                .properties
-                .as_ref()
-                .and_then(|p| p.hidden_by_user)
-                .unwrap_or(false);
-            let touches_hidden = mask.iter().any(|f| f == "*" || f == "hiddenByUser");
-            let s = &mut ss.sheets[sheet];
-            let limit = if rows { s.row_count } else { s.column_count };
-            if end > limit {
-                return Err(format!("endIndex ({end}) is beyond the sheet ({limit})."));
-            }
-            if !rows && touches_hidden {
-                s.hidden_columns.retain(|c| !(start..end).contains(c));
-                if hide {
-                    s.hidden_columns.extend(start..end);
-                    s.hidden_columns.sort_unstable();
-                }
-            }
-            json!({})
+            dimension::update_properties(ss, need(&r.update_dimension_properties)?)?
         }
+        "cutPaste" => paste::cut(ss, need(&r.cut_paste)?)?,
+        "copyPaste" => paste::copy(ss, need(&r.copy_paste)?)?,
+        "createDeveloperMetadata" => metadata::create(ss, need(&r.create_developer_metadata)?)?,
+        "updateDeveloperMetadata" => metadata::update(ss, need(&r.update_developer_metadata)?)?,
+        "deleteDeveloperMetadata" => metadata::delete(ss, need(&r.delete_developer_metadata)?)?,
         "autoResizeDimensions" => {
             // Column widths are not modelled.
             need(&r.auto_resize_dimensions)?;
@@ -301,26 +248,28 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str) -> Result<Json, String> 
             return Err(format!(
                 "the emulator does not implement '{other}' (supported: findReplace, updateCells, \
                  appendCells, addSheet, deleteSheet, duplicateSheet, updateSheetProperties, \
-                 repeatCell, setDataValidation, insertDimension, deleteDimension, sortRange, \
-                 updateDimensionProperties, autoResizeDimensions)"
+                 repeatCell, setDataValidation, insertDimension, deleteDimension, \
+                 moveDimension, sortRange, updateDimensionProperties, autoResizeDimensions, \
+                 cutPaste, copyPaste, createDeveloperMetadata, updateDeveloperMetadata, \
+                 deleteDeveloperMetadata)"
             ))
         }
     })
 }
 
-fn need<T>(v: &Option<T>) -> Result<&T, String> {
+pub(super) fn need<T>(v: &Option<T>) -> Result<&T, String> {
     v.as_ref()
         .ok_or_else(|| "a required field is missing".to_string())
 }
 
-fn nonneg(v: Option<i32>) -> Result<u32, String> {
+pub(super) fn nonneg(v: Option<i32>) -> Result<u32, String> {
     match v.unwrap_or(0) {
         n if n < 0 => Err(format!("index {n} must not be negative")),
         n => Ok(n as u32),
     }
 }
 
-fn sheet_of(ss: &Spreadsheet, id: Option<i32>) -> Result<usize, String> {
+pub(super) fn sheet_of(ss: &Spreadsheet, id: Option<i32>) -> Result<usize, String> {
     let id = id.unwrap_or(0);
     ss.sheet_index(id)
         .ok_or_else(|| format!("No grid with id: {id}"))
@@ -328,7 +277,7 @@ fn sheet_of(ss: &Spreadsheet, id: Option<i32>) -> Result<usize, String> {
 
 /// A `GridRange` as bounds: unset sides run to the grid's edge; a side past the grid is the
 /// error Google gives, `Range ('S'!A1001) exceeds grid limits...`.
-fn grid_range(ss: &Spreadsheet, g: &GridRange) -> Result<Bounds, String> {
+pub(super) fn grid_range(ss: &Spreadsheet, g: &GridRange) -> Result<Bounds, String> {
     let sheet = sheet_of(ss, g.sheet_id)?;
     let s = &ss.sheets[sheet];
     let b = Bounds {
@@ -353,7 +302,7 @@ fn grid_range(ss: &Spreadsheet, g: &GridRange) -> Result<Bounds, String> {
     Ok(b)
 }
 
-fn exceeds(s: &Sheet, b: &Bounds) -> String {
+pub(super) fn exceeds(s: &Sheet, b: &Bounds) -> String {
     format!(
         "Range ({}) exceeds grid limits. Max rows: {}, max columns: {}",
         range_a1(&s.title, b),
@@ -362,37 +311,19 @@ fn exceeds(s: &Sheet, b: &Bounds) -> String {
     )
 }
 
-fn dimension(ss: &Spreadsheet, d: &DimensionRange) -> Result<(usize, bool, u32, u32), String> {
-    let sheet = sheet_of(ss, d.sheet_id)?;
-    let rows = match d.dimension.as_deref() {
-        Some("ROWS") => true,
-        Some("COLUMNS") => false,
-        other => return Err(format!("dimension must be ROWS or COLUMNS, got {other:?}")),
-    };
-    let start = nonneg(d.start_index)?;
-    let end = match d.end_index {
-        Some(e) => nonneg(Some(e))?,
-        None => return Err("endIndex is required".into()),
-    };
-    if end <= start {
-        return Err(format!(
-            "endIndex ({end}) must be greater than startIndex ({start})"
-        ));
-    }
-    Ok((sheet, rows, start, end))
-}
-
 /// Which parts of a `CellData` a field mask touches.
 #[derive(Debug, Clone, Copy, Default)]
-struct Mask {
-    value: bool,
-    validation: bool,
-    number_format: bool,
+pub(super) struct Mask {
+    pub value: bool,
+    pub validation: bool,
+    pub number_format: bool,
 }
 
 /// Parses a field mask for cells or sheet properties. `*` means every field. The emulator
 /// ignores fields it does not model (e.g. `note`, `userEnteredFormat.backgroundColor`).
-fn fields(mask: Option<&google_sheets4::common::FieldMask>) -> Result<Vec<String>, String> {
+pub(super) fn fields(
+    mask: Option<&google_sheets4::common::FieldMask>,
+) -> Result<Vec<String>, String> {
     let text = mask.map(|m| m.to_string()).unwrap_or_default();
     let parts: Vec<String> = text
         .split(',')
@@ -405,7 +336,7 @@ fn fields(mask: Option<&google_sheets4::common::FieldMask>) -> Result<Vec<String
     Ok(parts)
 }
 
-fn cell_mask(fields: &[String]) -> Mask {
+pub(super) fn cell_mask(fields: &[String]) -> Mask {
     let mut m = Mask::default();
     for f in fields {
         match f.as_str() {
@@ -439,7 +370,7 @@ fn value_from(v: &ExtendedValue) -> Result<Option<Value>, String> {
     })
 }
 
-fn cell_from(cd: &CellData) -> Result<Cell, String> {
+pub(super) fn cell_from(cd: &CellData) -> Result<Cell, String> {
     let value = match &cd.user_entered_value {
         Some(v) => value_from(v)?,
         None => None,
@@ -469,7 +400,7 @@ fn cell_from(cd: &CellData) -> Result<Cell, String> {
     })
 }
 
-fn apply_mask(target: &mut Cell, src: &Cell, fields: &[String]) {
+pub(super) fn apply_mask(target: &mut Cell, src: &Cell, fields: &[String]) {
     let m = cell_mask(fields);
     if m.value {
         target.value = src.value.clone();
@@ -662,208 +593,6 @@ fn update_sheet_properties(
     Ok(())
 }
 
-/// `sortRange`: rows of the range are reordered by the sort specs; cells outside the range's
-/// columns stay. Assumed order (Google's, as far as sheetq relies on it): numbers, then text
-/// (case-insensitive), then booleans, then errors; empty cells always last; stable.
-fn sort_rows(ss: &mut Spreadsheet, b: &Bounds, specs: &[(u32, bool)]) {
-    let end = b.r1.min(ss.sheets[b.sheet].rows.len() as u32);
-    if end <= b.r0 {
-        return;
-    }
-    type Key = Vec<Option<(u8, f64, String)>>;
-    let mut block: Vec<(Key, Vec<Cell>)> = (b.r0..end)
-        .map(|r| {
-            let s = &ss.sheets[b.sheet];
-            let key = specs
-                .iter()
-                .map(|(c, _)| {
-                    s.value(r, *c)
-                        .map(|v| match formula::effective(ss, b.sheet, v) {
-                            Eff::Number(n) => (0, n, String::new()),
-                            Eff::String(t) => (1, 0.0, t.to_lowercase()),
-                            Eff::Bool(x) => (2, f64::from(u8::from(x)), String::new()),
-                            Eff::Error(e) => (3, 0.0, e),
-                        })
-                })
-                .collect();
-            let cells = (b.c0..b.c1)
-                .map(|c| s.cell(r, c).cloned().unwrap_or_default())
-                .collect();
-            (key, cells)
-        })
-        .collect();
-    block.sort_by(|(a, _), (z, _)| {
-        for (i, (_, desc)) in specs.iter().enumerate() {
-            let ord = match (&a[i], &z[i]) {
-                (None, None) => std::cmp::Ordering::Equal,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (Some(x), Some(y)) => {
-                    let o =
-                        x.0.cmp(&y.0)
-                            .then(x.1.partial_cmp(&y.1).unwrap_or(std::cmp::Ordering::Equal))
-                            .then(x.2.cmp(&y.2));
-                    if *desc {
-                        o.reverse()
-                    } else {
-                        o
-                    }
-                }
-            };
-            if ord != std::cmp::Ordering::Equal {
-                return ord;
-            }
-        }
-        std::cmp::Ordering::Equal
-    });
-    let s = &mut ss.sheets[b.sheet];
-    for (i, (_, cells)) in block.into_iter().enumerate() {
-        let r = b.r0 + i as u32;
-        for (j, cell) in cells.into_iter().enumerate() {
-            let c = b.c0 + j as u32;
-            if cell.is_blank() && s.cell(r, c).is_none() {
-                continue;
-            }
-            *s.cell_mut(r, c) = cell;
-        }
-    }
-    s.trim();
-}
-
-/// `findReplace`, the daemon's compare-and-swap. Per cell, the text searched is a string
-/// cell's text, a formula's text (only with `includeFormulas`; otherwise formula cells are
-/// skipped, as documented), or a number's/boolean's formatted value. Counts are exact:
-/// `occurrencesChanged` counts matches, `valuesChanged`/`formulasChanged` cells,
-/// `rowsChanged` and `sheetsChanged` distinct rows and sheets. Assumptions where Google does
-/// not say: a match counts even if the replacement equals the found text; a string cell stays
-/// a string after replacement, while a number or boolean is re-read as if typed.
-/// https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/request#findreplacerequest
-fn find_replace(ss: &mut Spreadsheet, f: &FindReplaceRequest) -> Result<Json, String> {
-    let find = f.find.clone().unwrap_or_default();
-    if find.is_empty() {
-        return Err("find must not be empty.".into());
-    }
-    let replacement = f.replacement.clone().unwrap_or_default();
-    let scopes = [
-        f.range.is_some(),
-        f.sheet_id.is_some(),
-        f.all_sheets == Some(true),
-    ];
-    if scopes.iter().filter(|s| **s).count() != 1 {
-        return Err("exactly one of range, sheetId or allSheets must be set.".into());
-    }
-    let pattern = if f.search_by_regex == Some(true) {
-        find.clone()
-    } else {
-        regex::escape(&find)
-    };
-    let pattern = if f.match_entire_cell == Some(true) {
-        format!("^(?:{pattern})$")
-    } else {
-        pattern
-    };
-    let re: Regex = RegexBuilder::new(&pattern)
-        .case_insensitive(f.match_case != Some(true))
-        .build()
-        .map_err(|e| format!("Invalid regular expression: {e}"))?;
-    let blocks: Vec<Bounds> = if let Some(g) = &f.range {
-        vec![grid_range(ss, g)?]
-    } else if let Some(id) = f.sheet_id {
-        let i = sheet_of(ss, Some(id))?;
-        vec![whole(ss, i)]
-    } else {
-        (0..ss.sheets.len()).map(|i| whole(ss, i)).collect()
-    };
-    let regex_replacement = f.search_by_regex == Some(true);
-    let include_formulas = f.include_formulas == Some(true);
-    let (mut occurrences, mut values_changed, mut formulas) = (0u32, 0u32, 0u32);
-    let mut rows = BTreeSet::new();
-    let mut sheets = BTreeSet::new();
-    for b in blocks {
-        let mut changes = Vec::new();
-        {
-            let s = &ss.sheets[b.sheet];
-            let end = b.r1.min(s.rows.len() as u32);
-            for r in b.r0..end {
-                let row = &s.rows[r as usize];
-                for c in b.c0..b.c1.min(row.len() as u32) {
-                    let cell = &row[c as usize];
-                    let Some(v) = &cell.value else { continue };
-                    let text = match v {
-                        Value::Formula(t) if include_formulas => t.clone(),
-                        Value::Formula(_) => continue,
-                        Value::String(t) => t.clone(),
-                        Value::Number(_) | Value::Bool(_) => values::format_value(
-                            &formula::effective(ss, b.sheet, v),
-                            cell.number_format.as_deref(),
-                        ),
-                    };
-                    let n = re.find_iter(&text).count() as u32;
-                    if n == 0 {
-                        continue;
-                    }
-                    let new_text = if regex_replacement {
-                        re.replace_all(&text, replacement.as_str()).into_owned()
-                    } else {
-                        re.replace_all(&text, NoExpand(&replacement)).into_owned()
-                    };
-                    let new_value = match v {
-                        Value::Formula(_) => {
-                            formulas += 1;
-                            if new_text.starts_with('=') {
-                                Some(Value::Formula(new_text))
-                            } else {
-                                Some(values::parse_user_entered(&new_text).0)
-                            }
-                        }
-                        Value::String(_) => {
-                            values_changed += 1;
-                            (!new_text.is_empty()).then_some(Value::String(new_text))
-                        }
-                        _ => {
-                            values_changed += 1;
-                            (!new_text.is_empty()).then(|| values::parse_user_entered(&new_text).0)
-                        }
-                    };
-                    occurrences += n;
-                    rows.insert((b.sheet, r));
-                    sheets.insert(b.sheet);
-                    changes.push((r, c, new_value));
-                }
-            }
-        }
-        let s = &mut ss.sheets[b.sheet];
-        for (r, c, v) in changes {
-            s.cell_mut(r, c).value = v;
-        }
-        s.trim();
-    }
-    let mut m = serde_json::Map::new();
-    for (k, v) in [
-        ("valuesChanged", values_changed),
-        ("formulasChanged", formulas),
-        ("rowsChanged", rows.len() as u32),
-        ("sheetsChanged", sheets.len() as u32),
-        ("occurrencesChanged", occurrences),
-    ] {
-        if v > 0 {
-            m.insert(k.into(), json!(v));
-        }
-    }
-    Ok(json!({ "findReplace": m }))
-}
-
-fn whole(ss: &Spreadsheet, i: usize) -> Bounds {
-    let s = &ss.sheets[i];
-    Bounds {
-        sheet: i,
-        r0: 0,
-        r1: s.row_count,
-        c0: 0,
-        c1: s.column_count,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -879,7 +608,7 @@ mod tests {
 
     fn batch(ss: &mut Spreadsheet, requests: Json) -> Result<Json, ApiError> {
         let body = serde_json::to_vec(&json!({ "requests": requests })).unwrap_or_default();
-        run(ss, &parse(&body)?)
+        run(ss, &parse(&body)?, &Rules::default())
     }
 
     fn cas(from: &str, to: &str) -> Json {

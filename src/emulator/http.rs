@@ -25,10 +25,13 @@ use tower::ServiceExt as _;
 
 use super::api::{self, Major};
 use super::auth::Auth;
-use super::batch;
+use super::batch::{self, Rules};
+use super::by_filter;
 use super::control::{Control, Fault, FaultRule, RequestRecord};
+use super::data_filter;
 use super::error::ApiError;
 use super::fields;
+use super::metadata;
 use super::store::{self, Store};
 use super::values::{Input, Render};
 
@@ -43,10 +46,12 @@ pub struct Shared {
     pub dirty: AtomicBool,
     pub changed: tokio::sync::Notify,
     pub base_url: Mutex<String>,
+    /// Choices for behaviour Google does not document (`EmulatorOptions`).
+    pub rules: Rules,
 }
 
 impl Shared {
-    pub fn new(store: Store, latency: Duration) -> Self {
+    pub fn new(store: Store, latency: Duration, rules: Rules) -> Self {
         Shared {
             store: Mutex::new(store),
             auth: Auth::new(),
@@ -55,6 +60,7 @@ impl Shared {
             dirty: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
             base_url: Mutex::new(String::new()),
+            rules,
         }
     }
 
@@ -166,6 +172,12 @@ enum Call {
     ValuesBatchGet(String),
     ValuesBatchUpdate(String),
     ValuesBatchClear(String),
+    ValuesBatchGetByDataFilter(String),
+    ValuesBatchUpdateByDataFilter(String),
+    ValuesBatchClearByDataFilter(String),
+    /// Spreadsheet id and the metadata id as it appeared in the path.
+    MetadataGet(String, String),
+    MetadataSearch(String),
 }
 
 impl Call {
@@ -181,14 +193,28 @@ impl Call {
             Call::ValuesBatchGet(_) => "spreadsheets.values.batchGet",
             Call::ValuesBatchUpdate(_) => "spreadsheets.values.batchUpdate",
             Call::ValuesBatchClear(_) => "spreadsheets.values.batchClear",
+            Call::ValuesBatchGetByDataFilter(_) => "spreadsheets.values.batchGetByDataFilter",
+            Call::ValuesBatchUpdateByDataFilter(_) => "spreadsheets.values.batchUpdateByDataFilter",
+            Call::ValuesBatchClearByDataFilter(_) => "spreadsheets.values.batchClearByDataFilter",
+            Call::MetadataGet(..) => "spreadsheets.developerMetadata.get",
+            Call::MetadataSearch(_) => "spreadsheets.developerMetadata.search",
         }
     }
 
-    /// Whether Google counts it against the write quota.
+    /// Whether Google counts it against the write quota. Reads are the methods that change
+    /// nothing, whatever their HTTP verb: `values.batchGetByDataFilter` and
+    /// `developerMetadata.search` are POSTs but count as read requests
+    /// (https://developers.google.com/sheets/api/limits: quotas are "read requests" and
+    /// "write requests"; the emulator classes a method by what it does).
     fn is_write(&self) -> bool {
         !matches!(
             self,
-            Call::Get(_) | Call::ValuesGet(..) | Call::ValuesBatchGet(_)
+            Call::Get(_)
+                | Call::ValuesGet(..)
+                | Call::ValuesBatchGet(_)
+                | Call::ValuesBatchGetByDataFilter(_)
+                | Call::MetadataGet(..)
+                | Call::MetadataSearch(_)
         )
     }
 }
@@ -219,7 +245,21 @@ fn route(method: &Method, path: &str) -> Option<Call> {
         (Method::GET, "/values:batchGet") => return Some(Call::ValuesBatchGet(id)),
         (Method::POST, "/values:batchUpdate") => return Some(Call::ValuesBatchUpdate(id)),
         (Method::POST, "/values:batchClear") => return Some(Call::ValuesBatchClear(id)),
+        (Method::POST, "/values:batchGetByDataFilter") => {
+            return Some(Call::ValuesBatchGetByDataFilter(id))
+        }
+        (Method::POST, "/values:batchUpdateByDataFilter") => {
+            return Some(Call::ValuesBatchUpdateByDataFilter(id))
+        }
+        (Method::POST, "/values:batchClearByDataFilter") => {
+            return Some(Call::ValuesBatchClearByDataFilter(id))
+        }
+        (Method::POST, "/developerMetadata:search") => return Some(Call::MetadataSearch(id)),
         _ => {}
+    }
+    if let Some(mid) = tail.strip_prefix("/developerMetadata/") {
+        return (method == Method::GET && !mid.contains('/'))
+            .then(|| Call::MetadataGet(id, decode(mid)));
     }
     let range = tail.strip_prefix("/values/")?;
     if let Some(r) = range.strip_suffix(":append") {
@@ -300,8 +340,32 @@ fn ranges_of(call: &Call, q: &Query, body: &[u8]) -> Vec<String> {
             .unwrap_or_default(),
         Call::ValuesBatchClear(_) => strings_at(body, "ranges"),
         Call::BatchUpdate(_) => strings_at(body, "responseRanges"),
+        Call::ValuesBatchGetByDataFilter(_)
+        | Call::ValuesBatchClearByDataFilter(_)
+        | Call::MetadataSearch(_) => filters_at(body, "dataFilters", None),
+        Call::ValuesBatchUpdateByDataFilter(_) => filters_at(body, "data", Some("dataFilter")),
+        Call::MetadataGet(_, mid) => vec![format!("developerMetadata/{mid}")],
         Call::Create => Vec::new(),
     }
+}
+
+/// Descriptions of the data filters of a request body (`key[]`, or `key[].inner`), for the
+/// request log: an A1 range as it is, other filters as their kind and JSON.
+fn filters_at(body: &[u8], key: &str, inner: Option<&str>) -> Vec<String> {
+    json_body(body)
+        .ok()
+        .and_then(|b| b.get(key).cloned())
+        .and_then(|v| v.as_array().cloned())
+        .map(|a| {
+            a.iter()
+                .filter_map(|item| match inner {
+                    Some(k) => item.get(k),
+                    None => Some(item),
+                })
+                .map(data_filter::describe)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn strings_at(body: &[u8], key: &str) -> Vec<String> {
@@ -337,6 +401,7 @@ fn execute(
     call: &Call,
     q: &Query,
     body: &[u8],
+    rules: &Rules,
 ) -> Result<(Reply, bool), ApiError> {
     let direct = q.one("fields").is_none();
     if let (true, Call::ValuesGet(id, range)) = (direct, call) {
@@ -355,7 +420,7 @@ fn execute(
         let view = api::BatchGetView::new(ss, &q.all("ranges"), render, major)?;
         return Ok((to_bytes(&view)?, false));
     }
-    execute_json(store, call, q, body).map(|(j, changed)| (Reply::Json(j), changed))
+    execute_json(store, call, q, body, rules).map(|(j, changed)| (Reply::Json(j), changed))
 }
 
 fn execute_json(
@@ -363,6 +428,7 @@ fn execute_json(
     call: &Call,
     q: &Query,
     body: &[u8],
+    rules: &Rules,
 ) -> Result<(Json, bool), ApiError> {
     let major = || Major::parse(q.one("majorDimension"));
     let echo = |q: &Query| -> Result<Option<(Render, Major)>, ApiError> {
@@ -388,7 +454,7 @@ fn execute_json(
         Call::BatchUpdate(id) => {
             let req = batch::parse(body)?;
             let ss = store.get_mut(id)?;
-            let reply = batch::run(ss, &req)?;
+            let reply = batch::run(ss, &req, rules)?;
             let changed = req.requests.as_ref().is_some_and(|r| !r.is_empty());
             Ok((reply, changed))
         }
@@ -440,6 +506,32 @@ fn execute_json(
             let ss = store.get_mut(id)?;
             let ranges = strings_at(body, "ranges");
             Ok((api::batch_clear(ss, &ranges)?, true))
+        }
+        Call::ValuesBatchGetByDataFilter(id) => {
+            let ss = store.get(id)?;
+            Ok((by_filter::batch_get(ss, &json_body(body)?)?, false))
+        }
+        Call::ValuesBatchUpdateByDataFilter(id) => {
+            let ss = store.get_mut(id)?;
+            Ok((by_filter::batch_update(ss, &json_body(body)?)?, true))
+        }
+        Call::ValuesBatchClearByDataFilter(id) => {
+            let ss = store.get_mut(id)?;
+            Ok((by_filter::batch_clear(ss, &json_body(body)?)?, true))
+        }
+        Call::MetadataGet(id, mid) => {
+            let ss = store.get(id)?;
+            // The path parameter is an int32; anything else is Google's parse error.
+            let n: i32 = mid.parse().map_err(|_| {
+                ApiError::invalid(format!(
+                    "Invalid value at 'metadata_id' (TYPE_INT32), \"{mid}\""
+                ))
+            })?;
+            Ok((metadata::get(ss, n)?, false))
+        }
+        Call::MetadataSearch(id) => {
+            let ss = store.get(id)?;
+            Ok((metadata::search(ss, &json_body(body)?)?, false))
         }
     }
 }
@@ -577,7 +669,7 @@ async fn api_call(
     };
     let result = {
         let mut store = sh.store();
-        execute(&mut store, &call, &q, &body)
+        execute(&mut store, &call, &q, &body, &sh.rules)
     };
     let result = match result {
         Ok((mut reply, changed)) => {
@@ -710,11 +802,58 @@ mod tests {
                 Some(Call::ValuesClear(id.into(), "'a/b'!A1".into())),
             ),
             (Method::PUT, "/v4/spreadsheets/abc/values/A1", Some(Call::ValuesUpdate(id.into(), "A1".into()))),
+            (
+                Method::POST,
+                "/v4/spreadsheets/abc/values:batchGetByDataFilter",
+                Some(Call::ValuesBatchGetByDataFilter(id.into())),
+            ),
+            (
+                Method::POST,
+                "/v4/spreadsheets/abc/values:batchUpdateByDataFilter",
+                Some(Call::ValuesBatchUpdateByDataFilter(id.into())),
+            ),
+            (
+                Method::POST,
+                "/v4/spreadsheets/abc/values:batchClearByDataFilter",
+                Some(Call::ValuesBatchClearByDataFilter(id.into())),
+            ),
+            (
+                Method::GET,
+                "/v4/spreadsheets/abc/developerMetadata/42",
+                Some(Call::MetadataGet(id.into(), "42".into())),
+            ),
+            (
+                Method::POST,
+                "/v4/spreadsheets/abc/developerMetadata:search",
+                Some(Call::MetadataSearch(id.into())),
+            ),
+            (Method::POST, "/v4/spreadsheets/abc/developerMetadata/42", None),
             (Method::DELETE, "/v4/spreadsheets/abc", None),
             (Method::GET, "/v3/spreadsheets/abc", None),
         ];
         for (m, path, want) in cases {
             assert_eq!(route(&m, path), want, "{m} {path}");
+        }
+    }
+
+    #[test]
+    fn reads_by_data_filter_and_metadata_lookups_count_as_reads() {
+        let id = String::from("abc");
+        let reads = [
+            Call::ValuesBatchGetByDataFilter(id.clone()),
+            Call::MetadataGet(id.clone(), "1".into()),
+            Call::MetadataSearch(id.clone()),
+        ];
+        for c in reads {
+            assert!(!c.is_write(), "{} must count as a read", c.method_id());
+        }
+        let writes = [
+            Call::ValuesBatchUpdateByDataFilter(id.clone()),
+            Call::ValuesBatchClearByDataFilter(id.clone()),
+            Call::BatchUpdate(id),
+        ];
+        for c in writes {
+            assert!(c.is_write(), "{} must count as a write", c.method_id());
         }
     }
 }

@@ -1,12 +1,20 @@
-//! The emulator's spreadsheet model: spreadsheets, sheets and cells as the user entered them,
-//! and the grid edits (write, clear, insert/delete rows and columns, sort) that both the API
-//! handlers and tests simulating a person share.
+//! The emulator's spreadsheet model: spreadsheets, sheets, rows and cells as the user entered
+//! them, and the grid edits (write, clear, insert/delete/move rows and columns) that both the
+//! API handlers and tests simulating a person share.
 //!
-//! Rows are kept as `Arc<Vec<Cell>>` so that cloning a sheet (done once per `batchUpdate`, to
-//! apply the whole batch on a copy and keep it only if every request succeeds) costs one
-//! pointer per row; a row is deep-copied only when it is written (`Arc::make_mut`).
+//! Rows are objects ([`Row`]): their cells plus the ids of the developer metadata attached to
+//! them, so that a row's metadata travels with it through every insert, delete and move
+//! without any index bookkeeping (columns carry theirs in [`Sheet::column_meta`], moved by the
+//! same edits). The metadata itself (key, value, visibility) lives in
+//! [`Spreadsheet::developer_metadata`]; see `metadata.rs`.
+//!
+//! A row's cells are an `Arc<Vec<Cell>>` so that cloning a sheet (done once per
+//! `batchUpdate`, to apply the whole batch on a copy and keep it only if every request
+//! succeeds) costs one pointer per row; cells are deep-copied only when written
+//! (`Arc::make_mut`).
 
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use rand::Rng;
@@ -65,7 +73,84 @@ impl Cell {
     }
 }
 
-pub type Row = Arc<Vec<Cell>>;
+/// One row object: its cells (possibly fewer than the grid's columns) and the ids of the
+/// developer metadata located on it. Derefs to its cells.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Row {
+    cells: Arc<Vec<Cell>>,
+    /// Ids of developer metadata whose location is this row.
+    pub meta: Vec<i32>,
+}
+
+impl Deref for Row {
+    type Target = Vec<Cell>;
+    fn deref(&self) -> &Vec<Cell> {
+        &self.cells
+    }
+}
+
+impl Row {
+    pub fn from_cells(cells: Vec<Cell>) -> Self {
+        Row {
+            cells: Arc::new(cells),
+            meta: Vec::new(),
+        }
+    }
+
+    /// The cells for writing (copied first if another sheet clone shares them).
+    pub fn cells_mut(&mut self) -> &mut Vec<Cell> {
+        Arc::make_mut(&mut self.cells)
+    }
+
+    /// Whether two rows share the same cell storage (a clone not yet written).
+    pub fn shares_cells(&self, other: &Row) -> bool {
+        Arc::ptr_eq(&self.cells, &other.cells)
+    }
+
+    /// No cell content and no metadata: the row may be dropped from the end of a sheet.
+    pub fn is_empty(&self) -> bool {
+        self.meta.is_empty() && self.cells.iter().all(Cell::is_blank)
+    }
+}
+
+/// The state file keeps a row without metadata as the plain array of its cells (the format
+/// older state files have), and a row with metadata as `{"cells": [...], "developerMetadata":
+/// [ids]}`.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum RowRepr {
+    Plain(Vec<Cell>),
+    Tagged {
+        cells: Vec<Cell>,
+        #[serde(rename = "developerMetadata")]
+        meta: Vec<i32>,
+    },
+}
+
+impl Serialize for Row {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if self.meta.is_empty() {
+            return self.cells.serialize(s);
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("cells", &*self.cells)?;
+        m.serialize_entry("developerMetadata", &self.meta)?;
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Row {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match RowRepr::deserialize(d)? {
+            RowRepr::Plain(cells) => Row::from_cells(cells),
+            RowRepr::Tagged { cells, meta } => Row {
+                cells: Arc::new(cells),
+                meta,
+            },
+        })
+    }
+}
 
 /// One sheet (tab). Its index is its position in [`Spreadsheet::sheets`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,6 +171,10 @@ pub struct Sheet {
     /// Rows from the top; rows past the end are empty. A row may be shorter than the grid.
     #[serde(default)]
     pub rows: Vec<Row>,
+    /// Per column from the left, the ids of developer metadata located on that column
+    /// (columns past the end carry none). Moved by every column edit, like `rows`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub column_meta: Vec<Vec<i32>>,
 }
 
 /// A concrete block of one sheet: zero-based, half-open, clamped to the grid.
@@ -119,6 +208,7 @@ impl Sheet {
             frozen_column_count: 0,
             hidden_columns: Vec::new(),
             rows: Vec::new(),
+            column_meta: Vec::new(),
         }
     }
 
@@ -132,15 +222,30 @@ impl Sheet {
 
     /// The cell for writing; grows the stored rows (not the grid) as needed.
     pub fn cell_mut(&mut self, row: u32, col: u32) -> &mut Cell {
-        let (r, c) = (row as usize, col as usize);
-        if self.rows.len() <= r {
-            self.rows.resize_with(r + 1, Default::default);
-        }
-        let cells = Arc::make_mut(&mut self.rows[r]);
+        let c = col as usize;
+        let cells = self.row_mut(row).cells_mut();
         if cells.len() <= c {
             cells.resize_with(c + 1, Cell::default);
         }
         &mut cells[c]
+    }
+
+    /// The row object for writing; grows the stored rows (not the grid) as needed.
+    pub fn row_mut(&mut self, row: u32) -> &mut Row {
+        let r = row as usize;
+        if self.rows.len() <= r {
+            self.rows.resize_with(r + 1, Row::default);
+        }
+        &mut self.rows[r]
+    }
+
+    /// The metadata ids of a column, for writing; grows the stored columns as needed.
+    pub fn column_meta_mut(&mut self, col: u32) -> &mut Vec<i32> {
+        let c = col as usize;
+        if self.column_meta.len() <= c {
+            self.column_meta.resize_with(c + 1, Vec::new);
+        }
+        &mut self.column_meta[c]
     }
 
     /// Sets a cell's value, keeping its validation and format. `None` clears the value.
@@ -169,7 +274,7 @@ impl Sheet {
             if !has_any {
                 continue;
             }
-            let cells = Arc::make_mut(&mut self.rows[r]);
+            let cells = self.rows[r].cells_mut();
             for c in b.c0..b.c1.min(cells.len() as u32) {
                 cells[c as usize].value = None;
             }
@@ -200,7 +305,8 @@ impl Sheet {
         (rows, cols)
     }
 
-    /// Inserts `n` empty rows before `at`; the grid grows by `n`.
+    /// Inserts `n` empty rows before `at`; the grid grows by `n`. Rows at and below `at` move
+    /// down as objects, with their metadata.
     pub fn insert_rows(&mut self, at: u32, n: u32) {
         let at = at as usize;
         if at < self.rows.len() {
@@ -210,7 +316,8 @@ impl Sheet {
         self.row_count += n;
     }
 
-    /// Deletes rows `[start, end)`; the grid shrinks accordingly.
+    /// Deletes rows `[start, end)` with their metadata ids; the grid shrinks accordingly.
+    /// The caller drops metadata left without a location (`metadata::prune`).
     pub fn delete_rows(&mut self, start: u32, end: u32) {
         let (s, e) = (start as usize, (end as usize).min(self.rows.len()));
         if s < e {
@@ -219,13 +326,37 @@ impl Sheet {
         self.row_count = self.row_count.saturating_sub(end - start).max(1);
     }
 
+    /// Moves rows `[start, end)` so that they sit before row `dest` as counted before the
+    /// move (`moveDimension`); row objects move whole, with their metadata.
+    pub fn move_rows(&mut self, start: u32, end: u32, dest: u32) {
+        if dest >= start && dest <= end {
+            return;
+        }
+        let need = end.max(dest) as usize;
+        if self.rows.len() < need {
+            self.rows.resize_with(need, Row::default);
+        }
+        let moved: Vec<Row> = self.rows.drain(start as usize..end as usize).collect();
+        let at = if dest < start {
+            dest
+        } else {
+            dest - (end - start)
+        } as usize;
+        self.rows.splice(at..at, moved);
+        self.trim();
+    }
+
     pub fn insert_columns(&mut self, at: u32, n: u32) {
         for row in &mut self.rows {
             if (at as usize) < row.len() {
-                let cells = Arc::make_mut(row);
+                let cells = row.cells_mut();
                 let fresh = (0..n).map(|_| Cell::default());
                 cells.splice(at as usize..at as usize, fresh);
             }
+        }
+        if (at as usize) < self.column_meta.len() {
+            let fresh = (0..n).map(|_| Vec::new());
+            self.column_meta.splice(at as usize..at as usize, fresh);
         }
         for h in &mut self.hidden_columns {
             if *h >= at {
@@ -239,8 +370,12 @@ impl Sheet {
         for row in &mut self.rows {
             let e = (end as usize).min(row.len());
             if (start as usize) < e {
-                Arc::make_mut(row).drain(start as usize..e);
+                row.cells_mut().drain(start as usize..e);
             }
+        }
+        let e = (end as usize).min(self.column_meta.len());
+        if (start as usize) < e {
+            self.column_meta.drain(start as usize..e);
         }
         let n = end - start;
         self.hidden_columns.retain(|h| !(start..end).contains(h));
@@ -252,13 +387,60 @@ impl Sheet {
         self.column_count = self.column_count.saturating_sub(n).max(1);
     }
 
+    /// Moves columns `[start, end)` before column `dest` (counted before the move): cells,
+    /// column metadata and the hidden flag move together.
+    pub fn move_columns(&mut self, start: u32, end: u32, dest: u32) {
+        if dest >= start && dest <= end {
+            return;
+        }
+        let (s, e, d) = (start as usize, end as usize, dest as usize);
+        let at = if d < s { d } else { d - (e - s) };
+        let need = e.max(d);
+        for row in &mut self.rows {
+            if row.len() <= s && row.len() <= d {
+                continue;
+            }
+            let cells = row.cells_mut();
+            if cells.len() < need {
+                cells.resize_with(need, Cell::default);
+            }
+            let moved: Vec<Cell> = cells.drain(s..e).collect();
+            cells.splice(at..at, moved);
+        }
+        if self.column_meta.len() > s || self.column_meta.len() > d {
+            if self.column_meta.len() < need {
+                self.column_meta.resize_with(need, Vec::new);
+            }
+            let moved: Vec<Vec<i32>> = self.column_meta.drain(s..e).collect();
+            self.column_meta.splice(at..at, moved);
+        }
+        // Where each column index ends up, for the hidden flags.
+        let new_index = |c: u32| -> u32 {
+            let c = c as usize;
+            let out = if (s..e).contains(&c) {
+                at + (c - s)
+            } else {
+                let without = if c >= e { c - (e - s) } else { c };
+                if without >= at {
+                    without + (e - s)
+                } else {
+                    without
+                }
+            };
+            out as u32
+        };
+        for h in &mut self.hidden_columns {
+            *h = new_index(*h);
+        }
+        self.hidden_columns.sort_unstable();
+        while self.column_meta.last().is_some_and(Vec::is_empty) {
+            self.column_meta.pop();
+        }
+    }
+
     /// Drops trailing empty rows so that extents stay cheap to compute.
     pub fn trim(&mut self) {
-        while self
-            .rows
-            .last()
-            .is_some_and(|r| r.iter().all(Cell::is_blank))
-        {
+        while self.rows.last().is_some_and(Row::is_empty) {
             self.rows.pop();
         }
     }
@@ -272,6 +454,10 @@ pub struct Spreadsheet {
     pub time_zone: String,
     pub locale: String,
     pub sheets: Vec<Sheet>,
+    /// Every developer metadata of the spreadsheet, by id. Where a row or column metadata is
+    /// right now is known from the row or column carrying its id (`metadata::locate`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub developer_metadata: BTreeMap<i32, super::metadata::Metadata>,
 }
 
 impl Spreadsheet {
@@ -282,6 +468,19 @@ impl Spreadsheet {
             time_zone: "Asia/Tokyo".into(),
             locale: "ja_JP".into(),
             sheets: Vec::new(),
+            developer_metadata: BTreeMap::new(),
+        }
+    }
+
+    /// The whole grid of sheet index `i` as bounds.
+    pub fn whole_sheet(&self, i: usize) -> Bounds {
+        let s = &self.sheets[i];
+        Bounds {
+            sheet: i,
+            r0: 0,
+            r1: s.row_count,
+            c0: 0,
+            c1: s.column_count,
         }
     }
 
@@ -499,8 +698,86 @@ mod tests {
             "original must not change"
         );
         assert!(
-            Arc::ptr_eq(&s.rows[1], &copy.rows[1]),
+            s.rows[1].shares_cells(&copy.rows[1]),
             "untouched rows are shared"
+        );
+    }
+
+    fn tags(s: &Sheet) -> Vec<(u32, Vec<i32>)> {
+        s.rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.meta.is_empty())
+            .map(|(i, r)| (i as u32, r.meta.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn row_metadata_travels_with_its_row_through_inserts_deletes_and_moves() {
+        let mut s = sheet_with(&[&["h"], &["a"], &["b"], &["c"]]);
+        s.row_mut(2).meta.push(7); // on "b"
+        s.insert_rows(1, 2);
+        assert_eq!(
+            tags(&s),
+            vec![(4, vec![7])],
+            "inserting above moves it down"
+        );
+        s.delete_rows(0, 1);
+        assert_eq!(tags(&s), vec![(3, vec![7])], "deleting above moves it up");
+        assert_eq!(text(&s, 3, 0).as_deref(), Some("b"), "still on b's row");
+        // Move b (row 3) before row 0: rows [3, 4) to destination 0.
+        s.move_rows(3, 4, 0);
+        assert_eq!(text(&s, 0, 0).as_deref(), Some("b"));
+        assert_eq!(tags(&s), vec![(0, vec![7])], "moveDimension carries it");
+        // Move it down past "c": source [0, 1), destination 5 (before the move).
+        s.move_rows(0, 1, 5);
+        assert_eq!(text(&s, 4, 0).as_deref(), Some("b"), "{:?}", s.rows);
+        assert_eq!(tags(&s), vec![(4, vec![7])]);
+        s.delete_rows(4, 5);
+        assert_eq!(
+            tags(&s),
+            vec![],
+            "deleting the row deletes its metadata ids"
+        );
+    }
+
+    #[test]
+    fn a_row_with_only_metadata_is_kept_and_round_trips_through_json() {
+        let mut s = sheet_with(&[&["a"]]);
+        s.row_mut(5).meta.push(3);
+        s.trim();
+        assert_eq!(
+            s.rows.len(),
+            6,
+            "an empty row carrying metadata is not trimmed"
+        );
+        let json = serde_json::to_value(&s).unwrap_or_default();
+        assert_eq!(
+            json["rows"][0],
+            serde_json::json!([{ "value": { "String": "a" } }])
+        );
+        assert_eq!(
+            json["rows"][5],
+            serde_json::json!({ "cells": [], "developerMetadata": [3] })
+        );
+        let back: Sheet = serde_json::from_value(json).unwrap_or_else(|e| panic!("parse: {e}"));
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn moving_columns_carries_cells_metadata_and_hidden_flags() {
+        let mut s = sheet_with(&[&["a", "b", "c", "d"]]);
+        s.column_meta_mut(1).push(9);
+        s.hidden_columns = vec![1];
+        s.move_columns(1, 2, 4); // b to the end
+        let row: Vec<String> = (0..4).filter_map(|c| text(&s, 0, c)).collect();
+        assert_eq!(row, vec!["a", "c", "d", "b"]);
+        assert_eq!(s.column_meta.get(3), Some(&vec![9]), "{:?}", s.column_meta);
+        assert_eq!(s.hidden_columns, vec![3]);
+        s.delete_columns(3, 4);
+        assert!(
+            s.column_meta.iter().all(Vec::is_empty),
+            "deleted with its column"
         );
     }
 }

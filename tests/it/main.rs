@@ -7,6 +7,7 @@ mod commands;
 mod continuation;
 mod daemon;
 mod emulator;
+mod emulator_metadata;
 mod panels;
 mod sheets_google;
 mod support;

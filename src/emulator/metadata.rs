@@ -1,0 +1,598 @@
+//! Developer metadata: the store of key/value entries attached to the spreadsheet, a sheet,
+//! a row or a column, and the `batchUpdate` requests and API methods that manage them
+//! (`createDeveloperMetadata`, `updateDeveloperMetadata`, `deleteDeveloperMetadata`,
+//! `developerMetadata.get`, `developerMetadata.search`).
+//!
+//! Reference:
+//! https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.developerMetadata
+//! and https://developers.google.com/sheets/api/guides/metadata.
+//!
+//! Row and column metadata is not stored with an index: the row object (or column slot)
+//! carries the metadata's id (`store::Row::meta`, `Sheet::column_meta`), so it "remains
+//! associated at those locations as they move around and the spreadsheet is edited", and
+//! "if the associated object is deleted its metadata is deleted too" ([`prune`]). Where a
+//! metadata is right now is found by [`locate`]. A dimension location is always a single row
+//! or column: Google documents that the `DimensionRange` "must represent a single row or
+//! column; it cannot be unbounded or span multiple rows or columns", and the emulator refuses
+//! anything else, so no multi-row location ever has to grow or shrink.
+
+use std::collections::{BTreeSet, HashMap};
+
+use google_sheets4::api::{
+    CreateDeveloperMetadataRequest, DataFilter, DeleteDeveloperMetadataRequest,
+    DeveloperMetadataLocation, UpdateDeveloperMetadataRequest,
+};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value as Json};
+
+use super::data_filter;
+use super::error::ApiError;
+use super::store::Spreadsheet;
+
+/// Characters of metadata keys and values allowed per sheet (its own, its rows' and its
+/// columns' metadata together) and for the spreadsheet-level metadata. The emulator counts
+/// Unicode characters of `metadataKey` + `metadataValue`
+/// (https://developers.google.com/sheets/api/guides/metadata, "storage limits").
+pub const STORAGE_LIMIT: usize = 30_000;
+
+/// `DeveloperMetadataVisibility`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Visibility {
+    Document,
+    Project,
+}
+
+impl Visibility {
+    /// Google: "Developer metadata must always have a visibility specified."
+    pub fn parse(s: Option<&str>) -> Result<Self, String> {
+        match s {
+            Some("DOCUMENT") => Ok(Visibility::Document),
+            Some("PROJECT") => Ok(Visibility::Project),
+            None | Some("") | Some("DEVELOPER_METADATA_VISIBILITY_UNSPECIFIED") => {
+                Err("Developer metadata must always have a visibility specified.".into())
+            }
+            Some(other) => Err(format!(
+                "Invalid value at 'visibility' (type.googleapis.com/google.apps.sheets.v4.DeveloperMetadata.DeveloperMetadataVisibility), \"{other}\""
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Visibility::Document => "DOCUMENT",
+            Visibility::Project => "PROJECT",
+        }
+    }
+}
+
+/// What a metadata is attached to. Rows and columns are found by the id they carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Anchor {
+    Spreadsheet,
+    Sheet { sheet_id: i32 },
+    Row,
+    Column,
+}
+
+/// One developer metadata (its id is its key in `Spreadsheet::developer_metadata`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub visibility: Visibility,
+    pub anchor: Anchor,
+}
+
+/// Where a metadata is at this moment: sheet indexes into `Spreadsheet::sheets`, zero-based
+/// row and column indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Placed {
+    Spreadsheet,
+    Sheet(usize),
+    Row(usize, u32),
+    Column(usize, u32),
+}
+
+impl Placed {
+    /// `DeveloperMetadataLocationType` name.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Placed::Spreadsheet => "SPREADSHEET",
+            Placed::Sheet(_) => "SHEET",
+            Placed::Row(..) => "ROW",
+            Placed::Column(..) => "COLUMN",
+        }
+    }
+
+    fn anchor(self, ss: &Spreadsheet) -> Anchor {
+        match self {
+            Placed::Spreadsheet => Anchor::Spreadsheet,
+            Placed::Sheet(i) => Anchor::Sheet {
+                sheet_id: ss.sheets[i].id,
+            },
+            Placed::Row(..) => Anchor::Row,
+            Placed::Column(..) => Anchor::Column,
+        }
+    }
+
+    /// The storage bucket a metadata counts against: `None` for the spreadsheet's own,
+    /// else the sheet's index.
+    fn bucket(self) -> Option<usize> {
+        match self {
+            Placed::Spreadsheet => None,
+            Placed::Sheet(i) | Placed::Row(i, _) | Placed::Column(i, _) => Some(i),
+        }
+    }
+}
+
+/// Where every metadata of the spreadsheet is now. Metadata whose sheet, row or column is
+/// gone is absent (and dropped by [`prune`]).
+pub fn locate(ss: &Spreadsheet) -> HashMap<i32, Placed> {
+    let mut out = HashMap::with_capacity(ss.developer_metadata.len());
+    let mut dimensions = false;
+    for (id, md) in &ss.developer_metadata {
+        match md.anchor {
+            Anchor::Spreadsheet => {
+                out.insert(*id, Placed::Spreadsheet);
+            }
+            Anchor::Sheet { sheet_id } => {
+                if let Some(i) = ss.sheet_index(sheet_id) {
+                    out.insert(*id, Placed::Sheet(i));
+                }
+            }
+            Anchor::Row | Anchor::Column => dimensions = true,
+        }
+    }
+    if dimensions {
+        for (i, s) in ss.sheets.iter().enumerate() {
+            for (r, row) in s.rows.iter().enumerate() {
+                for id in &row.meta {
+                    out.insert(*id, Placed::Row(i, r as u32));
+                }
+            }
+            for (c, ids) in s.column_meta.iter().enumerate() {
+                for id in ids {
+                    out.insert(*id, Placed::Column(i, c as u32));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Drops metadata whose location no longer exists (a deleted sheet, row or column), and ids
+/// on rows or columns that no longer name a metadata.
+pub fn prune(ss: &mut Spreadsheet) {
+    if ss.developer_metadata.is_empty() {
+        return;
+    }
+    let located = locate(ss);
+    ss.developer_metadata
+        .retain(|id, _| located.contains_key(id));
+}
+
+/// Attaches metadata `id` to the row or column of `placed` (sheet and spreadsheet locations
+/// need nothing beyond the anchor).
+fn attach(ss: &mut Spreadsheet, id: i32, placed: Placed) {
+    match placed {
+        Placed::Row(i, r) => ss.sheets[i].row_mut(r).meta.push(id),
+        Placed::Column(i, c) => ss.sheets[i].column_meta_mut(c).push(id),
+        Placed::Spreadsheet | Placed::Sheet(_) => {}
+    }
+}
+
+fn detach(ss: &mut Spreadsheet, id: i32, placed: Placed) {
+    match placed {
+        Placed::Row(i, r) => {
+            let s = &mut ss.sheets[i];
+            if let Some(row) = s.rows.get_mut(r as usize) {
+                row.meta.retain(|m| *m != id);
+            }
+            s.trim();
+        }
+        Placed::Column(i, c) => {
+            let s = &mut ss.sheets[i];
+            if let Some(ids) = s.column_meta.get_mut(c as usize) {
+                ids.retain(|m| *m != id);
+            }
+            while s.column_meta.last().is_some_and(Vec::is_empty) {
+                s.column_meta.pop();
+            }
+        }
+        Placed::Spreadsheet | Placed::Sheet(_) => {}
+    }
+}
+
+/// Reads a `DeveloperMetadataLocation`: exactly one of `spreadsheet`, `sheetId`,
+/// `dimensionRange`, the last a single bounded row or column of an existing sheet.
+/// `locationType` is read-only and ignored, as output-only fields are.
+pub fn parse_location(ss: &Spreadsheet, loc: &DeveloperMetadataLocation) -> Result<Placed, String> {
+    let set = [
+        loc.spreadsheet == Some(true),
+        loc.sheet_id.is_some(),
+        loc.dimension_range.is_some(),
+    ];
+    if set.iter().filter(|s| **s).count() != 1 {
+        return Err(
+            "A developer metadata location must set exactly one of spreadsheet, sheetId or \
+             dimensionRange."
+                .into(),
+        );
+    }
+    if loc.spreadsheet == Some(true) {
+        return Ok(Placed::Spreadsheet);
+    }
+    if let Some(id) = loc.sheet_id {
+        return ss
+            .sheet_index(id)
+            .map(Placed::Sheet)
+            .ok_or_else(|| format!("No grid with id: {id}"));
+    }
+    let d = loc.dimension_range.clone().unwrap_or_default();
+    let sheet_id = d.sheet_id.unwrap_or(0);
+    let i = ss
+        .sheet_index(sheet_id)
+        .ok_or_else(|| format!("No grid with id: {sheet_id}"))?;
+    let s = &ss.sheets[i];
+    let (Some(start), Some(end)) = (d.start_index, d.end_index) else {
+        return Err(
+            "The dimensionRange of a developer metadata location must be bounded: it must \
+             represent a single row or column."
+                .into(),
+        );
+    };
+    if start < 0 || end != start + 1 {
+        return Err(format!(
+            "The dimensionRange of a developer metadata location must represent a single row \
+             or column (got startIndex {start}, endIndex {end})."
+        ));
+    }
+    let start = start as u32;
+    match d.dimension.as_deref() {
+        Some("ROWS") if start < s.row_count => Ok(Placed::Row(i, start)),
+        Some("COLUMNS") if start < s.column_count => Ok(Placed::Column(i, start)),
+        Some("ROWS") | Some("COLUMNS") => Err(format!(
+            "The dimensionRange startIndex {start} is beyond the sheet '{}' ({} rows, {} \
+             columns).",
+            s.title, s.row_count, s.column_count
+        )),
+        other => Err(format!(
+            "The dimensionRange dimension must be ROWS or COLUMNS, got {}.",
+            other.unwrap_or("nothing")
+        )),
+    }
+}
+
+/// `DeveloperMetadataLocation` JSON. Zero `sheetId`/`startIndex` inside a `DimensionRange`
+/// are omitted, as proto3 JSON omits default scalars; the `sheetId` of a SHEET location is a
+/// oneof member and always present.
+pub fn location_json(ss: &Spreadsheet, placed: Placed) -> Json {
+    let dim = |i: usize, dimension: &str, index: u32| {
+        let mut m = Map::new();
+        let id = ss.sheets[i].id;
+        if id != 0 {
+            m.insert("sheetId".into(), json!(id));
+        }
+        m.insert("dimension".into(), json!(dimension));
+        if index > 0 {
+            m.insert("startIndex".into(), json!(index));
+        }
+        m.insert("endIndex".into(), json!(index + 1));
+        Json::Object(m)
+    };
+    match placed {
+        Placed::Spreadsheet => json!({ "locationType": "SPREADSHEET", "spreadsheet": true }),
+        Placed::Sheet(i) => json!({ "locationType": "SHEET", "sheetId": ss.sheets[i].id }),
+        Placed::Row(i, r) => json!({ "locationType": "ROW", "dimensionRange": dim(i, "ROWS", r) }),
+        Placed::Column(i, c) => {
+            json!({ "locationType": "COLUMN", "dimensionRange": dim(i, "COLUMNS", c) })
+        }
+    }
+}
+
+/// `DeveloperMetadata` JSON of one entry at its current location.
+pub fn metadata_json(ss: &Spreadsheet, id: i32, md: &Metadata, placed: Placed) -> Json {
+    let mut m = Map::new();
+    m.insert("metadataId".into(), json!(id));
+    m.insert("metadataKey".into(), json!(md.key));
+    if let Some(v) = md.value.as_deref().filter(|v| !v.is_empty()) {
+        m.insert("metadataValue".into(), json!(v));
+    }
+    m.insert("location".into(), location_json(ss, placed));
+    m.insert("visibility".into(), json!(md.visibility.name()));
+    Json::Object(m)
+}
+
+/// The metadata located exactly at `placed`, as JSON, in id order (for grid data's
+/// `rowMetadata`, `columnMetadata` and `sheets[].developerMetadata`).
+pub fn at(ss: &Spreadsheet, placed: Placed) -> Vec<Json> {
+    let ids: Vec<i32> = match placed {
+        Placed::Row(i, r) => ss.sheets[i]
+            .rows
+            .get(r as usize)
+            .map(|row| row.meta.clone())
+            .unwrap_or_default(),
+        Placed::Column(i, c) => ss.sheets[i]
+            .column_meta
+            .get(c as usize)
+            .cloned()
+            .unwrap_or_default(),
+        Placed::Sheet(i) => {
+            let id = ss.sheets[i].id;
+            ss.developer_metadata
+                .iter()
+                .filter(|(_, md)| md.anchor == Anchor::Sheet { sheet_id: id })
+                .map(|(k, _)| *k)
+                .collect()
+        }
+        Placed::Spreadsheet => ss
+            .developer_metadata
+            .iter()
+            .filter(|(_, md)| md.anchor == Anchor::Spreadsheet)
+            .map(|(k, _)| *k)
+            .collect(),
+    };
+    let mut ids = ids;
+    ids.sort_unstable();
+    ids.iter()
+        .filter_map(|id| {
+            let md = ss.developer_metadata.get(id)?;
+            Some(metadata_json(ss, *id, md, placed))
+        })
+        .collect()
+}
+
+/// Refuses a state where the metadata of a sheet, or of the spreadsheet itself, holds more
+/// than [`STORAGE_LIMIT`] characters of keys and values. The wording is the emulator's.
+fn check_storage(ss: &Spreadsheet) -> Result<(), String> {
+    let located = locate(ss);
+    let mut used: HashMap<Option<usize>, usize> = HashMap::new();
+    for (id, md) in &ss.developer_metadata {
+        let Some(placed) = located.get(id) else {
+            continue;
+        };
+        let n = md.key.chars().count() + md.value.as_deref().map_or(0, |v| v.chars().count());
+        *used.entry(placed.bucket()).or_default() += n;
+    }
+    for (bucket, n) in used {
+        if n > STORAGE_LIMIT {
+            let whom = match bucket {
+                None => "the spreadsheet".to_string(),
+                Some(i) => format!("sheet '{}'", ss.sheets[i].title),
+            };
+            return Err(format!(
+                "Developer metadata storage limit exceeded: the metadata of {whom} would hold \
+                 {n} characters of keys and values, more than the limit of {STORAGE_LIMIT}."
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn fresh_id(ss: &Spreadsheet) -> i32 {
+    let mut rng = rand::thread_rng();
+    loop {
+        let id = rng.gen_range(1..=i32::MAX);
+        if !ss.developer_metadata.contains_key(&id) {
+            return id;
+        }
+    }
+}
+
+/// `createDeveloperMetadata`. An explicit `metadataId` must be positive and unused; without
+/// one, a random positive id is assigned, as Google does.
+pub fn create(ss: &mut Spreadsheet, req: &CreateDeveloperMetadataRequest) -> Result<Json, String> {
+    let md = req
+        .developer_metadata
+        .as_ref()
+        .ok_or("developerMetadata is required.")?;
+    let key = md
+        .metadata_key
+        .clone()
+        .filter(|k| !k.is_empty())
+        .ok_or("Developer metadata must always have a key specified.")?;
+    let visibility = Visibility::parse(md.visibility.as_deref())?;
+    let loc = md
+        .location
+        .as_ref()
+        .ok_or("Developer metadata must always have a location specified.")?;
+    let placed = parse_location(ss, loc)?;
+    let id = match md.metadata_id {
+        Some(id) if id <= 0 => {
+            return Err(format!("metadataId must be positive, got {id}."));
+        }
+        Some(id) if ss.developer_metadata.contains_key(&id) => {
+            return Err(format!("Developer metadata with id {id} already exists."));
+        }
+        Some(id) => id,
+        None => fresh_id(ss),
+    };
+    let entry = Metadata {
+        key,
+        value: md.metadata_value.clone().filter(|v| !v.is_empty()),
+        visibility,
+        anchor: placed.anchor(ss),
+    };
+    let reply = metadata_json(ss, id, &entry, placed);
+    ss.developer_metadata.insert(id, entry);
+    attach(ss, id, placed);
+    check_storage(ss)?;
+    Ok(json!({ "createDeveloperMetadata": { "developerMetadata": reply } }))
+}
+
+/// The ids of metadata any of `filters` selects, in id order.
+fn select(ss: &Spreadsheet, filters: &[DataFilter]) -> Result<BTreeSet<i32>, String> {
+    let located = locate(ss);
+    let mut ids = BTreeSet::new();
+    for (i, f) in filters.iter().enumerate() {
+        let found = data_filter::matching_metadata(ss, f, &located)
+            .map_err(|m| format!("dataFilters[{i}]: {m}"))?;
+        ids.extend(found);
+    }
+    Ok(ids)
+}
+
+/// `updateDeveloperMetadata`: every metadata the filters select gets the masked fields of
+/// `developerMetadata`. Allowed fields: `metadataKey`, `metadataValue`, `visibility`,
+/// `location` (moves it), or `*`; `metadataId` cannot change.
+pub fn update(ss: &mut Spreadsheet, req: &UpdateDeveloperMetadataRequest) -> Result<Json, String> {
+    let filters = req.data_filters.as_deref().unwrap_or_default();
+    if filters.is_empty() {
+        return Err("At least one data filter must be specified in 'dataFilters'.".into());
+    }
+    let src = req
+        .developer_metadata
+        .as_ref()
+        .ok_or("developerMetadata is required.")?;
+    let mask: Vec<String> = req
+        .fields
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if mask.is_empty() {
+        return Err("At least one field must be specified in 'fields'.".into());
+    }
+    for f in &mask {
+        if !matches!(
+            f.as_str(),
+            "*" | "metadataId" | "metadataKey" | "metadataValue" | "visibility" | "location"
+        ) {
+            return Err(format!(
+                "Invalid field mask: '{f}' is not a DeveloperMetadata field."
+            ));
+        }
+    }
+    let has = |f: &str| mask.iter().any(|m| m == "*" || m == f);
+    let ids = select(ss, filters)?;
+    let new_place = if has("location") {
+        let loc = src
+            .location
+            .as_ref()
+            .ok_or("Developer metadata must always have a location specified.")?;
+        Some(parse_location(ss, loc)?)
+    } else {
+        None
+    };
+    let located = locate(ss);
+    for id in &ids {
+        if has("metadataId") && src.metadata_id.is_some_and(|n| n != *id) {
+            return Err(format!(
+                "metadataId cannot be updated (metadata {id} was asked to become {}).",
+                src.metadata_id.unwrap_or_default()
+            ));
+        }
+        let Some(md) = ss.developer_metadata.get_mut(id) else {
+            continue;
+        };
+        if has("metadataKey") {
+            md.key = src
+                .metadata_key
+                .clone()
+                .filter(|k| !k.is_empty())
+                .ok_or("Developer metadata must always have a key specified.")?;
+        }
+        if has("metadataValue") {
+            md.value = src.metadata_value.clone().filter(|v| !v.is_empty());
+        }
+        if has("visibility") {
+            md.visibility = Visibility::parse(src.visibility.as_deref())?;
+        }
+        if let (Some(to), Some(from)) = (new_place, located.get(id).copied()) {
+            let anchor = to.anchor(ss);
+            if let Some(md) = ss.developer_metadata.get_mut(id) {
+                md.anchor = anchor;
+            }
+            detach(ss, *id, from);
+            attach(ss, *id, to);
+        }
+    }
+    check_storage(ss)?;
+    let located = locate(ss);
+    let updated: Vec<Json> = ids
+        .iter()
+        .filter_map(|id| {
+            let md = ss.developer_metadata.get(id)?;
+            Some(metadata_json(ss, *id, md, *located.get(id)?))
+        })
+        .collect();
+    let mut reply = Map::new();
+    if !updated.is_empty() {
+        reply.insert("developerMetadata".into(), Json::Array(updated));
+    }
+    Ok(json!({ "updateDeveloperMetadata": reply }))
+}
+
+/// `deleteDeveloperMetadata`: deletes what the filter selects; a filter selecting nothing
+/// deletes nothing and replies with an empty list (omitted, as proto3 JSON does).
+pub fn delete(ss: &mut Spreadsheet, req: &DeleteDeveloperMetadataRequest) -> Result<Json, String> {
+    let filter = req.data_filter.as_ref().ok_or("dataFilter is required.")?;
+    let ids = select(ss, std::slice::from_ref(filter))?;
+    let located = locate(ss);
+    let mut deleted = Vec::new();
+    for id in ids {
+        let Some(placed) = located.get(&id).copied() else {
+            continue;
+        };
+        if let Some(md) = ss.developer_metadata.get(&id) {
+            deleted.push(metadata_json(ss, id, md, placed));
+        }
+        detach(ss, id, placed);
+        ss.developer_metadata.remove(&id);
+    }
+    let mut reply = Map::new();
+    if !deleted.is_empty() {
+        reply.insert("deletedDeveloperMetadata".into(), Json::Array(deleted));
+    }
+    Ok(json!({ "deleteDeveloperMetadata": reply }))
+}
+
+/// `developerMetadata.get`: 404 `NOT_FOUND` for an id that does not exist (any more).
+pub fn get(ss: &Spreadsheet, id: i32) -> Result<Json, ApiError> {
+    let located = locate(ss);
+    match (ss.developer_metadata.get(&id), located.get(&id)) {
+        (Some(md), Some(placed)) => Ok(metadata_json(ss, id, md, *placed)),
+        _ => Err(ApiError::new(
+            404,
+            format!("No developer metadata with id {id} exists in the spreadsheet."),
+        )),
+    }
+}
+
+/// `developerMetadata.search`: `{"matchedDeveloperMetadata": [{"developerMetadata",
+/// "dataFilters"}]}`, one entry per metadata with every filter that selected it, in id order;
+/// `{}` when nothing matches.
+pub fn search(ss: &Spreadsheet, body: &Json) -> Result<Json, ApiError> {
+    let filters = data_filter::parse_filters(body.get("dataFilters"), "dataFilters")?;
+    let located = locate(ss);
+    let mut matched: std::collections::BTreeMap<i32, Vec<Json>> = Default::default();
+    for (i, (raw, f)) in filters.iter().enumerate() {
+        let ids = data_filter::matching_metadata(ss, f, &located)
+            .map_err(|m| ApiError::invalid(format!("Invalid dataFilters[{i}]: {m}")))?;
+        for id in ids {
+            matched.entry(id).or_default().push(raw.clone());
+        }
+    }
+    let entries: Vec<Json> = matched
+        .into_iter()
+        .filter_map(|(id, filters)| {
+            let md = ss.developer_metadata.get(&id)?;
+            let placed = *located.get(&id)?;
+            Some(json!({
+                "developerMetadata": metadata_json(ss, id, md, placed),
+                "dataFilters": filters,
+            }))
+        })
+        .collect();
+    if entries.is_empty() {
+        return Ok(json!({}));
+    }
+    Ok(json!({ "matchedDeveloperMetadata": entries }))
+}
