@@ -371,7 +371,7 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
         "",
     )
     .await;
-    let reads = "spreadsheets.values.batchGet";
+    let reads = "spreadsheets.values.batchGetByDataFilter";
     // Started: it has read and written its heartbeat once.
     wait_for(
         "the daemon to start polling",

@@ -200,43 +200,86 @@ async fn round_trip_over_http_with_the_jwt_flow_and_only_the_spreadsheets_scope(
 }
 
 #[tokio::test]
-async fn bursts_of_429_and_503_and_a_dropped_connection_recover_writing_once() {
+async fn bursts_of_429_and_503_and_a_dropped_connection_recover_reading_once() {
     let emu = start_empty().await;
     let sheets = client(&emu).await;
-    // Token first, so the fault plan meets the writes only.
+    // Token first, so the fault plan meets the reads only.
     sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
-    let m = Some(VALUES_BATCH_UPDATE);
+    emu.set_values("Sheet1!A1:B1", json!([["once", 1]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let m = Some(BATCH_GET);
     emu.add_fault(FaultRule::next(m, Fault::Status(429), 2));
     emu.add_fault(FaultRule::next(m, Fault::Status(503), 2));
     emu.add_fault(FaultRule::next(m, Fault::Drop, 1));
 
+    let got = sheets
+        .read(&[a1::range("Sheet1", "A1:B1")])
+        .await
+        .unwrap_or_else(|e| panic!("read did not recover: {e}"));
+    assert_eq!(got[0].values, vec![vec![json!("once"), json!(1)]]);
+    assert_eq!(
+        statuses(&emu, BATCH_GET),
+        vec![429, 429, 503, 503, 0, 200],
+        "expected five failed attempts (0 = dropped) then one success"
+    );
+    let stats = sheets.stats().snapshot();
+    assert_eq!(stats.retries, 5, "{stats:?}");
+    assert_eq!(stats.count("values.batchGet", "429"), 2, "{stats:?}");
+    assert_eq!(stats.count("values.batchGet", "5xx"), 2, "{stats:?}");
+    assert_eq!(stats.count("values.batchGet", "connection"), 1, "{stats:?}");
+}
+
+#[tokio::test]
+async fn a_value_write_refused_with_429_is_sent_once_and_left_to_the_caller() {
+    // What a write puts where was decided from an earlier read: repeating it after a
+    // backoff could hit rows a person has moved meanwhile (DESIGN §4).
+    let emu = start_empty().await;
+    let sheets = client(&emu).await;
+    sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
+    emu.add_fault(FaultRule::next(
+        Some(VALUES_BATCH_UPDATE),
+        Fault::Status(429),
+        1,
+    ));
+    let err = sheets
+        .write(&[ValueRange::new(
+            a1::range("Sheet1", "A1:B1"),
+            vec![vec![json!("once"), json!(1)]],
+        )])
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("a refused write must surface as an error"));
+    assert_eq!(
+        err.kind,
+        ErrorKind::Retryable,
+        "the caller may try again later: {err}"
+    );
+    assert_eq!(
+        statuses(&emu, VALUES_BATCH_UPDATE),
+        vec![429],
+        "sent exactly once"
+    );
+    assert!(
+        values(&emu, "Sheet1!A1:B1").is_empty(),
+        "nothing was written"
+    );
+    // The caller's next attempt, from a fresh read, goes through.
     sheets
         .write(&[ValueRange::new(
             a1::range("Sheet1", "A1:B1"),
             vec![vec![json!("once"), json!(1)]],
         )])
         .await
-        .unwrap_or_else(|e| panic!("write did not recover: {e}"));
+        .unwrap_or_else(|e| panic!("{e}"));
+}
 
-    assert_eq!(
-        statuses(&emu, VALUES_BATCH_UPDATE),
-        vec![429, 429, 503, 503, 0, 200],
-        "expected five failed attempts (0 = dropped) then one success"
-    );
-    assert_eq!(
-        values(&emu, "Sheet1!A1:B1"),
-        vec![vec![json!("once"), json!(1)]]
-    );
-    let stats = sheets.stats().snapshot();
-    assert_eq!(stats.retries, 5, "{stats:?}");
-    assert_eq!(stats.count("values.batchUpdate", "429"), 2, "{stats:?}");
-    assert_eq!(stats.count("values.batchUpdate", "5xx"), 2, "{stats:?}");
-    assert_eq!(
-        stats.count("values.batchUpdate", "connection"),
-        1,
-        "{stats:?}"
-    );
-
+#[tokio::test]
+async fn appends_are_retried_only_when_nothing_was_applied() {
+    let emu = start_empty().await;
+    let sheets = client(&emu).await;
+    sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
+    emu.set_values("Sheet1!A1:B1", json!([["once", 1]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
     // An append is retried on 429/503 (nothing was applied) and lands exactly once.
     let m = Some(APPEND);
     emu.add_fault(FaultRule::next(m, Fault::Status(429), 1));
