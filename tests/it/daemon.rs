@@ -29,7 +29,7 @@ fn tag(r: &QueueRow) -> WorkerTag {
         .unwrap_or_else(|| panic!("row {} has no readable ワーカー: {:?}", r.row, r.worker))
 }
 
-fn assert_done(r: &QueueRow) {
+pub(crate) fn assert_done(r: &QueueRow) {
     assert!(
         r.state.is(State::Done),
         "job {} on {} should be 完了, is {:?} with message {:?}",
@@ -418,7 +418,7 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
 }
 
 /// Appends `n` waiting rows in one call, as an Apps Script intake would over time.
-async fn enqueue_many(
+pub(crate) async fn enqueue_many(
     sheets: &dyn sheetq::sheets::Sheets,
     config: &sheetq::config::Config,
     jobs: &[(String, String)],

@@ -9,5 +9,6 @@ mod daemon;
 mod emulator;
 mod emulator_metadata;
 mod panels;
+mod people;
 mod sheets_google;
 mod support;
