@@ -21,11 +21,13 @@
 //! - [`control`]: fault plan, request budget, request log.
 //! - [`fields`]: the `fields` partial-response parameter.
 //! - [`http`]: routing, accounting and the accept loop.
+//! - [`admin`]: the `/_emulator/...` endpoints (log, faults, budget, reset, credentials).
 //! - [`seed`]: the `demo` and `empty` starting spreadsheets.
 //!
 //! This file holds the [`Emulator`] handle that tests start and stop, state-file
 //! persistence, and [`serve`] for the `sheetq emulator` command.
 
+pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod batch;

@@ -286,10 +286,18 @@ pub(super) fn write_rows(
     let s = &mut ss.sheets[sheet];
     let mut cells = 0;
     let mut cols = 0;
+    // Google: `updatedRows`/`updatedColumns` count "rows/columns where at least one cell
+    // was updated"; a JSON null updates nothing.
+    let mut rows_written = 0;
+    let mut cols_written = std::collections::BTreeSet::new();
     for (i, line) in parsed.into_iter().enumerate() {
         cols = cols.max(line.len() as u32);
+        if line.iter().any(Option::is_some) {
+            rows_written += 1;
+        }
         for (j, v) in line.into_iter().enumerate() {
             let Some((value, format)) = v else { continue };
+            cols_written.insert(j);
             let (r, c) = (r0 + i as u32, c0 + j as u32);
             s.grow_to(r + 1, c + 1);
             let cell = s.cell_mut(r, c);
@@ -312,8 +320,8 @@ pub(super) fn write_rows(
     };
     Ok(Written {
         range: range_a1(&s.title, &b),
-        rows: if cells > 0 { n_rows } else { 0 },
-        cols: if cells > 0 { cols } else { 0 },
+        rows: rows_written,
+        cols: cols_written.len() as u32,
         cells,
         bounds: Some(b),
     })
@@ -514,6 +522,24 @@ fn find_table(sheet: &Sheet, b: &Bounds) -> Option<Bounds> {
             }
             None => break,
         }
+    }
+    // The table is the contiguous block: columns next to it holding data in its rows
+    // belong to it (assumed from Google's "table" wording and users' reports that an
+    // append to a range inside a table starts at the table's first column).
+    let column_has_data = |c: u32| {
+        (start..r).any(|row| {
+            sheet
+                .rows
+                .get(row as usize)
+                .and_then(|cells| cells.get(c as usize))
+                .is_some_and(|cell| cell.value.is_some())
+        })
+    };
+    while c0 > 0 && column_has_data(c0 - 1) {
+        c0 -= 1;
+    }
+    while c1 < sheet.column_count && column_has_data(c1) {
+        c1 += 1;
     }
     Some(Bounds {
         sheet: b.sheet,

@@ -23,11 +23,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
+use super::admin;
 use super::api::{self, Major};
 use super::auth::Auth;
 use super::batch::{self, Rules};
 use super::by_filter;
-use super::control::{Control, Fault, FaultRule, RequestRecord};
+use super::control::{Control, Fault, RequestRecord};
 use super::data_filter;
 use super::error::ApiError;
 use super::fields;
@@ -96,16 +97,16 @@ impl std::error::Error for Dropped {}
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/token", post(token))
-        .route("/_emulator/requests", get(admin_requests))
+        .route("/_emulator/requests", get(admin::requests))
         .route(
             "/_emulator/faults",
-            get(admin_faults)
-                .post(admin_add_faults)
-                .delete(admin_clear_faults),
+            get(admin::faults)
+                .post(admin::add_faults)
+                .delete(admin::clear_faults),
         )
-        .route("/_emulator/budget", post(admin_budget))
-        .route("/_emulator/reset", post(admin_reset))
-        .route("/_emulator/credentials", get(admin_credentials))
+        .route("/_emulator/budget", post(admin::budget))
+        .route("/_emulator/reset", post(admin::reset))
+        .route("/_emulator/credentials", get(admin::credentials))
         .fallback(api_call)
         // Google recommends payloads under 2 MB but accepts more; tests write large sheets.
         .layer(DefaultBodyLimit::disable())
@@ -536,7 +537,7 @@ fn execute_json(
     }
 }
 
-fn json_response(status: u16, body: &Json) -> (Response, usize) {
+pub(super) fn json_response(status: u16, body: &Json) -> (Response, usize) {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let len = bytes.len();
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -713,65 +714,6 @@ async fn token(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
     let (resp, len) = json_response(status, &reply);
     pending.log(status, len);
     resp
-}
-
-async fn admin_requests(State(sh): State<Arc<Shared>>) -> Response {
-    let c = sh.control();
-    json_response(200, &json!({ "requests": c.log, "counters": c.counters })).0
-}
-
-async fn admin_faults(State(sh): State<Arc<Shared>>) -> Response {
-    json_response(200, &json!({ "faults": sh.control().faults })).0
-}
-
-/// POST a rule or an array of rules; they are appended to the plan.
-async fn admin_add_faults(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
-    let rules: Result<Vec<FaultRule>, _> = serde_json::from_slice::<Vec<FaultRule>>(&body)
-        .or_else(|_| serde_json::from_slice::<FaultRule>(&body).map(|r| vec![r]));
-    match rules {
-        Ok(rules) => {
-            let mut c = sh.control();
-            c.faults.extend(rules);
-            json_response(200, &json!({ "faults": c.faults })).0
-        }
-        Err(e) => {
-            json_response(
-                400,
-                &ApiError::invalid(format!("bad fault rule: {e}")).body(),
-            )
-            .0
-        }
-    }
-}
-
-async fn admin_clear_faults(State(sh): State<Arc<Shared>>) -> Response {
-    sh.control().faults.clear();
-    json_response(200, &json!({ "faults": [] })).0
-}
-
-/// `{"perMinute": 60}` sets the budget, `{"perMinute": null}` removes it.
-async fn admin_budget(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
-    match serde_json::from_slice::<Json>(&body) {
-        Ok(v) => {
-            let n = v.get("perMinute").and_then(Json::as_u64).map(|n| n as u32);
-            sh.control().set_budget(n);
-            json_response(200, &json!({ "perMinute": n })).0
-        }
-        Err(e) => json_response(400, &ApiError::invalid(format!("bad budget: {e}")).body()).0,
-    }
-}
-
-/// Clears the request log, counters, fault plan and budget (not the spreadsheets).
-async fn admin_reset(State(sh): State<Arc<Shared>>) -> Response {
-    sh.control().reset();
-    json_response(200, &json!({})).0
-}
-
-/// The service-account credentials file for this emulator, to save and point sheetq at.
-async fn admin_credentials(State(sh): State<Arc<Shared>>) -> Response {
-    let base = sh.base_url.lock().map(|b| b.clone()).unwrap_or_default();
-    let creds = super::auth::credentials_json(&base);
-    ([(header::CONTENT_TYPE, "application/json")], creds).into_response()
 }
 
 #[cfg(test)]

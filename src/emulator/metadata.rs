@@ -596,3 +596,112 @@ pub fn search(ss: &Spreadsheet, body: &Json) -> Result<Json, ApiError> {
     }
     Ok(json!({ "matchedDeveloperMetadata": entries }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emulator::batch::{self, Rules};
+    use crate::emulator::store::Sheet;
+
+    fn ss() -> Spreadsheet {
+        let mut ss = Spreadsheet::new("id", "t");
+        ss.sheets.push(Sheet::new(0, "A"));
+        ss.sheets.push(Sheet::new(5, "B"));
+        ss
+    }
+
+    fn run(ss: &mut Spreadsheet, requests: Json) -> Result<Json, ApiError> {
+        let body = serde_json::to_vec(&json!({ "requests": requests })).unwrap_or_default();
+        batch::run(ss, &batch::parse(&body)?, &Rules::default())
+    }
+
+    fn create(id: i32, location: Json) -> Json {
+        json!({ "createDeveloperMetadata": { "developerMetadata": {
+            "metadataId": id, "metadataKey": "k", "visibility": "DOCUMENT", "location": location } } })
+    }
+
+    fn row(sheet_id: i32, index: i32) -> Json {
+        json!({ "dimensionRange": { "sheetId": sheet_id, "dimension": "ROWS",
+                                    "startIndex": index, "endIndex": index + 1 } })
+    }
+
+    fn ids(ss: &Spreadsheet) -> Vec<i32> {
+        ss.developer_metadata.keys().copied().collect()
+    }
+
+    #[test]
+    fn deleting_a_sheet_deletes_its_sheet_row_and_column_metadata() {
+        let mut s = ss();
+        run(
+            &mut s,
+            json!([
+                create(1, json!({ "sheetId": 5 })),
+                create(2, row(5, 3)),
+                create(3, row(0, 3)),
+                create(4, json!({ "spreadsheet": true }))
+            ]),
+        )
+        .unwrap_or_else(|e| panic!("create: {e}"));
+        run(&mut s, json!([{ "deleteSheet": { "sheetId": 5 } }]))
+            .unwrap_or_else(|e| panic!("deleteSheet: {e}"));
+        assert_eq!(
+            ids(&s),
+            vec![3, 4],
+            "only sheet A's and the spreadsheet's remain"
+        );
+    }
+
+    #[test]
+    fn shrinking_the_grid_deletes_metadata_of_the_rows_cut_off() {
+        let mut s = ss();
+        run(
+            &mut s,
+            json!([create(1, row(0, 10)), create(2, row(0, 900))]),
+        )
+        .unwrap_or_else(|e| panic!("create: {e}"));
+        run(
+            &mut s,
+            json!([{ "updateSheetProperties": {
+                "properties": { "sheetId": 0, "gridProperties": { "rowCount": 100 } },
+                "fields": "gridProperties.rowCount" } }]),
+        )
+        .unwrap_or_else(|e| panic!("shrink: {e}"));
+        assert_eq!(ids(&s), vec![1]);
+        assert_eq!(locate(&s).get(&1), Some(&Placed::Row(0, 10)));
+    }
+
+    #[test]
+    fn a_duplicated_sheet_does_not_copy_metadata_ids() {
+        let mut s = ss();
+        run(&mut s, json!([create(1, row(0, 2))])).unwrap_or_else(|e| panic!("create: {e}"));
+        run(
+            &mut s,
+            json!([{ "duplicateSheet": { "sourceSheetId": 0, "newSheetName": "copy" } }]),
+        )
+        .unwrap_or_else(|e| panic!("duplicate: {e}"));
+        assert_eq!(
+            locate(&s).get(&1),
+            Some(&Placed::Row(0, 2)),
+            "still on the original"
+        );
+        let copy = s.sheets.iter().find(|x| x.title == "copy");
+        assert!(
+            copy.is_some_and(|c| c.rows.iter().all(|r| r.meta.is_empty())),
+            "the copy must not carry the same id twice"
+        );
+    }
+
+    #[test]
+    fn a_failed_create_later_in_the_batch_leaves_no_metadata() {
+        let mut s = ss();
+        let err = run(&mut s, json!([create(1, row(0, 2)), create(1, row(0, 3))]))
+            .err()
+            .map(|e| e.message);
+        assert_eq!(
+            err.as_deref(),
+            Some("Invalid requests[1].createDeveloperMetadata: Developer metadata with id 1 already exists.")
+        );
+        assert!(s.developer_metadata.is_empty(), "the whole batch failed");
+        assert!(s.sheets[0].rows.is_empty(), "no row keeps a stray id");
+    }
+}

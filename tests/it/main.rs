@@ -8,6 +8,7 @@ mod continuation;
 mod daemon;
 mod emulator;
 mod emulator_metadata;
+mod emulator_rows;
 mod panels;
 mod people;
 mod sheets_google;

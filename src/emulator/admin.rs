@@ -1,0 +1,74 @@
+//! The `/_emulator/...` admin endpoints: the request log and counters, the fault plan, the
+//! request budget, a reset, and the credentials file of this emulator. For people and
+//! scripts; tests use the `Emulator` handle instead.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value as Json};
+
+use super::control::FaultRule;
+use super::error::ApiError;
+use super::http::{json_response, Shared};
+
+pub async fn requests(State(sh): State<Arc<Shared>>) -> Response {
+    let c = sh.control();
+    json_response(200, &json!({ "requests": c.log, "counters": c.counters })).0
+}
+
+pub async fn faults(State(sh): State<Arc<Shared>>) -> Response {
+    json_response(200, &json!({ "faults": sh.control().faults })).0
+}
+
+/// POST a rule or an array of rules; they are appended to the plan.
+pub async fn add_faults(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
+    let rules: Result<Vec<FaultRule>, _> = serde_json::from_slice::<Vec<FaultRule>>(&body)
+        .or_else(|_| serde_json::from_slice::<FaultRule>(&body).map(|r| vec![r]));
+    match rules {
+        Ok(rules) => {
+            let mut c = sh.control();
+            c.faults.extend(rules);
+            json_response(200, &json!({ "faults": c.faults })).0
+        }
+        Err(e) => {
+            json_response(
+                400,
+                &ApiError::invalid(format!("bad fault rule: {e}")).body(),
+            )
+            .0
+        }
+    }
+}
+
+pub async fn clear_faults(State(sh): State<Arc<Shared>>) -> Response {
+    sh.control().faults.clear();
+    json_response(200, &json!({ "faults": [] })).0
+}
+
+/// `{"perMinute": 60}` sets the budget, `{"perMinute": null}` removes it.
+pub async fn budget(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
+    match serde_json::from_slice::<Json>(&body) {
+        Ok(v) => {
+            let n = v.get("perMinute").and_then(Json::as_u64).map(|n| n as u32);
+            sh.control().set_budget(n);
+            json_response(200, &json!({ "perMinute": n })).0
+        }
+        Err(e) => json_response(400, &ApiError::invalid(format!("bad budget: {e}")).body()).0,
+    }
+}
+
+/// Clears the request log, counters, fault plan and budget (not the spreadsheets).
+pub async fn reset(State(sh): State<Arc<Shared>>) -> Response {
+    sh.control().reset();
+    json_response(200, &json!({})).0
+}
+
+/// The service-account credentials file for this emulator, to save and point sheetq at.
+pub async fn credentials(State(sh): State<Arc<Shared>>) -> Response {
+    let base = sh.base_url.lock().map(|b| b.clone()).unwrap_or_default();
+    let creds = super::auth::credentials_json(&base);
+    ([(header::CONTENT_TYPE, "application/json")], creds).into_response()
+}
