@@ -345,8 +345,12 @@ impl Daemon {
         // A write-back that fails must not stop claiming: its results wait in the outbox.
         let wrote_heartbeat = match self.flush(&poll, display).await {
             Ok(wrote) => wrote,
-            Err(DaemonError::Sheets(e)) if e.is_retryable() => {
-                warn!(error = %e, pending = self.outbox.len(), "could not write results; they stay in the outbox");
+            // Refused too: a bound row deleted between the read and the write makes Google
+            // refuse the whole write. The next poll resolves every result afresh.
+            Err(DaemonError::Sheets(e))
+                if e.is_retryable() || e.kind == ErrorKind::InvalidArgument =>
+            {
+                warn!(error = %e, pending = self.outbox.len(), "could not write results; they stay in the outbox and are resolved afresh at the next poll");
                 false
             }
             Err(e) => return Err(e),

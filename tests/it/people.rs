@@ -98,8 +98,17 @@ fn poke(
     None
 }
 
+/// Open (issue "Rows that survive people"): under this load some results stay unwritten
+/// (rows left 実行中) and a write that hits a finished row sorted in from above the read
+/// window cannot be repaired. Run it with `cargo test --test it people -- --ignored
+/// --nocapture` (`SHEETQ_TEST_LOG=sheetq=info` for the daemons' logs).
+#[ignore = "reproduces the open part of row identity under people; fails today"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_daemons_keep_every_result_on_its_row_while_a_person_rearranges_the_queue() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("SHEETQ_TEST_LOG").unwrap_or_else(|_| "off".into()))
+        .with_test_writer()
+        .try_init();
     let emu = start_emulator().await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let log = dir.path().join("runs.txt");
