@@ -188,6 +188,8 @@ struct Daemon {
     last_heartbeat: Option<tokio::time::Instant>,
     /// Bindings of finished (or abandoned) claims, removed with the next batch sent anyway.
     unbind: Vec<i32>,
+    /// Writes through bindings that a claim pass could not send; sent with the next flush.
+    pending_through: Vec<writeback::Through>,
     /// `host pid` of this process, in the heartbeat: one worker_id, one process.
     process: String,
     report: RunReport,
@@ -231,6 +233,7 @@ impl Daemon {
             sheet_ids: HashMap::new(),
             last_heartbeat: None,
             unbind: Vec::new(),
+            pending_through: Vec::new(),
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
             report: RunReport::default(),
             config,

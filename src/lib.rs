@@ -19,6 +19,15 @@
 //! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
 //! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
 //!   local runs without Google (store, HTTP server, fault injection, request log).
+//!   - `emulator/store.rs`: spreadsheets, sheets, rows as objects (cells + metadata ids).
+//!   - `emulator/metadata.rs`: developer metadata: create/update/delete, get, search, limits.
+//!   - `emulator/data_filter.rs`: `DataFilter` resolution to metadata and grid ranges.
+//!   - `emulator/by_filter.rs`: `values.batchGet/Update/ClearByDataFilter`.
+//!   - `emulator/api.rs`: `spreadsheets.create` and `values.*` (append's table detection).
+//!   - `emulator/grid.rs`: spreadsheet JSON with grid data and row/column metadata.
+//!   - `emulator/batch.rs`: `spreadsheets.batchUpdate` dispatch (atomic), cell and sheet
+//!     requests; `dimension.rs` rows/columns and `sortRange`; `paste.rs` cut/copy-paste;
+//!     `find_replace.rs` the compare-and-swap.
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
 //! - [`metrics`]: the daemon's counters and gauges, their Prometheus text, the health verdict
 //!   of the poll loop, and the `/metrics` + `/healthz` endpoint.

@@ -349,7 +349,13 @@ impl Daemon {
                 })
                 .await?;
         }
-        self.write_through(&fresh, through, follow_up).await?;
+        // Put-backs, restores and timeouts must not be lost to a refused write: they wait
+        // for the next write-back, through their bindings.
+        let retry = through.clone();
+        if let Err(e) = self.write_through(&fresh, through, follow_up).await {
+            self.pending_through.extend(retry);
+            return Err(e);
+        }
         if with_heartbeat {
             self.last_heartbeat = Some(tokio::time::Instant::now());
         }

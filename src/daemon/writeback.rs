@@ -150,7 +150,9 @@ impl Daemon {
             poll
         };
         let mut data = Vec::new();
-        let mut through = Vec::new();
+        // Follow-ups of a claim pass whose write failed (a put-back, a restore, a timeout's
+        // cells) go again, through their bindings.
+        let mut through = std::mem::take(&mut self.pending_through);
         let mut settled = Vec::new();
         let mut rebind = Vec::new();
         for job in &pending {
@@ -250,7 +252,18 @@ impl Daemon {
             // daemons' claims go by.
             let force = !through.is_empty();
             let heartbeat = self.heartbeat_into(poll, &mut data, force).await?;
-            let landed = self.write_through(poll, through, data).await?;
+            let retry: Vec<Through> = through
+                .iter()
+                .filter(|t| !self.outbox.contains(&t.job_id))
+                .cloned()
+                .collect();
+            let landed = match self.write_through(poll, through, data).await {
+                Ok(l) => l,
+                Err(e) => {
+                    self.pending_through.extend(retry);
+                    return Err(e);
+                }
+            };
             settled.extend(landed);
             heartbeat
         };
@@ -542,7 +555,9 @@ impl Daemon {
 }
 
 /// A write to a queue row through its binding: the cells to change, and the job the row must
-/// hold (checked in the write's reply).
+/// hold (checked in the write's reply). Sending one again is safe (Google resolves the row
+/// anew, and the reply is checked), so one that failed waits for the next write-back.
+#[derive(Debug, Clone)]
 pub(super) struct Through {
     pub(super) id: i32,
     pub(super) job_id: String,
