@@ -65,25 +65,42 @@ pub enum WritePlan {
     Deleted,
 }
 
-/// Decides where a result may go. `at_binding` is the row the binding resolved to (`None`:
-/// it matched nothing); `rows_with_job` are every row of a read that covers the whole queue
-/// holding the job's jobId (a copied row may repeat it); `tag` is our claim (ワーカー text).
+/// Decides where a write to a claimed row may go: a result (`state` is `Some(Running)`: the
+/// row must still be our running claim) or a follow-up of a claim pass (a put-back, a
+/// timeout's cells, a restore; `None`: any state). `at_binding` is the row the binding
+/// resolved to (`None`: it matched nothing); `rows_with_job` are every row of a read that
+/// covers the whole queue holding the job's jobId (a copied row may repeat it); `tag` is the
+/// claim the row must show (its ワーカー text).
+///
+/// A row holding the job under another ワーカー text is still ours when that text is no
+/// live claim (`live_claim` says whether a row's claim is one a live daemon runs): a claim
+/// commit that landed on the wrong row leaves its 開始日時/ワーカー there until its daemon
+/// restores them, and waiting for that must not lose the result. The write then puts our
+/// ワーカー text back with it.
 pub fn plan_write(
     job_id: &str,
     tag: &str,
+    state: Option<State>,
     at_binding: Option<&QueueRow>,
     rows_with_job: &[&QueueRow],
+    live_claim: impl Fn(&QueueRow) -> bool,
 ) -> WritePlan {
-    let ours = |r: &QueueRow| r.job_id == job_id && r.worker == tag;
+    let ours = |r: &QueueRow| r.job_id == job_id && (r.worker == tag || !live_claim(r));
+    let in_state = |r: &QueueRow| state.is_none_or(|s| r.state.is(s));
     if let Some(r) = at_binding.filter(|r| ours(r)) {
-        return if r.state.is(State::Running) {
+        return if in_state(r) {
             WritePlan::Write
         } else {
             WritePlan::NotOurs
         };
     }
-    match rows_with_job.iter().find(|r| ours(r)) {
-        Some(r) if r.state.is(State::Running) => WritePlan::Rebind { row: r.row },
+    // Our own tag first: a copied row may repeat the job under another claim.
+    let mut candidates = rows_with_job
+        .iter()
+        .filter(|r| r.worker == tag)
+        .chain(rows_with_job.iter().filter(|r| r.worker != tag));
+    match candidates.find(|r| ours(r)) {
+        Some(r) if in_state(r) => WritePlan::Rebind { row: r.row },
         Some(_) => WritePlan::NotOurs,
         None if rows_with_job.is_empty() => WritePlan::Deleted,
         None => WritePlan::NotOurs,
@@ -144,6 +161,13 @@ mod tests {
     }
 
     const TAG: &str = "vm-1/0 #0000abcd";
+    /// What a result asks of its row: still our running claim.
+    const RUNNING: Option<State> = Some(State::Running);
+
+    /// Every claim other than ours is one a live daemon runs.
+    fn live(_: &QueueRow) -> bool {
+        true
+    }
 
     #[test]
     fn tokens_stand_for_positive_int32_ids_and_back() {
@@ -167,9 +191,9 @@ mod tests {
     #[test]
     fn a_binding_on_our_running_row_is_written_through() {
         let r = row(7, "j1", State::Running, TAG);
-        assert_eq!(plan_write("j1", TAG, Some(&r), &[&r]), WritePlan::Write);
+        assert_eq!(plan_write("j1", TAG, RUNNING, Some(&r), &[&r], live), WritePlan::Write);
         // The binding's word is enough: the job's row need not be in the window read.
-        assert_eq!(plan_write("j1", TAG, Some(&r), &[]), WritePlan::Write);
+        assert_eq!(plan_write("j1", TAG, RUNNING, Some(&r), &[], live), WritePlan::Write);
     }
 
     #[test]
@@ -177,7 +201,7 @@ mod tests {
         let other = row(7, "j2", State::Waiting, "");
         let ours = row(12, "j1", State::Running, TAG);
         assert_eq!(
-            plan_write("j1", TAG, Some(&other), &[&ours]),
+            plan_write("j1", TAG, RUNNING, Some(&other), &[&ours], live),
             WritePlan::Rebind { row: 12 }
         );
     }
@@ -186,7 +210,7 @@ mod tests {
     fn a_lost_binding_on_an_existing_row_rebinds() {
         let ours = row(4, "j1", State::Running, TAG);
         assert_eq!(
-            plan_write("j1", TAG, None, &[&ours]),
+            plan_write("j1", TAG, RUNNING, None, &[&ours], live),
             WritePlan::Rebind { row: 4 }
         );
     }
@@ -195,18 +219,63 @@ mod tests {
     fn a_row_that_timed_out_or_was_reclaimed_is_not_ours() {
         let timed_out = row(4, "j1", State::Timeout, TAG);
         assert_eq!(
-            plan_write("j1", TAG, Some(&timed_out), &[&timed_out]),
+            plan_write("j1", TAG, RUNNING, Some(&timed_out), &[&timed_out], live),
             WritePlan::NotOurs
         );
         let rerun = row(4, "j1", State::Running, "vm-2/1 #00001234");
-        assert_eq!(plan_write("j1", TAG, None, &[&rerun]), WritePlan::NotOurs);
+        assert_eq!(plan_write("j1", TAG, RUNNING, None, &[&rerun], live), WritePlan::NotOurs);
     }
 
     #[test]
     fn no_row_with_the_job_means_it_was_deleted() {
         let other = row(4, "j2", State::Running, "vm-2/0 #00000001");
-        assert_eq!(plan_write("j1", TAG, Some(&other), &[]), WritePlan::Deleted);
-        assert_eq!(plan_write("j1", TAG, None, &[]), WritePlan::Deleted);
+        assert_eq!(plan_write("j1", TAG, RUNNING, Some(&other), &[], live), WritePlan::Deleted);
+        assert_eq!(plan_write("j1", TAG, RUNNING, None, &[], live), WritePlan::Deleted);
+    }
+
+    #[test]
+    fn a_follow_up_goes_to_the_rows_claim_whatever_its_state() {
+        // A claim that landed on a finished row is restored through the binding it left
+        // there; the row is not running, yet it is the one to write.
+        let hit = row(9, "j1", State::Done, TAG);
+        assert_eq!(plan_write("j1", TAG, None, Some(&hit), &[&hit], live), WritePlan::Write);
+        let elsewhere = row(3, "j2", State::Done, "vm-2/0 #00000001");
+        assert_eq!(
+            plan_write("j1", TAG, None, Some(&elsewhere), &[&hit], live),
+            WritePlan::Rebind { row: 9 }
+        );
+        // A timeout's cells wait for the row to be タイムアウト (the swap that made it so).
+        let timed_out = row(5, "j1", State::Timeout, TAG);
+        assert_eq!(
+            plan_write("j1", TAG, Some(State::Timeout), Some(&timed_out), &[], live),
+            WritePlan::Write
+        );
+        assert_eq!(
+            plan_write("j1", TAG, Some(State::Timeout), None, &[&hit], live),
+            WritePlan::NotOurs
+        );
+    }
+
+    #[test]
+    fn a_claim_left_on_our_row_by_a_commit_that_missed_does_not_take_it_from_us() {
+        // Another daemon's claim commit hit our running row: its CAS failed, but its
+        // 開始日時/ワーカー landed. That claim runs nothing, so the row is still ours.
+        let clobbered = row(7, "j1", State::Running, "vm-2/0 #00000077");
+        let failed_claim = |_: &QueueRow| false;
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, Some(&clobbered), &[&clobbered], failed_claim),
+            WritePlan::Write
+        );
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, None, &[&clobbered], failed_claim),
+            WritePlan::Rebind { row: 7 }
+        );
+        // The same text from a claim its daemon runs (the job was re-queued and re-run):
+        // not ours to finish.
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, Some(&clobbered), &[&clobbered], live),
+            WritePlan::NotOurs
+        );
     }
 
     #[test]
@@ -232,14 +301,16 @@ mod tests {
     }
 
     proptest! {
-        /// Whatever a person did to the rows, a result is written only through a binding
-        /// that sits on a row holding the job under our running claim, moved only to such a
-        /// row, and "deleted" is said only when no row holds the job.
+        /// Whatever a person did to the rows, a write is sent only through a binding that
+        /// sits on a row holding the job under the expected claim and state, a binding is
+        /// moved only to such a row, and "deleted" is said only when no row holds the job.
         #[test]
-        fn results_only_go_to_our_running_row(
+        fn writes_only_go_to_the_row_under_the_expected_claim(
             rows in prop::collection::vec(
                 (0usize..3, any_state(), prop::bool::ANY, 2u32..50), 0..6),
             binding in prop::option::of(0usize..6),
+            wanted in prop::option::of(any_state()),
+            others_live in prop::bool::ANY,
         ) {
             let jobs = ["j1", "j2", "j3"];
             let rows: Vec<QueueRow> = rows
@@ -250,17 +321,20 @@ mod tests {
                 .collect();
             let at = binding.and_then(|i| rows.get(i));
             let with_job: Vec<&QueueRow> = rows.iter().filter(|r| r.job_id == "j1").collect();
-            match plan_write("j1", TAG, at, &with_job) {
+            let in_state = |r: &QueueRow| wanted.is_none_or(|s| r.state.is(s));
+            let claim_live = |_: &QueueRow| others_live;
+            let ours = |r: &QueueRow| r.worker == TAG || !others_live;
+            match plan_write("j1", TAG, wanted, at, &with_job, claim_live) {
                 WritePlan::Write => {
                     let r = at.expect("a write needs a binding");
                     prop_assert_eq!(&r.job_id, "j1");
-                    prop_assert_eq!(&r.worker, TAG);
-                    prop_assert!(r.state.is(State::Running));
+                    prop_assert!(ours(r), "wrote to a row under a live claim {}", r.worker);
+                    prop_assert!(in_state(r), "wrote to a row in state {:?}", r.state);
                 }
                 WritePlan::Rebind { row: n } => {
                     prop_assert!(with_job.iter().any(|r| r.row == n
-                        && r.worker == TAG
-                        && r.state.is(State::Running)));
+                        && ours(r)
+                        && in_state(r)));
                 }
                 WritePlan::Deleted => prop_assert!(with_job.is_empty()),
                 WritePlan::NotOurs => prop_assert!(!with_job.is_empty() || at.is_some_and(|r| r.job_id == "j1")),

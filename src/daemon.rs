@@ -68,6 +68,10 @@ pub enum DaemonError {
 /// How many passes in a row may fail on a changed layout before the daemon gives up.
 const MAX_LAYOUT_FAILURES: u32 = 3;
 
+/// How long reads cover the whole queue after a person's edit moved rows under our claims
+/// or bindings: sorting and tidying come in bursts.
+const WHOLE_QUEUE_AFTER_MOVES: StdDuration = StdDuration::from_secs(10 * 60);
+
 impl DaemonError {
     /// Whether the error may come from a person changing the spreadsheet since the last
     /// discovery (a renamed panel makes its range unparsable, an inserted column moves a
@@ -190,6 +194,9 @@ struct Daemon {
     unbind: Vec<i32>,
     /// Writes through bindings that a claim pass could not send; sent with the next flush.
     pending_through: Vec<writeback::Through>,
+    /// When a person's edit last moved rows under our claims or bindings (see
+    /// [`Daemon::rows_moved`]).
+    rows_moved_at: Option<tokio::time::Instant>,
     /// `host pid` of this process, in the heartbeat: one worker_id, one process.
     process: String,
     report: RunReport,
@@ -234,6 +241,7 @@ impl Daemon {
             last_heartbeat: None,
             unbind: Vec::new(),
             pending_through: Vec::new(),
+            rows_moved_at: None,
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
             report: RunReport::default(),
             config,
@@ -386,6 +394,20 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+
+    /// Notes that a person's edit moved rows under our claims or bindings (a sort, a
+    /// cut-and-paste): for a while every read covers the whole queue, so that a row such an
+    /// edit puts under a write, finished or not, is in the read just before and can be
+    /// restored. A quiet sheet keeps reading only its unfinished window.
+    fn rows_moved(&mut self) {
+        self.rows_moved_at = Some(tokio::time::Instant::now());
+    }
+
+    /// Whether reads cover the whole queue because rows moved recently.
+    fn rows_moving(&self) -> bool {
+        self.rows_moved_at
+            .is_some_and(|t| t.elapsed() < WHOLE_QUEUE_AFTER_MOVES)
     }
 
     fn spawn(&mut self, claimed: Claimed) {

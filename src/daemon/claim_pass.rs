@@ -17,7 +17,6 @@ use crate::sheet_time;
 use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 use crate::workers::{self, RunningRef};
 
-use super::writeback::Through;
 use super::{Claimed, Daemon, DaemonError, Poll};
 
 impl Daemon {
@@ -196,6 +195,7 @@ impl Daemon {
                 Some(hit) if hit.job_id != row.job_id => {
                     // The queue moved: the swap timed out another running job. Undo it.
                     warn!(job.id = %hit.job_id, planned = %row.job_id, "the queue moved during a timeout; restoring the row that was hit");
+                    self.rows_moved();
                     undo.push(cas(
                         qid,
                         hit.row,
@@ -208,21 +208,9 @@ impl Daemon {
                     warn!(job.id = %row.job_id, target = %row.target_key(), reason = %message, "timed out a stale job");
                     // Its 終了日時/メッセージ go through its binding when it has one (any
                     // daemon's claim token names it), never to a row number from this read.
-                    match binding::id_of_tag(&row.worker) {
-                        Some(id) => through.push(Through {
-                            id,
-                            job_id: row.job_id.clone(),
-                            cells: self.finish_values(Finish::Timeout, now, "", message),
-                            unbind: true,
-                        }),
-                        None => follow_up.extend(self.finish_cells(
-                            row.row,
-                            Finish::Timeout,
-                            now,
-                            "",
-                            message,
-                        )),
-                    }
+                    let cells = self.finish_values(Finish::Timeout, now, "", message);
+                    let timed_out = Some(State::Timeout);
+                    self.follow_up(row, timed_out, cells, &mut through, &mut follow_up);
                     follow_up.extend(self.panel_result(
                         &fresh,
                         row,
@@ -269,6 +257,7 @@ impl Daemon {
                 // waiting row sat at that position: we did claim *that* row (its 待機 turned
                 // 実行中 under our token). Run it if its target is idle, else put it back.
                 Some(row) if changed(reply_index) && ours => {
+                    self.rows_moved();
                     if self.may_start(&row, &[]) && busy.insert(row.target_key().to_string()) {
                         warn!(job.id = %row.job_id, target = %row.target_key(), worker = %claimed.tag, planned = %claimed.row.job_id, "the queue moved during the claim; running the row that was claimed instead");
                         self.spawn(Claimed { row, ..claimed });
@@ -279,15 +268,8 @@ impl Daemon {
                             &Cell::from(""),
                             "",
                         );
-                        match binding_id {
-                            Some(id) => through.push(Through {
-                                id,
-                                job_id: row.job_id.clone(),
-                                cells,
-                                unbind: true,
-                            }),
-                            None => follow_up.extend(self.cells_at(row.row, cells)),
-                        }
+                        let running = Some(State::Running);
+                        self.follow_up(&row, running, cells, &mut through, &mut follow_up);
                         self.free_slots.push(claimed.slot);
                     }
                 }
@@ -305,6 +287,7 @@ impl Daemon {
                     // landed with them; the binding itself goes.
                     let landed_on = other.filter(|r| ours && r.job_id != claimed.row.job_id);
                     if let Some(row) = &landed_on {
+                        self.rows_moved();
                         if let Some(before) = fresh.snapshot.by_job_id(&row.job_id) {
                             let started = before
                                 .started_at
@@ -313,15 +296,8 @@ impl Daemon {
                                 })
                                 .unwrap_or_else(|| Cell::from(""));
                             let cells = self.claim_values(None, &started, &before.worker);
-                            match binding_id {
-                                Some(id) => through.push(Through {
-                                    id,
-                                    job_id: row.job_id.clone(),
-                                    cells,
-                                    unbind: true,
-                                }),
-                                None => follow_up.extend(self.cells_at(row.row, cells)),
-                            }
+                            info!(job.id = %row.job_id, row = row.row, worker = %before.worker, claim = %claimed.tag, "giving the row our claim landed on its 開始日時/ワーカー back");
+                            self.follow_up(row, None, cells, &mut through, &mut follow_up);
                         } else {
                             // It came from above the unfinished window, so its old values
                             // were not read: say so rather than guess.
@@ -349,13 +325,9 @@ impl Daemon {
                 })
                 .await?;
         }
-        // Put-backs, restores and timeouts must not be lost to a refused write: they wait
-        // for the next write-back, through their bindings.
-        let retry = through.clone();
-        if let Err(e) = self.write_through(&fresh, through, follow_up).await {
-            self.pending_through.extend(retry);
-            return Err(e);
-        }
+        // Put-backs, restores and timeouts that a refused or misplaced write did not land
+        // wait for the next write-back, through their bindings.
+        self.write_through(&fresh, through, follow_up).await?;
         if with_heartbeat {
             self.last_heartbeat = Some(tokio::time::Instant::now());
         }

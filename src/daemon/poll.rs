@@ -77,8 +77,10 @@ impl Daemon {
     }
 
     /// What a poll reads, in one `values.batchGet`: the queue header, the unfinished window
-    /// of the queue (or all of it), the worker sheet, and the function table of each panel.
+    /// of the queue (or all of it: asked for, or rows moved recently), the worker sheet, and
+    /// the function table of each panel.
     pub(super) fn queue_ranges(&self, full: bool) -> Vec<String> {
+        let full = full || self.rows_moving();
         let l = &self.layout.last_col;
         let start = if full { 2 } else { self.window_start.max(2) };
         let mut ranges = vec![
@@ -93,6 +95,7 @@ impl Daemon {
     /// One read (`values.batchGetByDataFilter`): the A1 ranges of [`Self::queue_ranges`] and,
     /// in the same call, the row each of our bindings sits on now.
     pub(super) async fn poll(&mut self, full: bool) -> Result<Poll, DaemonError> {
+        let full = full || self.rows_moving();
         let ranges = self.queue_ranges(full);
         let ids = self.bindings_in_use();
         let filters: Vec<Filter> = ranges
@@ -122,8 +125,8 @@ impl Daemon {
         Ok(poll)
     }
 
-    /// The binding ids of our running jobs, of claims not yet settled, and of results
-    /// waiting in the outbox.
+    /// The binding ids of our running jobs, of claims not yet settled, of results waiting in
+    /// the outbox, and of follow-up writes waiting for the next write-back.
     pub(super) fn bindings_in_use(&self) -> Vec<i32> {
         let mut ids: Vec<i32> = self
             .running
@@ -135,6 +138,7 @@ impl Daemon {
                     .pending()
                     .filter_map(|j| binding::id_of_tag(&j.worker)),
             )
+            .chain(self.pending_through.iter().map(|t| t.id))
             .collect();
         ids.sort_unstable();
         ids.dedup();

@@ -47,17 +47,8 @@ impl Daemon {
                 warn!(job.id = %row.job_id, row = row.row, "job was running when this worker stopped; marking it as failed");
                 let message =
                     "エラー: ワーカーがジョブの実行中に再起動しました (worker restarted during the job)";
-                match binding::id_of_tag(&row.worker) {
-                    Some(id) => through.push(Through {
-                        id,
-                        job_id: row.job_id.clone(),
-                        cells: self.finish_values(Finish::Error, now, "", message),
-                        unbind: true,
-                    }),
-                    None => {
-                        data.extend(self.finish_cells(row.row, Finish::Error, now, "", message))
-                    }
-                }
+                let cells = self.finish_values(Finish::Error, now, "", message);
+                self.follow_up(row, Some(State::Running), cells, &mut through, &mut data);
                 data.extend(self.panel_result(&poll, row, Finish::Error, now, "", message));
             }
         }
@@ -133,28 +124,52 @@ impl Daemon {
         display: Vec<ValueRange>,
     ) -> Result<bool, DaemonError> {
         let pending: Vec<FinishedJob> = self.outbox.pending().cloned().collect();
+        let follow_ups = std::mem::take(&mut self.pending_through);
         // Deciding "deleted" or "rebind" needs every row that holds the job: look in the
         // whole queue when this read did not cover it.
+        let unresolved = |id: Option<i32>, job_id: &str, worker: &str| {
+            let bound_ok = id
+                .and_then(|id| poll.bound.get(&id))
+                .and_then(Option::as_ref)
+                .is_some_and(|r| r.job_id == job_id && r.worker == worker);
+            !bound_ok && poll.snapshot.by_job_id(job_id).is_none()
+        };
         let full;
         let poll = if !poll.full
-            && pending.iter().any(|j| {
-                let bound_ok = binding::id_of_tag(&j.worker)
-                    .and_then(|id| poll.bound.get(&id))
-                    .and_then(Option::as_ref)
-                    .is_some_and(|r| r.job_id == j.job_id && r.worker == j.worker);
-                !bound_ok && poll.snapshot.by_job_id(&j.job_id).is_none()
-            }) {
+            && (pending
+                .iter()
+                .any(|j| unresolved(binding::id_of_tag(&j.worker), &j.job_id, &j.worker))
+                || follow_ups
+                    .iter()
+                    .any(|t| unresolved(Some(t.id), &t.job_id, &t.worker)))
+        {
             full = self.poll(true).await?;
             &full
         } else {
             poll
         };
         let mut data = Vec::new();
-        // Follow-ups of a claim pass whose write failed (a put-back, a restore, a timeout's
-        // cells) go again, through their bindings.
-        let mut through = std::mem::take(&mut self.pending_through);
+        let mut through = Vec::new();
         let mut settled = Vec::new();
         let mut rebind = Vec::new();
+        // Follow-ups of a claim pass that did not land (a put-back, a restore, a timeout's
+        // cells) are planned again like results: through their bindings, once each binding
+        // is back on its row.
+        for t in follow_ups {
+            let at_binding = poll.bound.get(&t.id).and_then(Option::as_ref);
+            let with_job = poll.rows_with_job(&t.job_id);
+            let live = |r: &QueueRow| self.claim_is_live(poll, r);
+            match binding::plan_write(&t.job_id, &t.worker, t.state, at_binding, &with_job, live) {
+                WritePlan::Write => through.push(t),
+                WritePlan::Rebind { row } => {
+                    rebind.push((t.id, row, t.job_id.clone()));
+                    self.pending_through.push(t);
+                }
+                WritePlan::NotOurs | WritePlan::Deleted => {
+                    warn!(job.id = %t.job_id, worker = %t.worker, "a follow-up write no longer finds its row as it left it (changed or deleted meanwhile); dropping it");
+                }
+            }
+        }
         for job in &pending {
             let id = binding::id_of_tag(&job.worker);
             let at_binding = id
@@ -162,7 +177,14 @@ impl Daemon {
                 .and_then(Option::as_ref);
             let with_job = poll.rows_with_job(&job.job_id);
             let plan = match id {
-                Some(_) => binding::plan_write(&job.job_id, &job.worker, at_binding, &with_job),
+                Some(_) => binding::plan_write(
+                    &job.job_id,
+                    &job.worker,
+                    Some(State::Running),
+                    at_binding,
+                    &with_job,
+                    |r| self.claim_is_live(poll, r),
+                ),
                 // Claimed without a binding: the row that holds the job and our claim.
                 None => match with_job.iter().find(|r| r.worker == job.worker) {
                     Some(r) if r.state.is(State::Running) => WritePlan::Rebind { row: r.row },
@@ -176,16 +198,20 @@ impl Daemon {
                     if !self.continuation_appended(poll, job).await? {
                         continue;
                     }
+                    let mut cells =
+                        self.finish_values(job.finish, job.finished_at, &job.url, &job.message);
+                    // A claim commit that missed its row left its ワーカー text on ours.
+                    if at_binding.is_some_and(|r| r.worker != job.worker) {
+                        cells.push((Column::Worker, Cell::from(job.worker.as_str())));
+                    }
                     through.push(Through {
                         id,
                         job_id: job.job_id.clone(),
-                        cells: self.finish_values(
-                            job.finish,
-                            job.finished_at,
-                            &job.url,
-                            &job.message,
-                        ),
+                        worker: job.worker.clone(),
+                        state: Some(State::Running),
+                        cells,
                         unbind: true,
+                        result: true,
                     });
                     if let Some(row) = at_binding {
                         data.extend(self.job_panel_result(poll, row, job));
@@ -218,6 +244,8 @@ impl Daemon {
                         job.id = %job.job_id,
                         target = %job.target,
                         worker = %job.worker,
+                        rows = ?with_job.iter().map(|r| (r.row, r.state.clone(), r.worker.as_str())).collect::<Vec<_>>(),
+                        bound = ?at_binding.map(|r| (r.row, r.job_id.as_str(), r.state.clone(), r.worker.as_str())),
                         "the row no longer carries our running claim (timed out and maybe re-run); not overwriting it"
                     );
                     self.unbind.extend(id);
@@ -242,6 +270,7 @@ impl Daemon {
             }
         }
         if !rebind.is_empty() {
+            self.rows_moved();
             self.rebind(&rebind).await?;
         }
         data.extend(display);
@@ -252,19 +281,7 @@ impl Daemon {
             // daemons' claims go by.
             let force = !through.is_empty();
             let heartbeat = self.heartbeat_into(poll, &mut data, force).await?;
-            let retry: Vec<Through> = through
-                .iter()
-                .filter(|t| !self.outbox.contains(&t.job_id))
-                .cloned()
-                .collect();
-            let landed = match self.write_through(poll, through, data).await {
-                Ok(l) => l,
-                Err(e) => {
-                    self.pending_through.extend(retry);
-                    return Err(e);
-                }
-            };
-            settled.extend(landed);
+            settled.extend(self.write_through(poll, through, data).await?);
             heartbeat
         };
         self.outbox.done(settled.iter().map(String::as_str))?;
@@ -374,9 +391,16 @@ impl Daemon {
             .map(|t| self.bound_write(t.id, &t.cells))
             .chain(data.iter().map(FilterWrite::a1))
             .collect();
-        let replies = self.sheets.write_filtered(&writes).await?;
+        let replies = match self.sheets.write_filtered(&writes).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.keep_follow_ups(through);
+                return Err(e.into());
+            }
+        };
         let job_col = self.layout.columns.index(Column::JobId) as usize;
         let mut landed = Vec::new();
+        let mut missed = Vec::new();
         let mut repairs = Vec::new();
         for (t, reply) in through.iter().zip(&replies) {
             let found = reply.as_ref().map(|w| {
@@ -395,8 +419,11 @@ impl Daemon {
                 }
                 WriteCheck::Missed => {
                     warn!(job.id = %t.job_id, binding = t.id, "the row binding matched no row when the write was applied (row deleted?); resolving it afresh at the next pass");
+                    missed.push(t.clone());
                 }
                 WriteCheck::Wrong { found_job_id } => {
+                    missed.push(t.clone());
+                    self.rows_moved();
                     self.report.write_incidents += 1;
                     self.observers.metrics.write_incident();
                     error!(
@@ -410,8 +437,11 @@ impl Daemon {
                         Some(before) => repairs.push(Through {
                             id: t.id,
                             job_id: found_job_id,
+                            worker: before.worker.clone(),
+                            state: None,
                             cells: self.restore_values(before, &t.cells),
                             unbind: false,
+                            result: false,
                         }),
                         None => {
                             error!(job.id = %found_job_id, "the row that was hit was not in the read just before; its cells cannot be restored")
@@ -420,6 +450,7 @@ impl Daemon {
                 }
             }
         }
+        self.keep_follow_ups(missed);
         if !repairs.is_empty() {
             let writes: Vec<FilterWrite> = repairs
                 .iter()
@@ -442,6 +473,66 @@ impl Daemon {
             }
         }
         Ok(landed)
+    }
+
+    /// Cells for a claimed `row` (as a read showed it; its ワーカー text is the claim it must
+    /// still show, `state` the state it must be in): through the binding that claim names,
+    /// or, for a claim without one, to the row number of that read, the only way such a row
+    /// can be reached.
+    pub(super) fn follow_up(
+        &self,
+        row: &QueueRow,
+        state: Option<State>,
+        cells: Vec<(Column, Cell)>,
+        through: &mut Vec<Through>,
+        data: &mut Vec<ValueRange>,
+    ) {
+        match binding::id_of_tag(&row.worker) {
+            Some(id) => through.push(Through {
+                id,
+                job_id: row.job_id.clone(),
+                worker: row.worker.clone(),
+                state,
+                cells,
+                unbind: true,
+                result: false,
+            }),
+            None => data.extend(self.cells_at(row.row, cells)),
+        }
+    }
+
+    /// Whether `row`'s claim (its ワーカー text) is one a live daemon runs: ours when one of
+    /// our running or unsettled claims shows that text, another daemon's when its live
+    /// heartbeat lists the job. A claim commit that missed its row leaves such text on a row
+    /// it did not claim; that claim runs nothing. An empty cell is no claim; other text (a
+    /// person's note) counts as live, so nothing is overwritten on its account.
+    pub(super) fn claim_is_live(&self, poll: &Poll, row: &QueueRow) -> bool {
+        if row.worker.trim().is_empty() {
+            return false;
+        }
+        let Some(tag) = row.worker_tag() else {
+            return true;
+        };
+        if tag.daemon_id == self.config.worker_id {
+            return self
+                .running
+                .values()
+                .chain(&self.unsettled)
+                .any(|c| c.tag == tag);
+        }
+        let now = Utc::now();
+        poll.workers.iter().any(|h| {
+            h.worker_id == tag.daemon_id
+                && h.is_live(now, self.policy.dead_after)
+                && h.jobs.iter().any(|j| j.job_id == row.job_id)
+        })
+    }
+
+    /// Keeps the follow-ups among `through` that did not land for the next write-back (results
+    /// stay in the outbox anyway), where they are planned afresh against a new poll.
+    fn keep_follow_ups(&mut self, through: impl IntoIterator<Item = Through>) {
+        self.pending_through
+            .extend(through.into_iter().filter(|t| !t.result));
     }
 
     /// A row of `cells` at their columns and `null` elsewhere, through binding `id`: Google
@@ -554,16 +645,25 @@ impl Daemon {
     }
 }
 
-/// A write to a queue row through its binding: the cells to change, and the job the row must
-/// hold (checked in the write's reply). Sending one again is safe (Google resolves the row
-/// anew, and the reply is checked), so one that failed waits for the next write-back.
+/// A write to a queue row through its binding: the cells to change, and what the row must
+/// show (checked against the poll before sending and against the write's reply after).
+/// Sending one again is safe (Google resolves the row anew, and the reply is checked), so
+/// one that failed or missed is planned afresh at the next write-back.
 #[derive(Debug, Clone)]
 pub(super) struct Through {
     pub(super) id: i32,
+    /// The jobId the row must hold.
     pub(super) job_id: String,
+    /// The claim (ワーカー text) the row must show.
+    pub(super) worker: String,
+    /// The state the row must be in, if any (a result: still running).
+    pub(super) state: Option<State>,
     pub(super) cells: Vec<(Column, Cell)>,
     /// Remove the binding once the write has landed (the job is finished with).
     pub(super) unbind: bool,
+    /// A finished job's result, kept by the outbox until it lands; anything else (a
+    /// follow-up of a claim pass) is kept in `pending_through`.
+    pub(super) result: bool,
 }
 
 pub(super) fn finish_state(finish: Finish) -> State {
