@@ -86,7 +86,17 @@ pub fn plan_write(
     live_claim: impl Fn(&QueueRow) -> bool,
 ) -> WritePlan {
     let ours = |r: &QueueRow| r.job_id == job_id && (r.worker == tag || !live_claim(r));
-    let in_state = |r: &QueueRow| state.is_none_or(|s| r.state.is(s));
+    // A result may also go to a row under our own claim that a misplaced write (values a
+    // narrow sort moved under another binding) turned 完了 or 待機: only we write those
+    // with our claim still on the row, and nobody has claimed it since. A row timed out or
+    // failed by another daemon keeps its state.
+    let in_state = |r: &QueueRow| match state {
+        None => true,
+        Some(State::Running) if r.worker == tag => [State::Running, State::Done, State::Waiting]
+            .iter()
+            .any(|s| r.state.is(*s)),
+        Some(s) => r.state.is(s),
+    };
     if let Some(r) = at_binding.filter(|r| ours(r)) {
         return if in_state(r) {
             WritePlan::Write
@@ -191,9 +201,15 @@ mod tests {
     #[test]
     fn a_binding_on_our_running_row_is_written_through() {
         let r = row(7, "j1", State::Running, TAG);
-        assert_eq!(plan_write("j1", TAG, RUNNING, Some(&r), &[&r], live), WritePlan::Write);
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, Some(&r), &[&r], live),
+            WritePlan::Write
+        );
         // The binding's word is enough: the job's row need not be in the window read.
-        assert_eq!(plan_write("j1", TAG, RUNNING, Some(&r), &[], live), WritePlan::Write);
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, Some(&r), &[], live),
+            WritePlan::Write
+        );
     }
 
     #[test]
@@ -223,14 +239,23 @@ mod tests {
             WritePlan::NotOurs
         );
         let rerun = row(4, "j1", State::Running, "vm-2/1 #00001234");
-        assert_eq!(plan_write("j1", TAG, RUNNING, None, &[&rerun], live), WritePlan::NotOurs);
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, None, &[&rerun], live),
+            WritePlan::NotOurs
+        );
     }
 
     #[test]
     fn no_row_with_the_job_means_it_was_deleted() {
         let other = row(4, "j2", State::Running, "vm-2/0 #00000001");
-        assert_eq!(plan_write("j1", TAG, RUNNING, Some(&other), &[], live), WritePlan::Deleted);
-        assert_eq!(plan_write("j1", TAG, RUNNING, None, &[], live), WritePlan::Deleted);
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, Some(&other), &[], live),
+            WritePlan::Deleted
+        );
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, None, &[], live),
+            WritePlan::Deleted
+        );
     }
 
     #[test]
@@ -238,7 +263,10 @@ mod tests {
         // A claim that landed on a finished row is restored through the binding it left
         // there; the row is not running, yet it is the one to write.
         let hit = row(9, "j1", State::Done, TAG);
-        assert_eq!(plan_write("j1", TAG, None, Some(&hit), &[&hit], live), WritePlan::Write);
+        assert_eq!(
+            plan_write("j1", TAG, None, Some(&hit), &[&hit], live),
+            WritePlan::Write
+        );
         let elsewhere = row(3, "j2", State::Done, "vm-2/0 #00000001");
         assert_eq!(
             plan_write("j1", TAG, None, Some(&elsewhere), &[&hit], live),
@@ -257,13 +285,37 @@ mod tests {
     }
 
     #[test]
+    fn a_result_mends_our_claims_row_that_a_misplaced_write_finished_or_put_back() {
+        for state in [State::Done, State::Waiting] {
+            let hit = row(7, "j1", state, TAG);
+            assert_eq!(
+                plan_write("j1", TAG, RUNNING, Some(&hit), &[&hit], live),
+                WritePlan::Write,
+                "our claim's row turned {state:?} by someone else's misplaced write"
+            );
+        }
+        let failed = row(7, "j1", State::Error, TAG);
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, Some(&failed), &[&failed], live),
+            WritePlan::NotOurs
+        );
+    }
+
+    #[test]
     fn a_claim_left_on_our_row_by_a_commit_that_missed_does_not_take_it_from_us() {
         // Another daemon's claim commit hit our running row: its CAS failed, but its
         // 開始日時/ワーカー landed. That claim runs nothing, so the row is still ours.
         let clobbered = row(7, "j1", State::Running, "vm-2/0 #00000077");
         let failed_claim = |_: &QueueRow| false;
         assert_eq!(
-            plan_write("j1", TAG, RUNNING, Some(&clobbered), &[&clobbered], failed_claim),
+            plan_write(
+                "j1",
+                TAG,
+                RUNNING,
+                Some(&clobbered),
+                &[&clobbered],
+                failed_claim
+            ),
             WritePlan::Write
         );
         assert_eq!(
@@ -321,7 +373,13 @@ mod tests {
                 .collect();
             let at = binding.and_then(|i| rows.get(i));
             let with_job: Vec<&QueueRow> = rows.iter().filter(|r| r.job_id == "j1").collect();
-            let in_state = |r: &QueueRow| wanted.is_none_or(|s| r.state.is(s));
+            // A result may also mend our own claim's row that a misplaced write turned
+            // 完了 or 待機; timed out or failed rows are never written.
+            let in_state = |r: &QueueRow| match wanted {
+                Some(State::Running) if r.worker == TAG => !r.state.is(State::Timeout) && !r.state.is(State::Error),
+                Some(s) => r.state.is(s),
+                None => true,
+            };
             let claim_live = |_: &QueueRow| others_live;
             let ours = |r: &QueueRow| r.worker == TAG || !others_live;
             match plan_write("j1", TAG, wanted, at, &with_job, claim_live) {

@@ -390,6 +390,32 @@ pub struct QueueRow {
 }
 
 impl QueueRow {
+    /// A row with every cell empty (a blank row a person inserted, or one a cut-and-paste
+    /// emptied), at sheet row `row`.
+    pub fn blank(row: u32) -> Self {
+        QueueRow {
+            row,
+            job_id: String::new(),
+            received_at: None,
+            requester: String::new(),
+            panel_sheet: String::new(),
+            panel_row: None,
+            target: String::new(),
+            function: String::new(),
+            command: String::new(),
+            args_json: String::new(),
+            flags: Vec::new(),
+            state: RowState::Unknown(String::new()),
+            started_at: None,
+            finished_at: None,
+            result_url: String::new(),
+            message: String::new(),
+            worker: String::new(),
+        }
+    }
+}
+
+impl QueueRow {
     /// The serialisation key: 対象ラベル, or パネルシート名 when the label is empty.
     pub fn target_key(&self) -> &str {
         if self.target.trim().is_empty() {

@@ -12,7 +12,7 @@ use crate::config::Intake;
 use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
 use crate::outbox::Finish;
 use crate::panel;
-use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
+use crate::queue::{Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 use crate::workers::{self, RunningRef};
@@ -288,7 +288,7 @@ impl Daemon {
                     let landed_on = other.filter(|r| ours && r.job_id != claimed.row.job_id);
                     if let Some(row) = &landed_on {
                         self.rows_moved();
-                        if let Some(before) = fresh.snapshot.by_job_id(&row.job_id) {
+                        if let Some(before) = fresh.before_image(&row.job_id) {
                             let started = before
                                 .started_at
                                 .map(|t| {
@@ -325,9 +325,12 @@ impl Daemon {
                 })
                 .await?;
         }
-        // Put-backs, restores and timeouts that a refused or misplaced write did not land
-        // wait for the next write-back, through their bindings.
-        self.write_through(&fresh, through, follow_up).await?;
+        // Put-backs, restores and timeouts go with the next write-back, planned against its
+        // poll like results: sent now, blind, a restore could undo a claim another daemon
+        // makes as soon as our commit releases the lease. Their rows show our claim (or, for
+        // a timeout, タイムアウト) until then, so no one claims them meanwhile.
+        self.pending_through.extend(through);
+        self.write_through(&fresh, Vec::new(), follow_up).await?;
         if with_heartbeat {
             self.last_heartbeat = Some(tokio::time::Instant::now());
         }
@@ -347,17 +350,8 @@ impl Daemon {
         i: usize,
         hint: u32,
     ) -> Option<QueueRow> {
-        let values = &reply.ranges.get(i)?.values;
-        queue::parse_rows(
-            values,
-            hint,
-            &self.layout.columns,
-            &self.config.states,
-            self.layout.tz,
-        )
-        .rows
-        .into_iter()
-        .next()
+        let values = reply.ranges.get(i)?.values.first()?;
+        self.parse_row(values, hint)
     }
 
     /// Claims whose commit reply was lost, resolved from a fresh poll: a row that holds the

@@ -12,7 +12,7 @@ use crate::binding;
 use crate::lease::{LeaseState, WORKER_SHEET};
 use crate::panel::{self, PanelIndex, PanelTable};
 use crate::queue::{self, ColumnMap, QueueRow, Snapshot, State, QUEUE_SHEET};
-use crate::sheets::{Filter, FilterRead, ValueRange};
+use crate::sheets::{Cell, Filter, FilterRead, ValueRange};
 use crate::workers::{self, Heartbeat};
 
 use super::{Daemon, DaemonError};
@@ -36,6 +36,16 @@ pub(super) struct Poll {
 }
 
 impl Poll {
+    /// The row holding `job_id` as this read showed it, to give a row a misplaced write hit
+    /// its values back. A row without a jobId was blank (a person inserted it, or a
+    /// cut-and-paste emptied it): blank it is again.
+    pub(super) fn before_image(&self, job_id: &str) -> Option<QueueRow> {
+        if job_id.trim().is_empty() {
+            return Some(QueueRow::blank(0));
+        }
+        self.snapshot.by_job_id(job_id).cloned()
+    }
+
     /// Every row of this read holding `job_id` (a copied row may repeat it).
     pub(super) fn rows_with_job(&self, job_id: &str) -> Vec<&QueueRow> {
         self.snapshot
@@ -149,6 +159,11 @@ impl Daemon {
     pub(super) fn bound_row(&self, read: &FilterRead) -> Option<QueueRow> {
         let (range, values) = read.row()?;
         let row = a1::A1Range::parse(range).ok()?.start_row? + 1;
+        self.parse_row(values, row)
+    }
+
+    /// One queue row's cells (a read-back, a bound row, a write's reply) as sheet row `row`.
+    pub(super) fn parse_row(&self, values: &[Cell], row: u32) -> Option<QueueRow> {
         queue::parse_rows(
             &[values.to_vec()],
             row,

@@ -433,13 +433,37 @@ impl Daemon {
                         range = reply.as_ref().map(|w| w.range.as_str()).unwrap_or(""),
                         "incident: a write through a row binding landed on another job's row (values moved under the binding); repairing that row"
                     );
-                    match poll.snapshot.by_job_id(&found_job_id) {
+                    let after = reply.as_ref().and_then(|w| {
+                        let row = a1::A1Range::parse(&w.range).ok()?.start_row? + 1;
+                        self.parse_row(w.values.first()?, row)
+                    });
+                    let before = poll.before_image(&found_job_id);
+                    // The reply covers the row only as wide as the write was.
+                    let width = reply
+                        .as_ref()
+                        .and_then(|w| w.values.first())
+                        .map_or(0, Vec::len);
+                    let cols = &self.layout.columns;
+                    let compared = |c: Column| {
+                        (cols.index(c) as usize) < width && !t.cells.iter().any(|(w, _)| *w == c)
+                    };
+                    let moved_on = match (&before, &after) {
+                        (Some(b), Some(a)) => changed_since(b, a, compared),
+                        _ => None,
+                    };
+                    if let Some(column) = moved_on {
+                        // Restoring what our read saw would undo a change made since (a
+                        // claim another daemon made): the row's owner mends it instead.
+                        error!(job.id = %found_job_id, ?column, cells = ?t.cells, "the row that was hit changed after our read; not restoring it from that read");
+                        continue;
+                    }
+                    match before {
                         Some(before) => repairs.push(Through {
                             id: t.id,
                             job_id: found_job_id,
                             worker: before.worker.clone(),
                             state: None,
-                            cells: self.restore_values(before, &t.cells),
+                            cells: self.restore_values(&before, &t.cells),
                             unbind: false,
                             result: false,
                         }),
@@ -451,28 +475,76 @@ impl Daemon {
             }
         }
         self.keep_follow_ups(missed);
-        if !repairs.is_empty() {
+        self.repair(poll, repairs).await;
+        Ok(landed)
+    }
+
+    /// Gives rows that misplaced writes hit their values back (`repairs`, from the read just
+    /// before), through the binding the write went through. A repair is itself a write
+    /// through a binding, checked by its reply: one refused or missed is sent again, one that
+    /// found yet another row (the values moved again) repairs that row instead, for a few
+    /// rounds. A row left unrepaired is logged with the values it should show, for a person.
+    async fn repair(&mut self, poll: &Poll, mut repairs: Vec<Through>) {
+        const ROUNDS: u32 = 3;
+        let job_col = self.layout.columns.index(Column::JobId) as usize;
+        for round in 1..=ROUNDS {
+            if repairs.is_empty() {
+                return;
+            }
             let writes: Vec<FilterWrite> = repairs
                 .iter()
                 .map(|t| self.bound_write(t.id, &t.cells))
                 .collect();
-            let replies = self.sheets.write_filtered(&writes).await?;
-            for (t, reply) in repairs.iter().zip(replies) {
-                let ok = reply.is_some_and(|w| {
+            let replies = match self.sheets.write_filtered(&writes).await {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(error = %e, round, "the repair of a row a misplaced write hit was refused");
+                    if round < ROUNDS {
+                        tokio::time::sleep(std::time::Duration::from_millis(
+                            200 * u64::from(round),
+                        ))
+                        .await;
+                    }
+                    continue;
+                }
+            };
+            let mut again = Vec::new();
+            for (t, reply) in repairs.into_iter().zip(replies) {
+                let found = reply.as_ref().map(|w| {
                     w.values
                         .first()
                         .and_then(|row| row.get(job_col))
                         .map(crate::queue::cell_text)
-                        .is_some_and(|j| j == t.job_id)
+                        .unwrap_or_default()
                 });
-                if ok {
-                    info!(job.id = %t.job_id, "repaired the row a misplaced write had hit");
-                } else {
-                    error!(job.id = %t.job_id, "could not repair the row a misplaced write had hit: the rows moved again");
+                match binding::check_write(&t.job_id, found.as_deref()) {
+                    WriteCheck::Landed => {
+                        info!(job.id = %t.job_id, "repaired the row a misplaced write had hit")
+                    }
+                    WriteCheck::Missed => again.push(t),
+                    WriteCheck::Wrong { found_job_id } => {
+                        self.report.write_incidents += 1;
+                        self.observers.metrics.write_incident();
+                        error!(job.id = %t.job_id, found = %found_job_id, cells = ?t.cells, "incident: the repair of a row landed on yet another row (the rows moved again); repairing that one instead; this row should show these values");
+                        if let Some(before) = poll.before_image(&found_job_id) {
+                            again.push(Through {
+                                id: t.id,
+                                job_id: found_job_id,
+                                worker: before.worker.clone(),
+                                state: None,
+                                cells: self.restore_values(&before, &t.cells),
+                                unbind: false,
+                                result: false,
+                            });
+                        }
+                    }
                 }
             }
+            repairs = again;
         }
-        Ok(landed)
+        for t in repairs {
+            error!(job.id = %t.job_id, cells = ?t.cells, "could not repair the row a misplaced write had hit; it should show these values");
+        }
     }
 
     /// Cells for a claimed `row` (as a read showed it; its ワーカー text is the claim it must
@@ -664,6 +736,25 @@ pub(super) struct Through {
     /// A finished job's result, kept by the outbox until it lands; anything else (a
     /// follow-up of a claim pass) is kept in `pending_through`.
     pub(super) result: bool,
+}
+
+/// The first `compared` column (one the write did not touch and its reply shows) whose value
+/// differs between `before` (our read) and `after` (the row as the write left it): the row
+/// changed after our read, so our read is no before-image to restore it from.
+fn changed_since(
+    before: &QueueRow,
+    after: &QueueRow,
+    compared: impl Fn(Column) -> bool,
+) -> Option<Column> {
+    [
+        (Column::State, before.state == after.state),
+        (Column::StartedAt, before.started_at == after.started_at),
+        (Column::Worker, before.worker == after.worker),
+        (Column::FinishedAt, before.finished_at == after.finished_at),
+    ]
+    .into_iter()
+    .find(|(c, same)| compared(*c) && !same)
+    .map(|(c, _)| c)
 }
 
 pub(super) fn finish_state(finish: Finish) -> State {
