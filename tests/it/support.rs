@@ -40,7 +40,17 @@ pub async fn start_with(opts: EmulatorOptions) -> Emulator {
 /// A `google-sheets4` hub pointed at `emu` (`base_url`/`root_url`), authenticated with the
 /// emulator's service-account credentials through `yup-oauth2`.
 pub async fn hub(emu: &Emulator) -> Hub {
-    let key = yup_oauth2::parse_service_account_key(emu.credentials_json()).unwrap_or_else(|e| {
+    hub_with(emu, emu.credentials_json()).await
+}
+
+/// Like [`hub`], as another service account of the emulator's project (`name@...`): a
+/// second user with its own per-user quota.
+pub async fn hub_for(emu: &Emulator, name: &str) -> Hub {
+    hub_with(emu, emu.credentials_json_for(name)).await
+}
+
+async fn hub_with(emu: &Emulator, credentials: String) -> Hub {
+    let key = yup_oauth2::parse_service_account_key(credentials).unwrap_or_else(|e| {
         panic!("credentials JSON does not parse as a service-account key: {e}")
     });
     let auth = yup_oauth2::ServiceAccountAuthenticator::builder(key)
