@@ -18,10 +18,12 @@
 //! - [`paste`]: `cutPaste`, `copyPaste`.
 //! - [`find_replace`]: `findReplace`, the lease's compare-and-swap.
 //! - [`auth`]: test key pair, credentials JSON, `/token`, bearer tokens.
-//! - [`control`]: fault plan, request budget, request log.
+//! - [`quota`]: Google's per-minute quotas (per user, per project; reads and writes apart),
+//!   their sliding window and the `--quota` syntax.
+//! - [`control`]: fault plan, the quota's limits and windows, request log and counters.
 //! - [`fields`]: the `fields` partial-response parameter.
 //! - [`http`]: routing, accounting and the accept loop.
-//! - [`admin`]: the `/_emulator/...` endpoints (log, faults, budget, reset, credentials).
+//! - [`admin`]: the `/_emulator/...` endpoints (log, faults, quota, reset, credentials).
 //! - [`seed`]: the `demo` and `empty` starting spreadsheets.
 //!
 //! This file holds the [`Emulator`] handle that tests start and stop, state-file
@@ -43,6 +45,7 @@ pub mod grid;
 pub mod http;
 pub mod metadata;
 pub mod paste;
+pub mod quota;
 pub mod seed;
 pub mod store;
 pub mod values;
@@ -58,9 +61,10 @@ use serde_json::Value as Json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use control::{Fault, FaultRule, RequestCounters, RequestRecord};
+pub use control::{Fault, FaultRule, Refused, RequestCounters, RequestRecord};
 pub use dimension::SortMetadata;
 pub use error::ApiError;
+pub use quota::{Limits, Quota, QuotaSpec};
 pub use seed::Seed;
 pub use store::{Cell, Sheet, Spreadsheet, Store, Value};
 
@@ -83,6 +87,10 @@ pub struct EmulatorOptions {
     /// document it; the default is what users measured (only a sort spanning every filled
     /// column moves it).
     pub sort_metadata: SortMetadata,
+    /// The per-minute request quota enforced, per user (service account) and per project;
+    /// `None` turns it off. Default: Google's ([`Quota::google`]), so that whatever passes
+    /// here passes at Google.
+    pub quota: Option<Quota>,
 }
 
 impl Default for EmulatorOptions {
@@ -94,6 +102,7 @@ impl Default for EmulatorOptions {
             latency: Duration::ZERO,
             spreadsheet_id: None,
             sort_metadata: SortMetadata::default(),
+            quota: Some(Quota::google()),
         }
     }
 }
@@ -116,6 +125,15 @@ pub struct EmulatorArgs {
     /// Fixed id for the seeded spreadsheet (default: random).
     #[arg(long)]
     pub spreadsheet_id: Option<String>,
+    /// Per-minute request quota: `off`, `google` (60 reads and 60 writes per user, 300 and
+    /// 300 per project), or per-user READ/WRITE with an optional per-project READ/WRITE after
+    /// a comma (`600/600`, `600/600,3000/3000`; without it the project gets 5 users' worth).
+    #[arg(
+        long,
+        value_name = "off|google|READ/WRITE[,READ/WRITE]",
+        default_value = "google"
+    )]
+    pub quota: QuotaSpec,
 }
 
 impl From<EmulatorArgs> for EmulatorOptions {
@@ -127,6 +145,7 @@ impl From<EmulatorArgs> for EmulatorOptions {
             latency: Duration::from_millis(a.latency_ms),
             spreadsheet_id: a.spreadsheet_id,
             sort_metadata: SortMetadata::default(),
+            quota: a.quota.0,
         }
     }
 }
@@ -216,7 +235,7 @@ impl Emulator {
         let rules = batch::Rules {
             sort_metadata: opts.sort_metadata,
         };
-        let shared = Arc::new(Shared::new(store, opts.latency, rules));
+        let shared = Arc::new(Shared::new(store, opts.latency, rules, opts.quota));
         if let Ok(mut b) = shared.base_url.lock() {
             *b = format!("http://{addr}/");
         }
@@ -269,6 +288,15 @@ impl Emulator {
         auth::credentials_json(&self.base_url())
     }
 
+    /// Credentials of another service account of the emulator's project (the token endpoint
+    /// learns it here): a second user, with its own per-user quota and a share of the
+    /// project's. `name` becomes `<name>@sheetq-emulator.iam.gserviceaccount.com`.
+    pub fn credentials_json_for(&self, name: &str) -> String {
+        let email = format!("{name}@sheetq-emulator.iam.gserviceaccount.com");
+        self.shared.auth.add_account(&email);
+        auth::credentials_json_for(&self.base_url(), &email)
+    }
+
     /// Every request so far, oldest first.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared.control().log.clone()
@@ -289,7 +317,8 @@ impl Emulator {
             .unwrap_or(0)
     }
 
-    /// Forgets the request log and counters (not faults or budget).
+    /// Forgets the request log and counters, including quota refusals (not faults, nor the
+    /// quota's limits and windows).
     pub fn clear_requests(&self) {
         let mut c = self.shared.control();
         c.log.clear();
@@ -309,9 +338,21 @@ impl Emulator {
         self.shared.control().faults.clone()
     }
 
-    /// Per-minute request budget over all API methods; `None` removes it.
-    pub fn set_budget_per_minute(&self, per_minute: Option<u32>) {
-        self.shared.control().set_budget(per_minute);
+    /// Changes the quota at run time (`None`: off). Counting starts afresh under the new
+    /// limits.
+    pub fn set_quota(&self, quota: Option<Quota>) {
+        self.shared.control().set_quota(quota);
+    }
+
+    /// The quota enforced now.
+    pub fn quota(&self) -> Option<Quota> {
+        self.shared.control().quota()
+    }
+
+    /// Requests the quota refused with 429, by user (service account email); injected 429
+    /// faults are not among them.
+    pub fn quota_refused(&self) -> std::collections::BTreeMap<String, Refused> {
+        self.shared.control().counters.quota_refused.clone()
     }
 
     /// Invalidates every issued access token, as if they had expired.
@@ -341,8 +382,8 @@ impl Emulator {
 
     /// Applies `spreadsheets.batchUpdate` requests (a JSON array of `Request`) to the
     /// handle's spreadsheet without HTTP, auth or accounting: the same code path and rules
-    /// (`sort_metadata`) the API uses, atomic like it, but not counted against the request
-    /// budget nor written to the request log. For tests playing a person who sorts,
+    /// (`sort_metadata`) the API uses, atomic like it, but not counted against the quota
+    /// nor written to the request log. For tests playing a person who sorts,
     /// inserts, deletes, moves or cut-and-pastes rows (`sortRange`, `insertDimension`,
     /// `deleteDimension`, `moveDimension`, `cutPaste`, ...). Returns the batch's reply.
     pub fn batch_update(&self, requests: Json) -> Result<Json, ApiError> {
@@ -451,6 +492,13 @@ pub async fn serve(
     println!("sheetq emulator listening on {}", emu.base_url());
     println!("spreadsheet id: {}", emu.spreadsheet_id());
     println!("credentials:    {}_emulator/credentials", emu.base_url());
+    match emu.quota() {
+        Some(q) => println!(
+            "quota:          {} read/write requests a minute per user, {} per project (--quota off to lift)",
+            q.per_user, q.per_project
+        ),
+        None => println!("quota:          off"),
+    }
     shutdown.cancelled().await;
     emu.shutdown().await
 }
@@ -547,6 +595,8 @@ mod tests {
             "5",
             "--state",
             "s.json",
+            "--quota",
+            "600/600",
         ])
         .unwrap_or_else(|e| panic!("parse: {e}"));
         let opts = EmulatorOptions::from(cli.args);
@@ -554,12 +604,25 @@ mod tests {
         assert_eq!(opts.seed, Seed::Empty);
         assert_eq!(opts.latency, Duration::from_millis(5));
         assert_eq!(opts.state.as_deref(), Some(Path::new("s.json")));
+        assert_eq!(opts.quota, Some(Quota::scaled(10)));
         let defaults = Cli::try_parse_from(["emulator"]).unwrap_or_else(|e| panic!("parse: {e}"));
         assert_eq!(
             defaults.args.listen,
             SocketAddr::from(([127, 0, 0, 1], 8787))
         );
         assert_eq!(defaults.args.seed, Seed::Demo);
+        assert_eq!(defaults.args.quota, QuotaSpec(Some(Quota::google())));
+        let off = Cli::try_parse_from(["emulator", "--quota", "off"])
+            .unwrap_or_else(|e| panic!("parse: {e}"));
+        assert_eq!(EmulatorOptions::from(off.args).quota, None);
+        let bad = Cli::try_parse_from(["emulator", "--quota", "lots"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            bad.contains("--quota") && bad.contains("expected off, google"),
+            "the error names the flag and the syntax: {bad}"
+        );
     }
 
     #[test]

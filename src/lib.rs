@@ -24,6 +24,8 @@
 //!   - `emulator/data_filter.rs`: `DataFilter` resolution to metadata and grid ranges.
 //!   - `emulator/by_filter.rs`: `values.batchGet/Update/ClearByDataFilter`.
 //!   - `emulator/api.rs`: `spreadsheets.create` and `values.*` (append's table detection).
+//!   - `emulator/quota.rs`: Google's per-minute quotas (per user = service account, per
+//!     project; reads and writes apart), their sliding window, the `--quota` syntax.
 //!   - `emulator/grid.rs`: spreadsheet JSON with grid data and row/column metadata.
 //!   - `emulator/batch.rs`: `spreadsheets.batchUpdate` dispatch (atomic), cell and sheet
 //!     requests; `dimension.rs` rows/columns and `sortRange`; `paste.rs` cut/copy-paste;

@@ -1,5 +1,5 @@
 //! The `/_emulator/...` admin endpoints: the request log and counters, the fault plan, the
-//! request budget, a reset, and the credentials file of this emulator. For people and
+//! quota, a reset, and the credentials file of this emulator. For people and
 //! scripts; tests use the `Emulator` handle instead.
 
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use serde_json::{json, Value as Json};
 use super::control::FaultRule;
 use super::error::ApiError;
 use super::http::{json_response, Shared};
+use super::quota::Quota;
 
 pub async fn requests(State(sh): State<Arc<Shared>>) -> Response {
     let c = sh.control();
@@ -48,19 +49,40 @@ pub async fn clear_faults(State(sh): State<Arc<Shared>>) -> Response {
     json_response(200, &json!({ "faults": [] })).0
 }
 
-/// `{"perMinute": 60}` sets the budget, `{"perMinute": null}` removes it.
-pub async fn budget(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
-    match serde_json::from_slice::<Json>(&body) {
-        Ok(v) => {
-            let n = v.get("perMinute").and_then(Json::as_u64).map(|n| n as u32);
-            sh.control().set_budget(n);
-            json_response(200, &json!({ "perMinute": n })).0
+/// The enforced quota: `{"quota": {"perUser": {"read": 60, "write": 60}, "perProject":
+/// {...}}}`, `{"quota": null}` when off.
+pub async fn quota(State(sh): State<Arc<Shared>>) -> Response {
+    json_response(200, &json!({ "quota": sh.control().quota() })).0
+}
+
+/// POST `{"quota": {"perUser": {"read": 600, "write": 600}, "perProject": {"read": 3000,
+/// "write": 3000}}}` to set the limits, `{"quota": null}` to turn them off. The windows start
+/// empty.
+pub async fn set_quota(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
+    let parsed = serde_json::from_slice::<Json>(&body)
+        .map_err(|e| e.to_string())
+        .and_then(|v| match v.get("quota") {
+            None => Err("the \"quota\" key is missing".to_string()),
+            Some(q) => {
+                serde_json::from_value::<Option<Quota>>(q.clone()).map_err(|e| e.to_string())
+            }
+        });
+    match parsed {
+        Ok(quota) => {
+            sh.control().set_quota(quota);
+            json_response(200, &json!({ "quota": quota })).0
         }
-        Err(e) => json_response(400, &ApiError::invalid(format!("bad budget: {e}")).body()).0,
+        Err(e) => {
+            let msg = format!(
+                "bad quota: {e}; expected {{\"quota\": {{\"perUser\": {{\"read\": 60, \"write\": 60}}, \"perProject\": {{\"read\": 300, \"write\": 300}}}}}} or {{\"quota\": null}}"
+            );
+            json_response(400, &ApiError::invalid(msg).body()).0
+        }
     }
 }
 
-/// Clears the request log, counters, fault plan and budget (not the spreadsheets).
+/// Clears the request log, counters, fault plan and the quota's windows (not the limits, nor
+/// the spreadsheets).
 pub async fn reset(State(sh): State<Arc<Shared>>) -> Response {
     sh.control().reset();
     json_response(200, &json!({})).0

@@ -6,7 +6,7 @@
 //! The key pair in `test-key.pem` / `test-key.pub.pem` exists only for the emulator. It is
 //! public by design and must never be trusted anywhere else.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -27,12 +27,18 @@ pub const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 /// Renders a service-account credentials JSON whose `token_uri` is `<base_url>token`.
 /// `base_url` must end with `/`.
 pub fn credentials_json(base_url: &str) -> String {
+    credentials_json_for(base_url, CLIENT_EMAIL)
+}
+
+/// Like [`credentials_json`], for another service account of the emulator's project (same
+/// test key); the account must be known to the token endpoint ([`Auth::add_account`]).
+pub fn credentials_json_for(base_url: &str, client_email: &str) -> String {
     let v = json!({
         "type": "service_account",
         "project_id": "sheetq-emulator",
         "private_key_id": "0000000000000000000000000000000000emulator",
         "private_key": TEST_PRIVATE_KEY,
-        "client_email": CLIENT_EMAIL,
+        "client_email": client_email,
         "client_id": "100000000000000000000",
         "auth_uri": format!("{base_url}auth"),
         "token_uri": format!("{base_url}token"),
@@ -63,10 +69,21 @@ impl GrantError {
     }
 }
 
-/// Issued tokens and the key that verifies grants.
+/// An issued access token: until when it is good and the service account it was issued to
+/// (the "user" Google counts quota for).
+struct Issued {
+    expires: Instant,
+    user: String,
+}
+
+/// Issued tokens, the service accounts that may ask for them, and the key that verifies
+/// grants.
 pub struct Auth {
     key: Option<DecodingKey>,
-    tokens: Mutex<HashMap<String, Instant>>,
+    /// Known service accounts; [`CLIENT_EMAIL`] from the start. Every account signs with the
+    /// test key: the emulator tells them apart by `iss`, as Google does by key id.
+    accounts: Mutex<HashSet<String>>,
+    tokens: Mutex<HashMap<String, Issued>>,
 }
 
 impl Default for Auth {
@@ -79,7 +96,15 @@ impl Auth {
     pub fn new() -> Self {
         Auth {
             key: DecodingKey::from_rsa_pem(TEST_PUBLIC_KEY.as_bytes()).ok(),
+            accounts: Mutex::new(HashSet::from([CLIENT_EMAIL.to_string()])),
             tokens: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Lets the token endpoint issue tokens to another service account of the project.
+    pub fn add_account(&self, client_email: &str) {
+        if let Ok(mut a) = self.accounts.lock() {
+            a.insert(client_email.to_string());
         }
     }
 
@@ -113,11 +138,22 @@ impl Auth {
         if scopes.is_empty() {
             return Err(GrantError::grant("Missing scope."));
         }
+        let user = claims
+            .get("iss")
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_string();
         let token = format!("ya29.emulator-{}", uuid::Uuid::new_v4().simple());
         let now = Instant::now();
         if let Ok(mut tokens) = self.tokens.lock() {
-            tokens.retain(|_, exp| *exp > now);
-            tokens.insert(token.clone(), now + TOKEN_LIFETIME);
+            tokens.retain(|_, t| t.expires > now);
+            tokens.insert(
+                token.clone(),
+                Issued {
+                    expires: now + TOKEN_LIFETIME,
+                    user,
+                },
+            );
         }
         let reply = json!({
             "access_token": token,
@@ -162,7 +198,13 @@ impl Auth {
             return Err(GrantError::grant("Invalid JWT Signature."));
         }
         let claims = decode(payload)?;
-        if claims.get("iss").and_then(Json::as_str) != Some(CLIENT_EMAIL) {
+        let iss = claims.get("iss").and_then(Json::as_str).unwrap_or_default();
+        let known = self
+            .accounts
+            .lock()
+            .map(|a| a.contains(iss))
+            .unwrap_or(false);
+        if !known {
             return Err(GrantError::grant("Invalid JWT: unknown issuer."));
         }
         let aud = claims.get("aud").and_then(Json::as_str).unwrap_or_default();
@@ -182,16 +224,21 @@ impl Auth {
         Ok(claims)
     }
 
+    /// The service account of the live token an `Authorization` header value carries;
+    /// `None` when it carries none we issued (or it expired).
+    pub fn user(&self, header: Option<&str>) -> Option<String> {
+        let token = header.and_then(|h| h.strip_prefix("Bearer "))?;
+        let now = Instant::now();
+        let tokens = self.tokens.lock().ok()?;
+        tokens
+            .get(token.trim())
+            .filter(|t| t.expires > now)
+            .map(|t| t.user.clone())
+    }
+
     /// Whether an `Authorization` header value carries a live token we issued.
     pub fn check(&self, header: Option<&str>) -> bool {
-        let Some(token) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
-            return false;
-        };
-        let now = Instant::now();
-        self.tokens
-            .lock()
-            .map(|t| t.get(token.trim()).is_some_and(|exp| *exp > now))
-            .unwrap_or(false)
+        self.user(header).is_some()
     }
 
     /// Forgets every issued token, as if they had expired: the next call gets 401 and the
@@ -237,10 +284,36 @@ mod tests {
         assert_eq!(scopes, vec!["https://www.googleapis.com/auth/spreadsheets"]);
         let token = reply["access_token"].as_str().unwrap_or_default();
         assert!(auth.check(Some(&format!("Bearer {token}"))));
+        assert_eq!(
+            auth.user(Some(&format!("Bearer {token}"))).as_deref(),
+            Some(CLIENT_EMAIL)
+        );
         assert!(!auth.check(Some("Bearer nope")));
         assert!(!auth.check(None));
         auth.revoke_all();
         assert!(!auth.check(Some(&format!("Bearer {token}"))));
+    }
+
+    #[test]
+    fn another_service_account_gets_tokens_once_known_and_they_name_it() {
+        let auth = Auth::new();
+        let other = "second@sheetq-emulator.iam.gserviceaccount.com";
+        let mut c = claims();
+        c["iss"] = json!(other);
+        let refused = auth.grant(&form(&jwt(c.clone(), TEST_PRIVATE_KEY))).err();
+        assert_eq!(
+            refused.map(|e| e.description).as_deref(),
+            Some("Invalid JWT: unknown issuer.")
+        );
+        auth.add_account(other);
+        let (reply, _) = auth
+            .grant(&form(&jwt(c, TEST_PRIVATE_KEY)))
+            .unwrap_or_else(|e| panic!("grant refused: {e:?}"));
+        let token = reply["access_token"].as_str().unwrap_or_default();
+        assert_eq!(
+            auth.user(Some(&format!("Bearer {token}"))).as_deref(),
+            Some(other)
+        );
     }
 
     #[test]

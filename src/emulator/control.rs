@@ -1,13 +1,16 @@
-//! Fault injection and accounting: the programmable fault plan, the per-minute request
-//! budget that answers 429 like Google's quota, and the request log with its counters.
+//! Fault injection and accounting: the programmable fault plan, the per-minute quota (its
+//! limits and windows; the counting rules are in `quota.rs`), and the request log with its
+//! counters, including the requests the quota refused.
 //! Tests reach it through the `Emulator` handle, people through `/_emulator/...`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
+
+use super::quota::{Exceeded, Kind, Quota, QuotaState};
 
 /// What an injected fault does to a request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,6 +96,24 @@ pub struct RequestCounters {
     pub errors: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// Requests the quota refused with 429, by user (service account). Injected 429 faults
+    /// are not counted here.
+    #[serde(default)]
+    pub quota_refused: BTreeMap<String, Refused>,
+}
+
+impl RequestCounters {
+    /// Every request the quota refused, all users, reads and writes.
+    pub fn quota_refused_total(&self) -> u64 {
+        self.quota_refused.values().map(|r| r.read + r.write).sum()
+    }
+}
+
+/// Requests of one user refused by the quota.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refused {
+    pub read: u64,
+    pub write: u64,
 }
 
 /// The mutable control state, behind one lock in the server.
@@ -101,8 +122,9 @@ pub struct Control {
     pub faults: Vec<FaultRule>,
     pub log: Vec<RequestRecord>,
     pub counters: RequestCounters,
-    pub budget_per_minute: Option<u32>,
-    window: VecDeque<Instant>,
+    /// The enforced quota; `None`: no limits.
+    quota: Option<Quota>,
+    windows: QuotaState,
 }
 
 impl Control {
@@ -135,29 +157,43 @@ impl Control {
         None
     }
 
-    /// Whether one more API request fits the per-minute budget; if it does, it is counted.
-    /// The window slides over the last 60 seconds; refused requests do not count.
-    pub fn take_budget(&mut self, now: Instant) -> bool {
-        let Some(limit) = self.budget_per_minute else {
-            return true;
-        };
-        while self
-            .window
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))
-        {
-            self.window.pop_front();
+    /// A control state enforcing `quota`.
+    pub fn with_quota(quota: Option<Quota>) -> Self {
+        Control {
+            quota,
+            ..Control::default()
         }
-        if self.window.len() as u64 >= u64::from(limit) {
-            return false;
-        }
-        self.window.push_back(now);
-        true
     }
 
-    pub fn set_budget(&mut self, per_minute: Option<u32>) {
-        self.budget_per_minute = per_minute;
-        self.window.clear();
+    /// Counts one Sheets API request of `user` against the quota at `now`, or refuses it
+    /// (counting the refusal, not the request) with the limit it exceeded.
+    pub fn take_quota(&mut self, user: &str, write: bool, now: Instant) -> Result<(), Exceeded> {
+        let Some(quota) = self.quota else {
+            return Ok(());
+        };
+        let kind = Kind::of(write);
+        self.windows.take(&quota, user, kind, now).inspect_err(|_| {
+            let r = self
+                .counters
+                .quota_refused
+                .entry(user.to_string())
+                .or_default();
+            match kind {
+                Kind::Read => r.read += 1,
+                Kind::Write => r.write += 1,
+            }
+        })
+    }
+
+    pub fn quota(&self) -> Option<Quota> {
+        self.quota
+    }
+
+    /// Sets the limits (`None`: off). The windows start empty: what was counted under the
+    /// old limits is forgotten.
+    pub fn set_quota(&mut self, quota: Option<Quota>) {
+        self.quota = quota;
+        self.windows = QuotaState::default();
     }
 
     pub fn record(&mut self, r: RequestRecord) {
@@ -172,9 +208,9 @@ impl Control {
         self.log.push(r);
     }
 
-    /// Clears the log, counters, faults and budget.
+    /// Clears the log, counters, faults and the quota's windows; the limits stay.
     pub fn reset(&mut self) {
-        *self = Control::default();
+        *self = Control::with_quota(self.quota);
     }
 }
 
@@ -213,14 +249,26 @@ mod tests {
     }
 
     #[test]
-    fn budget_slides_over_a_minute() {
-        let mut c = Control::default();
-        c.set_budget(Some(2));
-        let t0 = Instant::now();
-        assert!(c.take_budget(t0));
-        assert!(c.take_budget(t0));
-        assert!(!c.take_budget(t0 + Duration::from_secs(59)));
-        assert!(c.take_budget(t0 + Duration::from_secs(60)));
+    fn refusals_are_counted_per_user_and_kind_and_quota_off_refuses_nothing() {
+        let mut c = Control::with_quota(Some(Quota::per_user(1, 1)));
+        let t = Instant::now();
+        assert!(c.take_quota("a", false, t).is_ok());
+        assert!(c.take_quota("a", false, t).is_err());
+        assert!(c.take_quota("a", false, t).is_err());
+        assert!(c.take_quota("a", true, t).is_ok());
+        assert!(c.take_quota("a", true, t).is_err());
+        assert_eq!(
+            c.counters.quota_refused.get("a"),
+            Some(&Refused { read: 2, write: 1 })
+        );
+        assert_eq!(c.counters.quota_refused_total(), 3);
+        c.reset();
+        assert_eq!(c.quota(), Some(Quota::per_user(1, 1)), "reset keeps limits");
+        assert!(c.take_quota("a", false, t).is_ok(), "reset empties windows");
+        c.set_quota(None);
+        for _ in 0..1000 {
+            assert!(c.take_quota("a", false, t).is_ok());
+        }
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use serde_json::json;
 
+use super::quota::{Exceeded, Kind, Quota, Scope};
+
 /// An API error: HTTP status, canonical status name and message.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{code} {status}: {message}")]
@@ -42,41 +44,63 @@ impl ApiError {
         )
     }
 
-    /// The body Google sends with 429 when a per-minute quota is spent. `write` picks the
-    /// write-requests metric. Shape from observed replies; the message text is Google's.
-    pub fn quota(write: bool) -> Self {
-        let (metric, limit, qm) = if write {
-            (
-                "Write requests",
-                "Write requests per minute per user",
-                "write_requests",
-            )
-        } else {
-            (
-                "Read requests",
-                "Read requests per minute per user",
-                "read_requests",
-            )
+    /// The body Google sends with 429 when a per-minute quota is spent, naming the metric
+    /// (`Read requests` / `Write requests`) and the limit that was exceeded: per user
+    /// (`... per minute per user`) or per project (`... per minute`). Shape from observed
+    /// replies; the message text is Google's.
+    pub fn quota_exceeded(e: Exceeded) -> Self {
+        let (metric, qm) = match e.kind {
+            Kind::Read => ("Read", "read_requests"),
+            Kind::Write => ("Write", "write_requests"),
         };
-        let mut e = Self::new(
+        let (limit, limit_id, unit) = match e.scope {
+            Scope::User => (
+                format!("{metric} requests per minute per user"),
+                format!("{metric}RequestsPerMinutePerUser"),
+                "1/min/{project}/{user}",
+            ),
+            Scope::Project => (
+                format!("{metric} requests per minute"),
+                format!("{metric}RequestsPerMinutePerProject"),
+                "1/min/{project}",
+            ),
+        };
+        let mut err = Self::new(
             429,
             format!(
-                "Quota exceeded for quota metric '{metric}' and limit '{limit}' of service \
-                 'sheets.googleapis.com' for consumer 'project_number:000000000000'."
+                "Quota exceeded for quota metric '{metric} requests' and limit '{limit}' of \
+                 service 'sheets.googleapis.com' for consumer 'project_number:000000000000'."
             ),
         );
-        e.details = Some(json!([{
+        err.details = Some(json!([{
             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
             "reason": "RATE_LIMIT_EXCEEDED",
             "domain": "googleapis.com",
             "metadata": {
                 "quota_metric": format!("sheets.googleapis.com/{qm}"),
-                "quota_limit": limit.replace(' ', ""),
+                "quota_limit": limit_id,
+                "quota_limit_value": e.limit.to_string(),
+                "quota_location": "global",
+                "quota_unit": unit,
                 "consumer": "projects/000000000000",
                 "service": "sheets.googleapis.com",
             }
         }]));
-        e
+        err
+    }
+
+    /// A 429 for the per-user limit at Google's value (60), as a fault injects it. `write`
+    /// picks the write-requests metric.
+    pub fn quota(write: bool) -> Self {
+        Self::quota_exceeded(Exceeded {
+            kind: Kind::of(write),
+            scope: Scope::User,
+            limit: if write {
+                Quota::google().per_user.write
+            } else {
+                Quota::google().per_user.read
+            },
+        })
     }
 
     /// A fault-injected status with the body Google sends for it.

@@ -1,6 +1,6 @@
 //! The HTTP face of the emulator: URL routing exactly as `google-sheets4` builds URLs
 //! (`v4/spreadsheets/{spreadsheetId}/values/{range}:append`, ...), bearer-token checks,
-//! fault injection, the request budget, the request log, the `/token` endpoint and the
+//! fault injection, the quota (per user, per project), the request log, the `/token` endpoint and the
 //! `/_emulator/...` admin endpoints; plus the accept loop that can drop a connection
 //! without a reply.
 //!
@@ -33,6 +33,7 @@ use super::data_filter;
 use super::error::ApiError;
 use super::fields;
 use super::metadata;
+use super::quota::Quota;
 use super::store::{self, Store};
 use super::values::{Input, Render};
 
@@ -52,11 +53,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(store: Store, latency: Duration, rules: Rules) -> Self {
+    pub fn new(store: Store, latency: Duration, rules: Rules, quota: Option<Quota>) -> Self {
         Shared {
             store: Mutex::new(store),
             auth: Auth::new(),
-            control: Mutex::new(Control::default()),
+            control: Mutex::new(Control::with_quota(quota)),
             latency,
             dirty: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
@@ -104,7 +105,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
                 .post(admin::add_faults)
                 .delete(admin::clear_faults),
         )
-        .route("/_emulator/budget", post(admin::budget))
+        .route("/_emulator/quota", get(admin::quota).post(admin::set_quota))
         .route("/_emulator/reset", post(admin::reset))
         .route("/_emulator/credentials", get(admin::credentials))
         .fallback(api_call)
@@ -643,9 +644,10 @@ async fn api_call(
     let auth = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if !sh.auth.check(auth) {
+    // The user quota is counted for: the service account the token was issued to.
+    let Some(user) = sh.auth.user(auth) else {
         return pending.finish(Err(ApiError::unauthenticated()));
-    }
+    };
     let fault = sh.control().fault_for(call.method_id());
     let mut drop_after = false;
     match fault {
@@ -657,8 +659,13 @@ async fn api_call(
         Some(Fault::DropAfterApply) => drop_after = true,
         None => {}
     }
-    if !sh.control().take_budget(Instant::now()) {
-        return pending.finish(Err(ApiError::quota(call.is_write())));
+    // After auth and injected faults, before the request does anything: a refused request
+    // is not counted and not applied.
+    let taken = sh
+        .control()
+        .take_quota(&user, call.is_write(), Instant::now());
+    if let Err(exceeded) = taken {
+        return pending.finish(Err(ApiError::quota_exceeded(exceeded)));
     }
     if !sh.latency.is_zero() {
         tokio::time::sleep(sh.latency).await;

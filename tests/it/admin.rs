@@ -9,7 +9,14 @@ use crate::support;
 async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
     let emu = support::start_empty().await;
     let state = tempfile::tempdir().expect("tempdir");
-    let config = support::daemon_config(&emu, "init-1", state.path(), &[], "");
+    // One client under Google's quota: the production default budget (50 a minute) fits.
+    let config = support::daemon_config(
+        &emu,
+        "init-1",
+        state.path(),
+        &[("requests_per_minute", "50")],
+        "",
+    );
     let sheets = support::client(&emu, &config).await;
 
     let first = admin::init(sheets.as_ref(), &config).await.expect("init");
@@ -85,4 +92,5 @@ async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
         status.contains(&format!("oldest waiting: {id}")),
         "{status}"
     );
+    support::assert_no_quota_refusals(&emu);
 }

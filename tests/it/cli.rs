@@ -54,6 +54,10 @@ fn demo_shows_a_serialised_same_target_pair_and_overlapping_different_targets() 
     );
     let rows = table_rows(&stdout);
     assert_eq!(rows.len(), 5, "five presses, five rows:\n{stdout}");
+    assert!(
+        stdout.contains(" 0 refused by Google's quota"),
+        "the demo's daemons stay inside the quota:\n{stdout}"
+    );
     let a: Vec<_> = rows.iter().filter(|r| r.0 == "サーバーA").collect();
     assert_eq!(a.len(), 2, "two jobs on サーバーA:\n{stdout}");
     let (first, second) = if a[0].2 <= a[1].2 {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sheetq::admin::{self, NewJob};
 use sheetq::config::Config;
+use sheetq::emulator::Quota;
 use sheetq::queue::{self, ColumnMap, State, QUEUE_SHEET};
 use sheetq::sheets::auth::Credentials;
 use tokio_util::sync::CancellationToken;
@@ -14,10 +15,12 @@ use crate::support;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_that_asks_to_continue_appends_and_runs_its_next_step() {
-    let emu = support::start_emulator().await;
+    // One client polling every 200 ms (300 reads a minute): Google's quota times 10 is
+    // 600 a minute, and the client's budget stays under it.
+    let emu = support::start_with_quota(Quota::scaled(10)).await;
     let state = tempfile::tempdir().expect("tempdir");
     let text = format!(
-        "spreadsheet_id = \"{}\"\napi_base_url = \"{}\"\nworker_id = \"cont-1\"\npoll_interval = \"200ms\"\nrequests_per_minute = 6000\nstate_dir = \"{}\"\n[commands.echo]\nbuiltin = \"echo\"\n",
+        "spreadsheet_id = \"{}\"\napi_base_url = \"{}\"\nworker_id = \"cont-1\"\npoll_interval = \"200ms\"\nrequests_per_minute = 500\nstate_dir = \"{}\"\n[commands.echo]\nbuiltin = \"echo\"\n",
         emu.spreadsheet_id(),
         emu.base_url(),
         state.path().display()
@@ -92,4 +95,5 @@ async fn a_job_that_asks_to_continue_appends_and_runs_its_next_step() {
         two.started_at >= one.finished_at,
         "one target runs serially: step 2 starts after step 1 ended"
     );
+    support::assert_no_quota_refusals(&emu);
 }

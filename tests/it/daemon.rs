@@ -7,12 +7,18 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use sheetq::emulator::{Fault, FaultRule};
+use sheetq::emulator::{Fault, FaultRule, Quota};
 use sheetq::queue::{QueueRow, State, WorkerTag};
 
 use crate::support::{self, *};
 
 const WAIT: Duration = Duration::from_secs(30);
+/// Daemons polling every 100 ms read 600 times a minute: Google's quota times 50 gives each
+/// of the clients sharing the test's account (`support::budget_share`) about 740 requests a
+/// minute, so the daemons' own budgets, not the emulator's 429s, hold them back.
+const FAST: Quota = Quota::scaled(50);
+/// For daemons polling every 50 ms (1200 reads a minute each): about 1490 a minute each.
+const FASTER: Quota = Quota::scaled(100);
 
 fn interval(r: &QueueRow) -> (DateTime<Utc>, DateTime<Utc>) {
     match (r.started_at, r.finished_at) {
@@ -42,7 +48,7 @@ pub(crate) fn assert_done(r: &QueueRow) {
 
 #[tokio::test]
 async fn jobs_on_different_targets_run_in_parallel_in_different_slots() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
     let sheets = client(&emu, &fleet.configs[0]).await;
     let c = &fleet.configs[0];
@@ -67,7 +73,7 @@ async fn jobs_on_different_targets_run_in_parallel_in_different_slots() {
     )
     .await;
     let rows = wait_finished(&emu, &[a.clone(), b.clone()], WAIT).await;
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let (ra, rb) = (row_of(&rows, &a), row_of(&rows, &b));
     assert_done(ra);
     assert_done(rb);
@@ -88,7 +94,7 @@ async fn jobs_on_different_targets_run_in_parallel_in_different_slots() {
 
 #[tokio::test]
 async fn jobs_on_one_target_run_one_after_the_other() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     // Two daemons with two slots each: plenty of room, so only the target rule keeps the
     // second job waiting.
     let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &[], "").await;
@@ -115,7 +121,7 @@ async fn jobs_on_one_target_run_one_after_the_other() {
     )
     .await;
     let rows = wait_finished(&emu, &[first.clone(), second.clone()], WAIT).await;
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let (r1, r2) = (row_of(&rows, &first), row_of(&rows, &second));
     assert_done(r1);
     assert_done(r2);
@@ -128,7 +134,7 @@ async fn jobs_on_one_target_run_one_after_the_other() {
 
 #[tokio::test]
 async fn every_requester_is_served_and_an_empty_requester_works() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     let config = daemon_config(
         &emu,
         "enqueuer",
@@ -168,7 +174,7 @@ async fn every_requester_is_served_and_an_empty_requester_works() {
     ];
     let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
     let rows = wait_finished(&emu, &all, WAIT).await;
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     for id in &all {
         assert_done(row_of(&rows, id));
     }
@@ -195,7 +201,7 @@ pub fn tick(emu: &sheetq::emulator::Emulator, title: &str, row: u32) {
 
 #[tokio::test]
 async fn a_running_row_whose_start_was_moved_into_the_past_times_out_and_can_be_pressed_again() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     // The first run outlives its timeout on purpose: its late result must not overwrite the
     // タイムアウト, nor the panel row that the second press owns by then.
     let fleet = Fleet::start(&emu, &["vm-1"], &[("intake", "\"poll\"")], "").await;
@@ -267,7 +273,7 @@ async fn a_running_row_whose_start_was_moved_into_the_past_times_out_and_can_be_
     )
     .await;
     // Stopping drains the first run (still sleeping) and writes what it may.
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let rows = queue_rows(&emu);
     assert_eq!(rows.len(), 2, "two presses, two rows: {rows:#?}");
     let first_after = row_of(&rows, &first.job_id);
@@ -288,7 +294,7 @@ async fn a_running_row_whose_start_was_moved_into_the_past_times_out_and_can_be_
 
 #[tokio::test]
 async fn shutdown_stops_a_job_that_outlives_the_grace_period_and_says_so() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     let fleet = Fleet::start(&emu, &["vm-1"], &[("shutdown_grace", "\"300ms\"")], "").await;
     let c = fleet.configs[0].clone();
     let sheets = client(&emu, &c).await;
@@ -314,7 +320,7 @@ async fn shutdown_stops_a_job_that_outlives_the_grace_period_and_says_so() {
         || format!("{:#?}", queue_rows(&emu)),
     )
     .await;
-    let reports = fleet.stop().await;
+    let reports = fleet.stop(&emu).await;
     assert_eq!(
         reports[0].results_pending, 0,
         "every result is written at shutdown"
@@ -334,7 +340,7 @@ async fn shutdown_stops_a_job_that_outlives_the_grace_period_and_says_so() {
 
 #[tokio::test]
 async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     // A year of finished rows: the idle poll must not read them.
     let finished: Vec<serde_json::Value> = (0..300)
         .map(|i| {
@@ -380,6 +386,7 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
         || format!("{:?}", emu.counters()),
     )
     .await;
+    assert_no_quota_refusals(&emu);
     emu.clear_requests();
     let polls = 20;
     wait_for(
@@ -390,7 +397,7 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
     )
     .await;
     let log = emu.requests();
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let log: Vec<_> = log.into_iter().take(polls as usize).collect();
     let others: Vec<_> = log.iter().filter(|r| r.method != reads).collect();
     assert!(
@@ -496,7 +503,7 @@ fn assert_serial_per_target(rows: &[QueueRow]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_with_api_faults_run_300_jobs_over_20_targets_exactly_once() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FASTER).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ran = dir.path().join("ran.txt");
     let commands = record_command(&ran, "0.02");
@@ -528,11 +535,12 @@ async fn two_daemons_with_api_faults_run_300_jobs_over_20_targets_exactly_once()
             });
         }
     }
+    assert_no_quota_refusals(&emu);
     emu.clear_requests();
     let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &settings, &commands).await;
     let rows = wait_finished(&emu, &ids, Duration::from_secs(100)).await;
     let counters = emu.counters();
-    let reports = fleet.stop().await;
+    let reports = fleet.stop(&emu).await;
     emu.clear_faults();
     for id in &ids {
         let r = row_of(&rows, id);
@@ -614,7 +622,7 @@ fn old_rows(n: usize) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_sorted_and_deleted_by_a_person_mid_run_never_get_another_jobs_result() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FASTER).await;
     emu.set_values("'_ジョブキュー'!A2", old_rows(20), false)
         .unwrap_or_else(|e| panic!("{e:?}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -654,7 +662,7 @@ async fn rows_sorted_and_deleted_by_a_person_mid_run_never_get_another_jobs_resu
     let remaining: Vec<String> = ids.iter().filter(|id| *id != &ids[5]).cloned().collect();
     let rows = wait_finished(&emu, &remaining, WAIT).await;
     // The deleted job's result has nowhere to go; give it the time the others took.
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let rows_after = queue_rows(&emu);
     assert_eq!(
         rows_after, rows,
@@ -736,7 +744,7 @@ worker_id = "vm-kill"
 state_dir = "{state}"
 slots = 2
 poll_interval = "100ms"
-requests_per_minute = 10000
+requests_per_minute = {rpm}
 max_retries = 1
 heartbeat_interval = "1s"
 dead_after = "1m"
@@ -747,6 +755,7 @@ builtin = "sleep"
         url = emu.base_url(),
         key = key.display(),
         state = dir.join("state").display(),
+        rpm = support::budget_share(emu),
     );
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
     path
@@ -754,7 +763,7 @@ builtin = "sleep"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results_after_restart() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = binary_config(&emu, dir.path());
     let log = dir.path().join("sheetq.log");
@@ -851,6 +860,7 @@ async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results
         panel[2].starts_with("✅ 完了"),
         "panel of the kept result: {panel:?}"
     );
+    assert_no_quota_refusals(&emu);
 }
 
 /// A person sorts the queue in the instant between a daemon's lease read and its commit, so
@@ -860,7 +870,7 @@ async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results
 /// never leave a row stuck in 実行中.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sort_between_the_lease_read_and_the_commit_still_runs_each_job_once() {
-    let emu = support::start_emulator().await;
+    let emu = support::start_with_quota(FAST).await;
     let setup = support::daemon_config(&emu, "setup", std::path::Path::new("unused"), &[], "");
     let sheets = support::client(&emu, &setup).await;
     let first = support::enqueue(
@@ -891,7 +901,7 @@ async fn a_sort_between_the_lease_read_and_the_commit_still_runs_each_job_once()
         Duration::from_secs(30),
     )
     .await;
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     for (id, marker) in [(&first, "first"), (&second, "second")] {
         let row = support::row_of(&rows, id);
         assert!(
@@ -912,7 +922,7 @@ async fn a_sort_between_the_lease_read_and_the_commit_still_runs_each_job_once()
 /// back, so a person's history is not rewritten; the planned job still runs once, later.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_finished_row_sorted_under_a_claim_keeps_its_history() {
-    let emu = support::start_emulator().await;
+    let emu = support::start_with_quota(FAST).await;
     let setup = support::daemon_config(&emu, "setup", std::path::Path::new("unused"), &[], "");
     let sheets = support::client(&emu, &setup).await;
     // Row 2 runs on another daemon (so the unfinished window starts there), row 3 is an old
@@ -978,7 +988,7 @@ async fn a_finished_row_sorted_under_a_claim_keeps_its_history() {
         Duration::from_secs(30),
     )
     .await;
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let done = support::row_of(&rows, &waiting);
     assert!(
         done.state.is(State::Done) && done.message.contains("waiting"),
@@ -1007,7 +1017,7 @@ async fn a_finished_row_sorted_under_a_claim_keeps_its_history() {
 /// so it does not spend its timeout waiting at the heavy gate.
 #[tokio::test]
 async fn heavy_jobs_are_claimed_one_at_a_time_per_daemon() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     let heavy = "[commands.report]\nbuiltin = \"sleep\"\nheavy = true\n";
     let fleet = Fleet::start(&emu, &["vm-heavy"], &[("slots", "3")], heavy).await;
     let sheets = client(&emu, &fleet.configs[0]).await;
@@ -1040,7 +1050,7 @@ async fn heavy_jobs_are_claimed_one_at_a_time_per_daemon() {
     let mut all = ids.clone();
     all.push(light.clone());
     let rows = wait_finished(&emu, &all, WAIT).await;
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let (first, second) = (row_of(&rows, &ids[0]), row_of(&rows, &ids[1]));
     assert_done(first);
     assert_done(second);
@@ -1064,7 +1074,7 @@ async fn heavy_jobs_are_claimed_one_at_a_time_per_daemon() {
 #[tokio::test]
 async fn a_lost_reply_to_a_claim_commit_still_runs_the_job_once() {
     for batch in ["lease acquire", "commit"] {
-        let emu = start_emulator().await;
+        let emu = start_with_quota(FAST).await;
         // The acquire is the first spreadsheets.batchUpdate of a pass, the commit the second.
         if batch == "commit" {
             emu.add_fault(FaultRule::next(
@@ -1091,7 +1101,7 @@ async fn a_lost_reply_to_a_claim_commit_still_runs_the_job_once() {
         )
         .await;
         let rows = wait_finished(&emu, std::slice::from_ref(&id), WAIT).await;
-        let reports = fleet.stop().await;
+        let reports = fleet.stop(&emu).await;
         let row = row_of(&rows, &id);
         assert!(
             row.state.is(State::Done),
@@ -1115,7 +1125,7 @@ async fn a_lost_reply_to_a_claim_commit_still_runs_the_job_once() {
 /// result lands in the moved columns, and a later job runs too.
 #[tokio::test]
 async fn a_column_inserted_into_the_queue_mid_run_is_followed() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     let fleet = Fleet::start(&emu, &["vm-cols"], &[], "").await;
     let sheets = client(&emu, &fleet.configs[0]).await;
     let c = &fleet.configs[0];
@@ -1189,7 +1199,7 @@ async fn a_column_inserted_into_the_queue_mid_run_is_followed() {
         || format!("{:?}", emu.values("'_ジョブキュー'!A1:Q")),
     )
     .await;
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     assert!(
         rows.iter().all(|r| r.message.starts_with("slept")),
         "{}",

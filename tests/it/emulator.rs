@@ -7,7 +7,7 @@ use google_sheets4::api::{BatchUpdateSpreadsheetRequest, ValueRange};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use serde_json::{json, Value as Json};
 use sheetq::emulator::seed::{QUEUE_SHEET_ID, QUEUE_TITLE, WORKER_SHEET_ID, WORKER_TITLE};
-use sheetq::emulator::{EmulatorOptions, Fault, FaultRule};
+use sheetq::emulator::{EmulatorOptions, Fault, FaultRule, Limits, Quota, Refused};
 
 use crate::support::{self, api_error, from_json, hub, ok, Hub, SCOPE};
 
@@ -1071,30 +1071,219 @@ async fn latency_and_probability_faults() {
     assert_eq!(emu.faults().len(), 1, "a rule that did not fire stays");
 }
 
-#[tokio::test]
-async fn request_budget_answers_429_once_spent() {
-    let emu = support::start_emulator().await;
-    let hub = hub(&emu).await;
-    let id = emu.spreadsheet_id().to_string();
-    emu.set_budget_per_minute(Some(2));
-    get_values(&hub, &id, LEASE, "UNFORMATTED_VALUE").await;
-    batch(&hub, &id, json!({ "requests": [] }))
+/// A read of the lease cell; `Err` with the API error JSON when it was refused.
+async fn read_lease(hub: &Hub, id: &str) -> Result<(), Json> {
+    match hub
+        .spreadsheets()
+        .values_batch_get(id)
+        .add_ranges(LEASE)
+        .add_scope(SCOPE)
+        .doit()
         .await
-        .unwrap_or_else(|e| panic!("2nd call: {e:?}"));
-    let err = api_error(
-        "3rd call over budget",
-        batch(&hub, &id, json!({ "requests": [] })).await,
-    );
-    assert_eq!(err["error"]["status"], "RESOURCE_EXHAUSTED");
+    {
+        Ok(_) => Ok(()),
+        Err(google_sheets4::Error::BadRequest(json)) => Err(json),
+        Err(other) => panic!("batchGet: expected a reply, got {other:?}"),
+    }
+}
+
+/// The `(quota_limit, quota_limit_value)` of a 429 body after checking it is Google's shape.
+fn quota_limit_of(err: &Json, message_limit: &str) -> (String, String) {
+    assert_eq!(err["error"]["code"], 429, "{err}");
+    assert_eq!(err["error"]["status"], "RESOURCE_EXHAUSTED", "{err}");
+    let msg = err["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        err["error"]["message"]
+        msg.contains(&format!(
+            "and limit '{message_limit}' of service 'sheets.googleapis.com'"
+        )),
+        "the message names the limit {message_limit:?}: {msg}"
+    );
+    let meta = &err["error"]["details"][0]["metadata"];
+    assert_eq!(
+        err["error"]["details"][0]["reason"], "RATE_LIMIT_EXCEEDED",
+        "{err}"
+    );
+    (
+        meta["quota_limit"].as_str().unwrap_or_default().to_string(),
+        meta["quota_limit_value"]
             .as_str()
             .unwrap_or_default()
-            .contains("'Write requests'"),
-        "a write over budget names the write metric: {err}"
+            .to_string(),
+    )
+}
+
+#[tokio::test]
+async fn the_quota_counts_reads_and_writes_per_user_and_per_project() {
+    let emu = support::start_emulator().await;
+    let id = emu.spreadsheet_id().to_string();
+    emu.set_quota(Some(Quota {
+        per_user: Limits::new(2, 1),
+        per_project: Limits::new(3, 10),
+    }));
+    let first = hub(&emu).await;
+    let second = support::hub_for(&emu, "second").await;
+    read_lease(&first, &id)
+        .await
+        .unwrap_or_else(|e| panic!("1st read: {e}"));
+    read_lease(&first, &id)
+        .await
+        .unwrap_or_else(|e| panic!("2nd read: {e}"));
+    for _ in 0..3 {
+        let err = read_lease(&first, &id).await.err().unwrap_or_default();
+        let limit = quota_limit_of(&err, "Read requests per minute per user");
+        assert_eq!(limit, ("ReadRequestsPerMinutePerUser".into(), "2".into()));
+        assert!(
+            err["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Quota exceeded for quota metric 'Read requests'"),
+            "{err}"
+        );
+    }
+    // Writes have their own quota: the spent reads leave the first user its one write.
+    batch(&first, &id, json!({ "requests": [] }))
+        .await
+        .unwrap_or_else(|e| panic!("a write after the reads are spent: {e:?}"));
+    let err = api_error(
+        "2nd write",
+        batch(&first, &id, json!({ "requests": [] })).await,
     );
-    emu.set_budget_per_minute(None);
-    get_values(&hub, &id, LEASE, "UNFORMATTED_VALUE").await;
+    let limit = quota_limit_of(&err, "Write requests per minute per user");
+    assert_eq!(limit, ("WriteRequestsPerMinutePerUser".into(), "1".into()));
+    // The second service account has its own per-user quota but shares the project's: its
+    // first read is the project's third (the three refused reads did not count), its second
+    // is over the project's limit.
+    read_lease(&second, &id)
+        .await
+        .unwrap_or_else(|e| panic!("the second user's 1st read: {e}"));
+    let err = read_lease(&second, &id).await.err().unwrap_or_default();
+    let limit = quota_limit_of(&err, "Read requests per minute");
+    assert_eq!(
+        limit,
+        ("ReadRequestsPerMinutePerProject".into(), "3".into())
+    );
+    let refused = emu.quota_refused();
+    let user = |name: &str| format!("{name}@sheetq-emulator.iam.gserviceaccount.com");
+    assert_eq!(
+        refused.get(&user("sheetq-emulator")),
+        Some(&Refused { read: 3, write: 1 }),
+        "{refused:?}"
+    );
+    assert_eq!(
+        refused.get(&user("second")),
+        Some(&Refused { read: 1, write: 0 }),
+        "{refused:?}"
+    );
+    assert_eq!(emu.counters().quota_refused_total(), 5);
+    let statuses: Vec<u16> = emu
+        .requests()
+        .iter()
+        .filter(|r| r.method != "oauth2.token")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, vec![200, 200, 429, 429, 429, 200, 429, 200, 429]);
+}
+
+#[tokio::test]
+async fn the_default_quota_is_googles_and_it_can_be_turned_off() {
+    let emu = support::start_emulator().await;
+    assert_eq!(
+        emu.quota(),
+        Some(Quota::google()),
+        "quotas are on by default"
+    );
+    let hub = hub(&emu).await;
+    let id = emu.spreadsheet_id().to_string();
+    for n in 1..=60 {
+        read_lease(&hub, &id)
+            .await
+            .unwrap_or_else(|e| panic!("read {n} of Google's 60: {e}"));
+    }
+    let err = read_lease(&hub, &id).await.err().unwrap_or_default();
+    let limit = quota_limit_of(&err, "Read requests per minute per user");
+    assert_eq!(limit, ("ReadRequestsPerMinutePerUser".into(), "60".into()));
+    emu.set_quota(None);
+    for n in 1..=30 {
+        read_lease(&hub, &id)
+            .await
+            .unwrap_or_else(|e| panic!("read {n} with quotas off: {e}"));
+    }
+    // Off from the start, as `sheetq emulator --quota off`.
+    let off = support::start_with(EmulatorOptions {
+        quota: None,
+        ..EmulatorOptions::default()
+    })
+    .await;
+    let hub = support::hub(&off).await;
+    let id = off.spreadsheet_id().to_string();
+    for n in 1..=70 {
+        read_lease(&hub, &id)
+            .await
+            .unwrap_or_else(|e| panic!("read {n} with quotas off: {e}"));
+    }
+    assert_eq!(off.counters().quota_refused_total(), 0);
+}
+
+#[tokio::test]
+async fn only_sheets_api_calls_count_and_the_admin_endpoint_sets_the_quota() {
+    let emu = support::start_emulator().await;
+    let id = emu.spreadsheet_id().to_string();
+    emu.set_quota(Some(Quota::per_user(0, 0)));
+    // The token fetch the first call makes is not a Sheets API request: it is granted, and
+    // the call itself is refused by the quota.
+    let hub = hub(&emu).await;
+    let err = read_lease(&hub, &id).await.err().unwrap_or_default();
+    quota_limit_of(&err, "Read requests per minute per user");
+    assert_eq!(emu.count("oauth2.token"), 1);
+    let (status, body) = support::raw(&emu, "GET", "_emulator/quota", None, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body["quota"],
+        json!({ "perUser": { "read": 0, "write": 0 }, "perProject": { "read": 0, "write": 0 } })
+    );
+    let set = json!({ "quota": { "perUser": { "read": 1, "write": 1 },
+                                 "perProject": { "read": 5, "write": 5 } } });
+    let (status, _) = support::raw(&emu, "POST", "_emulator/quota", Some(set), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        emu.quota(),
+        Some(Quota {
+            per_user: Limits::new(1, 1),
+            per_project: Limits::new(5, 5)
+        })
+    );
+    read_lease(&hub, &id)
+        .await
+        .unwrap_or_else(|e| panic!("a read under the new limits: {e}"));
+    let (status, body) = support::raw(
+        &emu,
+        "POST",
+        "_emulator/quota",
+        Some(json!({ "perMinute": 60 })),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400);
+    let msg = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("\"quota\" key is missing") && msg.contains("perUser"),
+        "{msg}"
+    );
+    let (status, _) = support::raw(
+        &emu,
+        "POST",
+        "_emulator/quota",
+        Some(json!({ "quota": null })),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(emu.quota(), None);
+    for _ in 0..5 {
+        read_lease(&hub, &id)
+            .await
+            .unwrap_or_else(|e| panic!("a read with quotas off: {e}"));
+    }
 }
 
 #[tokio::test]

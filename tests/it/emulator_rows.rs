@@ -8,7 +8,7 @@ use google_sheets4::api::{
     BatchGetValuesByDataFilterRequest, BatchUpdateValuesByDataFilterRequest,
 };
 use serde_json::{json, Value as Json};
-use sheetq::emulator::{Emulator, EmulatorOptions, Seed, SortMetadata};
+use sheetq::emulator::{Emulator, EmulatorOptions, Quota, Seed, SortMetadata};
 
 use crate::emulator_metadata::{batch, row_tag};
 use crate::support::{self, api_error, from_json, hub, ok, Hub, SCOPE};
@@ -589,10 +589,10 @@ async fn data_filter_methods_are_logged_and_counted_as_reads_or_writes() {
             ),
         ]
     );
-    emu.set_budget_per_minute(Some(0));
+    emu.set_quota(Some(Quota::per_user(0, 0)));
     let req: BatchGetValuesByDataFilterRequest = from_json(json!({ "dataFilters": [lookup(101)] }));
     let read = api_error(
-        "batchGetByDataFilter over budget",
+        "batchGetByDataFilter over quota",
         hub.spreadsheets()
             .values_batch_get_by_data_filter(req, &id)
             .add_scope(SCOPE)
@@ -607,7 +607,7 @@ async fn data_filter_methods_are_logged_and_counted_as_reads_or_writes() {
         "batchGetByDataFilter is a POST but a read: {read}"
     );
     let write = api_error(
-        "batchUpdateByDataFilter over budget",
+        "batchUpdateByDataFilter over quota",
         hub.spreadsheets()
             .values_batch_update_by_data_filter(
                 from_json(json!({ "valueInputOption": "RAW",

@@ -5,13 +5,19 @@
 use std::time::Duration;
 
 use serde_json::json;
-use sheetq::emulator::Emulator;
+use sheetq::emulator::{Emulator, Quota};
 use sheetq::queue::{QueueRow, State};
 
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(30);
 const POLL: (&str, &str) = ("intake", "\"poll\"");
+/// Daemons polling every 100 ms read 600 times a minute: Google's quota times 50 gives each
+/// of the clients sharing the test's account (`support::budget_share`) about 740 requests a
+/// minute, so the daemons' own budgets, not the emulator's 429s, hold them back.
+const FAST: Quota = Quota::scaled(50);
+/// For daemons polling every 50 ms (1200 reads a minute each): about 1490 a minute each.
+const FASTER: Quota = Quota::scaled(100);
 
 fn tick(emu: &Emulator, title: &str, row: u32) {
     emu.set_values(&format!("'{title}'!A{row}"), json!([[true]]), false)
@@ -57,7 +63,7 @@ fn rows_for<'a>(rows: &'a [QueueRow], target: &str, function: &str) -> Vec<&'a Q
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ticked_box_becomes_one_row_that_runs_and_the_panel_follows_it() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     let p = "サーバーA";
     set_args(&emu, p, 8, r#"{"seconds":1.5}"#);
     set_args(&emu, p, 9, r#"{"seconds":0.2}"#);
@@ -132,7 +138,7 @@ async fn a_ticked_box_becomes_one_row_that_runs_and_the_panel_follows_it() {
     // Results on both rows.
     let done = wait_status(&emu, p, 8, "✅ 完了", |s| s.starts_with("✅ 完了")).await;
     wait_status(&emu, p, 9, "✅ 完了", |s| s.starts_with("✅ 完了")).await;
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let rows = queue_rows(&emu);
     assert_eq!(
         rows.len(),
@@ -155,7 +161,7 @@ async fn a_ticked_box_becomes_one_row_that_runs_and_the_panel_follows_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renamed_panel_and_a_moved_function_row_still_get_their_results() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     // The default full_scan_every: the rename is noticed when the old title stops parsing
     // as a range, and the daemon rediscovers its panels instead of stopping.
     let fleet = Fleet::start(&emu, &["vm-1"], &[POLL], "").await;
@@ -196,7 +202,7 @@ async fn a_renamed_panel_and_a_moved_function_row_still_get_their_results() {
         c[1], "再起動 (5秒)",
         "the moved function row got the result"
     );
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let c_old_row = panel_row(&emu, "サーバーC", 9);
     assert!(
         !c_old_row[2].starts_with("✅"),
@@ -207,7 +213,7 @@ async fn a_renamed_panel_and_a_moved_function_row_still_get_their_results() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_polling_the_same_ticks_make_one_row_per_tick() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FASTER).await;
     let panels = ["サーバーA", "サーバーB", "サーバーC"];
     for p in panels {
         for row in 8..=10 {
@@ -245,7 +251,7 @@ async fn two_daemons_polling_the_same_ticks_make_one_row_per_tick() {
         )
         .await;
     }
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let rows = queue_rows(&emu);
     assert_eq!(
         rows.len(),
@@ -267,7 +273,7 @@ async fn two_daemons_polling_the_same_ticks_make_one_row_per_tick() {
 
 #[tokio::test]
 async fn an_unconfigured_command_is_an_error_on_the_row_and_the_panel() {
-    let emu = start_emulator().await;
+    let emu = start_with_quota(FAST).await;
     let fleet = Fleet::start(&emu, &["vm-1"], &[POLL], "").await;
     // Row 11 of the demo panels names the command "broken", which no config defines.
     tick(&emu, "サーバーC", 11);
@@ -275,7 +281,7 @@ async fn an_unconfigured_command_is_an_error_on_the_row_and_the_panel() {
         s.starts_with("❌ エラー")
     })
     .await;
-    fleet.stop().await;
+    fleet.stop(&emu).await;
     let rows = queue_rows(&emu);
     assert_eq!(rows.len(), 1, "{}", describe_queue(&rows));
     let r = &rows[0];

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use sheetq::emulator::{Emulator, Fault, FaultRule};
+use sheetq::emulator::{Emulator, Fault, FaultRule, Quota};
 
 use crate::daemon::{assert_done, enqueue_many};
 use crate::support::*;
@@ -108,7 +108,9 @@ async fn three_daemons_keep_every_result_on_its_row_while_a_person_rearranges_th
         .with_env_filter(std::env::var("SHEETQ_TEST_LOG").unwrap_or_else(|_| "off".into()))
         .with_test_writer()
         .try_init();
-    let emu = start_emulator().await;
+    // Three daemons polling every 50 ms and the enqueuer share one account: Google's quota
+    // times 100 gives each about 1490 requests a minute (`support::budget_share`).
+    let emu = start_with_quota(Quota::scaled(100)).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let log = dir.path().join("runs.txt");
     let commands = logging_command(&log);
@@ -168,7 +170,7 @@ async fn three_daemons_keep_every_result_on_its_row_while_a_person_rearranges_th
         .cloned()
         .collect();
     let rows = wait_finished(&emu, &surviving, Duration::from_secs(90)).await;
-    let reports = fleet.stop().await;
+    let reports = fleet.stop(&emu).await;
     emu.clear_faults();
 
     // No result on another job's row; every surviving job has its own.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sheetq::a1;
-use sheetq::emulator::{Emulator, Fault, FaultRule, RequestRecord};
+use sheetq::emulator::{Emulator, Fault, FaultRule, Quota, RequestRecord};
 use sheetq::sheets::auth::{Credentials, SPREADSHEETS_SCOPE};
 use sheetq::sheets::budget::Budget;
 use sheetq::sheets::dry_run::DryRunSheets;
@@ -370,12 +370,12 @@ async fn timeouts_and_token_endpoint_failures_are_retried() {
 }
 
 /// The budget, not the server, holds a hot loop back: with 5 requests per minute the loop
-/// gets exactly its 5 and waits for the 6th, and the emulator (also set to 5 per minute,
-/// as Google would be) never has to answer 429.
+/// gets exactly its 5 and waits for the 6th, and the emulator (set to 5 reads per minute per
+/// user, as a tight Google quota would be) never has to answer 429.
 #[tokio::test]
 async fn the_budget_keeps_a_hot_loop_under_its_limit() {
     let emu = start_empty().await;
-    emu.set_budget_per_minute(Some(5));
+    emu.set_quota(Some(Quota::per_user(5, 5)));
     let mut c = config(&emu);
     c.budget = Budget::with_burst(5, Duration::from_secs(60), 5);
     let sheets = std::sync::Arc::new(client_with(c).await);
@@ -410,6 +410,7 @@ async fn the_budget_keeps_a_hot_loop_under_its_limit() {
     let stats = sheets.stats().snapshot();
     assert_eq!(stats.throttled_waits, 1, "{stats:?}");
     assert_eq!(stats.count("values.batchGet", "429"), 0, "{stats:?}");
+    assert_eq!(emu.counters().quota_refused_total(), 0);
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use google_sheets4::Sheets;
 use http_body_util::BodyExt as _;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::Value as Json;
-use sheetq::emulator::{Emulator, EmulatorOptions, Seed};
+use sheetq::emulator::{Emulator, EmulatorOptions, Quota, Seed};
 
 /// The hub type the tests use.
 pub type Hub = Sheets<hyper_rustls::HttpsConnector<HttpConnector>>;
@@ -17,9 +17,20 @@ pub type Hub = Sheets<hyper_rustls::HttpsConnector<HttpConnector>>;
 /// The scope every call asks for (DESIGN §8: never the broad drive scopes).
 pub const SCOPE: Scope = Scope::Spreadsheet;
 
-/// Starts an emulator seeded with the demo spreadsheet. Stops when dropped.
+/// Starts an emulator seeded with the demo spreadsheet, enforcing Google's quota (60 reads
+/// and 60 writes a minute per user). Stops when dropped.
 pub async fn start_emulator() -> Emulator {
     start_with(EmulatorOptions::default()).await
+}
+
+/// Starts an emulator seeded with the demo spreadsheet under `quota`: for tests whose
+/// daemons poll many times a second, a quota scaled to that speed ([`Quota::scaled`]).
+pub async fn start_with_quota(quota: Quota) -> Emulator {
+    start_with(EmulatorOptions {
+        quota: Some(quota),
+        ..EmulatorOptions::default()
+    })
+    .await
 }
 
 /// Starts an emulator with one empty sheet, `Sheet1`.
@@ -40,7 +51,17 @@ pub async fn start_with(opts: EmulatorOptions) -> Emulator {
 /// A `google-sheets4` hub pointed at `emu` (`base_url`/`root_url`), authenticated with the
 /// emulator's service-account credentials through `yup-oauth2`.
 pub async fn hub(emu: &Emulator) -> Hub {
-    let key = yup_oauth2::parse_service_account_key(emu.credentials_json()).unwrap_or_else(|e| {
+    hub_with(emu, emu.credentials_json()).await
+}
+
+/// Like [`hub`], as another service account of the emulator's project (`name@...`): a
+/// second user with its own per-user quota.
+pub async fn hub_for(emu: &Emulator, name: &str) -> Hub {
+    hub_with(emu, emu.credentials_json_for(name)).await
+}
+
+async fn hub_with(emu: &Emulator, credentials: String) -> Hub {
+    let key = yup_oauth2::parse_service_account_key(credentials).unwrap_or_else(|e| {
         panic!("credentials JSON does not parse as a service-account key: {e}")
     });
     let auth = yup_oauth2::ServiceAccountAuthenticator::builder(key)
@@ -161,10 +182,56 @@ use tokio_util::sync::CancellationToken;
 /// The time zone of the demo spreadsheet.
 pub const TZ: chrono_tz::Tz = chrono_tz::Asia::Tokyo;
 
-/// Settings every test daemon starts from: quick polls, no client-side quota (the emulator
-/// has none unless a test sets one), and the commands the tests use. `overrides` replace or
-/// add top-level keys (values as TOML text, e.g. `("slots", "1")`); `commands` is appended
-/// as extra `[commands.NAME]` tables.
+/// Most clients a test runs on the emulator's one service account (three daemons and the
+/// test's own client); each gets an equal share of the per-user quota ([`budget_share`]).
+pub const CLIENTS_PER_ACCOUNT: u32 = 4;
+
+/// The client-side budget (`requests_per_minute`) of every test client: a
+/// [`CLIENTS_PER_ACCOUNT`]th of the emulator's per-user quota (the smaller of reads and
+/// writes, as the budget counts both together), less the burst `cli::budget` allows on top
+/// of the rate in any minute, so that the test's clients together are never refused by the
+/// quota: no test relies on 429 handling by accident. Panics, naming the fix, when the
+/// quota is too small for a useful share.
+pub fn budget_share(emu: &Emulator) -> u32 {
+    let Some(quota) = emu.quota() else {
+        return 10_000;
+    };
+    let per_user = quota.per_user.read.min(quota.per_user.write);
+    let share = per_user / CLIENTS_PER_ACCOUNT;
+    // `cli::budget` lets `rate + burst` requests into one minute, the burst at most 10.
+    let rate = share.saturating_sub(11).min(10_000);
+    assert!(
+        rate >= 1,
+        "the emulator's quota ({} per user a minute) leaves {CLIENTS_PER_ACCOUNT} test clients no budget: start the test with a larger one (support::start_with_quota(Quota::scaled(n)))",
+        quota.per_user
+    );
+    let burst = if rate <= 60 {
+        (61 - rate).clamp(1, 10)
+    } else {
+        10
+    };
+    assert!(
+        rate + burst <= share,
+        "budget {rate}+{burst} over the share {share}"
+    );
+    rate
+}
+
+/// Panics when the emulator refused any request for its quota since the counters were last
+/// cleared (injected 429 faults are not counted): the test's clients must fit the quota.
+pub fn assert_no_quota_refusals(emu: &Emulator) {
+    let refused = emu.quota_refused();
+    assert!(
+        refused.is_empty(),
+        "the emulator's quota {:?} refused requests (by user): {refused:?}; scale the test's quota or lower its clients' budget",
+        emu.quota()
+    );
+}
+
+/// Settings every test daemon starts from: quick polls, a client-side budget that fits the
+/// emulator's quota ([`budget_share`]), and the commands the tests use. `overrides` replace
+/// or add top-level keys (values as TOML text, e.g. `("slots", "1")`); `commands` is
+/// appended as extra `[commands.NAME]` tables.
 pub fn daemon_config(
     emu: &Emulator,
     worker: &str,
@@ -182,7 +249,7 @@ pub fn daemon_config(
     );
     keys.insert("slots", "2".into());
     keys.insert("poll_interval", "\"100ms\"".into());
-    keys.insert("requests_per_minute", "10000".into());
+    keys.insert("requests_per_minute", budget_share(emu).to_string());
     keys.insert("heartbeat_interval", "\"1s\"".into());
     keys.insert("dead_after", "\"30s\"".into());
     for (k, v) in overrides {
@@ -222,6 +289,11 @@ impl Fleet {
         overrides: &[(&str, &str)],
         commands: &str,
     ) -> Fleet {
+        assert!(
+            workers.len() < CLIENTS_PER_ACCOUNT as usize,
+            "{} daemons and the test's client are more than the {CLIENTS_PER_ACCOUNT} clients the quota is shared by",
+            workers.len()
+        );
         let state = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
         let shutdown = CancellationToken::new();
         let mut configs = Vec::new();
@@ -247,8 +319,9 @@ impl Fleet {
         }
     }
 
-    /// Cancels every daemon and waits for each to drain; panics if one failed.
-    pub async fn stop(self) -> Vec<RunReport> {
+    /// Cancels every daemon and waits for each to drain; panics if one failed, or if the
+    /// emulator refused any request for its quota.
+    pub async fn stop(self, emu: &Emulator) -> Vec<RunReport> {
         self.shutdown.cancel();
         let mut reports = Vec::new();
         for (h, c) in self.handles.into_iter().zip(&self.configs) {
@@ -259,6 +332,7 @@ impl Fleet {
                 .unwrap_or_else(|e| panic!("daemon {} stopped with an error: {e}", c.worker_id));
             reports.push(r);
         }
+        assert_no_quota_refusals(emu);
         reports
     }
 }
