@@ -17,7 +17,7 @@ use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, SheetsError, ValueRange};
 
 /// Header of the heartbeat rows in `_ワーカー` (row 2).
-pub const WORKER_HEADER: [&str; 8] = crate::workers::HEADER;
+pub const WORKER_HEADER: [&str; 9] = crate::workers::HEADER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {

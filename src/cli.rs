@@ -18,7 +18,7 @@ use crate::emulator::EmulatorArgs;
 use crate::metrics::{self, Health, Metrics};
 use crate::notify::Notifier;
 use crate::sheets::auth::Credentials;
-use crate::sheets::budget::Budget;
+use crate::sheets::budget::{Budget, Budgets};
 use crate::sheets::dry_run::DryRunSheets;
 use crate::sheets::google::{GoogleSheets, GoogleSheetsConfig};
 use crate::sheets::retry::RetryPolicy;
@@ -277,7 +277,12 @@ pub async fn connect_with(
         max_attempts: config.max_retries + 1,
         ..RetryPolicy::default()
     };
-    gc.budget = budget(config.requests_per_minute);
+    // Two buckets: Google counts reads and writes apart. The daemon narrows both to its
+    // share of the account's budget once it sees the other daemons on the account.
+    gc.budget = Budgets {
+        read: budget(config.requests_per_minute),
+        write: budget(config.requests_per_minute),
+    };
     gc.stats = stats;
     let google = GoogleSheets::new(gc)
         .await

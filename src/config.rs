@@ -86,6 +86,9 @@ pub struct Config {
     pub intake: Intake,
     /// Where the durable outbox lives.
     pub state_dir: PathBuf,
+    /// The service account's client-side budget, for reads and for writes each (Google
+    /// counts them apart, 60 a minute each per account): split evenly among the live daemons
+    /// that call the API as that account.
     pub requests_per_minute: u32,
     pub call_timeout: Duration,
     pub max_retries: u32,

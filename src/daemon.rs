@@ -60,7 +60,7 @@ pub enum DaemonError {
     #[error(transparent)]
     WorkerIdInUse(#[from] crate::workers::WorkerIdInUse),
     #[error(
-        "'_ワーカー' has {columns} columns, but heartbeat rows now need 8 (A–H: their process and running jobs); run `sheetq init --config FILE` once to widen it"
+        "'_ワーカー' has {columns} columns, but heartbeat rows now need 9 (A–I: their process, running jobs and account) and it could not be widened; run `sheetq init --config FILE` once to widen it"
     )]
     WorkerSheetTooNarrow { columns: i32 },
 }
@@ -197,6 +197,11 @@ struct Daemon {
     /// When a person's edit last moved rows under our claims or bindings (see
     /// [`Daemon::rows_moved`]).
     rows_moved_at: Option<tokio::time::Instant>,
+    /// The service account the calls are made as, in the heartbeat: daemons on one account
+    /// split its budget.
+    account: String,
+    /// How many live daemons share our account, as last applied to the budgets.
+    sharing: u32,
     /// `host pid` of this process, in the heartbeat: one worker_id, one process.
     process: String,
     report: RunReport,
@@ -219,6 +224,7 @@ impl Daemon {
         };
         let runner = registry.runner();
         let free_slots = (0..config.slots as u32).rev().collect();
+        let account = sheets.account();
         let mut daemon = Self {
             sheets,
             runner,
@@ -242,6 +248,8 @@ impl Daemon {
             unbind: Vec::new(),
             pending_through: Vec::new(),
             rows_moved_at: None,
+            account,
+            sharing: 1,
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
             report: RunReport::default(),
             config,
@@ -352,6 +360,7 @@ impl Daemon {
             pid_alive,
         )?;
         self.settle_unsettled(&poll);
+        self.share_budget(&poll);
         let display = self.panel_display(&poll);
         // A write-back that fails must not stop claiming: its results wait in the outbox.
         let wrote_heartbeat = match self.flush(&poll, display).await {
@@ -394,6 +403,31 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+
+    /// Splits the account's budget (`requests_per_minute`, for reads and for writes each)
+    /// evenly among the live daemons on our account, as their heartbeats show them.
+    fn share_budget(&mut self, poll: &Poll) {
+        let sharing = workers::sharing_account(
+            &poll.workers,
+            &self.config.worker_id,
+            &self.account,
+            Utc::now(),
+            self.policy.dead_after,
+        );
+        if sharing == self.sharing {
+            return;
+        }
+        let share = (self.config.requests_per_minute / sharing).max(1);
+        info!(
+            account = %self.account,
+            daemons = sharing,
+            reads_per_minute = share,
+            writes_per_minute = share,
+            "the account's request budget is now shared by {sharing} live daemon(s)"
+        );
+        self.sheets.set_budget_share(share, share);
+        self.sharing = sharing;
     }
 
     /// Notes that a person's edit moved rows under our claims or bindings (a sort, a
@@ -548,6 +582,7 @@ impl Daemon {
             now,
             self.layout.tz,
             &self.process,
+            &self.account,
         )
     }
 
@@ -654,10 +689,26 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Layout, Dae
     let worker = meta
         .sheet(WORKER_SHEET)
         .ok_or_else(|| DaemonError::MissingSheet(WORKER_SHEET.into()))?;
-    if worker.column_count < workers::HEADER.len() as i32 {
-        return Err(DaemonError::WorkerSheetTooNarrow {
-            columns: worker.column_count,
-        });
+    let wanted = workers::HEADER.len() as i32;
+    if worker.column_count < wanted {
+        // Heartbeat rows grew a column (the account): make room rather than stop.
+        info!(
+            columns = worker.column_count,
+            wanted, "widening '_ワーカー' for the heartbeat's new columns"
+        );
+        let widen = crate::sheets::BatchUpdate {
+            requests: vec![crate::sheets::Request::SetColumnCount {
+                sheet_id: worker.sheet_id,
+                columns: wanted,
+            }],
+            ..Default::default()
+        };
+        if let Err(e) = sheets.batch_update(&widen).await {
+            warn!(error = %e, "could not widen '_ワーカー'");
+            return Err(DaemonError::WorkerSheetTooNarrow {
+                columns: worker.column_count,
+            });
+        }
     }
     let last_col = queue.last_column();
     let header = sheets

@@ -350,6 +350,16 @@ pub trait Sheets: Send + Sync {
 
     /// `developerMetadata.search` by key (a read): every entry with that key.
     async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError>;
+
+    /// Who the calls are made as (the service account's e-mail), to find the other daemons
+    /// that share its quota; empty when unknown.
+    fn account(&self) -> String {
+        String::new()
+    }
+
+    /// Narrows the client-side budgets to this process's share of the account's: `reads` and
+    /// `writes` per minute. No effect where there is no budget.
+    fn set_budget_share(&self, _reads: u32, _writes: u32) {}
 }
 
 pub mod auth;

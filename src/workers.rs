@@ -16,8 +16,8 @@ use crate::queue::{self, QueueRow};
 use crate::sheet_time;
 use crate::sheets::Cell;
 
-/// Header of the heartbeat rows (row 2); the columns the daemon writes, A to H.
-pub const HEADER: [&str; 8] = [
+/// Header of the heartbeat rows (row 2); the columns the daemon writes, A to I.
+pub const HEADER: [&str; 9] = [
     "worker",
     "host",
     "version",
@@ -26,10 +26,11 @@ pub const HEADER: [&str; 8] = [
     "last seen",
     "process",
     "running jobs",
+    "account",
 ];
 
 /// Letter of the last heartbeat column.
-pub const LAST_COLUMN: &str = "H";
+pub const LAST_COLUMN: &str = "I";
 
 /// First sheet row of the heartbeat rows (1-based); row 1 holds the lease, row 2 the header.
 pub const FIRST_ROW: u32 = 3;
@@ -67,6 +68,9 @@ pub struct Heartbeat {
     /// `host pid` of the process that wrote it; empty from versions that did not say.
     pub process: String,
     pub jobs: Vec<RunningRef>,
+    /// The service account it calls the API as (empty from versions that did not say):
+    /// daemons on one account share its quota.
+    pub account: String,
 }
 
 impl Heartbeat {
@@ -97,6 +101,7 @@ pub fn parse(rows: &[Vec<Cell>], tz: Tz) -> Vec<Heartbeat> {
                     .and_then(|c| sheet_time::cell_to_instant(c, tz).ok().flatten()),
                 process: text(row, 6),
                 jobs: serde_json::from_str(&text(row, 7)).unwrap_or_default(),
+                account: text(row, 8),
             })
         })
         .collect()
@@ -107,7 +112,7 @@ pub fn process_id(host: &str, pid: u32) -> String {
     format!("{host} {pid}")
 }
 
-/// The heartbeat cells A–H of a daemon.
+/// The heartbeat cells A–I of a daemon.
 #[allow(clippy::too_many_arguments)]
 pub fn row_cells(
     worker_id: &str,
@@ -117,6 +122,7 @@ pub fn row_cells(
     now: DateTime<Utc>,
     tz: Tz,
     process: &str,
+    account: &str,
 ) -> Vec<Cell> {
     vec![
         Cell::from(worker_id),
@@ -127,7 +133,24 @@ pub fn row_cells(
         Cell::from(sheet_time::instant_to_serial(now, tz)),
         Cell::from(process),
         Cell::from(serde_json::to_string(jobs).unwrap_or_else(|_| "[]".into())),
+        Cell::from(account),
     ]
+}
+
+/// How many live daemons (`me` included) call the API as `account`: they share its quota.
+/// Daemons that do not say their account are counted with an unknown (empty) one.
+pub fn sharing_account(
+    heartbeats: &[Heartbeat],
+    me: &str,
+    account: &str,
+    now: DateTime<Utc>,
+    dead_after: Duration,
+) -> u32 {
+    let others = heartbeats
+        .iter()
+        .filter(|h| h.worker_id != me && h.account == account && h.is_live(now, dead_after))
+        .count();
+    u32::try_from(others).unwrap_or(u32::MAX).saturating_add(1)
 }
 
 /// The jobs that live daemons other than `me` say they are running: for the claim rules,
@@ -222,7 +245,32 @@ mod tests {
                     requester: String::new(),
                 })
                 .collect(),
+            account: "sheetq@p.iam.gserviceaccount.com".into(),
         }
+    }
+
+    #[test]
+    fn daemons_on_one_account_share_it_while_they_live() {
+        let now = at("2026-11-30T03:00:00Z");
+        let mut other_account = beat("vm-4", "d 1", "2026-11-30T02:59:50Z", &[]);
+        other_account.account = "other@p.iam.gserviceaccount.com".into();
+        let beats = vec![
+            beat("vm-1", "a 1", "2026-11-30T02:59:50Z", &[]),
+            beat("vm-2", "b 1", "2026-11-30T02:59:00Z", &[]),
+            beat("vm-3", "c 1", "2026-11-30T02:50:00Z", &[]),
+            other_account,
+        ];
+        let account = "sheetq@p.iam.gserviceaccount.com";
+        assert_eq!(
+            sharing_account(&beats, "vm-1", account, now, Duration::minutes(2)),
+            2,
+            "vm-1 and vm-2 (vm-3 is dead, vm-4 on another account)"
+        );
+        assert_eq!(
+            sharing_account(&[], "vm-9", account, now, Duration::minutes(2)),
+            1,
+            "a daemon alone has the whole budget"
+        );
     }
 
     #[test]
@@ -233,7 +281,8 @@ mod tests {
             requester: "alice@example.com".into(),
         }];
         let now = at("2026-11-30T03:00:00Z");
-        let cells = row_cells("vm-1", "host-a", 2, &jobs, now, TZ, "host-a 4242");
+        let account = "sheetq@p.iam.gserviceaccount.com";
+        let cells = row_cells("vm-1", "host-a", 2, &jobs, now, TZ, "host-a 4242", account);
         let rows = vec![
             vec![json!("lease"), json!("free")],
             HEADER.iter().map(|h| json!(h)).collect(),
@@ -256,6 +305,7 @@ mod tests {
         assert_eq!(got[0].worker_id, "vm-1");
         assert_eq!(got[0].process, "host-a 4242");
         assert_eq!(got[0].jobs, jobs);
+        assert_eq!(got[0].account, account);
         assert!(got[0]
             .seen
             .is_some_and(|t| (t - now).num_milliseconds().abs() < 2));

@@ -195,8 +195,13 @@ impl Daemon {
             };
             match (plan, id) {
                 (WritePlan::Write, Some(id)) => {
-                    if !self.continuation_appended(poll, job).await? {
-                        continue;
+                    match self.continuation_appended(poll, job).await {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(e) => {
+                            self.keep_follow_ups(through);
+                            return Err(e);
+                        }
                     }
                     let mut cells =
                         self.finish_values(job.finish, job.finished_at, &job.url, &job.message);
@@ -221,8 +226,13 @@ impl Daemon {
                 // Legacy claim without a binding: the row number this read found, the only
                 // way such a row can be reached.
                 (WritePlan::Rebind { row }, None) => {
-                    if !self.continuation_appended(poll, job).await? {
-                        continue;
+                    match self.continuation_appended(poll, job).await {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(e) => {
+                            self.keep_follow_ups(through);
+                            return Err(e);
+                        }
                     }
                     data.extend(self.finish_cells(
                         row,
@@ -271,7 +281,10 @@ impl Daemon {
         }
         if !rebind.is_empty() {
             self.rows_moved();
-            self.rebind(&rebind).await?;
+            if let Err(e) = self.rebind(&rebind).await {
+                self.keep_follow_ups(through);
+                return Err(e);
+            }
         }
         data.extend(display);
         let heartbeat = if data.is_empty() && through.is_empty() {
@@ -280,7 +293,13 @@ impl Daemon {
             // With results, the heartbeat goes too: its list of running jobs is what other
             // daemons' claims go by.
             let force = !through.is_empty();
-            let heartbeat = self.heartbeat_into(poll, &mut data, force).await?;
+            let heartbeat = match self.heartbeat_into(poll, &mut data, force).await {
+                Ok(h) => h,
+                Err(e) => {
+                    self.keep_follow_ups(through);
+                    return Err(e);
+                }
+            };
             settled.extend(self.write_through(poll, through, data).await?);
             heartbeat
         };
@@ -461,7 +480,7 @@ impl Daemon {
                         Some(before) => repairs.push(Through {
                             id: t.id,
                             job_id: found_job_id,
-                            worker: before.worker.clone(),
+                            worker: worker_after(&before, &t.cells),
                             state: None,
                             cells: self.restore_values(&before, &t.cells),
                             unbind: false,
@@ -482,8 +501,8 @@ impl Daemon {
     /// Gives rows that misplaced writes hit their values back (`repairs`, from the read just
     /// before), through the binding the write went through. A repair is itself a write
     /// through a binding, checked by its reply: one refused or missed is sent again, one that
-    /// found yet another row (the values moved again) repairs that row instead, for a few
-    /// rounds. A row left unrepaired is logged with the values it should show, for a person.
+    /// found yet another row (the values moved again) repairs that row too, for a few rounds.
+    /// What is left is repaired at the next passes, through bindings of its own.
     async fn repair(&mut self, poll: &Poll, mut repairs: Vec<Through>) {
         const ROUNDS: u32 = 3;
         let job_col = self.layout.columns.index(Column::JobId) as usize;
@@ -525,26 +544,42 @@ impl Daemon {
                     WriteCheck::Wrong { found_job_id } => {
                         self.report.write_incidents += 1;
                         self.observers.metrics.write_incident();
-                        error!(job.id = %t.job_id, found = %found_job_id, cells = ?t.cells, "incident: the repair of a row landed on yet another row (the rows moved again); repairing that one instead; this row should show these values");
+                        error!(job.id = %t.job_id, found = %found_job_id, "incident: the repair of a row landed on yet another row (the rows moved again); repairing that one now, and the first one through a binding of its own at the next pass");
                         if let Some(before) = poll.before_image(&found_job_id) {
                             again.push(Through {
                                 id: t.id,
                                 job_id: found_job_id,
-                                worker: before.worker.clone(),
+                                worker: worker_after(&before, &t.cells),
                                 state: None,
                                 cells: self.restore_values(&before, &t.cells),
                                 unbind: false,
                                 result: false,
                             });
                         }
+                        self.repair_later(t);
                     }
                 }
             }
             repairs = again;
         }
         for t in repairs {
-            error!(job.id = %t.job_id, cells = ?t.cells, "could not repair the row a misplaced write had hit; it should show these values");
+            warn!(job.id = %t.job_id, "could not repair the row a misplaced write had hit yet; trying again at the next pass");
+            self.repair_later(t);
         }
+    }
+
+    /// A repair the values moved away from goes to the next write-back as a follow-up under a
+    /// binding of its own (a fresh id, not yet on any row): planned against that poll, the
+    /// binding is created on the row that holds the job and shows `worker`, checked by its
+    /// read-back, and the cells are written through it at the pass after.
+    fn repair_later(&mut self, t: Through) {
+        let (_, id) = binding::new_token();
+        error!(job.id = %t.job_id, cells = ?t.cells, "this row should show these values; repairing it at the next passes");
+        self.pending_through.push(Through {
+            id,
+            unbind: true,
+            ..t
+        });
     }
 
     /// Cells for a claimed `row` (as a read showed it; its ワーカー text is the claim it must
@@ -736,6 +771,15 @@ pub(super) struct Through {
     /// A finished job's result, kept by the outbox until it lands; anything else (a
     /// follow-up of a claim pass) is kept in `pending_through`.
     pub(super) result: bool,
+}
+
+/// The ワーカー text a row shows after a write of `cells` onto it (`before` as our read saw it).
+fn worker_after(before: &QueueRow, cells: &[(Column, Cell)]) -> String {
+    cells
+        .iter()
+        .find(|(c, _)| *c == Column::Worker)
+        .map(|(_, v)| crate::queue::cell_text(v))
+        .unwrap_or_else(|| before.worker.clone())
 }
 
 /// The first `compared` column (one the write did not touch and its reply shows) whose value

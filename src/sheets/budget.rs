@@ -39,12 +39,26 @@ impl Clock for TokioClock {
 
 type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Duration>>;
 
-struct Inner {
-    limiter: Limiter,
-    clock: TokioClock,
+/// The bucket in force and the rate it was made for.
+struct Rate {
+    limiter: Arc<Limiter>,
     requests: u32,
-    per: Duration,
     burst: u32,
+}
+
+struct Inner {
+    rate: std::sync::RwLock<Rate>,
+    clock: TokioClock,
+    per: Duration,
+}
+
+impl Inner {
+    fn limiter(&self) -> Arc<Limiter> {
+        match self.rate.read() {
+            Ok(r) => Arc::clone(&r.limiter),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner().limiter),
+        }
+    }
 }
 
 /// A shared request budget: clones draw from the same bucket.
@@ -55,13 +69,11 @@ pub struct Budget {
 
 impl std::fmt::Debug for Budget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.inner {
+        match self.limits() {
             None => f.write_str("Budget(unlimited)"),
-            Some(i) => write!(
-                f,
-                "Budget({} per {:?}, burst {})",
-                i.requests, i.per, i.burst
-            ),
+            Some((requests, per, burst)) => {
+                write!(f, "Budget({requests} per {per:?}, burst {burst})")
+            }
         }
     }
 }
@@ -70,6 +82,14 @@ impl Default for Budget {
     fn default() -> Self {
         Self::per_minute(DEFAULT_REQUESTS_PER_MINUTE)
     }
+}
+
+fn limiter(requests: u32, per: Duration, burst: u32, clock: &TokioClock) -> Limiter {
+    let interval = per / requests;
+    let quota = Quota::with_period(interval.max(Duration::from_nanos(1)))
+        .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
+        .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
+    RateLimiter::direct_with_clock(quota, clock.clone())
 }
 
 impl Budget {
@@ -94,21 +114,19 @@ impl Budget {
         let requests = requests.max(1);
         let burst = burst.clamp(1, requests);
         let per = per.max(Duration::from_millis(1));
-        let interval = per / requests;
-        let quota = Quota::with_period(interval.max(Duration::from_nanos(1)))
-            .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
-            .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
         let clock = TokioClock {
             origin: tokio::time::Instant::now(),
         };
-        let limiter = RateLimiter::direct_with_clock(quota, clock.clone());
+        let limiter = Arc::new(limiter(requests, per, burst, &clock));
         Self {
             inner: Some(Arc::new(Inner {
-                limiter,
+                rate: std::sync::RwLock::new(Rate {
+                    limiter,
+                    requests,
+                    burst,
+                }),
                 clock,
-                requests,
                 per,
-                burst,
             })),
         }
     }
@@ -116,6 +134,35 @@ impl Budget {
     /// No client-side limit (Google's quota still applies and is met with retries).
     pub fn unlimited() -> Self {
         Self { inner: None }
+    }
+
+    /// Changes the rate to `requests` per window (the burst shrinks with it when needed),
+    /// for every clone: a daemon's share of its account's budget when the number of live
+    /// daemons on the account changes. A new rate starts with an empty bucket, so a change
+    /// never lets extra requests through. No effect on an unlimited budget.
+    pub fn set_rate(&self, requests: u32) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        let requests = requests.max(1);
+        let mut rate = match inner.rate.write() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if rate.requests == requests {
+            return;
+        }
+        let burst = rate.burst.clamp(1, requests);
+        let limiter = limiter(requests, inner.per, burst, &inner.clock);
+        // Spend the new bucket's burst: the old one may just have let a burst through.
+        for _ in 0..burst {
+            let _ = limiter.check();
+        }
+        *rate = Rate {
+            limiter: Arc::new(limiter),
+            requests,
+            burst,
+        };
     }
 
     /// Waits until one more request fits the budget and takes it. Returns how long it
@@ -134,7 +181,7 @@ impl Budget {
         let start = inner.clock.now();
         let mut on_wait = Some(on_wait);
         loop {
-            match inner.limiter.check() {
+            match inner.limiter().check() {
                 Ok(()) => return inner.clock.now().saturating_sub(start),
                 Err(not_until) => {
                     let wait = not_until.wait_time_from(inner.clock.now());
@@ -153,19 +200,87 @@ impl Budget {
     pub fn try_acquire(&self) -> bool {
         match &self.inner {
             None => true,
-            Some(inner) => inner.limiter.check().is_ok(),
+            Some(inner) => inner.limiter().check().is_ok(),
         }
     }
 
     /// `(requests, per, burst)`, or `None` when unlimited.
     pub fn limits(&self) -> Option<(u32, Duration, u32)> {
-        self.inner.as_ref().map(|i| (i.requests, i.per, i.burst))
+        self.inner.as_ref().map(|i| {
+            let (requests, burst) = match i.rate.read() {
+                Ok(r) => (r.requests, r.burst),
+                Err(poisoned) => {
+                    let r = poisoned.into_inner();
+                    (r.requests, r.burst)
+                }
+            };
+            (requests, i.per, burst)
+        })
+    }
+}
+
+/// A client's read and write budgets: Google counts read and write requests apart, each
+/// with its own per-minute quota.
+#[derive(Clone, Debug, Default)]
+pub struct Budgets {
+    pub read: Budget,
+    pub write: Budget,
+}
+
+impl Budgets {
+    /// No client-side limits.
+    pub fn unlimited() -> Self {
+        Self {
+            read: Budget::unlimited(),
+            write: Budget::unlimited(),
+        }
+    }
+
+    /// One bucket for reads and writes together.
+    pub fn shared(budget: Budget) -> Self {
+        Self {
+            read: budget.clone(),
+            write: budget,
+        }
+    }
+
+    /// The budget a call draws from.
+    pub fn of(&self, write: bool) -> &Budget {
+        if write {
+            &self.write
+        } else {
+            &self.read
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_narrowed_rate_lets_fewer_calls_through_for_every_clone() {
+        let budget = Budget::with_burst(60, Duration::from_secs(60), 1);
+        let clone = budget.clone();
+        budget.set_rate(20);
+        assert_eq!(
+            clone.limits(),
+            Some((20, Duration::from_secs(60), 1)),
+            "a clone sees the new share"
+        );
+        // A new rate starts spent: the first call waits a full interval (3 s at 20 a minute).
+        let start = tokio::time::Instant::now();
+        for _ in 0..3 {
+            clone.acquire().await;
+        }
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(9),
+            "three calls at 20 a minute took {took:?}, not about 9 s"
+        );
+        Budget::unlimited().set_rate(5);
+        assert_eq!(Budget::unlimited().limits(), None);
+    }
 
     #[test]
     fn default_budget_stays_under_googles_quota() {

@@ -163,6 +163,14 @@ impl<S: Sheets> DryRunSheets<S> {
 
 #[async_trait]
 impl<S: Sheets> Sheets for DryRunSheets<S> {
+    fn account(&self) -> String {
+        self.inner.account()
+    }
+
+    fn set_budget_share(&self, reads: u32, writes: u32) {
+        self.inner.set_budget_share(reads, writes)
+    }
+
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {
         self.inner.metadata().await
     }

@@ -34,7 +34,7 @@ use google_sheets4::common;
 use hyper_rustls::HttpsConnectorBuilder;
 
 use super::auth::{self, Connector, Credentials, CredentialsError, TokenError, TokenSource};
-use super::budget::Budget;
+use super::budget::Budgets;
 use super::retry::{self, RetryPolicy, Retryable};
 use super::stats::{ApiMethod, Outcome, SheetsStats};
 use super::{
@@ -62,7 +62,8 @@ pub struct GoogleSheetsConfig {
     pub token_timeout: Duration,
     pub retry: RetryPolicy,
     /// Shared with any other client that spends the same quota.
-    pub budget: Budget,
+    /// Read and write budgets (Google's quotas are per kind).
+    pub budget: Budgets,
     /// Where the client counts its calls; pass one in to render it before the client
     /// exists (the metrics endpoint), or leave the fresh default.
     pub stats: Arc<SheetsStats>,
@@ -78,7 +79,7 @@ impl GoogleSheetsConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             token_timeout: DEFAULT_CALL_TIMEOUT,
             retry: RetryPolicy::default(),
-            budget: Budget::default(),
+            budget: Budgets::default(),
             stats: Arc::default(),
         }
     }
@@ -106,7 +107,7 @@ pub struct GoogleSheets {
     base_url: String,
     call_timeout: Duration,
     retry: RetryPolicy,
-    budget: Budget,
+    budget: Budgets,
     stats: Arc<SheetsStats>,
     tokens: TokenSource,
     /// The service account's e-mail, for "share the spreadsheet with ..." hints.
@@ -254,6 +255,7 @@ impl GoogleSheets {
                     }
                     let waited = self
                         .budget
+                        .of(method.is_write())
                         .acquire_with(|wait| {
                             self.stats.record_throttled();
                             // Counted in `sheetq_throttled_waits_total`; per call it is detail.
@@ -382,6 +384,15 @@ impl GoogleSheets {
 
 #[async_trait]
 impl Sheets for GoogleSheets {
+    fn account(&self) -> String {
+        self.client_email.clone().unwrap_or_default()
+    }
+
+    fn set_budget_share(&self, reads: u32, writes: u32) {
+        self.budget.read.set_rate(reads);
+        self.budget.write.set_rate(writes);
+    }
+
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {
         let s = self
             .call(ApiMethod::SpreadsheetsGet, || {

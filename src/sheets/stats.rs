@@ -46,6 +46,19 @@ impl ApiMethod {
         }
     }
 
+    /// Whether Google counts the call against the write quota (every call that can change
+    /// the spreadsheet, `spreadsheets.batchUpdate` included even when it only reads back);
+    /// the others count as reads (https://developers.google.com/sheets/api/limits).
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            ApiMethod::ValuesBatchUpdate
+                | ApiMethod::SpreadsheetsBatchUpdate
+                | ApiMethod::ValuesAppend
+                | ApiMethod::ValuesBatchUpdateByDataFilter
+        )
+    }
+
     /// Whether the client may repeat a failed call at all. Writes may not: what they write,
     /// and where (a claim commit's rows, a rebind's row), is decided from a read, and by the
     /// time a retry is sent a person may have sorted, inserted or deleted rows, so the caller

@@ -9,7 +9,7 @@ use serde_json::json;
 use sheetq::a1;
 use sheetq::emulator::{Emulator, Fault, FaultRule, Quota, RequestRecord};
 use sheetq::sheets::auth::{Credentials, SPREADSHEETS_SCOPE};
-use sheetq::sheets::budget::Budget;
+use sheetq::sheets::budget::{Budget, Budgets};
 use sheetq::sheets::dry_run::DryRunSheets;
 use sheetq::sheets::google::{GoogleSheets, GoogleSheetsConfig};
 use sheetq::sheets::retry::RetryPolicy;
@@ -39,7 +39,7 @@ fn config(emu: &Emulator) -> GoogleSheetsConfig {
         max_delay: Duration::from_millis(200),
         max_elapsed: Duration::from_secs(120),
     };
-    c.budget = Budget::unlimited();
+    c.budget = Budgets::unlimited();
     c
 }
 
@@ -377,7 +377,7 @@ async fn the_budget_keeps_a_hot_loop_under_its_limit() {
     let emu = start_empty().await;
     emu.set_quota(Some(Quota::per_user(5, 5)));
     let mut c = config(&emu);
-    c.budget = Budget::with_burst(5, Duration::from_secs(60), 5);
+    c.budget = Budgets::shared(Budget::with_burst(5, Duration::from_secs(60), 5));
     let sheets = std::sync::Arc::new(client_with(c).await);
     let looping = {
         let sheets = sheets.clone();
