@@ -26,11 +26,22 @@ impl Daemon {
     #[instrument(skip_all, fields(worker = %self.config.worker_id))]
     pub(super) async fn claim_pass(&mut self, poll: &Poll) -> Result<bool, DaemonError> {
         self.observers.metrics.claim_pass();
-        let Some((lease, fresh)) = self.acquire(poll).await? else {
+        let Some((lease, mut fresh)) = self.acquire(poll).await? else {
             return Ok(false);
         };
         let held = lease.to_string();
         let now = Utc::now();
+        // Presses first: the rows they become are claimable in this very pass.
+        let intake_writes = match self.take_in_presses(&fresh, now).await {
+            Ok((writes, taken)) => {
+                fresh.snapshot.rows.extend(taken);
+                writes
+            }
+            Err(e) => {
+                self.release(&held).await;
+                return Err(e);
+            }
+        };
         let elsewhere = workers::running_elsewhere(
             &fresh.workers,
             &self.config.worker_id,
@@ -46,13 +57,6 @@ impl Daemon {
             self.free_slots.len(),
             |row, picked| self.may_start(row, picked),
         );
-        let intake_writes = match self.take_in_presses(&fresh, now).await {
-            Ok(w) => w,
-            Err(e) => {
-                self.release(&held).await;
-                return Err(e);
-            }
-        };
         let cols = self.layout.columns.clone();
         let qid = self.queue_sheet_id();
         let serial = Cell::from(sheet_time::instant_to_serial(now, self.layout.tz));
@@ -452,15 +456,16 @@ impl Daemon {
 
     /// Intake by polling, under the lease so two daemons never turn one tick into two rows:
     /// new rows are appended now (INSERT_ROWS); the returned requests clear the boxes (and
-    /// show duplicate/rejection texts) in the commit. A crash in between leaves the ticks,
+    /// show duplicate/rejection texts) in the commit, and the returned rows (where the append
+    /// put them) may be claimed by that same commit. A crash in between leaves the ticks,
     /// and the duplicate guard then finds the rows already queued.
     async fn take_in_presses(
         &self,
         fresh: &Poll,
         now: chrono::DateTime<Utc>,
-    ) -> Result<Vec<Request>, DaemonError> {
+    ) -> Result<(Vec<Request>, Vec<QueueRow>), DaemonError> {
         if self.config.intake != Intake::Poll {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let intake = panel::plan_intake(
             &fresh.tables,
@@ -471,6 +476,7 @@ impl Daemon {
             &self.config.panel,
             || uuid::Uuid::new_v4().to_string(),
         );
+        let mut taken = Vec::new();
         if !intake.new_rows.is_empty() {
             let rows: Vec<Vec<Cell>> = intake
                 .new_rows
@@ -478,18 +484,31 @@ impl Daemon {
                 .map(|j| j.to_row(&self.layout.columns, &self.config.states, self.layout.tz))
                 .collect();
             let range = a1::range(QUEUE_SHEET, &format!("A1:{}", self.layout.last_col));
-            self.sheets.append(&range, &rows).await?;
+            let reply = self.sheets.append(&range, &rows).await?;
             for j in &intake.new_rows {
                 info!(job.id = %j.job_id, target = %j.target, function = %j.function, "press taken into the queue");
             }
+            // Where Google put them, so they can be claimed now (the commit's read-back
+            // checks each claim as usual).
+            if let Some(first) = a1::A1Range::parse(&reply.updated_range)
+                .ok()
+                .and_then(|r| r.start_row)
+            {
+                taken.extend(
+                    rows.iter()
+                        .enumerate()
+                        .filter_map(|(k, cells)| self.parse_row(cells, first + 1 + k as u32)),
+                );
+            }
         }
-        Ok(intake
+        let writes = intake
             .clears
             .iter()
             .chain(&intake.duplicates)
             .chain(&intake.rejected)
             .filter_map(|v| self.grid_write(v))
-            .collect())
+            .collect();
+        Ok((writes, taken))
     }
 
     pub(super) async fn release(&self, held: &str) {

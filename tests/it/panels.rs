@@ -160,6 +160,29 @@ async fn a_ticked_box_becomes_one_row_that_runs_and_the_panel_follows_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_is_claimed_in_the_pass_that_takes_it_in() {
+    let emu = start_with_quota(FAST).await;
+    let p = "サーバーA";
+    set_args(&emu, p, 9, r#"{"seconds":0.2}"#);
+    let fleet = Fleet::start(&emu, &["vm-1"], &[POLL], "").await;
+    tick(&emu, p, 9);
+    wait_status(&emu, p, 9, "▶ 実行中", |s| s.starts_with("▶ 実行中 (")).await;
+    let rows = queue_rows(&emu);
+    let r = rows
+        .iter()
+        .find(|r| r.panel_row == Some(9))
+        .unwrap_or_else(|| panic!("no row for the press:\n{}", describe_queue(&rows)));
+    // One pass reads the clock once: the row it takes in gets that instant as 受付日時, and
+    // the claim in the same pass's commit gets it as 開始日時.
+    assert!(r.received_at.is_some(), "no 受付日時: {r:#?}");
+    assert_eq!(
+        r.started_at, r.received_at,
+        "the press was claimed in a later pass than the one that took it in: {r:#?}"
+    );
+    fleet.stop(&emu).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renamed_panel_and_a_moved_function_row_still_get_their_results() {
     let emu = start_with_quota(FAST).await;
     // The default full_scan_every: the rename is noticed when the old title stops parsing
