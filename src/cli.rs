@@ -53,6 +53,9 @@ pub enum Command {
     Run(RunArgs),
     /// Run the whole flow on an embedded local spreadsheet: presses, two daemons, a table.
     Demo(crate::demo::DemoArgs),
+    /// Measure throughput, API cost per job, press latency and idle-poll cost on an embedded
+    /// spreadsheet under Google's quota; prints a Markdown table.
+    Bench(crate::bench::BenchArgs),
     /// Serve the local Sheets API emulator.
     Emulator(EmulatorArgs),
     /// Create the hidden sheets sheetq needs, where missing.
@@ -178,6 +181,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Demo(args) => {
             crate::demo::run(args, &mut std::io::stdout()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(args) => {
+            crate::bench::run(&args, &mut std::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Emulator(args) => {

@@ -450,6 +450,46 @@ impl Emulator {
         self.with_spreadsheet(|ss| api::update(ss, range, &body, input, None).map(|_| ()))?
     }
 
+    /// Replaces the rows of sheet `title` from 1-based row `first` to the end with `rows`,
+    /// taken as `RAW` values (text, numbers, booleans; `null` leaves a cell empty), without
+    /// HTTP, auth or accounting, and far faster than a `values.update` of the same size: for
+    /// seeding a large sheet (a queue of 100,000 finished rows) or many jobs at once. The
+    /// rows dropped go with their developer metadata; the grid grows to hold the new rows.
+    pub fn replace_rows(
+        &self,
+        title: &str,
+        first: u32,
+        rows: &[Vec<Json>],
+    ) -> Result<(), ApiError> {
+        self.with_spreadsheet(|ss| {
+            let sheet = ss.sheet_by_title_mut(title).ok_or_else(|| {
+                ApiError::invalid(format!("Unable to parse range: {title} (no such sheet)"))
+            })?;
+            let start = first.max(1) - 1;
+            sheet.rows.resize_with(start as usize, store::Row::default);
+            let mut width = 0;
+            for r in rows {
+                width = width.max(r.len() as u32);
+                let cells = r
+                    .iter()
+                    .map(|v| Cell {
+                        value: match v {
+                            Json::String(s) => Some(Value::String(s.clone())),
+                            Json::Number(n) => n.as_f64().map(Value::Number),
+                            Json::Bool(b) => Some(Value::Bool(*b)),
+                            _ => None,
+                        },
+                        ..Cell::default()
+                    })
+                    .collect();
+                sheet.rows.push(store::Row::from_cells(cells));
+            }
+            sheet.grow_to(start + rows.len() as u32, width);
+            metadata::prune(ss);
+            Ok(())
+        })?
+    }
+
     /// Stops serving and, with a state file, writes the final state.
     pub async fn shutdown(mut self) -> Result<(), EmulatorError> {
         self.cancel.cancel();

@@ -5,6 +5,8 @@
 //! # Layout
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
+//! - [`bench`]: `sheetq bench`: saturation, press latency and idle-poll cost measured on the
+//!   embedded spreadsheet under Google's quota, printed as a Markdown table.
 //! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
 //!   row, its id from the claim token, and the pure decisions of where a result may go.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
@@ -54,6 +56,7 @@
 
 pub mod a1;
 pub mod admin;
+pub mod bench;
 pub mod binding;
 pub mod claim;
 pub mod cli;

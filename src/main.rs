@@ -9,9 +9,10 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The demo prints its own progress; its daemons only speak up when something is wrong.
+    // The demo and the bench print their own progress; their daemons only speak up when
+    // something is wrong.
     let default_level = match cli.command {
-        sheetq::cli::Command::Demo(_) => "warn",
+        sheetq::cli::Command::Demo(_) | sheetq::cli::Command::Bench(_) => "warn",
         _ => "info",
     };
     let filter =

@@ -80,6 +80,14 @@ pub struct RequestRecord {
     /// The A1 ranges the request named (path range, `ranges` parameters, `data[].range`,
     /// `responseRanges`); the scopes asked for, for `oauth2.token`.
     pub ranges: Vec<String>,
+    /// The user (service account email) the request was made as; empty when it carried no
+    /// valid token, and for `oauth2.token`.
+    #[serde(default)]
+    pub user: String,
+    /// Whether Google counts it against the write quota (a `spreadsheets.batchUpdate` is a
+    /// write even when it only reads back).
+    #[serde(default)]
+    pub write: bool,
     /// HTTP status answered; 0 when the connection was dropped without a reply.
     pub status: u16,
     pub bytes_in: usize,

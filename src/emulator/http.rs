@@ -571,6 +571,8 @@ struct Pending<'a> {
     method: String,
     ranges: Vec<String>,
     bytes_in: usize,
+    user: String,
+    write: bool,
 }
 
 impl Pending<'_> {
@@ -606,6 +608,8 @@ impl Pending<'_> {
         self.shared.control().record(RequestRecord {
             method: self.method,
             ranges: self.ranges,
+            user: self.user,
+            write: self.write,
             status,
             bytes_in: self.bytes_in,
             bytes_out,
@@ -631,15 +635,19 @@ async fn api_call(
             method: format!("unknown {method} {}", uri.path()),
             ranges: Vec::new(),
             bytes_in: body.len(),
+            user: String::new(),
+            write: false,
         };
         return pending.finish(Err(err));
     };
     let q = Query::parse(&uri);
-    let pending = Pending {
+    let mut pending = Pending {
         shared: &sh,
         method: call.method_id().to_string(),
         ranges: ranges_of(&call, &q, &body),
         bytes_in: body.len(),
+        user: String::new(),
+        write: call.is_write(),
     };
     let auth = headers
         .get(header::AUTHORIZATION)
@@ -648,6 +656,7 @@ async fn api_call(
     let Some(user) = sh.auth.user(auth) else {
         return pending.finish(Err(ApiError::unauthenticated()));
     };
+    pending.user = user.clone();
     let fault = sh.control().fault_for(call.method_id());
     let mut drop_after = false;
     match fault {
@@ -703,6 +712,8 @@ async fn token(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
         method: "oauth2.token".into(),
         ranges: Vec::new(),
         bytes_in: body.len(),
+        user: String::new(),
+        write: false,
     };
     let fault = sh.control().fault_for("oauth2.token");
     match fault {

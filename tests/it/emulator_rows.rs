@@ -626,3 +626,59 @@ async fn data_filter_methods_are_logged_and_counted_as_reads_or_writes() {
         "{write}"
     );
 }
+
+#[tokio::test]
+async fn replace_rows_seeds_a_large_sheet_without_requests_and_the_log_names_user_and_kind() {
+    let emu = support::start_empty().await;
+    let id = emu.spreadsheet_id().to_string();
+    let rows: Vec<Vec<Json>> = (0..5000)
+        .map(|i| vec![json!(format!("job-{i}")), json!(i), json!(true), Json::Null])
+        .collect();
+    emu.replace_rows("Sheet1", 2, &rows)
+        .unwrap_or_else(|e| panic!("replace_rows: {e:?}"));
+    assert!(emu.requests().is_empty(), "seeding is not an API request");
+    let hub = support::hub_for(&emu, "seeder").await;
+    let read = get_values_raw(&hub, &id, "Sheet1!A5001:D5001").await;
+    assert_eq!(
+        read,
+        vec![vec![json!("job-4999"), json!(4999), json!(true)]]
+    );
+    // Replacing from a row drops every row below it.
+    emu.replace_rows("Sheet1", 3, &[vec![json!("last")]])
+        .unwrap_or_else(|e| panic!("replace_rows: {e:?}"));
+    assert_eq!(column_a(&emu, 4), ["", "job-0", "last", ""]);
+    assert!(emu.replace_rows("no such sheet", 1, &[]).is_err());
+    let rename = json!([{ "updateSheetProperties": {
+        "properties": { "sheetId": 0, "title": "Sheet1" }, "fields": "title" } }]);
+    let _ = batch(&hub, &id, rename).await;
+    let log = emu.requests();
+    let get = log
+        .iter()
+        .find(|r| r.method == "spreadsheets.values.get")
+        .unwrap_or_else(|| panic!("no values.get in {log:?}"));
+    assert_eq!(get.user, "seeder@sheetq-emulator.iam.gserviceaccount.com");
+    assert!(!get.write);
+    let update = log
+        .iter()
+        .find(|r| r.method == "spreadsheets.batchUpdate")
+        .unwrap_or_else(|| panic!("no batchUpdate in {log:?}"));
+    assert!(update.write, "a batchUpdate is a write for the quota");
+    assert!(log
+        .iter()
+        .filter(|r| r.method == "oauth2.token")
+        .all(|r| r.user.is_empty() && !r.write));
+}
+
+async fn get_values_raw(hub: &Hub, id: &str, range: &str) -> Vec<Vec<Json>> {
+    ok(
+        "values.get",
+        hub.spreadsheets()
+            .values_get(id, range)
+            .value_render_option("UNFORMATTED_VALUE")
+            .add_scope(SCOPE)
+            .doit()
+            .await,
+    )
+    .values
+    .unwrap_or_default()
+}

@@ -1,0 +1,108 @@
+//! `sheetq bench` run programmatically on a tiny set-up: the report must be complete and
+//! add up. No wall-clock assertions: only counts and the relations between figures.
+
+use std::time::Duration;
+
+use sheetq::bench::{self, Accounts, Params, Sizes};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
+    // One account per daemon, each within its own budget: the quota must refuse nothing.
+    let params = Params {
+        daemons: 2,
+        slots: 2,
+        accounts: Accounts::Each,
+        jobs: 6,
+        targets: 3,
+        presses: 2,
+        sizes: Sizes(vec![0, 50]),
+        idle_polls: 3,
+        poll_interval: Duration::from_millis(300),
+        requests_per_minute: 40,
+        deadline_secs: 120,
+    };
+    let mut out = Vec::new();
+    let report = bench::measure(params.clone(), &mut out)
+        .await
+        .unwrap_or_else(|e| panic!("the bench failed: {e:#}"));
+    let s = &report.saturation;
+    assert_eq!(
+        (s.jobs, s.done, s.failed),
+        (6, 6, 0),
+        "every job counted once"
+    );
+    assert_eq!(
+        report.daemon_jobs_finished, 8,
+        "the daemons ran the 6 jobs and the 2 presses, nothing twice"
+    );
+    assert!(s.reads_per_job() > 0.0 && s.writes_per_job() > 0.0, "{s:?}");
+    assert_eq!(
+        s.accounts.len(),
+        2,
+        "one line per account: {:?}",
+        s.accounts
+    );
+    for a in &s.accounts {
+        assert_eq!((a.refused_reads, a.refused_writes), (0, 0), "{a:?}");
+        assert!(
+            a.peak_reads_per_min >= 1 && a.peak_reads_per_min <= a.reads,
+            "{a:?}"
+        );
+        assert!(
+            a.peak_writes_per_min >= 1 && a.peak_writes_per_min <= a.writes,
+            "{a:?}"
+        );
+    }
+    assert_eq!(s.reads, s.accounts.iter().map(|a| a.reads).sum::<usize>());
+    assert_eq!(s.writes, s.accounts.iter().map(|a| a.writes).sum::<usize>());
+    let by_method: usize = s.methods.iter().map(|m| m.count).sum();
+    assert_eq!(by_method, s.reads + s.writes, "{:?}", s.methods);
+    assert!(
+        s.methods
+            .iter()
+            .any(|m| m.method == "spreadsheets.batchUpdate" && m.write),
+        "a batchUpdate counts as a write: {:?}",
+        s.methods
+    );
+    assert!(
+        report.press_refused.is_empty(),
+        "{:?}",
+        report.press_refused
+    );
+    assert_eq!(report.presses.len(), 2);
+    for p in &report.presses {
+        assert!(p.to_row <= p.to_running, "{p:?}");
+    }
+    assert_eq!(
+        report.idle.iter().map(|i| i.rows).collect::<Vec<_>>(),
+        [0, 50]
+    );
+    for i in &report.idle {
+        assert_eq!(i.polls, 3, "{i:?}");
+        assert!(i.requests >= i.polls, "at least one read a poll: {i:?}");
+        assert!(i.bytes > 0 && i.first_bytes > 0, "{i:?}");
+        assert!(
+            i.daemon_cpu > Duration::ZERO && i.process_cpu >= i.daemon_cpu,
+            "{i:?}"
+        );
+        assert_eq!(i.refused, 0, "{i:?}");
+    }
+    assert!(
+        report.idle[1].first_bytes > report.idle[0].first_bytes,
+        "the first poll reads the whole queue, so 50 finished rows cost bytes: {:?}",
+        report.idle
+    );
+    assert!(s.peak_rss_kib > 0);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains(&params.command_line()), "{text}");
+    for heading in [
+        "| jobs/min",
+        "| reads / writes per job",
+        "| tick → queue row",
+        "| tick → 実行中",
+        "| peak RSS (VmHWM) after the 50-row idle run",
+        "| 50 | ",
+    ] {
+        assert!(text.contains(heading), "{heading:?} missing from:\n{text}");
+    }
+}
