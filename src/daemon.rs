@@ -361,7 +361,17 @@ impl Daemon {
         )?;
         self.settle_unsettled(&poll);
         self.share_budget(&poll);
+        // The waiting/running texts of the panels ride on a write sent anyway: the write-back
+        // when it has results or a heartbeat to send, else the claim commit, else they wait
+        // (recomputed) for the next pass that writes. They never cost a write of their own.
         let display = self.panel_display(&poll);
+        let writing_back =
+            !self.outbox.is_empty() || !self.pending_through.is_empty() || self.heartbeat_due();
+        let (display, deferred) = if writing_back {
+            (display, Vec::new())
+        } else {
+            (Vec::new(), display)
+        };
         // A write-back that fails must not stop claiming: its results wait in the outbox.
         let wrote_heartbeat = match self.flush(&poll, display).await {
             Ok(wrote) => wrote,
@@ -393,7 +403,7 @@ impl Daemon {
         );
         let mut wrote_heartbeat = wrote_heartbeat;
         if !plan.claims.is_empty() || !plan.stale.is_empty() || self.has_ticks(&poll) {
-            wrote_heartbeat |= self.claim_pass(&poll).await?;
+            wrote_heartbeat |= self.claim_pass(&poll, deferred).await?;
         }
         if !wrote_heartbeat && self.heartbeat_due() {
             let mut data = Vec::new();

@@ -21,10 +21,15 @@ use super::{Claimed, Daemon, DaemonError, Poll};
 
 impl Daemon {
     /// The lease protocol of DESIGN §3: take the lease (reading the queue in the same call),
-    /// decide on that fresh data, and commit claims, timeouts, heartbeat and the lease
-    /// release in one atomic batch. Returns whether the heartbeat went with it.
+    /// decide on that fresh data, and commit claims, timeouts, heartbeat, `display` (panel
+    /// texts waiting for a write) and the lease release in one atomic batch. Returns whether
+    /// the heartbeat went with it.
     #[instrument(skip_all, fields(worker = %self.config.worker_id))]
-    pub(super) async fn claim_pass(&mut self, poll: &Poll) -> Result<bool, DaemonError> {
+    pub(super) async fn claim_pass(
+        &mut self,
+        poll: &Poll,
+        display: Vec<ValueRange>,
+    ) -> Result<bool, DaemonError> {
         self.observers.metrics.claim_pass();
         let Some((lease, mut fresh)) = self.acquire(poll).await? else {
             return Ok(false);
@@ -139,6 +144,20 @@ impl Daemon {
         let with_heartbeat = heartbeat.is_some();
         requests.extend(heartbeat);
         requests.extend(intake_writes);
+        // Panel texts no other write carried this pass ride in the commit, and after them
+        // (so they win) the ▶ 実行中 of each row claimed now.
+        requests.extend(display.iter().filter_map(|v| self.grid_write(v)));
+        for c in &claims {
+            let cell = panel::running_cell(
+                &c.row,
+                now,
+                &self.panels,
+                &fresh.tables,
+                self.layout.tz,
+                &self.config.panel,
+            );
+            requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
+        }
         requests.push(lease::swap(self.layout.worker_sheet_id, &held, lease::FREE));
         // The commit writes 開始日時/ワーカー next to each tripwire, unconditionally (the API
         // has no conditional write of an empty cell). That is only safe while the lease

@@ -162,6 +162,25 @@ pub fn locate<'a>(
     Ok((panel, row))
 }
 
+/// The `▶ 実行中 (HH:mm〜)` cell of the panel row a claimed `job` belongs to (started at
+/// `started_at`), for the claim commit itself, so a press shows it runs without waiting for
+/// another write; `None` when its panel row cannot be found.
+pub fn running_cell(
+    job: &QueueRow,
+    started_at: DateTime<Utc>,
+    index: &PanelIndex,
+    tables: &HashMap<String, PanelTable>,
+    tz: Tz,
+    layout: &PanelLayout,
+) -> Option<ValueRange> {
+    let (panel, row) = locate(index, tables, job).ok()?;
+    let col = layout.columns.status.0;
+    Some(ValueRange::new(
+        cell_range(&panel.title, col, col, row.row),
+        vec![vec![Cell::String(running_text(Some(started_at), tz))]],
+    ))
+}
+
 /// The waiting/running display of one pass: for each `実行中` row `▶ 実行中 (HH:mm〜)`, for
 /// each `待機` row `⏳ 順番待ち (前に n 件)`, as single status cells.
 ///
