@@ -202,6 +202,8 @@ struct Daemon {
     account: String,
     /// How many live daemons share our account, as last applied to the budgets.
     sharing: u32,
+    /// Our place among them (0-based, by worker_id): the phase of our polls.
+    rank: u32,
     /// `host pid` of this process, in the heartbeat: one worker_id, one process.
     process: String,
     report: RunReport,
@@ -250,6 +252,7 @@ impl Daemon {
             rows_moved_at: None,
             account,
             sharing: 1,
+            rank: 0,
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
             report: RunReport::default(),
             config,
@@ -278,12 +281,11 @@ impl Daemon {
         let mut ready = false;
         let mut failures = 0;
         let mut fatal = None;
-        let mut tick = tokio::time::interval(self.config.poll_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut first = true;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
+                _ = tokio::time::sleep_until(self.next_poll(first)) => { first = false; }
                 Some(joined) = self.jobs.join_next(), if !self.jobs.is_empty() => {
                     self.finished(joined)?;
                     continue;
@@ -415,16 +417,37 @@ impl Daemon {
         Ok(())
     }
 
+    /// When the next poll is due. The live daemons of one account take turns: each polls every
+    /// `poll_interval × n` (n of them), at its own phase (`rank × poll_interval`) on the wall
+    /// clock, so the group reads the queue about once per `poll_interval` whatever its size,
+    /// and their reads do not bunch up. The first poll is at once.
+    fn next_poll(&self, first: bool) -> tokio::time::Instant {
+        let now = tokio::time::Instant::now();
+        if first {
+            return now;
+        }
+        let interval = u64::try_from(self.config.poll_interval.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let n = u64::from(self.sharing.max(1));
+        let period = interval.saturating_mul(n);
+        let phase = interval.saturating_mul(u64::from(self.rank) % n);
+        let wall = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
+        let into = (wall + period - phase % period) % period;
+        now + StdDuration::from_millis(period - into)
+    }
+
     /// Splits the account's budget (`requests_per_minute`, for reads and for writes each)
     /// evenly among the live daemons on our account, as their heartbeats show them.
     fn share_budget(&mut self, poll: &Poll) {
-        let sharing = workers::sharing_account(
+        let (rank, sharing) = workers::place_on_account(
             &poll.workers,
             &self.config.worker_id,
             &self.account,
             Utc::now(),
             self.policy.dead_after,
         );
+        self.rank = rank;
         if sharing == self.sharing {
             return;
         }

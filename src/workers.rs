@@ -137,20 +137,30 @@ pub fn row_cells(
     ]
 }
 
-/// How many live daemons (`me` included) call the API as `account`: they share its quota.
-/// Daemons that do not say their account are counted with an unknown (empty) one.
-pub fn sharing_account(
+/// Our place among the live daemons (`me` included) that call the API as `account`, and how
+/// many they are: they share its quota and take turns polling. Places go by worker_id, so
+/// every daemon reading the same heartbeats agrees on them. Daemons that do not say their
+/// account are counted with an unknown (empty) one.
+pub fn place_on_account(
     heartbeats: &[Heartbeat],
     me: &str,
     account: &str,
     now: DateTime<Utc>,
     dead_after: Duration,
-) -> u32 {
-    let others = heartbeats
+) -> (u32, u32) {
+    let mut ids: Vec<&str> = heartbeats
         .iter()
         .filter(|h| h.worker_id != me && h.account == account && h.is_live(now, dead_after))
-        .count();
-    u32::try_from(others).unwrap_or(u32::MAX).saturating_add(1)
+        .map(|h| h.worker_id.as_str())
+        .chain([me])
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let rank = ids.iter().position(|id| *id == me).unwrap_or(0);
+    (
+        u32::try_from(rank).unwrap_or(0),
+        u32::try_from(ids.len()).unwrap_or(1),
+    )
 }
 
 /// The jobs that live daemons other than `me` say they are running: for the claim rules,
@@ -262,14 +272,19 @@ mod tests {
         ];
         let account = "sheetq@p.iam.gserviceaccount.com";
         assert_eq!(
-            sharing_account(&beats, "vm-1", account, now, Duration::minutes(2)),
-            2,
+            place_on_account(&beats, "vm-1", account, now, Duration::minutes(2)),
+            (0, 2),
             "vm-1 and vm-2 (vm-3 is dead, vm-4 on another account)"
         );
         assert_eq!(
-            sharing_account(&[], "vm-9", account, now, Duration::minutes(2)),
-            1,
-            "a daemon alone has the whole budget"
+            place_on_account(&beats, "vm-2", account, now, Duration::minutes(2)),
+            (1, 2),
+            "vm-2 polls second"
+        );
+        assert_eq!(
+            place_on_account(&[], "vm-9", account, now, Duration::minutes(2)),
+            (0, 1),
+            "a daemon alone has the whole budget and every turn"
         );
     }
 
