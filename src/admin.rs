@@ -58,7 +58,8 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
             done.push(format!("created hidden sheet '{title}'"));
         }
     }
-    // Heartbeat rows grew from 6 to 8 columns (process, running jobs): widen an older sheet.
+    // Heartbeat rows grew from 6 to 9 columns (process, running jobs, account): widen an
+    // older sheet.
     if let Some(w) = meta
         .sheet(WORKER_SHEET)
         .filter(|w| w.column_count < worker_cols)
