@@ -44,6 +44,10 @@ struct Rate {
     limiter: Arc<Limiter>,
     requests: u32,
     burst: u32,
+    /// The rate asked for ([`Budget::set_rate`]); `requests` is half of it while slowed down.
+    base: u32,
+    /// Until when (the clock's time) the rate stays halved after a 429.
+    slowed_until: Option<Duration>,
 }
 
 struct Inner {
@@ -53,6 +57,23 @@ struct Inner {
 }
 
 impl Inner {
+    /// Puts a new bucket for `requests` per window in force, its burst already spent (the
+    /// old one may just have let a burst through).
+    fn apply(&self, rate: &mut Rate, requests: u32) {
+        let requests = requests.max(1);
+        if rate.requests == requests {
+            return;
+        }
+        let burst = rate.burst.clamp(1, requests);
+        let limiter = limiter(requests, self.per, burst, &self.clock);
+        for _ in 0..burst {
+            let _ = limiter.check();
+        }
+        rate.limiter = Arc::new(limiter);
+        rate.requests = requests;
+        rate.burst = burst;
+    }
+
     fn limiter(&self) -> Arc<Limiter> {
         match self.rate.read() {
             Ok(r) => Arc::clone(&r.limiter),
@@ -124,6 +145,8 @@ impl Budget {
                     limiter,
                     requests,
                     burst,
+                    base: requests,
+                    slowed_until: None,
                 }),
                 clock,
                 per,
@@ -139,30 +162,67 @@ impl Budget {
     /// Changes the rate to `requests` per window (the burst shrinks with it when needed),
     /// for every clone: a daemon's share of its account's budget when the number of live
     /// daemons on the account changes. A new rate starts with an empty bucket, so a change
-    /// never lets extra requests through. No effect on an unlimited budget.
+    /// never lets extra requests through. While slowed down after a 429 the new rate is
+    /// halved too. No effect on an unlimited budget.
     pub fn set_rate(&self, requests: u32) {
         let Some(inner) = &self.inner else {
             return;
         };
-        let requests = requests.max(1);
         let mut rate = match inner.rate.write() {
             Ok(r) => r,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if rate.requests == requests {
+        rate.base = requests.max(1);
+        let effective = if rate.slowed_until.is_some() {
+            (rate.base / 2).max(1)
+        } else {
+            rate.base
+        };
+        inner.apply(&mut rate, effective);
+    }
+
+    /// Google answered 429: the account's quota is spent (another daemon or tool shares it),
+    /// so this budget halves its rate for `period` instead of letting retries storm. Another
+    /// 429 meanwhile extends the period; the rate comes back on its own afterwards.
+    pub fn slow_down(&self, period: Duration) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        let mut rate = match inner.rate.write() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let until = inner.clock.now() + period;
+        let was_slowed = rate.slowed_until.is_some();
+        rate.slowed_until = Some(until);
+        if !was_slowed {
+            let half = (rate.base / 2).max(1);
+            inner.apply(&mut rate, half);
+        }
+    }
+
+    /// Ends a slow-down whose period is over.
+    fn recover(&self) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        let now = inner.clock.now();
+        let over = match inner.rate.read() {
+            Ok(r) => r.slowed_until.is_some_and(|t| now >= t),
+            Err(_) => false,
+        };
+        if !over {
             return;
         }
-        let burst = rate.burst.clamp(1, requests);
-        let limiter = limiter(requests, inner.per, burst, &inner.clock);
-        // Spend the new bucket's burst: the old one may just have let a burst through.
-        for _ in 0..burst {
-            let _ = limiter.check();
-        }
-        *rate = Rate {
-            limiter: Arc::new(limiter),
-            requests,
-            burst,
+        let mut rate = match inner.rate.write() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
         };
+        if rate.slowed_until.is_some_and(|t| now >= t) {
+            rate.slowed_until = None;
+            let base = rate.base;
+            inner.apply(&mut rate, base);
+        }
     }
 
     /// Waits until one more request fits the budget and takes it. Returns how long it
@@ -175,6 +235,7 @@ impl Budget {
     /// if the budget is spent: so the caller can log and count throttling as it starts,
     /// with the method it was about to call.
     pub async fn acquire_with(&self, on_wait: impl FnOnce(Duration)) -> Duration {
+        self.recover();
         let Some(inner) = &self.inner else {
             return Duration::ZERO;
         };
@@ -257,6 +318,32 @@ impl Budgets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_halves_the_rate_for_a_while_then_it_comes_back() {
+        let budget = Budget::with_burst(60, Duration::from_secs(60), 1);
+        budget.slow_down(Duration::from_secs(60));
+        assert_eq!(budget.limits().map(|l| l.0), Some(30), "halved after a 429");
+        budget.slow_down(Duration::from_secs(60));
+        assert_eq!(
+            budget.limits().map(|l| l.0),
+            Some(30),
+            "a second 429 extends the period, it does not halve again"
+        );
+        budget.set_rate(40);
+        assert_eq!(
+            budget.limits().map(|l| l.0),
+            Some(20),
+            "a new share is halved while slowed down"
+        );
+        tokio::time::advance(Duration::from_secs(61)).await;
+        budget.acquire().await;
+        assert_eq!(
+            budget.limits().map(|l| l.0),
+            Some(40),
+            "the share is back once the period is over"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_narrowed_rate_lets_fewer_calls_through_for_every_clone() {

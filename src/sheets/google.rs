@@ -289,6 +289,13 @@ impl GoogleSheets {
                         Err(_) => Failure::timeout(method, self.call_timeout),
                     };
                     self.stats.record_request(method, failure.outcome);
+                    if failure.outcome == Outcome::TooManyRequests {
+                        // The account's quota is spent (shared with someone we do not see):
+                        // slow this kind of call down for a minute, Google's quota window.
+                        self.budget
+                            .of(method.is_write())
+                            .slow_down(Duration::from_secs(60));
+                    }
                     if failure.outcome == Outcome::Unauthorized {
                         // Not retried here (the caller sees the 401), but the next call
                         // must not present the same refused token again.
