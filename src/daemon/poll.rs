@@ -158,6 +158,11 @@ impl Daemon {
     /// The queue row a binding lookup resolved to, parsed with its row number.
     pub(super) fn bound_row(&self, read: &FilterRead) -> Option<QueueRow> {
         let (range, values) = read.row()?;
+        self.parse_row_at(range, values)
+    }
+
+    /// One queue row's cells as the A1 `range` they came from (a bound read, a write's reply).
+    pub(super) fn parse_row_at(&self, range: &str, values: &[Cell]) -> Option<QueueRow> {
         let row = a1::A1Range::parse(range).ok()?.start_row? + 1;
         self.parse_row(values, row)
     }

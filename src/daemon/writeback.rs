@@ -17,7 +17,7 @@ use crate::outbox::{Continuation, Finish, FinishedJob};
 use crate::panel::{self, PanelOutcome};
 use crate::queue::{Column, QueueRow, State, QUEUE_SHEET};
 use crate::sheet_time;
-use crate::sheets::{BatchUpdate, Cell, Filter, FilterWrite, Request, ValueRange};
+use crate::sheets::{BatchUpdate, Cell, Filter, FilterWrite, FilterWritten, Request, ValueRange};
 
 use super::{Daemon, DaemonError, Poll};
 
@@ -417,19 +417,11 @@ impl Daemon {
                 return Err(e.into());
             }
         };
-        let job_col = self.layout.columns.index(Column::JobId) as usize;
         let mut landed = Vec::new();
         let mut missed = Vec::new();
         let mut repairs = Vec::new();
         for (t, reply) in through.iter().zip(&replies) {
-            let found = reply.as_ref().map(|w| {
-                w.values
-                    .first()
-                    .and_then(|row| row.get(job_col))
-                    .map(crate::queue::cell_text)
-                    .unwrap_or_default()
-            });
-            match binding::check_write(&t.job_id, found.as_deref()) {
+            match self.check_reply(t, reply.as_ref()) {
                 WriteCheck::Landed => {
                     if t.unbind {
                         self.unbind.push(t.id);
@@ -452,10 +444,9 @@ impl Daemon {
                         range = reply.as_ref().map(|w| w.range.as_str()).unwrap_or(""),
                         "incident: a write through a row binding landed on another job's row (values moved under the binding); repairing that row"
                     );
-                    let after = reply.as_ref().and_then(|w| {
-                        let row = a1::A1Range::parse(&w.range).ok()?.start_row? + 1;
-                        self.parse_row(w.values.first()?, row)
-                    });
+                    let after = reply
+                        .as_ref()
+                        .and_then(|w| self.parse_row_at(&w.range, w.values.first()?));
                     let before = poll.before_image(&found_job_id);
                     // The reply covers the row only as wide as the write was.
                     let width = reply
@@ -477,15 +468,7 @@ impl Daemon {
                         continue;
                     }
                     match before {
-                        Some(before) => repairs.push(Through {
-                            id: t.id,
-                            job_id: found_job_id,
-                            worker: worker_after(&before, &t.cells),
-                            state: None,
-                            cells: self.restore_values(&before, &t.cells),
-                            unbind: false,
-                            result: false,
-                        }),
+                        Some(before) => repairs.push(self.repair_of(t, found_job_id, &before)),
                         None => {
                             error!(job.id = %found_job_id, "the row that was hit was not in the read just before; its cells cannot be restored")
                         }
@@ -505,7 +488,6 @@ impl Daemon {
     /// What is left is repaired at the next passes, through bindings of its own.
     async fn repair(&mut self, poll: &Poll, mut repairs: Vec<Through>) {
         const ROUNDS: u32 = 3;
-        let job_col = self.layout.columns.index(Column::JobId) as usize;
         for round in 1..=ROUNDS {
             if repairs.is_empty() {
                 return;
@@ -529,14 +511,7 @@ impl Daemon {
             };
             let mut again = Vec::new();
             for (t, reply) in repairs.into_iter().zip(replies) {
-                let found = reply.as_ref().map(|w| {
-                    w.values
-                        .first()
-                        .and_then(|row| row.get(job_col))
-                        .map(crate::queue::cell_text)
-                        .unwrap_or_default()
-                });
-                match binding::check_write(&t.job_id, found.as_deref()) {
+                match self.check_reply(&t, reply.as_ref()) {
                     WriteCheck::Landed => {
                         info!(job.id = %t.job_id, "repaired the row a misplaced write had hit")
                     }
@@ -546,15 +521,7 @@ impl Daemon {
                         self.observers.metrics.write_incident();
                         error!(job.id = %t.job_id, found = %found_job_id, "incident: the repair of a row landed on yet another row (the rows moved again); repairing that one now, and the first one through a binding of its own at the next pass");
                         if let Some(before) = poll.before_image(&found_job_id) {
-                            again.push(Through {
-                                id: t.id,
-                                job_id: found_job_id,
-                                worker: worker_after(&before, &t.cells),
-                                state: None,
-                                cells: self.restore_values(&before, &t.cells),
-                                unbind: false,
-                                result: false,
-                            });
+                            again.push(self.repair_of(&t, found_job_id, &before));
                         }
                         self.repair_later(t);
                     }
@@ -633,6 +600,34 @@ impl Daemon {
                 && h.is_live(now, self.policy.dead_after)
                 && h.jobs.iter().any(|j| j.job_id == row.job_id)
         })
+    }
+
+    /// What the reply of a write through a binding proves ([`binding::check_write`] on the
+    /// jobId cell of the row as the write left it).
+    fn check_reply(&self, t: &Through, reply: Option<&FilterWritten>) -> WriteCheck {
+        let job_col = self.layout.columns.index(Column::JobId) as usize;
+        let found = reply.map(|w| {
+            w.values
+                .first()
+                .and_then(|row| row.get(job_col))
+                .map(crate::queue::cell_text)
+                .unwrap_or_default()
+        });
+        binding::check_write(&t.job_id, found.as_deref())
+    }
+
+    /// The repair of the row holding `found_job_id`, hit by the misplaced write `t`: the
+    /// cells `t` wrote, given back the values `before` (our read) had, through `t`'s binding.
+    fn repair_of(&self, t: &Through, found_job_id: String, before: &QueueRow) -> Through {
+        Through {
+            id: t.id,
+            job_id: found_job_id,
+            worker: worker_after(before, &t.cells),
+            state: None,
+            cells: self.restore_values(before, &t.cells),
+            unbind: false,
+            result: false,
+        }
     }
 
     /// Keeps the follow-ups among `through` that did not land for the next write-back (results

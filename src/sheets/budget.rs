@@ -75,10 +75,17 @@ impl Inner {
     }
 
     fn limiter(&self) -> Arc<Limiter> {
-        match self.rate.read() {
-            Ok(r) => Arc::clone(&r.limiter),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner().limiter),
-        }
+        Arc::clone(&self.read_rate().limiter)
+    }
+
+    /// The rate in force. A lock poisoned by a panic elsewhere still holds a whole `Rate`
+    /// (every change replaces it in one assignment), so it is used as it is.
+    fn read_rate(&self) -> std::sync::RwLockReadGuard<'_, Rate> {
+        self.rate.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_rate(&self) -> std::sync::RwLockWriteGuard<'_, Rate> {
+        self.rate.write().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -168,10 +175,7 @@ impl Budget {
         let Some(inner) = &self.inner else {
             return;
         };
-        let mut rate = match inner.rate.write() {
-            Ok(r) => r,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut rate = inner.write_rate();
         rate.base = requests.max(1);
         let effective = if rate.slowed_until.is_some() {
             (rate.base / 2).max(1)
@@ -188,10 +192,7 @@ impl Budget {
         let Some(inner) = &self.inner else {
             return;
         };
-        let mut rate = match inner.rate.write() {
-            Ok(r) => r,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut rate = inner.write_rate();
         let until = inner.clock.now() + period;
         let was_slowed = rate.slowed_until.is_some();
         rate.slowed_until = Some(until);
@@ -207,17 +208,11 @@ impl Budget {
             return;
         };
         let now = inner.clock.now();
-        let over = match inner.rate.read() {
-            Ok(r) => r.slowed_until.is_some_and(|t| now >= t),
-            Err(_) => false,
-        };
+        let over = inner.read_rate().slowed_until.is_some_and(|t| now >= t);
         if !over {
             return;
         }
-        let mut rate = match inner.rate.write() {
-            Ok(r) => r,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut rate = inner.write_rate();
         if rate.slowed_until.is_some_and(|t| now >= t) {
             rate.slowed_until = None;
             let base = rate.base;
@@ -268,14 +263,8 @@ impl Budget {
     /// `(requests, per, burst)`, or `None` when unlimited.
     pub fn limits(&self) -> Option<(u32, Duration, u32)> {
         self.inner.as_ref().map(|i| {
-            let (requests, burst) = match i.rate.read() {
-                Ok(r) => (r.requests, r.burst),
-                Err(poisoned) => {
-                    let r = poisoned.into_inner();
-                    (r.requests, r.burst)
-                }
-            };
-            (requests, i.per, burst)
+            let rate = i.read_rate();
+            (rate.requests, i.per, rate.burst)
         })
     }
 }
