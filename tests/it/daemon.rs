@@ -424,6 +424,42 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
     }
 }
 
+/// Settings of the tests where several busy daemons share a queue: 4 slots, 50 ms polls,
+/// a lease that outlasts a slow commit, retries enough for the injected faults.
+pub(crate) const BUSY_FLEET: [(&str, &str); 4] = [
+    ("slots", "4"),
+    ("poll_interval", "\"50ms\""),
+    ("lease_ttl", "\"10s\""),
+    ("max_retries", "10"),
+];
+
+/// `n` jobs spread round-robin over `targets` targets (`T00`, `T01`, ...), each with its
+/// number as args.
+pub(crate) fn jobs_over_targets(n: usize, targets: usize) -> Vec<(String, String)> {
+    (0..n)
+        .map(|i| (format!("T{:02}", i % targets), format!("{{\"n\":{i}}}")))
+        .collect()
+}
+
+/// Makes a share (`probability`) of the calls to each of `methods` fail, with 429 and with
+/// 503, for as long as the emulator runs or until the faults are cleared.
+pub(crate) fn fail_some_calls(
+    emu: &sheetq::emulator::Emulator,
+    methods: &[&str],
+    probability: f64,
+) {
+    for method in methods {
+        for status in [429, 503] {
+            emu.add_fault(FaultRule {
+                method: Some((*method).into()),
+                fault: Fault::Status(status),
+                remaining: None,
+                probability: Some(probability),
+            });
+        }
+    }
+}
+
 /// Appends `n` waiting rows in one call, as an Apps Script intake would over time.
 pub(crate) async fn enqueue_many(
     sheets: &dyn sheetq::sheets::Sheets,
@@ -507,34 +543,22 @@ async fn two_daemons_with_api_faults_run_300_jobs_over_20_targets_exactly_once()
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ran = dir.path().join("ran.txt");
     let commands = record_command(&ran, "0.02");
-    let settings = [
-        ("slots", "4"),
-        ("poll_interval", "\"50ms\""),
-        ("lease_ttl", "\"10s\""),
-        ("max_retries", "10"),
-    ];
+    let settings = BUSY_FLEET;
     let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &settings, &commands);
     let sheets = client(&emu, &enqueuer).await;
-    let jobs: Vec<(String, String)> = (0..300)
-        .map(|i| (format!("T{:02}", i % 20), format!("{{\"n\":{i}}}")))
-        .collect();
+    let jobs = jobs_over_targets(300, 20);
     let ids = enqueue_many(sheets.as_ref(), &enqueuer, &jobs).await;
-    for method in [
-        "spreadsheets.values.batchGet",
-        "spreadsheets.values.batchUpdate",
-        "spreadsheets.batchUpdate",
-        "spreadsheets.values.append",
-        "spreadsheets.get",
-    ] {
-        for status in [429, 503] {
-            emu.add_fault(FaultRule {
-                method: Some(method.into()),
-                fault: Fault::Status(status),
-                remaining: None,
-                probability: Some(0.05),
-            });
-        }
-    }
+    fail_some_calls(
+        &emu,
+        &[
+            "spreadsheets.values.batchGet",
+            "spreadsheets.values.batchUpdate",
+            "spreadsheets.batchUpdate",
+            "spreadsheets.values.append",
+            "spreadsheets.get",
+        ],
+        0.05,
+    );
     assert_no_quota_refusals(&emu);
     emu.clear_requests();
     let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &settings, &commands).await;

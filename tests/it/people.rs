@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use sheetq::emulator::{Emulator, Fault, FaultRule, Quota};
+use sheetq::emulator::{Emulator, Quota};
 
-use crate::daemon::{assert_done, enqueue_many};
+use crate::daemon::{assert_done, enqueue_many, fail_some_calls, jobs_over_targets, BUSY_FLEET};
 use crate::support::*;
 
 const QUEUE: i32 = 2001;
@@ -115,34 +115,22 @@ async fn three_daemons_keep_every_result_on_its_row_while_a_person_rearranges_th
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let log = dir.path().join("runs.txt");
     let commands = logging_command(&log);
-    let settings = [
-        ("slots", "4"),
-        ("poll_interval", "\"50ms\""),
-        ("lease_ttl", "\"10s\""),
-        ("max_retries", "10"),
-    ];
+    let settings = BUSY_FLEET;
     let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &settings, &commands);
     let sheets = client(&emu, &enqueuer).await;
-    let jobs: Vec<(String, String)> = (0..200)
-        .map(|i| (format!("T{:02}", i % 20), format!("{{\"n\":{i}}}")))
-        .collect();
+    let jobs = jobs_over_targets(200, 20);
     let ids = enqueue_many(sheets.as_ref(), &enqueuer, &jobs).await;
     let ours: HashSet<String> = ids.iter().cloned().collect();
-    for method in [
-        "spreadsheets.values.batchGetByDataFilter",
-        "spreadsheets.values.batchUpdateByDataFilter",
-        "spreadsheets.batchUpdate",
-        "spreadsheets.values.append",
-    ] {
-        for status in [429, 503] {
-            emu.add_fault(FaultRule {
-                method: Some(method.into()),
-                fault: Fault::Status(status),
-                remaining: None,
-                probability: Some(0.03),
-            });
-        }
-    }
+    fail_some_calls(
+        &emu,
+        &[
+            "spreadsheets.values.batchGetByDataFilter",
+            "spreadsheets.values.batchUpdateByDataFilter",
+            "spreadsheets.batchUpdate",
+            "spreadsheets.values.append",
+        ],
+        0.03,
+    );
     let fleet = Fleet::start(&emu, &["vm-1", "vm-2", "vm-3"], &settings, &commands).await;
 
     // The person: an edit every 100 ms while the jobs run.
