@@ -347,8 +347,7 @@ pub struct Idle {
     /// How long seeding the rows into the store took.
     pub seeded_in: Duration,
     pub poll_interval: Duration,
-    /// Start-up and the first poll, which reads the whole queue (as every
-    /// `full_scan_every`-th poll does).
+    /// Start-up (which reads the 状態 column of the whole queue once) and the first poll.
     pub first_bytes: usize,
     pub first_cpu: Duration,
     pub first_wall: Duration,
@@ -1222,7 +1221,7 @@ fn markdown(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota
         }
     }
     md.push_str(
-        "\nIdle polls (one daemon on its own account, nothing to do). Bytes: sent + received, from the emulator's request log. CPU: the daemon's own threads (`/proc/self/task/*/schedstat`), and the whole process including the in-process emulator. The first poll reads the whole queue, as every `full_scan_every`-th (30th) poll does; later polls read the unfinished window.\n\n",
+        "\nIdle polls (one daemon on its own account, nothing to do). Bytes: sent + received, from the emulator's request log. CPU: the daemon's own threads (`/proc/self/task/*/schedstat`), and the whole process including the in-process emulator. Start-up reads the 状態 column of the whole queue once to find the unfinished window; every poll reads that window plus a `sweep_rows` slice (1000) of the 状態 column above it.\n\n",
     );
     md.push_str("| finished rows | start-up + first poll: bytes / daemon CPU / wall | idle poll: requests / bytes | idle poll: daemon CPU | idle poll: process CPU | 429 | VmHWM after |\n|---|---|---|---|---|---|---|\n");
     for i in &r.idle {

@@ -48,7 +48,9 @@ struct RawConfig {
     requests_per_minute: Option<i64>,
     call_timeout: Option<String>,
     max_retries: Option<i64>,
-    full_scan_every: Option<i64>,
+    sweep_rows: Option<i64>,
+    /// Replaced by `sweep_rows`; kept only to name the fix when an old config has it.
+    full_scan_every: Option<toml::Value>,
     #[serde(default)]
     queue: RawQueue,
     #[serde(default)]
@@ -92,8 +94,9 @@ pub struct Config {
     pub requests_per_minute: u32,
     pub call_timeout: Duration,
     pub max_retries: u32,
-    /// Every n-th poll reads the whole queue instead of the unfinished window.
-    pub full_scan_every: u32,
+    /// Rows of the 状態 column above the unfinished window that each poll reads, a slice at a
+    /// time, to notice a finished row set back to 待機 by hand (0: no sweep).
+    pub sweep_rows: u32,
     pub headers: HeaderNames,
     pub states: StateWords,
     /// Where panel markers and function columns sit (`[panel]`).
@@ -129,7 +132,7 @@ const ENV_KEYS: &[(&str, bool)] = &[
     ("requests_per_minute", true),
     ("call_timeout", false),
     ("max_retries", true),
-    ("full_scan_every", true),
+    ("sweep_rows", true),
 ];
 
 /// The environment variable that overrides `key`.
@@ -263,7 +266,12 @@ impl Config {
             10_000,
         );
         let max_retries = count("max_retries", raw.max_retries, 6, 0, 100);
-        let full_scan_every = count("full_scan_every", raw.full_scan_every, 30, 1, 100_000);
+        let sweep_rows = count("sweep_rows", raw.sweep_rows, 1000, 0, 100_000);
+        if raw.full_scan_every.is_some() {
+            problems.push(
+                "full_scan_every is no longer a setting: polls never read the whole queue now, they sweep the 状態 column above the unfinished window `sweep_rows` rows at a time; remove the line (or set sweep_rows, default 1000)".to_string(),
+            );
+        }
         let intake = match raw.intake.as_deref().map(str::trim) {
             None | Some("none") => Intake::None,
             Some("poll") => Intake::Poll,
@@ -346,7 +354,7 @@ impl Config {
             requests_per_minute,
             call_timeout,
             max_retries,
-            full_scan_every,
+            sweep_rows,
             headers,
             states,
             panel,
@@ -478,6 +486,18 @@ worker_id = "vm 1"
     fn a_misspelt_key_is_named() {
         let err = parse("spreadsheet_id = \"x\"\nstale_afer = \"15m\"").unwrap_err();
         assert!(err.to_string().contains("stale_afer"), "{err}");
+    }
+
+    #[test]
+    fn a_config_from_before_the_sweep_is_told_what_replaced_full_scan_every() {
+        let err = parse("spreadsheet_id = \"x\"\nfull_scan_every = 30").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("full_scan_every") && text.contains("sweep_rows"),
+            "the error names the old key and its replacement: {text}"
+        );
+        let c = parse("spreadsheet_id = \"x\"\nsweep_rows = 0").unwrap();
+        assert_eq!(c.sweep_rows, 0, "0 turns the sweep off");
     }
 
     #[test]

@@ -33,7 +33,10 @@ use crate::outbox::{Continuation, Finish, FinishedJob, Outbox, OutboxError};
 use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QueueRow, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
-use crate::sheets::{Cell, ErrorKind, Sheets, SheetsError, ValueRange};
+use crate::sheets::{
+    BatchUpdate, Cell, ErrorKind, GridRange, Request, Sheets, SheetsError, SpreadsheetMeta,
+    ValueRange,
+};
 use crate::workers::{self, RunningRef};
 
 mod claim_pass;
@@ -182,11 +185,17 @@ struct Daemon {
     job_cancel: CancellationToken,
     /// First sheet row that may hold an unfinished job; rows above are all finished.
     window_start: u32,
+    /// Where the next sweep slice of the 状態 column above the window starts.
+    sweep_at: u32,
     polls: u64,
     /// Re-discover panels and re-read the whole queue at the next pass (the layout changed).
     relayout: bool,
-    /// Panels by target label, rebuilt at start and on every full scan.
+    /// Panels by target label, as the marker cells of the last poll showed them.
     panels: PanelIndex,
+    /// The sheets of the spreadsheet, as last listed (at start, then by heartbeat replies).
+    sheet_meta: SpreadsheetMeta,
+    /// When the sheet list was last taken in.
+    sheets_seen: Option<tokio::time::Instant>,
     /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
     sheet_ids: HashMap<String, i32>,
     last_heartbeat: Option<tokio::time::Instant>,
@@ -242,9 +251,12 @@ impl Daemon {
             free_slots,
             job_cancel: CancellationToken::new(),
             window_start: 2,
+            sweep_at: 2,
             polls: 0,
             relayout: false,
             panels: PanelIndex::default(),
+            sheet_meta: SpreadsheetMeta::default(),
+            sheets_seen: None,
             sheet_ids: HashMap::new(),
             last_heartbeat: None,
             unbind: Vec::new(),
@@ -258,6 +270,7 @@ impl Daemon {
             config,
         };
         daemon.discover_panels().await?;
+        daemon.find_window().await?;
         daemon.recover().await?;
         Ok(daemon)
     }
@@ -342,12 +355,11 @@ impl Daemon {
             self.finished(joined)?;
         }
         self.polls += 1;
-        let full = self.relayout || self.polls % u64::from(self.config.full_scan_every) == 0;
-        if full {
+        if std::mem::take(&mut self.relayout) {
             self.discover_panels().await?;
-            self.relayout = false;
+            self.find_window().await?;
         }
-        let poll = self.poll(full).await?;
+        let poll = self.poll(false).await?;
         for p in &poll.snapshot.problems {
             debug!(problem = %p, "queue row not understood");
         }
@@ -408,13 +420,54 @@ impl Daemon {
             wrote_heartbeat |= self.claim_pass(&poll, deferred).await?;
         }
         if !wrote_heartbeat && self.heartbeat_due() {
-            let mut data = Vec::new();
-            self.heartbeat_into(&poll, &mut data, false).await?;
-            if !data.is_empty() {
-                self.sheets.write(&data).await?;
-            }
+            self.heartbeat_alone(&poll).await?;
+        } else if self.sheets_overdue() {
+            // Busy: the heartbeat rides the write-backs and commits, whose replies carry no
+            // sheet list, so it is read (one call a few minutes) to notice new panels.
+            let meta = self.sheets.metadata().await?;
+            self.take_in_sheets(meta.sheets);
         }
         Ok(())
+    }
+
+    /// The heartbeat on its own: a `spreadsheets.batchUpdate` whose reply lists every sheet,
+    /// so that finding a new or renamed panel costs no read. A daemon without a heartbeat row
+    /// yet appends one.
+    async fn heartbeat_alone(&mut self, poll: &Poll) -> Result<(), DaemonError> {
+        let Some(r) = poll.own_heartbeat_row else {
+            return self
+                .heartbeat_into(poll, &mut Vec::new(), true)
+                .await
+                .map(drop);
+        };
+        let beat = self.heartbeat_request(r, self.heartbeat_row(Utc::now(), &[]));
+        let reply = self
+            .sheets
+            .batch_update(&BatchUpdate {
+                requests: vec![beat],
+                sheet_list: true,
+                ..Default::default()
+            })
+            .await?;
+        self.last_heartbeat = Some(tokio::time::Instant::now());
+        if !reply.sheets.is_empty() {
+            self.take_in_sheets(reply.sheets);
+        }
+        Ok(())
+    }
+
+    /// The write of our heartbeat row (sheet row `row` of `_ワーカー`) as a grid request.
+    fn heartbeat_request(&self, row: u32, cells: Vec<Cell>) -> Request {
+        Request::UpdateCells {
+            range: GridRange {
+                sheet_id: self.layout.worker_sheet_id,
+                start_row: row - 1,
+                end_row: row,
+                start_col: 0,
+                end_col: workers::HEADER.len() as u32,
+            },
+            rows: vec![cells],
+        }
     }
 
     /// When the next poll is due. The live daemons of one account take turns: each polls every

@@ -169,6 +169,9 @@ pub enum Reply {
 pub struct BatchUpdate {
     pub requests: Vec<Request>,
     pub response_ranges: Vec<String>,
+    /// Ask for every sheet's properties in the reply (with no `response_ranges` Google
+    /// returns them all, without grid data): the sheet list rides on a write sent anyway.
+    pub sheet_list: bool,
     /// Never send (nor retry) after this instant: a claim commit must land while the lease
     /// it was decided under still holds. Past it, the call fails as `Retryable` unsent.
     #[serde(skip)]
@@ -184,6 +187,9 @@ pub struct BatchUpdateReply {
     /// (`rowMetadata[].developerMetadata`), so a commit proves where a binding landed.
     /// Empty when the implementation cannot tell (dry run).
     pub row_metadata: Vec<Vec<Vec<i32>>>,
+    /// Every sheet of the spreadsheet after the update, when [`BatchUpdate::sheet_list`]
+    /// asked for them (and no response ranges narrowed the reply); else empty.
+    pub sheets: Vec<SheetMeta>,
 }
 
 /// Where a data-filtered read or write goes. Google resolves it when the request is

@@ -42,7 +42,7 @@ fn the_example_shows_every_setting() {
         "requests_per_minute",
         "call_timeout",
         "max_retries",
-        "full_scan_every",
+        "sweep_rows",
     ] {
         assert!(table.contains_key(key), "{key} is not in the example");
     }
@@ -70,7 +70,7 @@ fn the_example_states_the_real_defaults() {
     assert_eq!(c.requests_per_minute, d.requests_per_minute);
     assert_eq!(c.call_timeout, d.call_timeout);
     assert_eq!(c.max_retries, d.max_retries);
-    assert_eq!(c.full_scan_every, d.full_scan_every);
+    assert_eq!(c.sweep_rows, d.sweep_rows);
     assert_eq!(c.headers, d.headers);
     assert_eq!(c.states, d.states);
 }

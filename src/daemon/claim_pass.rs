@@ -131,16 +131,9 @@ impl Daemon {
         // Our heartbeat lists the jobs we run, the new claims included, in the same atomic
         // batch: the next daemon's claim sees them even if a person sorts their rows away.
         let claimed_refs: Vec<RunningRef> = claims.iter().map(|c| RunningRef::of(&c.row)).collect();
-        let heartbeat = fresh.own_heartbeat_row.map(|r| Request::UpdateCells {
-            range: GridRange {
-                sheet_id: self.layout.worker_sheet_id,
-                start_row: r - 1,
-                end_row: r,
-                start_col: 0,
-                end_col: workers::HEADER.len() as u32,
-            },
-            rows: vec![self.heartbeat_row(now, &claimed_refs)],
-        });
+        let heartbeat = fresh
+            .own_heartbeat_row
+            .map(|r| self.heartbeat_request(r, self.heartbeat_row(now, &claimed_refs)));
         let with_heartbeat = heartbeat.is_some();
         requests.extend(heartbeat);
         requests.extend(intake_writes);
@@ -171,6 +164,7 @@ impl Daemon {
             .batch_update(&BatchUpdate {
                 requests,
                 response_ranges,
+                sheet_list: false,
                 send_by: Some(std::time::Instant::now() + left),
             })
             .await;
@@ -422,7 +416,7 @@ impl Daemon {
         let ttl = self.lease_ttl();
         let lease = Lease::new(&self.config.worker_id, now + ttl);
         let held = lease.to_string();
-        let ranges = self.queue_ranges(poll.full);
+        let plan = self.read_plan(poll.full, false);
         // Bindings of finished rows go with the acquire, a batch sent anyway.
         let unbind = std::mem::take(&mut self.unbind);
         let mut requests = vec![lease::swap(self.layout.worker_sheet_id, &from, &held)];
@@ -431,7 +425,7 @@ impl Daemon {
             .sheets
             .batch_update(&BatchUpdate {
                 requests,
-                response_ranges: ranges.clone(),
+                response_ranges: plan.ranges.clone(),
                 ..Default::default()
             })
             .await;
@@ -457,7 +451,7 @@ impl Daemon {
             return Ok(None);
         }
         self.observers.metrics.lease_acquired();
-        let fresh = match self.parse_poll(&ranges, &reply.ranges, poll.full) {
+        let fresh = match self.parse_poll(&plan, &reply.ranges) {
             Ok(p) => p,
             Err(e) => {
                 self.release(&held).await;

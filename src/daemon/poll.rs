@@ -5,14 +5,16 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use tracing::warn;
+use std::time::Duration as StdDuration;
+
+use tracing::{debug, warn};
 
 use crate::a1;
 use crate::binding;
 use crate::lease::{LeaseState, WORKER_SHEET};
 use crate::panel::{self, PanelIndex, PanelTable};
-use crate::queue::{self, ColumnMap, QueueRow, Snapshot, State, QUEUE_SHEET};
-use crate::sheets::{Cell, Filter, FilterRead, ValueRange};
+use crate::queue::{self, Column, ColumnMap, QueueRow, Snapshot, State, QUEUE_SHEET};
+use crate::sheets::{Cell, Filter, FilterRead, SheetMeta, ValueRange};
 use crate::workers::{self, Heartbeat};
 
 use super::{Daemon, DaemonError};
@@ -56,9 +58,43 @@ impl Poll {
     }
 }
 
+/// What one read asks for, in this order: the queue header, the queue window, the worker
+/// sheet, the panels' function tables, then (a poll's only) the sweep slice and the marker
+/// cells of every sheet that may be a panel.
+pub(super) struct ReadPlan {
+    pub(super) ranges: Vec<String>,
+    tables: usize,
+    /// First and last row of the sweep slice of the 状態 column, when there is one.
+    sweep: Option<(u32, u32)>,
+    markers: usize,
+}
+
+impl ReadPlan {
+    /// The sheet row the window range starts at.
+    fn window_start(&self) -> u32 {
+        self.ranges
+            .get(1)
+            .and_then(|r| a1::A1Range::parse(r).ok())
+            .and_then(|r| r.start_row)
+            .map(|r| r + 1)
+            .unwrap_or(2)
+    }
+
+    /// Whether the window covers the whole queue.
+    fn full(&self) -> bool {
+        self.window_start() <= 2
+    }
+}
+
+/// How old the sheet list may get while busy passes keep the heartbeat riding other writes
+/// before it is read on its own (idle, every heartbeat brings it).
+const SHEET_LIST_OVERDUE: StdDuration = StdDuration::from_secs(300);
+
 impl Daemon {
     /// Finds the panels by their marker cells (two calls: metadata, markers). Done at start
-    /// and with every full scan, so a renamed, moved or new panel is picked up.
+    /// and when a read shows the layout changed under it (a range that no longer parses);
+    /// otherwise the sheet list rides on the heartbeat's write ([`Self::take_in_sheets`])
+    /// and the markers on every poll.
     pub(super) async fn discover_panels(&mut self) -> Result<(), DaemonError> {
         let meta = self.sheets.metadata().await?;
         let ranges = panel::marker_ranges(&meta, &self.config.panel);
@@ -68,28 +104,90 @@ impl Daemon {
             self.sheets.read(&ranges).await?
         };
         let index = PanelIndex::build(&meta, &values, &self.config.panel);
-        for c in &index.conflicts {
-            warn!(target = %c.label, "{c}");
-        }
-        for p in &index.problems {
-            warn!("{p}");
-        }
-        self.sheet_ids = meta
-            .sheets
-            .iter()
-            .map(|s| (s.title.clone(), s.sheet_id))
-            .collect();
-        if let Some(q) = meta.sheet(QUEUE_SHEET) {
-            self.layout.last_col = q.last_column();
-        }
-        self.panels = index;
+        self.take_in_sheets(meta.sheets);
+        self.take_in_panels(index);
         Ok(())
     }
 
-    /// What a poll reads, in one `values.batchGet`: the queue header, the unfinished window
-    /// of the queue (or all of it: asked for, or rows moved recently), the worker sheet, and
-    /// the function table of each panel.
-    pub(super) fn queue_ranges(&self, full: bool) -> Vec<String> {
+    /// The sheets of the spreadsheet as a reply listed them: titles and ids for the next
+    /// reads and for turning A1 writes into grid requests.
+    pub(super) fn take_in_sheets(&mut self, sheets: Vec<SheetMeta>) {
+        self.sheets_seen = Some(tokio::time::Instant::now());
+        if sheets.is_empty() || sheets == self.sheet_meta.sheets {
+            return;
+        }
+        self.sheet_ids = sheets
+            .iter()
+            .map(|s| (s.title.clone(), s.sheet_id))
+            .collect();
+        self.sheet_meta.sheets = sheets;
+        if let Some(q) = self.sheet_meta.sheet(QUEUE_SHEET) {
+            self.layout.last_col = q.last_column();
+        }
+    }
+
+    /// The panels the marker cells show now; what is wrong with them is logged when it
+    /// changes, not on every poll.
+    fn take_in_panels(&mut self, index: PanelIndex) {
+        if index == self.panels {
+            return;
+        }
+        if index.conflicts != self.panels.conflicts || index.problems != self.panels.problems {
+            for c in &index.conflicts {
+                warn!(target = %c.label, "{c}");
+            }
+            for p in &index.problems {
+                warn!("{p}");
+            }
+        }
+        self.panels = index;
+    }
+
+    /// Whether busy passes have kept the sheet list from riding a heartbeat for so long
+    /// that it is read instead.
+    pub(super) fn sheets_overdue(&self) -> bool {
+        self.sheets_seen
+            .is_none_or(|t| t.elapsed() >= SHEET_LIST_OVERDUE)
+    }
+
+    /// Where the unfinished part of the queue starts, from its 状態 column alone: at start
+    /// (and after the layout changed), so that the first poll reads the window, not every
+    /// finished row.
+    pub(super) async fn find_window(&mut self) -> Result<(), DaemonError> {
+        let c = self.layout.columns.letters(Column::State);
+        let read = self
+            .sheets
+            .read(&[a1::range(QUEUE_SHEET, &format!("{c}2:{c}"))])
+            .await?;
+        let values = read.first().map(|v| v.values.as_slice()).unwrap_or(&[]);
+        let last_row = values.len() as u32 + 1;
+        self.window_start = self
+            .first_open_in_sweep(values, 2)
+            .unwrap_or(last_row)
+            .max(2);
+        self.sweep_at = 2;
+        Ok(())
+    }
+
+    /// Whether a sweep slice's 状態 cells hold an unfinished row; the first one's sheet row.
+    fn first_open_in_sweep(&self, values: &[Vec<Cell>], from: u32) -> Option<u32> {
+        let states = &self.config.states;
+        values.iter().enumerate().find_map(|(i, row)| {
+            let text = row.first().map(queue::cell_text).unwrap_or_default();
+            let text = text.trim();
+            let finished = [State::Done, State::Error, State::Timeout]
+                .iter()
+                .any(|s| states.word(*s) == text);
+            (!text.is_empty() && !finished).then_some(from + i as u32)
+        })
+    }
+
+    /// What a read asks for: the queue header, the unfinished window of the queue (or all of
+    /// it: asked for, or rows moved recently), the worker sheet and the function table of
+    /// each panel. A poll (`poll`, not the lease acquire) also asks for the next slice of the
+    /// sweep and the marker cells of every sheet that may be a panel, so neither a row set
+    /// back to 待機 above the window nor a new or renamed panel costs a read of its own.
+    pub(super) fn read_plan(&self, full: bool, poll: bool) -> ReadPlan {
         let full = full || self.rows_moving();
         let l = &self.layout.last_col;
         let start = if full { 2 } else { self.window_start.max(2) };
@@ -98,27 +196,62 @@ impl Daemon {
             a1::range(QUEUE_SHEET, &format!("A{start}:{l}")),
             a1::range(WORKER_SHEET, &format!("A1:{}", workers::LAST_COLUMN)),
         ];
-        ranges.extend(panel::table_ranges(&self.panels, &self.config.panel));
-        ranges
+        let tables = panel::table_ranges(&self.panels, &self.config.panel);
+        let table_count = tables.len();
+        ranges.extend(tables);
+        let sweep = poll.then(|| self.sweep_slice(start)).flatten();
+        if let Some((from, to)) = sweep {
+            let c = self.layout.columns.letters(Column::State);
+            ranges.push(a1::range(QUEUE_SHEET, &format!("{c}{from}:{c}{to}")));
+        }
+        let markers = if poll {
+            panel::marker_ranges(&self.sheet_meta, &self.config.panel)
+        } else {
+            Vec::new()
+        };
+        let marker_count = markers.len();
+        ranges.extend(markers);
+        ReadPlan {
+            ranges,
+            tables: table_count,
+            sweep,
+            markers: marker_count,
+        }
     }
 
-    /// One read (`values.batchGetByDataFilter`): the A1 ranges of [`Self::queue_ranges`] and,
+    /// The rows of the 状態 column this poll sweeps: the next `sweep_rows` above the window
+    /// `start`, from where the last slice ended, starting over at row 2 once it reaches the
+    /// window. None when nothing lies above the window (or the sweep is off).
+    fn sweep_slice(&self, start: u32) -> Option<(u32, u32)> {
+        let rows = self.config.sweep_rows;
+        if rows == 0 || start <= 2 {
+            return None;
+        }
+        let from = if (2..start).contains(&self.sweep_at) {
+            self.sweep_at
+        } else {
+            2
+        };
+        Some((from, (from + rows - 1).min(start - 1)))
+    }
+
+    /// One read (`values.batchGetByDataFilter`): the A1 ranges of [`Self::read_plan`] and,
     /// in the same call, the row each of our bindings sits on now.
     pub(super) async fn poll(&mut self, full: bool) -> Result<Poll, DaemonError> {
-        let full = full || self.rows_moving();
-        let ranges = self.queue_ranges(full);
+        let plan = self.read_plan(full, true);
         let ids = self.bindings_in_use();
-        let filters: Vec<Filter> = ranges
+        let filters: Vec<Filter> = plan
+            .ranges
             .iter()
             .cloned()
             .map(Filter::A1)
             .chain(ids.iter().copied().map(Filter::Metadata))
             .collect();
         let mut reads = self.sheets.read_filtered(&filters).await?;
-        let bound_reads = reads.split_off(ranges.len().min(reads.len()));
+        let bound_reads = reads.split_off(plan.ranges.len().min(reads.len()));
         let values: Vec<ValueRange> = reads
             .into_iter()
-            .zip(&ranges)
+            .zip(&plan.ranges)
             .map(|(read, asked)| {
                 read.ranges
                     .into_iter()
@@ -126,7 +259,7 @@ impl Daemon {
                     .unwrap_or_else(|| ValueRange::new(asked.clone(), Vec::new()))
             })
             .collect();
-        let mut poll = self.parse_poll(&ranges, &values, full)?;
+        let mut poll = self.parse_poll(&plan, &values)?;
         poll.bound = ids
             .into_iter()
             .zip(bound_reads)
@@ -181,24 +314,21 @@ impl Daemon {
         .next()
     }
 
+    /// Parses the values of a [`ReadPlan`]'s ranges, in the plan's order; moves the window
+    /// (and the sweep) on, and takes in the panels the marker cells show.
     pub(super) fn parse_poll(
         &mut self,
-        ranges: &[String],
+        plan: &ReadPlan,
         values: &[ValueRange],
-        full: bool,
     ) -> Result<Poll, DaemonError> {
+        let full = plan.full();
         let empty = ValueRange::default();
         let header = values.first().unwrap_or(&empty);
         let header_row = header.values.first().cloned().unwrap_or_default();
         // Columns may be moved by a person at any time: the header is re-read every poll.
         let columns = ColumnMap::from_header(&header_row, &self.config.headers)?;
         self.layout.columns = columns;
-        let start = ranges
-            .get(1)
-            .and_then(|r| a1::A1Range::parse(r).ok())
-            .and_then(|r| r.start_row)
-            .map(|r| r + 1)
-            .unwrap_or(2);
+        let start = plan.window_start();
         let window = values.get(1).unwrap_or(&empty);
         let snapshot = queue::parse_rows(
             &window.values,
@@ -219,6 +349,35 @@ impl Daemon {
             .map(|r| r.row)
             .min();
         self.window_start = first_open.unwrap_or(last_row.saturating_sub(1)).max(2);
+        let tables_at = 3..3 + plan.tables;
+        let mut next = tables_at.end;
+        if let Some((from, to)) = plan.sweep {
+            // An unfinished row above the window (a person set it back to 待機, or a sort
+            // put it there) pulls the window back to it: the next poll reads it.
+            let slice = values.get(next).unwrap_or(&empty);
+            if let Some(open) = self.first_open_in_sweep(&slice.values, from) {
+                debug!(
+                    row = open,
+                    "the sweep found an unfinished row above the window"
+                );
+                self.window_start = self.window_start.min(open);
+            }
+            self.sweep_at = to + 1;
+            next += 1;
+        }
+        let tables = panel::parse_tables(
+            &self.panels,
+            values.get(tables_at).unwrap_or(&[]),
+            &self.config.panel,
+        );
+        if plan.markers > 0 {
+            let markers = values.get(next..next + plan.markers).unwrap_or(&[]);
+            self.take_in_panels(PanelIndex::build(
+                &self.sheet_meta,
+                markers,
+                &self.config.panel,
+            ));
+        }
         let worker = values.get(2).unwrap_or(&empty);
         let lease_text = worker
             .values
@@ -235,11 +394,6 @@ impl Daemon {
             .iter()
             .filter_map(|h| Some((h.worker_id.clone(), h.seen?)))
             .collect();
-        let tables = panel::parse_tables(
-            &self.panels,
-            values.get(3..).unwrap_or(&[]),
-            &self.config.panel,
-        );
         Ok(Poll {
             snapshot,
             lease: LeaseState::parse(&lease_text),

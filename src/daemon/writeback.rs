@@ -25,7 +25,8 @@ impl Daemon {
     /// After a restart: rows still `実行中` under our id whose result is not in the outbox
     /// were cut off mid-job; they become `エラー` at once. Pending results are written.
     pub(super) async fn recover(&mut self) -> Result<(), DaemonError> {
-        let poll = self.poll(true).await?;
+        // Rows left 実行中 are unfinished, so the window (found by `find_window`) holds them.
+        let poll = self.poll(false).await?;
         let now = Utc::now();
         // Only our own previous process's jobs are ours to fail: another live process with
         // our worker_id is refused here, before anything is written.

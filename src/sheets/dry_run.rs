@@ -222,10 +222,17 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         } else {
             self.inner.read(&batch.response_ranges).await?
         };
+        // The sheet list is a read of what is there; a dry run may make that read.
+        let sheets = if batch.sheet_list && batch.response_ranges.is_empty() {
+            self.inner.metadata().await?.sheets
+        } else {
+            Vec::new()
+        };
         Ok(BatchUpdateReply {
             replies,
             ranges,
             row_metadata: Vec::new(),
+            sheets,
         })
     }
 

@@ -102,7 +102,7 @@ type Hub = google_sheets4::Sheets<Connector>;
 /// the read-back ranges only what [`convert::response_ranges`] reads (each block's position,
 /// its cells' effective values and its rows' metadata ids). Without it Google returns every
 /// cell's formats and properties, ten times the bytes.
-const BATCH_UPDATE_FIELDS: &str = "replies,updatedSpreadsheet.sheets(properties(sheetId,title,index),data(startRow,startColumn,rowData.values.effectiveValue,rowMetadata.developerMetadata.metadataId))";
+const BATCH_UPDATE_FIELDS: &str = "replies,updatedSpreadsheet.sheets(properties(sheetId,title,index,hidden,gridProperties(rowCount,columnCount)),data(startRow,startColumn,rowData.values.effectiveValue,rowMetadata.developerMetadata.metadataId))";
 
 /// The spreadsheet, reached through Google's API.
 pub struct GoogleSheets {
@@ -504,7 +504,7 @@ impl Sheets for GoogleSheets {
         let want_ranges = !batch.response_ranges.is_empty();
         let request = api::BatchUpdateSpreadsheetRequest {
             requests: Some(batch.requests.iter().map(convert::to_api_request).collect()),
-            include_spreadsheet_in_response: Some(want_ranges),
+            include_spreadsheet_in_response: Some(want_ranges || batch.sheet_list),
             response_ranges: want_ranges.then(|| batch.response_ranges.clone()),
             response_include_grid_data: Some(want_ranges),
         };
@@ -529,10 +529,15 @@ impl Sheets for GoogleSheets {
                 .map_err(fatal)?
                 .into_iter()
                 .unzip();
+        let sheets = match (&reply.updated_spreadsheet, batch.sheet_list && !want_ranges) {
+            (Some(s), true) => convert::spreadsheet_meta(&self.spreadsheet_id, s).sheets,
+            _ => Vec::new(),
+        };
         Ok(BatchUpdateReply {
             replies,
             ranges,
             row_metadata,
+            sheets,
         })
     }
 

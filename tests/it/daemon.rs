@@ -338,11 +338,10 @@ async fn shutdown_stops_a_job_that_outlives_the_grace_period_and_says_so() {
     );
 }
 
-#[tokio::test]
-async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
-    let emu = start_with_quota(FAST).await;
-    // A year of finished rows: the idle poll must not read them.
-    let finished: Vec<serde_json::Value> = (0..300)
+/// Fills the queue with `n` rows of `sleep` jobs finished long ago (rows 2 to n+1), as a
+/// year of history would.
+fn seed_finished(emu: &sheetq::emulator::Emulator, n: usize) {
+    let finished: Vec<serde_json::Value> = (0..n)
         .map(|i| {
             json!([
                 format!("old-{i}"),
@@ -370,6 +369,13 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
         false,
     )
     .unwrap_or_else(|e| panic!("{e:?}"));
+}
+
+#[tokio::test]
+async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
+    let emu = start_with_quota(FAST).await;
+    // A year of finished rows: the idle poll must not read them.
+    seed_finished(&emu, 300);
     let fleet = Fleet::start(
         &emu,
         &["vm-1"],
@@ -422,6 +428,59 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
             r.ranges
         );
     }
+}
+
+#[tokio::test]
+async fn a_finished_row_set_back_to_waiting_by_hand_is_found_by_the_sweep_and_run() {
+    let emu = start_with_quota(FAST).await;
+    seed_finished(&emu, 300);
+    let fleet = Fleet::start(&emu, &["vm-1"], &[("sweep_rows", "40")], "").await;
+    let polls = "spreadsheets.values.batchGetByDataFilter";
+    wait_for(
+        "the daemon to start polling",
+        WAIT,
+        || (emu.count(polls) >= 3).then_some(()),
+        || format!("{:?}", emu.counters()),
+    )
+    .await;
+    // Far above the window, a person sets old-10 (row 12) back to 待機 to run it again.
+    emu.set_values(
+        "'_ジョブキュー'!K12:P12",
+        json!([["待機", "", "", "", "", ""]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let rows = wait_finished(&emu, &["old-10".to_string()], WAIT).await;
+    let log = emu.requests();
+    fleet.stop(&emu).await;
+    let again = row_of(&rows, "old-10");
+    assert!(again.state.is(State::Done), "old-10 ran again: {again:#?}");
+    assert!(
+        again.worker.starts_with("vm-1/"),
+        "old-10 was run by vm-1 this time: {again:#?}"
+    );
+    // The sweep reads the 状態 column 40 rows at a time; no poll read the whole queue.
+    let sweeps: Vec<&String> = log
+        .iter()
+        .filter(|r| r.method == polls)
+        .flat_map(|r| &r.ranges)
+        .filter(|g| g.starts_with("'_ジョブキュー'!K"))
+        .collect();
+    assert!(
+        sweeps
+            .iter()
+            .any(|g| g.as_str() == "'_ジョブキュー'!K2:K41"),
+        "the sweep starts at row 2 in slices of 40: {sweeps:?}"
+    );
+    let whole: Vec<&String> = log
+        .iter()
+        .flat_map(|r| &r.ranges)
+        .filter(|g| g.contains("!A2:"))
+        .collect();
+    assert!(
+        whole.is_empty(),
+        "polls must not read the whole queue: {whole:?}"
+    );
 }
 
 /// Settings of the tests where several busy daemons share a queue: 4 slots, 50 ms polls,

@@ -185,8 +185,8 @@ async fn a_press_is_claimed_in_the_pass_that_takes_it_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renamed_panel_and_a_moved_function_row_still_get_their_results() {
     let emu = start_with_quota(FAST).await;
-    // The default full_scan_every: the rename is noticed when the old title stops parsing
-    // as a range, and the daemon rediscovers its panels instead of stopping.
+    // The rename is noticed when the old title stops parsing as a range (the daemon then
+    // rediscovers its panels instead of stopping), or from the sheet list, whichever first.
     let fleet = Fleet::start(&emu, &["vm-1"], &[POLL], "").await;
     set_args(&emu, "サーバーB", 8, r#"{"seconds":1}"#);
     set_args(&emu, "サーバーC", 9, r#"{"seconds":1}"#);
@@ -231,6 +231,62 @@ async fn a_renamed_panel_and_a_moved_function_row_still_get_their_results() {
         !c_old_row[2].starts_with("✅"),
         "the row now at the old row number ({}) must not get the result: {c_old_row:?}",
         c_old_row[1]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copied_panel_is_found_and_run_without_a_read_beyond_the_polls() {
+    let emu = start_with_quota(FAST).await;
+    let fleet = Fleet::start(
+        &emu,
+        &["vm-1"],
+        &[POLL, ("heartbeat_interval", "\"1s\"")],
+        "",
+    )
+    .await;
+    let polls = "spreadsheets.values.batchGetByDataFilter";
+    wait_for(
+        "the daemon to start polling",
+        WAIT,
+        || (emu.count(polls) >= 3).then_some(()),
+        || format!("{:?}", emu.counters()),
+    )
+    .await;
+    emu.clear_requests();
+    // A person copies サーバーB's panel for a new server and gives it its own label.
+    emu.batch_update(json!([
+        { "duplicateSheet": { "sourceSheetId": 1002, "newSheetName": "サーバーZ" } }
+    ]))
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values("'サーバーZ'!G2", json!([["サーバーZ"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    set_args(&emu, "サーバーZ", 8, r#"{"seconds":0}"#);
+    tick(&emu, "サーバーZ", 8);
+    let z = wait_status(&emu, "サーバーZ", 8, "✅ 完了", |s| {
+        s.starts_with("✅ 完了")
+    })
+    .await;
+    let log = emu.requests();
+    fleet.stop(&emu).await;
+    assert_eq!(z[1], "動作確認 (2秒)");
+    let rows = queue_rows(&emu);
+    assert_eq!(
+        rows_for(&rows, "サーバーZ", "動作確認 (2秒)").len(),
+        1,
+        "one row for the press on the copy:\n{}",
+        describe_queue(&rows)
+    );
+    // The sheet list came with a heartbeat's write and the markers with the polls: finding
+    // the new panel cost no read of its own.
+    let reads: Vec<&str> = log
+        .iter()
+        .map(|r| r.method.as_str())
+        .filter(|m| !m.contains("batchUpdate") && !m.contains("append"))
+        .collect();
+    assert!(
+        reads.iter().all(|m| *m == polls),
+        "an idle daemon reads nothing but its polls, new panel or not; saw {:?}",
+        reads.iter().filter(|m| **m != polls).collect::<Vec<_>>()
     );
 }
 
