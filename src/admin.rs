@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use crate::a1;
+use crate::archive::ARCHIVE_SHEET;
 use crate::commands::Registry;
 use crate::config::Config;
 use crate::lease::{self, LeaseState, WORKER_SHEET};
@@ -47,7 +48,12 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
     let mut done = Vec::new();
     let mut add = Vec::new();
     let worker_cols = WORKER_HEADER.len() as i32;
-    for (title, cols) in [(QUEUE_SHEET, 16), (WORKER_SHEET, worker_cols)] {
+    let new_archive = meta.sheet(ARCHIVE_SHEET).is_none();
+    for (title, cols) in [
+        (QUEUE_SHEET, 16),
+        (WORKER_SHEET, worker_cols),
+        (ARCHIVE_SHEET, 16),
+    ] {
         if meta.sheet(title).is_none() {
             add.push(Request::AddSheet {
                 title: title.to_string(),
@@ -103,6 +109,21 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
         done.push(format!("wrote the header of '{QUEUE_SHEET}'"));
     } else if let Err(e) = ColumnMap::from_header(&header, &config.headers) {
         return Err(e.into());
+    }
+    if new_archive {
+        // The archive's columns are the queue's, as they are now (finished rows move whole).
+        let queue_header = writes
+            .first()
+            .and_then(|w: &ValueRange| w.values.first().cloned())
+            .unwrap_or(header.clone());
+        let width = queue_header.len().max(1) as u32;
+        writes.push(ValueRange::new(
+            a1::range(
+                ARCHIVE_SHEET,
+                &format!("A1:{}1", a1::column_letters(width - 1)),
+            ),
+            vec![queue_header],
+        ));
     }
     let worker = current.get(1).map(|v| v.values.clone()).unwrap_or_default();
     let lease_text = worker

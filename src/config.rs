@@ -49,6 +49,7 @@ struct RawConfig {
     call_timeout: Option<String>,
     max_retries: Option<i64>,
     sweep_rows: Option<i64>,
+    retention: Option<String>,
     /// Replaced by `sweep_rows`; kept only to name the fix when an old config has it.
     full_scan_every: Option<toml::Value>,
     #[serde(default)]
@@ -97,6 +98,9 @@ pub struct Config {
     /// Rows of the 状態 column above the unfinished window that each poll reads, a slice at a
     /// time, to notice a finished row set back to 待機 by hand (0: no sweep).
     pub sweep_rows: u32,
+    /// Finished jobs older than this move from the queue to `_ジョブ履歴`; `None` (written
+    /// `"0"`): they stay in the queue.
+    pub retention: Option<Duration>,
     pub headers: HeaderNames,
     pub states: StateWords,
     /// Where panel markers and function columns sit (`[panel]`).
@@ -133,6 +137,7 @@ const ENV_KEYS: &[(&str, bool)] = &[
     ("call_timeout", false),
     ("max_retries", true),
     ("sweep_rows", true),
+    ("retention", false),
 ];
 
 /// The environment variable that overrides `key`.
@@ -210,6 +215,14 @@ impl Config {
                     default
                 }
             },
+        };
+        let retention = match raw.retention.as_deref().map(str::trim) {
+            Some("0") => None,
+            other => Some(duration(
+                "retention",
+                other.map(str::to_string),
+                Duration::from_secs(30 * 24 * 3600),
+            )),
         };
         let poll_interval = duration("poll_interval", raw.poll_interval, Duration::from_secs(2));
         let stale_after = duration("stale_after", raw.stale_after, Duration::from_secs(15 * 60));
@@ -355,6 +368,7 @@ impl Config {
             call_timeout,
             max_retries,
             sweep_rows,
+            retention,
             headers,
             states,
             panel,
@@ -498,6 +512,18 @@ worker_id = "vm 1"
         );
         let c = parse("spreadsheet_id = \"x\"\nsweep_rows = 0").unwrap();
         assert_eq!(c.sweep_rows, 0, "0 turns the sweep off");
+    }
+
+    #[test]
+    fn retention_is_thirty_days_unless_set_and_zero_keeps_every_job() {
+        let c = parse("spreadsheet_id = \"x\"").unwrap();
+        assert_eq!(c.retention, Some(Duration::from_secs(30 * 24 * 3600)));
+        let c = parse("spreadsheet_id = \"x\"\nretention = \"7d\"").unwrap();
+        assert_eq!(c.retention, Some(Duration::from_secs(7 * 24 * 3600)));
+        let c = parse("spreadsheet_id = \"x\"\nretention = \"0\"").unwrap();
+        assert_eq!(c.retention, None, "\"0\" keeps finished jobs in the queue");
+        let err = parse("spreadsheet_id = \"x\"\nretention = \"a month\"").unwrap_err();
+        assert!(err.to_string().contains("retention"), "{err}");
     }
 
     #[test]

@@ -39,6 +39,7 @@ use crate::sheets::{
 };
 use crate::workers::{self, RunningRef};
 
+mod archive;
 mod claim_pass;
 mod poll;
 mod writeback;
@@ -187,6 +188,13 @@ struct Daemon {
     window_start: u32,
     /// Where the next sweep slice of the 状態 column above the window starts.
     sweep_at: u32,
+    /// The count of archived rows (`_ワーカー!D1`) as last read: when it grows, rows left the
+    /// top of the queue and the window moves up by as many.
+    archived_seen: Option<u64>,
+    /// When this daemon last looked for rows to archive.
+    archived_at: Option<tokio::time::Instant>,
+    /// The last look moved a full batch: look again at the next pass.
+    archive_more: bool,
     polls: u64,
     /// Re-discover panels and re-read the whole queue at the next pass (the layout changed).
     relayout: bool,
@@ -252,6 +260,9 @@ impl Daemon {
             job_cancel: CancellationToken::new(),
             window_start: 2,
             sweep_at: 2,
+            archived_seen: None,
+            archived_at: None,
+            archive_more: false,
             polls: 0,
             relayout: false,
             panels: PanelIndex::default(),
@@ -418,6 +429,8 @@ impl Daemon {
         let mut wrote_heartbeat = wrote_heartbeat;
         if !plan.claims.is_empty() || !plan.stale.is_empty() || self.has_ticks(&poll) {
             wrote_heartbeat |= self.claim_pass(&poll, deferred).await?;
+        } else if self.archive_due() {
+            self.archive_pass(&poll).await?;
         }
         if !wrote_heartbeat && self.heartbeat_due() {
             self.heartbeat_alone(&poll).await?;

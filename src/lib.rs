@@ -5,6 +5,8 @@
 //! # Layout
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
+//! - [`archive`]: the archive sheet `_ジョブ履歴`: which finished rows are past the retention,
+//!   the atomic batch that moves them out of the queue, and the check of where they landed.
 //! - [`bench`]: `sheetq bench`: saturation, press latency and idle-poll cost measured on the
 //!   embedded spreadsheet under Google's quota, printed as a Markdown table.
 //! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
@@ -56,6 +58,7 @@
 
 pub mod a1;
 pub mod admin;
+pub mod archive;
 pub mod bench;
 pub mod binding;
 pub mod claim;

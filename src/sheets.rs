@@ -145,6 +145,21 @@ pub enum Request {
         key: String,
         value: String,
     },
+    /// Insert `count` empty rows before zero-based row `at` (`insertDimension`, not
+    /// inheriting the format of the row above).
+    InsertRows { sheet_id: i32, at: u32, count: u32 },
+    /// Move the cells of `source` (values, formats, notes) so that their top-left lands at
+    /// zero-based (`row`, `col`) of sheet `sheet_id` (`cutPaste`, `PASTE_NORMAL`); the
+    /// source is left empty. Row metadata stays where it was.
+    MoveCells {
+        source: GridRange,
+        sheet_id: i32,
+        row: u32,
+        col: u32,
+    },
+    /// Delete the rows `start..end` (zero-based, half-open) of a sheet (`deleteDimension`);
+    /// their row metadata goes with them.
+    DeleteRows { sheet_id: i32, start: u32, end: u32 },
     /// Delete the developer metadata with this id wherever it is (`deleteDeveloperMetadata`
     /// with a `developerMetadataLookup` by `metadataId`); nothing happens if it is gone.
     DeleteMetadata { id: i32 },

@@ -43,6 +43,7 @@ fn the_example_shows_every_setting() {
         "call_timeout",
         "max_retries",
         "sweep_rows",
+        "retention",
     ] {
         assert!(table.contains_key(key), "{key} is not in the example");
     }
@@ -71,6 +72,7 @@ fn the_example_states_the_real_defaults() {
     assert_eq!(c.call_timeout, d.call_timeout);
     assert_eq!(c.max_retries, d.max_retries);
     assert_eq!(c.sweep_rows, d.sweep_rows);
+    assert_eq!(c.retention, d.retention);
     assert_eq!(c.headers, d.headers);
     assert_eq!(c.states, d.states);
 }

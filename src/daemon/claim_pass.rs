@@ -355,7 +355,7 @@ impl Daemon {
     }
 
     /// The lease's time to live, as the sheet's clock arithmetic needs it.
-    fn lease_ttl(&self) -> chrono::Duration {
+    pub(super) fn lease_ttl(&self) -> chrono::Duration {
         chrono::Duration::from_std(self.config.lease_ttl).unwrap_or(chrono::Duration::seconds(30))
     }
 
@@ -398,6 +398,35 @@ impl Daemon {
     /// in the same call. `None` when another daemon holds it or won the race, or when too
     /// little of it is left to commit safely (then it is released at once).
     async fn acquire(&mut self, poll: &Poll) -> Result<Option<(Lease, Poll)>, DaemonError> {
+        let plan = self.read_plan(poll.full, false);
+        let Some((lease, reply)) = self.take_lease(poll, plan.ranges.clone()).await? else {
+            return Ok(None);
+        };
+        let held = lease.to_string();
+        let fresh = match self.parse_poll(&plan, &reply.ranges) {
+            Ok(p) => p,
+            Err(e) => {
+                self.release(&held).await;
+                return Err(e);
+            }
+        };
+        // Give up rather than commit on a lease that may run out while the commit travels.
+        if !lease.has_left(Utc::now(), self.lease_ttl() / 2) {
+            warn!("lease nearly expired before the commit; releasing it without claiming");
+            self.release(&held).await;
+            return Ok(None);
+        }
+        Ok(Some((lease, fresh)))
+    }
+
+    /// The lease's compare-and-swap from the value `poll` saw, with `read` read back in the
+    /// same call and the removals of finished rows' bindings riding along. `None` when
+    /// another daemon holds the lease or won the race.
+    pub(super) async fn take_lease(
+        &mut self,
+        poll: &Poll,
+        read: Vec<String>,
+    ) -> Result<Option<(Lease, BatchUpdateReply)>, DaemonError> {
         let now = Utc::now();
         let Some(from) = poll.lease.takeable(now, &self.config.worker_id) else {
             self.observers.metrics.lease_wait();
@@ -413,10 +442,8 @@ impl Daemon {
             }
             return Ok(None);
         };
-        let ttl = self.lease_ttl();
-        let lease = Lease::new(&self.config.worker_id, now + ttl);
+        let lease = Lease::new(&self.config.worker_id, now + self.lease_ttl());
         let held = lease.to_string();
-        let plan = self.read_plan(poll.full, false);
         // Bindings of finished rows go with the acquire, a batch sent anyway.
         let unbind = std::mem::take(&mut self.unbind);
         let mut requests = vec![lease::swap(self.layout.worker_sheet_id, &from, &held)];
@@ -425,7 +452,7 @@ impl Daemon {
             .sheets
             .batch_update(&BatchUpdate {
                 requests,
-                response_ranges: plan.ranges.clone(),
+                response_ranges: read,
                 ..Default::default()
             })
             .await;
@@ -451,20 +478,7 @@ impl Daemon {
             return Ok(None);
         }
         self.observers.metrics.lease_acquired();
-        let fresh = match self.parse_poll(&plan, &reply.ranges) {
-            Ok(p) => p,
-            Err(e) => {
-                self.release(&held).await;
-                return Err(e);
-            }
-        };
-        // Give up rather than commit on a lease that may run out while the commit travels.
-        if !lease.has_left(Utc::now(), ttl / 2) {
-            warn!("lease nearly expired before the commit; releasing it without claiming");
-            self.release(&held).await;
-            return Ok(None);
-        }
-        Ok(Some((lease, fresh)))
+        Ok(Some((lease, reply)))
     }
 
     /// Intake by polling, under the lease so two daemons never turn one tick into two rows:

@@ -300,6 +300,18 @@ impl Daemon {
         self.parse_row(values, row)
     }
 
+    /// Consecutive queue rows' cells, the first being sheet row `first`.
+    pub(super) fn parse_rows(&self, values: &[Vec<Cell>], first: u32) -> Vec<QueueRow> {
+        queue::parse_rows(
+            values,
+            first,
+            &self.layout.columns,
+            &self.config.states,
+            self.layout.tz,
+        )
+        .rows
+    }
+
     /// One queue row's cells (a read-back, a bound row, a write's reply) as sheet row `row`.
     pub(super) fn parse_row(&self, values: &[Cell], row: u32) -> Option<QueueRow> {
         queue::parse_rows(
@@ -385,6 +397,21 @@ impl Daemon {
             .and_then(|r| r.get(1))
             .map(queue::cell_text)
             .unwrap_or_default();
+        // Rows archived since the last read left the top of the queue: everything below
+        // moved up by as many rows, the window with it.
+        let archived = worker
+            .values
+            .first()
+            .and_then(|r| r.get(3))
+            .and_then(super::archive::count_of);
+        if let (Some(seen), Some(now)) = (self.archived_seen, archived) {
+            if now > seen {
+                let gone = u32::try_from(now - seen).unwrap_or(u32::MAX);
+                self.window_start = self.window_start.saturating_sub(gone).max(2);
+                self.sweep_at = 2;
+            }
+        }
+        self.archived_seen = archived.or(self.archived_seen);
         let workers = workers::parse(&worker.values, self.layout.tz);
         let own_heartbeat_row = workers
             .iter()

@@ -22,10 +22,11 @@ pub const WORKER_SHEET: &str = "_ワーカー";
 pub const INDEX_SHEET: &str = "▶パネル";
 
 /// Sheets that are sheetq's own and never panels; their marker cells are not read.
-const NOT_PANELS: [&str; 2] = [QUEUE_SHEET, WORKER_SHEET];
+const NOT_PANELS: [&str; 3] = [QUEUE_SHEET, WORKER_SHEET, crate::archive::ARCHIVE_SHEET];
 
 /// The ranges to read for discovery: the marker block (`G1:G3` by default) of every sheet
-/// except `_ジョブキュー` and `_ワーカー`, in tab order. One `values.batchGet` per pass.
+/// except sheetq's own (`_ジョブキュー`, `_ワーカー`, `_ジョブ履歴`), in tab order; they ride
+/// on every poll.
 pub fn marker_ranges(meta: &SpreadsheetMeta, layout: &PanelLayout) -> Vec<String> {
     let (top_left, bottom_right) = layout.marker_block();
     let cells = format!("{top_left}:{bottom_right}");

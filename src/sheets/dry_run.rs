@@ -117,6 +117,34 @@ fn describe(request: &Request) -> String {
             row + 1
         ),
         Request::DeleteMetadata { id } => format!("delete metadata #{id}"),
+        Request::InsertRows {
+            sheet_id,
+            at,
+            count,
+        } => {
+            format!(
+                "insert {count} rows before row {} of sheet {sheet_id}",
+                at + 1
+            )
+        }
+        Request::MoveCells {
+            source,
+            sheet_id,
+            row,
+            col,
+        } => format!(
+            "move sheet {} rows {}..{} to sheet {sheet_id} R{}C{}",
+            source.sheet_id,
+            source.start_row + 1,
+            source.end_row,
+            row + 1,
+            col + 1
+        ),
+        Request::DeleteRows {
+            sheet_id,
+            start,
+            end,
+        } => format!("delete rows {}..{end} of sheet {sheet_id}", start + 1),
         Request::SetColumnCount { sheet_id, columns } => {
             format!("widen sheet {sheet_id} to {columns} columns")
         }

@@ -48,6 +48,17 @@ async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
         .map(serde_json::Value::from)
         .collect();
     assert_eq!(header[0], expected, "the header in its default order");
+    assert!(
+        first
+            .iter()
+            .any(|l| l.contains("created hidden sheet '_ジョブ履歴'")),
+        "{first:?}"
+    );
+    assert_eq!(
+        emu.values("'_ジョブ履歴'!A1:P1").expect("archive header")[0],
+        expected,
+        "the archive has the queue's header"
+    );
     assert_eq!(emu.values("'_ワーカー'!B1").expect("lease")[0][0], "free");
     let (queue_hidden, worker_hidden, date_format) = emu
         .with_spreadsheet(|ss| {

@@ -379,7 +379,11 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
     let fleet = Fleet::start(
         &emu,
         &["vm-1"],
-        &[("heartbeat_interval", "\"1m\""), ("dead_after", "\"5m\"")],
+        &[
+            ("heartbeat_interval", "\"1m\""),
+            ("dead_after", "\"5m\""),
+            ("retention", "\"0\""),
+        ],
         "",
     )
     .await;
@@ -434,7 +438,13 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
 async fn a_finished_row_set_back_to_waiting_by_hand_is_found_by_the_sweep_and_run() {
     let emu = start_with_quota(FAST).await;
     seed_finished(&emu, 300);
-    let fleet = Fleet::start(&emu, &["vm-1"], &[("sweep_rows", "40")], "").await;
+    let fleet = Fleet::start(
+        &emu,
+        &["vm-1"],
+        &[("sweep_rows", "40"), ("retention", "\"0\"")],
+        "",
+    )
+    .await;
     let polls = "spreadsheets.values.batchGetByDataFilter";
     wait_for(
         "the daemon to start polling",
@@ -711,7 +721,12 @@ async fn rows_sorted_and_deleted_by_a_person_mid_run_never_get_another_jobs_resu
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ran = dir.path().join("ran.txt");
     let commands = record_command(&ran, "1.5");
-    let settings = [("slots", "6"), ("poll_interval", "\"50ms\"")];
+    // The old rows stay (no archiving): this test is about the rows people move.
+    let settings = [
+        ("slots", "6"),
+        ("poll_interval", "\"50ms\""),
+        ("retention", "\"0\""),
+    ];
     let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &settings, &commands);
     let sheets = client(&emu, &enqueuer).await;
     let jobs: Vec<(String, String)> = (0..12)

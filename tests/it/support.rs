@@ -363,9 +363,14 @@ pub async fn enqueue(
 
 /// The queue as typed rows, read straight from the emulator's store.
 pub fn queue_rows(emu: &Emulator) -> Vec<QueueRow> {
+    sheet_rows(emu, "_ジョブキュー")
+}
+
+/// The rows of a sheet laid out like the queue (the queue, the archive), parsed by its header.
+pub fn sheet_rows(emu: &Emulator, title: &str) -> Vec<QueueRow> {
     let values = emu
-        .values("'_ジョブキュー'!A1:P")
-        .unwrap_or_else(|e| panic!("cannot read the queue: {e:?}"));
+        .values(&format!("'{title}'!A1:P"))
+        .unwrap_or_else(|e| panic!("cannot read '{title}': {e:?}"));
     let header = values.first().cloned().unwrap_or_default();
     let columns = ColumnMap::from_header(&header, &Default::default())
         .unwrap_or_else(|e| panic!("queue header: {e}"));

@@ -195,6 +195,41 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 }),
             });
         }
+        Request::InsertRows {
+            sheet_id,
+            at,
+            count,
+        } => {
+            out.insert_dimension = Some(api::InsertDimensionRequest {
+                range: Some(rows_range(*sheet_id, *at, at + count)),
+                inherit_from_before: Some(false),
+            });
+        }
+        Request::MoveCells {
+            source,
+            sheet_id,
+            row,
+            col,
+        } => {
+            out.cut_paste = Some(api::CutPasteRequest {
+                source: Some(to_api_grid_range(source)),
+                destination: Some(api::GridCoordinate {
+                    sheet_id: Some(*sheet_id),
+                    row_index: i32::try_from(*row).ok(),
+                    column_index: i32::try_from(*col).ok(),
+                }),
+                paste_type: Some("PASTE_NORMAL".into()),
+            });
+        }
+        Request::DeleteRows {
+            sheet_id,
+            start,
+            end,
+        } => {
+            out.delete_dimension = Some(api::DeleteDimensionRequest {
+                range: Some(rows_range(*sheet_id, *start, *end)),
+            });
+        }
         Request::DeleteMetadata { id } => {
             out.delete_developer_metadata = Some(api::DeleteDeveloperMetadataRequest {
                 data_filter: Some(to_api_filter(&Filter::Metadata(*id))),
@@ -216,6 +251,16 @@ pub fn to_api_request(request: &Request) -> api::Request {
         }
     }
     out
+}
+
+/// Rows `start..end` (zero-based, half-open) of a sheet as a `DimensionRange`.
+fn rows_range(sheet_id: i32, start: u32, end: u32) -> api::DimensionRange {
+    api::DimensionRange {
+        sheet_id: Some(sheet_id),
+        dimension: Some("ROWS".into()),
+        start_index: i32::try_from(start).ok(),
+        end_index: i32::try_from(end).ok(),
+    }
 }
 
 /// A port filter as the API's `DataFilter`.

@@ -1,0 +1,133 @@
+//! End-to-end behaviour of the archive: finished jobs past the retention leave the queue for
+//! `_ジョブ履歴` in one batch, in queue order, counted in `_ワーカー!D1`; nothing else moves,
+//! no row is lost, and jobs below keep running.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::json;
+use sheetq::emulator::{Emulator, Quota};
+use sheetq::queue::State;
+use sheetq::sheet_time;
+
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+const FAST: Quota = Quota::scaled(50);
+
+/// A finished `sleep` row that ended `days_ago` days ago.
+fn finished_row(job_id: &str, state: &str, days_ago: i64) -> serde_json::Value {
+    let at = sheet_time::instant_to_serial(Utc::now() - chrono::Duration::days(days_ago), TZ);
+    json!([
+        job_id,
+        at,
+        "",
+        "T",
+        "",
+        "T",
+        "f",
+        "sleep",
+        "{}",
+        "",
+        state,
+        at,
+        at,
+        "",
+        "done",
+        "old/0 #00000000"
+    ])
+}
+
+fn seed(emu: &Emulator, rows: Vec<serde_json::Value>) {
+    emu.set_values("'_ジョブキュー'!A2", serde_json::Value::Array(rows), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_does() {
+    let emu = start_with_quota(FAST).await;
+    // 100 old 完了, 10 young 完了, 50 old エラー, 5 old タイムアウト at the bottom.
+    let mut rows = Vec::new();
+    rows.extend((0..100).map(|i| finished_row(&format!("old-{i}"), "完了", 40)));
+    rows.extend((0..10).map(|i| finished_row(&format!("young-{i}"), "完了", 1)));
+    rows.extend((0..50).map(|i| finished_row(&format!("failed-{i}"), "エラー", 31)));
+    rows.extend((0..5).map(|i| finished_row(&format!("late-{i}"), "タイムアウト", 365)));
+    seed(&emu, rows);
+    let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &[("retention", "\"30d\"")], "").await;
+    let archive = wait_for(
+        "155 rows in the archive",
+        WAIT,
+        || {
+            let rows = emu.values("'_ジョブ履歴'!A2:A").ok()?;
+            (rows.len() >= 155).then_some(rows)
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    // Jobs enqueued after the archive moved rows run as before, on either daemon.
+    let sheets = client(&emu, &fleet.configs[0]).await;
+    let mut new = Vec::new();
+    for i in 0..4 {
+        new.push(
+            enqueue(
+                sheets.as_ref(),
+                &fleet.configs[0],
+                &format!("N{i}"),
+                "f",
+                "sleep",
+                r#"{"seconds":0}"#,
+                "",
+            )
+            .await,
+        );
+    }
+    let queue = wait_finished(&emu, &new, WAIT).await;
+    fleet.stop(&emu).await;
+    assert_eq!(archive.len(), 155, "exactly the old rows were archived");
+    let archived = sheet_rows(&emu, "_ジョブ履歴");
+    let expected: Vec<String> = (0..100)
+        .map(|i| format!("old-{i}"))
+        .chain((0..50).map(|i| format!("failed-{i}")))
+        .chain((0..5).map(|i| format!("late-{i}")))
+        .collect();
+    let got: Vec<String> = archived.iter().map(|r| r.job_id.clone()).collect();
+    assert_eq!(
+        got, expected,
+        "the archive holds the old rows, in queue order"
+    );
+    assert!(
+        archived
+            .iter()
+            .all(|r| !r.state.is(State::Waiting) && r.finished_at.is_some()),
+        "archived rows keep their values: {:#?}",
+        &archived[..3]
+    );
+    let young: Vec<&str> = queue
+        .iter()
+        .filter(|r| r.job_id.starts_with("young-"))
+        .map(|r| r.job_id.as_str())
+        .collect();
+    assert_eq!(
+        young.len(),
+        10,
+        "young rows stay: {}",
+        describe_queue(&queue)
+    );
+    assert_eq!(
+        queue.len(),
+        14,
+        "the queue holds the young rows and the new jobs, nothing else:\n{}",
+        describe_queue(&queue)
+    );
+    for id in &new {
+        assert!(row_of(&queue, id).state.is(State::Done), "{id} ran");
+    }
+    let count = emu
+        .values("'_ワーカー'!C1:D1")
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        count,
+        vec![vec![json!("archived"), json!(155)]],
+        "the count of archived rows tells the other daemons how far rows moved up"
+    );
+}
