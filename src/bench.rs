@@ -170,6 +170,7 @@ impl BenchArgs {
             poll_interval: self.poll_interval,
             requests_per_minute: self.requests_per_minute,
             deadline_secs: self.deadline_secs,
+            daemon_exe: std::env::current_exe().ok(),
         }
     }
 }
@@ -188,6 +189,9 @@ pub struct Params {
     pub poll_interval: Duration,
     pub requests_per_minute: u32,
     pub deadline_secs: u64,
+    /// The `sheetq` binary to run one idle daemon as a process of its own, for its peak RSS
+    /// without the in-process emulator's store (`None`: not measured).
+    pub daemon_exe: Option<std::path::PathBuf>,
 }
 
 impl Default for Params {
@@ -204,6 +208,7 @@ impl Default for Params {
             poll_interval: Duration::from_secs(2),
             requests_per_minute: 50,
             deadline_secs: 900,
+            daemon_exe: None,
         }
     }
 }
@@ -362,6 +367,9 @@ pub struct Idle {
     pub refused: u64,
     /// `VmHWM` in KiB after the run.
     pub peak_rss_kib: u64,
+    /// `VmHWM` in KiB of a daemon run as a process of its own on the same queue, through
+    /// start-up and the idle polls (0: not measured).
+    pub alone_rss_kib: u64,
 }
 
 /// Everything `sheetq bench` measured.
@@ -551,7 +559,20 @@ fn daemon_config(
     poll_interval: Duration,
     requests_per_minute: u32,
 ) -> anyhow::Result<Config> {
-    let text = format!(
+    let text = config_text(emu, worker, state_dir, slots, poll_interval, requests_per_minute);
+    Ok(Config::parse(&text, "bench config", &BTreeMap::new())?)
+}
+
+/// The TOML of [`daemon_config`].
+fn config_text(
+    emu: &Emulator,
+    worker: &str,
+    state_dir: &std::path::Path,
+    slots: usize,
+    poll_interval: Duration,
+    requests_per_minute: u32,
+) -> String {
+    format!(
         r#"
 spreadsheet_id = {id:?}
 api_base_url = {url:?}
@@ -570,8 +591,92 @@ builtin = "sleep"
         url = emu.base_url(),
         poll = poll_interval.as_millis().max(1),
         state = state_dir.display().to_string(),
+    )
+}
+
+/// Runs one daemon as a process of its own (the `sheetq` binary `exe`, `sheetq run`) on the
+/// emulator's queue until it has polled `polls` times, and returns its peak resident set
+/// size (`VmHWM`, KiB): the daemon's memory without the in-process emulator's store.
+async fn daemon_alone(
+    emu: &Emulator,
+    exe: &std::path::Path,
+    worker: &str,
+    dir: &std::path::Path,
+    poll_interval: Duration,
+    polls: usize,
+    deadline: Duration,
+) -> anyhow::Result<u64> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let key = dir.join("key.json");
+    std::fs::write(&key, emu.credentials_json_for(worker))
+        .with_context(|| format!("cannot write {}", key.display()))?;
+    let text = config_text(emu, worker, dir, 2, poll_interval, 10_000).replacen(
+        "\nworker_id",
+        &format!("\ncredentials = {:?}\nworker_id", key.display().to_string()),
+        1,
     );
-    Ok(Config::parse(&text, "bench config", &BTreeMap::new())?)
+    let config = dir.join("sheetq.toml");
+    std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
+    let log = dir.join("daemon.log");
+    let stderr = std::fs::File::create(&log)
+        .with_context(|| format!("cannot create {}", log.display()))?;
+    let mut child = tokio::process::Command::new(exe)
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .env("SHEETQ_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {}", exe.display()))?;
+    let pid = child.id().context("the daemon process has no pid")?;
+    let account = account_email(worker);
+    let started = Instant::now();
+    let mut peak = 0;
+    loop {
+        peak = peak.max(rss_of(pid));
+        let done = emu
+            .requests()
+            .iter()
+            .filter(|r| r.user == account && r.method == "spreadsheets.values.batchGetByDataFilter")
+            .count();
+        if done >= polls {
+            break;
+        }
+        if let Some(status) = child.try_wait()? {
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            bail!("the daemon process stopped ({status}) after {done} polls: {said}");
+        }
+        if started.elapsed() > deadline {
+            bail!("the daemon process completed {done} of {polls} polls within {deadline:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    peak = peak.max(rss_of(pid));
+    child.kill().await.context("cannot stop the daemon process")?;
+    Ok(peak)
+}
+
+/// A process's peak resident set size (`VmHWM`) in KiB; 0 where unknown.
+fn rss_of(pid: u32) -> u64 {
+    vm_hwm(&format!("/proc/{pid}/status"))
+}
+
+/// `VmHWM` in KiB from a `/proc/*/status` file; 0 where unknown.
+fn vm_hwm(status: &str) -> u64 {
+    std::fs::read_to_string(status)
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
 }
 
 fn observers(config: &Config) -> Observers {
@@ -976,6 +1081,16 @@ async fn idle(
     let first_requests = between(launched_utc, first.1);
     let later = between(first.1, last.1);
     let refused = emu.quota_refused().values().map(|r| r.read + r.write).sum();
+    let peak_rss_kib = peak_rss_kib();
+    let alone_rss_kib = match &args.daemon_exe {
+        Some(exe) => {
+            let worker = format!("bench-alone-{rows}");
+            let dir = state.path().join(&worker);
+            daemon_alone(emu, exe, &worker, &dir, poll_interval, args.idle_polls + 1, deadline)
+                .await?
+        }
+        None => 0,
+    };
     Ok(Idle {
         rows,
         seeded_in,
@@ -989,7 +1104,8 @@ async fn idle(
         daemon_cpu: last.2.saturating_sub(first.2),
         process_cpu: last.3.saturating_sub(first.3),
         refused,
-        peak_rss_kib: peak_rss_kib(),
+        peak_rss_kib,
+        alone_rss_kib,
     })
 }
 
@@ -1032,17 +1148,7 @@ pub fn cpu_of_threads(name: Option<&str>) -> Duration {
 
 /// The process's peak resident set size so far (`VmHWM`), in KiB; 0 where unknown.
 pub fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
+    vm_hwm("/proc/self/status")
 }
 
 fn per(n: usize, jobs: usize) -> f64 {
@@ -1196,6 +1302,15 @@ fn markdown(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota
         row(
             format!("peak RSS (VmHWM) after the {}-row idle run", i.rows),
             mib(i.peak_rss_kib),
+        );
+    }
+    for i in r.idle.iter().filter(|i| i.alone_rss_kib > 0) {
+        row(
+            format!(
+                "peak RSS of a daemon process alone (start-up and idle polls), {} finished rows",
+                i.rows
+            ),
+            mib(i.alone_rss_kib),
         );
     }
     md.push_str(

@@ -20,6 +20,7 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         poll_interval: Duration::from_millis(300),
         requests_per_minute: 40,
         deadline_secs: 120,
+        daemon_exe: Some(env!("CARGO_BIN_EXE_sheetq").into()),
     };
     let mut out = Vec::new();
     let report = bench::measure(params.clone(), &mut out)
@@ -86,10 +87,14 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
             "{i:?}"
         );
         assert_eq!(i.refused, 0, "{i:?}");
+        assert!(
+            i.alone_rss_kib > 0,
+            "the daemon run as a process of its own has a peak RSS: {i:?}"
+        );
     }
     assert!(
         report.idle[1].first_bytes > report.idle[0].first_bytes,
-        "the first poll reads the whole queue, so 50 finished rows cost bytes: {:?}",
+        "start-up reads the 状態 column of the whole queue, so 50 finished rows cost bytes: {:?}",
         report.idle
     );
     assert!(s.peak_rss_kib > 0);
@@ -101,6 +106,7 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         "| tick → queue row",
         "| tick → 実行中",
         "| peak RSS (VmHWM) after the 50-row idle run",
+        "| peak RSS of a daemon process alone (start-up and idle polls), 50 finished rows",
         "| 50 | ",
     ] {
         assert!(text.contains(heading), "{heading:?} missing from:\n{text}");
