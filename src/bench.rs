@@ -114,6 +114,14 @@ pub struct BenchArgs {
     /// The daemons' requests_per_minute budget (the config's default).
     #[arg(long, default_value_t = 50)]
     pub requests_per_minute: u32,
+    /// Presses start at least this far apart: a press costs about 4 writes (lease, intake
+    /// row, commit, result), so the default 6 s keeps them within two daemons' budget.
+    #[arg(long, default_value = "6s", value_parser = humantime::parse_duration)]
+    pub press_every: Duration,
+    /// Rest between the saturation run and the first press, so the budget it spent is back
+    /// (a minute: Google's quota window).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub press_rest: Duration,
     /// Give up when a part has not finished after this many seconds.
     #[arg(long, default_value_t = 900)]
     pub deadline_secs: u64,
@@ -135,6 +143,8 @@ impl Default for BenchArgs {
             quick: false,
             poll_interval: d.poll_interval,
             requests_per_minute: d.requests_per_minute,
+            press_every: d.press_every,
+            press_rest: d.press_rest,
             deadline_secs: d.deadline_secs,
         }
     }
@@ -169,6 +179,8 @@ impl BenchArgs {
             idle_polls: self.idle_polls,
             poll_interval: self.poll_interval,
             requests_per_minute: self.requests_per_minute,
+            press_every: self.press_every,
+            press_rest: self.press_rest,
             deadline_secs: self.deadline_secs,
             daemon_exe: std::env::current_exe().ok(),
         }
@@ -188,6 +200,8 @@ pub struct Params {
     pub idle_polls: usize,
     pub poll_interval: Duration,
     pub requests_per_minute: u32,
+    pub press_every: Duration,
+    pub press_rest: Duration,
     pub deadline_secs: u64,
     /// The `sheetq` binary to run one idle daemon as a process of its own, for its peak RSS
     /// without the in-process emulator's store (`None`: not measured).
@@ -207,6 +221,8 @@ impl Default for Params {
             idle_polls: 20,
             poll_interval: Duration::from_secs(2),
             requests_per_minute: 50,
+            press_every: Duration::from_secs(6),
+            press_rest: Duration::from_secs(60),
             deadline_secs: 900,
             daemon_exe: None,
         }
@@ -217,7 +233,7 @@ impl Params {
     /// The command line that repeats this run.
     pub fn command_line(&self) -> String {
         format!(
-            "sheetq bench --daemons {} --slots {} --accounts {} --jobs {} --targets {} --presses {} --sizes {} --idle-polls {} --poll-interval {} --requests-per-minute {}",
+            "sheetq bench --daemons {} --slots {} --accounts {} --jobs {} --targets {} --presses {} --sizes {} --idle-polls {} --poll-interval {} --requests-per-minute {} --press-every {} --press-rest {}",
             self.daemons,
             self.slots,
             match self.accounts {
@@ -230,7 +246,9 @@ impl Params {
             self.sizes,
             self.idle_polls,
             humantime::format_duration(self.poll_interval),
-            self.requests_per_minute
+            self.requests_per_minute,
+            humantime::format_duration(self.press_every),
+            humantime::format_duration(self.press_rest)
         )
     }
 }
@@ -877,8 +895,9 @@ pub fn peak_per_minute(times: &[DateTime<Utc>]) -> usize {
 }
 
 /// Ticks the first function of the demo panels in turn, `presses` times, and watches the
-/// store for the queue row and for its `実行中`. Presses are spaced by a varying fraction of
-/// the poll interval (golden-ratio steps), so that ticks land at every phase of the polls.
+/// store for the queue row and for its `実行中`. After a rest (`press_rest`), presses start
+/// `press_every` apart plus a varying fraction of the poll interval (golden-ratio steps), so
+/// that ticks land at every phase of the polls.
 async fn press(
     emu: &Emulator,
     args: &Params,
@@ -891,6 +910,8 @@ async fn press(
     let mut last_of: BTreeMap<&str, String> = BTreeMap::new();
     let mut known = rows_from(emu, columns, 2).len();
     let started = Instant::now();
+    tokio::time::sleep(args.press_rest).await;
+    let mut last_tick: Option<Instant> = None;
     for k in 0..args.presses {
         let panel = PRESS_PANELS[k % PRESS_PANELS.len()];
         if let Some(job) = last_of.get(panel) {
@@ -904,8 +925,12 @@ async fn press(
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
+        if let Some(t) = last_tick {
+            tokio::time::sleep(args.press_every.saturating_sub(t.elapsed())).await;
+        }
         let phase = (k as f64 * 0.618_033_988_75).fract();
         tokio::time::sleep(args.poll_interval.mul_f64(phase)).await;
+        last_tick = Some(Instant::now());
         emu.set_values(
             &a1::range(panel, &format!("A{FUNCTION_ROW}")),
             json!([[true]]),

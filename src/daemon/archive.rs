@@ -11,10 +11,13 @@ use tracing::{info, warn};
 use crate::a1;
 use crate::archive::{self, ARCHIVE_SHEET};
 use crate::lease::{self, WORKER_SHEET};
-use crate::queue::{self, QUEUE_SHEET};
+use crate::queue::{self, Column, QueueRow, QUEUE_SHEET};
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, ValueRange};
 
 use super::{Daemon, DaemonError, Poll};
+
+/// The columns an archive decision reads: whose row, its state, when it finished.
+const ARCHIVE_COLUMNS: [Column; 3] = [Column::JobId, Column::State, Column::FinishedAt];
 
 /// How often the top of the queue is looked at for rows past the retention, unless the last
 /// look moved a full batch (then the next pass looks again).
@@ -45,16 +48,15 @@ impl Daemon {
             None => self.create_archive().await?,
         };
         let l = self.layout.last_col.clone();
-        let block = a1::range(QUEUE_SHEET, &format!("A2:{l}{}", 1 + archive::BATCH_ROWS));
-        let counter = a1::range(WORKER_SHEET, archive::COUNTER_CELLS);
-        let Some((lease, reply)) = self.take_lease(poll, vec![block, counter]).await? else {
+        // The decision needs three columns, not the rows: the cells move on the server.
+        let mut read = self.archive_columns(QUEUE_SHEET, 2, 1 + archive::BATCH_ROWS);
+        read.push(a1::range(WORKER_SHEET, archive::COUNTER_CELLS));
+        let Some((lease, reply)) = self.take_lease(poll, read).await? else {
             return Ok(());
         };
         let held = lease.to_string();
         let now = Utc::now();
-        let empty = ValueRange::default();
-        let top = reply.ranges.first().unwrap_or(&empty);
-        let rows = self.parse_rows(&top.values, 2);
+        let (rows, looked_at) = self.archive_rows(&reply.ranges, 2);
         let runs = archive::runs(&rows, now, retention);
         let moving: u32 = runs.iter().map(|r| r.job_ids.len() as u32).sum();
         if moving == 0 {
@@ -63,7 +65,7 @@ impl Daemon {
         }
         let counted = reply
             .ranges
-            .get(1)
+            .get(ARCHIVE_COLUMNS.len())
             .and_then(|v| v.values.first())
             .and_then(|r| r.get(1))
             .and_then(count_of)
@@ -103,12 +105,11 @@ impl Daemon {
         let left = (lease.expires - self.lease_ttl() / 4 - Utc::now())
             .to_std()
             .unwrap_or_default();
-        let landed_range = a1::range(ARCHIVE_SHEET, &format!("A2:{l}{}", 1 + moving));
         let moved = self
             .sheets
             .batch_update(&BatchUpdate {
                 requests,
-                response_ranges: vec![landed_range],
+                response_ranges: self.archive_columns(ARCHIVE_SHEET, 2, 1 + moving),
                 sheet_list: false,
                 send_by: Some(std::time::Instant::now() + left),
             })
@@ -122,13 +123,8 @@ impl Daemon {
                 return Ok(());
             }
         };
-        self.archive_more = top.values.len() as u32 >= archive::BATCH_ROWS;
-        let landed_values = moved
-            .ranges
-            .first()
-            .map(|v| v.values.as_slice())
-            .unwrap_or(&[]);
-        let landed = self.parse_rows(landed_values, 2);
+        self.archive_more = looked_at >= archive::BATCH_ROWS;
+        let (landed, _) = self.archive_rows(&moved.ranges, 2);
         let wrong = archive::misplaced(&runs, &landed, now, retention);
         info!(
             rows = moving,
@@ -138,23 +134,60 @@ impl Daemon {
         );
         if !wrong.is_empty() {
             let rows: Vec<u32> = wrong.iter().map(|r| r.row).collect();
-            self.put_back(archive_id, landed_values, &rows).await?;
+            self.put_back(archive_id, &rows).await?;
         }
         Ok(())
     }
 
-    /// Rows a person moved into an archive batch's way (sheet rows `rows` of the archive,
-    /// with `values` read from row 2 on) go back to the end of the queue and leave the
-    /// archive.
-    async fn put_back(
-        &mut self,
-        archive_id: i32,
-        values: &[Vec<Cell>],
-        rows: &[u32],
-    ) -> Result<(), DaemonError> {
-        let back: Vec<Vec<Cell>> = rows
+    /// The A1 ranges of [`ARCHIVE_COLUMNS`] of rows `first..=last` of `sheet` (the queue,
+    /// or the archive, whose columns are the queue's: cells move column for column).
+    fn archive_columns(&self, sheet: &str, first: u32, last: u32) -> Vec<String> {
+        ARCHIVE_COLUMNS
             .iter()
-            .filter_map(|r| values.get((*r - 2) as usize).cloned())
+            .map(|c| {
+                let c = self.layout.columns.letters(*c);
+                a1::range(sheet, &format!("{c}{first}:{c}{last}"))
+            })
+            .collect()
+    }
+
+    /// Queue rows from reads of [`ARCHIVE_COLUMNS`] (the first ranges of `ranges`), the
+    /// first being sheet row `first`: only those cells are filled in. Also returns how many
+    /// rows the reads reached.
+    fn archive_rows(&self, ranges: &[ValueRange], first: u32) -> (Vec<QueueRow>, u32) {
+        let width = self.layout.columns.width() as usize;
+        let height = ranges
+            .iter()
+            .take(ARCHIVE_COLUMNS.len())
+            .map(|r| r.values.len())
+            .max()
+            .unwrap_or(0);
+        let mut cells = vec![vec![Cell::Null; width]; height];
+        for (column, read) in ARCHIVE_COLUMNS.iter().zip(ranges) {
+            let at = self.layout.columns.index(*column) as usize;
+            for (row, values) in cells.iter_mut().zip(&read.values) {
+                if let (Some(slot), Some(v)) = (row.get_mut(at), values.first()) {
+                    *slot = v.clone();
+                }
+            }
+        }
+        (self.parse_rows(&cells, first), height as u32)
+    }
+
+    /// Rows a person moved into an archive batch's way (sheet rows `rows` of the archive) go
+    /// back to the end of the queue and leave the archive.
+    async fn put_back(&mut self, archive_id: i32, rows: &[u32]) -> Result<(), DaemonError> {
+        let l = &self.layout.last_col;
+        let ranges: Vec<String> = rows
+            .iter()
+            .map(|r| a1::range(ARCHIVE_SHEET, &format!("A{r}:{l}{r}")))
+            .collect();
+        let back: Vec<Vec<Cell>> = self
+            .sheets
+            .read(&ranges)
+            .await?
+            .into_iter()
+            .map(|v| v.values.into_iter().next().unwrap_or_default())
             .collect();
         warn!(
             rows = back.len(),

@@ -19,6 +19,8 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         idle_polls: 3,
         poll_interval: Duration::from_millis(300),
         requests_per_minute: 40,
+        press_every: Duration::ZERO,
+        press_rest: Duration::ZERO,
         deadline_secs: 120,
         daemon_exe: Some(env!("CARGO_BIN_EXE_sheetq").into()),
     };
