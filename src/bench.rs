@@ -407,6 +407,9 @@ pub struct BenchReport {
     pub idle: Vec<Idle>,
     /// Jobs the daemons said they finished (saturation and presses).
     pub daemon_jobs_finished: u64,
+    /// Peak RSS in KiB of one daemon run as a process of its own through the saturation
+    /// jobs (0: not measured).
+    pub busy_alone_rss_kib: u64,
     /// The Markdown printed.
     pub markdown: String,
 }
@@ -548,6 +551,19 @@ pub async fn measure(args: Params, out: &mut impl Write) -> anyhow::Result<Bench
         report.presses.len()
     )?;
 
+    // Memory under load: one daemon as a process of its own through the same jobs.
+    if let Some(exe) = &args.daemon_exe {
+        let dir = state.path().join("bench-busy-alone");
+        report.busy_alone_rss_kib = busy_alone(&emu, exe, &args, &columns, &dir, deadline).await?;
+        writeln!(
+            out,
+            "{} busy: one daemon process alone ran {} jobs, peak RSS {}",
+            at(started),
+            args.jobs,
+            mib(report.busy_alone_rss_kib)
+        )?;
+    }
+
     // Idle polls at each queue size, one fresh daemon (and account) each.
     let template = finished_template(&emu, &columns)?;
     for &rows in &args.sizes.0 {
@@ -577,7 +593,14 @@ fn daemon_config(
     poll_interval: Duration,
     requests_per_minute: u32,
 ) -> anyhow::Result<Config> {
-    let text = config_text(emu, worker, state_dir, slots, poll_interval, requests_per_minute);
+    let text = config_text(
+        emu,
+        worker,
+        state_dir,
+        slots,
+        poll_interval,
+        requests_per_minute,
+    );
     Ok(Config::parse(&text, "bench config", &BTreeMap::new())?)
 }
 
@@ -612,9 +635,85 @@ builtin = "sleep"
     )
 }
 
-/// Runs one daemon as a process of its own (the `sheetq` binary `exe`, `sheetq run`) on the
-/// emulator's queue until it has polled `polls` times, and returns its peak resident set
-/// size (`VmHWM`, KiB): the daemon's memory without the in-process emulator's store.
+/// One daemon run as a process of its own (the `sheetq` binary, `sheetq run`) on the
+/// emulator, watched for its peak resident set size: the daemon's memory without the
+/// in-process emulator's store.
+struct Alone {
+    child: tokio::process::Child,
+    pid: u32,
+    log: std::path::PathBuf,
+    peak_rss_kib: u64,
+}
+
+impl Alone {
+    async fn start(
+        emu: &Emulator,
+        exe: &std::path::Path,
+        worker: &str,
+        dir: &std::path::Path,
+        slots: usize,
+        poll_interval: Duration,
+        requests_per_minute: u32,
+    ) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let key = dir.join("key.json");
+        std::fs::write(&key, emu.credentials_json_for(worker))
+            .with_context(|| format!("cannot write {}", key.display()))?;
+        let text = config_text(emu, worker, dir, slots, poll_interval, requests_per_minute)
+            .replacen(
+                "\nworker_id",
+                &format!("\ncredentials = {:?}\nworker_id", key.display().to_string()),
+                1,
+            );
+        let config = dir.join("sheetq.toml");
+        std::fs::write(&config, text)
+            .with_context(|| format!("cannot write {}", config.display()))?;
+        let log = dir.join("daemon.log");
+        let stderr = std::fs::File::create(&log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
+        let child = tokio::process::Command::new(exe)
+            .arg("run")
+            .arg("--config")
+            .arg(&config)
+            .env("SHEETQ_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", exe.display()))?;
+        let pid = child.id().context("the daemon process has no pid")?;
+        Ok(Alone {
+            child,
+            pid,
+            log,
+            peak_rss_kib: 0,
+        })
+    }
+
+    /// Takes a sample of the peak RSS; fails (with the daemon's log) if it stopped.
+    fn watch(&mut self, what: &str) -> anyhow::Result<()> {
+        self.peak_rss_kib = self.peak_rss_kib.max(rss_of(self.pid));
+        if let Some(status) = self.child.try_wait()? {
+            let said = std::fs::read_to_string(&self.log).unwrap_or_default();
+            bail!("the daemon process stopped ({status}) {what}: {said}");
+        }
+        Ok(())
+    }
+
+    /// Stops the process; its peak RSS in KiB.
+    async fn stop(mut self) -> anyhow::Result<u64> {
+        self.peak_rss_kib = self.peak_rss_kib.max(rss_of(self.pid));
+        self.child
+            .kill()
+            .await
+            .context("cannot stop the daemon process")?;
+        Ok(self.peak_rss_kib)
+    }
+}
+
+/// Runs one idle daemon as a process of its own on the emulator's queue until it has polled
+/// `polls` times; its peak RSS in KiB.
 async fn daemon_alone(
     emu: &Emulator,
     exe: &std::path::Path,
@@ -624,37 +723,10 @@ async fn daemon_alone(
     polls: usize,
     deadline: Duration,
 ) -> anyhow::Result<u64> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let key = dir.join("key.json");
-    std::fs::write(&key, emu.credentials_json_for(worker))
-        .with_context(|| format!("cannot write {}", key.display()))?;
-    let text = config_text(emu, worker, dir, 2, poll_interval, 10_000).replacen(
-        "\nworker_id",
-        &format!("\ncredentials = {:?}\nworker_id", key.display().to_string()),
-        1,
-    );
-    let config = dir.join("sheetq.toml");
-    std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
-    let log = dir.join("daemon.log");
-    let stderr = std::fs::File::create(&log)
-        .with_context(|| format!("cannot create {}", log.display()))?;
-    let mut child = tokio::process::Command::new(exe)
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .env("SHEETQ_LOG", "warn")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("cannot start {}", exe.display()))?;
-    let pid = child.id().context("the daemon process has no pid")?;
+    let mut alone = Alone::start(emu, exe, worker, dir, 2, poll_interval, 10_000).await?;
     let account = account_email(worker);
     let started = Instant::now();
-    let mut peak = 0;
     loop {
-        peak = peak.max(rss_of(pid));
         let done = emu
             .requests()
             .iter()
@@ -663,18 +735,66 @@ async fn daemon_alone(
         if done >= polls {
             break;
         }
-        if let Some(status) = child.try_wait()? {
-            let said = std::fs::read_to_string(&log).unwrap_or_default();
-            bail!("the daemon process stopped ({status}) after {done} polls: {said}");
-        }
+        alone.watch(&format!("after {done} polls"))?;
         if started.elapsed() > deadline {
             bail!("the daemon process completed {done} of {polls} polls within {deadline:?}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    peak = peak.max(rss_of(pid));
-    child.kill().await.context("cannot stop the daemon process")?;
-    Ok(peak)
+    alone.stop().await
+}
+
+/// Runs one daemon (`slots` slots, the bench's poll interval and budget) as a process of its
+/// own through `jobs` zero-second jobs; its peak RSS in KiB.
+async fn busy_alone(
+    emu: &Emulator,
+    exe: &std::path::Path,
+    args: &Params,
+    columns: &ColumnMap,
+    dir: &std::path::Path,
+    deadline: Duration,
+) -> anyhow::Result<u64> {
+    let jobs = args.jobs;
+    emu.replace_rows(QUEUE_SHEET, 2, &job_rows(columns, jobs, args.targets)?)
+        .map_err(|e| anyhow::anyhow!("cannot enqueue the jobs: {e:?}"))?;
+    let worker = "bench-busy-alone";
+    let mut alone = Alone::start(
+        emu,
+        exe,
+        worker,
+        dir,
+        args.slots,
+        args.poll_interval,
+        args.requests_per_minute,
+    )
+    .await?;
+    let started = Instant::now();
+    loop {
+        let finished = finished_count(emu, columns, jobs);
+        if finished >= jobs {
+            break;
+        }
+        alone.watch(&format!("with {finished} of {jobs} jobs finished"))?;
+        if started.elapsed() > deadline {
+            bail!("the daemon process finished {finished} of {jobs} jobs within {deadline:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    alone.stop().await
+}
+
+/// How many of the first `jobs` queue rows are finished.
+fn finished_count(emu: &Emulator, columns: &ColumnMap, jobs: usize) -> usize {
+    let state_col = a1::column_letters(columns.index(Column::State));
+    let range = a1::range(
+        QUEUE_SHEET,
+        &format!("{state_col}2:{state_col}{}", jobs + 1),
+    );
+    emu.values(&range)
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| is_final(&r.first().map(queue::cell_text).unwrap_or_default()))
+        .count()
 }
 
 /// A process's peak resident set size (`VmHWM`) in KiB; 0 where unknown.
@@ -766,25 +886,14 @@ fn is_final(state: &str) -> bool {
     state == words.done || state == words.error || state == words.timeout
 }
 
-/// Enqueues every job at once (as the Apps Script intake would, outside the daemons'
-/// quota), waits until each is finished on the sheet, and reads the request log.
-async fn saturate(
-    emu: &Emulator,
-    args: &Params,
-    columns: &ColumnMap,
-    accounts: &[String],
-    deadline: Duration,
-) -> anyhow::Result<Saturation> {
-    let config = Config::parse(
-        &format!("spreadsheet_id = {:?}", emu.spreadsheet_id()),
-        "bench",
-        &BTreeMap::new(),
-    )?;
+/// `jobs` queue rows of zero-second `echo` jobs, round-robin over `targets` targets.
+fn job_rows(columns: &ColumnMap, jobs: usize, targets: usize) -> anyhow::Result<Vec<Vec<Json>>> {
+    let config = Config::parse("spreadsheet_id = \"bench\"", "bench", &BTreeMap::new())?;
     let tz = chrono_tz::Asia::Tokyo;
     let now = Utc::now();
-    let rows: Vec<Vec<Json>> = (0..args.jobs)
+    Ok((0..jobs)
         .map(|i| {
-            let label = target_label(i % args.targets);
+            let label = target_label(i % targets);
             let job = admin::NewJob {
                 target: label.clone(),
                 function: FUNCTION.into(),
@@ -797,8 +906,19 @@ async fn saturate(
             let id = uuid::Uuid::new_v4().to_string();
             admin::job_row(columns, &config, tz, &id, now, &job)
         })
-        .collect();
-    emu.replace_rows(QUEUE_SHEET, 2, &rows)
+        .collect())
+}
+
+/// Enqueues every job at once (as the Apps Script intake would, outside the daemons'
+/// quota), waits until each is finished on the sheet, and reads the request log.
+async fn saturate(
+    emu: &Emulator,
+    args: &Params,
+    columns: &ColumnMap,
+    accounts: &[String],
+    deadline: Duration,
+) -> anyhow::Result<Saturation> {
+    emu.replace_rows(QUEUE_SHEET, 2, &job_rows(columns, args.jobs, args.targets)?)
         .map_err(|e| anyhow::anyhow!("cannot enqueue the jobs: {e:?}"))?;
     let t0 = Instant::now();
     let t0_utc = Utc::now();
@@ -1111,8 +1231,16 @@ async fn idle(
         Some(exe) => {
             let worker = format!("bench-alone-{rows}");
             let dir = state.path().join(&worker);
-            daemon_alone(emu, exe, &worker, &dir, poll_interval, args.idle_polls + 1, deadline)
-                .await?
+            daemon_alone(
+                emu,
+                exe,
+                &worker,
+                &dir,
+                poll_interval,
+                args.idle_polls + 1,
+                deadline,
+            )
+            .await?
         }
         None => 0,
     };
@@ -1327,6 +1455,15 @@ fn markdown(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota
         row(
             format!("peak RSS (VmHWM) after the {}-row idle run", i.rows),
             mib(i.peak_rss_kib),
+        );
+    }
+    if r.busy_alone_rss_kib > 0 {
+        row(
+            format!(
+                "peak RSS of a daemon process alone through {} jobs ({} slots)",
+                s.jobs, args.slots
+            ),
+            mib(r.busy_alone_rss_kib),
         );
     }
     for i in r.idle.iter().filter(|i| i.alone_rss_kib > 0) {

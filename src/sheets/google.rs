@@ -373,16 +373,20 @@ impl GoogleSheets {
             .await
             .map_err(|e| common::Error::Io(std::io::Error::other(e)))?
             .to_bytes();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
         if !parts.status.is_success() {
-            return Err(match serde_json::from_str::<serde_json::Value>(&text) {
+            return Err(match serde_json::from_slice::<serde_json::Value>(&bytes) {
                 Ok(json) => common::Error::BadRequest(json),
                 Err(_) => common::Error::Failure(common::to_response(parts, Some(bytes))),
             });
         }
-        match serde_json::from_str(&text) {
-            Ok(value) => Ok((common::to_response(parts, Some(bytes)), value)),
-            Err(e) => Err(common::Error::JsonDecodeError(text, e)),
+        // Parsed straight from the bytes into the typed reply: the body is never also held
+        // as a string or as a tree of values.
+        match serde_json::from_slice(&bytes) {
+            Ok(value) => Ok((common::to_response(parts, None::<Vec<u8>>), value)),
+            Err(e) => Err(common::Error::JsonDecodeError(
+                String::from_utf8_lossy(&bytes).into_owned(),
+                e,
+            )),
         }
     }
 

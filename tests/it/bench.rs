@@ -100,6 +100,10 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         report.idle
     );
     assert!(s.peak_rss_kib > 0);
+    assert!(
+        report.busy_alone_rss_kib > 0,
+        "the daemon run as a process of its own through the jobs has a peak RSS"
+    );
     let text = String::from_utf8_lossy(&out);
     assert!(text.contains(&params.command_line()), "{text}");
     for heading in [
@@ -109,6 +113,7 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         "| tick → 実行中",
         "| peak RSS (VmHWM) after the 50-row idle run",
         "| peak RSS of a daemon process alone (start-up and idle polls), 50 finished rows",
+        "| peak RSS of a daemon process alone through 6 jobs (2 slots)",
         "| 50 | ",
     ] {
         assert!(text.contains(heading), "{heading:?} missing from:\n{text}");
