@@ -230,7 +230,20 @@ impl Daemon {
                 }],
                 ..Default::default()
             })
-            .await?;
+            .await;
+        let added = match added {
+            Ok(a) => a,
+            // Another daemon (or `sheetq init`) made it since our sheet list: use theirs.
+            Err(e) if e.kind == crate::sheets::ErrorKind::InvalidArgument => {
+                let meta = self.sheets.metadata().await?;
+                self.take_in_sheets(meta.sheets);
+                return match self.sheet_ids.get(ARCHIVE_SHEET) {
+                    Some(id) => Ok(*id),
+                    None => Err(e.into()),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
         let Some(crate::sheets::Reply::AddSheet { sheet }) = added.replies.into_iter().next()
         else {
             return Err(DaemonError::Sheets(crate::sheets::SheetsError::new(
