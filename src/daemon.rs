@@ -211,6 +211,8 @@ struct Daemon {
     unbind: Vec<i32>,
     /// Writes through bindings that a claim pass could not send; sent with the next flush.
     pending_through: Vec<writeback::Through>,
+    /// Results written lately, watched for a repair from an older read undoing them.
+    landed: Vec<(FinishedJob, tokio::time::Instant)>,
     /// When a person's edit last moved rows under our claims or bindings (see
     /// [`Daemon::rows_moved`]).
     rows_moved_at: Option<tokio::time::Instant>,
@@ -272,6 +274,7 @@ impl Daemon {
             last_heartbeat: None,
             unbind: Vec::new(),
             pending_through: Vec::new(),
+            landed: Vec::new(),
             rows_moved_at: None,
             account,
             sharing: 1,

@@ -8,6 +8,8 @@
 //! found. A write that fails is not retried at the same places: its result stays in the
 //! outbox and is resolved afresh from the next poll.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use tracing::{error, info, warn};
 
@@ -20,6 +22,10 @@ use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, Filter, FilterWrite, FilterWritten, Request, ValueRange};
 
 use super::{Daemon, DaemonError, Poll};
+
+/// How long a result that landed is watched for being undone by a repair made from an
+/// older read.
+const LANDED_WATCH: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Daemon {
     /// After a restart: rows still `実行中` under our id whose result is not in the outbox
@@ -124,6 +130,7 @@ impl Daemon {
         poll: &Poll,
         display: Vec<ValueRange>,
     ) -> Result<bool, DaemonError> {
+        self.rewrite_undone(poll)?;
         let pending: Vec<FinishedJob> = self.outbox.pending().cloned().collect();
         let follow_ups = std::mem::take(&mut self.pending_through);
         // Deciding "deleted" or "rebind" needs every row that holds the job: look in the
@@ -304,11 +311,45 @@ impl Daemon {
             settled.extend(self.write_through(poll, through, data).await?);
             heartbeat
         };
+        let now = tokio::time::Instant::now();
+        self.landed.extend(
+            pending
+                .into_iter()
+                .filter(|j| settled.contains(&j.job_id))
+                .map(|j| (j, now)),
+        );
         self.outbox.done(settled.iter().map(String::as_str))?;
         self.observers
             .metrics
             .set_outbox_depth(self.outbox.len() as u64);
         Ok(heartbeat)
+    }
+
+    /// Results that landed in the last minute and whose row `poll` shows back at `実行中`
+    /// under our claim go back to the outbox: another daemon's repair, made from a read
+    /// taken before our write, put the row back as it was (it cannot make its write
+    /// conditional on the row being unchanged). Without this the row would wait for
+    /// `stale_after` and its result be lost.
+    fn rewrite_undone(&mut self, poll: &Poll) -> Result<(), DaemonError> {
+        self.landed.retain(|(_, at)| at.elapsed() < LANDED_WATCH);
+        let (undone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.landed)
+            .into_iter()
+            .partition(|(job, _)| {
+                poll.rows_with_job(&job.job_id)
+                    .iter()
+                    .any(|r| r.worker == job.worker && r.state.is(State::Running))
+            });
+        self.landed = kept;
+        for (job, _) in undone {
+            warn!(job.id = %job.job_id, worker = %job.worker, "a result that had landed was undone (its row is back at 実行中 under our claim, restored from an older read); writing it again");
+            self.observers.metrics.write_incident();
+            // Its binding is wanted again: not removed with the next batch.
+            if let Some(id) = binding::id_of_tag(&job.worker) {
+                self.unbind.retain(|u| *u != id);
+            }
+            self.outbox.put(job)?;
+        }
+        Ok(())
     }
 
     /// The panel cells of a finished job, for the row that holds it.
@@ -421,6 +462,22 @@ impl Daemon {
         let mut landed = Vec::new();
         let mut missed = Vec::new();
         let mut repairs = Vec::new();
+        // Two of our writes in this call can land on one row (a result and a restore whose
+        // bindings values moved under): neither may take the other's cells for a change made
+        // since our read.
+        let reply_row = |w: &Option<FilterWritten>| {
+            w.as_ref()
+                .and_then(|w| a1::A1Range::parse(&w.range).ok()?.start_row)
+        };
+        let mut written_here: HashMap<u32, Vec<Column>> = HashMap::new();
+        for (t, reply) in through.iter().zip(&replies) {
+            if let Some(row) = reply_row(reply) {
+                written_here
+                    .entry(row)
+                    .or_default()
+                    .extend(t.cells.iter().map(|(c, _)| *c));
+            }
+        }
         for (t, reply) in through.iter().zip(&replies) {
             match self.check_reply(t, reply.as_ref()) {
                 WriteCheck::Landed => {
@@ -455,8 +512,13 @@ impl Daemon {
                         .and_then(|w| w.values.first())
                         .map_or(0, Vec::len);
                     let cols = &self.layout.columns;
+                    let ours = reply_row(reply)
+                        .and_then(|r| written_here.get(&r))
+                        .map_or(&[][..], Vec::as_slice);
                     let compared = |c: Column| {
-                        (cols.index(c) as usize) < width && !t.cells.iter().any(|(w, _)| *w == c)
+                        (cols.index(c) as usize) < width
+                            && !t.cells.iter().any(|(w, _)| *w == c)
+                            && !ours.contains(&c)
                     };
                     let moved_on = match (&before, &after) {
                         (Some(b), Some(a)) => changed_since(b, a, compared),
