@@ -188,9 +188,15 @@ pub fn plan_pass(
     for r in &snapshot.rows {
         *seen.entry(r.job_id.as_str()).or_default() += 1;
     }
+    // A waiting row whose job another live daemon lists as its own is never claimed: a
+    // write that values moved under (a put-back meant for another row) can show a running
+    // or finished job as 待機 until it is repaired, and running it again would be a
+    // double run.
+    let held: HashSet<&str> = elsewhere.iter().map(|j| j.job_id.as_str()).collect();
     let order: Vec<usize> = waiting_order(snapshot)
         .into_iter()
         .filter(|i| seen.get(snapshot.rows[*i].job_id.as_str()) == Some(&1))
+        .filter(|i| !held.contains(snapshot.rows[*i].job_id.as_str()))
         .collect();
     let mut claims: Vec<(usize, Pick)> = Vec::new();
     while claims.len() < free_slots {
@@ -600,6 +606,34 @@ mod tests {
             p.claims,
             vec![(1, Pick::Normal)],
             "finished elsewhere: A is free"
+        );
+    }
+
+    #[test]
+    fn a_waiting_row_whose_job_another_daemon_holds_is_not_claimed() {
+        // A put-back meant for another row landed on job-2's row: it shows 待機 until the
+        // repair, while the daemon that ran it still lists it.
+        let mut shown_waiting = row(2, State::Waiting, "A", "");
+        shown_waiting.job_id = "job-2".into();
+        let s = snap(vec![shown_waiting, row(3, State::Waiting, "B", "")]);
+        let elsewhere = [RunningRef {
+            job_id: "job-2".into(),
+            target: "A".into(),
+            requester: String::new(),
+        }];
+        let p = plan_pass(
+            &s,
+            at(60, 0),
+            &ClaimPolicy::default(),
+            &HashMap::new(),
+            &elsewhere,
+            2,
+            |_, _| true,
+        );
+        assert_eq!(
+            p.claims,
+            vec![(1, Pick::Normal)],
+            "job-2 must not run a second time; B's job runs"
         );
     }
 

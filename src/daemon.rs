@@ -452,11 +452,11 @@ impl Daemon {
     async fn heartbeat_alone(&mut self, poll: &Poll) -> Result<(), DaemonError> {
         let Some(r) = poll.own_heartbeat_row else {
             return self
-                .heartbeat_into(poll, &mut Vec::new(), true)
+                .heartbeat_into(poll, &mut Vec::new(), true, &[])
                 .await
                 .map(drop);
         };
-        let beat = self.heartbeat_request(r, self.heartbeat_row(Utc::now(), &[]));
+        let beat = self.heartbeat_request(r, self.heartbeat_row(Utc::now(), &[], &[]));
         let reply = self
             .sheets
             .batch_update(&BatchUpdate {
@@ -666,14 +666,28 @@ impl Daemon {
             .is_none_or(|t| t.elapsed() >= self.config.heartbeat_interval)
     }
 
-    /// Our heartbeat row: the jobs we run (plus `claiming`, the claims of a commit that
-    /// carries it) are listed for the other daemons' claim rules.
-    fn heartbeat_row(&self, now: DateTime<Utc>, claiming: &[RunningRef]) -> Vec<Cell> {
+    /// Our heartbeat row: the jobs we run or whose results we still have to write (plus
+    /// `claiming`, the claims of a commit that carries it, less `writing`, the results that
+    /// go in the same call) are listed for the other daemons' claim rules.
+    fn heartbeat_row(
+        &self,
+        now: DateTime<Utc>,
+        claiming: &[RunningRef],
+        writing: &[&str],
+    ) -> Vec<Cell> {
+        // A job whose result still waits in the outbox is listed too: its row is still
+        // 実行中, and other daemons must neither start its target nor take its row for free.
         let mut jobs: Vec<RunningRef> = self
             .running
             .values()
             .chain(&self.unsettled)
             .map(|c| RunningRef::of(&c.row))
+            .chain(
+                self.outbox
+                    .pending()
+                    .filter(|j| !writing.contains(&j.job_id.as_str()))
+                    .map(|j| RunningRef::of(&j.as_row())),
+            )
             .collect();
         jobs.extend(claiming.iter().cloned());
         workers::row_cells(
@@ -695,11 +709,12 @@ impl Daemon {
         poll: &Poll,
         data: &mut Vec<ValueRange>,
         force: bool,
+        writing: &[&str],
     ) -> Result<bool, DaemonError> {
         if !force && !self.heartbeat_due() {
             return Ok(false);
         }
-        let row = self.heartbeat_row(Utc::now(), &[]);
+        let row = self.heartbeat_row(Utc::now(), &[], writing);
         let last = workers::LAST_COLUMN;
         match poll.own_heartbeat_row {
             Some(r) => data.push(ValueRange::new(

@@ -133,7 +133,7 @@ impl Daemon {
         let claimed_refs: Vec<RunningRef> = claims.iter().map(|c| RunningRef::of(&c.row)).collect();
         let heartbeat = fresh
             .own_heartbeat_row
-            .map(|r| self.heartbeat_request(r, self.heartbeat_row(now, &claimed_refs)));
+            .map(|r| self.heartbeat_request(r, self.heartbeat_row(now, &claimed_refs, &[])));
         let with_heartbeat = heartbeat.is_some();
         requests.extend(heartbeat);
         requests.extend(intake_writes);
@@ -615,8 +615,19 @@ impl Daemon {
         let heavy = |r: &QueueRow| {
             self.registry.is_heavy(&r.command) || r.flags.iter().any(|f| f == "heavy")
         };
-        !heavy(row)
-            || !(self.running.values().any(|c| heavy(&c.row)) || picked.iter().any(|p| heavy(p)))
+        // A job we run, or whose result we still have to write, may show as 待機 for a
+        // moment (a misplaced put-back, before its repair): it is not ours to start again.
+        let held = self
+            .running
+            .values()
+            .chain(&self.unsettled)
+            .any(|c| c.row.job_id == row.job_id)
+            || self.outbox.contains(&row.job_id)
+            || self.landed.iter().any(|(j, _)| j.job_id == row.job_id);
+        !held
+            && (!heavy(row)
+                || !(self.running.values().any(|c| heavy(&c.row))
+                    || picked.iter().any(|p| heavy(p))))
     }
 
     /// Whether polling intake is on and some ▶ box is ticked.

@@ -61,7 +61,7 @@ impl Daemon {
         }
         self.write_through(&poll, through, data).await?;
         let mut beat = Vec::new();
-        self.heartbeat_into(&poll, &mut beat, true).await?;
+        self.heartbeat_into(&poll, &mut beat, true, &[]).await?;
         if !beat.is_empty() {
             self.sheets.write(&beat).await?;
         }
@@ -131,6 +131,7 @@ impl Daemon {
         display: Vec<ValueRange>,
     ) -> Result<bool, DaemonError> {
         self.rewrite_undone(poll)?;
+        self.put_back_orphans(poll);
         let pending: Vec<FinishedJob> = self.outbox.pending().cloned().collect();
         let follow_ups = std::mem::take(&mut self.pending_through);
         // Deciding "deleted" or "rebind" needs every row that holds the job: look in the
@@ -283,7 +284,8 @@ impl Daemon {
                         warn!(error = %e, "could not record the unplaceable result");
                     }
                     data.extend(self.job_panel_result(poll, &job.as_row(), job));
-                    settled.push(job.job_id.clone());
+                    // Said once: out of the outbox now, even if the write below fails.
+                    self.outbox.done(std::iter::once(job.job_id.as_str()))?;
                 }
             }
         }
@@ -301,7 +303,12 @@ impl Daemon {
             // With results, the heartbeat goes too: its list of running jobs is what other
             // daemons' claims go by.
             let force = !through.is_empty();
-            let heartbeat = match self.heartbeat_into(poll, &mut data, force).await {
+            let writing: Vec<&str> = through
+                .iter()
+                .filter(|t| t.result)
+                .map(|t| t.job_id.as_str())
+                .collect();
+            let heartbeat = match self.heartbeat_into(poll, &mut data, force, &writing).await {
                 Ok(h) => h,
                 Err(e) => {
                     self.keep_follow_ups(through);
@@ -323,6 +330,54 @@ impl Daemon {
             .metrics
             .set_outbox_depth(self.outbox.len() as u64);
         Ok(heartbeat)
+    }
+
+    /// Rows `poll` shows `実行中` under a claim of this process that runs nothing (not
+    /// running, not waiting for its commit's outcome, no result or follow-up pending, and no
+    /// other live daemon lists the job in its heartbeat): a
+    /// repair from an older read put back a claim we had already given up (a claimed row put
+    /// back to 待機 because the queue moved under the commit). They go back to 待機 through
+    /// their binding, planned like any follow-up at the next flush, so the job runs and its
+    /// target is not blocked until `stale_after`.
+    fn put_back_orphans(&mut self, poll: &Poll) {
+        // Restores from older reads also move ワーカー texts between rows: a row may show our
+        // tag while another daemon runs its job. That one's heartbeat lists the job.
+        let elsewhere = crate::workers::running_elsewhere(
+            &poll.workers,
+            &self.config.worker_id,
+            Utc::now(),
+            self.policy.dead_after,
+        );
+        let mut found = Vec::new();
+        for row in &poll.snapshot.rows {
+            let Some(tag) = row.worker_tag() else {
+                continue;
+            };
+            if tag.daemon_id != self.config.worker_id || !row.state.is(State::Running) {
+                continue;
+            }
+            let known = self
+                .running
+                .values()
+                .chain(&self.unsettled)
+                .any(|c| c.tag == tag)
+                || self.outbox.pending().any(|j| j.worker == row.worker)
+                || self.pending_through.iter().any(|t| t.worker == row.worker)
+                || self.landed.iter().any(|(j, _)| j.worker == row.worker)
+                || elsewhere.iter().any(|r| r.job_id == row.job_id);
+            if !known {
+                found.push(row.clone());
+            }
+        }
+        for row in found {
+            warn!(job.id = %row.job_id, worker = %row.worker, row = row.row, "a row shows a claim of ours that runs nothing (put back by a repair from an older read); putting it back to waiting");
+            self.observers.metrics.write_incident();
+            let cells = self.claim_values(Some(&self.config.states.waiting), &Cell::from(""), "");
+            let mut through = Vec::new();
+            let mut data = Vec::new();
+            self.follow_up(&row, Some(State::Running), cells, &mut through, &mut data);
+            self.pending_through.extend(through);
+        }
     }
 
     /// Results that landed in the last minute and whose row `poll` shows back at `実行中`
