@@ -691,14 +691,30 @@ impl Alone {
         })
     }
 
-    /// Takes a sample of the peak RSS; fails (with the daemon's log) if it stopped.
-    fn watch(&mut self, what: &str) -> anyhow::Result<()> {
-        self.peak_rss_kib = self.peak_rss_kib.max(rss_of(self.pid));
-        if let Some(status) = self.child.try_wait()? {
-            let said = std::fs::read_to_string(&self.log).unwrap_or_default();
-            bail!("the daemon process stopped ({status}) {what}: {said}");
+    /// Samples the peak RSS until `progress` says the part is over (it returns whether it is,
+    /// and where it stands); fails, with where it stood, if the process stops first (with
+    /// its log) or `deadline` passes.
+    async fn until(
+        &mut self,
+        deadline: Duration,
+        mut progress: impl FnMut() -> (bool, String),
+    ) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            let (over, stand) = progress();
+            if over {
+                return Ok(());
+            }
+            self.peak_rss_kib = self.peak_rss_kib.max(rss_of(self.pid));
+            if let Some(status) = self.child.try_wait()? {
+                let said = std::fs::read_to_string(&self.log).unwrap_or_default();
+                bail!("the daemon process stopped ({status}) with {stand}: {said}");
+            }
+            if started.elapsed() > deadline {
+                bail!("the daemon process got to {stand} within {deadline:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Ok(())
     }
 
     /// Stops the process; its peak RSS in KiB.
@@ -725,22 +741,18 @@ async fn daemon_alone(
 ) -> anyhow::Result<u64> {
     let mut alone = Alone::start(emu, exe, worker, dir, 2, poll_interval, 10_000).await?;
     let account = account_email(worker);
-    let started = Instant::now();
-    loop {
-        let done = emu
-            .requests()
-            .iter()
-            .filter(|r| r.user == account && r.method == "spreadsheets.values.batchGetByDataFilter")
-            .count();
-        if done >= polls {
-            break;
-        }
-        alone.watch(&format!("after {done} polls"))?;
-        if started.elapsed() > deadline {
-            bail!("the daemon process completed {done} of {polls} polls within {deadline:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    alone
+        .until(deadline, || {
+            let done = emu
+                .requests()
+                .iter()
+                .filter(|r| {
+                    r.user == account && r.method == "spreadsheets.values.batchGetByDataFilter"
+                })
+                .count();
+            (done >= polls, format!("{done} of {polls} polls"))
+        })
+        .await?;
     alone.stop().await
 }
 
@@ -768,18 +780,15 @@ async fn busy_alone(
         args.requests_per_minute,
     )
     .await?;
-    let started = Instant::now();
-    loop {
-        let finished = finished_count(emu, columns, jobs);
-        if finished >= jobs {
-            break;
-        }
-        alone.watch(&format!("with {finished} of {jobs} jobs finished"))?;
-        if started.elapsed() > deadline {
-            bail!("the daemon process finished {finished} of {jobs} jobs within {deadline:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    alone
+        .until(deadline, || {
+            let finished = finished_count(emu, columns, jobs);
+            (
+                finished >= jobs,
+                format!("{finished} of {jobs} jobs finished"),
+            )
+        })
+        .await?;
     alone.stop().await
 }
 

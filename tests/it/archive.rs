@@ -4,44 +4,14 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use serde_json::json;
-use sheetq::emulator::{Emulator, Quota};
+use sheetq::emulator::Quota;
 use sheetq::queue::State;
-use sheetq::sheet_time;
 
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(30);
 const FAST: Quota = Quota::scaled(50);
-
-/// A finished `sleep` row that ended `days_ago` days ago.
-fn finished_row(job_id: &str, state: &str, days_ago: i64) -> serde_json::Value {
-    let at = sheet_time::instant_to_serial(Utc::now() - chrono::Duration::days(days_ago), TZ);
-    json!([
-        job_id,
-        at,
-        "",
-        "T",
-        "",
-        "T",
-        "f",
-        "sleep",
-        "{}",
-        "",
-        state,
-        at,
-        at,
-        "",
-        "done",
-        "old/0 #00000000"
-    ])
-}
-
-fn seed(emu: &Emulator, rows: Vec<serde_json::Value>) {
-    emu.set_values("'_ジョブキュー'!A2", serde_json::Value::Array(rows), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_does() {
@@ -52,7 +22,7 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
     rows.extend((0..10).map(|i| finished_row(&format!("young-{i}"), "完了", 1)));
     rows.extend((0..50).map(|i| finished_row(&format!("failed-{i}"), "エラー", 31)));
     rows.extend((0..5).map(|i| finished_row(&format!("late-{i}"), "タイムアウト", 365)));
-    seed(&emu, rows);
+    seed_queue(&emu, rows);
     let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &[("retention", "\"30d\"")], "").await;
     let archive = wait_for(
         "155 rows in the archive",

@@ -341,34 +341,12 @@ async fn shutdown_stops_a_job_that_outlives_the_grace_period_and_says_so() {
 /// Fills the queue with `n` rows of `sleep` jobs finished long ago (rows 2 to n+1), as a
 /// year of history would.
 fn seed_finished(emu: &sheetq::emulator::Emulator, n: usize) {
-    let finished: Vec<serde_json::Value> = (0..n)
-        .map(|i| {
-            json!([
-                format!("old-{i}"),
-                46000.5,
-                "",
-                "T",
-                "",
-                "T",
-                "f",
-                "sleep",
-                "{}",
-                "",
-                "完了",
-                46000.5,
-                46000.6,
-                "",
-                "slept",
-                "old/0 #00000000"
-            ])
-        })
-        .collect();
-    emu.set_values(
-        "'_ジョブキュー'!A2",
-        serde_json::Value::Array(finished),
-        false,
-    )
-    .unwrap_or_else(|e| panic!("{e:?}"));
+    seed_queue(
+        emu,
+        (0..n)
+            .map(|i| finished_row(&format!("old-{i}"), "完了", 365))
+            .collect(),
+    );
 }
 
 #[tokio::test]
@@ -389,13 +367,7 @@ async fn an_idle_poll_is_one_read_of_the_unfinished_window() {
     .await;
     let reads = "spreadsheets.values.batchGetByDataFilter";
     // Started: it has read and written its heartbeat once.
-    wait_for(
-        "the daemon to start polling",
-        WAIT,
-        || (emu.count(reads) >= 3).then_some(()),
-        || format!("{:?}", emu.counters()),
-    )
-    .await;
+    wait_polls(&emu, 3).await;
     assert_no_quota_refusals(&emu);
     emu.clear_requests();
     let polls = 20;
@@ -446,13 +418,7 @@ async fn a_finished_row_set_back_to_waiting_by_hand_is_found_by_the_sweep_and_ru
     )
     .await;
     let polls = "spreadsheets.values.batchGetByDataFilter";
-    wait_for(
-        "the daemon to start polling",
-        WAIT,
-        || (emu.count(polls) >= 3).then_some(()),
-        || format!("{:?}", emu.counters()),
-    )
-    .await;
+    wait_polls(&emu, 3).await;
     // Far above the window, a person sets old-10 (row 12) back to 待機 to run it again.
     emu.set_values(
         "'_ジョブキュー'!K12:P12",

@@ -245,13 +245,7 @@ async fn a_copied_panel_is_found_and_run_without_a_read_beyond_the_polls() {
     )
     .await;
     let polls = "spreadsheets.values.batchGetByDataFilter";
-    wait_for(
-        "the daemon to start polling",
-        WAIT,
-        || (emu.count(polls) >= 3).then_some(()),
-        || format!("{:?}", emu.counters()),
-    )
-    .await;
+    wait_polls(&emu, 3).await;
     emu.clear_requests();
     // A person copies サーバーB's panel for a new server and gives it its own label.
     emu.batch_update(json!([

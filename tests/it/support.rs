@@ -378,6 +378,54 @@ pub fn sheet_rows(emu: &Emulator, title: &str) -> Vec<QueueRow> {
     queue::parse_rows(data, 2, &columns, &Default::default(), TZ).rows
 }
 
+/// A finished `sleep` job's queue row (16 columns, target `T`) in `state`, which ended
+/// `days_ago` days ago.
+pub fn finished_row(job_id: &str, state: &str, days_ago: i64) -> Json {
+    let at = sheetq::sheet_time::instant_to_serial(
+        chrono::Utc::now() - chrono::Duration::days(days_ago),
+        TZ,
+    );
+    serde_json::json!([
+        job_id,
+        at,
+        "",
+        "T",
+        "",
+        "T",
+        "f",
+        "sleep",
+        "{}",
+        "",
+        state,
+        at,
+        at,
+        "",
+        "done",
+        "old/0 #00000000"
+    ])
+}
+
+/// Writes `rows` into the queue from row 2 on.
+pub fn seed_queue(emu: &Emulator, rows: Vec<Json>) {
+    emu.set_values("'_ジョブキュー'!A2", Json::Array(rows), false)
+        .unwrap_or_else(|e| panic!("cannot seed the queue: {e:?}"));
+}
+
+/// The method of a daemon's poll (one read a poll).
+pub const POLL_METHOD: &str = "spreadsheets.values.batchGetByDataFilter";
+
+/// Waits until the daemons have polled `n` times between them (started: the first polls
+/// read, and the heartbeat is written).
+pub async fn wait_polls(emu: &Emulator, n: u64) {
+    wait_for(
+        "the daemons to start polling",
+        Duration::from_secs(30),
+        || (emu.count(POLL_METHOD) >= n).then_some(()),
+        || format!("{:?}", emu.counters()),
+    )
+    .await;
+}
+
 /// The queue row holding `job_id`; panics naming it when there is none.
 pub fn row_of<'a>(rows: &'a [QueueRow], job_id: &str) -> &'a QueueRow {
     rows.iter()
