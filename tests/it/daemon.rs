@@ -651,39 +651,15 @@ fn delete_row(emu: &sheetq::emulator::Emulator, row: u32) {
         .unwrap_or_else(|e| panic!("delete: {e:?}"));
 }
 
-/// Finished rows from before, as a long-used queue has them.
-fn old_rows(n: usize) -> serde_json::Value {
-    serde_json::Value::Array(
-        (0..n)
-            .map(|i| {
-                json!([
-                    format!("old-{i:03}"),
-                    46000.5,
-                    "",
-                    "T",
-                    "",
-                    "T",
-                    "f",
-                    "sleep",
-                    "{}",
-                    "",
-                    "完了",
-                    46000.5,
-                    46000.6,
-                    "",
-                    format!("old-{i:03}"),
-                    "old/0 #00000000"
-                ])
-            })
-            .collect(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_sorted_and_deleted_by_a_person_mid_run_never_get_another_jobs_result() {
     let emu = start_with_quota(FASTER).await;
-    emu.set_values("'_ジョブキュー'!A2", old_rows(20), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    seed_queue(
+        &emu,
+        (0..20)
+            .map(|i| finished_row(&format!("old-{i:03}"), "完了", 365))
+            .collect(),
+    );
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ran = dir.path().join("ran.txt");
     let commands = record_command(&ran, "1.5");

@@ -379,7 +379,7 @@ pub fn sheet_rows(emu: &Emulator, title: &str) -> Vec<QueueRow> {
 }
 
 /// A finished `sleep` job's queue row (16 columns, target `T`) in `state`, which ended
-/// `days_ago` days ago.
+/// `days_ago` days ago; its message is its jobId, as the tests' recording command writes.
 pub fn finished_row(job_id: &str, state: &str, days_ago: i64) -> Json {
     let at = sheetq::sheet_time::instant_to_serial(
         chrono::Utc::now() - chrono::Duration::days(days_ago),
@@ -400,7 +400,7 @@ pub fn finished_row(job_id: &str, state: &str, days_ago: i64) -> Json {
         at,
         at,
         "",
-        "done",
+        job_id,
         "old/0 #00000000"
     ])
 }
