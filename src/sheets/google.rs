@@ -8,7 +8,8 @@
 //! - `read` → `values.batchGet` with `UNFORMATTED_VALUE`, `SERIAL_NUMBER`, `ROWS`;
 //! - `write` → `values.batchUpdate` with `RAW`;
 //! - `batch_update` → `spreadsheets.batchUpdate`, the response ranges read back in the same
-//!   call from `updatedSpreadsheet` grid data;
+//!   call from `updatedSpreadsheet` grid data; sent by [`GoogleSheets::post_raw`] so that the
+//!   reply parses into `convert::lean`'s types, which keep only each cell's value;
 //! - `append` → `values.append` with `INSERT_ROWS`, `RAW`;
 //! - `read_filtered` → `values.batchGetByDataFilter`; `search_metadata` →
 //!   `developerMetadata.search`;
@@ -329,18 +330,20 @@ impl GoogleSheets {
         })
     }
 
-    /// One POST of a JSON body to `v4/spreadsheets/{id}/{suffix}` through the hub's own
+    /// One POST of a JSON body to `v4/spreadsheets/{id}{suffix}?{query}` through the hub's own
     /// HTTP client and token source, answered the way the hub answers: the parsed reply, or
     /// the same `common::Error` variants, so [`classify`] treats both alike.
     async fn post_raw<T: serde::de::DeserializeOwned>(
         &self,
         suffix: &str,
+        query: &str,
         body: String,
     ) -> common::Result<(common::Response, T)> {
         use http_body_util::BodyExt;
         use hyper::header;
+        let amp = if query.is_empty() { "" } else { "&" };
         let url = format!(
-            "{}v4/spreadsheets/{}/{suffix}?alt=json",
+            "{}v4/spreadsheets/{}{suffix}?alt=json{amp}{query}",
             self.base_url, self.encoded_id
         );
         let token = common::GetToken::get_token(&self.tokens, &[Scope::Spreadsheet.as_ref()])
@@ -512,14 +515,20 @@ impl Sheets for GoogleSheets {
             response_ranges: want_ranges.then(|| batch.response_ranges.clone()),
             response_include_grid_data: Some(want_ranges),
         };
-        let reply = self
+        // Sent by hand so the reply parses into the lean types (see `convert::lean`).
+        let mut body = serde_json::to_value(&request).map_err(|e| {
+            SheetsError::new(
+                ErrorKind::Fatal,
+                method.name(),
+                format!("cannot encode: {e}"),
+            )
+        })?;
+        common::remove_json_null_values(&mut body);
+        let body = body.to_string();
+        let fields = format!("fields={}", convert::encode_path_param(BATCH_UPDATE_FIELDS));
+        let reply: convert::lean::BatchReply = self
             .call_by(method, batch.send_by, || {
-                self.hub
-                    .spreadsheets()
-                    .batch_update(request.clone(), &self.encoded_id)
-                    .param("fields", BATCH_UPDATE_FIELDS)
-                    .add_scope(Scope::Spreadsheet)
-                    .doit()
+                self.post_raw(":batchUpdate", &fields, body.clone())
             })
             .await?;
         let fatal = |m: String| SheetsError::new(ErrorKind::Fatal, method.name(), m);
@@ -534,7 +543,7 @@ impl Sheets for GoogleSheets {
                 .into_iter()
                 .unzip();
         let sheets = match (&reply.updated_spreadsheet, batch.sheet_list && !want_ranges) {
-            (Some(s), true) => convert::spreadsheet_meta(&self.spreadsheet_id, s).sheets,
+            (Some(s), true) => convert::sheets_of(s),
             _ => Vec::new(),
         };
         Ok(BatchUpdateReply {
@@ -577,7 +586,7 @@ impl Sheets for GoogleSheets {
         let body = convert::write_filtered_body(data).to_string();
         let reply: api::BatchUpdateValuesByDataFilterResponse = self
             .call(ApiMethod::ValuesBatchUpdateByDataFilter, || {
-                self.post_raw("values:batchUpdateByDataFilter", body.clone())
+                self.post_raw("/values:batchUpdateByDataFilter", "", body.clone())
             })
             .await?;
         Ok(convert::filtered_writes(data, &reply))

@@ -446,6 +446,75 @@ pub fn spreadsheet_meta(spreadsheet_id: &str, s: &api::Spreadsheet) -> Spreadshe
     }
 }
 
+/// The every sheet's properties out of a batch reply's `updatedSpreadsheet`.
+pub fn sheets_of(s: &lean::Spreadsheet) -> Vec<SheetMeta> {
+    s.sheets
+        .iter()
+        .flatten()
+        .filter_map(|sh| sh.properties.as_ref())
+        .map(sheet_meta)
+        .collect()
+}
+
+/// The parts of a `spreadsheets.batchUpdate` reply sheetq reads, and nothing else. The
+/// client crate's `Spreadsheet` type has a slot for every optional field of every cell, so a
+/// read-back of a busy queue (thousands of cells) parsed into it costs tens of megabytes;
+/// these types keep the one value of each cell.
+pub mod lean {
+    use google_sheets4::api;
+    use serde::Deserialize;
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct BatchReply {
+        pub replies: Option<Vec<api::Response>>,
+        pub updated_spreadsheet: Option<Spreadsheet>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    pub struct Spreadsheet {
+        pub sheets: Option<Vec<Sheet>>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    pub struct Sheet {
+        pub properties: Option<api::SheetProperties>,
+        pub data: Option<Vec<GridData>>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct GridData {
+        pub start_row: Option<i32>,
+        pub start_column: Option<i32>,
+        pub row_data: Option<Vec<RowData>>,
+        pub row_metadata: Option<Vec<DimensionProperties>>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    pub struct RowData {
+        pub values: Option<Vec<CellData>>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct CellData {
+        pub effective_value: Option<api::ExtendedValue>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct DimensionProperties {
+        pub developer_metadata: Option<Vec<Metadata>>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Metadata {
+        pub metadata_id: Option<i32>,
+    }
+}
+
 /// The replies of a `spreadsheets.batchUpdate`, one per request, in request order.
 ///
 /// Google omits zero counts, so a compare-and-swap that matched nothing replies `{}`: that is
@@ -543,7 +612,7 @@ fn effective_to_cell(v: &api::ExtendedValue) -> Cell {
     Value::Null
 }
 
-fn grid_rows(data: &api::GridData) -> Vec<Vec<Cell>> {
+fn grid_rows(data: &lean::GridData) -> Vec<Vec<Cell>> {
     let rows = data
         .row_data
         .iter()
@@ -568,7 +637,7 @@ fn grid_rows(data: &api::GridData) -> Vec<Vec<Cell>> {
 pub type RowMetadataIds = Vec<Vec<i32>>;
 
 /// Per row of a grid block, the ids of the developer metadata on it.
-fn row_metadata_ids(data: &api::GridData) -> Vec<Vec<i32>> {
+fn row_metadata_ids(data: &lean::GridData) -> Vec<Vec<i32>> {
     data.row_metadata
         .iter()
         .flatten()
@@ -590,7 +659,7 @@ fn row_metadata_ids(data: &api::GridData) -> Vec<Vec<i32>> {
 /// sheet (by title; a range without a title means the first sheet) with the same start.
 pub fn response_ranges(
     asked: &[String],
-    spreadsheet: Option<&api::Spreadsheet>,
+    spreadsheet: Option<&lean::Spreadsheet>,
 ) -> Result<Vec<(ValueRange, RowMetadataIds)>, String> {
     if asked.is_empty() {
         return Ok(Vec::new());
@@ -828,7 +897,7 @@ mod tests {
         );
     }
 
-    fn spreadsheet(v: Value) -> api::Spreadsheet {
+    fn spreadsheet(v: Value) -> lean::Spreadsheet {
         serde_json::from_value(v).unwrap_or_default()
     }
 
