@@ -415,6 +415,31 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, Admi
         );
     }
     let worker = values.get(2).map(|v| v.values.clone()).unwrap_or_default();
+    let archived = worker
+        .first()
+        .and_then(|r| r.get(3))
+        .map(queue::cell_text)
+        .and_then(|t| t.trim().parse::<u64>().ok());
+    let retention = match config.retention {
+        Some(r) => format!(
+            "finished jobs older than {} move there",
+            humantime::format_duration(r)
+        ),
+        None => "retention = \"0\": finished jobs stay in the queue".to_string(),
+    };
+    let _ = match (meta.sheet(crate::archive::ARCHIVE_SHEET), archived) {
+        (Some(_), n) => writeln!(
+            out,
+            "archive '{}': {} rows moved there so far; {retention}",
+            crate::archive::ARCHIVE_SHEET,
+            n.unwrap_or(0)
+        ),
+        (None, _) => writeln!(
+            out,
+            "archive '{}': not created yet; {retention}",
+            crate::archive::ARCHIVE_SHEET
+        ),
+    };
     let lease_text = worker
         .first()
         .and_then(|r| r.get(1))

@@ -52,6 +52,7 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
         );
     }
     let queue = wait_finished(&emu, &new, WAIT).await;
+    let fleet_config = fleet.configs[0].clone();
     fleet.stop(&emu).await;
     assert_eq!(archive.len(), 155, "exactly the old rows were archived");
     let archived = sheet_rows(&emu, "_ジョブ履歴");
@@ -99,5 +100,12 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
         count,
         vec![vec![json!("archived"), json!(155)]],
         "the count of archived rows tells the other daemons how far rows moved up"
+    );
+    let status = sheetq::admin::status(sheets.as_ref(), &fleet_config)
+        .await
+        .unwrap_or_else(|e| panic!("status: {e}"));
+    assert!(
+        status.contains("archive '_ジョブ履歴': 155 rows moved there so far"),
+        "status tells how many rows the archive took:\n{status}"
     );
 }
