@@ -165,6 +165,44 @@ mod tests {
     use crate::queue::{parse_rows, HeaderNames, RowState, State};
     use serde_json::json;
 
+    /// The press of `apps-script/fixtures/press.json`, whose row the Apps Script intake's
+    /// test (`node --test apps-script/`) also checks: both intakes write the same row.
+    #[test]
+    fn a_press_becomes_the_row_the_apps_script_intake_writes_too() {
+        let fixture: serde_json::Value =
+            serde_json::from_str(include_str!("../../apps-script/fixtures/press.json"))
+                .unwrap_or_else(|e| panic!("the shared fixture does not parse: {e}"));
+        let text = |k: &str| fixture["press"][k].as_str().unwrap_or_default().to_string();
+        let header: Vec<Cell> = fixture["header"].as_array().cloned().unwrap_or_default();
+        let columns = ColumnMap::from_header(&header, &HeaderNames::default())
+            .unwrap_or_else(|e| panic!("fixture header: {e}"));
+        let tz: Tz = fixture["timeZone"]
+            .as_str()
+            .and_then(|z| z.parse().ok())
+            .unwrap_or_else(|| panic!("fixture time zone"));
+        let received_at = DateTime::parse_from_rfc3339(&text("receivedAt"))
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_else(|e| panic!("fixture receivedAt: {e}"));
+        let job = NewJob {
+            job_id: text("jobId"),
+            received_at,
+            requester: text("requester"),
+            panel_sheet: text("panelSheet"),
+            panel_row: fixture["press"]["panelRow"].as_u64().map(|r| r as u32),
+            target: text("target"),
+            function: text("fn"),
+            command: text("command"),
+            args_json: text("argsJson"),
+            flags: text("flags"),
+        };
+        let expected = fixture["row"].as_array().cloned().unwrap_or_default();
+        assert_eq!(
+            job.to_row(&columns, &StateWords::default(), tz),
+            expected,
+            "sheetq's row for the press differs from the shared fixture (and so from the Apps Script intake's)"
+        );
+    }
+
     fn plan(tables: &HashMap<String, PanelTable>, index: &PanelIndex, s: &Snapshot) -> IntakePlan {
         let mut n = 0;
         plan_intake(

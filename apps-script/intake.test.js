@@ -1,0 +1,114 @@
+// node --test apps-script/: the pure intake functions of the Apps Script trigger.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const intake = require('./intake.js');
+const fixture = require('./fixtures/press.json');
+
+/** Milliseconds of the wall clock of `timeZone` at `instantMs`, counted as if it were UTC. */
+function wallClockMs(instantMs, timeZone) {
+  const parts = new Intl.DateTimeFormat('en-US', {
+    timeZone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit',
+    hour: '2-digit', minute: '2-digit', second: '2-digit',
+  }).formatToParts(new Date(instantMs));
+  const get = (type) => Number(parts.find((p) => p.type === type).value);
+  return Date.UTC(get('year'), get('month') - 1, get('day'), get('hour'), get('minute'),
+    get('second'), instantMs % 1000);
+}
+
+function pressOf(f) {
+  return { ...f.press, wallMs: wallClockMs(Date.parse(f.press.receivedAt), f.timeZone) };
+}
+
+test('a press becomes the very row sheetq writes for it (shared fixture)', () => {
+  assert.deepEqual(intake.queueRow(fixture.header, pressOf(fixture)), fixture.row);
+});
+
+test('columns are found by name, in any order, and the row is as wide as the known ones', () => {
+  const header = [...fixture.header].reverse().concat(['メモ']);
+  const row = intake.queueRow(header, pressOf(fixture));
+  assert.equal(row.length, 16, 'a column sheetq does not know is left out, as sheetq does');
+  assert.equal(row[header.indexOf('jobId')], fixture.press.jobId);
+  assert.equal(row[header.indexOf('状態')], '待機');
+  assert.equal(row[header.indexOf('開始日時')], '');
+});
+
+test('an empty requester is written as empty text', () => {
+  const row = intake.queueRow(fixture.header, { ...pressOf(fixture), requester: undefined });
+  assert.equal(row[2], '');
+  const named = intake.queueRow(fixture.header, { ...pressOf(fixture), requester: 'a@example.com' });
+  assert.equal(named[2], 'a@example.com');
+});
+
+test('a header that is not a queue header is refused, naming what is missing', () => {
+  assert.throws(() => intake.queueRow(['jobId', '状態'], pressOf(fixture)), /lacks the columns 受付日時/);
+  assert.throws(
+    () => intake.queueRow(fixture.header.concat(['状態']), pressOf(fixture)),
+    /"状態" appears twice/,
+  );
+});
+
+test('the date serial counts days since 1899-12-30 on the sheet clock', () => {
+  assert.equal(intake.serialOfWallClock(Date.UTC(1899, 11, 31)), 1);
+  assert.equal(intake.serialOfWallClock(Date.UTC(2026, 10, 30, 12)), 46356.5);
+});
+
+function queue(rows) {
+  return rows.map(([state, target, fn, requester, received, panelSheet]) => {
+    const r = new Array(16).fill('');
+    r[1] = received ?? '';
+    r[2] = requester ?? '';
+    r[3] = panelSheet ?? '';
+    r[5] = target;
+    r[6] = fn;
+    r[10] = state;
+    return r;
+  });
+}
+
+test('the duplicate guard finds a waiting or running row of the same target and function', () => {
+  const rows = queue([
+    ['完了', 'A', 'f'],
+    ['実行中', 'A', 'g'],
+    ['待機', 'B', 'f'],
+  ]);
+  assert.equal(intake.duplicateOf(fixture.header, rows, 'A', 'f'), null, 'a finished row is no duplicate');
+  assert.equal(intake.duplicateOf(fixture.header, rows, ' A ', 'g '), rows[1], 'compared trimmed');
+  assert.equal(intake.duplicateOf(fixture.header, rows, 'B', 'f'), rows[2]);
+  const byPanel = queue([['待機', '', 'f', '', '', 'C']]);
+  assert.equal(intake.duplicateOf(fixture.header, byPanel, 'C', 'f'), byPanel[0], 'an empty target falls back to the panel sheet');
+});
+
+test('the duplicate toast names who asked and when, or says it is unknown', () => {
+  const noon = intake.serialOfWallClock(Date.UTC(2026, 10, 30, 12, 3));
+  const [asked, anonymous, dated] = queue([
+    ['待機', 'A', 'f', 'y@example.com', noon],
+    ['待機', 'A', 'f', '', noon + 1 / 1440],
+    ['待機', 'A', 'f', '', new Date(0)],
+  ]);
+  const never = () => assert.fail('a serial needs no date formatting');
+  assert.equal(intake.duplicateMessage(fixture.header, asked, never), '既に実行中です（依頼: y@example.com / 12:03）');
+  assert.equal(intake.duplicateMessage(fixture.header, anonymous, never), '既に実行中です（依頼: 不明 / 12:04）');
+  assert.equal(intake.duplicateMessage(fixture.header, dated, () => '09:00'), '既に実行中です（依頼: 不明 / 09:00）');
+});
+
+test('a label must name exactly one PANEL_V2 sheet', () => {
+  const panels = [
+    { title: 'サーバーA', marker: 'PANEL_V2', label: 'A' },
+    { title: 'A (旧)', marker: '', label: 'A' },
+    { title: 'B1', marker: 'PANEL_V2', label: 'B' },
+    { title: 'B2', marker: 'PANEL_V2', label: ' B ' },
+  ];
+  assert.deepEqual(intake.resolveLabel(panels, 'A'), { ok: true }, 'a sheet without the marker does not count');
+  const twice = intake.resolveLabel(panels, 'B');
+  assert.equal(twice.ok, false);
+  assert.match(twice.message, /「B」が複数のパネルにあります（B1, B2）/);
+  assert.match(intake.resolveLabel(panels, 'Z').message, /「Z」のパネルが見つかりません/);
+  assert.match(intake.resolveLabel(panels, ' ').message, /G2/);
+});
+
+test('toasts for a row without a function and for a press taken in', () => {
+  assert.equal(intake.noFunctionMessage(12), '12 行目には機能がありません');
+  assert.equal(intake.queuedMessage('再起動 (5秒)', 'サーバーA'), '受け付けました: 再起動 (5秒)（サーバーA）');
+});
