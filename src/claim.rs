@@ -532,6 +532,36 @@ mod tests {
     }
 
     #[test]
+    fn a_row_an_apps_script_worker_left_running_blocks_its_target_until_stale_after() {
+        // The minute-trigger workers wrote their own text (or nothing) in ワーカー: no sheetq
+        // heartbeat speaks for them, so only the age of the row counts.
+        let now = at(100, 0);
+        for worker in ["AppsScript", ""] {
+            for (age, times_out) in [
+                (Duration::minutes(10), false),
+                (Duration::minutes(16), true),
+            ] {
+                let mut s = running_since(now - age);
+                s.rows[0].worker = worker.to_string();
+                let p = plan_pass(
+                    &s,
+                    now,
+                    &ClaimPolicy::default(),
+                    &HashMap::new(),
+                    &[],
+                    1,
+                    |_, _| true,
+                );
+                assert_eq!(
+                    (p.stale.len(), p.claims.len()),
+                    if times_out { (1, 1) } else { (0, 0) },
+                    "a row left 実行中 {age} ago by worker {worker:?}: times out only past stale_after, and its target waits until then"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn rows_of_a_dead_daemon_time_out_at_once() {
         let now = at(100, 0);
         let s = running_since(now - Duration::minutes(1));
