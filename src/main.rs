@@ -17,9 +17,14 @@ fn main() -> ExitCode {
     };
     let filter =
         EnvFilter::try_from_env("SHEETQ_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    // A log line that cannot be written (the reader of stderr went away: `sheetq run 2>&1 |
+    // head`) is dropped. By default the subscriber reports such a failure with `eprintln!`
+    // on that same closed stderr, which panics, and a panic there would also cost the
+    // daemon its SIGTERM handling.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     match cli.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

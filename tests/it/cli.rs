@@ -226,3 +226,63 @@ fn every_subcommand_has_help() {
         );
     }
 }
+
+/// `sheetq run 2>&1 | head -1`: the log reader goes away after one line. The daemon must go on
+/// (a log line it cannot write is dropped, never a panic) and still stop cleanly on SIGTERM.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_whose_log_reader_went_away_keeps_running_and_stops_on_sigterm() {
+    use std::io::BufRead;
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = write_config(
+        dir.path(),
+        &emu,
+        "worker_id = \"pipe-1\"\npoll_interval = \"200ms\"\nrequests_per_minute = 50",
+    );
+    let mut child = sheetq()
+        .env("SHEETQ_LOG", "debug")
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start sheetq run: {e}"));
+    {
+        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr pipe"));
+        let mut first = String::new();
+        std::io::BufReader::new(stderr)
+            .read_line(&mut first)
+            .unwrap_or_else(|e| panic!("read the first log line: {e}"));
+        assert!(!first.is_empty(), "the daemon logged nothing");
+        // The reader is dropped here: every later log line meets a closed pipe.
+    }
+    let polls = "spreadsheets.values.batchGetByDataFilter";
+    let before = emu.count(polls);
+    support::wait_for(
+        "the daemon to keep polling with nobody reading its log",
+        std::time::Duration::from_secs(30),
+        || (emu.count(polls) >= before + 3).then_some(()),
+        || format!("{:?}", emu.counters()),
+    )
+    .await;
+    assert!(
+        child.try_wait().ok().flatten().is_none(),
+        "the daemon stopped once its log reader went away: {:?}",
+        child.try_wait()
+    );
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+        .unwrap_or_else(|e| panic!("SIGTERM: {e}"));
+    let status = support::wait_for(
+        "the daemon to stop after SIGTERM",
+        std::time::Duration::from_secs(30),
+        || child.try_wait().ok().flatten(),
+        || "still running".to_string(),
+    )
+    .await;
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "a daemon that could not write its log must still stop cleanly on SIGTERM: {status:?}"
+    );
+}
