@@ -281,7 +281,7 @@ impl GoogleSheets {
                     }
                     tracing::debug!(method = name, attempt, "sending");
                     let outcome = tokio::time::timeout(self.call_timeout, send).await;
-                    let failure = match outcome {
+                    let mut failure = match outcome {
                         Ok(Ok((_response, value))) => {
                             self.stats.record_request(method, Outcome::Ok);
                             return Ok(value);
@@ -298,9 +298,12 @@ impl GoogleSheets {
                             .slow_down(Duration::from_secs(60));
                     }
                     if failure.outcome == Outcome::Unauthorized {
-                        // Not retried here (the caller sees the 401), but the next call
-                        // must not present the same refused token again.
+                        // The token was refused (revoked, expired early, or the emulator
+                        // restarted): never present it again. Google authenticates before it
+                        // applies anything, so the call is sent once more, at once, with a
+                        // fresh token; only a second 401 reaches the caller.
                         self.tokens.invalidate();
+                        failure.retry_here = attempt == 1;
                     }
                     Err(failure)
                 }
@@ -744,6 +747,7 @@ fn google_message(
         (None, None) => message.to_string(),
     };
     let hint = match code {
+        Some(401) => " (the token was refused twice, a fresh one too: check that the key is not revoked or rotated (a new key file needs a restart), that the machine's clock is right, and that the token carries the spreadsheets scope)".to_string(),
         Some(403) => match ctx.client_email {
             Some(email) => format!(
                 " (share spreadsheet {} with {email} as an editor)",

@@ -248,7 +248,10 @@ async fn a_daemon_whose_log_reader_went_away_keeps_running_and_stops_on_sigterm(
         .spawn()
         .unwrap_or_else(|e| panic!("start sheetq run: {e}"));
     {
-        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr pipe"));
+        let stderr = child
+            .stderr
+            .take()
+            .unwrap_or_else(|| panic!("no stderr pipe"));
         let mut first = String::new();
         std::io::BufReader::new(stderr)
             .read_line(&mut first)

@@ -1277,3 +1277,41 @@ async fn sort_between_read_and_commit(
     .unwrap_or_else(|e| panic!("sort the queue: {e:?}"));
     fleet
 }
+
+/// A token the API refuses once (revoked, expired early, the emulator restarted) costs one
+/// fresh token, not the daemon: the refused call is sent again at once and work goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_is_replaced_and_the_daemon_goes_on() {
+    let emu = start_with_quota(FAST).await;
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    wait_polls(&emu, 3).await;
+    let tokens = emu.count("oauth2.token");
+    emu.add_fault(FaultRule {
+        method: Some("spreadsheets.values.batchGetByDataFilter".into()),
+        fault: Fault::Status(401),
+        remaining: Some(1),
+        probability: None,
+    });
+    let sheets = client(&emu, &fleet.configs[0]).await;
+    let job = enqueue(
+        sheets.as_ref(),
+        &fleet.configs[0],
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":0}"#,
+        "",
+    )
+    .await;
+    let rows = wait_finished(&emu, std::slice::from_ref(&job), WAIT).await;
+    assert!(
+        row_of(&rows, &job).state.is(State::Done),
+        "the job ran after the 401"
+    );
+    assert!(
+        emu.count("oauth2.token") > tokens,
+        "the refused token was replaced by a fresh one"
+    );
+    // Stops cleanly: the 401 did not end the daemon.
+    fleet.stop(&emu).await;
+}

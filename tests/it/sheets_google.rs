@@ -573,21 +573,38 @@ async fn a_broken_key_file_is_a_startup_error_naming_the_file() {
 }
 
 #[tokio::test]
-async fn a_refused_token_is_surfaced_once_then_replaced() {
+async fn a_refused_token_is_replaced_within_the_call_and_a_second_refusal_says_what_to_check() {
     let emu = start_empty().await;
     let sheets = client(&emu).await;
     sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
     emu.revoke_tokens();
+    sheets
+        .read(&[a1::range("Sheet1", "A1")])
+        .await
+        .unwrap_or_else(|e| panic!("a revoked token must be replaced, not fail the call: {e}"));
+    assert_eq!(
+        statuses(&emu, BATCH_GET),
+        vec![401, 200],
+        "sent again at once with a fresh token"
+    );
+    assert_eq!(statuses(&emu, TOKEN), vec![200, 200]);
+
+    // Refused whatever the token: the caller gets the 401, once retried, with what to check.
+    emu.add_fault(FaultRule {
+        method: Some(BATCH_GET.into()),
+        fault: Fault::Status(401),
+        remaining: None,
+        probability: None,
+    });
     let err = sheets
         .read(&[a1::range("Sheet1", "A1")])
         .await
         .err()
-        .unwrap_or_else(|| panic!("a revoked token must be refused"));
+        .unwrap_or_else(|| panic!("a token refused every time must fail the call"));
     assert_eq!(err.kind, ErrorKind::Permission, "{err}");
-    assert_eq!(statuses(&emu, BATCH_GET), vec![401], "a 401 is not retried");
-    sheets
-        .read(&[a1::range("Sheet1", "A1")])
-        .await
-        .unwrap_or_else(|e| panic!("the next call must fetch a new token: {e}"));
-    assert_eq!(statuses(&emu, TOKEN), vec![200, 200]);
+    assert!(
+        err.message.contains("refused twice") && err.message.contains("key"),
+        "the error says what to check: {err}"
+    );
+    assert_eq!(statuses(&emu, BATCH_GET), vec![401, 200, 401, 401]);
 }
