@@ -351,7 +351,9 @@ impl Config {
             .unwrap_or_else(|| PathBuf::from("sheetq-state"));
         Some(Self {
             spreadsheet_id,
-            credentials: raw.credentials,
+            // An empty value (`SHEETQ_CREDENTIALS=`) means unset, as it does for Google's
+            // own GOOGLE_APPLICATION_CREDENTIALS.
+            credentials: raw.credentials.filter(|p| !p.as_os_str().is_empty()),
             api_base_url,
             worker_id,
             worker_id_is_set,
@@ -524,6 +526,16 @@ worker_id = "vm 1"
         assert_eq!(c.retention, None, "\"0\" keeps finished jobs in the queue");
         let err = parse("spreadsheet_id = \"x\"\nretention = \"a month\"").unwrap_err();
         assert!(err.to_string().contains("retention"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_credentials_value_means_unset() {
+        let mut env = BTreeMap::new();
+        env.insert("SHEETQ_CREDENTIALS".to_string(), String::new());
+        let c = Config::parse("spreadsheet_id = \"x\"", "t", &env).unwrap();
+        assert_eq!(c.credentials, None, "SHEETQ_CREDENTIALS= is no path");
+        let c = parse("spreadsheet_id = \"x\"\ncredentials = \"\"").unwrap();
+        assert_eq!(c.credentials, None);
     }
 
     #[test]

@@ -293,6 +293,16 @@ pub(crate) async fn token_source(
                 problems: format!("\"private_key\" cannot be used: {e}"),
             })?,
         None => {
+            // Off Google Cloud nothing answers there: say so now, rather than after the first
+            // call's token fetch has been retried for half a minute.
+            if let Err(why) = metadata_server_at(&metadata_addr(), METADATA_PROBE_TIMEOUT).await {
+                return Err(CredentialsError::Setup {
+                    source_desc: source_desc.clone(),
+                    message: format!(
+                        "no credentials found: the `credentials` setting (or SHEETQ_CREDENTIALS) is not set, {CREDENTIALS_ENV} is not set, and {why} (this is not a Google Cloud VM with a service account attached); set credentials = \"/path/to/key.json\" in the config"
+                    ),
+                });
+            }
             let opts = ApplicationDefaultCredentialsFlowOpts::default();
             match ApplicationDefaultCredentialsAuthenticator::with_client(opts, client).await {
                 ApplicationDefaultCredentialsTypes::InstanceMetadata(b) => {
@@ -309,6 +319,36 @@ pub(crate) async fn token_source(
         timeout,
         source_desc.clone(),
     ))
+}
+
+/// How long the metadata server may take to accept a connection before sheetq concludes
+/// there is none (Google's own client libraries wait a few seconds at most too).
+const METADATA_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where the metadata server is: `GCE_METADATA_HOST` if set (as Google's libraries honour
+/// it), else `metadata.google.internal:80`, the name the token flow itself asks (it resolves
+/// only on Google Cloud).
+fn metadata_addr() -> String {
+    let host = std::env::var("GCE_METADATA_HOST")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .unwrap_or_else(|| "metadata.google.internal".to_string());
+    if host.contains(':') {
+        host
+    } else {
+        format!("{host}:80")
+    }
+}
+
+/// Whether the metadata server at `addr` accepts a connection within `timeout`; if not, why.
+async fn metadata_server_at(addr: &str, timeout: Duration) -> Result<(), String> {
+    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("no metadata server at {addr} ({e})")),
+        Err(_) => Err(format!(
+            "no metadata server answered at {addr} within {timeout:?}"
+        )),
+    }
 }
 
 /// Why no access token could be had. Carried inside the hub's `MissingToken` error and
@@ -557,6 +597,29 @@ mod tests {
         v["private_key"] = "abc".into();
         let msg = problems(&key_json(v));
         assert!(msg.contains("not a PEM private key"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn a_metadata_server_that_is_not_there_is_told_at_once() {
+        // A port nothing listens on: refused at once, as off Google Cloud.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.to_string())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let why = metadata_server_at(&closed, Duration::from_secs(2))
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("nothing listens at {closed}"));
+        assert!(
+            why.contains(&closed),
+            "the address it looked at is named: {why}"
+        );
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let addr = open.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        assert_eq!(
+            metadata_server_at(&addr, Duration::from_secs(2)).await,
+            Ok(())
+        );
     }
 
     #[tokio::test]
