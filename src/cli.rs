@@ -82,9 +82,10 @@ pub struct RunArgs {
     /// Read the real sheet but write nothing; log each write that would have been sent.
     #[arg(long)]
     pub dry_run: bool,
-    /// Serve Prometheus metrics at /metrics and a health check at /healthz on this address.
-    #[arg(long, env = "SHEETQ_METRICS_LISTEN")]
-    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve Prometheus metrics at /metrics and a health check at /healthz on this address
+    /// (HOST:PORT; HOST a name such as `localhost` or an IP, `[::1]` for IPv6).
+    #[arg(long, env = "SHEETQ_METRICS_LISTEN", value_parser = listen_address)]
+    pub metrics_listen: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -141,14 +142,14 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 })),
             };
             let mut side_tasks = tokio::task::JoinSet::new();
-            if let Some(addr) = args.metrics_listen {
+            if let Some(addr) = args.metrics_listen.clone() {
                 let (m, h, s) = (
                     observers.metrics.clone(),
                     observers.health.clone(),
                     shutdown.clone(),
                 );
                 // Bind before the daemon starts, so a taken port is a startup error.
-                let listener = tokio::net::TcpListener::bind(addr)
+                let listener = tokio::net::TcpListener::bind(addr.as_str())
                     .await
                     .with_context(|| format!("cannot listen on --metrics-listen {addr}"))?;
                 side_tasks.spawn(async move {
@@ -329,4 +330,35 @@ pub async fn cancel_on_signal(token: CancellationToken) {
     }
     tracing::info!("signal received: shutting down");
     token.cancel();
+}
+
+/// `HOST:PORT` for a listening socket: a host name or an IP (IPv6 in brackets) and a port
+/// number. Names are resolved when the socket is bound.
+fn listen_address(s: &str) -> Result<String, String> {
+    let bad =
+        || format!("{s:?} is not HOST:PORT (e.g. localhost:9184, 0.0.0.0:9184 or [::1]:9184)");
+    let (host, port) = s.trim().rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    Ok(s.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn metrics_listen_takes_host_names_as_well_as_addresses() {
+        for ok in [
+            "localhost:9184",
+            "127.0.0.1:9184",
+            "[::1]:9184",
+            "0.0.0.0:0",
+        ] {
+            assert_eq!(super::listen_address(ok).as_deref(), Ok(ok));
+        }
+        for bad in ["localhost", ":9184", "localhost:http", "localhost:99999"] {
+            let err = super::listen_address(bad).err().unwrap_or_default();
+            assert!(err.contains("HOST:PORT"), "{bad}: {err}");
+        }
+    }
 }

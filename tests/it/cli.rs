@@ -229,6 +229,7 @@ fn every_subcommand_has_help() {
 
 /// `sheetq run 2>&1 | head -1`: the log reader goes away after one line. The daemon must go on
 /// (a log line it cannot write is dropped, never a panic) and still stop cleanly on SIGTERM.
+/// Its metrics endpoint is given a host name, not an IP.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_daemon_whose_log_reader_went_away_keeps_running_and_stops_on_sigterm() {
     use std::io::BufRead;
@@ -241,7 +242,7 @@ async fn a_daemon_whose_log_reader_went_away_keeps_running_and_stops_on_sigterm(
     );
     let mut child = sheetq()
         .env("SHEETQ_LOG", "debug")
-        .args(["run", "--config"])
+        .args(["run", "--metrics-listen", "localhost:0", "--config"])
         .arg(&config)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
