@@ -60,7 +60,7 @@ const PRESSES: [(&str, &str, &str, &str, &str); 5] = [
         "サーバーA",
         "再起動 (5秒)",
         "sleep",
-        r#"{"seconds":2}"#,
+        r#"{"seconds":5}"#,
         "bob@example.com",
     ),
     (
@@ -70,7 +70,7 @@ const PRESSES: [(&str, &str, &str, &str, &str); 5] = [
         r#"{"seconds":2}"#,
         "carol@example.com",
     ),
-    ("サーバーC", "再起動 (5秒)", "sleep", r#"{"seconds":2}"#, ""),
+    ("サーバーC", "再起動 (5秒)", "sleep", r#"{"seconds":5}"#, ""),
     (
         "サーバーC",
         "未設定の機能",
