@@ -156,7 +156,28 @@ impl Config {
             )],
         })?;
         let env: BTreeMap<String, String> = std::env::vars().collect();
-        Self::parse(&text, &path.display().to_string(), &env)
+        let mut config = Self::parse(&text, &path.display().to_string(), &env)?;
+        config.anchor_paths(&text, path, &env);
+        Ok(config)
+    }
+
+    /// Relative `credentials` and `state_dir` written in the file at `path` are relative to
+    /// the file's folder, wherever sheetq is started from (a value from a `SHEETQ_*` variable
+    /// stays relative to the current directory, as a shell user expects).
+    fn anchor_paths(&mut self, text: &str, path: &Path, env: &BTreeMap<String, String>) {
+        let Some(base) = path.parent().filter(|b| !b.as_os_str().is_empty()) else {
+            return;
+        };
+        let written: toml::Table = toml::from_str(text).unwrap_or_default();
+        let in_file = |key: &str| written.contains_key(key) && !env.contains_key(&env_var_for(key));
+        if in_file("credentials") {
+            if let Some(c) = self.credentials.as_mut().filter(|c| c.is_relative()) {
+                *c = base.join(&*c);
+            }
+        }
+        if in_file("state_dir") && self.state_dir.is_relative() {
+            self.state_dir = base.join(&self.state_dir);
+        }
     }
 
     /// Parses `text` with the overrides found in `env`; `source_name` names it in errors.
@@ -526,6 +547,33 @@ worker_id = "vm 1"
         assert_eq!(c.retention, None, "\"0\" keeps finished jobs in the queue");
         let err = parse("spreadsheet_id = \"x\"\nretention = \"a month\"").unwrap_err();
         assert!(err.to_string().contains("retention"), "{err}");
+    }
+
+    #[test]
+    fn relative_paths_in_the_file_are_relative_to_its_folder() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("sheetq.toml");
+        let text = "spreadsheet_id = \"x\"\ncredentials = \"key.json\"\nstate_dir = \"state\"\n";
+        let mut c = parse(text).unwrap();
+        c.anchor_paths(text, &path, &BTreeMap::new());
+        assert_eq!(c.credentials, Some(dir.path().join("key.json")));
+        assert_eq!(c.state_dir, dir.path().join("state"));
+
+        // Absolute paths, unset ones and values from the environment are left as they are.
+        let text = "spreadsheet_id = \"x\"\ncredentials = \"/etc/sheetq/key.json\"\n";
+        let mut env = BTreeMap::new();
+        env.insert("SHEETQ_STATE_DIR".to_string(), "here".to_string());
+        let mut c = Config::parse(text, "t", &env).unwrap();
+        c.anchor_paths(text, &path, &env);
+        assert_eq!(c.credentials, Some(PathBuf::from("/etc/sheetq/key.json")));
+        assert_eq!(c.state_dir, PathBuf::from("here"));
+        let mut c = parse("spreadsheet_id = \"x\"").unwrap();
+        c.anchor_paths("spreadsheet_id = \"x\"", &path, &BTreeMap::new());
+        assert_eq!(
+            c.state_dir,
+            PathBuf::from("sheetq-state"),
+            "the default stays as it was"
+        );
     }
 
     #[test]
