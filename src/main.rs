@@ -1,6 +1,7 @@
 //! The `sheetq` binary: parses the command line, sets up logging and hands over to
 //! [`sheetq::cli::execute`]. No logic lives here.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -21,9 +22,11 @@ fn main() -> ExitCode {
     // head`) is dropped. By default the subscriber reports such a failure with `eprintln!`
     // on that same closed stderr, which panics, and a panic there would also cost the
     // daemon its SIGTERM handling.
+    // Colour codes only for a person at a terminal: journald, files and pipes get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .log_internal_errors(false);
     match cli.log_format {
         LogFormat::Json => builder.json().init(),

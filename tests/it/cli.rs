@@ -258,6 +258,10 @@ async fn a_daemon_whose_log_reader_went_away_keeps_running_and_stops_on_sigterm(
             .read_line(&mut first)
             .unwrap_or_else(|e| panic!("read the first log line: {e}"));
         assert!(!first.is_empty(), "the daemon logged nothing");
+        assert!(
+            !first.contains('\u{1b}'),
+            "no colour codes when stderr is not a terminal: {first:?}"
+        );
         // The reader is dropped here: every later log line meets a closed pipe.
     }
     let polls = "spreadsheets.values.batchGetByDataFilter";
