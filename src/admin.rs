@@ -40,6 +40,26 @@ impl From<sheet_time::TimeError> for AdminError {
     }
 }
 
+/// The sheets a one-shot command needs, or the one message that says to run `init`.
+fn require_init(meta: &crate::sheets::SpreadsheetMeta) -> Result<(), AdminError> {
+    let missing: Vec<&str> = [QUEUE_SHEET, WORKER_SHEET]
+        .into_iter()
+        .filter(|t| meta.sheet(t).is_none())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(AdminError::Problems(vec![format!(
+        "spreadsheet {} has no {} sheet yet: run `sheetq init --config FILE` once to create what sheetq needs",
+        meta.spreadsheet_id,
+        missing
+            .iter()
+            .map(|t| format!("'{t}'"))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    )]))
+}
+
 /// `sheetq init`: creates `_ジョブキュー` (with its header) and `_ワーカー` (with the lease
 /// cell `free`), hidden, where missing; fills an empty header or lease cell. Returns what it
 /// did, one line each; running it twice does nothing the second time.
@@ -302,6 +322,7 @@ pub async fn enqueue(
     job: &NewJob,
 ) -> Result<String, AdminError> {
     let meta = sheets.metadata().await?;
+    require_init(&meta)?;
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
     let header = sheets.read(&[a1::range(QUEUE_SHEET, "1:1")]).await?;
     let header = crate::sheets::first_row(&header);
@@ -344,6 +365,7 @@ pub fn job_row(
 /// heartbeats, the oldest waiting job; as text for a terminal.
 pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, AdminError> {
     let meta = sheets.metadata().await?;
+    require_init(&meta)?;
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
     let ranges = [
         a1::range(QUEUE_SHEET, "1:1"),

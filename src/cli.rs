@@ -196,7 +196,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Init(args) => {
             let config = Config::load(&args.config)?;
-            let sheets = connect(&config, None, false).await?;
+            let sheets = connect_one_shot(&config).await?;
             for line in admin::init(sheets.as_ref(), &config).await? {
                 println!("{line}");
             }
@@ -212,7 +212,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     Registry::default()
                 }
             };
-            let sheets = connect(&config, None, false).await?;
+            let sheets = connect_one_shot(&config).await?;
             problems.extend(admin::check(sheets.as_ref(), &config, &registry).await?);
             if problems.is_empty() {
                 println!("ok: the spreadsheet matches {}", args.config.display());
@@ -227,13 +227,13 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Status(args) => {
             let config = Config::load(&args.config)?;
-            let sheets = connect(&config, None, false).await?;
+            let sheets = connect_one_shot(&config).await?;
             print!("{}", admin::status(sheets.as_ref(), &config).await?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Enqueue(args) => {
             let config = Config::load(&args.config.config)?;
-            let sheets = connect(&config, None, false).await?;
+            let sheets = connect_one_shot(&config).await?;
             let job = admin::NewJob {
                 target: args.target,
                 function: args.function,
@@ -276,15 +276,39 @@ pub async fn connect_with(
     dry_run: bool,
     stats: Arc<SheetsStats>,
 ) -> anyhow::Result<Arc<dyn Sheets>> {
+    let retry = RetryPolicy {
+        max_attempts: config.max_retries + 1,
+        ..RetryPolicy::default()
+    };
+    connect_retrying(config, credentials, dry_run, stats, retry).await
+}
+
+/// The client of a one-shot command (`init`, `check`, `status`, `enqueue`): a person waits
+/// for it, so a failing call is retried for a few seconds, not the daemon's minute and a half.
+pub async fn connect_one_shot(config: &Config) -> anyhow::Result<Arc<dyn Sheets>> {
+    connect_retrying(
+        config,
+        None,
+        false,
+        Arc::new(SheetsStats::new()),
+        RetryPolicy::one_shot(),
+    )
+    .await
+}
+
+async fn connect_retrying(
+    config: &Config,
+    credentials: Option<Credentials>,
+    dry_run: bool,
+    stats: Arc<SheetsStats>,
+    retry: RetryPolicy,
+) -> anyhow::Result<Arc<dyn Sheets>> {
     let credentials =
         credentials.unwrap_or_else(|| Credentials::resolve(config.credentials.as_deref()));
     let mut gc = GoogleSheetsConfig::new(config.spreadsheet_id.clone(), credentials);
     gc.api_base_url = config.api_base_url.clone();
     gc.call_timeout = config.call_timeout;
-    gc.retry = RetryPolicy {
-        max_attempts: config.max_retries + 1,
-        ..RetryPolicy::default()
-    };
+    gc.retry = retry;
     // Two buckets: Google counts reads and writes apart. The daemon narrows both to its
     // share of the account's budget once it sees the other daemons on the account.
     gc.budget = Budgets {

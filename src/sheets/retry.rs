@@ -25,6 +25,19 @@ pub struct RetryPolicy {
     pub max_elapsed: Duration,
 }
 
+impl RetryPolicy {
+    /// For a command a person waits on: three attempts, waits of up to 0.25 and 0.5 s, no
+    /// retry begun after 5 s.
+    pub fn one_shot() -> Self {
+        Self {
+            max_attempts: 3,
+            initial_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(2),
+            max_elapsed: Duration::from_secs(5),
+        }
+    }
+}
+
 impl Default for RetryPolicy {
     /// Seven attempts, waits of up to 0.5, 1, 2, 4, 8 and 16 s (about 16 s in all on
     /// average, 31.5 s at most), and no retry begun after 90 s: enough to ride out a blip or

@@ -19,6 +19,35 @@ async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
     );
     let sheets = support::client(&emu, &config).await;
 
+    // Before init, the one-shot commands say what to do, not what the API refused.
+    let before = admin::status(sheets.as_ref(), &config)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        before.contains("run `sheetq init") && before.contains("'_ジョブキュー'"),
+        "status before init: {before}"
+    );
+    let job = NewJob {
+        target: "サーバーA".into(),
+        function: "f".into(),
+        command: "sleep".into(),
+        args_json: "{}".into(),
+        requester: String::new(),
+        panel_sheet: "サーバーA".into(),
+        flags: vec![],
+    };
+    let before = admin::enqueue(sheets.as_ref(), &config, &job)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        before.contains("run `sheetq init"),
+        "enqueue before init: {before}"
+    );
+
     let first = admin::init(sheets.as_ref(), &config).await.expect("init");
     assert!(
         first

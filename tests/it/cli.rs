@@ -294,3 +294,37 @@ async fn a_daemon_whose_log_reader_went_away_keeps_running_and_stops_on_sigterm(
         "a daemon that could not write its log must still stop cleanly on SIGTERM: {status:?}"
     );
 }
+
+/// A person waits on a one-shot command: when the API keeps failing, `status` gives up after
+/// three attempts, not the daemon's seven.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_shot_command_gives_up_after_a_few_attempts() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = write_config(dir.path(), &emu, "");
+    emu.add_fault(sheetq::emulator::FaultRule {
+        method: Some("spreadsheets.get".into()),
+        fault: sheetq::emulator::Fault::Status(503),
+        remaining: None,
+        probability: None,
+    });
+    let out = tokio::task::spawn_blocking(move || {
+        sheetq()
+            .args(["status", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap_or_else(|e| panic!("run sheetq status: {e}"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !out.status.success(),
+        "status cannot succeed while the API fails"
+    );
+    assert_eq!(
+        emu.count("spreadsheets.get"),
+        3,
+        "three attempts; stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
