@@ -210,10 +210,30 @@ impl Config {
                 table.insert((*key).to_string(), value);
             }
         }
-        let raw: RawConfig = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| fail(vec![describe_serde_error(&e)]))?;
+        let raw: RawConfig =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    // Read from the text alone, the same mistake comes with its line and column; if
+                    // the text alone reads fine, a SHEETQ_* override is what broke it.
+                    match toml::from_str::<RawConfig>(text) {
+                        Err(in_file) => fail(vec![describe_file_error(text, &in_file)]),
+                        Ok(_) => fail(vec![format!(
+                            "a SHEETQ_* environment override: {}",
+                            describe_serde_error(&e)
+                        )]),
+                    }
+                })?;
         let config = Self::validate(raw, &mut problems);
+        // A bad value that came from the environment is blamed on its variable.
+        for p in &mut problems {
+            for (key, _) in ENV_KEYS {
+                let var = env_var_for(key);
+                if env.contains_key(&var) && p.starts_with(&format!("{key} = ")) {
+                    *p = format!("{var} (overriding {key}): {}", &p[key.len() + 3..]);
+                }
+            }
+        }
         match config {
             Some(c) if problems.is_empty() => Ok(c),
             _ => Err(fail(problems)),
@@ -429,6 +449,54 @@ pub fn default_worker_id() -> String {
 }
 
 /// Serde's message, with the key it is about when it names one.
+/// Keys whose value is a duration written as a string.
+const DURATION_KEYS: [&str; 8] = [
+    "poll_interval",
+    "stale_after",
+    "dead_after",
+    "heartbeat_interval",
+    "lease_ttl",
+    "shutdown_grace",
+    "call_timeout",
+    "retention",
+];
+
+/// A mistake in the file's text: where it is (line, column, the `[table]` it is in), which
+/// key, what is wrong, and the line itself.
+fn describe_file_error(text: &str, e: &toml::de::Error) -> String {
+    let what = describe_serde_error(e);
+    let Some(span) = e.span().filter(|s| s.start <= text.len()) else {
+        return what;
+    };
+    let before = &text[..span.start];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line_no = before.matches('\n').count() + 1;
+    let column = text[line_start..span.start].chars().count() + 1;
+    let line = text[line_start..].lines().next().unwrap_or("").trim_end();
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['));
+    let mut out = format!("line {line_no}, column {column}");
+    if let Some(t) = table {
+        out.push_str(&format!(", in {t}"));
+    }
+    match key {
+        Some(k) => out.push_str(&format!(", {k}: {what}")),
+        None => out.push_str(&format!(": {what}")),
+    }
+    if key.is_some_and(|k| DURATION_KEYS.contains(&k)) && what.contains("expected a string") {
+        out.push_str("; a duration is written as a string, like \"2s\", \"500ms\" or \"15m\"");
+    }
+    out.push_str(&format!("\n      {line}"));
+    out
+}
+
 fn describe_serde_error(e: &toml::de::Error) -> String {
     let message = e.message().trim().to_string();
     if let Some(rest) = message.strip_prefix("unknown field ") {
@@ -517,6 +585,36 @@ worker_id = "vm 1"
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
         }
         assert_eq!(err.problems.len(), 5, "{text}");
+    }
+
+    #[test]
+    fn a_mistake_in_the_file_names_its_line_key_and_table() {
+        let err = parse("spreadsheet_id = \"x\"\npoll_interval = 2\n").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("line 2, column 17, poll_interval:") && text.contains("\"2s\""),
+            "{text}"
+        );
+        let err = parse("spreadsheet_id = \"x\"\n[queue.headers]\njob = \"x\"\n").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("line 3")
+                && text.contains("in [queue.headers]")
+                && text.contains("`job`"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_bad_value_from_the_environment_is_blamed_on_its_variable() {
+        let mut env = BTreeMap::new();
+        env.insert("SHEETQ_POLL_INTERVAL".to_string(), "2".to_string());
+        let err = Config::parse("spreadsheet_id = \"x\"", "sheetq.toml", &env).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("SHEETQ_POLL_INTERVAL (overriding poll_interval): \"2\""),
+            "{err}"
+        );
     }
 
     #[test]
