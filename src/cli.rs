@@ -32,13 +32,32 @@ pub const EXIT_CONFIG: u8 = 2;
 
 /// sheetq: runs the jobs of a Google Sheets checkbox panel.
 #[derive(Debug, Parser)]
-#[command(name = "sheetq", version, about, long_about = None)]
+#[command(name = "sheetq", version = env!("SHEETQ_LONG_VERSION"), about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// More log: -v debug, -vv trace (SHEETQ_LOG, when set, wins).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Less log: -q warnings and errors only, -qq errors only (SHEETQ_LOG, when set, wins).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub quiet: u8,
+}
+
+impl Cli {
+    /// The log level the flags ask for, over `default` (what the command logs without them).
+    pub fn log_level(&self, default: &'static str) -> &'static str {
+        match (self.verbose, self.quiet) {
+            (0, 0) => default,
+            (1, _) => "debug",
+            (v, _) if v >= 2 => "trace",
+            (_, 1) => "warn",
+            _ => "error",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -370,6 +389,22 @@ fn listen_address(s: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
+    #[test]
+    fn v_and_q_set_the_log_level_over_each_commands_default() {
+        let level = |args: &[&str]| {
+            let cli = super::Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{e}"));
+            cli.log_level("info")
+        };
+        assert_eq!(level(&["sheetq", "status"]), "info");
+        assert_eq!(level(&["sheetq", "-v", "status"]), "debug");
+        assert_eq!(level(&["sheetq", "status", "-vv"]), "trace");
+        assert_eq!(level(&["sheetq", "-q", "status"]), "warn");
+        assert_eq!(level(&["sheetq", "-qq", "status"]), "error");
+        assert!(super::Cli::try_parse_from(["sheetq", "-v", "-q", "status"]).is_err());
+    }
+
     #[test]
     fn metrics_listen_takes_host_names_as_well_as_addresses() {
         for ok in [

@@ -16,8 +16,8 @@ fn main() -> ExitCode {
         sheetq::cli::Command::Demo(_) | sheetq::cli::Command::Bench(_) => "warn",
         _ => "info",
     };
-    let filter =
-        EnvFilter::try_from_env("SHEETQ_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    let filter = EnvFilter::try_from_env("SHEETQ_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(cli.log_level(default_level)));
     // A log line that cannot be written (the reader of stderr went away: `sheetq run 2>&1 |
     // head`) is dropped. By default the subscriber reports such a failure with `eprintln!`
     // on that same closed stderr, which panics, and a panic there would also cost the

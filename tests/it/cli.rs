@@ -328,3 +328,17 @@ async fn a_one_shot_command_gives_up_after_a_few_attempts() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let out = sheetq()
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("sheetq --version: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.starts_with(&format!("sheetq {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+}
