@@ -466,10 +466,10 @@ pub async fn measure(args: Params, out: &mut impl Write) -> anyhow::Result<Bench
             args.poll_interval,
             args.requests_per_minute,
         )?;
-        let registry = crate::cli::registry(&config)?;
+        let registry = crate::setup::registry(&config)?;
         let key = Credentials::KeyJson(emu.credentials_json_for(account));
         let stats = Arc::new(SheetsStats::new());
-        let sheets = crate::cli::connect_with(&config, Some(key), false, stats.clone()).await?;
+        let sheets = crate::setup::connect_with(&config, Some(key), false, stats.clone()).await?;
         client_stats.push(stats);
         let observers = observers(&config);
         healths.push(observers.health.clone());
@@ -1151,7 +1151,7 @@ async fn idle(
         poll_interval,
         budget,
     )?;
-    let registry = crate::cli::registry(&config)?;
+    let registry = crate::setup::registry(&config)?;
     let key = Credentials::KeyJson(emu.credentials_json_for(&worker));
     let observers = observers(&config);
     let health = observers.health.clone();
@@ -1169,7 +1169,7 @@ async fn idle(
                     .thread_name(DAEMON_THREAD)
                     .build()?;
                 rt.block_on(async move {
-                    let sheets = crate::cli::connect(&config, Some(key), false).await?;
+                    let sheets = crate::setup::connect(&config, Some(key), false).await?;
                     Ok(
                         crate::daemon::run_observed(sheets, config, registry, shutdown, observers)
                             .await?,

@@ -17,13 +17,8 @@ use crate::daemon::Observers;
 use crate::emulator::EmulatorArgs;
 use crate::metrics::{self, Health, Metrics};
 use crate::notify::Notifier;
-use crate::sheets::auth::Credentials;
-use crate::sheets::budget::{Budget, Budgets};
-use crate::sheets::dry_run::DryRunSheets;
-use crate::sheets::google::{GoogleSheets, GoogleSheetsConfig};
-use crate::sheets::retry::RetryPolicy;
+use crate::setup::{connect_one_shot, connect_with, registry};
 use crate::sheets::stats::SheetsStats;
-use crate::sheets::Sheets;
 
 /// Exit code when `check` finds problems.
 pub const EXIT_PROBLEMS: u8 = 3;
@@ -265,96 +260,6 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// The command registry of `config`, or every problem in its `[commands]` tables.
-pub fn registry(config: &Config) -> anyhow::Result<Registry> {
-    Registry::from_toml(&config.commands, config.stale_after).map_err(|problems| {
-        anyhow::Error::new(crate::config::ConfigError {
-            source_name: "[commands]".into(),
-            problems,
-        })
-    })
-}
-
-/// The spreadsheet port for `config`: the Google client (pointed at `api_base_url`), with
-/// the configured budget, timeouts and retries; wrapped in dry-run when asked.
-/// `credentials` overrides the config's (the embedded local mode passes the emulator's key).
-pub async fn connect(
-    config: &Config,
-    credentials: Option<Credentials>,
-    dry_run: bool,
-) -> anyhow::Result<Arc<dyn Sheets>> {
-    connect_with(config, credentials, dry_run, Arc::new(SheetsStats::new())).await
-}
-
-/// [`connect`], counting every request into `stats` (which the metrics endpoint renders).
-pub async fn connect_with(
-    config: &Config,
-    credentials: Option<Credentials>,
-    dry_run: bool,
-    stats: Arc<SheetsStats>,
-) -> anyhow::Result<Arc<dyn Sheets>> {
-    let retry = RetryPolicy {
-        max_attempts: config.max_retries + 1,
-        ..RetryPolicy::default()
-    };
-    connect_retrying(config, credentials, dry_run, stats, retry).await
-}
-
-/// The client of a one-shot command (`init`, `check`, `status`, `enqueue`): a person waits
-/// for it, so a failing call is retried for a few seconds, not the daemon's minute and a half.
-pub async fn connect_one_shot(config: &Config) -> anyhow::Result<Arc<dyn Sheets>> {
-    connect_retrying(
-        config,
-        None,
-        false,
-        Arc::new(SheetsStats::new()),
-        RetryPolicy::one_shot(),
-    )
-    .await
-}
-
-async fn connect_retrying(
-    config: &Config,
-    credentials: Option<Credentials>,
-    dry_run: bool,
-    stats: Arc<SheetsStats>,
-    retry: RetryPolicy,
-) -> anyhow::Result<Arc<dyn Sheets>> {
-    let credentials =
-        credentials.unwrap_or_else(|| Credentials::resolve(config.credentials.as_deref()));
-    let mut gc = GoogleSheetsConfig::new(config.spreadsheet_id.clone(), credentials);
-    gc.api_base_url = config.api_base_url.clone();
-    gc.call_timeout = config.call_timeout;
-    gc.retry = retry;
-    // Two buckets: Google counts reads and writes apart. The daemon narrows both to its
-    // share of the account's budget once it sees the other daemons on the account.
-    gc.budget = Budgets {
-        read: budget(config.requests_per_minute),
-        write: budget(config.requests_per_minute),
-    };
-    gc.stats = stats;
-    let google = GoogleSheets::new(gc)
-        .await
-        .context("cannot set up the Google Sheets client")?;
-    Ok(if dry_run {
-        Arc::new(DryRunSheets::new(google))
-    } else {
-        Arc::new(google)
-    })
-}
-
-/// The client-side request budget: `per_minute` on average, with a burst small enough that
-/// no 60-second window holds more than Google's 60 requests per user (for budgets of 50 or
-/// less) yet large enough for a claim pass plus a write-back to go out without waiting.
-pub fn budget(per_minute: u32) -> Budget {
-    let burst = if per_minute <= 60 {
-        (61 - per_minute).clamp(1, 10)
-    } else {
-        10
-    };
-    Budget::with_burst(per_minute, std::time::Duration::from_secs(60), burst)
 }
 
 /// Cancels `token` on SIGTERM or SIGINT: the caller owns shutdown.

@@ -117,7 +117,7 @@ builtin = "sleep"
     // The presses and the progress display use the emulator's own service account.
     let credentials = Credentials::KeyJson(emulator.credentials_json());
     let first = config("demo-1")?;
-    let sheets = crate::cli::connect(&first, Some(credentials), false).await?;
+    let sheets = crate::setup::connect(&first, Some(credentials), false).await?;
     for (target, function, command, args_json, requester) in PRESSES {
         let job = NewJob {
             target: target.into(),
@@ -140,10 +140,10 @@ builtin = "sleep"
     let mut daemons = Vec::new();
     for worker in ["demo-1", "demo-2"] {
         let config = config(worker)?;
-        let registry = crate::cli::registry(&config)?;
+        let registry = crate::setup::registry(&config)?;
         // Each daemon its own service account, so each has a user's quota to itself.
         let key = Credentials::KeyJson(emulator.credentials_json_for(worker));
-        let sheets = crate::cli::connect(&config, Some(key), false).await?;
+        let sheets = crate::setup::connect(&config, Some(key), false).await?;
         daemons.push(tokio::spawn(crate::daemon::run(
             sheets,
             config,

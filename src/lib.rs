@@ -42,6 +42,8 @@
 //! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status
 //!   texts, result write-back cells, the waiting display and intake by polling, all pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
+//! - [`setup`]: the spreadsheet client and the command registry built from a config, for the
+//!   command line, the demo and the bench.
 //! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
 //!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
@@ -74,6 +76,7 @@ pub mod notify;
 pub mod outbox;
 pub mod panel;
 pub mod queue;
+pub mod setup;
 pub mod sheet_time;
 pub mod sheets;
 pub mod workers;

@@ -27,7 +27,7 @@ async fn a_job_that_asks_to_continue_appends_and_runs_its_next_step() {
     );
     let config = Config::parse(&text, "test", &BTreeMap::new()).expect("config");
     let credentials = Some(Credentials::KeyJson(emu.credentials_json()));
-    let sheets = sheetq::cli::connect(&config, credentials, false)
+    let sheets = sheetq::setup::connect(&config, credentials, false)
         .await
         .expect("client");
     let job = NewJob {
@@ -42,7 +42,7 @@ async fn a_job_that_asks_to_continue_appends_and_runs_its_next_step() {
         .await
         .expect("enqueue");
     let shutdown = CancellationToken::new();
-    let registry = sheetq::cli::registry(&config).expect("registry");
+    let registry = sheetq::setup::registry(&config).expect("registry");
     let daemon = tokio::spawn(sheetq::daemon::run(
         sheets.clone(),
         config.clone(),

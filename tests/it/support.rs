@@ -264,7 +264,7 @@ pub fn daemon_config(
 
 /// A client of the emulator through the real Google client, as the daemon builds it.
 pub async fn client(emu: &Emulator, config: &Config) -> Arc<dyn sheetq::sheets::Sheets> {
-    sheetq::cli::connect(
+    sheetq::setup::connect(
         config,
         Some(Credentials::KeyJson(emu.credentials_json())),
         false,
@@ -300,7 +300,7 @@ impl Fleet {
         let mut handles = Vec::new();
         for w in workers {
             let config = daemon_config(emu, w, &state.path().join(w), overrides, commands);
-            let registry = sheetq::cli::registry(&config)
+            let registry = sheetq::setup::registry(&config)
                 .unwrap_or_else(|e| panic!("commands of the test config: {e:#}"));
             let sheets = client(emu, &config).await;
             handles.push(tokio::spawn(sheetq::daemon::run(
