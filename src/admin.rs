@@ -337,6 +337,73 @@ pub async fn enqueue(
     Ok(job_id)
 }
 
+/// How a job ended, as its queue row says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    pub state: State,
+    pub message: String,
+    pub result_url: String,
+}
+
+/// `enqueue --wait`: reads the queue every `every` until the row of `job_id` is finished
+/// (完了, エラー or タイムアウト). Each look is one read: the header and the jobId, 状態,
+/// 結果URL and メッセージ columns, matched up by position within that one reply (rows may
+/// move between looks, not within one). An error if the row is gone (deleted, or archived
+/// before it was seen finished).
+pub async fn wait_finished(
+    sheets: &dyn Sheets,
+    config: &Config,
+    job_id: &str,
+    every: std::time::Duration,
+) -> Result<Finished, AdminError> {
+    const WANTED: [Column; 4] = [
+        Column::JobId,
+        Column::State,
+        Column::ResultUrl,
+        Column::Message,
+    ];
+    let header = sheets.read(&[a1::range(QUEUE_SHEET, "1:1")]).await?;
+    let mut columns = ColumnMap::from_header(&crate::sheets::first_row(&header), &config.headers)?;
+    loop {
+        let mut ranges = vec![a1::range(QUEUE_SHEET, "1:1")];
+        ranges.extend(WANTED.iter().map(|c| {
+            let l = columns.letters(*c);
+            a1::range(QUEUE_SHEET, &format!("{l}2:{l}"))
+        }));
+        let read = sheets.read(&ranges).await?;
+        let now = ColumnMap::from_header(&crate::sheets::first_row(&read), &config.headers)?;
+        if now != columns {
+            // A person moved a column between looks: read by the new layout next time.
+            columns = now;
+            continue;
+        }
+        let cell = |col: usize, row: usize| -> String {
+            read.get(col + 1)
+                .and_then(|v| v.values.get(row))
+                .and_then(|r| r.first())
+                .map(queue::cell_text)
+                .unwrap_or_default()
+        };
+        let ids = read.get(1).map_or(0, |v| v.values.len());
+        let Some(i) = (0..ids).find(|i| cell(0, *i) == job_id) else {
+            return Err(AdminError::Problems(vec![format!(
+                "job {job_id} is no longer in '{QUEUE_SHEET}' (a person deleted its row, or it was archived); its outcome cannot be read there"
+            )]));
+        };
+        let state = config.states.parse(&cell(1, i));
+        if let Some(state) =
+            state.filter(|s| [State::Done, State::Error, State::Timeout].contains(s))
+        {
+            return Ok(Finished {
+                state,
+                result_url: cell(2, i),
+                message: cell(3, i),
+            });
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// The cells of a new `待機` queue row, laid out by the header map.
 pub fn job_row(
     columns: &ColumnMap,

@@ -1507,7 +1507,7 @@ fn markdown(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota
         }
     }
     md.push_str(
-        "\nIdle polls (one daemon on its own account, nothing to do). Bytes: sent + received, from the emulator's request log. CPU: the daemon's own threads (`/proc/self/task/*/schedstat`), and the whole process including the in-process emulator. Start-up reads the 状態 column of the whole queue once to find the unfinished window; every poll reads that window plus a `sweep_rows` slice (1000) of the 状態 column above it.\n\n",
+        "\nIdle polls (one daemon on its own account, nothing to do). Bytes: sent + received, from the emulator's request log. CPU: the daemon's own threads (`/proc/self/task/*/schedstat`), and the whole process including the in-process emulator (the sum over its live threads: a thread that ends between samples takes its time along, so this one can read low). Start-up reads the 状態 column of the whole queue once to find the unfinished window; every poll reads that window plus a `sweep_rows` slice (1000) of the 状態 column above it.\n\n",
     );
     md.push_str("| finished rows | start-up + first poll: bytes / daemon CPU / wall | idle poll: requests / bytes | idle poll: daemon CPU | idle poll: process CPU | 429 | VmHWM after |\n|---|---|---|---|---|---|---|\n");
     for i in &r.idle {

@@ -121,6 +121,10 @@ pub struct EnqueueArgs {
     /// Requester e-mail (may be empty).
     #[arg(long, default_value = "")]
     pub requester: String,
+    /// Wait for the job to finish and print its outcome; the exit code follows it (0 完了,
+    /// 1 エラー or タイムアウト). The queue is read every 5 s meanwhile (one read each).
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// Runs a parsed command line to its exit code.
@@ -247,6 +251,23 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Enqueue(args) => {
             let config = Config::load(&args.config.config)?;
+            // What the daemon would refuse is refused here, before a row exists.
+            let spec = crate::commands::JobSpec {
+                target: args.target.clone(),
+                function: args.function.clone(),
+                requester: args.requester.clone(),
+                command: args.command.clone(),
+                args_json: args.args.clone(),
+                panel_sheet: args.target.clone(),
+                ..Default::default()
+            };
+            if let Err(rejected) = registry(&config)?.prepare(&spec) {
+                eprintln!(
+                    "sheetq: not enqueued, the daemon would refuse it: {}",
+                    rejected.message
+                );
+                return Ok(ExitCode::from(EXIT_CONFIG));
+            }
             let sheets = connect_one_shot(&config).await?;
             let job = admin::NewJob {
                 target: args.target,
@@ -256,8 +277,25 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 requester: args.requester,
                 ..Default::default()
             };
-            println!("{}", admin::enqueue(sheets.as_ref(), &config, &job).await?);
-            Ok(ExitCode::SUCCESS)
+            let job_id = admin::enqueue(sheets.as_ref(), &config, &job).await?;
+            println!("{job_id}");
+            if !args.wait {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let every = std::time::Duration::from_secs(5);
+            let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
+            let word = config.states.word(done.state);
+            let url = if done.result_url.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", done.result_url)
+            };
+            println!("{word}: {}{url}", done.message);
+            Ok(if done.state == crate::queue::State::Done {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
     }
 }

@@ -84,10 +84,9 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         assert_eq!(i.polls, 3, "{i:?}");
         assert!(i.requests >= i.polls, "at least one read a poll: {i:?}");
         assert!(i.bytes > 0 && i.first_bytes > 0, "{i:?}");
-        assert!(
-            i.daemon_cpu > Duration::ZERO && i.process_cpu >= i.daemon_cpu,
-            "{i:?}"
-        );
+        // The whole process's figure sums its live threads: one that ends between two
+        // samples takes its time with it, so it is not compared with the daemon's here.
+        assert!(i.daemon_cpu > Duration::ZERO, "{i:?}");
         assert_eq!(i.refused, 0, "{i:?}");
         assert!(
             i.alone_rss_kib > 0,

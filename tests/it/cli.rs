@@ -342,3 +342,84 @@ fn version_names_the_commit_it_was_built_from() {
         "{text}"
     );
 }
+
+/// `enqueue` refuses what the daemon would refuse (an unknown command, args that are not a
+/// JSON object or do not fit the command) before any row exists.
+#[tokio::test(flavor = "multi_thread")]
+async fn enqueue_refuses_what_the_daemon_would_refuse_before_writing() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = write_config(dir.path(), &emu, "");
+    for (command, args, says) in [
+        ("nope", "{}", "\"nope\" is not configured"),
+        ("sleep", "{oops", "argsJSON"),
+        (
+            "sleep",
+            r#"{"seconds":"soon"}"#,
+            "argsJSON does not fit command \"sleep\"",
+        ),
+    ] {
+        let config = config.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            sheetq()
+                .args(["enqueue", "--target", "サーバーA", "--function", "f"])
+                .args(["--command", command, "--args", args, "--config"])
+                .arg(&config)
+                .output()
+                .unwrap_or_else(|e| panic!("run sheetq enqueue: {e}"))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command} {args}: {stderr}");
+        assert!(
+            stderr.contains("not enqueued") && stderr.contains(says),
+            "{command} {args}: {stderr}"
+        );
+    }
+    assert_eq!(
+        emu.count("spreadsheets.values.append"),
+        0,
+        "nothing was appended"
+    );
+}
+
+/// `enqueue --wait` prints the jobId, then the outcome once a daemon has run the job, and
+/// exits as the job ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_wait_prints_the_outcome_and_exits_as_the_job_ended() {
+    // The test daemon polls every 100 ms and beats every second: a quota to match, so that
+    // its budget share does not make the job wait.
+    let emu = support::start_with_quota(sheetq::emulator::Quota::scaled(50)).await;
+    let fleet = support::Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = write_config(dir.path(), &emu, "");
+    let out = tokio::task::spawn_blocking(move || {
+        sheetq()
+            .args(["enqueue", "--target", "T-wait", "--function", "f"])
+            .args([
+                "--command",
+                "sleep",
+                "--args",
+                r#"{"seconds":0}"#,
+                "--wait",
+                "--config",
+            ])
+            .arg(&config)
+            .output()
+            .unwrap_or_else(|e| panic!("run sheetq enqueue --wait: {e}"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    fleet.stop(&emu).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "the jobId, then the outcome: {stdout}");
+    assert_eq!(lines[0].len(), 36, "a UUID jobId first: {stdout}");
+    assert!(lines[1].starts_with("完了: "), "{stdout}");
+}
