@@ -47,7 +47,6 @@ impl Daemon {
             Some(id) => *id,
             None => self.create_archive().await?,
         };
-        let l = self.layout.last_col.clone();
         // The decision needs three columns, not the rows: the cells move on the server.
         let mut read = self.archive_columns(QUEUE_SHEET, 2, 1 + archive::BATCH_ROWS);
         read.push(a1::range(WORKER_SHEET, archive::COUNTER_CELLS));
@@ -70,7 +69,7 @@ impl Daemon {
             .and_then(|r| r.get(1))
             .and_then(count_of)
             .unwrap_or(0);
-        let width = a1::column_index(&l).map_or(self.layout.columns.width(), |i| i + 1);
+        let width = self.queue_width();
         let mut requests = Vec::new();
         if let Some(narrow) = self
             .sheet_meta
@@ -215,10 +214,16 @@ impl Daemon {
         Ok(())
     }
 
+    /// Columns the queue's grid has (A through its last column): what moves to the archive,
+    /// so columns a person added go along.
+    fn queue_width(&self) -> u32 {
+        a1::column_index(&self.layout.last_col).map_or(self.layout.columns.width(), |i| i + 1)
+    }
+
     /// Creates the hidden archive sheet with the queue's header; returns its sheet id.
     async fn create_archive(&mut self) -> Result<i32, DaemonError> {
         let l = self.layout.last_col.clone();
-        let width = a1::column_index(&l).map_or(self.layout.columns.width(), |i| i + 1);
+        let width = self.queue_width();
         let added = self
             .sheets
             .batch_update(&BatchUpdate {
