@@ -80,6 +80,60 @@ pub enum Command {
     Status(ConfigArgs),
     /// Append a job to the queue from the shell; prints its jobId.
     Enqueue(EnqueueArgs),
+    /// Build the index sheet and the panels from the config's [[functions]] and [[targets]].
+    #[command(subcommand)]
+    Panels(PanelsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PanelsCommand {
+    /// Build or refresh the index `▶パネル` and every existing panel (3 API requests in all);
+    /// create panels only for the targets named with --open (or all with --all).
+    Sync(PanelsSyncArgs),
+    /// Replace an old panel sheet by the index: it keeps its title, its content moves to a
+    /// hidden copy; its rows whose label is a known target get panels, the others are listed.
+    Migrate(PanelsMigrateArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PanelsSyncArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Create (or show again) the panel of this target; repeat for more.
+    #[arg(long, value_name = "LABEL")]
+    pub open: Vec<String>,
+    /// Create (or show again) the panel of every target.
+    #[arg(long)]
+    pub all: bool,
+    /// Read and report what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PanelsMigrateArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Title (tab name) of the old panel sheet.
+    pub sheet: String,
+    /// Column of the old sheet holding the target labels.
+    #[arg(long, default_value = "A", value_parser = column_arg)]
+    pub label_column: u32,
+    /// Column of the old sheet holding the targets' positions, if any.
+    #[arg(long, value_parser = column_arg)]
+    pub position_column: Option<u32>,
+    /// First row of targets (below the old sheet's header).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub first_row: u32,
+    /// Read and report what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// A column given as letters (`B`), zero-based.
+fn column_arg(text: &str) -> Result<u32, String> {
+    crate::a1::column_index(text.trim())
+        .ok_or_else(|| format!("\"{text}\" is not a column; write letters such as \"B\""))
 }
 
 #[derive(Debug, Clone, Args)]
@@ -248,6 +302,49 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let sheets = connect_one_shot(&config).await?;
             print!("{}", admin::status(sheets.as_ref(), &config).await?);
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Panels(command) => {
+            let (config_path, request) = match command {
+                PanelsCommand::Sync(a) => (
+                    a.config.config,
+                    crate::panels::SyncRequest {
+                        open: a.open,
+                        open_all: a.all,
+                        migrate: None,
+                        dry_run: a.dry_run,
+                    },
+                ),
+                PanelsCommand::Migrate(a) => (
+                    a.config.config,
+                    crate::panels::SyncRequest {
+                        migrate: Some(crate::panel::sync::Migration {
+                            title: a.sheet,
+                            label_col: a.label_column,
+                            position_col: a.position_column,
+                            first_row: a.first_row,
+                        }),
+                        dry_run: a.dry_run,
+                        ..Default::default()
+                    },
+                ),
+            };
+            let config = Config::load(&config_path)?;
+            registry(&config)?;
+            let sheets = connect_one_shot(&config).await?;
+            let done = crate::panels::sync(sheets.as_ref(), &config, &request, None).await?;
+            if request.dry_run {
+                println!("dry run: nothing was written; a sync would do this:");
+            }
+            print!("{}", done.report);
+            println!(
+                "{} API requests ({} changes in one batch)",
+                done.requests, done.batch_len
+            );
+            Ok(if done.report.unresolved.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_PROBLEMS)
+            })
         }
         Command::Enqueue(args) => {
             let config = Config::load(&args.config.config)?;

@@ -26,6 +26,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use config::{Builtin, CommandDef, CommandKind};
+pub use runner::{Opened, PanelOpener};
+
+use crate::panel::catalog::{Catalog, PANELS_COMMAND};
 pub use runner::{Outcome, OutcomeStatus, Runner};
 
 /// Upper bound of `args.seconds` for the built-in `sleep`.
@@ -97,7 +100,11 @@ pub struct PreparedJob {
 pub(crate) enum Plan {
     Sleep(Duration),
     Echo,
-    Exec { argv: Vec<String> },
+    Exec {
+        argv: Vec<String>,
+    },
+    /// Create or show the panels of these targets (a tick on the index).
+    Panels(Vec<String>),
 }
 
 impl PreparedJob {
@@ -147,9 +154,24 @@ impl PreparedJob {
 }
 
 /// Every configured command, by name. Built once at startup by [`Registry::from_toml`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Registry {
     commands: BTreeMap<String, Arc<CommandDef>>,
+    /// The panels' functions: when it lists any, a job must name one of them.
+    catalog: Arc<Catalog>,
+    /// The built-in command of the panel jobs ([`PANELS_COMMAND`]), always available.
+    panels: Arc<CommandDef>,
+}
+
+impl Default for Registry {
+    /// No commands configured, no functions listed (only the built-in panel jobs).
+    fn default() -> Self {
+        Registry {
+            commands: BTreeMap::new(),
+            catalog: Arc::default(),
+            panels: Arc::new(config::panels_def(Duration::from_secs(15 * 60))),
+        }
+    }
 }
 
 impl Registry {
@@ -162,7 +184,16 @@ impl Registry {
                 .into_iter()
                 .map(|d| (d.name.clone(), Arc::new(d)))
                 .collect(),
+            catalog: Arc::default(),
+            panels: Arc::new(config::panels_def(stale_after)),
         })
+    }
+
+    /// This registry, refusing jobs whose function `catalog` does not list (when it lists
+    /// any): see [`Catalog::refuse`].
+    pub fn with_catalog(mut self, catalog: Catalog) -> Registry {
+        self.catalog = Arc::new(catalog);
+        self
     }
 
     /// Parses `toml_text` as the body of a `[commands]` table; for tests and tools.
@@ -179,7 +210,14 @@ impl Registry {
     }
 
     pub fn get(&self, command: &str) -> Option<&CommandDef> {
-        self.commands.get(command.trim()).map(|d| d.as_ref())
+        self.lookup(command).map(|d| d.as_ref())
+    }
+
+    fn lookup(&self, command: &str) -> Option<&Arc<CommandDef>> {
+        match command.trim() {
+            PANELS_COMMAND => Some(&self.panels),
+            name => self.commands.get(name),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -202,9 +240,12 @@ impl Registry {
     /// representable as argv/environment text. Nothing is executed here.
     pub fn prepare(&self, spec: &JobSpec) -> Result<PreparedJob, JobRejected> {
         let name = spec.command.trim();
-        let Some(def) = self.commands.get(name) else {
+        let Some(def) = self.lookup(name) else {
             return Err(JobRejected::new(self.unknown_command_message(name)));
         };
+        if let Some(refusal) = self.catalog.refuse(spec) {
+            return Err(JobRejected::new(refusal));
+        }
         if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
             return Err(JobRejected::new(
                 "a job field (target, function, requester, jobId, panel sheet or flags) \
@@ -222,6 +263,13 @@ impl Registry {
                 }
             },
             CommandKind::Builtin(Builtin::Echo) => Some(Plan::Echo),
+            CommandKind::Builtin(Builtin::Panels) => match panel_labels(&args) {
+                Ok(labels) => Some(Plan::Panels(labels)),
+                Err(p) => {
+                    problems.push(p);
+                    None
+                }
+            },
             CommandKind::Exec { argv } => {
                 let argv = argv.iter().map(|t| t.render(spec)).collect();
                 Some(Plan::Exec { argv })
@@ -256,6 +304,21 @@ impl Registry {
                 "command \"{name}\" is not configured in sheetq.toml (configured: {configured})"
             )
         }
+    }
+}
+
+/// The targets of a panel job: `args.open`, a non-empty list of labels.
+fn panel_labels(args: &serde_json::Map<String, serde_json::Value>) -> Result<Vec<String>, String> {
+    let labels: Option<Vec<String>> = args.get("open").and_then(|v| v.as_array()).and_then(|a| {
+        a.iter()
+            .map(|l| l.as_str().map(|s| s.trim().to_string()))
+            .collect()
+    });
+    match labels {
+        Some(l) if !l.is_empty() && l.iter().all(|s| !s.is_empty()) => Ok(l),
+        _ => Err(
+            "args.open must be a list of target labels, e.g. {\"open\": [\"サーバーA\"]}".into(),
+        ),
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::panel::catalog::{Catalog, FunctionDef, TargetDef};
 use crate::panel::PanelLayout;
 use crate::queue::{HeaderNames, StateWords};
 
@@ -50,6 +51,7 @@ struct RawConfig {
     max_retries: Option<i64>,
     sweep_rows: Option<i64>,
     retention: Option<String>,
+    hide_panels_after: Option<String>,
     /// Replaced by `sweep_rows`; kept only to name the fix when an old config has it.
     full_scan_every: Option<toml::Value>,
     #[serde(default)]
@@ -58,6 +60,10 @@ struct RawConfig {
     panel: Option<PanelLayout>,
     #[serde(default)]
     commands: toml::Table,
+    #[serde(default)]
+    functions: Vec<FunctionDef>,
+    #[serde(default)]
+    targets: Vec<TargetDef>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,6 +113,9 @@ pub struct Config {
     pub panel: PanelLayout,
     /// The raw `[commands]` table, validated by the command registry.
     pub commands: toml::Table,
+    /// What panels offer (`[[functions]]`), which targets get one (`[[targets]]`), and when
+    /// an idle panel is hidden (`hide_panels_after`).
+    pub catalog: Catalog,
 }
 
 /// Every problem found in a config, each naming the key and the fix.
@@ -138,6 +147,7 @@ const ENV_KEYS: &[(&str, bool)] = &[
     ("max_retries", true),
     ("sweep_rows", true),
     ("retention", false),
+    ("hide_panels_after", false),
 ];
 
 /// The environment variable that overrides `key`.
@@ -265,6 +275,14 @@ impl Config {
                 Duration::from_secs(30 * 24 * 3600),
             )),
         };
+        let hide_after = match raw.hide_panels_after.as_deref().map(str::trim) {
+            Some("0") => None,
+            other => Some(duration(
+                "hide_panels_after",
+                other.map(str::to_string),
+                Duration::from_secs(14 * 24 * 3600),
+            )),
+        };
         let poll_interval = duration("poll_interval", raw.poll_interval, Duration::from_secs(2));
         let stale_after = duration("stale_after", raw.stale_after, Duration::from_secs(15 * 60));
         let dead_after = duration("dead_after", raw.dead_after, Duration::from_secs(2 * 60));
@@ -387,6 +405,12 @@ impl Config {
         }
         let panel = raw.panel.unwrap_or_default();
         problems.extend(panel.problems().into_iter().map(|p| format!("[panel] {p}")));
+        let catalog = Catalog {
+            functions: raw.functions,
+            targets: raw.targets,
+            hide_after,
+        };
+        problems.extend(catalog.problems());
         let state_dir = raw
             .state_dir
             .unwrap_or_else(|| PathBuf::from("sheetq-state"));
@@ -416,6 +440,7 @@ impl Config {
             states,
             panel,
             commands: raw.commands,
+            catalog,
         })
     }
 }
@@ -450,7 +475,7 @@ pub fn default_worker_id() -> String {
 
 /// Serde's message, with the key it is about when it names one.
 /// Keys whose value is a duration written as a string.
-const DURATION_KEYS: [&str; 8] = [
+const DURATION_KEYS: [&str; 9] = [
     "poll_interval",
     "stale_after",
     "dead_after",
@@ -459,6 +484,7 @@ const DURATION_KEYS: [&str; 8] = [
     "shutdown_grace",
     "call_timeout",
     "retention",
+    "hide_panels_after",
 ];
 
 /// A mistake in the file's text: where it is (line, column, the `[table]` it is in), which

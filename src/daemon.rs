@@ -41,6 +41,7 @@ use crate::workers::{self, RunningRef};
 
 mod archive;
 mod claim_pass;
+mod panels;
 mod poll;
 mod writeback;
 
@@ -204,6 +205,8 @@ struct Daemon {
     sheet_meta: SpreadsheetMeta,
     /// When the sheet list was last taken in.
     sheets_seen: Option<tokio::time::Instant>,
+    /// When idle panels were last looked for.
+    idle_checked: Option<tokio::time::Instant>,
     /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
     sheet_ids: HashMap<String, i32>,
     last_heartbeat: Option<tokio::time::Instant>,
@@ -244,6 +247,10 @@ impl Daemon {
                 .unwrap_or(chrono::Duration::minutes(2)),
         };
         let runner = registry.runner();
+        runner.set_panel_opener(Arc::new(panels::DaemonPanels {
+            sheets: Arc::clone(&sheets),
+            config: Arc::new(config.clone()),
+        }));
         let free_slots = (0..config.slots as u32).rev().collect();
         let account = sheets.account();
         let mut daemon = Self {
@@ -270,6 +277,7 @@ impl Daemon {
             panels: PanelIndex::default(),
             sheet_meta: SpreadsheetMeta::default(),
             sheets_seen: None,
+            idle_checked: None,
             sheet_ids: HashMap::new(),
             last_heartbeat: None,
             unbind: Vec::new(),
@@ -434,6 +442,8 @@ impl Daemon {
             wrote_heartbeat |= self.claim_pass(&poll, deferred).await?;
         } else if self.archive_due() {
             self.archive_pass(&poll).await?;
+        } else if self.idle_check_due() {
+            self.hide_idle_panels(&poll).await?;
         }
         if !wrote_heartbeat && self.heartbeat_due() {
             self.heartbeat_alone(&poll).await?;

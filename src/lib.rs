@@ -75,6 +75,7 @@ pub mod metrics;
 pub mod notify;
 pub mod outbox;
 pub mod panel;
+pub mod panels;
 pub mod queue;
 pub mod setup;
 pub mod sheet_time;

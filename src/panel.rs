@@ -14,17 +14,17 @@
 //! - [`status`]: status texts, result write-back cells, the waiting/running display.
 //! - [`intake`]: ticked boxes → queue rows, with the duplicate guard.
 
+pub mod catalog;
 pub mod index;
+pub mod index_sheet;
 pub mod intake;
 pub mod layout;
 pub mod status;
+pub mod sync;
 pub mod table;
 
-pub use index::{
-    index_rows, marker_ranges, IndexRow, LabelConflict, PanelIndex, PanelRef, INDEX_SHEET,
-    WORKER_SHEET,
-};
-pub use intake::{plan_intake, IntakePlan, NewJob, NO_FUNCTION_TEXT};
+pub use index::{marker_ranges, LabelConflict, PanelIndex, PanelRef, INDEX_SHEET, WORKER_SHEET};
+pub use intake::{plan_index_intake, plan_intake, IntakePlan, NewJob, NO_FUNCTION_TEXT};
 pub use layout::{CellRef, ColumnRef, PanelColumns, PanelLayout};
 pub use status::{
     done_text, error_text, locate, result_cells, running_cell, running_text, status_updates,

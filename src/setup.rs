@@ -16,14 +16,24 @@ use crate::sheets::retry::RetryPolicy;
 use crate::sheets::stats::SheetsStats;
 use crate::sheets::Sheets;
 
-/// The command registry of `config`, or every problem in its `[commands]` tables.
+/// The command registry of `config`, or every problem in its `[commands]` tables and in
+/// the `[[functions]]` that name those commands.
 pub fn registry(config: &Config) -> anyhow::Result<Registry> {
-    Registry::from_toml(&config.commands, config.stale_after).map_err(|problems| {
-        anyhow::Error::new(crate::config::ConfigError {
-            source_name: "[commands]".into(),
+    let registry =
+        Registry::from_toml(&config.commands, config.stale_after).map_err(|problems| {
+            anyhow::Error::new(crate::config::ConfigError {
+                source_name: "[commands]".into(),
+                problems,
+            })
+        })?;
+    let problems = config.catalog.check_commands(&registry);
+    if !problems.is_empty() {
+        return Err(anyhow::Error::new(crate::config::ConfigError {
+            source_name: "[[functions]]".into(),
             problems,
-        })
-    })
+        }));
+    }
+    Ok(registry.with_catalog(config.catalog.clone()))
 }
 
 /// The spreadsheet port for `config`: the Google client (pointed at `api_base_url`), with

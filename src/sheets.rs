@@ -160,6 +160,48 @@ pub enum Request {
     /// Delete the rows `start..end` (zero-based, half-open) of a sheet (`deleteDimension`);
     /// their row metadata goes with them.
     DeleteRows { sheet_id: i32, start: u32, end: u32 },
+    /// Add a sheet with an id chosen by the caller (`addSheet` with `properties.sheetId`;
+    /// an id in use fails the batch), at tab position `index` (the end when `None`), with
+    /// `frozen_rows` frozen: later requests of the same batch can name it at once.
+    AddSheetWithId {
+        sheet_id: i32,
+        title: String,
+        index: Option<u32>,
+        row_count: u32,
+        column_count: u32,
+        frozen_rows: u32,
+    },
+    /// Copy a sheet (values, formats, validation; not its developer metadata) to a new
+    /// sheet with the given id and title, placed right after it (`duplicateSheet`): a backup
+    /// kept before a sheet's content is replaced.
+    DuplicateSheet {
+        source: i32,
+        sheet_id: i32,
+        title: String,
+    },
+    /// Like [`Request::UpdateCells`], except that a string starting with `=` is entered as
+    /// a formula (`formulaValue`). Only for text sheetq composes itself (the index's
+    /// `HYPERLINK` cells), never for a value read from a sheet or a command.
+    WriteFormulas {
+        range: GridRange,
+        rows: Vec<Vec<Cell>>,
+    },
+    /// Remove the data validation (checkboxes) from every cell of `range`
+    /// (`setDataValidation` without a rule).
+    ClearCheckboxes { range: GridRange },
+    /// Hide columns `start..end` (zero-based, half-open) of a sheet
+    /// (`updateDimensionProperties`, `hiddenByUser`).
+    HideColumns { sheet_id: i32, start: u32, end: u32 },
+    /// Move a sheet to tab position `index` and freeze its first `frozen_rows` rows
+    /// (`updateSheetProperties` with `fields: "index,gridProperties.frozenRowCount"`).
+    PlaceSheet {
+        sheet_id: i32,
+        index: u32,
+        frozen_rows: u32,
+    },
+    /// Make a sheet's grid `rows` rows high (`updateSheetProperties` with
+    /// `fields: "gridProperties.rowCount"`); only ever sent to grow a grid.
+    SetRowCount { sheet_id: i32, rows: u32 },
     /// Delete the developer metadata with this id wherever it is (`deleteDeveloperMetadata`
     /// with a `developerMetadataLookup` by `metadataId`); nothing happens if it is gone.
     DeleteMetadata { id: i32 },

@@ -71,6 +71,26 @@ pub enum Builtin {
     Sleep,
     /// Returns its args as the message: for smoke tests of the whole path.
     Echo,
+    /// Creates or shows panels (`sheetq.panels`, the jobs of ticks on the index); not
+    /// configurable, always there.
+    Panels,
+}
+
+/// The definition of the built-in `sheetq.panels`: five minutes (or less, to stay under
+/// `stale_after`), not heavy, no argument checks beyond its own.
+pub(crate) fn panels_def(stale_after: Duration) -> CommandDef {
+    let kill_grace = Duration::from_secs(5).min(stale_after / 4);
+    CommandDef {
+        name: crate::panel::catalog::PANELS_COMMAND.to_string(),
+        kind: CommandKind::Builtin(Builtin::Panels),
+        timeout: Duration::from_secs(300).min(stale_after / 2),
+        kill_grace,
+        heavy: false,
+        workdir: None,
+        env: Vec::new(),
+        description: Some("creates or shows panels asked for on the index".into()),
+        checks: ArgsChecks::default(),
+    }
 }
 
 /// One argv element: literal text with `{target}`, `{function}`, `{job_id}`, `{requester}`

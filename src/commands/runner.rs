@@ -14,6 +14,7 @@ use tracing::{info, instrument};
 use super::output::limit_message;
 use super::process::{self, Spawner};
 use super::{Plan, PreparedJob, Registry, CELL_MAX_CHARS, SLEEP_RESULT_URL};
+use crate::panel::catalog::PANELS_PER_STEP;
 
 /// How a job ended; the daemon maps it to the 状態 word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,23 @@ struct Inner {
     heavy: Semaphore,
     /// Started on the first `exec` job, from inside the runtime that runs the jobs.
     spawner: OnceLock<Spawner>,
+    /// What runs the panel jobs; set by the daemon, which owns the spreadsheet client.
+    panels: OnceLock<Arc<dyn PanelOpener>>,
+}
+
+/// Creates or shows panels for the built-in `sheetq.panels` jobs. The daemon implements it
+/// with its spreadsheet client; the runner only knows this much of it.
+#[async_trait::async_trait]
+pub trait PanelOpener: Send + Sync + std::fmt::Debug {
+    /// Makes the panels of `labels` exist and be visible; says what it did, or why not.
+    async fn open(&self, labels: &[String]) -> Result<Opened, String>;
+}
+
+/// What a panel job did: its メッセージ and 結果URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opened {
+    pub message: String,
+    pub url: Option<String>,
 }
 
 impl Runner {
@@ -65,8 +83,14 @@ impl Runner {
             inner: Arc::new(Inner {
                 heavy: Semaphore::new(1),
                 spawner: OnceLock::new(),
+                panels: OnceLock::new(),
             }),
         }
+    }
+
+    /// Gives this runner (and its clones) what runs panel jobs; the first call wins.
+    pub fn set_panel_opener(&self, opener: Arc<dyn PanelOpener>) {
+        let _ = self.inner.panels.set(opener);
     }
 
     /// Runs `job` to its end and says how it went. Never panics and never returns early
@@ -122,6 +146,25 @@ impl Runner {
         match job.plan() {
             Plan::Sleep(d) => run_sleep(*d, deadline, job, cancel).await,
             Plan::Echo => run_echo(job),
+            Plan::Panels(labels) => {
+                let Some(opener) = self.inner.panels.get() else {
+                    return failed("panel jobs need the daemon: this runner cannot create panels");
+                };
+                tokio::select! {
+                    outcome = run_panels(opener.as_ref(), labels) => outcome,
+                    _ = sleep_until(deadline) => Outcome {
+                        status: OutcomeStatus::TimedOut,
+                        message: format!(
+                            "timed out after {} creating panels",
+                            humantime::format_duration(job.timeout())
+                        ),
+                        url: None,
+                        continue_args: None,
+                        duration: Duration::ZERO,
+                    },
+                    _ = cancel.cancelled() => cancelled("cancelled: sheetq was shutting down"),
+                }
+            }
             Plan::Exec { argv } => match self.spawner() {
                 Ok(spawner) => process::run_exec(spawner, job, argv, deadline, cancel).await,
                 Err(e) => Outcome {
@@ -146,6 +189,36 @@ impl Runner {
             .spawner
             .get()
             .ok_or_else(|| std::io::Error::other("spawner was not kept"))
+    }
+}
+
+/// Opens the first [`PANELS_PER_STEP`] panels of `labels`; the rest become the next step's
+/// args, so a big batch of ticks proceeds through the queue a step at a time.
+async fn run_panels(opener: &dyn PanelOpener, labels: &[String]) -> Outcome {
+    let (now, later) = labels.split_at(labels.len().min(PANELS_PER_STEP));
+    match opener.open(now).await {
+        Ok(opened) => Outcome {
+            status: OutcomeStatus::Done,
+            message: limit_message(&opened.message),
+            url: opened.url,
+            continue_args: (!later.is_empty()).then(|| {
+                let mut next = Map::new();
+                next.insert("open".into(), Value::from(later.to_vec()));
+                next
+            }),
+            duration: Duration::ZERO,
+        },
+        Err(message) => failed(&message),
+    }
+}
+
+fn failed(message: &str) -> Outcome {
+    Outcome {
+        status: OutcomeStatus::Failed,
+        message: limit_message(message),
+        url: None,
+        continue_args: None,
+        duration: Duration::ZERO,
     }
 }
 

@@ -503,6 +503,18 @@ impl Daemon {
             &self.config.panel,
             || uuid::Uuid::new_v4().to_string(),
         );
+        let mut intake = intake;
+        if let Some(index) = &fresh.index {
+            let ticks = panel::plan_index_intake(
+                &index.title,
+                &index.entries,
+                &fresh.snapshot,
+                now,
+                || uuid::Uuid::new_v4().to_string(),
+            );
+            intake.new_rows.extend(ticks.new_rows);
+            intake.clears.extend(ticks.clears);
+        }
         let mut taken = Vec::new();
         if !intake.new_rows.is_empty() {
             let rows: Vec<Vec<Cell>> = intake
@@ -630,13 +642,17 @@ impl Daemon {
                     || picked.iter().any(|p| heavy(p))))
     }
 
-    /// Whether polling intake is on and some ▶ box is ticked.
+    /// Whether polling intake is on and some ▶ box is ticked, on a panel or on the index.
     pub(super) fn has_ticks(&self, poll: &Poll) -> bool {
         self.config.intake == Intake::Poll
-            && poll
+            && (poll
                 .tables
                 .values()
                 .any(|t| t.rows.iter().any(|r| r.ticked))
+                || poll
+                    .index
+                    .as_ref()
+                    .is_some_and(|i| i.entries.iter().any(|e| e.ticked)))
     }
 }
 

@@ -12,6 +12,7 @@ use tracing::{debug, warn};
 use crate::a1;
 use crate::binding;
 use crate::lease::{LeaseState, WORKER_SHEET};
+use crate::panel::index_sheet::{self, IndexEntry};
 use crate::panel::{self, PanelIndex, PanelTable};
 use crate::queue::{self, Column, ColumnMap, QueueRow, Snapshot, State, QUEUE_SHEET};
 use crate::sheets::{Cell, Filter, FilterRead, SheetMeta, ValueRange};
@@ -35,6 +36,15 @@ pub(super) struct Poll {
     /// Where each binding looked up sits now: the row it resolved to (`None`: it matched
     /// nothing, its row was deleted). Bindings not looked up are absent.
     pub(super) bound: HashMap<i32, Option<QueueRow>>,
+    /// The index sheet's rows, when the spreadsheet has an index.
+    pub(super) index: Option<IndexRead>,
+}
+
+/// The index sheet as one poll read it.
+pub(super) struct IndexRead {
+    pub(super) sheet_id: i32,
+    pub(super) title: String,
+    pub(super) entries: Vec<IndexEntry>,
 }
 
 impl Poll {
@@ -67,6 +77,8 @@ pub(super) struct ReadPlan {
     /// First and last row of the sweep slice of the 状態 column, when there is one.
     sweep: Option<(u32, u32)>,
     markers: usize,
+    /// The index sheet, when the spreadsheet has one: its id and title.
+    index: Option<(i32, String)>,
 }
 
 impl ReadPlan {
@@ -211,11 +223,24 @@ impl Daemon {
         };
         let marker_count = markers.len();
         ranges.extend(markers);
+        // The index rides every read: the lease acquire's too, whose intake takes its ticks.
+        let index = self.panels.index_sheet.clone();
+        if let Some((_, title)) = &index {
+            ranges.push(a1::range(
+                title,
+                &format!(
+                    "A1:{}{}",
+                    a1::column_letters(self.config.panel.marker_cell.col),
+                    index_sheet::INDEX_MAX_ROWS
+                ),
+            ));
+        }
         ReadPlan {
             ranges,
             tables: table_count,
             sweep,
             markers: marker_count,
+            index,
         }
     }
 
@@ -390,6 +415,14 @@ impl Daemon {
                 &self.config.panel,
             ));
         }
+        let index = plan.index.as_ref().map(|(sheet_id, title)| IndexRead {
+            sheet_id: *sheet_id,
+            title: title.clone(),
+            entries: values
+                .get(next + plan.markers)
+                .map(|v| index_sheet::parse_entries(&v.values, &self.config.panel))
+                .unwrap_or_default(),
+        });
         let worker = values.get(2).unwrap_or(&empty);
         let lease_text = worker
             .values
@@ -430,6 +463,7 @@ impl Daemon {
             full,
             tables,
             bound: HashMap::new(),
+            index,
         })
     }
 }

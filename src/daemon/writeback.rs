@@ -74,14 +74,24 @@ impl Daemon {
     pub(super) fn panel_display(&self, poll: &Poll) -> Vec<ValueRange> {
         let mut snapshot = poll.snapshot.clone();
         snapshot.rows.retain(|r| !self.outbox.contains(&r.job_id));
-        panel::status_updates(
+        let mut display = panel::status_updates(
             &snapshot,
             &self.panels,
             &poll.tables,
             self.layout.tz,
             &self.config.panel,
             20,
-        )
+        );
+        if let Some(index) = &poll.index {
+            display.extend(panel::index_sheet::index_updates(
+                &index.title,
+                &index.entries,
+                &poll.tables,
+                &poll.snapshot.rows,
+                &self.config.panel,
+            ));
+        }
+        display
     }
 
     /// The panel cells (状態, 結果, 更新日時) of a finished job, found by target label and
@@ -96,6 +106,10 @@ impl Daemon {
         url: &str,
         message: &str,
     ) -> Option<ValueRange> {
+        if row.target_key() == panel::catalog::PANELS_TARGET {
+            // A panel job: its result shows on the index, which the next pass refreshes.
+            return None;
+        }
         match panel::locate(&self.panels, &poll.tables, row) {
             Ok((panel_ref, panel_row)) => {
                 let outcome = PanelOutcome {

@@ -7,13 +7,10 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
-
+use super::index_sheet::INDEX_MARKER;
 use super::{cell_at, PanelLayout};
 use crate::a1::{self, A1Range};
-use crate::queue::{cell_text, Snapshot, QUEUE_SHEET};
-use crate::sheet_time;
+use crate::queue::{cell_text, QUEUE_SHEET};
 use crate::sheets::{Cell, SpreadsheetMeta, ValueRange};
 
 /// Title of the hidden coordination sheet (DESIGN §1.4).
@@ -79,6 +76,9 @@ pub struct PanelIndex {
     /// Other things worth a warning: a marker without a label, a range that matches no
     /// sheet.
     pub problems: Vec<String>,
+    /// The index sheet (its marker cell holds [`INDEX_MARKER`]): id and title. When two
+    /// sheets carry the marker, the first in tab order.
+    pub index_sheet: Option<(i32, String)>,
 }
 
 impl PanelIndex {
@@ -116,7 +116,19 @@ impl PanelIndex {
                 ));
                 continue;
             };
-            if at(&vr.values, layout.marker_cell) != layout.marker.trim() {
+            let marker = at(&vr.values, layout.marker_cell);
+            if marker == INDEX_MARKER {
+                let earlier = index
+                    .index_sheet
+                    .as_ref()
+                    .and_then(|(id, _)| meta.sheets.iter().find(|s| s.sheet_id == *id))
+                    .is_some_and(|s| s.index < sheet.index);
+                if !earlier {
+                    index.index_sheet = Some((sheet.sheet_id, sheet.title.clone()));
+                }
+                continue;
+            }
+            if marker != layout.marker.trim() {
                 continue;
             }
             let label = at(&vr.values, layout.label_cell);
@@ -182,66 +194,6 @@ impl PanelIndex {
     pub fn by_title(&self, title: &str) -> Option<&PanelRef> {
         self.panels.iter().find(|p| p.title == title)
     }
-}
-
-/// One line of the `▶パネル` index sheet.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IndexRow {
-    pub label: String,
-    pub position: String,
-    pub sheet_id: i32,
-    pub title: String,
-    /// The latest 受付日時, 開始日時 or 終了日時 among the target's queue rows.
-    pub last_activity: Option<DateTime<Utc>>,
-}
-
-impl IndexRow {
-    /// `=HYPERLINK("#gid=<id>", "<title>")`, a `"` in the title doubled. This is a formula on
-    /// purpose, so unlike everything else sheetq writes it must be sent with
-    /// `valueInputOption=USER_ENTERED`; the title is the only outside text in it and is
-    /// quoted as a string literal, so it cannot turn into a formula of its own.
-    pub fn link_formula(&self) -> String {
-        format!(
-            "=HYPERLINK(\"#gid={}\", \"{}\")",
-            self.sheet_id,
-            self.title.replace('"', "\"\"")
-        )
-    }
-
-    /// Label, position, link, last activity (a date serial, or empty).
-    pub fn to_cells(&self, tz: Tz) -> Vec<Cell> {
-        vec![
-            Cell::String(self.label.clone()),
-            Cell::String(self.position.clone()),
-            Cell::String(self.link_formula()),
-            self.last_activity
-                .map(|t| Cell::from(sheet_time::instant_to_serial(t, tz)))
-                .unwrap_or_else(|| Cell::String(String::new())),
-        ]
-    }
-}
-
-/// The index sheet's rows, one per usable panel in tab order. Conflicting panels are left
-/// out, as everywhere else. Last activity comes from `snapshot`, so pass a full read of the
-/// queue, not the unfinished window.
-pub fn index_rows(index: &PanelIndex, snapshot: &Snapshot) -> Vec<IndexRow> {
-    index
-        .panels()
-        .iter()
-        .map(|p| IndexRow {
-            label: p.label.clone(),
-            position: p.position.clone(),
-            sheet_id: p.sheet_id,
-            title: p.title.clone(),
-            last_activity: snapshot
-                .rows
-                .iter()
-                .filter(|r| r.target_key() == p.label)
-                .flat_map(|r| [r.received_at, r.started_at, r.finished_at])
-                .flatten()
-                .max(),
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -352,27 +304,5 @@ mod tests {
             "{:?}",
             index.problems
         );
-    }
-
-    #[test]
-    fn index_rows_link_by_gid_and_show_last_activity() {
-        let meta = meta(&[(5, "Say \"hi\"")]);
-        let index = PanelIndex::build(
-            &meta,
-            &[marker("Say \"hi\"", "A", "R1")],
-            &PanelLayout::default(),
-        );
-        let mut waiting = queue_row(2, crate::queue::State::Waiting, "A", "集計");
-        waiting.received_at = Some(at(10));
-        let mut done = queue_row(3, crate::queue::State::Done, "A", "集計");
-        done.finished_at = Some(at(30));
-        let rows = index_rows(&index, &snapshot(vec![waiting, done]));
-        assert_eq!(rows.len(), 1);
-        assert_eq!(
-            rows[0].link_formula(),
-            "=HYPERLINK(\"#gid=5\", \"Say \"\"hi\"\"\")"
-        );
-        assert_eq!(rows[0].last_activity, Some(at(30)));
-        assert_eq!(rows[0].to_cells(tz())[1], json!("R1"));
     }
 }

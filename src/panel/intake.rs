@@ -16,9 +16,11 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
+use super::catalog::{PANELS_COMMAND, PANELS_FUNCTION, PANELS_TARGET};
+use super::index_sheet::{self, IndexEntry};
 use super::{cell_range, PanelIndex, PanelLayout, PanelTable};
 use crate::claim;
-use crate::queue::{Column, ColumnMap, Snapshot, StateWords};
+use crate::queue::{Column, ColumnMap, Snapshot, State, StateWords};
 use crate::sheet_time;
 use crate::sheets::{Cell, ValueRange};
 
@@ -102,6 +104,61 @@ pub const NO_FUNCTION_TEXT: &str = "❌ エラー: 機能ラベルが空のた�
 /// the status cell shows the duplicate message); two ticks of one function in a pass make
 /// one row. Every ticked box is cleared. Only panels in `index` are polled, so a panel
 /// whose label is in conflict keeps its ticks until the conflict is fixed.
+/// Ticks on the index (`▶パネル`): one panel job for the ticked labels not already asked
+/// for by a waiting or running panel job, and every tick cleared. Labels that are no target
+/// are left to the job, which reports them.
+pub fn plan_index_intake(
+    title: &str,
+    entries: &[IndexEntry],
+    snapshot: &Snapshot,
+    now: DateTime<Utc>,
+    new_job_id: impl FnOnce() -> String,
+) -> IntakePlan {
+    let mut plan = IntakePlan::default();
+    let asked: HashSet<String> = snapshot
+        .rows
+        .iter()
+        .filter(|r| r.command.trim() == PANELS_COMMAND)
+        .filter(|r| r.state.is(State::Waiting) || r.state.is(State::Running))
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.args_json).ok())
+        .flat_map(|v| {
+            v.get("open")
+                .and_then(|o| o.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|l| l.as_str().map(|s| s.trim().to_string()))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    let mut labels: Vec<String> = Vec::new();
+    for e in entries.iter().filter(|e| e.ticked) {
+        plan.clears.push(ValueRange::new(
+            cell_range(title, index_sheet::TICK, index_sheet::TICK, e.row),
+            vec![vec![Cell::Bool(false)]],
+        ));
+        if !e.label.is_empty() && !asked.contains(&e.label) && !labels.contains(&e.label) {
+            labels.push(e.label.clone());
+        }
+    }
+    if !labels.is_empty() {
+        plan.new_rows.push(NewJob {
+            job_id: new_job_id(),
+            received_at: now,
+            requester: String::new(),
+            panel_sheet: title.to_string(),
+            panel_row: None,
+            target: PANELS_TARGET.into(),
+            function: format!("{PANELS_FUNCTION}: {}", labels.join(", ")),
+            command: PANELS_COMMAND.into(),
+            args_json: serde_json::json!({ "open": labels }).to_string(),
+            flags: String::new(),
+        });
+    }
+    plan
+}
+
 pub fn plan_intake(
     tables: &HashMap<String, PanelTable>,
     index: &PanelIndex,

@@ -103,7 +103,7 @@ impl Default for PanelColumns {
 }
 
 impl PanelColumns {
-    fn all(&self) -> [(&'static str, ColumnRef); 8] {
+    pub(crate) fn all(&self) -> [(&'static str, ColumnRef); 8] {
         [
             ("tick", self.tick),
             ("function", self.function),

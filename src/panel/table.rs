@@ -41,6 +41,8 @@ pub struct PanelRow {
     pub status: String,
     /// 結果 as shown now.
     pub result: String,
+    /// 更新日時 as read (a date serial when sheetq wrote it).
+    pub updated: Cell,
     /// Hidden command name, trimmed.
     pub command: String,
     /// Hidden argsJSON, as written.
@@ -57,7 +59,7 @@ pub struct PanelTable {
 
 /// A checkbox reads as JSON `true`; text `TRUE` (any case) is accepted too, for a box that
 /// a script or a paste left as text.
-fn is_ticked(cell: &Cell) -> bool {
+pub(super) fn is_ticked(cell: &Cell) -> bool {
     match cell {
         Cell::Bool(b) => *b,
         Cell::String(s) => s.trim().eq_ignore_ascii_case("true"),
@@ -82,6 +84,7 @@ impl PanelTable {
                 function: text(cols.function),
                 status: text(cols.status),
                 result: text(cols.result),
+                updated: get(cols.updated).clone(),
                 command: text(cols.command),
                 args_json: cell_text(get(cols.args_json)),
                 flags: text(cols.flags),

@@ -19,8 +19,8 @@ use async_trait::async_trait;
 
 use super::{
     AppendReply, BatchUpdate, BatchUpdateReply, Cell, Filter, FilterRead, FilterWrite,
-    FilterWritten, MetadataEntry, Reply, Request, SheetMeta, Sheets, SheetsError, SpreadsheetMeta,
-    ValueRange,
+    FilterWritten, GridRange, MetadataEntry, Reply, Request, SheetMeta, Sheets, SheetsError,
+    SpreadsheetMeta, ValueRange,
 };
 
 /// How many leading cells of a write are shown in the log, and how long each may be.
@@ -148,15 +148,49 @@ fn describe(request: &Request) -> String {
         Request::SetColumnCount { sheet_id, columns } => {
             format!("widen sheet {sheet_id} to {columns} columns")
         }
-        Request::SetCheckboxes { range } => format!(
-            "checkboxes on sheet {} rows {}..{} cols {}..{}",
+        Request::SetCheckboxes { range } => format!("checkboxes on {}", block(range)),
+        Request::ClearCheckboxes { range } => format!("no checkboxes on {}", block(range)),
+        Request::AddSheetWithId {
+            sheet_id, title, ..
+        } => format!("add sheet {title:?} with id {sheet_id}"),
+        Request::DuplicateSheet {
+            source,
+            sheet_id,
+            title,
+        } => format!("copy sheet {source} to {title:?} with id {sheet_id}"),
+        Request::WriteFormulas { range, rows } => format!(
+            "update cells (formulas entered) sheet {} from R{}C{}: {}",
             range.sheet_id,
             range.start_row + 1,
-            range.end_row,
             range.start_col + 1,
-            range.end_col
+            summarise(rows)
         ),
+        Request::HideColumns {
+            sheet_id,
+            start,
+            end,
+        } => format!("hide columns {}..{end} of sheet {sheet_id}", start + 1),
+        Request::PlaceSheet {
+            sheet_id,
+            index,
+            frozen_rows,
+        } => format!("move sheet {sheet_id} to tab {index}, {frozen_rows} rows frozen"),
+        Request::SetRowCount { sheet_id, rows } => {
+            format!("grow sheet {sheet_id} to {rows} rows")
+        }
     }
+}
+
+/// `sheet 5 rows 8..12 cols 1..1`: a block as the dry-run log names it (1-based, inclusive).
+fn block(range: &GridRange) -> String {
+    format!(
+        "sheet {} rows {}..{} cols {}..{}",
+        range.sheet_id,
+        range.start_row + 1,
+        range.end_row,
+        range.start_col + 1,
+        range.end_col
+    )
 }
 
 impl<S: Sheets> DryRunSheets<S> {

@@ -11,6 +11,7 @@ mod daemon;
 mod emulator;
 mod emulator_metadata;
 mod emulator_rows;
+mod panel_sync;
 mod panels;
 mod people;
 mod sheets_google;

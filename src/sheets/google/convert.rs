@@ -58,6 +58,46 @@ pub fn to_api_grid_range(g: &GridRange) -> api::GridRange {
     }
 }
 
+/// A cell as `userEnteredValue` of [`Request::WriteFormulas`]: a string starting with `=`
+/// is a formula, anything else as [`to_extended_value`].
+fn to_extended_formula(cell: &Cell) -> Option<api::ExtendedValue> {
+    match cell {
+        Value::String(s) if s.starts_with('=') => Some(api::ExtendedValue {
+            formula_value: Some(s.clone()),
+            ..Default::default()
+        }),
+        other => to_extended_value(other),
+    }
+}
+
+/// An `updateCells` of `rows` from the top-left of `range`, each cell's value made by
+/// `value`.
+fn update_cells(
+    range: &GridRange,
+    rows: &[Vec<Cell>],
+    value: fn(&Cell) -> Option<api::ExtendedValue>,
+) -> api::UpdateCellsRequest {
+    api::UpdateCellsRequest {
+        range: Some(to_api_grid_range(range)),
+        rows: Some(
+            rows.iter()
+                .map(|row| api::RowData {
+                    values: Some(
+                        row.iter()
+                            .map(|cell| api::CellData {
+                                user_entered_value: value(cell),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    ),
+                })
+                .collect(),
+        ),
+        fields: Some(FieldMask::new(&["userEnteredValue"])),
+        ..Default::default()
+    }
+}
+
 /// A cell as `userEnteredValue`: strings stay strings (never parsed, never a formula), a
 /// `null` leaves no value, so with `fields: "userEnteredValue"` the cell is cleared.
 fn to_extended_value(cell: &Cell) -> Option<api::ExtendedValue> {
@@ -92,24 +132,102 @@ pub fn to_api_request(request: &Request) -> api::Request {
             });
         }
         Request::UpdateCells { range, rows } => {
-            out.update_cells = Some(api::UpdateCellsRequest {
+            out.update_cells = Some(update_cells(range, rows, to_extended_value));
+        }
+        Request::WriteFormulas { range, rows } => {
+            out.update_cells = Some(update_cells(range, rows, to_extended_formula));
+        }
+        Request::AddSheetWithId {
+            sheet_id,
+            title,
+            index,
+            row_count,
+            column_count,
+            frozen_rows,
+        } => {
+            out.add_sheet = Some(api::AddSheetRequest {
+                properties: Some(api::SheetProperties {
+                    sheet_id: Some(*sheet_id),
+                    title: Some(title.clone()),
+                    index: index.and_then(|i| i32::try_from(i).ok()),
+                    grid_properties: Some(api::GridProperties {
+                        row_count: i32::try_from(*row_count).ok(),
+                        column_count: i32::try_from(*column_count).ok(),
+                        frozen_row_count: i32::try_from(*frozen_rows).ok(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            });
+        }
+        Request::DuplicateSheet {
+            source,
+            sheet_id,
+            title,
+        } => {
+            out.duplicate_sheet = Some(api::DuplicateSheetRequest {
+                source_sheet_id: Some(*source),
+                new_sheet_id: Some(*sheet_id),
+                new_sheet_name: Some(title.clone()),
+                insert_sheet_index: None,
+            });
+        }
+        Request::ClearCheckboxes { range } => {
+            out.set_data_validation = Some(api::SetDataValidationRequest {
                 range: Some(to_api_grid_range(range)),
-                rows: Some(
-                    rows.iter()
-                        .map(|row| api::RowData {
-                            values: Some(
-                                row.iter()
-                                    .map(|cell| api::CellData {
-                                        user_entered_value: to_extended_value(cell),
-                                        ..Default::default()
-                                    })
-                                    .collect(),
-                            ),
-                        })
-                        .collect(),
-                ),
-                fields: Some(FieldMask::new(&["userEnteredValue"])),
+                rule: None,
                 ..Default::default()
+            });
+        }
+        Request::HideColumns {
+            sheet_id,
+            start,
+            end,
+        } => {
+            out.update_dimension_properties = Some(api::UpdateDimensionPropertiesRequest {
+                range: Some(api::DimensionRange {
+                    sheet_id: Some(*sheet_id),
+                    dimension: Some("COLUMNS".into()),
+                    start_index: i32::try_from(*start).ok(),
+                    end_index: i32::try_from(*end).ok(),
+                }),
+                properties: Some(api::DimensionProperties {
+                    hidden_by_user: Some(true),
+                    ..Default::default()
+                }),
+                fields: Some(FieldMask::new(&["hiddenByUser"])),
+                ..Default::default()
+            });
+        }
+        Request::PlaceSheet {
+            sheet_id,
+            index,
+            frozen_rows,
+        } => {
+            out.update_sheet_properties = Some(api::UpdateSheetPropertiesRequest {
+                properties: Some(api::SheetProperties {
+                    sheet_id: Some(*sheet_id),
+                    index: i32::try_from(*index).ok(),
+                    grid_properties: Some(api::GridProperties {
+                        frozen_row_count: i32::try_from(*frozen_rows).ok(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                fields: Some(FieldMask::new(&["index", "gridProperties.frozenRowCount"])),
+            });
+        }
+        Request::SetRowCount { sheet_id, rows } => {
+            out.update_sheet_properties = Some(api::UpdateSheetPropertiesRequest {
+                properties: Some(api::SheetProperties {
+                    sheet_id: Some(*sheet_id),
+                    grid_properties: Some(api::GridProperties {
+                        row_count: i32::try_from(*rows).ok(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                fields: Some(FieldMask::new(&["gridProperties.rowCount"])),
             });
         }
         Request::AddSheet {

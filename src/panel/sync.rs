@@ -1,0 +1,1039 @@
+//! The panel builder, pure: from one read of the spreadsheet and the config's catalog, the
+//! one `spreadsheets.batchUpdate` that makes the index and the panels what the config says
+//! (`sheetq panels sync`, the daemon's panel jobs, `sheetq panels migrate`).
+//!
+//! A sync costs three requests whatever the number of panels: the metadata, one
+//! `values.batchGet` of every sheet ([`read_ranges`]), and one atomic batch holding the new
+//! sheets (with ids chosen here, so later requests of the same batch can name them), their
+//! values, checkboxes (set on ranges), formats and hidden columns.
+//!
+//! What it does:
+//! - the index lists every target: its rows as a person left them (a person may add a
+//!   label), then `[[targets]]` not on it, then panels not on it; each row keeps its tick,
+//!   its 状況 and its last result, and gets a link to its panel (`#gid=`);
+//! - a panel exists only when asked for ([`SyncInput::open`]); asked for and hidden, it is
+//!   shown; not asked for and idle longer than `hide_panels_after`, it is hidden;
+//! - every panel's function table becomes the config's `[[functions]]`, each function row
+//!   keeping its tick, status, result and updated time by label; a function the config
+//!   dropped disappears;
+//! - only panels whose cells differ are written.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use super::catalog::{Catalog, PANELS_TARGET};
+use super::index_sheet::{self as ix, IndexEntry};
+use super::{cell_at, PanelIndex, PanelLayout, PanelTable, INDEX_SHEET, WORKER_SHEET};
+use crate::a1::{self, A1Range};
+use crate::archive::ARCHIVE_SHEET;
+use crate::queue::{cell_text, QUEUE_SHEET};
+use crate::sheet_time;
+use crate::sheets::{Cell, GridRange, Request, SheetMeta, SpreadsheetMeta, ValueRange};
+
+/// The date-time pattern of the panels' 更新日時 and generated-at cells.
+pub const DATE_TIME_PATTERN: &str = "yyyy/mm/dd hh:mm:ss";
+
+/// Why a sync cannot be planned; nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyncError {
+    #[error(
+        "sheet {title} is titled like the index but does not carry the index marker ({INDEX_SHEET_MARKER} in {cell}); \
+         turn it into the index with `sheetq panels migrate {title}` (its content is kept in a hidden copy) or rename it"
+    )]
+    UnmarkedIndex { title: String, cell: String },
+    #[error(
+        "sheet {title} already is the index; `panels migrate` replaces an old panel sheet by the index, \
+         and this spreadsheet has one: run `sheetq panels sync` instead"
+    )]
+    AlreadyIndex { title: String },
+    #[error(
+        "the spreadsheet already has an index, {index}; migrating {title} would make a second one. \
+         Copy what {title} lists into {index} by hand (a label per row in column B), or delete {index} first"
+    )]
+    IndexExists { index: String, title: String },
+    #[error(
+        "there is no sheet titled {title} to migrate; check the title (tab name) and its quoting"
+    )]
+    NoSuchSheet { title: String },
+}
+
+const INDEX_SHEET_MARKER: &str = ix::INDEX_MARKER;
+
+/// What one sync is given.
+#[derive(Debug, Clone)]
+pub struct SyncInput<'a> {
+    pub meta: &'a SpreadsheetMeta,
+    /// The values of [`read_ranges`] (any order; matched by title).
+    pub values: &'a [ValueRange],
+    pub catalog: &'a Catalog,
+    pub layout: &'a PanelLayout,
+    pub tz: Tz,
+    pub now: DateTime<Utc>,
+    /// Targets whose panel must exist and be visible after this sync.
+    pub open: &'a [String],
+    /// Every target's panel must exist and be visible.
+    pub open_all: bool,
+    /// Queue rows of the unfinished window, for the index's 状況; `None` keeps what the
+    /// index shows.
+    pub queue: Option<&'a [crate::queue::QueueRow]>,
+}
+
+/// A planned sync: the one batch, and what it does in words.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SyncPlan {
+    pub requests: Vec<Request>,
+    pub report: SyncReport,
+}
+
+/// What a sync does (or, in a dry run, would do).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SyncReport {
+    /// Panels created: (label, title, sheet id).
+    pub created: Vec<(String, String, i32)>,
+    /// Existing panels whose cells were rewritten.
+    pub refreshed: Vec<String>,
+    /// Existing panels that already matched.
+    pub unchanged: Vec<String>,
+    pub hidden: Vec<String>,
+    pub shown: Vec<String>,
+    /// Labels asked for that are no target: not turned into panels.
+    pub unresolved: Vec<String>,
+    /// The index: created, rewritten, or unchanged.
+    pub index: IndexChange,
+    /// Other things a person should know (label conflicts, repeated index rows, …).
+    pub problems: Vec<String>,
+    /// Sheet id of each target's panel after the sync (hidden ones included).
+    pub panels: BTreeMap<String, i32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IndexChange {
+    #[default]
+    Unchanged,
+    Created,
+    Rewritten,
+    /// An old panel sheet became the index (`panels migrate`).
+    Migrated,
+}
+
+impl fmt::Display for SyncReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |v: &[String]| v.join(", ");
+        match self.index {
+            IndexChange::Created => writeln!(f, "index: created")?,
+            IndexChange::Rewritten => writeln!(f, "index: updated")?,
+            IndexChange::Unchanged => writeln!(f, "index: unchanged")?,
+            IndexChange::Migrated => writeln!(f, "index: made from the old panel sheet")?,
+        }
+        for (label, title, id) in &self.created {
+            writeln!(
+                f,
+                "created panel {label} (sheet {}, gid {id})",
+                a1::quote_title(title)
+            )?;
+        }
+        if !self.refreshed.is_empty() {
+            writeln!(f, "updated panels: {}", list(&self.refreshed))?;
+        }
+        if !self.unchanged.is_empty() {
+            writeln!(f, "unchanged panels: {}", list(&self.unchanged))?;
+        }
+        if !self.shown.is_empty() {
+            writeln!(f, "shown again: {}", list(&self.shown))?;
+        }
+        if !self.hidden.is_empty() {
+            writeln!(f, "hidden (idle): {}", list(&self.hidden))?;
+        }
+        if !self.unresolved.is_empty() {
+            writeln!(
+                f,
+                "not turned into panels (no such target; add them to [[targets]] or to the index): {}",
+                list(&self.unresolved)
+            )?;
+        }
+        for p in &self.problems {
+            writeln!(f, "problem: {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The ranges a sync reads, one per sheet except sheetq's own: columns A to the last column
+/// panels or the index use, the first [`ix::INDEX_MAX_ROWS`] rows.
+pub fn read_ranges(meta: &SpreadsheetMeta, layout: &PanelLayout) -> Vec<String> {
+    let cells = format!(
+        "A1:{}{}",
+        a1::column_letters(last_col(layout)),
+        rows_read(layout)
+    );
+    meta.sheets
+        .iter()
+        .filter(|s| ![QUEUE_SHEET, WORKER_SHEET, ARCHIVE_SHEET].contains(&s.title.as_str()))
+        .map(|s| a1::range(&s.title, &cells))
+        .collect()
+}
+
+fn rows_read(layout: &PanelLayout) -> u32 {
+    layout.last_row().max(ix::INDEX_MAX_ROWS)
+}
+
+/// The right-most column panels or the index use (zero-based).
+fn last_col(layout: &PanelLayout) -> u32 {
+    let (_, table) = layout.columns.span();
+    [
+        table,
+        layout.marker_cell.col,
+        layout.label_cell.col,
+        layout.position_cell.col,
+        layout.generated_at_cell.col,
+        ix::LAST,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(ix::LAST)
+}
+
+/// One sheet as read.
+struct Read<'a> {
+    meta: &'a SheetMeta,
+    values: &'a [Vec<Cell>],
+}
+
+impl Read<'_> {
+    fn cell(&self, row: u32, col: u32) -> &Cell {
+        cell_at(self.values, row as usize, col as usize)
+    }
+}
+
+/// Cells to write on one sheet, by (zero-based row, column); `formulas` may hold `=` text.
+#[derive(Default)]
+struct Cells {
+    plain: BTreeMap<(u32, u32), Cell>,
+    formulas: BTreeMap<(u32, u32), Cell>,
+}
+
+impl Cells {
+    fn set(&mut self, row: u32, col: u32, value: Cell) {
+        self.plain.insert((row, col), value);
+    }
+
+    fn differs(&self, read: Option<&Read>, formula_shows: &dyn Fn(&Cell) -> Cell) -> bool {
+        let same = |a: &Cell, b: &Cell| {
+            let blank = |c: &Cell| c.is_null() || c.as_str() == Some("");
+            (blank(a) && blank(b))
+                || a == b
+                || cell_text(a) == cell_text(b) && a.is_string() == b.is_string()
+        };
+        let Some(read) = read else { return true };
+        self.plain
+            .iter()
+            .any(|((r, c), v)| !same(read.cell(*r, *c), v))
+            || self
+                .formulas
+                .iter()
+                .any(|((r, c), v)| !same(read.cell(*r, *c), &formula_shows(v)))
+    }
+
+    /// One `updateCells` per run of adjacent rows in one column.
+    fn requests(&self, sheet_id: i32, out: &mut Vec<Request>) {
+        for (cells, formulas) in [(&self.plain, false), (&self.formulas, true)] {
+            let mut by_col: BTreeMap<u32, Vec<(u32, &Cell)>> = BTreeMap::new();
+            for ((r, c), v) in cells {
+                by_col.entry(*c).or_default().push((*r, v));
+            }
+            for (col, cells) in by_col {
+                let mut run: Vec<(u32, &Cell)> = Vec::new();
+                let flush = |run: &mut Vec<(u32, &Cell)>, out: &mut Vec<Request>| {
+                    let Some(&(start, _)) = run.first() else {
+                        return;
+                    };
+                    let range = GridRange {
+                        sheet_id,
+                        start_row: start,
+                        end_row: start + run.len() as u32,
+                        start_col: col,
+                        end_col: col + 1,
+                    };
+                    let rows = run.iter().map(|(_, v)| vec![(*v).clone()]).collect();
+                    out.push(if formulas {
+                        Request::WriteFormulas { range, rows }
+                    } else {
+                        Request::UpdateCells { range, rows }
+                    });
+                    run.clear();
+                };
+                for (r, v) in cells {
+                    if run.last().is_some_and(|(last, _)| *last + 1 != r) {
+                        flush(&mut run, out);
+                    }
+                    run.push((r, v));
+                }
+                flush(&mut run, out);
+            }
+        }
+    }
+}
+
+fn text(s: impl Into<String>) -> Cell {
+    Cell::String(s.into())
+}
+
+fn column_block(sheet_id: i32, col: u32, start: u32, end: u32) -> GridRange {
+    GridRange {
+        sheet_id,
+        start_row: start,
+        end_row: end,
+        start_col: col,
+        end_col: col + 1,
+    }
+}
+
+/// A sheet id for a new panel: derived from its label (so a panel deleted and made again
+/// gets its old `#gid=` links back), moved on while taken. Positive int32, never 0.
+fn sheet_id_for(label: &str, taken: &HashSet<i32>) -> i32 {
+    // FNV-1a, 32 bits.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in label.as_bytes() {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    let mut id = (h & 0x7fff_ffff) as i32;
+    while id == 0 || taken.contains(&id) {
+        id = id.wrapping_add(1) & 0x7fff_ffff;
+    }
+    id
+}
+
+/// A title for a new panel: its label, or with ` (パネル)`, ` (パネル 2)`… when taken.
+fn title_for(label: &str, taken: &HashSet<String>) -> String {
+    std::iter::once(label.to_string())
+        .chain(std::iter::once(format!("{label} (パネル)")))
+        .chain((2..).map(|n| format!("{label} (パネル {n})")))
+        .find(|t| !taken.contains(t))
+        .unwrap_or_else(|| label.to_string())
+}
+
+/// Where the index goes.
+enum IndexAt<'a> {
+    /// An existing index sheet, or an empty sheet titled `▶パネル`.
+    Existing(Read<'a>),
+    /// None yet: one is created first in the tabs.
+    New,
+    /// An old panel sheet becomes the index: its cells are cleared first (a hidden copy
+    /// keeps them), then the index is written into it.
+    Migrate(Read<'a>),
+}
+
+/// An old panel sheet to migrate and where its labels are.
+#[derive(Debug, Clone)]
+pub struct Migration {
+    pub title: String,
+    /// Zero-based column of the target labels.
+    pub label_col: u32,
+    /// Zero-based column of the positions, if any.
+    pub position_col: Option<u32>,
+    /// 1-based first row of targets.
+    pub first_row: u32,
+}
+
+/// The ranges `panels migrate` reads beside [`read_ranges`]: the old sheet, every column of
+/// its grid.
+pub fn migration_range(meta: &SpreadsheetMeta, title: &str) -> Option<String> {
+    let sheet = meta.sheet(title)?;
+    Some(a1::range(
+        title,
+        &format!("A1:{}{}", sheet.last_column(), sheet.row_count.max(1)),
+    ))
+}
+
+/// Plans a sync.
+pub fn plan(input: &SyncInput) -> Result<SyncPlan, SyncError> {
+    plan_with(input, None, &[])
+}
+
+/// Plans a migration: `old_values` (of [`migration_range`]) names the targets; those the
+/// index can resolve (a `[[targets]]` entry, a row of an existing index, or a panel) become
+/// index rows and get their panels; the others are reported. The old sheet keeps its title
+/// (links and menus into it keep working), its content moves to a hidden copy, and it
+/// becomes the index, first in the tabs.
+pub fn plan_migration(
+    input: &SyncInput,
+    migration: &Migration,
+    old_values: &[Vec<Cell>],
+) -> Result<SyncPlan, SyncError> {
+    plan_with(input, Some(migration), old_values)
+}
+
+fn plan_with(
+    input: &SyncInput,
+    migration: Option<&Migration>,
+    old_values: &[Vec<Cell>],
+) -> Result<SyncPlan, SyncError> {
+    let layout = input.layout;
+    let tz = input.tz;
+    let now_serial = sheet_time::instant_to_serial(input.now, tz);
+    let mut report = SyncReport::default();
+    let mut requests = Vec::new();
+
+    // Each sheet's values, by title.
+    let mut reads: HashMap<&str, Read> = HashMap::new();
+    for vr in input.values {
+        let Some(title) = A1Range::parse(&vr.range).ok().and_then(|r| r.sheet) else {
+            continue;
+        };
+        if let Some(meta) = input.meta.sheets.iter().find(|s| s.title == title) {
+            reads.insert(
+                &meta.title,
+                Read {
+                    meta,
+                    values: &vr.values,
+                },
+            );
+        }
+    }
+    // Discovery, exactly as the daemon does it, from the marker block of each read.
+    let (top_left, bottom_right) = layout.marker_block();
+    let markers: Vec<ValueRange> = reads
+        .values()
+        .map(|r| {
+            let values = (top_left.row..=bottom_right.row)
+                .map(|row| {
+                    (top_left.col..=bottom_right.col)
+                        .map(|col| r.cell(row - 1, col).clone())
+                        .collect()
+                })
+                .collect();
+            ValueRange::new(
+                a1::range(&r.meta.title, &format!("{top_left}:{bottom_right}")),
+                values,
+            )
+        })
+        .collect();
+    let found = PanelIndex::build(input.meta, &markers, layout);
+    for c in &found.conflicts {
+        report.problems.push(c.to_string());
+    }
+    report.problems.extend(found.problems.iter().cloned());
+    let tables: HashMap<&str, PanelTable> = found
+        .panels()
+        .iter()
+        .filter_map(|p| {
+            let read = reads.get(p.title.as_str())?;
+            Some((p.label.as_str(), table_of(read, layout)))
+        })
+        .collect();
+
+    // Where the index is.
+    let index_at = match (migration, &found.index_sheet) {
+        (Some(m), Some((_, title))) if *title == m.title => {
+            return Err(SyncError::AlreadyIndex {
+                title: a1::quote_title(title),
+            })
+        }
+        (Some(m), Some((_, title))) => {
+            return Err(SyncError::IndexExists {
+                index: a1::quote_title(title),
+                title: a1::quote_title(&m.title),
+            })
+        }
+        (Some(m), None) => match reads.get(m.title.as_str()) {
+            Some(r) => IndexAt::Migrate(Read {
+                meta: r.meta,
+                values: old_values,
+            }),
+            None => {
+                return Err(SyncError::NoSuchSheet {
+                    title: a1::quote_title(&m.title),
+                })
+            }
+        },
+        (None, Some((_, title))) => match reads.get(title.as_str()) {
+            Some(r) => IndexAt::Existing(Read {
+                meta: r.meta,
+                values: r.values,
+            }),
+            None => IndexAt::New,
+        },
+        (None, None) => match reads.get(INDEX_SHEET) {
+            Some(r)
+                if r.values
+                    .iter()
+                    .all(|row| row.iter().all(|c| cell_text(c).trim().is_empty())) =>
+            {
+                IndexAt::Existing(Read {
+                    meta: r.meta,
+                    values: r.values,
+                })
+            }
+            Some(r) => {
+                return Err(SyncError::UnmarkedIndex {
+                    title: a1::quote_title(&r.meta.title),
+                    cell: layout.marker_cell.to_string(),
+                })
+            }
+            None => IndexAt::New,
+        },
+    };
+
+    // The targets, in index order.
+    let known_entries: Vec<IndexEntry> = match &index_at {
+        IndexAt::Existing(r) => ix::parse_entries(r.values, layout),
+        _ => Vec::new(),
+    };
+    let mut targets: Vec<Target> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut add = |targets: &mut Vec<Target>,
+                   label: &str,
+                   position: &str,
+                   entry: Option<&IndexEntry>,
+                   report: &mut SyncReport| {
+        let label = label.trim();
+        if label.is_empty() || label == PANELS_TARGET {
+            return;
+        }
+        if !seen.insert(label.to_string()) {
+            if entry.is_some() {
+                report.problems.push(format!(
+                    "the index lists \"{label}\" more than once; the repeats were dropped"
+                ));
+            }
+            return;
+        }
+        targets.push(Target {
+            label: label.to_string(),
+            position: position.trim().to_string(),
+            entry: entry.cloned(),
+        });
+    };
+    for e in &known_entries {
+        add(&mut targets, &e.label, &e.position, Some(e), &mut report);
+    }
+    for t in &input.catalog.targets {
+        add(&mut targets, &t.label, &t.position, None, &mut report);
+    }
+    for p in found.panels() {
+        add(&mut targets, &p.label, &p.position, None, &mut report);
+    }
+    // Config positions win; a panel's G3 fills a gap.
+    for t in &mut targets {
+        if let Some(c) = input.catalog.targets.iter().find(|c| c.label == t.label) {
+            if !c.position.is_empty() {
+                t.position = c.position.clone();
+            }
+        }
+        if t.position.is_empty() {
+            if let Some(p) = found.get(&t.label) {
+                t.position = p.position.clone();
+            }
+        }
+    }
+
+    // What is asked for.
+    let mut open: Vec<String> = Vec::new();
+    if let (Some(m), IndexAt::Migrate(old)) = (migration, &index_at) {
+        for row in old
+            .values
+            .iter()
+            .skip(m.first_row.saturating_sub(1) as usize)
+        {
+            let label = cell_text(super::cell_in(row, m.label_col as usize))
+                .trim()
+                .to_string();
+            if label.is_empty() {
+                continue;
+            }
+            if targets.iter().any(|t| t.label == label) {
+                if let Some(pc) = m.position_col {
+                    let pos = cell_text(super::cell_in(row, pc as usize))
+                        .trim()
+                        .to_string();
+                    if let Some(t) = targets.iter_mut().find(|t| t.label == label) {
+                        if t.position.is_empty() {
+                            t.position = pos;
+                        }
+                    }
+                }
+                open.push(label);
+            } else if !report.unresolved.contains(&label) {
+                report.unresolved.push(label);
+            }
+        }
+    }
+    for label in input.open {
+        let label = label.trim();
+        if targets.iter().any(|t| t.label == label) {
+            open.push(label.to_string());
+        } else if !label.is_empty() && !report.unresolved.iter().any(|u| u == label) {
+            report.unresolved.push(label.to_string());
+        }
+    }
+    if input.open_all {
+        open.extend(targets.iter().map(|t| t.label.clone()));
+    }
+    let open: HashSet<String> = open.into_iter().collect();
+    if input.catalog.functions.is_empty() && open.iter().any(|l| found.get(l).is_none()) {
+        report.problems.push(
+            "no panel was created: sheetq.toml has no [[functions]], and panels copy their functions from there"
+                .into(),
+        );
+    }
+
+    // Sheets: ids and titles in use.
+    let mut taken_ids: HashSet<i32> = input.meta.sheets.iter().map(|s| s.sheet_id).collect();
+    let mut taken_titles: HashSet<String> =
+        input.meta.sheets.iter().map(|s| s.title.clone()).collect();
+
+    // The index sheet first: new sheets are placed after it.
+    let index_id = match &index_at {
+        IndexAt::Existing(r) | IndexAt::Migrate(r) => r.meta.sheet_id,
+        IndexAt::New => {
+            let id = sheet_id_for(INDEX_SHEET, &taken_ids);
+            taken_ids.insert(id);
+            taken_titles.insert(INDEX_SHEET.to_string());
+            requests.push(Request::AddSheetWithId {
+                sheet_id: id,
+                title: INDEX_SHEET.into(),
+                index: Some(0),
+                row_count: (targets.len() as u32 + 1).max(100),
+                column_count: last_col(layout) + 1,
+                frozen_rows: 1,
+            });
+            id
+        }
+    };
+    if let (Some(m), IndexAt::Migrate(old)) = (migration, &index_at) {
+        let backup_id = sheet_id_for(&format!("{} (移行前)", m.title), &taken_ids);
+        taken_ids.insert(backup_id);
+        let backup_title = title_for(&format!("{} (移行前)", m.title), &taken_titles);
+        taken_titles.insert(backup_title.clone());
+        requests.push(Request::DuplicateSheet {
+            source: old.meta.sheet_id,
+            sheet_id: backup_id,
+            title: backup_title.clone(),
+        });
+        requests.push(Request::UpdateSheetHidden {
+            sheet_id: backup_id,
+            hidden: true,
+        });
+        let height = old.values.len() as u32;
+        let width = old.values.iter().map(Vec::len).max().unwrap_or(0) as u32;
+        if height > 0 && width > 0 {
+            let all = GridRange {
+                sheet_id: old.meta.sheet_id,
+                start_row: 0,
+                end_row: height,
+                start_col: 0,
+                end_col: width,
+            };
+            requests.push(Request::UpdateCells {
+                range: all,
+                rows: vec![vec![Cell::Null; width as usize]; height as usize],
+            });
+            requests.push(Request::ClearCheckboxes { range: all });
+        }
+        report.problems.push(format!(
+            "the old content of {} is kept in the hidden sheet {}",
+            a1::quote_title(&m.title),
+            a1::quote_title(&backup_title)
+        ));
+    }
+
+    // Panels.
+    let mut panel_requests = Vec::new();
+    let mut activity: HashMap<String, Option<f64>> = HashMap::new();
+    let mut last_text: HashMap<String, String> = HashMap::new();
+    for t in &targets {
+        let last = tables.get(t.label.as_str()).and_then(ix::last_result);
+        let mut act = ix::later(
+            t.entry.as_ref().and_then(|e| e.activity),
+            last.as_ref().map(|(s, _)| *s),
+        );
+        if let Some((_, text)) = &last {
+            last_text.insert(t.label.clone(), text.clone());
+        }
+        let asked = open.contains(&t.label);
+        match found.get(&t.label) {
+            Some(p) => {
+                let Some(read) = reads.get(p.title.as_str()) else {
+                    continue;
+                };
+                report.panels.insert(t.label.clone(), p.sheet_id);
+                if act.is_none() {
+                    act = read
+                        .cell(
+                            layout.generated_at_cell.row - 1,
+                            layout.generated_at_cell.col,
+                        )
+                        .as_f64();
+                }
+                if asked {
+                    act = Some(now_serial);
+                }
+                if !input.catalog.functions.is_empty() {
+                    let table = tables.get(t.label.as_str()).cloned().unwrap_or_default();
+                    let cells =
+                        panel_cells(layout, input.catalog, &t.label, &t.position, &table, None);
+                    let formula_shows = |c: &Cell| c.clone();
+                    if cells.differs(Some(read), &formula_shows) {
+                        cells.requests(p.sheet_id, &mut panel_requests);
+                        panel_table_formats(
+                            layout,
+                            input.catalog,
+                            p.sheet_id,
+                            read,
+                            &table,
+                            &mut panel_requests,
+                        );
+                        report.refreshed.push(t.label.clone());
+                    } else {
+                        report.unchanged.push(t.label.clone());
+                    }
+                }
+                if read.meta.hidden && asked {
+                    panel_requests.push(Request::UpdateSheetHidden {
+                        sheet_id: p.sheet_id,
+                        hidden: false,
+                    });
+                    report.shown.push(t.label.clone());
+                } else if !read.meta.hidden
+                    && !asked
+                    && ix::is_idle(act, input.catalog.hide_after, input.now, tz)
+                {
+                    panel_requests.push(Request::UpdateSheetHidden {
+                        sheet_id: p.sheet_id,
+                        hidden: true,
+                    });
+                    report.hidden.push(t.label.clone());
+                }
+            }
+            None if asked && !input.catalog.functions.is_empty() => {
+                let id = sheet_id_for(&t.label, &taken_ids);
+                taken_ids.insert(id);
+                let title = title_for(&t.label, &taken_titles);
+                taken_titles.insert(title.clone());
+                let rows = layout
+                    .last_row()
+                    .max(layout.first_row + input.catalog.functions.len() as u32);
+                panel_requests.push(Request::AddSheetWithId {
+                    sheet_id: id,
+                    title: title.clone(),
+                    index: None,
+                    row_count: rows,
+                    column_count: last_col(layout) + 1,
+                    frozen_rows: layout.header_row,
+                });
+                let cells = panel_cells(
+                    layout,
+                    input.catalog,
+                    &t.label,
+                    &t.position,
+                    &PanelTable::default(),
+                    Some(now_serial),
+                );
+                cells.requests(id, &mut panel_requests);
+                new_panel_formats(layout, input.catalog, id, &mut panel_requests);
+                report.created.push((t.label.clone(), title, id));
+                report.panels.insert(t.label.clone(), id);
+                act = Some(now_serial);
+            }
+            None => {}
+        }
+        activity.insert(t.label.clone(), act);
+    }
+    requests.extend(panel_requests);
+
+    // The index.
+    let hidden_after: HashSet<&str> = targets
+        .iter()
+        .filter(|t| {
+            let was_hidden = found
+                .get(&t.label)
+                .and_then(|p| reads.get(p.title.as_str()))
+                .is_some_and(|r| r.meta.hidden);
+            (was_hidden && !report.shown.contains(&t.label)) || report.hidden.contains(&t.label)
+        })
+        .map(|t| t.label.as_str())
+        .collect();
+    let mut cells = Cells::default();
+    for (c, h) in ix::INDEX_HEADER.iter().enumerate() {
+        cells.set(0, c as u32, text(*h));
+    }
+    cells.set(0, layout.marker_cell.col, text(ix::INDEX_MARKER));
+    for (i, t) in targets.iter().enumerate() {
+        let row = i as u32 + 1;
+        let entry = t.entry.as_ref();
+        cells.set(row, ix::TICK, Cell::Bool(entry.is_some_and(|e| e.ticked)));
+        cells.set(row, ix::LABEL, text(&t.label));
+        cells.set(row, ix::POSITION, text(&t.position));
+        let link = match report.panels.get(&t.label) {
+            Some(_) if hidden_after.contains(t.label.as_str()) => text(ix::HIDDEN_TEXT),
+            Some(id) => text(ix::link_formula(*id)),
+            None => text(ix::NOT_CREATED_TEXT),
+        };
+        cells.formulas.insert((row, ix::LINK), link);
+        let state = match input.queue {
+            Some(rows) => ix::state_text(&t.label, rows),
+            None => entry.map(|e| e.state.clone()).unwrap_or_default(),
+        };
+        cells.set(row, ix::STATE, text(state));
+        let last = last_text
+            .get(&t.label)
+            .cloned()
+            .or_else(|| entry.map(|e| e.last.clone()))
+            .unwrap_or_default();
+        cells.set(row, ix::LAST, text(last));
+        let act = activity.get(&t.label).copied().flatten();
+        cells.set(
+            row,
+            layout.marker_cell.col,
+            act.map(Cell::from).unwrap_or(Cell::Null),
+        );
+    }
+    // Rows the index had below its new end are emptied.
+    let (index_read, old_height) = match &index_at {
+        IndexAt::Existing(r) => (Some(r), r.values.len() as u32),
+        _ => (None, 0),
+    };
+    let height = targets.len() as u32 + 1;
+    for row in height..old_height {
+        for col in (ix::TICK..=ix::LAST).chain(std::iter::once(layout.marker_cell.col)) {
+            cells.set(row, col, Cell::Null);
+        }
+    }
+    let shows = |c: &Cell| match c.as_str() {
+        Some(s) if s.starts_with('=') => text(ix::LINK_TEXT),
+        _ => c.clone(),
+    };
+    let index_changed = cells.differs(index_read, &shows);
+    let index_title = match &index_at {
+        IndexAt::Existing(r) | IndexAt::Migrate(r) => r.meta.title.clone(),
+        IndexAt::New => INDEX_SHEET.to_string(),
+    };
+    let index_meta = input.meta.sheet(&index_title);
+    if index_changed || matches!(index_at, IndexAt::New | IndexAt::Migrate(_)) {
+        if let Some(m) = index_meta {
+            if (m.row_count.max(0) as u32) < height.max(old_height) {
+                requests.push(Request::SetRowCount {
+                    sheet_id: index_id,
+                    rows: height.max(old_height) + 50,
+                });
+            }
+            if (m.column_count.max(0) as u32) <= last_col(layout) {
+                requests.push(Request::SetColumnCount {
+                    sheet_id: index_id,
+                    columns: (last_col(layout) + 1) as i32,
+                });
+            }
+        }
+        cells.requests(index_id, &mut requests);
+        requests.push(Request::SetCheckboxes {
+            range: column_block(index_id, ix::TICK, 1, height),
+        });
+        if old_height > height {
+            requests.push(Request::ClearCheckboxes {
+                range: column_block(index_id, ix::TICK, height, old_height),
+            });
+        }
+        requests.push(Request::HideColumns {
+            sheet_id: index_id,
+            start: layout.marker_cell.col,
+            end: layout.marker_cell.col + 1,
+        });
+        report.index = match index_at {
+            IndexAt::New => IndexChange::Created,
+            IndexAt::Migrate(_) => IndexChange::Migrated,
+            IndexAt::Existing(_) => IndexChange::Rewritten,
+        };
+    }
+    let at_front = index_meta.is_none_or(|m| m.index == 0);
+    let frozen_ok = !matches!(index_at, IndexAt::Migrate(_));
+    if !(at_front && frozen_ok) || report.index != IndexChange::Unchanged {
+        requests.push(Request::PlaceSheet {
+            sheet_id: index_id,
+            index: 0,
+            frozen_rows: 1,
+        });
+    }
+    Ok(SyncPlan { requests, report })
+}
+
+/// A target as the index will list it.
+struct Target {
+    label: String,
+    position: String,
+    entry: Option<IndexEntry>,
+}
+
+/// A panel's function table from a whole-sheet read.
+fn table_of(read: &Read, layout: &PanelLayout) -> PanelTable {
+    let (left, right) = layout.columns.span();
+    let rows = (layout.first_row..=layout.last_row())
+        .map(|row| {
+            (left..=right)
+                .map(|col| read.cell(row - 1, col).clone())
+                .collect()
+        })
+        .collect();
+    PanelTable::parse(&ValueRange::new(String::new(), rows), layout)
+}
+
+/// Every cell sheetq owns on a panel: title lines, markers, header, and one row per
+/// function carrying over the tick, status, result and updated time of the row with its
+/// label; rows the table had below the new end are emptied. `generated_at` is written on a
+/// new panel only.
+fn panel_cells(
+    layout: &PanelLayout,
+    catalog: &Catalog,
+    label: &str,
+    position: &str,
+    table: &PanelTable,
+    generated_at: Option<f64>,
+) -> Cells {
+    let cols = &layout.columns;
+    let mut cells = Cells::default();
+    cells.set(0, 0, text(label));
+    cells.set(1, 0, text(format!("位置: {position}")));
+    let at = |c: super::CellRef| (c.row - 1, c.col);
+    let (r, c) = at(layout.marker_cell);
+    cells.set(r, c, text(&layout.marker));
+    let (r, c) = at(layout.label_cell);
+    cells.set(r, c, text(label));
+    let (r, c) = at(layout.position_cell);
+    cells.set(r, c, text(position));
+    if let Some(g) = generated_at {
+        let (r, c) = at(layout.generated_at_cell);
+        cells.set(r, c, Cell::from(g));
+    }
+    let header = layout.header_row - 1;
+    for (col, h) in [
+        (cols.tick, "▶"),
+        (cols.function, "機能"),
+        (cols.status, "状態"),
+        (cols.result, "結果"),
+        (cols.updated, "更新日時"),
+        (cols.command, "command"),
+        (cols.args_json, "argsJSON"),
+        (cols.flags, "システムフラグ"),
+    ] {
+        cells.set(header, col.0, text(h));
+    }
+    let first = layout.first_row - 1;
+    for (i, f) in catalog.functions.iter().enumerate() {
+        let row = first + i as u32;
+        let old = table.find(&f.label, None);
+        cells.set(row, cols.tick.0, Cell::Bool(old.is_some_and(|o| o.ticked)));
+        cells.set(row, cols.function.0, text(&f.label));
+        cells.set(
+            row,
+            cols.status.0,
+            text(old.map(|o| o.status.clone()).unwrap_or_default()),
+        );
+        cells.set(
+            row,
+            cols.result.0,
+            text(old.map(|o| o.result.clone()).unwrap_or_default()),
+        );
+        cells.set(
+            row,
+            cols.updated.0,
+            old.map(|o| o.updated.clone()).unwrap_or(Cell::Null),
+        );
+        cells.set(row, cols.command.0, text(&f.command));
+        cells.set(row, cols.args_json.0, text(f.args_json()));
+        cells.set(row, cols.flags.0, text(f.flags_text()));
+    }
+    let end = first + catalog.functions.len() as u32;
+    let old_end = table.rows.iter().map(|r| r.row).max().unwrap_or(0);
+    for row in end..old_end {
+        for (_, col) in cols.all() {
+            cells.set(row, col.0, Cell::Null);
+        }
+    }
+    cells
+}
+
+/// Checkboxes and formats of a rewritten function table: the ▶ column of the function rows
+/// becomes checkboxes, rows below lose theirs.
+fn panel_table_formats(
+    layout: &PanelLayout,
+    catalog: &Catalog,
+    sheet_id: i32,
+    read: &Read,
+    table: &PanelTable,
+    out: &mut Vec<Request>,
+) {
+    let first = layout.first_row - 1;
+    let end = first + catalog.functions.len() as u32;
+    if (read.meta.row_count.max(0) as u32) < end {
+        out.push(Request::SetRowCount {
+            sheet_id,
+            rows: layout.last_row().max(end),
+        });
+    }
+    out.push(Request::SetCheckboxes {
+        range: column_block(sheet_id, layout.columns.tick.0, first, end),
+    });
+    let old_end = table.rows.iter().map(|r| r.row).max().unwrap_or(0);
+    if old_end > end {
+        out.push(Request::ClearCheckboxes {
+            range: column_block(sheet_id, layout.columns.tick.0, end, old_end),
+        });
+    }
+    out.push(Request::SetDateTimeFormat {
+        range: column_block(sheet_id, layout.columns.updated.0, first, end),
+        pattern: DATE_TIME_PATTERN.into(),
+    });
+}
+
+/// Checkboxes, formats and hidden columns of a new panel.
+fn new_panel_formats(
+    layout: &PanelLayout,
+    catalog: &Catalog,
+    sheet_id: i32,
+    out: &mut Vec<Request>,
+) {
+    let first = layout.first_row - 1;
+    let end = first + catalog.functions.len() as u32;
+    out.push(Request::SetCheckboxes {
+        range: column_block(sheet_id, layout.columns.tick.0, first, end),
+    });
+    out.push(Request::SetDateTimeFormat {
+        range: column_block(sheet_id, layout.columns.updated.0, first, end),
+        pattern: DATE_TIME_PATTERN.into(),
+    });
+    let g = layout.generated_at_cell;
+    out.push(Request::SetDateTimeFormat {
+        range: GridRange::cell(sheet_id, g.row - 1, g.col),
+        pattern: DATE_TIME_PATTERN.into(),
+    });
+    let cols = &layout.columns;
+    let mut hidden: Vec<u32> = vec![
+        layout.marker_cell.col,
+        layout.label_cell.col,
+        layout.position_cell.col,
+        layout.generated_at_cell.col,
+        cols.command.0,
+        cols.args_json.0,
+        cols.flags.0,
+    ];
+    hidden.sort_unstable();
+    hidden.dedup();
+    let mut i = 0;
+    while i < hidden.len() {
+        let start = hidden[i];
+        let mut end = start + 1;
+        while i + 1 < hidden.len() && hidden[i + 1] == end {
+            end += 1;
+            i += 1;
+        }
+        out.push(Request::HideColumns {
+            sheet_id,
+            start,
+            end,
+        });
+        i += 1;
+    }
+}

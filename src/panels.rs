@@ -1,0 +1,109 @@
+//! Applying a panel sync: read the spreadsheet (metadata, then one `values.batchGet`), plan
+//! with [`crate::panel::sync`], send the plan as one `spreadsheets.batchUpdate`. Three
+//! requests whatever the number of panels. Used by `sheetq panels sync|migrate` and by the
+//! daemon's panel jobs (a tick on the index).
+
+use chrono::Utc;
+
+use crate::config::Config;
+use crate::panel::sync::{self, Migration, SyncError, SyncInput, SyncReport};
+use crate::queue::QueueRow;
+use crate::sheet_time;
+use crate::sheets::{BatchUpdate, Sheets, SheetsError};
+
+/// What to sync.
+#[derive(Debug, Clone, Default)]
+pub struct SyncRequest {
+    /// Targets whose panels must exist and be visible.
+    pub open: Vec<String>,
+    /// Every target's panel must exist and be visible.
+    pub open_all: bool,
+    /// Turn this old panel sheet into the index.
+    pub migrate: Option<Migration>,
+    /// Plan and report, send nothing.
+    pub dry_run: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PanelsError {
+    #[error(transparent)]
+    Sheets(#[from] SheetsError),
+    #[error(transparent)]
+    Plan(#[from] SyncError),
+    #[error("the spreadsheet's time zone: {0}")]
+    Zone(#[from] sheet_time::TimeError),
+}
+
+/// What a sync did, and how many API requests it took.
+#[derive(Debug, Clone)]
+pub struct SyncDone {
+    pub report: SyncReport,
+    /// Requests sent (reads and the write).
+    pub requests: u32,
+    /// Requests in the one batch (0: nothing to write, no batch sent).
+    pub batch_len: usize,
+}
+
+/// Reads, plans and (unless a dry run) writes one sync. `queue` (rows of the unfinished
+/// window) refreshes the index's 状況 column; `None` keeps it.
+pub async fn sync(
+    sheets: &dyn Sheets,
+    config: &Config,
+    request: &SyncRequest,
+    queue: Option<&[QueueRow]>,
+) -> Result<SyncDone, PanelsError> {
+    let meta = sheets.metadata().await?;
+    let tz = sheet_time::parse_zone(&meta.time_zone)?;
+    let layout = &config.panel;
+    let mut ranges = sync::read_ranges(&meta, layout);
+    let old_range = match &request.migrate {
+        Some(m) => match sync::migration_range(&meta, &m.title) {
+            Some(r) => Some(r),
+            None => {
+                return Err(SyncError::NoSuchSheet {
+                    title: crate::a1::quote_title(&m.title),
+                }
+                .into())
+            }
+        },
+        None => None,
+    };
+    ranges.extend(old_range.iter().cloned());
+    let mut values = sheets.read(&ranges).await?;
+    let old_values = if old_range.is_some() {
+        values.pop().map(|v| v.values).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let input = SyncInput {
+        meta: &meta,
+        values: &values,
+        catalog: &config.catalog,
+        layout,
+        tz,
+        now: Utc::now(),
+        open: &request.open,
+        open_all: request.open_all,
+        queue,
+    };
+    let plan = match &request.migrate {
+        Some(m) => sync::plan_migration(&input, m, &old_values)?,
+        None => sync::plan(&input)?,
+    };
+    let batch_len = plan.requests.len();
+    let mut requests = 2;
+    if !request.dry_run && batch_len > 0 {
+        sheets
+            .batch_update(&BatchUpdate {
+                requests: plan.requests,
+                ..Default::default()
+            })
+            .await?;
+        requests += 1;
+    }
+    Ok(SyncDone {
+        report: plan.report,
+        requests,
+        batch_len,
+    })
+}
