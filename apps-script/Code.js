@@ -1,7 +1,8 @@
 /**
  * The onEdit trigger of a panel spreadsheet: a ▶ tick on a PANEL_V2 panel becomes one
- * 待機 row of `_ジョブキュー`, which the sheetq daemon runs. A simple trigger: it needs no
- * authorisation, runs as the person who ticked, and answers at once with a toast.
+ * 待機 row of `_ジョブキュー`, which the sheetq daemon runs; a tick on the index (▶パネル)
+ * becomes a panel job that creates or shows that target's panel. A simple trigger: it
+ * needs no authorisation, runs as the person who ticked, and answers at once with a toast.
  *
  * The decisions live in intake.js (pure, tested with node --test); this file only reads
  * the sheets, takes the document lock and writes.
@@ -10,17 +11,62 @@
 function onEdit(e) {
   var range = e.range;
   if (range.getNumRows() !== 1 || range.getNumColumns() !== 1) return;
-  if (range.getColumn() !== PANEL.tickColumn || range.getRow() < PANEL.firstRow) return;
   if (range.getValue() !== true) return;
   var sheet = range.getSheet();
-  if (String(sheet.getRange(PANEL.markerCell).getValue()).trim() !== PANEL.marker) return;
+  var marker = String(sheet.getRange(PANEL.markerCell).getValue()).trim();
   var ss = e.source;
+  var take;
+  if (marker === PANEL.marker && range.getColumn() === PANEL.tickColumn &&
+      range.getRow() >= PANEL.firstRow) {
+    take = takeIn;
+  } else if (marker === INDEX.marker && range.getColumn() === INDEX.tickColumn &&
+      range.getRow() >= INDEX.firstRow) {
+    take = takeInIndex;
+  } else {
+    return;
+  }
   try {
-    takeIn(ss, sheet, range.getRow());
+    take(ss, sheet, range.getRow());
   } finally {
     // The tick is a button: it goes back whatever the outcome.
     range.setValue(false);
   }
+}
+
+/** A tick on the index: one panel job for that row's target, unless one is asked already. */
+function takeInIndex(ss, sheet, row) {
+  var label = String(sheet.getRange(row, INDEX.labelColumn).getValue()).trim();
+  if (label === '') {
+    ss.toast(noLabelMessage(row), 'sheetq');
+    return;
+  }
+  var queue = ss.getSheetByName(QUEUE_SHEET);
+  if (queue === null) {
+    ss.toast(QUEUE_SHEET + ' がありません。`sheetq init` を実行してください', 'sheetq');
+    return;
+  }
+  var tz = ss.getSpreadsheetTimeZone();
+  var lock = LockService.getDocumentLock();
+  lock.waitLock(10000);
+  try {
+    var data = queue.getDataRange().getValues();
+    var header = data[0];
+    if (panelAsked(header, data.slice(1), label)) {
+      ss.toast(panelAskedMessage(label), 'sheetq');
+      return;
+    }
+    var wall = Utilities.formatDate(new Date(), tz, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'");
+    queue.appendRow(queueRow(header, indexPress({
+      jobId: Utilities.getUuid(),
+      wallMs: Date.parse(wall),
+      requester: Session.getActiveUser().getEmail(),
+      indexSheet: sheet.getName(),
+      label: label,
+    })));
+  } finally {
+    lock.releaseLock();
+  }
+  ss.toast(panelQueuedMessage(label), 'sheetq');
 }
 
 function takeIn(ss, sheet, row) {

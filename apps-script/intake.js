@@ -48,6 +48,22 @@ var PANEL = {
   flagsColumn: 10,
 };
 
+/** The index sheet (▶パネル): found by its marker; a tick in column A asks for a panel. */
+var INDEX = {
+  marker: 'PANEL_INDEX',
+  markerCell: 'G1',
+  firstRow: 2,
+  tickColumn: 1,
+  labelColumn: 2,
+};
+
+/** The jobs a tick on the index becomes: sheetq's built-in panel job. */
+var PANEL_JOB = {
+  target: '▶パネル',
+  fn: 'パネルを開く',
+  command: 'sheetq.panels',
+};
+
 /** 1899-12-30 00:00, day 0 of a sheet's date serials. */
 var SERIAL_EPOCH_MS = Date.UTC(1899, 11, 30);
 var MS_PER_DAY = 86400000;
@@ -189,6 +205,60 @@ function resolveLabel(panels, label) {
   return { ok: true };
 }
 
+/**
+ * The press a tick on the index becomes: a panel job for that one target, exactly as
+ * sheetq's own intake words it (one row per tick; sheetq groups the ticks of one poll).
+ * press: { jobId, wallMs, requester, indexSheet, label }
+ */
+function indexPress(p) {
+  return {
+    jobId: p.jobId,
+    wallMs: p.wallMs,
+    requester: p.requester || '',
+    panelSheet: p.indexSheet,
+    panelRow: null,
+    target: PANEL_JOB.target,
+    fn: PANEL_JOB.fn + ': ' + String(p.label).trim(),
+    command: PANEL_JOB.command,
+    argsJson: JSON.stringify({ open: [String(p.label).trim()] }),
+    flags: '',
+  };
+}
+
+/**
+ * Whether a waiting or running panel job (of `rows`, the queue's data rows) already asks
+ * for the panel of `label`: its tick is then only cleared.
+ */
+function panelAsked(header, rows, label) {
+  var cols = queueColumns(header);
+  var l = String(label).trim();
+  return rows.some(function (r) {
+    var state = String(r[cols.index.state]);
+    if (String(r[cols.index.command]).trim() !== PANEL_JOB.command) return false;
+    if (state !== WAITING && state !== RUNNING) return false;
+    try {
+      var open = JSON.parse(String(r[cols.index.argsJson])).open;
+      return Array.isArray(open) && open.some(function (o) { return String(o).trim() === l; });
+    } catch (e) {
+      return false;
+    }
+  });
+}
+
+/** The toast of an index tick taken in, and of one whose panel is already asked for. */
+function panelQueuedMessage(label) {
+  return 'パネル「' + label + '」を準備します。少し待ってから開いてください';
+}
+
+function panelAskedMessage(label) {
+  return 'パネル「' + label + '」は準備中です';
+}
+
+/** The toast of a tick on an index row without a label. */
+function noLabelMessage(row) {
+  return row + ' 行目には対象がありません';
+}
+
 /** The toast of a tick on a row without a function label. */
 function noFunctionMessage(row) {
   return row + ' 行目には機能がありません';
@@ -204,6 +274,13 @@ if (typeof module !== 'undefined') {
     QUEUE_SHEET: QUEUE_SHEET,
     HEADERS: HEADERS,
     PANEL: PANEL,
+    INDEX: INDEX,
+    PANEL_JOB: PANEL_JOB,
+    indexPress: indexPress,
+    panelAsked: panelAsked,
+    panelQueuedMessage: panelQueuedMessage,
+    panelAskedMessage: panelAskedMessage,
+    noLabelMessage: noLabelMessage,
     WAITING: WAITING,
     RUNNING: RUNNING,
     serialOfWallClock: serialOfWallClock,

@@ -112,3 +112,35 @@ test('toasts for a row without a function and for a press taken in', () => {
   assert.equal(intake.noFunctionMessage(12), '12 行目には機能がありません');
   assert.equal(intake.queuedMessage('再起動 (5秒)', 'サーバーA'), '受け付けました: 再起動 (5秒)（サーバーA）');
 });
+
+const indexFixture = require('./fixtures/index-press.json');
+
+test('a tick on the index becomes the very panel job sheetq writes for it (shared fixture)', () => {
+  const p = indexFixture.press;
+  const press = intake.indexPress({
+    ...p, wallMs: wallClockMs(Date.parse(p.receivedAt), indexFixture.timeZone),
+  });
+  assert.deepEqual(intake.queueRow(indexFixture.header, press), indexFixture.row);
+});
+
+test('a panel already asked for is not asked again, whatever else the queue holds', () => {
+  const header = indexFixture.header;
+  const row = (command, args, state) => {
+    const r = header.map(() => '');
+    r[header.indexOf('command')] = command;
+    r[header.indexOf('argsJSON')] = args;
+    r[header.indexOf('状態')] = state;
+    return r;
+  };
+  const rows = [
+    row('sheetq.panels', '{"open":["A","B"]}', '待機'),
+    row('sheetq.panels', '{"open":["C"]}', '完了'),
+    row('sheetq.panels', 'not json', '待機'),
+    row('echo', '{"open":["D"]}', '待機'),
+  ];
+  assert.equal(intake.panelAsked(header, rows, ' B '), true);
+  assert.equal(intake.panelAsked(header, rows, 'C'), false, 'a finished job asks for nothing');
+  assert.equal(intake.panelAsked(header, rows, 'D'), false, 'only panel jobs count');
+  assert.match(intake.panelAskedMessage('B'), /「B」は準備中/);
+  assert.match(intake.noLabelMessage(4), /^4 行目/);
+});

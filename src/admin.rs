@@ -251,12 +251,30 @@ pub async fn check(
     if !problems.is_empty() {
         return Ok(problems);
     }
-    let ranges = [
+    let mut ranges = vec![
         a1::range(QUEUE_SHEET, "1:1"),
         queue_data_range(&meta),
         a1::range(WORKER_SHEET, "B1"),
     ];
-    let values = sheets.read(&ranges).await?;
+    // The panels and the index, in the same read.
+    ranges.extend(crate::panel::sync::read_ranges(&meta, &config.panel));
+    let mut values = sheets.read(&ranges).await?;
+    let panel_values = values.split_off(3.min(values.len()));
+    problems.extend(crate::panel::sync::check(
+        &crate::panel::sync::SyncInput {
+            meta: &meta,
+            values: &panel_values,
+            catalog: &config.catalog,
+            layout: &config.panel,
+            tz: tz.unwrap_or(chrono_tz::UTC),
+            now: chrono::Utc::now(),
+            open: &[],
+            open_all: false,
+            queue: None,
+        },
+        |command| registry.get(command).is_some(),
+    ));
+    problems.extend(registry.host_problems());
     let header = crate::sheets::first_row(&values);
     match ColumnMap::from_header(&header, &config.headers) {
         Err(e) => problems.push(e.to_string()),

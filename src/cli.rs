@@ -278,7 +278,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let config = Config::load(&args.config)?;
             let mut problems = Vec::new();
             let registry = match Registry::from_toml(&config.commands, config.stale_after) {
-                Ok(r) => r,
+                Ok(r) => {
+                    problems.extend(config.catalog.check_commands(&r));
+                    r.with_catalog(config.catalog.clone())
+                }
                 Err(p) => {
                     problems.extend(p);
                     Registry::default()

@@ -224,6 +224,34 @@ impl Registry {
         self.commands.is_empty()
     }
 
+    /// What on this machine would stop a configured command from starting: an `exec`
+    /// program that is not an executable file (or not found on `PATH`), a `workdir` that
+    /// is not a directory. Checked by `sheetq check` on the machine the daemon runs on.
+    pub fn host_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for def in self.commands.values() {
+            if let CommandKind::Exec { argv } = &def.kind {
+                let program = argv
+                    .first()
+                    .map(|t| t.render(&JobSpec::default()))
+                    .unwrap_or_default();
+                if let Err(why) = process::find_program(&program) {
+                    out.push(format!("commands.{}: program {program:?} {why}", def.name));
+                }
+            }
+            if let Some(dir) = &def.workdir {
+                if !dir.is_dir() {
+                    out.push(format!(
+                        "commands.{}: workdir {} is not a directory on this machine; create it or fix the path",
+                        def.name,
+                        dir.display()
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// Whether `command` is configured `heavy`; unknown commands are not (they never run).
     pub fn is_heavy(&self, command: &str) -> bool {
         self.get(command).is_some_and(|d| d.heavy)

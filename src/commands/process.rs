@@ -350,3 +350,28 @@ fn failed(message: String) -> Outcome {
         duration: Duration::ZERO,
     }
 }
+
+/// Where `program` would be found when a job starts: a path (with a `/`) must be an
+/// executable file; a bare name is looked up on `PATH`. Says why not, for `sheetq check`.
+pub(crate) fn find_program(program: &str) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = std::path::PathBuf::from(program);
+        return if executable(&path) {
+            Ok(path)
+        } else if path.exists() {
+            Err("is not an executable file; check its permissions (chmod +x)".into())
+        } else {
+            Err("does not exist on this machine; install it or fix the path".into())
+        };
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+        .ok_or_else(|| "is not found on PATH; give its absolute path".into())
+}

@@ -84,22 +84,32 @@ fn demo(id: String) -> Spreadsheet {
         .with_timezone(&chrono_tz::Asia::Tokyo)
         .naive_local();
 
+    // The index as `sheetq panels sync` lays it out (crate::panel::index_sheet).
     let mut index = Sheet::new(INDEX_SHEET_ID, INDEX_TITLE);
-    for (c, h) in ["対象", "位置", "パネル", "最終実行"].iter().enumerate() {
+    for (c, h) in ["▶", "対象", "位置", "パネル", "状況", "最終結果"]
+        .iter()
+        .enumerate()
+    {
         text(&mut index, 0, c as u32, h);
     }
+    text(&mut index, 0, 6, "PANEL_INDEX");
     index.frozen_row_count = 1;
-    for (i, (sid, title, label, pos)) in PANELS.iter().enumerate() {
+    index.hidden_columns = vec![6];
+    for (i, (sid, _, label, pos)) in PANELS.iter().enumerate() {
         let r = i as u32 + 1;
-        text(&mut index, r, 0, label);
-        text(&mut index, r, 1, pos);
+        index.set_value(r, 0, Some(Value::Bool(false)));
+        index.cell_mut(r, 0).validation =
+            Some(Box::new(json!({ "condition": { "type": "BOOLEAN" } })));
+        text(&mut index, r, 1, label);
+        text(&mut index, r, 2, pos);
         index.set_value(
             r,
-            2,
+            3,
             Some(Value::Formula(format!(
-                "=HYPERLINK(\"#gid={sid}\",\"{title} を開く\")"
+                "=HYPERLINK(\"#gid={sid}\", \"開く\")"
             ))),
         );
+        index.set_value(r, 6, Some(Value::Number(values::to_serial(now))));
     }
     ss.sheets.push(index);
 

@@ -260,6 +260,97 @@ mod tests {
         );
     }
 
+    #[test]
+    fn an_index_tick_becomes_the_row_the_apps_script_intake_writes_too() {
+        let fixture: serde_json::Value =
+            serde_json::from_str(include_str!("../../apps-script/fixtures/index-press.json"))
+                .unwrap_or_else(|e| panic!("the shared fixture does not parse: {e}"));
+        let text = |k: &str| fixture["press"][k].as_str().unwrap_or_default().to_string();
+        let header: Vec<Cell> = fixture["header"].as_array().cloned().unwrap_or_default();
+        let columns = ColumnMap::from_header(&header, &HeaderNames::default())
+            .unwrap_or_else(|e| panic!("fixture header: {e}"));
+        let tz: Tz = fixture["timeZone"]
+            .as_str()
+            .and_then(|z| z.parse().ok())
+            .unwrap_or_else(|| panic!("fixture time zone"));
+        let received_at = DateTime::parse_from_rfc3339(&text("receivedAt"))
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_else(|e| panic!("fixture receivedAt: {e}"));
+        let entry = index_entry(2, true, &text("label"));
+        let plan = plan_index_intake(
+            &text("indexSheet"),
+            &[entry],
+            &snapshot(vec![]),
+            received_at,
+            || text("jobId"),
+        );
+        assert_eq!(plan.new_rows.len(), 1);
+        let expected = fixture["row"].as_array().cloned().unwrap_or_default();
+        assert_eq!(
+            plan.new_rows[0].to_row(&columns, &StateWords::default(), tz),
+            expected,
+            "sheetq's row for an index tick differs from the shared fixture (and so from the Apps Script intake's)"
+        );
+    }
+
+    fn index_entry(row: u32, ticked: bool, label: &str) -> IndexEntry {
+        IndexEntry {
+            row,
+            ticked,
+            label: label.into(),
+            position: String::new(),
+            link: String::new(),
+            state: String::new(),
+            last: String::new(),
+            activity: None,
+        }
+    }
+
+    #[test]
+    fn index_ticks_of_one_pass_are_one_panel_job_and_every_tick_is_cleared() {
+        let mut asked = queue_row(2, State::Waiting, PANELS_TARGET, "パネルを開く: B");
+        asked.command = PANELS_COMMAND.into();
+        asked.args_json = r#"{"open":["B"]}"#.into();
+        let entries = [
+            index_entry(2, true, "A"),
+            index_entry(3, true, "B"),
+            index_entry(4, false, "C"),
+            index_entry(5, true, "D"),
+            index_entry(6, true, ""),
+        ];
+        let plan = plan_index_intake(
+            "▶パネル",
+            &entries,
+            &snapshot(vec![asked]),
+            at(0),
+            || "job".into(),
+        );
+        assert_eq!(plan.new_rows.len(), 1);
+        assert_eq!(
+            plan.new_rows[0].args_json, r#"{"open":["A","D"]}"#,
+            "B is asked already"
+        );
+        assert_eq!(plan.new_rows[0].function, "パネルを開く: A, D");
+        let cleared: Vec<&str> = plan.clears.iter().map(|c| c.range.as_str()).collect();
+        assert_eq!(
+            cleared,
+            [
+                "'▶パネル'!A2",
+                "'▶パネル'!A3",
+                "'▶パネル'!A5",
+                "'▶パネル'!A6"
+            ]
+        );
+        let none = plan_index_intake(
+            "▶パネル",
+            &entries[2..3],
+            &snapshot(vec![]),
+            at(0),
+            || "job".into(),
+        );
+        assert!(none.new_rows.is_empty() && none.clears.is_empty());
+    }
+
     fn plan(tables: &HashMap<String, PanelTable>, index: &PanelIndex, s: &Snapshot) -> IntakePlan {
         let mut n = 0;
         plan_intake(

@@ -378,53 +378,15 @@ fn plan_with(
     let mut report = SyncReport::default();
     let mut requests = Vec::new();
 
-    // Each sheet's values, by title.
-    let mut reads: HashMap<&str, Read> = HashMap::new();
-    for vr in input.values {
-        let Some(title) = A1Range::parse(&vr.range).ok().and_then(|r| r.sheet) else {
-            continue;
-        };
-        if let Some(meta) = input.meta.sheets.iter().find(|s| s.title == title) {
-            reads.insert(
-                &meta.title,
-                Read {
-                    meta,
-                    values: &vr.values,
-                },
-            );
-        }
-    }
-    // Discovery, exactly as the daemon does it, from the marker block of each read.
-    let (top_left, bottom_right) = layout.marker_block();
-    let markers: Vec<ValueRange> = reads
-        .values()
-        .map(|r| {
-            let values = (top_left.row..=bottom_right.row)
-                .map(|row| {
-                    (top_left.col..=bottom_right.col)
-                        .map(|col| r.cell(row - 1, col).clone())
-                        .collect()
-                })
-                .collect();
-            ValueRange::new(
-                a1::range(&r.meta.title, &format!("{top_left}:{bottom_right}")),
-                values,
-            )
-        })
-        .collect();
-    let found = PanelIndex::build(input.meta, &markers, layout);
+    let Discovered {
+        reads,
+        found,
+        tables,
+    } = discover(input);
     for c in &found.conflicts {
         report.problems.push(c.to_string());
     }
     report.problems.extend(found.problems.iter().cloned());
-    let tables: HashMap<&str, PanelTable> = found
-        .panels()
-        .iter()
-        .filter_map(|p| {
-            let read = reads.get(p.title.as_str())?;
-            Some((p.label.as_str(), table_of(read, layout)))
-        })
-        .collect();
 
     // Where the index is.
     let index_at = match (migration, &found.index_sheet) {
@@ -858,6 +820,102 @@ fn plan_with(
         });
     }
     Ok(SyncPlan { requests, report })
+}
+
+/// The sheets of one read: each sheet's values by title, the panels found by marker
+/// (exactly as the daemon finds them), and their function tables by label.
+struct Discovered<'a> {
+    reads: HashMap<&'a str, Read<'a>>,
+    found: PanelIndex,
+    tables: HashMap<String, PanelTable>,
+}
+
+fn discover<'a>(input: &SyncInput<'a>) -> Discovered<'a> {
+    let layout = input.layout;
+    let mut reads: HashMap<&'a str, Read<'a>> = HashMap::new();
+    for vr in input.values {
+        let Some(title) = A1Range::parse(&vr.range).ok().and_then(|r| r.sheet) else {
+            continue;
+        };
+        if let Some(meta) = input.meta.sheets.iter().find(|s| s.title == title) {
+            reads.insert(
+                &meta.title,
+                Read {
+                    meta,
+                    values: &vr.values,
+                },
+            );
+        }
+    }
+    let (top_left, bottom_right) = layout.marker_block();
+    let markers: Vec<ValueRange> = reads
+        .values()
+        .map(|r| {
+            let values = (top_left.row..=bottom_right.row)
+                .map(|row| {
+                    (top_left.col..=bottom_right.col)
+                        .map(|col| r.cell(row - 1, col).clone())
+                        .collect()
+                })
+                .collect();
+            ValueRange::new(
+                a1::range(&r.meta.title, &format!("{top_left}:{bottom_right}")),
+                values,
+            )
+        })
+        .collect();
+    let found = PanelIndex::build(input.meta, &markers, layout);
+    let tables = found
+        .panels()
+        .iter()
+        .filter_map(|p| {
+            let read = reads.get(p.title.as_str())?;
+            Some((p.label.clone(), table_of(read, layout)))
+        })
+        .collect();
+    Discovered {
+        reads,
+        found,
+        tables,
+    }
+}
+
+/// What `sheetq check` reports about the panels: label conflicts and markers without a
+/// label, function rows whose command is not configured (`known` says which are), panels
+/// that differ from `[[functions]]`, and an index title without its marker.
+pub fn check(input: &SyncInput, known: impl Fn(&str) -> bool) -> Vec<String> {
+    let Discovered { found, tables, .. } = discover(input);
+    let mut out: Vec<String> = found.conflicts.iter().map(ToString::to_string).collect();
+    out.extend(found.problems.iter().cloned());
+    for p in found.panels() {
+        let Some(table) = tables.get(&p.label) else {
+            continue;
+        };
+        for row in table.rows.iter().filter(|r| !r.function.is_empty()) {
+            if !known(&row.command) {
+                out.push(format!(
+                    "panel {} row {} ({}): command \"{}\" is not configured, so a press there ends as an error; \
+                     add [commands.{}] or run `sheetq panels sync` to copy the functions of the config",
+                    a1::quote_title(&p.title),
+                    row.row,
+                    row.function,
+                    row.command,
+                    row.command
+                ));
+            }
+        }
+    }
+    match plan(input) {
+        Err(e) => out.push(e.to_string()),
+        Ok(plan) if !input.catalog.functions.is_empty() && !plan.report.refreshed.is_empty() => {
+            out.push(format!(
+                "panels that differ from the [[functions]] of the config: {}; run `sheetq panels sync`",
+                plan.report.refreshed.join(", ")
+            ))
+        }
+        Ok(_) => {}
+    }
+    out
 }
 
 /// A target as the index will list it.

@@ -1,7 +1,7 @@
 //! The command line as an operator meets it: the demo's table, `check` on a broken sheet,
 //! and a config with several mistakes. Runs the real `sheetq` binary.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use assert_cmd::prelude::*;
@@ -155,22 +155,95 @@ async fn check_names_a_missing_header_and_exits_non_zero() {
     );
 }
 
+async fn run_check(config: PathBuf) -> std::process::Output {
+    tokio::task::spawn_blocking(move || sheetq().arg("check").arg("--config").arg(&config).output())
+        .await
+        .expect("join")
+        .expect("run sheetq check")
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn check_passes_on_the_demo_spreadsheet() {
+async fn check_on_the_demo_spreadsheet_names_only_its_deliberately_unconfigured_function() {
     let emu = support::start_emulator().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), &emu, "");
-    let out = tokio::task::spawn_blocking(move || {
-        sheetq().arg("check").arg("--config").arg(&config).output()
-    })
-    .await
-    .expect("join")
-    .expect("run sheetq check");
+    let out = run_check(config).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with("  - ")).count(),
+        3,
+        "one problem per panel, the 未設定の機能 row:\n{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .matches("(未設定の機能): command \"broken\" is not configured")
+            .count(),
+        3,
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_names_panels_older_than_the_config_and_programs_missing_here() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = r#"
+[[functions]]
+label = "動作確認 (2秒)"
+command = "sleep"
+args = { seconds = 2 }
+
+[commands.report]
+exec = ["/nonexistent/report"]
+workdir = "/nonexistent/work"
+[commands.broken]
+builtin = "echo"
+"#;
+    let config = write_config(dir.path(), &emu, extra);
+    let out = run_check(config.clone()).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    for expected in [
+        "panels that differ from the [[functions]] of the config: サーバーA, サーバーB, サーバーC; run `sheetq panels sync`",
+        "commands.report: program \"/nonexistent/report\" does not exist on this machine",
+        "commands.report: workdir /nonexistent/work is not a directory",
+    ] {
+        assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
+    }
+
+    // The sync the message asks for, from the command line: three requests, then clean.
+    let sync = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            sheetq()
+                .args(["panels", "sync", "--config"])
+                .arg(&config)
+                .output()
+        })
+        .await
+        .expect("join")
+        .expect("run sheetq panels sync")
+    };
+    let stdout = String::from_utf8_lossy(&sync.stdout);
     assert!(
-        out.status.success(),
-        "check on a healthy sheet: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        sync.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&sync.stderr)
+    );
+    assert!(
+        stdout.contains("updated panels: サーバーA, サーバーB, サーバーC"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("3 API requests"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&run_check(config).await.stderr).to_string();
+    assert!(
+        !stderr.contains("differ from the [[functions]]"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("未設定の機能"),
+        "the dropped function's rows are gone: {stderr}"
     );
 }
 
@@ -216,7 +289,7 @@ fn a_bad_config_is_one_message_listing_each_problem() {
 #[test]
 fn every_subcommand_has_help() {
     for sub in [
-        "run", "demo", "emulator", "init", "check", "status", "enqueue",
+        "run", "demo", "emulator", "init", "check", "status", "enqueue", "panels",
     ] {
         let out = sheetq().args([sub, "--help"]).output().expect("run --help");
         assert!(out.status.success(), "{sub} --help failed");

@@ -303,6 +303,26 @@ async fn a_press_on_a_generated_panel_runs_and_a_dropped_function_is_refused() {
         || describe_queue(&queue_rows(&emu)),
     )
     .await;
+    let index = wait_for(
+        "the index to show server-1's last result, and nothing running",
+        WAIT,
+        || {
+            let row = text_rows(&emu, "'▶パネル'!A2:G2").pop()?;
+            let done = row.get(4).is_some_and(String::is_empty)
+                && row.get(5).is_some_and(|last| last.contains(": "));
+            done.then_some(row)
+        },
+        || format!("{:?}", text_rows(&emu, "'▶パネル'!A1:G3")),
+    )
+    .await;
+    assert!(
+        index[5].starts_with("動作確認: ✅") || index[5].starts_with("廃止済み: ❌"),
+        "the last result names its function: {index:?}"
+    );
+    assert!(
+        index[6].parse::<f64>().is_ok(),
+        "the last activity is recorded for idle-hiding: {index:?}"
+    );
     fleet.stop(&emu).await;
     let ran = rows
         .iter()
@@ -552,4 +572,46 @@ async fn an_index_title_without_its_marker_is_not_overwritten() {
         "{error}"
     );
     assert_eq!(text_rows(&emu, "'▶パネル'!A1")[0][0], "a person's notes");
+}
+
+#[tokio::test]
+async fn twelve_index_ticks_open_their_panels_in_two_steps() {
+    let emu = start_fast_empty().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let extra = format!("{FUNCTIONS}{}", targets(12));
+    let config = config(&emu, dir.path(), &extra);
+    sheetq::admin::init(client(&emu, &config).await.as_ref(), &config)
+        .await
+        .unwrap_or_else(|e| panic!("init: {e}"));
+    sync(&emu, &config, SyncRequest::default()).await;
+    emu.set_values("'▶パネル'!A2:A13", json!(vec![[true]; 12]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let fleet = Fleet::start(&emu, &["d1"], &[("intake", "\"poll\"")], &extra).await;
+    let rows = wait_for(
+        "the panel job and its continuation to finish",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            (rows.len() == 2 && rows.iter().all(is_finished)).then_some(rows)
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    fleet.stop(&emu).await;
+    assert!(
+        rows.iter().all(|r| r.state.is(State::Done)),
+        "{}",
+        describe_queue(&rows)
+    );
+    assert_eq!(rows[1].args_json, r#"{"open":["server-11","server-12"]}"#);
+    let panels = titles(&emu)
+        .iter()
+        .filter(|(t, _)| t.starts_with("server-"))
+        .count();
+    assert_eq!(panels, 12);
+    let index = text_rows(&emu, "'▶パネル'!A2:D13");
+    assert!(
+        index.iter().all(|r| r[0] == "FALSE" && r[3] == "開く"),
+        "every tick cleared, every link set: {index:?}"
+    );
 }
