@@ -263,6 +263,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Emulator(args) => {
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
+            if !args.allow_remote && !args.listen.ip().is_loopback() {
+                return Err(
+                    crate::emulator::EmulatorError::NotLoopback { addr: args.listen }.into(),
+                );
+            }
             crate::emulator::serve(args.into(), shutdown).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -281,7 +281,9 @@ impl Config {
                 "hide_panels_after",
                 other.map(str::to_string),
                 Duration::from_secs(14 * 24 * 3600),
-            )),
+            ))
+            // "0s" means never as "0" does, not "hide every panel at once".
+            .filter(|d| !d.is_zero()),
         };
         let poll_interval = duration("poll_interval", raw.poll_interval, Duration::from_secs(2));
         let stale_after = duration("stale_after", raw.stale_after, Duration::from_secs(15 * 60));

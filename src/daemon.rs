@@ -632,6 +632,10 @@ impl Daemon {
         self.task_jobs
             .retain(|_, job_id| *job_id != claimed.row.job_id);
         self.running.remove(&claimed.row.job_id);
+        if claimed.row.command.trim() == crate::panel::catalog::PANELS_COMMAND {
+            // It made or showed panels: find them now, so results of presses on them land.
+            self.relayout = true;
+        }
         self.free_slots.push(claimed.slot);
         self.report.jobs_finished += 1;
         let (finish, message) = match outcome.status {

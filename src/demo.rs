@@ -32,6 +32,10 @@ pub struct DemoArgs {
     /// Give up waiting for the jobs after this many seconds.
     #[arg(long, default_value_t = 50)]
     pub timeout_secs: u64,
+    /// After the table, keep the embedded spreadsheet and both daemons running until Ctrl-C,
+    /// so you can go on pressing ▶ boxes in its web view.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// One finished job, as the closing table shows it.
@@ -92,6 +96,11 @@ pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
         emulator.spreadsheet_id(),
         emulator.base_url()
     )?;
+    writeln!(
+        out,
+        "web view: open {} in a browser to watch the panels (--keep to go on pressing after the table)",
+        emulator.base_url()
+    )?;
     let config = |worker: &str| -> anyhow::Result<Config> {
         let text = format!(
             r#"
@@ -99,6 +108,8 @@ spreadsheet_id = "{id}"
 api_base_url = "{url}"
 worker_id = "{worker}"
 slots = 2
+# Ticks in the web view are taken in by the daemons.
+intake = "poll"
 # Polls and heartbeats stay inside the default budget (50 requests a minute): 40 polls and
 # 6 heartbeats a minute leave room for claims and results.
 poll_interval = "1500ms"
@@ -180,9 +191,8 @@ builtin = "sleep"
         // Two reads a look: a look a second stays under the display's budget.
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
-    shutdown.cancel();
-    for d in daemons {
-        d.await.context("a demo daemon panicked")??;
+    if !args.keep {
+        shutdown.cancel();
     }
     let table: Vec<DemoRow> = rows
         .iter()
@@ -213,6 +223,21 @@ builtin = "sleep"
         counters.total - counters.by_method.get("oauth2.token").copied().unwrap_or(0),
         counters.quota_refused_total()
     )?;
+    if args.keep {
+        writeln!(
+            out,
+            "\nStill running: tick ▶ boxes at {} and watch the rows change. Ctrl-C stops.",
+            emulator.base_url()
+        )?;
+        out.flush()?;
+        tokio::signal::ctrl_c()
+            .await
+            .context("cannot wait for Ctrl-C")?;
+        shutdown.cancel();
+    }
+    for d in daemons {
+        d.await.context("a demo daemon panicked")??;
+    }
     drop(emulator);
     Ok(table)
 }

@@ -49,6 +49,7 @@ pub mod quota;
 pub mod seed;
 pub mod store;
 pub mod values;
+mod web;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -134,6 +135,11 @@ pub struct EmulatorArgs {
         default_value = "google"
     )]
     pub quota: QuotaSpec,
+    /// Listen on an address other machines can reach. The emulator has no real
+    /// authentication (it hands out its key at /_emulator/credentials) and its web view
+    /// edits the sheet without asking: only for a trusted network.
+    #[arg(long)]
+    pub allow_remote: bool,
 }
 
 impl From<EmulatorArgs> for EmulatorOptions {
@@ -175,6 +181,10 @@ pub enum EmulatorError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "--listen {addr} is reachable from other machines, and the emulator is local only: anyone who reaches it can read and edit the sheet and fetch its key. Listen on 127.0.0.1 (the default), or add --allow-remote on a trusted network"
+    )]
+    NotLoopback { addr: SocketAddr },
 }
 
 /// A running emulator. Stops when dropped; [`Emulator::shutdown`] also waits for the last
@@ -238,6 +248,9 @@ impl Emulator {
         let shared = Arc::new(Shared::new(store, opts.latency, rules, opts.quota));
         if let Ok(mut b) = shared.base_url.lock() {
             *b = format!("http://{addr}/");
+        }
+        if let Ok(mut h) = shared.home.lock() {
+            h.clone_from(&spreadsheet_id);
         }
         let cancel = CancellationToken::new();
         let server = tokio::spawn(http::run(
@@ -529,7 +542,16 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), EmulatorError> {
     let emu = Emulator::start(opts).await?;
-    println!("sheetq emulator listening on {}", emu.base_url());
+    println!(
+        "sheetq emulator listening on {}{}",
+        emu.base_url(),
+        if emu.addr().ip().is_loopback() {
+            " (this machine only)"
+        } else {
+            " (reachable from other machines: --allow-remote)"
+        }
+    );
+    println!("web view:       {} (open it in a browser)", emu.base_url());
     println!("spreadsheet id: {}", emu.spreadsheet_id());
     println!("credentials:    {}_emulator/credentials", emu.base_url());
     match emu.quota() {

@@ -19,7 +19,8 @@
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
 //!   (what one read covers), `claim_pass` (lease, decision, atomic commit), `writeback`
-//!   (results to queue and panel rows, restart recovery, continuation).
+//!   (results to queue and panel rows, restart recovery, continuation), `archive`, `panels`
+//!   (panel jobs and hiding idle panels).
 //! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
 //! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
 //!   local runs without Google (store, HTTP server, fault injection, request log).
@@ -31,6 +32,8 @@
 //!   - `emulator/quota.rs`: Google's per-minute quotas (per user = service account, per
 //!     project; reads and writes apart), their sliding window, the `--quota` syntax.
 //!   - `emulator/grid.rs`: spreadsheet JSON with grid data and row/column metadata.
+//!   - `emulator/web.rs`: the web view at `/` (page, live view, a person's edits); its
+//!     assets in `emulator/web/`.
 //!   - `emulator/batch.rs`: `spreadsheets.batchUpdate` dispatch (atomic), cell and sheet
 //!     requests; `dimension.rs` rows/columns and `sortRange`; `paste.rs` cut/copy-paste;
 //!     `find_replace.rs` the compare-and-swap.
@@ -40,7 +43,10 @@
 //! - [`notify`]: systemd readiness, watchdog, stopping and status notifications.
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
 //! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status
-//!   texts, result write-back cells, the waiting display and intake by polling, all pure.
+//!   texts, result write-back cells, the waiting display and intake by polling, the index
+//!   sheet, the functions and targets of the config (`catalog`) and the panel builder
+//!   (`sync`), all pure.
+//! - [`panels`]: applying a panel sync: read, plan, one batch (`sheetq panels`, panel jobs).
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`setup`]: the spreadsheet client and the command registry built from a config, for the
 //!   command line, the demo and the bench.

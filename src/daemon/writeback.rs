@@ -107,7 +107,8 @@ impl Daemon {
         message: &str,
     ) -> Option<ValueRange> {
         if row.target_key() == panel::catalog::PANELS_TARGET {
-            // A panel job: its result shows on the index, which the next pass refreshes.
+            // A panel job has no panel row: its outcome is its queue row (and the panels
+            // and index links it made).
             return None;
         }
         match panel::locate(&self.panels, &poll.tables, row) {

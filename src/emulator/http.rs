@@ -48,6 +48,10 @@ pub struct Shared {
     pub dirty: AtomicBool,
     pub changed: tokio::sync::Notify,
     pub base_url: Mutex<String>,
+    /// The spreadsheet the handle names (the seeded one): what the web view shows.
+    pub home: Mutex<String>,
+    /// Counts changes to the store; the web view's long poll waits on it.
+    pub version: tokio::sync::watch::Sender<u64>,
     /// Choices for behaviour Google does not document (`EmulatorOptions`).
     pub rules: Rules,
 }
@@ -62,6 +66,8 @@ impl Shared {
             dirty: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
             base_url: Mutex::new(String::new()),
+            home: Mutex::new(String::new()),
+            version: tokio::sync::watch::Sender::new(0),
             rules,
         }
     }
@@ -77,6 +83,12 @@ impl Shared {
     pub fn mark_changed(&self) {
         self.dirty.store(true, Ordering::SeqCst);
         self.changed.notify_one();
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// The id of the spreadsheet the handle names.
+    pub fn home_id(&self) -> String {
+        self.home.lock().map(|h| h.clone()).unwrap_or_default()
     }
 }
 
@@ -97,6 +109,11 @@ impl std::error::Error for Dropped {}
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
+        .route("/", get(super::web::page))
+        .route("/_emulator/web/app.js", get(super::web::script))
+        .route("/_emulator/web/app.css", get(super::web::style))
+        .route("/_emulator/web/view", get(super::web::view))
+        .route("/_emulator/web/edit", post(super::web::edit))
         .route("/token", post(token))
         .route("/_emulator/requests", get(admin::requests))
         .route(

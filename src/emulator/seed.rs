@@ -143,6 +143,11 @@ fn demo(id: String) -> Spreadsheet {
             p.cell_mut(r, 0).validation =
                 Some(Box::new(json!({ "condition": { "type": "BOOLEAN" } })));
             text(&mut p, r, 1, flabel);
+            // 更新日時 shows the serials sheetq writes as dates, as `panels sync` formats it.
+            p.cell_mut(r, 4).number_format = Some(Box::new(NumberFormat {
+                kind: "DATE_TIME".into(),
+                pattern: "yyyy/MM/dd HH:mm:ss".into(),
+            }));
             text(&mut p, r, 7, cmd);
             text(&mut p, r, 8, args);
             if !flags.is_empty() {

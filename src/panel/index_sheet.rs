@@ -35,6 +35,8 @@ pub const INDEX_MAX_ROWS: u32 = 2000;
 pub const LINK_TEXT: &str = "開く";
 /// The link cell of a target whose panel was never created.
 pub const NOT_CREATED_TEXT: &str = "未作成 (▶ で作成)";
+/// The link cell of a target whose label is on more than one panel.
+pub const CONFLICT_TEXT: &str = "ラベルが複数のパネルにあります (G2 を直してください)";
 /// The link cell of a target whose panel is hidden.
 pub const HIDDEN_TEXT: &str = "非表示 (▶ で表示)";
 

@@ -99,11 +99,6 @@ impl IntakePlan {
 /// The status text of a tick on a row with no function label.
 pub const NO_FUNCTION_TEXT: &str = "❌ エラー: 機能ラベルが空のため受け付けられません";
 
-/// Turns the ticks of this pass into a plan: one queue row per ticked function unless
-/// `claim::duplicate_of` finds a `待機`/`実行中` row for the same target and function (then
-/// the status cell shows the duplicate message); two ticks of one function in a pass make
-/// one row. Every ticked box is cleared. Only panels in `index` are polled, so a panel
-/// whose label is in conflict keeps its ticks until the conflict is fixed.
 /// Ticks on the index (`▶パネル`): one panel job for the ticked labels not already asked
 /// for by a waiting or running panel job, and every tick cleared. Labels that are no target
 /// are left to the job, which reports them.
@@ -159,6 +154,11 @@ pub fn plan_index_intake(
     plan
 }
 
+/// Turns the ticks of this pass into a plan: one queue row per ticked function unless
+/// `claim::duplicate_of` finds a `待機`/`実行中` row for the same target and function (then
+/// the status cell shows the duplicate message); two ticks of one function in a pass make
+/// one row. Every ticked box is cleared. Only panels in `index` are polled, so a panel
+/// whose label is in conflict keeps its ticks until the conflict is fixed.
 pub fn plan_intake(
     tables: &HashMap<String, PanelTable>,
     index: &PanelIndex,

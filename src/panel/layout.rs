@@ -198,6 +198,14 @@ impl PanelLayout {
                 c.status, c.result, c.updated
             ));
         }
+        // The index sheet carries its marker in the same cell and uses columns A–F and
+        // rows from 2 for its targets.
+        if self.marker_cell.row != 1 || self.marker_cell.col < 6 {
+            out.push(format!(
+                "panel.marker_cell ({}) must be in row 1, in column G or right of it: the index sheet uses columns A–F below its header and carries its own marker there",
+                self.marker_cell
+            ));
+        }
         for (name, cell) in [
             ("marker_cell", self.marker_cell),
             ("label_cell", self.label_cell),

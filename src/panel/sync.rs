@@ -55,6 +55,10 @@ pub enum SyncError {
     )]
     IndexExists { index: String, title: String },
     #[error(
+        "sheet {title} is a panel ({marker} marker), not an old panel sheet; `panels migrate` turns a sheet that lists targets into the index"
+    )]
+    MigratePanel { title: String, marker: String },
+    #[error(
         "there is no sheet titled {title} to migrate; check the title (tab name) and its quoting"
     )]
     NoSuchSheet { title: String },
@@ -220,21 +224,34 @@ impl Cells {
         self.plain.insert((row, col), value);
     }
 
-    fn differs(&self, read: Option<&Read>, formula_shows: &dyn Fn(&Cell) -> Cell) -> bool {
+    /// Only the cells that differ from `read` (all of them for a sheet not read: a new
+    /// one). A cell that already shows what it should is never written, so a person's tick
+    /// or a status the daemon wrote since the read is not overwritten with the same value
+    /// read a moment earlier.
+    fn changed(self, read: Option<&Read>, formula_shows: &dyn Fn(&Cell) -> Cell) -> Cells {
+        let Some(read) = read else { return self };
         let same = |a: &Cell, b: &Cell| {
             let blank = |c: &Cell| c.is_null() || c.as_str() == Some("");
             (blank(a) && blank(b))
                 || a == b
                 || cell_text(a) == cell_text(b) && a.is_string() == b.is_string()
         };
-        let Some(read) = read else { return true };
-        self.plain
-            .iter()
-            .any(|((r, c), v)| !same(read.cell(*r, *c), v))
-            || self
+        Cells {
+            plain: self
+                .plain
+                .into_iter()
+                .filter(|((r, c), v)| !same(read.cell(*r, *c), v))
+                .collect(),
+            formulas: self
                 .formulas
-                .iter()
-                .any(|((r, c), v)| !same(read.cell(*r, *c), &formula_shows(v)))
+                .into_iter()
+                .filter(|((r, c), v)| !same(read.cell(*r, *c), &formula_shows(v)))
+                .collect(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.plain.is_empty() && self.formulas.is_empty()
     }
 
     /// One `updateCells` per run of adjacent rows in one column.
@@ -308,11 +325,12 @@ fn sheet_id_for(label: &str, taken: &HashSet<i32>) -> i32 {
 }
 
 /// A title for a new panel: its label, or with ` (パネル)`, ` (パネル 2)`… when taken.
+/// Sheet titles are unique ignoring case (`taken` holds them lower-cased).
 fn title_for(label: &str, taken: &HashSet<String>) -> String {
     std::iter::once(label.to_string())
         .chain(std::iter::once(format!("{label} (パネル)")))
         .chain((2..).map(|n| format!("{label} (パネル {n})")))
-        .find(|t| !taken.contains(t))
+        .find(|t| !taken.contains(&t.to_lowercase()))
         .unwrap_or_else(|| label.to_string())
 }
 
@@ -390,6 +408,15 @@ fn plan_with(
 
     // Where the index is.
     let index_at = match (migration, &found.index_sheet) {
+        (Some(m), _)
+            if found.by_title(&m.title).is_some()
+                || found.conflicts.iter().any(|c| c.titles.contains(&m.title)) =>
+        {
+            return Err(SyncError::MigratePanel {
+                title: a1::quote_title(&m.title),
+                marker: layout.marker.clone(),
+            })
+        }
         (Some(m), Some((_, title))) if *title == m.title => {
             return Err(SyncError::AlreadyIndex {
                 title: a1::quote_title(title),
@@ -468,6 +495,7 @@ fn plan_with(
             label: label.to_string(),
             position: position.trim().to_string(),
             entry: entry.cloned(),
+            row: entry.map_or(0, |e| e.row - 1),
         });
     };
     for e in &known_entries {
@@ -478,6 +506,19 @@ fn plan_with(
     }
     for p in found.panels() {
         add(&mut targets, &p.label, &p.position, None, &mut report);
+    }
+    // Targets new to the index go below every row in use (a person's notes included).
+    let first_free = match &index_at {
+        IndexAt::Existing(r) => r
+            .values
+            .iter()
+            .rposition(|row| row.iter().any(|c| !cell_text(c).trim().is_empty()))
+            .map_or(1, |i| i as u32 + 1)
+            .max(1),
+        _ => 1,
+    };
+    for (row, t) in (first_free..).zip(targets.iter_mut().filter(|t| t.entry.is_none())) {
+        t.row = row;
     }
     // Config positions win; a panel's G3 fills a gap.
     for t in &mut targets {
@@ -545,8 +586,12 @@ fn plan_with(
 
     // Sheets: ids and titles in use.
     let mut taken_ids: HashSet<i32> = input.meta.sheets.iter().map(|s| s.sheet_id).collect();
-    let mut taken_titles: HashSet<String> =
-        input.meta.sheets.iter().map(|s| s.title.clone()).collect();
+    let mut taken_titles: HashSet<String> = input
+        .meta
+        .sheets
+        .iter()
+        .map(|s| s.title.to_lowercase())
+        .collect();
 
     // The index sheet first: new sheets are placed after it.
     let index_id = match &index_at {
@@ -554,7 +599,7 @@ fn plan_with(
         IndexAt::New => {
             let id = sheet_id_for(INDEX_SHEET, &taken_ids);
             taken_ids.insert(id);
-            taken_titles.insert(INDEX_SHEET.to_string());
+            taken_titles.insert(INDEX_SHEET.to_lowercase());
             requests.push(Request::AddSheetWithId {
                 sheet_id: id,
                 title: INDEX_SHEET.into(),
@@ -570,7 +615,7 @@ fn plan_with(
         let backup_id = sheet_id_for(&format!("{} (移行前)", m.title), &taken_ids);
         taken_ids.insert(backup_id);
         let backup_title = title_for(&format!("{} (移行前)", m.title), &taken_titles);
-        taken_titles.insert(backup_title.clone());
+        taken_titles.insert(backup_title.to_lowercase());
         requests.push(Request::DuplicateSheet {
             source: old.meta.sheet_id,
             sheet_id: backup_id,
@@ -607,6 +652,7 @@ fn plan_with(
     let mut panel_requests = Vec::new();
     let mut activity: HashMap<String, Option<f64>> = HashMap::new();
     let mut last_text: HashMap<String, String> = HashMap::new();
+    let mut conflicted: HashSet<String> = HashSet::new();
     for t in &targets {
         let last = tables.get(t.label.as_str()).and_then(ix::last_result);
         let mut act = ix::later(
@@ -617,6 +663,17 @@ fn plan_with(
             last_text.insert(t.label.clone(), text.clone());
         }
         let asked = open.contains(&t.label);
+        let busy = match input.queue {
+            Some(rows) => !ix::state_text(&t.label, rows).is_empty(),
+            None => t.entry.as_ref().is_some_and(|e| !e.state.is_empty()),
+        };
+        if found.conflicts.iter().any(|c| c.label == t.label) {
+            // Which of the panels is the right one only a person can tell: none is
+            // written, hidden or made anew.
+            conflicted.insert(t.label.clone());
+            activity.insert(t.label.clone(), act);
+            continue;
+        }
         match found.get(&t.label) {
             Some(p) => {
                 let Some(read) = reads.get(p.title.as_str()) else {
@@ -637,21 +694,22 @@ fn plan_with(
                 if !input.catalog.functions.is_empty() {
                     let table = tables.get(t.label.as_str()).cloned().unwrap_or_default();
                     let cells =
-                        panel_cells(layout, input.catalog, &t.label, &t.position, &table, None);
-                    let formula_shows = |c: &Cell| c.clone();
-                    if cells.differs(Some(read), &formula_shows) {
+                        panel_cells(layout, input.catalog, &t.label, &t.position, &table, None)
+                            .changed(Some(read), &|c| c.clone());
+                    if cells.is_empty() {
+                        report.unchanged.push(t.label.clone());
+                    } else {
+                        // The grid first: a write past its end would fail the whole batch.
+                        grow(layout, input.catalog, read, &table, &mut panel_requests);
                         cells.requests(p.sheet_id, &mut panel_requests);
                         panel_table_formats(
                             layout,
                             input.catalog,
                             p.sheet_id,
-                            read,
                             &table,
                             &mut panel_requests,
                         );
                         report.refreshed.push(t.label.clone());
-                    } else {
-                        report.unchanged.push(t.label.clone());
                     }
                 }
                 if read.meta.hidden && asked {
@@ -662,6 +720,7 @@ fn plan_with(
                     report.shown.push(t.label.clone());
                 } else if !read.meta.hidden
                     && !asked
+                    && !busy
                     && ix::is_idle(act, input.catalog.hide_after, input.now, tz)
                 {
                     panel_requests.push(Request::UpdateSheetHidden {
@@ -675,7 +734,7 @@ fn plan_with(
                 let id = sheet_id_for(&t.label, &taken_ids);
                 taken_ids.insert(id);
                 let title = title_for(&t.label, &taken_titles);
-                taken_titles.insert(title.clone());
+                taken_titles.insert(title.to_lowercase());
                 let rows = layout
                     .last_row()
                     .max(layout.first_row + input.catalog.functions.len() as u32);
@@ -719,18 +778,24 @@ fn plan_with(
         })
         .map(|t| t.label.as_str())
         .collect();
+    let index_marker = layout.marker_cell;
     let mut cells = Cells::default();
     for (c, h) in ix::INDEX_HEADER.iter().enumerate() {
         cells.set(0, c as u32, text(*h));
     }
-    cells.set(0, layout.marker_cell.col, text(ix::INDEX_MARKER));
-    for (i, t) in targets.iter().enumerate() {
-        let row = i as u32 + 1;
+    cells.set(
+        index_marker.row - 1,
+        index_marker.col,
+        text(ix::INDEX_MARKER),
+    );
+    for t in &targets {
+        let row = t.row;
         let entry = t.entry.as_ref();
         cells.set(row, ix::TICK, Cell::Bool(entry.is_some_and(|e| e.ticked)));
         cells.set(row, ix::LABEL, text(&t.label));
         cells.set(row, ix::POSITION, text(&t.position));
         let link = match report.panels.get(&t.label) {
+            _ if conflicted.contains(&t.label) => text(ix::CONFLICT_TEXT),
             Some(_) if hidden_after.contains(t.label.as_str()) => text(ix::HIDDEN_TEXT),
             Some(id) => text(ix::link_formula(*id)),
             None => text(ix::NOT_CREATED_TEXT),
@@ -750,37 +815,31 @@ fn plan_with(
         let act = activity.get(&t.label).copied().flatten();
         cells.set(
             row,
-            layout.marker_cell.col,
+            index_marker.col,
             act.map(Cell::from).unwrap_or(Cell::Null),
         );
     }
-    // Rows the index had below its new end are emptied.
-    let (index_read, old_height) = match &index_at {
-        IndexAt::Existing(r) => (Some(r), r.values.len() as u32),
-        _ => (None, 0),
+    let index_read = match &index_at {
+        IndexAt::Existing(r) => Some(r),
+        _ => None,
     };
-    let height = targets.len() as u32 + 1;
-    for row in height..old_height {
-        for col in (ix::TICK..=ix::LAST).chain(std::iter::once(layout.marker_cell.col)) {
-            cells.set(row, col, Cell::Null);
-        }
-    }
     let shows = |c: &Cell| match c.as_str() {
         Some(s) if s.starts_with('=') => text(ix::LINK_TEXT),
         _ => c.clone(),
     };
-    let index_changed = cells.differs(index_read, &shows);
+    let cells = cells.changed(index_read, &shows);
     let index_title = match &index_at {
         IndexAt::Existing(r) | IndexAt::Migrate(r) => r.meta.title.clone(),
         IndexAt::New => INDEX_SHEET.to_string(),
     };
     let index_meta = input.meta.sheet(&index_title);
-    if index_changed || matches!(index_at, IndexAt::New | IndexAt::Migrate(_)) {
+    if !cells.is_empty() || matches!(index_at, IndexAt::New | IndexAt::Migrate(_)) {
+        let height = targets.iter().map(|t| t.row + 1).max().unwrap_or(1);
         if let Some(m) = index_meta {
-            if (m.row_count.max(0) as u32) < height.max(old_height) {
+            if (m.row_count.max(0) as u32) < height {
                 requests.push(Request::SetRowCount {
                     sheet_id: index_id,
-                    rows: height.max(old_height) + 50,
+                    rows: height + 50,
                 });
             }
             if (m.column_count.max(0) as u32) <= last_col(layout) {
@@ -791,18 +850,16 @@ fn plan_with(
             }
         }
         cells.requests(index_id, &mut requests);
-        requests.push(Request::SetCheckboxes {
-            range: column_block(index_id, ix::TICK, 1, height),
-        });
-        if old_height > height {
-            requests.push(Request::ClearCheckboxes {
-                range: column_block(index_id, ix::TICK, height, old_height),
+        // Checkboxes on the rows new to the index (a person's rows keep what they have).
+        for t in targets.iter().filter(|t| t.entry.is_none()) {
+            requests.push(Request::SetCheckboxes {
+                range: column_block(index_id, ix::TICK, t.row, t.row + 1),
             });
         }
         requests.push(Request::HideColumns {
             sheet_id: index_id,
-            start: layout.marker_cell.col,
-            end: layout.marker_cell.col + 1,
+            start: index_marker.col,
+            end: index_marker.col + 1,
         });
         report.index = match index_at {
             IndexAt::New => IndexChange::Created,
@@ -811,8 +868,7 @@ fn plan_with(
         };
     }
     let at_front = index_meta.is_none_or(|m| m.index == 0);
-    let frozen_ok = !matches!(index_at, IndexAt::Migrate(_));
-    if !(at_front && frozen_ok) || report.index != IndexChange::Unchanged {
+    if !at_front || matches!(index_at, IndexAt::New | IndexAt::Migrate(_)) {
         requests.push(Request::PlaceSheet {
             sheet_id: index_id,
             index: 0,
@@ -909,7 +965,7 @@ pub fn check(input: &SyncInput, known: impl Fn(&str) -> bool) -> Vec<String> {
         Err(e) => out.push(e.to_string()),
         Ok(plan) if !input.catalog.functions.is_empty() && !plan.report.refreshed.is_empty() => {
             out.push(format!(
-                "panels that differ from the [[functions]] of the config: {}; run `sheetq panels sync`",
+                "panels that differ from what `sheetq panels sync` writes from the config ([[functions]], [[targets]] positions, markers, header): {}; run `sheetq panels sync`",
                 plan.report.refreshed.join(", ")
             ))
         }
@@ -923,6 +979,9 @@ struct Target {
     label: String,
     position: String,
     entry: Option<IndexEntry>,
+    /// Its zero-based row on the index: where a person left it, or below every row in use
+    /// for a target new to the index.
+    row: u32,
 }
 
 /// A panel's function table from a whole-sheet read.
@@ -1019,18 +1078,11 @@ fn panel_table_formats(
     layout: &PanelLayout,
     catalog: &Catalog,
     sheet_id: i32,
-    read: &Read,
     table: &PanelTable,
     out: &mut Vec<Request>,
 ) {
     let first = layout.first_row - 1;
     let end = first + catalog.functions.len() as u32;
-    if (read.meta.row_count.max(0) as u32) < end {
-        out.push(Request::SetRowCount {
-            sheet_id,
-            rows: layout.last_row().max(end),
-        });
-    }
     out.push(Request::SetCheckboxes {
         range: column_block(sheet_id, layout.columns.tick.0, first, end),
     });
@@ -1044,6 +1096,33 @@ fn panel_table_formats(
         range: column_block(sheet_id, layout.columns.updated.0, first, end),
         pattern: DATE_TIME_PATTERN.into(),
     });
+}
+
+/// Grows an existing panel's grid to hold the function rows (and the rows to empty below
+/// them) and every column sheetq writes, before any of them is written.
+fn grow(
+    layout: &PanelLayout,
+    catalog: &Catalog,
+    read: &Read,
+    table: &PanelTable,
+    out: &mut Vec<Request>,
+) {
+    let sheet_id = read.meta.sheet_id;
+    let old_end = table.rows.iter().map(|r| r.row).max().unwrap_or(0);
+    let rows = (layout.first_row - 1 + catalog.functions.len() as u32).max(old_end);
+    if (read.meta.row_count.max(0) as u32) < rows {
+        out.push(Request::SetRowCount {
+            sheet_id,
+            rows: layout.last_row().max(rows),
+        });
+    }
+    let columns = last_col(layout) + 1;
+    if (read.meta.column_count.max(0) as u32) < columns {
+        out.push(Request::SetColumnCount {
+            sheet_id,
+            columns: columns as i32,
+        });
+    }
 }
 
 /// Checkboxes, formats and hidden columns of a new panel.
@@ -1093,5 +1172,152 @@ fn new_panel_formats(
             end,
         });
         i += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::panel::catalog::{FunctionDef, TargetDef};
+    use crate::panel::fixtures::*;
+    use serde_json::json;
+
+    fn catalog() -> Catalog {
+        Catalog {
+            functions: vec![FunctionDef {
+                label: "確認".into(),
+                command: "echo".into(),
+                args: toml::Table::new(),
+                flags: vec![],
+            }],
+            targets: vec![
+                TargetDef {
+                    label: "A".into(),
+                    position: String::new(),
+                },
+                TargetDef {
+                    label: "B".into(),
+                    position: String::new(),
+                },
+            ],
+            hide_after: None,
+        }
+    }
+
+    /// An index listing A (ticked, waiting for the intake) and B, and no panel yet.
+    fn index_values() -> ValueRange {
+        let mut header: Vec<Cell> = ix::INDEX_HEADER.iter().map(|h| json!(h)).collect();
+        header.push(json!(ix::INDEX_MARKER));
+        ValueRange::new(
+            "'▶パネル'!A1:J2000",
+            vec![
+                header,
+                vec![
+                    json!(true),
+                    json!("A"),
+                    json!(""),
+                    json!(ix::NOT_CREATED_TEXT),
+                ],
+                vec![
+                    json!(false),
+                    json!("B"),
+                    json!(""),
+                    json!(ix::NOT_CREATED_TEXT),
+                ],
+            ],
+        )
+    }
+
+    fn input<'a>(
+        meta: &'a SpreadsheetMeta,
+        values: &'a [ValueRange],
+        catalog: &'a Catalog,
+        layout: &'a PanelLayout,
+        open: &'a [String],
+    ) -> SyncInput<'a> {
+        SyncInput {
+            meta,
+            values,
+            catalog,
+            layout,
+            tz: tz(),
+            now: at(0),
+            open,
+            open_all: false,
+            queue: None,
+        }
+    }
+
+    /// Every cell a request writes values into: (sheet id, zero-based row, column).
+    fn written(requests: &[Request]) -> Vec<(i32, u32, u32)> {
+        requests
+            .iter()
+            .flat_map(|r| match r {
+                Request::UpdateCells { range, rows } | Request::WriteFormulas { range, rows } => {
+                    rows.iter()
+                        .enumerate()
+                        .flat_map(|(i, row)| {
+                            (0..row.len()).map(move |j| {
+                                (
+                                    range.sheet_id,
+                                    range.start_row + i as u32,
+                                    range.start_col + j as u32,
+                                )
+                            })
+                        })
+                        .collect::<Vec<_>>()
+                }
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_sync_writes_only_the_cells_that_change_and_never_a_tick_it_read() {
+        let meta = meta(&[(0, "▶パネル")]);
+        let values = [index_values()];
+        let (catalog, layout) = (catalog(), PanelLayout::default());
+        let open = ["B".to_string()];
+        let plan = plan(&input(&meta, &values, &catalog, &layout, &open))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(plan.report.created.len(), 1, "{}", plan.report);
+        let b_id = plan.report.panels["B"];
+        let on_index: Vec<(u32, u32)> = written(&plan.requests)
+            .into_iter()
+            .filter(|(sheet, _, _)| *sheet == 0)
+            .map(|(_, r, c)| (r, c))
+            .collect();
+        assert_eq!(
+            on_index,
+            [(2, 6), (2, 3)],
+            "only B's activity and link change on the index; A's tick is not rewritten"
+        );
+        assert!(written(&plan.requests).iter().any(|(s, _, _)| *s == b_id));
+    }
+
+    #[test]
+    fn a_second_sync_of_what_the_first_wrote_sends_nothing() {
+        let meta = meta(&[(0, "▶パネル")]);
+        let values = [index_values()];
+        let (catalog, layout) = (catalog(), PanelLayout::default());
+        let plan =
+            plan(&input(&meta, &values, &catalog, &layout, &[])).unwrap_or_else(|e| panic!("{e}"));
+        assert!(plan.requests.is_empty(), "{:?}", plan.requests);
+        assert_eq!(plan.report.index, IndexChange::Unchanged);
+    }
+
+    #[test]
+    fn new_sheet_titles_avoid_taken_ones_ignoring_case_and_ids_follow_the_label() {
+        let taken: HashSet<String> = ["a", "a (パネル)"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(title_for("A", &taken), "A (パネル 2)");
+        let ids = HashSet::new();
+        assert_eq!(
+            sheet_id_for("server-1", &ids),
+            sheet_id_for("server-1", &ids)
+        );
+        let first = sheet_id_for("server-1", &ids);
+        let moved = sheet_id_for("server-1", &[first].into_iter().collect());
+        assert_ne!(moved, first, "a taken id moves on");
+        assert!(moved > 0);
     }
 }

@@ -205,11 +205,14 @@ builtin = "echo"
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     for expected in [
-        "panels that differ from the [[functions]] of the config: サーバーA, サーバーB, サーバーC; run `sheetq panels sync`",
+        "markers, header): サーバーA, サーバーB, サーバーC; run `sheetq panels sync`",
         "commands.report: program \"/nonexistent/report\" does not exist on this machine",
         "commands.report: workdir /nonexistent/work is not a directory",
     ] {
-        assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
     }
 
     // The sync the message asks for, from the command line: three requests, then clean.
@@ -237,10 +240,7 @@ builtin = "echo"
     );
     assert!(stdout.contains("3 API requests"), "{stdout}");
     let stderr = String::from_utf8_lossy(&run_check(config).await.stderr).to_string();
-    assert!(
-        !stderr.contains("differ from the [[functions]]"),
-        "{stderr}"
-    );
+    assert!(!stderr.contains("panels that differ"), "{stderr}");
     assert!(
         !stderr.contains("未設定の機能"),
         "the dropped function's rows are gone: {stderr}"

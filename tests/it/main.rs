@@ -4,6 +4,7 @@
 mod admin;
 mod archive;
 mod bench;
+mod browser;
 mod cli;
 mod commands;
 mod continuation;

@@ -615,3 +615,173 @@ async fn twelve_index_ticks_open_their_panels_in_two_steps() {
         "every tick cleared, every link set: {index:?}"
     );
 }
+
+#[tokio::test]
+async fn a_panel_whose_rows_a_person_deleted_grows_before_it_is_written() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = config(&emu, dir.path(), &format!("{FUNCTIONS}{}", targets(1)));
+    let done = sync(&emu, &config, open_all()).await;
+    let id = done.report.created[0].2;
+    // A person deletes every row below the table's first two.
+    emu.batch_update(json!([{ "deleteDimension": { "range": {
+        "sheetId": id, "dimension": "ROWS", "startIndex": 9, "endIndex": 207 } } }]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let more = format!(
+        "{FUNCTIONS}{}{}",
+        "[[functions]]\nlabel = \"ログ取得\"\ncommand = \"echo\"\n\
+         [[functions]]\nlabel = \"停止\"\ncommand = \"echo\"\n",
+        targets(1)
+    );
+    let config = self::config(&emu, dir.path(), &more);
+    let done = sync(&emu, &config, SyncRequest::default()).await;
+    assert_eq!(done.report.refreshed, ["server-1"], "{}", done.report);
+    let rows = text_rows(&emu, "'server-1'!B8:B12");
+    assert_eq!(rows[4][0], "停止", "{rows:?}");
+}
+
+#[tokio::test]
+async fn a_label_on_two_panels_gets_no_third_and_the_index_says_why() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = config(&emu, dir.path(), &format!("{FUNCTIONS}{}", targets(2)));
+    let done = sync(&emu, &config, open_all()).await;
+    let id = done.report.panels["server-2"];
+    emu.batch_update(
+        json!([{ "duplicateSheet": { "sourceSheetId": id, "newSheetName": "server-2 copy" } }]),
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    for _ in 0..2 {
+        let again = sync(&emu, &config, open_all()).await;
+        assert!(again.report.created.is_empty(), "{}", again.report);
+        assert!(
+            again.report.problems.iter().any(|p| p.contains("server-2")),
+            "{}",
+            again.report
+        );
+    }
+    let sheets = titles(&emu);
+    assert_eq!(
+        sheets
+            .iter()
+            .filter(|(t, _)| t.starts_with("server-2"))
+            .count(),
+        2,
+        "{sheets:?}"
+    );
+    let link = text_rows(&emu, "'▶パネル'!D3")[0][0].clone();
+    assert!(link.contains("複数のパネル"), "{link}");
+}
+
+#[tokio::test]
+async fn a_panel_with_a_job_waiting_is_not_hidden_however_old_its_last_result() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = daemon_config(
+        &emu,
+        "sync",
+        dir.path(),
+        &[("hide_panels_after", "\"14d\"")],
+        &format!("{FUNCTIONS}{}", targets(1)),
+    );
+    sync(&emu, &config, open_all()).await;
+    let old = sheetq::sheet_time::instant_to_serial(
+        chrono::Utc::now() - chrono::Duration::days(20),
+        chrono_tz::Asia::Tokyo,
+    );
+    emu.set_values("'▶パネル'!E2:G2", json!([["⏳ 待機 1 件", "", old]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let done = sync(&emu, &config, SyncRequest::default()).await;
+    assert!(done.report.hidden.is_empty(), "{}", done.report);
+    assert!(!is_hidden(&emu, "server-1"));
+}
+
+#[tokio::test]
+async fn index_rows_stay_where_a_person_put_them_and_their_notes_stay_beside_them() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = config(&emu, dir.path(), &format!("{FUNCTIONS}{}", targets(2)));
+    sync(&emu, &config, SyncRequest::default()).await;
+    // A heading row of the person's between the targets, a note beside server-2 (H), a
+    // tick waiting on server-2, and a target of their own below.
+    emu.batch_update(json!([{ "insertDimension": { "range": {
+        "sheetId": sheet_id(&emu, "▶パネル"), "dimension": "ROWS", "startIndex": 2, "endIndex": 3 } } }]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values("'▶パネル'!C3", json!([["-- 大阪拠点 --"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values("'▶パネル'!H4", json!([["担当: 田中"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values("'▶パネル'!A4", json!([[true]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values("'▶パネル'!B6", json!([["server-x"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let more = format!(
+        "{FUNCTIONS}{}[[targets]]\nlabel = \"server-new\"\n",
+        targets(2)
+    );
+    let config = self::config(&emu, dir.path(), &more);
+    sync(&emu, &config, SyncRequest::default()).await;
+    let index = text_rows(&emu, "'▶パネル'!A1:H7");
+    let col = |c: usize| -> Vec<String> {
+        index
+            .iter()
+            .map(|r| r.get(c).cloned().unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(
+        col(1),
+        [
+            "対象",
+            "server-1",
+            "",
+            "server-2",
+            "",
+            "server-x",
+            "server-new"
+        ],
+        "targets keep their rows; a new one goes below: {index:?}"
+    );
+    assert_eq!(col(2)[2], "-- 大阪拠点 --", "the person's heading stays");
+    assert_eq!(col(7)[3], "担当: 田中", "the note stays beside server-2");
+    assert_eq!(col(0)[3], "TRUE", "the waiting tick is left for the intake");
+    assert_eq!(
+        col(3)[5],
+        "未作成 (▶ で作成)",
+        "the person's target is listed like any"
+    );
+}
+
+fn sheet_id(emu: &Emulator, title: &str) -> i32 {
+    emu.with_spreadsheet(|ss| ss.sheet_by_title(title).map(|s| s.id))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("no sheet {title}"))
+}
+
+#[tokio::test]
+async fn migrating_a_panel_is_refused() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = config(&emu, dir.path(), &format!("{FUNCTIONS}{}", targets(1)));
+    sync(&emu, &config, open_all()).await;
+    let sheets = client(&emu, &config).await;
+    let error = panels::sync(
+        sheets.as_ref(),
+        &config,
+        &SyncRequest {
+            migrate: Some(sheetq::panel::sync::Migration {
+                title: "server-1".into(),
+                label_col: 1,
+                position_col: None,
+                first_row: 2,
+            }),
+            ..SyncRequest::default()
+        },
+        None,
+    )
+    .await
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(error.contains("is a panel"), "{error}");
+}

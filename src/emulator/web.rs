@@ -1,0 +1,344 @@
+//! The emulator's web view: a page at `/` that shows the spreadsheet the way Google Sheets
+//! displays it (tabs, a grid with column letters and row numbers, checkboxes, formatted
+//! dates and numbers, frozen rows), follows changes live, and lets a person tick boxes, edit
+//! cells, sort, insert and delete rows, beside the request log and each account's requests
+//! per minute against the quota.
+//!
+//! - `GET /`, `/_emulator/web/app.js`, `/_emulator/web/app.css`: the page, served from the
+//!   binary (no build step, no framework).
+//! - `GET /_emulator/web/view?sheet=ID&after=V`: the view of one sheet as JSON. With
+//!   `after`, it answers when the store's version passes `V`, or after a second anyway (so
+//!   the request log and rates stay current too): a long poll, the page's live channel.
+//! - `POST /_emulator/web/edit` with `{"requests": [...]}`: a person's edit, as
+//!   `spreadsheets.batchUpdate` requests applied through the same atomic path as the API
+//!   (`batch::run`), recorded in the request log as `person.edit` by `person (web view)`.
+//!   A person's edits do not count against any account's quota, as at Google.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value as Json};
+
+use super::batch;
+use super::control::RequestRecord;
+use super::http::Shared;
+use super::store::Spreadsheet;
+use super::values::{self, DateRender, Render, ValueRender};
+
+/// The user a person's edits are logged as.
+pub const PERSON: &str = "person (web view)";
+/// The method a person's edits are logged as.
+pub const PERSON_EDIT: &str = "person.edit";
+/// Rows of one sheet the view sends at most.
+const MAX_ROWS: u32 = 1000;
+/// Requests of the log the view sends (the newest).
+const LOG_TAIL: usize = 40;
+/// How long a long poll waits for a change before it answers anyway.
+const LONG_POLL: Duration = Duration::from_secs(1);
+
+pub async fn page() -> Response {
+    asset("text/html; charset=utf-8", include_str!("web/index.html"))
+}
+
+pub async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", include_str!("web/app.js"))
+}
+
+pub async fn style() -> Response {
+    asset("text/css; charset=utf-8", include_str!("web/app.css"))
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ViewQuery {
+    /// Sheet id; the first visible sheet when absent or gone.
+    sheet: Option<i32>,
+    /// Answer when the version passes this one (or after a second).
+    after: Option<u64>,
+}
+
+/// One cell as the grid shows it.
+#[derive(Debug, Serialize, PartialEq)]
+struct ViewCell {
+    /// The displayed text (Google's formatted value).
+    t: String,
+    /// A checkbox, ticked or not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    b: Option<bool>,
+    /// Numbers and dates are right-aligned, as in Sheets.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    n: bool,
+}
+
+pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> Response {
+    if let Some(after) = q.after {
+        let mut rx = sh.version.subscribe();
+        let passed = |v: &u64| *v > after;
+        // Either the store changed, or a second passed: answer both ways.
+        let _ = tokio::time::timeout(LONG_POLL, rx.wait_for(passed)).await;
+    }
+    let version = *sh.version.borrow();
+    let body = {
+        let store = sh.store();
+        match store.get(&sh.home_id()) {
+            Ok(ss) => sheet_view(ss, q.sheet),
+            Err(_) => json!({ "error": "the emulator holds no spreadsheet" }),
+        }
+    };
+    let (log, rates, quota) = {
+        let c = sh.control();
+        let tail: Vec<Json> = c
+            .log
+            .iter()
+            .rev()
+            .take(LOG_TAIL)
+            .map(|r| {
+                json!({
+                    "at": r.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    "method": r.method,
+                    "user": r.user,
+                    "status": r.status,
+                    "write": r.write,
+                    "ranges": r.ranges,
+                })
+            })
+            .collect();
+        (tail, rates(&c.log, chrono::Utc::now()), c.quota())
+    };
+    let mut body = body;
+    body["version"] = json!(version);
+    body["log"] = json!(log);
+    body["rates"] = json!(rates);
+    body["quota"] = match quota {
+        Some(q) => json!({
+            "perUser": { "read": q.per_user.read, "write": q.per_user.write },
+            "perProject": { "read": q.per_project.read, "write": q.per_project.write },
+        }),
+        None => Json::Null,
+    };
+    axum::Json(body).into_response()
+}
+
+/// Requests per account over the last 60 seconds, reads and writes apart (token fetches and
+/// a person's edits are not API quota).
+fn rates(log: &[RequestRecord], now: chrono::DateTime<chrono::Utc>) -> Vec<Json> {
+    let since = now - chrono::Duration::seconds(60);
+    let mut by_user: std::collections::BTreeMap<&str, (u32, u32)> = Default::default();
+    for r in log.iter().rev().take_while(|r| r.at > since) {
+        if r.method == "oauth2.token" || r.method == PERSON_EDIT || r.user.is_empty() {
+            continue;
+        }
+        let e = by_user.entry(r.user.as_str()).or_default();
+        if r.write {
+            e.1 += 1;
+        } else {
+            e.0 += 1;
+        }
+    }
+    by_user
+        .into_iter()
+        .map(|(user, (reads, writes))| json!({ "user": user, "reads": reads, "writes": writes }))
+        .collect()
+}
+
+/// The tabs, and the grid of the sheet asked for.
+fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>) -> Json {
+    let tabs: Vec<Json> = ss
+        .sheets
+        .iter()
+        .map(|s| json!({ "id": s.id, "title": s.title, "hidden": s.hidden }))
+        .collect();
+    let index = wanted
+        .and_then(|id| ss.sheets.iter().position(|s| s.id == id))
+        .or_else(|| ss.sheets.iter().position(|s| !s.hidden))
+        .unwrap_or(0);
+    let mut out = json!({
+        "spreadsheet": { "id": ss.id, "title": ss.title, "timeZone": ss.time_zone },
+        "tabs": tabs,
+    });
+    let Some(sheet) = ss.sheets.get(index) else {
+        return out;
+    };
+    let render = Render {
+        value: ValueRender::Formatted,
+        date: DateRender::FormattedString,
+    };
+    let height = (sheet.rows.len() as u32).min(MAX_ROWS);
+    let width = sheet
+        .rows
+        .iter()
+        .take(height as usize)
+        .map(|r| r.len() as u32)
+        .max()
+        .unwrap_or(0);
+    let rows: Vec<Vec<Option<ViewCell>>> = (0..height)
+        .map(|r| {
+            (0..width)
+                .map(|c| {
+                    let cell = sheet.cell(r, c)?;
+                    let checkbox = cell
+                        .validation
+                        .as_ref()
+                        .and_then(|v| v.pointer("/condition/type"))
+                        .and_then(Json::as_str)
+                        == Some("BOOLEAN");
+                    let text = values::render(ss, index, r, c, render)
+                        .map(|v| match v {
+                            Json::String(s) => s,
+                            other => other.to_string(),
+                        })
+                        .unwrap_or_default();
+                    let numeric = matches!(cell.value, Some(super::store::Value::Number(_)))
+                        || matches!(cell.value, Some(super::store::Value::Formula(_)))
+                            && text.parse::<f64>().is_ok();
+                    let ticked = matches!(cell.value, Some(super::store::Value::Bool(true)));
+                    if text.is_empty() && !checkbox {
+                        return None;
+                    }
+                    Some(ViewCell {
+                        t: text,
+                        b: checkbox.then_some(ticked),
+                        n: numeric,
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    out["sheet"] = json!({
+        "id": sheet.id,
+        "title": sheet.title,
+        "hidden": sheet.hidden,
+        "frozenRows": sheet.frozen_row_count,
+        "rowCount": sheet.row_count,
+        "columnCount": sheet.column_count,
+        "hiddenColumns": sheet.hidden_columns,
+        "rows": rows,
+        "truncated": sheet.rows.len() as u32 > MAX_ROWS,
+    });
+    out
+}
+
+/// A person's edit: `spreadsheets.batchUpdate` requests, applied atomically like the API's.
+pub async fn edit(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
+    let started = chrono::Utc::now();
+    let result = batch::parse(&body).and_then(|req| {
+        let mut store = sh.store();
+        let ss = store.get_mut(&sh.home_id())?;
+        batch::run(ss, &req, &sh.rules).map(|_| describe(&req))
+    });
+    let (status, reply, ranges) = match result {
+        Ok(what) => (StatusCode::OK, json!({ "ok": true }), what),
+        Err(e) => (
+            StatusCode::BAD_REQUEST,
+            json!({ "error": e.to_string() }),
+            Vec::new(),
+        ),
+    };
+    if status == StatusCode::OK {
+        sh.mark_changed();
+    }
+    sh.control().record(RequestRecord {
+        method: PERSON_EDIT.into(),
+        ranges,
+        user: PERSON.into(),
+        write: true,
+        status: status.as_u16(),
+        bytes_in: body.len(),
+        bytes_out: 0,
+        at: started,
+    });
+    (status, axum::Json(reply)).into_response()
+}
+
+/// The kinds of requests of an edit, for the log (`sortRange`, `updateCells`, ...).
+fn describe(req: &google_sheets4::api::BatchUpdateSpreadsheetRequest) -> Vec<String> {
+    req.requests
+        .iter()
+        .flatten()
+        .filter_map(|r| {
+            let mut v = serde_json::to_value(r).ok()?;
+            google_sheets4::common::remove_json_null_values(&mut v);
+            v.as_object()?.keys().next().cloned()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emulator::seed::{self, Seed};
+
+    #[test]
+    fn the_view_shows_checkboxes_formatted_dates_and_frozen_rows() {
+        let ss = seed::build(Seed::Demo, "x".into());
+        let panel = json!(sheet_view(&ss, Some(1001)));
+        assert_eq!(panel["sheet"]["title"], "サーバーA");
+        assert_eq!(panel["sheet"]["frozenRows"], 7);
+        let tick = &panel["sheet"]["rows"][7][0];
+        assert_eq!(tick["b"], false, "a ▶ cell is a checkbox: {tick}");
+        assert_eq!(panel["sheet"]["rows"][7][1]["t"], "動作確認 (2秒)");
+        let generated = panel["sheet"]["rows"][4][6]["t"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            generated.len() == 19 && generated.as_bytes()[4] == b'/',
+            "G5 shows as yyyy/MM/dd HH:mm:ss, not a serial: {generated}"
+        );
+        let tabs = panel["tabs"].as_array().cloned().unwrap_or_default();
+        assert!(
+            tabs.iter()
+                .any(|t| t["title"] == "_ジョブキュー" && t["hidden"] == true),
+            "hidden sheets are listed as hidden: {tabs:?}"
+        );
+        let first = json!(sheet_view(&ss, Some(424242)));
+        assert_eq!(
+            first["sheet"]["title"], "▶パネル",
+            "an unknown id shows the first sheet"
+        );
+    }
+
+    #[test]
+    fn rates_count_each_accounts_reads_and_writes_of_the_last_minute() {
+        let now = chrono::Utc::now();
+        let rec = |user: &str, method: &str, write: bool, secs_ago: i64| RequestRecord {
+            method: method.into(),
+            ranges: vec![],
+            user: user.into(),
+            write,
+            status: 200,
+            bytes_in: 0,
+            bytes_out: 0,
+            at: now - chrono::Duration::seconds(secs_ago),
+        };
+        let log = [
+            rec("a", "spreadsheets.values.batchGet", false, 90),
+            rec("a", "spreadsheets.values.batchGet", false, 30),
+            rec("a", "spreadsheets.batchUpdate", true, 20),
+            rec("b", "spreadsheets.values.batchGet", false, 10),
+            rec(PERSON, PERSON_EDIT, true, 5),
+            rec("", "oauth2.token", false, 1),
+        ];
+        assert_eq!(
+            rates(&log, now),
+            [
+                json!({ "user": "a", "reads": 1, "writes": 1 }),
+                json!({ "user": "b", "reads": 1, "writes": 0 }),
+            ]
+        );
+    }
+}

@@ -1,0 +1,327 @@
+// The web view of sheetq's local spreadsheet: shows one sheet as Google Sheets displays it,
+// follows changes live (a long poll on /_emulator/web/view), and sends a person's edits
+// (tick, type, sort, insert, delete) to /_emulator/web/edit as spreadsheets.batchUpdate
+// requests. No framework, no build step: this file is served as it is from the binary.
+'use strict';
+
+const ROW_H = 24;
+const state = { sheet: null, version: 0, view: null, sel: null, editing: false };
+const $ = (id) => document.getElementById(id);
+
+function letters(i) {
+  let s = '';
+  for (let n = i + 1; n > 0; n = Math.floor((n - 1) / 26)) {
+    s = String.fromCharCode(65 + ((n - 1) % 26)) + s;
+  }
+  return s;
+}
+
+function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function setLive(up) {
+  const el = $('live');
+  el.textContent = up ? '● live' : '● disconnected, retrying';
+  el.classList.toggle('down', !up);
+}
+
+async function fetchView(after) {
+  const params = new URLSearchParams();
+  if (after !== undefined) params.set('after', String(after));
+  if (state.sheet !== null) params.set('sheet', String(state.sheet));
+  const res = await fetch('/_emulator/web/view?' + params, { cache: 'no-store' });
+  if (!res.ok) throw new Error('view: HTTP ' + res.status);
+  return res.json();
+}
+
+function take(view) {
+  state.version = view.version;
+  // A long poll sent before the person chose another tab answers for the old tab: keep
+  // the grid of the tab chosen (its own fetch draws it) and take only the rest.
+  const stale = state.sheet !== null && view.sheet && view.sheet.id !== state.sheet;
+  if (!stale) {
+    state.view = view;
+    if (view.sheet) state.sheet = view.sheet.id;
+    if (!state.editing) renderSheet();
+  } else if (state.view) {
+    state.view = Object.assign({}, view, { sheet: state.view.sheet });
+  }
+  renderTabs();
+  renderSide();
+  document.body.dataset.version = String(view.version);
+}
+
+async function loop() {
+  for (;;) {
+    try {
+      take(await fetchView(state.version));
+      setLive(true);
+    } catch (e) {
+      setLive(false);
+      await sleep(1000);
+    }
+  }
+}
+
+async function refresh() {
+  try {
+    take(await fetchView());
+  } catch (e) {
+    setLive(false);
+  }
+}
+
+// ---- a person's edits ---------------------------------------------------------------
+
+async function edit(requests, what) {
+  $('message').textContent = '';
+  try {
+    const res = await fetch('/_emulator/web/edit', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ requests }),
+    });
+    const body = await res.json();
+    if (!res.ok) $('message').textContent = what + ' failed: ' + (body.error || res.status);
+  } catch (e) {
+    $('message').textContent = what + ' failed: ' + e.message;
+  }
+  await refresh();
+}
+
+function cellRange(r, c) {
+  return { sheetId: state.sheet, startRowIndex: r, endRowIndex: r + 1, startColumnIndex: c, endColumnIndex: c + 1 };
+}
+
+/** What a person typing `text` enters (USER_ENTERED): a number, TRUE/FALSE, a formula, text. */
+function entered(text) {
+  const t = text.trim();
+  if (t === '') return null;
+  if (t.startsWith('=')) return { formulaValue: t };
+  if (/^(true|false)$/i.test(t)) return { boolValue: t.toUpperCase() === 'TRUE' };
+  if (/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t)) return { numberValue: Number(t) };
+  return { stringValue: text };
+}
+
+function setCell(r, c, value) {
+  const cell = value === null ? {} : { userEnteredValue: value };
+  return edit([{ updateCells: { range: cellRange(r, c), rows: [{ values: [cell] }], fields: 'userEnteredValue' } }],
+    'editing ' + letters(c) + (r + 1));
+}
+
+function sortBy(order) {
+  const s = state.view.sheet;
+  const c = state.sel.c;
+  return edit([{
+    sortRange: {
+      range: { sheetId: s.id, startRowIndex: s.frozenRows, endRowIndex: s.rowCount, startColumnIndex: 0, endColumnIndex: s.columnCount },
+      sortSpecs: [{ dimensionIndex: c, sortOrder: order }],
+    },
+  }], 'sorting');
+}
+
+function insertRow() {
+  const r = state.sel.r;
+  return edit([{
+    insertDimension: {
+      range: { sheetId: state.sheet, dimension: 'ROWS', startIndex: r, endIndex: r + 1 },
+      inheritFromBefore: r > 0,
+    },
+  }], 'inserting a row');
+}
+
+function deleteRow() {
+  const r = state.sel.r;
+  return edit([{
+    deleteDimension: { range: { sheetId: state.sheet, dimension: 'ROWS', startIndex: r, endIndex: r + 1 } },
+  }], 'deleting row ' + (r + 1));
+}
+
+// ---- rendering ----------------------------------------------------------------------
+
+function renderTabs() {
+  const nav = $('tabs');
+  nav.textContent = '';
+  for (const t of state.view.tabs || []) {
+    const b = document.createElement('button');
+    b.textContent = t.hidden ? t.title + ' (hidden)' : t.title;
+    b.dataset.id = String(t.id);
+    b.className = 'tab' + (t.id === state.sheet ? ' active' : '') + (t.hidden ? ' hidden' : '');
+    b.title = t.hidden ? 'a hidden sheet: people do not see it in Sheets' : t.title;
+    b.addEventListener('click', () => {
+      state.sheet = t.id;
+      state.sel = null;
+      updateToolbar();
+      refresh();
+    });
+    nav.appendChild(b);
+  }
+  const ss = state.view.spreadsheet || {};
+  $('title').textContent = ss.title || 'local spreadsheet';
+  $('zone').textContent = ss.timeZone ? 'time zone ' + ss.timeZone : '';
+}
+
+function renderSheet() {
+  const s = state.view.sheet;
+  const table = $('grid');
+  table.textContent = '';
+  if (!s) return;
+  const height = s.rows.length;
+  const width = s.rows.reduce((w, r) => Math.max(w, r.length), 0);
+  const cols = Math.min(s.columnCount, Math.max(width + 1, 8));
+  const rows = Math.min(s.rowCount, Math.max(height + 20, 30));
+  const hidden = new Set(s.hiddenColumns || []);
+  const head = table.createTHead().insertRow();
+  const corner = document.createElement('th');
+  corner.className = 'rownum';
+  head.appendChild(corner);
+  for (let c = 0; c < cols; c++) {
+    const th = document.createElement('th');
+    th.textContent = letters(c);
+    if (hidden.has(c)) {
+      th.className = 'hiddencol';
+      th.title = 'column ' + letters(c) + ' is hidden in Sheets';
+    }
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  for (let r = 0; r < rows; r++) {
+    const tr = body.insertRow();
+    tr.dataset.r = String(r);
+    if (r < s.frozenRows) {
+      tr.classList.add('frozen');
+      if (r === s.frozenRows - 1) tr.classList.add('last-frozen');
+    }
+    const num = document.createElement('th');
+    num.className = 'rownum';
+    num.textContent = String(r + 1);
+    tr.appendChild(num);
+    const data = s.rows[r] || [];
+    for (let c = 0; c < cols; c++) {
+      const td = tr.insertCell();
+      td.dataset.r = String(r);
+      td.dataset.c = String(c);
+      const cell = data[c];
+      if (hidden.has(c)) td.classList.add('hiddencol');
+      if (cell && cell.b !== undefined) {
+        td.classList.add('box');
+        const box = document.createElement('input');
+        box.type = 'checkbox';
+        box.checked = cell.b;
+        box.setAttribute('aria-label', letters(c) + (r + 1));
+        box.addEventListener('click', (e) => {
+          e.preventDefault();
+          select(r, c);
+          setCell(r, c, { boolValue: !cell.b });
+        });
+        td.appendChild(box);
+      } else if (cell) {
+        td.textContent = cell.t;
+        td.title = cell.t;
+        if (cell.n) td.classList.add('num');
+      }
+      if (state.sel && state.sel.r === r && state.sel.c === c) td.classList.add('selected');
+      td.addEventListener('click', () => select(r, c));
+      td.addEventListener('dblclick', () => startEdit(td, r, c, cell));
+    }
+    if (r < s.frozenRows) {
+      for (const el of tr.children) el.style.top = ROW_H * (r + 1) + 'px';
+    }
+  }
+  $('truncated').hidden = !s.truncated;
+}
+
+function select(r, c) {
+  state.sel = { r, c };
+  for (const el of document.querySelectorAll('#grid td.selected')) el.classList.remove('selected');
+  const td = document.querySelector(`#grid td[data-r="${r}"][data-c="${c}"]`);
+  if (td) td.classList.add('selected');
+  updateToolbar();
+}
+
+function updateToolbar() {
+  const on = state.sel !== null && state.view && state.view.sheet;
+  for (const id of ['sort-asc', 'sort-desc', 'insert-row', 'delete-row']) $(id).disabled = !on;
+  $('where').textContent = on ? letters(state.sel.c) + (state.sel.r + 1) : 'select a cell';
+}
+
+function startEdit(td, r, c, cell) {
+  if (cell && cell.b !== undefined) return;
+  state.editing = true;
+  const input = document.createElement('input');
+  input.className = 'edit';
+  input.value = cell ? cell.t : '';
+  td.textContent = '';
+  td.appendChild(input);
+  input.focus();
+  let done = false;
+  const finish = (commit) => {
+    if (done) return;
+    done = true;
+    state.editing = false;
+    if (commit) setCell(r, c, entered(input.value));
+    else renderSheet();
+  };
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') finish(true);
+    if (e.key === 'Escape') finish(false);
+  });
+  input.addEventListener('blur', () => finish(true));
+}
+
+function renderSide() {
+  const v = state.view;
+  const rates = $('rates');
+  rates.textContent = '';
+  const q = v.quota;
+  if (!q) {
+    rates.textContent = 'quota off';
+  }
+  for (const r of v.rates || []) {
+    const div = document.createElement('div');
+    div.className = 'rate';
+    const who = document.createElement('div');
+    who.className = 'who';
+    who.textContent = r.user;
+    div.appendChild(who);
+    for (const [kind, n, limit] of [['reads', r.reads, q && q.perUser.read], ['writes', r.writes, q && q.perUser.write]]) {
+      const line = document.createElement('div');
+      line.textContent = kind + ': ' + n + (limit ? ' / ' + limit + ' a minute' : ' a minute');
+      div.appendChild(line);
+      if (limit) {
+        const bar = document.createElement('div');
+        bar.className = 'bar' + (n >= limit ? ' over' : '');
+        const fill = document.createElement('span');
+        fill.style.width = Math.min(100, (100 * n) / limit) + '%';
+        bar.appendChild(fill);
+        div.appendChild(bar);
+      }
+    }
+    rates.appendChild(div);
+  }
+  if (q && (v.rates || []).length === 0) rates.textContent = 'no requests in the last minute';
+  const log = $('log');
+  log.textContent = '';
+  for (const e of v.log || []) {
+    const li = document.createElement('li');
+    const t = document.createElement('time');
+    t.textContent = e.at.slice(11, 19);
+    li.appendChild(t);
+    const what = document.createElement('span');
+    const who = e.user ? e.user.split('@')[0] : 'anonymous';
+    what.textContent = who + ' · ' + e.method.replace(/^spreadsheets\./, '') +
+      (e.status !== 200 ? ' → ' + (e.status || 'dropped') : '') +
+      (e.ranges && e.ranges.length ? ' · ' + e.ranges.slice(0, 2).join(', ') + (e.ranges.length > 2 ? ' …' : '') : '');
+    if (e.method === 'person.edit') what.className = 'person';
+    else if (e.status >= 400 || e.status === 0) what.className = 'err';
+    li.appendChild(what);
+    log.appendChild(li);
+  }
+}
+
+$('sort-asc').addEventListener('click', () => sortBy('ASCENDING'));
+$('sort-desc').addEventListener('click', () => sortBy('DESCENDING'));
+$('insert-row').addEventListener('click', insertRow);
+$('delete-row').addEventListener('click', deleteRow);
+loop();

@@ -1,0 +1,266 @@
+//! The emulator's web view in a real browser: headless Chromium driven through
+//! ChromeDriver (Debian's `chromium` and `chromium-driver`, which `.ci/run` installs). A
+//! person ticks a ▶ box in the page, watches the panel row go to 実行中 and ✅ 完了 there,
+//! and sorts the queue in the page while jobs run; a daemon does the work meanwhile.
+//!
+//! Ignored by a plain `cargo test` (it needs the browser); `.ci/run` runs it with
+//! `cargo test --test it browser -- --ignored`. `SHEETQ_SCREENSHOT=FILE` keeps a screenshot
+//! of the page (the README's comes from here).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use sheetq::emulator::Quota;
+use sheetq::queue::State;
+
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(40);
+
+/// ChromeDriver on a free port, stopped when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_driver() -> Driver {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"));
+    let program = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
+    let child = Command::new(&program)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start {program} ({e}): install Debian's chromium and chromium-driver (.ci/run does)")
+        });
+    let driver = Driver {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return driver;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{program} did not listen on port {port} within 10 s");
+}
+
+async fn browser(driver: &Driver) -> Client {
+    let binary = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": binary,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1500,900", "--lang=ja"],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot start headless Chromium through ChromeDriver: {e}"))
+}
+
+/// The text of the page's cell at zero-based (`r`, `c`) of the sheet shown.
+async fn cell_text(page: &Client, r: u32, c: u32) -> String {
+    let css = format!("#grid td[data-r=\"{r}\"][data-c=\"{c}\"]");
+    match page.find(Locator::Css(&css)).await {
+        Ok(td) => td.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Waits until the page's cell (`r`, `c`) shows what `ok` accepts; returns the text.
+async fn wait_cell(page: &Client, r: u32, c: u32, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        last = cell_text(page, r, c).await;
+        if ok(&last) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the page's cell at row {} column {c} never showed {what}; last it showed {last:?}",
+        r + 1
+    );
+}
+
+/// Clicks the element `css` finds. The page redraws the grid on every change, so an element
+/// found a moment ago may be gone: find it afresh and try again.
+async fn click(page: &Client, css: &str) {
+    let mut last = String::new();
+    for _ in 0..20 {
+        match page
+            .wait()
+            .at_most(Duration::from_secs(5))
+            .for_element(Locator::Css(css))
+            .await
+        {
+            Ok(el) => match el.click().await {
+                Ok(()) => return,
+                Err(e) => last = e.to_string(),
+            },
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("cannot click {css}: {last}");
+}
+
+async fn open_tab(page: &Client, sheet_id: i32) {
+    click(page, &format!("#tabs button[data-id=\"{sheet_id}\"]")).await;
+    let css = format!("#tabs button.active[data-id=\"{sheet_id}\"]");
+    page.wait()
+        .for_element(Locator::Css(&css))
+        .await
+        .unwrap_or_else(|e| panic!("tab {sheet_id} did not become active: {e}"));
+}
+
+#[tokio::test]
+#[ignore = "needs Debian's chromium and chromium-driver; .ci/run runs it with --ignored"]
+async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_the_queue() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    // Three seconds each, so the page has time to show 実行中.
+    for row in [8, 9] {
+        emu.set_values(
+            &format!("'サーバーA'!I{row}"),
+            json!([["{\"seconds\":3}"]]),
+            false,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+    emu.set_values("'サーバーB'!I8", json!([["{\"seconds\":3}"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let fleet = Fleet::start(&emu, &["d1"], &[("intake", "\"poll\"")], "").await;
+    let driver = start_driver().await;
+    let page = browser(&driver).await;
+    page.goto(&emu.base_url())
+        .await
+        .unwrap_or_else(|e| panic!("cannot open the web view: {e}"));
+    // The index comes first; the hidden sheets are listed as hidden.
+    page.wait()
+        .for_element(Locator::Css("#tabs button.active[data-id=\"0\"]"))
+        .await
+        .unwrap_or_else(|e| panic!("the index is not the first tab shown: {e}"));
+    let queue_tab = page
+        .wait()
+        .for_element(Locator::Css("#tabs button[data-id=\"2001\"]"))
+        .await
+        .unwrap_or_else(|e| panic!("no queue tab: {e}"));
+    assert!(
+        queue_tab
+            .text()
+            .await
+            .unwrap_or_default()
+            .contains("(hidden)"),
+        "the hidden queue sheet is shown as hidden"
+    );
+
+    // Tick 再起動 on サーバーB, then 動作確認 and 再起動 on サーバーA, in the page.
+    open_tab(&page, 1002).await;
+    click(
+        &page,
+        "#grid td[data-r=\"8\"][data-c=\"0\"] input[type=checkbox]",
+    )
+    .await;
+    open_tab(&page, 1001).await;
+    assert_eq!(cell_text(&page, 7, 1).await, "動作確認 (2秒)");
+    click(
+        &page,
+        "#grid td[data-r=\"7\"][data-c=\"0\"] input[type=checkbox]",
+    )
+    .await;
+    click(
+        &page,
+        "#grid td[data-r=\"8\"][data-c=\"0\"] input[type=checkbox]",
+    )
+    .await;
+    let running = wait_cell(&page, 7, 2, "実行中 or 順番待ち", |t| {
+        t.contains("実行中") || t.contains("順番待ち")
+    })
+    .await;
+    assert!(!running.is_empty());
+
+    // Mid-run, a person sorts the queue by 受付日時, newest first.
+    open_tab(&page, 2001).await;
+    click(&page, "#grid td[data-r=\"1\"][data-c=\"1\"]").await;
+    click(&page, "#sort-desc").await;
+    wait_cell(&page, 0, 0, "the header still on top", |t| t == "jobId").await;
+
+    open_tab(&page, 1001).await;
+    let done = wait_cell(&page, 7, 2, "✅ 完了", |t| t.starts_with("✅")).await;
+    assert!(done.contains("完了"), "{done}");
+    wait_cell(&page, 8, 2, "✅ 完了", |t| t.starts_with("✅")).await;
+
+    if let Ok(path) = std::env::var("SHEETQ_SCREENSHOT") {
+        let png = page
+            .screenshot()
+            .await
+            .unwrap_or_else(|e| panic!("screenshot: {e}"));
+        std::fs::write(&path, png).unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+    }
+    // The side panel: each account's requests against the quota, and the request log.
+    let side = page
+        .find(Locator::Css("#side"))
+        .await
+        .unwrap_or_else(|e| panic!("no side panel: {e}"))
+        .text()
+        .await
+        .unwrap_or_default();
+    assert!(
+        side.contains("reads: ")
+            && side.contains("a minute")
+            && side.contains("batchGetByDataFilter"),
+        "{side}"
+    );
+    let _ = page.close().await;
+
+    let rows = wait_finished_all(&emu).await;
+    fleet.stop(&emu).await;
+    assert_eq!(rows.len(), 3, "one row per tick: {}", describe_queue(&rows));
+    assert!(
+        rows.iter().all(|r| r.state.is(State::Done)),
+        "every job ran once, whatever the sort did: {}",
+        describe_queue(&rows)
+    );
+    let person_edits = emu
+        .requests()
+        .iter()
+        .filter(|r| r.method == "person.edit")
+        .count();
+    assert_eq!(person_edits, 4, "three ticks and a sort");
+}
+
+async fn wait_finished_all(emu: &sheetq::emulator::Emulator) -> Vec<sheetq::queue::QueueRow> {
+    wait_for(
+        "every job to finish",
+        WAIT,
+        || {
+            let rows = queue_rows(emu);
+            (rows.len() == 3 && rows.iter().all(is_finished)).then_some(rows)
+        },
+        || describe_queue(&queue_rows(emu)),
+    )
+    .await
+}
