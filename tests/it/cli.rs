@@ -496,3 +496,17 @@ async fn enqueue_wait_prints_the_outcome_and_exits_as_the_job_ended() {
     assert_eq!(lines[0].len(), 36, "a UUID jobId first: {stdout}");
     assert!(lines[1].starts_with("完了: "), "{stdout}");
 }
+
+#[test]
+fn the_emulator_refuses_an_address_other_machines_reach_without_allow_remote() {
+    let out = sheetq()
+        .args(["emulator", "--listen", "0.0.0.0:0"])
+        .output()
+        .expect("run sheetq emulator");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("local only") && stderr.contains("--allow-remote"),
+        "{stderr}"
+    );
+}

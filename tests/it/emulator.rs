@@ -1506,3 +1506,72 @@ async fn full_queue_batch_get_100k_rows() {
     );
     assert!(best < Duration::from_secs(1), "too slow: {best:?}");
 }
+
+#[tokio::test]
+async fn the_web_view_follows_a_change_and_a_persons_edit_is_logged_as_theirs() {
+    let emu = support::start_emulator().await;
+    let (status, page) = support::raw_bytes(&emu, "GET", "/", None, None).await;
+    assert_eq!(status, 200);
+    assert!(
+        String::from_utf8_lossy(&page).contains("/_emulator/web/app.js"),
+        "the page and its assets are served from the binary"
+    );
+    let (_, before) = support::raw(&emu, "GET", "/_emulator/web/view?sheet=1001", None, None).await;
+    let version = before["version"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{before}"));
+    assert_eq!(
+        before["sheet"]["rows"][7][0]["b"], false,
+        "A8 is an unticked checkbox"
+    );
+
+    // The page's long poll answers with the change a person's tick makes.
+    let tick = json!({ "requests": [{ "updateCells": {
+        "range": { "sheetId": 1001, "startRowIndex": 7, "endRowIndex": 8,
+                   "startColumnIndex": 0, "endColumnIndex": 1 },
+        "rows": [{ "values": [{ "userEnteredValue": { "boolValue": true } }] }],
+        "fields": "userEnteredValue" } }] });
+    let path = format!("/_emulator/web/view?sheet=1001&after={version}");
+    let ((_, after), (status, _)) = tokio::join!(
+        support::raw(&emu, "GET", &path, None, None),
+        support::raw(&emu, "POST", "/_emulator/web/edit", Some(tick), None),
+    );
+    assert_eq!(status, 200);
+    assert!(after["version"].as_u64() > Some(version), "{after}");
+    assert_eq!(after["sheet"]["rows"][7][0]["b"], true);
+    let log = emu.requests();
+    let edit = log
+        .iter()
+        .find(|r| r.method == "person.edit")
+        .unwrap_or_else(|| panic!("the edit is not in the request log: {log:?}"));
+    assert_eq!(edit.user, "person (web view)");
+    assert!(edit.write);
+    assert_eq!(
+        emu.quota_refused().len(),
+        0,
+        "a person's edit is not an account's request"
+    );
+
+    // A bad edit is refused whole, with the API's message, and changes nothing.
+    let bad = json!({ "requests": [
+        { "updateCells": { "range": { "sheetId": 1001, "startRowIndex": 8, "endRowIndex": 9,
+            "startColumnIndex": 0, "endColumnIndex": 1 },
+            "rows": [{ "values": [{ "userEnteredValue": { "boolValue": true } }] }],
+            "fields": "userEnteredValue" } },
+        { "deleteDimension": { "range": { "sheetId": 424242, "dimension": "ROWS",
+            "startIndex": 0, "endIndex": 1 } } }
+    ] });
+    let (status, reply) = support::raw(&emu, "POST", "/_emulator/web/edit", Some(bad), None).await;
+    assert_eq!(status, 400, "{reply}");
+    assert!(
+        reply["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("requests[1]")),
+        "{reply}"
+    );
+    let (_, now) = support::raw(&emu, "GET", "/_emulator/web/view?sheet=1001", None, None).await;
+    assert_eq!(
+        now["sheet"]["rows"][8][0]["b"], false,
+        "the first request was not applied"
+    );
+}
