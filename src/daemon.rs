@@ -207,6 +207,10 @@ struct Daemon {
     sheets_seen: Option<tokio::time::Instant>,
     /// When idle panels were last looked for.
     idle_checked: Option<tokio::time::Instant>,
+    /// `待機` rows the last poll saw, for the status line.
+    waiting_seen: usize,
+    /// The status line last sent to the service manager (sent again only when it changes).
+    status_sent: String,
     /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
     sheet_ids: HashMap<String, i32>,
     last_heartbeat: Option<tokio::time::Instant>,
@@ -278,6 +282,8 @@ impl Daemon {
             sheet_meta: SpreadsheetMeta::default(),
             sheets_seen: None,
             idle_checked: None,
+            waiting_seen: 0,
+            status_sent: String::new(),
             sheet_ids: HashMap::new(),
             last_heartbeat: None,
             unbind: Vec::new(),
@@ -328,6 +334,13 @@ impl Daemon {
             }
             match self.pass().await {
                 Ok(()) => {
+                    self.tell_status(&format!(
+                        "polling: {}/{} slots busy, {} waiting, {} result(s) to write",
+                        self.running.len(),
+                        self.config.slots,
+                        self.waiting_seen,
+                        self.outbox.len()
+                    ));
                     self.observers.health.poll_completed();
                     self.observers
                         .metrics
@@ -341,6 +354,9 @@ impl Daemon {
                 }
                 Err(DaemonError::Sheets(e)) if e.is_retryable() => {
                     warn!(error = %e, "poll failed; trying again at the next tick");
+                    let mut why = e.to_string();
+                    why.truncate(why.char_indices().nth(120).map_or(why.len(), |(i, _)| i));
+                    self.tell_status(&format!("poll failed, retrying: {why}"));
                 }
                 // A person renamed or deleted a panel, inserted a queue column or deleted rows
                 // since the last discovery: look at the spreadsheet afresh next time. Only a
@@ -363,11 +379,27 @@ impl Daemon {
         if let Err(e) = self.observers.notifier.stopping() {
             debug!(error = %e, "cannot tell the service manager we are stopping");
         }
+        self.tell_status(&format!(
+            "stopping: {} running job(s) get up to {} to finish",
+            self.running.len(),
+            humantime::format_duration(self.config.shutdown_grace)
+        ));
         self.drain().await?;
         match fatal {
             Some(e) => Err(e),
             None => Ok(self.report.clone()),
         }
+    }
+
+    /// `STATUS=` for `systemctl status`, when it changed.
+    fn tell_status(&mut self, text: &str) {
+        if self.status_sent == text {
+            return;
+        }
+        if let Err(e) = self.observers.notifier.status(text) {
+            debug!(error = %e, "cannot send the status line to the service manager");
+        }
+        self.status_sent = text.to_string();
     }
 
     /// One tick: read, write back what finished (with the panels' waiting/running display and
@@ -382,6 +414,12 @@ impl Daemon {
             self.find_window().await?;
         }
         let poll = self.poll(false).await?;
+        self.waiting_seen = poll
+            .snapshot
+            .rows
+            .iter()
+            .filter(|r| r.state.is(queue::State::Waiting))
+            .count();
         for p in &poll.snapshot.problems {
             debug!(problem = %p, "queue row not understood");
         }

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use sheetq::cli::{Cli, LogFormat};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -21,11 +23,24 @@ fn main() -> ExitCode {
     };
     let filter = EnvFilter::try_from_env("SHEETQ_LOG")
         .unwrap_or_else(|_| EnvFilter::new(cli.log_level(default_level)));
+    // Under systemd, with stderr connected to the journal, log to journald itself: each line
+    // keeps its level (as the journal's priority) and its fields (job.id, target, worker) as
+    // journal fields, for `journalctl -p warning` and `-o json`. `--log-format json` keeps
+    // JSON on stderr.
+    if cli.log_format == LogFormat::Text && stderr_is_journal() {
+        if let Ok(journald) = tracing_journald::layer() {
+            tracing_subscriber::registry()
+                .with(filter)
+                .with(journald.with_syslog_identifier("sheetq".into()))
+                .init();
+            return run(cli);
+        }
+    }
     // A log line that cannot be written (the reader of stderr went away: `sheetq run 2>&1 |
     // head`) is dropped. By default the subscriber reports such a failure with `eprintln!`
     // on that same closed stderr, which panics, and a panic there would also cost the
     // daemon its SIGTERM handling.
-    // Colour codes only for a person at a terminal: journald, files and pipes get plain text.
+    // Colour codes only for a person at a terminal: files and pipes get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -35,6 +50,26 @@ fn main() -> ExitCode {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+    run(cli)
+}
+
+/// Whether stderr is the journal's stream: systemd sets `JOURNAL_STREAM` to the device and
+/// inode of it, and a process must compare them with its own stderr (a child whose stderr
+/// was redirected inherits the variable).
+fn stderr_is_journal() -> bool {
+    let Ok(value) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = value.split_once(':') else {
+        return false;
+    };
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+        return false;
+    };
+    nix::sys::stat::fstat(2).is_ok_and(|st| st.st_dev as u64 == dev && st.st_ino as u64 == ino)
+}
+
+fn run(cli: Cli) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1315,3 +1315,87 @@ async fn a_refused_token_is_replaced_and_the_daemon_goes_on() {
     // Stops cleanly: the 401 did not end the daemon.
     fleet.stop(&emu).await;
 }
+
+#[tokio::test]
+async fn systemd_hears_ready_a_status_line_of_what_the_daemon_does_and_stopping() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("notify.sock");
+    let systemd = std::os::unix::net::UnixDatagram::bind(&path).unwrap_or_else(|e| panic!("{e}"));
+    systemd
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let notifier = sheetq::notify::Notifier::from_values(
+        Some(path.as_os_str()),
+        None,
+        None,
+        std::process::id(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let config = daemon_config(&emu, "d1", &dir.path().join("state"), &[], "");
+    let registry = sheetq::setup::registry(&config).unwrap_or_else(|e| panic!("{e:#}"));
+    let sheets = client(&emu, &config).await;
+    enqueue(
+        sheets.as_ref(),
+        &config,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":1}"#,
+        "",
+    )
+    .await;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let observers = sheetq::daemon::Observers {
+        notifier: std::sync::Arc::new(notifier),
+        ..Default::default()
+    };
+    let daemon = tokio::spawn(sheetq::daemon::run_observed(
+        sheets,
+        config,
+        registry,
+        shutdown.clone(),
+        observers,
+    ));
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut heard = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = systemd.recv(&mut buf) {
+            let line = String::from_utf8_lossy(&buf[..n]).to_string();
+            let busy = line.starts_with("STATUS=polling: 1/2 slots busy");
+            heard.push(line);
+            if busy {
+                break;
+            }
+        }
+        (heard, systemd)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (mut heard, systemd) = heard;
+    shutdown.cancel();
+    daemon
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut buf = [0u8; 4096];
+    systemd
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    while let Ok(n) = systemd.recv(&mut buf) {
+        heard.push(String::from_utf8_lossy(&buf[..n]).to_string());
+    }
+    assert!(heard.contains(&"READY=1".to_string()), "{heard:?}");
+    assert!(
+        heard
+            .iter()
+            .any(|l| l.starts_with("STATUS=polling: 1/2 slots busy")),
+        "the status line says a job runs: {heard:?}"
+    );
+    let stopping = heard.iter().position(|l| l == "STOPPING=1");
+    assert!(stopping.is_some(), "{heard:?}");
+    assert!(
+        heard.iter().any(|l| l.starts_with("STATUS=stopping: ")),
+        "{heard:?}"
+    );
+}
