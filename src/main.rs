@@ -66,7 +66,7 @@ fn stderr_is_journal() -> bool {
     let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
         return false;
     };
-    nix::sys::stat::fstat(2).is_ok_and(|st| st.st_dev as u64 == dev && st.st_ino as u64 == ino)
+    nix::sys::stat::fstat(2).is_ok_and(|st| st.st_dev == dev && st.st_ino == ino)
 }
 
 fn run(cli: Cli) -> ExitCode {
