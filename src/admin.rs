@@ -2,7 +2,6 @@
 //! `check` (validate the sheet against the config, listing every problem), `status` (what
 //! the queue and the workers look like now) and `enqueue` (append a job from the shell).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
@@ -446,9 +445,84 @@ pub fn job_row(
     .to_row(columns, &config.states, tz)
 }
 
-/// `sheetq status`: queue counts by state, running jobs with their age, workers and their
-/// heartbeats, the oldest waiting job; as text for a terminal.
-pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, AdminError> {
+/// What `sheetq status` reports; printed as text, or as JSON with `--json`. Times are in
+/// the spreadsheet's time zone (RFC 3339 with its offset in JSON, the zone's name in text).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Status {
+    pub spreadsheet_id: String,
+    pub time_zone: String,
+    pub queue_rows: usize,
+    /// Rows per 状態 word, the configured words first, in lifecycle order.
+    pub counts: Vec<(String, usize)>,
+    pub running: Vec<StatusJob>,
+    pub oldest_waiting: Option<StatusJob>,
+    /// The latest エラー and タイムアウト rows, newest first (at most 5).
+    pub recent_failures: Vec<StatusJob>,
+    pub archive: StatusArchive,
+    pub lease: String,
+    pub row_bindings: usize,
+    pub row_binding_chars: usize,
+    pub row_binding_limit: usize,
+    /// Results in this machine's outbox (`state_dir`) not yet on the sheet.
+    pub outbox_pending: Vec<StatusJob>,
+    /// Results written nowhere: their queue rows were deleted (newest first, at most 10).
+    pub unplaceable: Vec<StatusJob>,
+    pub workers: Vec<StatusWorker>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusJob {
+    pub job_id: String,
+    pub target: String,
+    pub function: String,
+    pub state: String,
+    pub worker: String,
+    /// When it was received, started or finished, as fits the list it is in.
+    pub at: Option<String>,
+    pub age_secs: Option<i64>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusArchive {
+    pub exists: bool,
+    pub rows_moved: u64,
+    pub retention: Option<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusWorker {
+    pub id: String,
+    pub host: String,
+    pub version: String,
+    pub slots: String,
+    pub running: String,
+    pub last_seen: Option<String>,
+    pub seen_secs_ago: Option<i64>,
+    /// Its last heartbeat was written as it shut down.
+    pub stopped: bool,
+}
+
+/// An instant as `status` shows it: RFC 3339 in the spreadsheet's zone.
+fn zoned(t: DateTime<Utc>, tz: chrono_tz::Tz) -> String {
+    t.with_timezone(&tz)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+}
+
+/// An RFC 3339 time of [`zoned`] as text: `2026-11-30 21:10:05 JST`.
+fn readable(rfc3339: &str, tz: chrono_tz::Tz) -> String {
+    DateTime::parse_from_rfc3339(rfc3339)
+        .map(|t| {
+            t.with_timezone(&tz)
+                .format("%Y-%m-%d %H:%M:%S %Z")
+                .to_string()
+        })
+        .unwrap_or_else(|_| rfc3339.to_string())
+}
+
+/// `sheetq status`: queue counts, running jobs, the oldest waiting job, recent failures, the
+/// archive, the lease, row bindings, this machine's outbox, and the daemons' heartbeats.
+pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, AdminError> {
     let meta = sheets.metadata().await?;
     require_init(&meta)?;
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
@@ -463,146 +537,280 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<String, Admi
     let rows = values.get(1).map(|v| v.values.clone()).unwrap_or_default();
     let snapshot = queue::parse_rows(&rows, 2, &columns, &config.states, tz);
     let now = Utc::now();
-    let mut out = String::new();
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for r in &snapshot.rows {
-        let word = match &r.state {
-            queue::RowState::Known(s) => config.states.word(*s).to_string(),
-            queue::RowState::Unknown(t) => format!("? {t}"),
-        };
-        *counts.entry(word).or_default() += 1;
-    }
-    let _ = writeln!(out, "queue '{QUEUE_SHEET}': {} rows", snapshot.rows.len());
-    for s in [
+    let word = |r: &queue::QueueRow| match &r.state {
+        queue::RowState::Known(s) => config.states.word(*s).to_string(),
+        queue::RowState::Unknown(t) => format!("? {t}"),
+    };
+    let job = |r: &queue::QueueRow, at: Option<DateTime<Utc>>| StatusJob {
+        job_id: r.job_id.clone(),
+        target: r.target_key().to_string(),
+        function: r.function.clone(),
+        state: word(r),
+        worker: r.worker.clone(),
+        at: at.map(|t| zoned(t, tz)),
+        age_secs: at.map(|t| (now - t).num_seconds()),
+        message: r.message.clone(),
+    };
+    let mut counts: Vec<(String, usize)> = [
         State::Waiting,
         State::Running,
         State::Done,
         State::Error,
         State::Timeout,
-    ] {
-        let w = config.states.word(s);
-        let _ = writeln!(out, "  {w}: {}", counts.remove(w).unwrap_or(0));
+    ]
+    .iter()
+    .map(|s| (config.states.word(*s).to_string(), 0))
+    .collect();
+    for r in &snapshot.rows {
+        let w = word(r);
+        match counts.iter_mut().find(|(k, _)| *k == w) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((w, 1)),
+        }
     }
-    for (w, n) in counts {
-        let _ = writeln!(out, "  {w}: {n}");
-    }
-    let running: Vec<_> = snapshot
+    let running = snapshot
         .rows
         .iter()
         .filter(|r| r.state.is(State::Running))
+        .map(|r| job(r, r.started_at))
         .collect();
-    if !running.is_empty() {
-        let _ = writeln!(out, "running:");
-        for r in running {
-            let age = r
-                .started_at
-                .map(|t| format!("{}s", (now - t).num_seconds()))
-                .unwrap_or_else(|| "?".into());
-            let _ = writeln!(
-                out,
-                "  {} target={} function={} worker={} age={age}",
-                r.job_id,
-                r.target_key(),
-                r.function,
-                r.worker
-            );
-        }
-    }
-    if let Some(i) = crate::claim::waiting_order(&snapshot).first() {
-        let r = &snapshot.rows[*i];
-        let since = r
-            .received_at
-            .map(|t| sheet_time::format_datetime(t, tz))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "oldest waiting: {} target={} since {since}",
-            r.job_id,
-            r.target_key()
-        );
-    }
-    let worker = values.get(2).map(|v| v.values.clone()).unwrap_or_default();
-    let archived = worker
+    let oldest_waiting = crate::claim::waiting_order(&snapshot)
         .first()
-        .and_then(|r| r.get(3))
-        .map(queue::cell_text)
-        .and_then(|t| t.trim().parse::<u64>().ok());
-    let retention = match config.retention {
-        Some(r) => format!(
-            "finished jobs older than {} move there",
-            humantime::format_duration(r)
-        ),
-        None => "retention = \"0\": finished jobs stay in the queue".to_string(),
+        .map(|i| &snapshot.rows[*i])
+        .map(|r| job(r, r.received_at));
+    let mut failed: Vec<&queue::QueueRow> = snapshot
+        .rows
+        .iter()
+        .filter(|r| r.state.is(State::Error) || r.state.is(State::Timeout))
+        .collect();
+    failed.sort_by_key(|r| std::cmp::Reverse(r.finished_at));
+    let recent_failures = failed
+        .into_iter()
+        .take(5)
+        .map(|r| job(r, r.finished_at))
+        .collect();
+    let worker = values.get(2).map(|v| v.values.clone()).unwrap_or_default();
+    let archive = StatusArchive {
+        exists: meta.sheet(crate::archive::ARCHIVE_SHEET).is_some(),
+        rows_moved: worker
+            .first()
+            .and_then(|r| r.get(3))
+            .map(queue::cell_text)
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(0),
+        retention: config
+            .retention
+            .map(|r| humantime::format_duration(r).to_string()),
     };
-    let _ = match (meta.sheet(crate::archive::ARCHIVE_SHEET), archived) {
-        (Some(_), n) => writeln!(
-            out,
-            "archive '{}': {} rows moved there so far; {retention}",
-            crate::archive::ARCHIVE_SHEET,
-            n.unwrap_or(0)
-        ),
-        (None, _) => writeln!(
-            out,
-            "archive '{}': not created yet; {retention}",
-            crate::archive::ARCHIVE_SHEET
-        ),
-    };
-    let lease_text = worker
+    let lease = worker
         .first()
         .and_then(|r| r.get(1))
         .map(queue::cell_text)
         .unwrap_or_default();
-    let _ = writeln!(out, "lease: {lease_text}");
-    // Row bindings (DESIGN §4): what they use of Google's metadata storage limit.
+    // Row bindings: what they use of Google's metadata storage limit.
     let bindings = sheets.search_metadata(crate::binding::KEY).await?;
-    let chars: usize = bindings
+    let row_binding_chars = bindings
         .iter()
         .map(|b| b.key.chars().count() + b.value.chars().count())
         .sum();
-    let _ = writeln!(
-        out,
-        "row bindings: {} ({chars} of {} characters of developer metadata)",
-        bindings.len(),
-        crate::binding::STORAGE_LIMIT_CHARS
-    );
-    let lost = crate::outbox::read_unplaceable(&config.state_dir);
-    if !lost.is_empty() {
+    let finished = |j: &crate::outbox::FinishedJob| StatusJob {
+        job_id: j.job_id.clone(),
+        target: j.target.clone(),
+        function: j.function.clone(),
+        state: String::new(),
+        worker: j.worker.clone(),
+        at: Some(zoned(j.finished_at, tz)),
+        age_secs: Some((now - j.finished_at).num_seconds()),
+        message: j.message.clone(),
+    };
+    let outbox_pending = crate::outbox::read_pending(&config.state_dir)
+        .iter()
+        .map(finished)
+        .collect();
+    let unplaceable = crate::outbox::read_unplaceable(&config.state_dir)
+        .iter()
+        .rev()
+        .take(10)
+        .map(finished)
+        .collect();
+    let workers = crate::workers::parse(&worker, tz)
+        .into_iter()
+        .map(|h| {
+            let row = worker.get(h.row as usize - 1).cloned().unwrap_or_default();
+            let cell = |i: usize| row.get(i).map(queue::cell_text).unwrap_or_default();
+            StatusWorker {
+                id: h.worker_id.clone(),
+                host: h.host.clone(),
+                version: cell(2),
+                slots: cell(3),
+                running: cell(4),
+                last_seen: h.seen.map(|t| zoned(t, tz)),
+                seen_secs_ago: h.seen.map(|t| (now - t).num_seconds()),
+                stopped: h.stopped,
+            }
+        })
+        .collect();
+    Ok(Status {
+        spreadsheet_id: meta.spreadsheet_id.clone(),
+        time_zone: meta.time_zone.clone(),
+        queue_rows: snapshot.rows.len(),
+        counts,
+        running,
+        oldest_waiting,
+        recent_failures,
+        archive,
+        lease,
+        row_bindings: bindings.len(),
+        row_binding_chars,
+        row_binding_limit: crate::binding::STORAGE_LIMIT_CHARS,
+        outbox_pending,
+        unplaceable,
+        workers,
+    })
+}
+
+impl Status {
+    /// The text `sheetq status` prints.
+    pub fn text(&self) -> String {
+        let tz: chrono_tz::Tz = self.time_zone.parse().unwrap_or(chrono_tz::UTC);
+        let at = |j: &StatusJob| j.at.as_deref().map(|t| readable(t, tz)).unwrap_or_default();
+        let mut out = String::new();
         let _ = writeln!(
             out,
-            "results written nowhere, their queue rows were deleted ({}):",
-            lost.len()
+            "queue '{QUEUE_SHEET}': {} rows (times in {})",
+            self.queue_rows, self.time_zone
         );
-        for j in lost.iter().rev().take(10) {
+        for (w, n) in &self.counts {
+            let _ = writeln!(out, "  {w}: {n}");
+        }
+        if !self.running.is_empty() {
+            let _ = writeln!(out, "running:");
+            for j in &self.running {
+                let _ = writeln!(
+                    out,
+                    "  {} target={} function={} worker={} since {} ({}s)",
+                    j.job_id,
+                    j.target,
+                    j.function,
+                    j.worker,
+                    at(j),
+                    j.age_secs.unwrap_or(0)
+                );
+            }
+        }
+        if let Some(j) = &self.oldest_waiting {
             let _ = writeln!(
                 out,
-                "  {} target={} function={} finished {}: {}",
+                "oldest waiting: {} target={} since {}",
+                j.job_id,
+                j.target,
+                at(j)
+            );
+        }
+        if !self.recent_failures.is_empty() {
+            let _ = writeln!(out, "recent failures:");
+            for j in &self.recent_failures {
+                let _ = writeln!(
+                    out,
+                    "  {} {} target={} function={} at {}: {}",
+                    j.state,
+                    j.job_id,
+                    j.target,
+                    j.function,
+                    at(j),
+                    j.message
+                );
+            }
+        }
+        let retention = match &self.archive.retention {
+            Some(r) => format!("finished jobs older than {r} move there"),
+            None => "retention = \"0\": finished jobs stay in the queue".to_string(),
+        };
+        let archive = crate::archive::ARCHIVE_SHEET;
+        let _ = if self.archive.exists {
+            writeln!(
+                out,
+                "archive '{archive}': {} rows moved there so far; {retention}",
+                self.archive.rows_moved
+            )
+        } else {
+            writeln!(out, "archive '{archive}': not created yet; {retention}")
+        };
+        let _ = writeln!(out, "lease: {}", self.lease);
+        let _ = writeln!(
+            out,
+            "row bindings: {} ({} of {} characters of developer metadata)",
+            self.row_bindings, self.row_binding_chars, self.row_binding_limit
+        );
+        let _ = writeln!(
+            out,
+            "outbox (this machine): {} result(s) waiting to be written",
+            self.outbox_pending.len()
+        );
+        for j in &self.outbox_pending {
+            let _ = writeln!(
+                out,
+                "  {} target={} function={} finished {}",
                 j.job_id,
                 j.target,
                 j.function,
-                sheet_time::format_datetime(j.finished_at, tz),
-                j.message
+                at(j)
             );
         }
+        if !self.unplaceable.is_empty() {
+            let _ = writeln!(
+                out,
+                "results written nowhere, their queue rows were deleted ({}):",
+                self.unplaceable.len()
+            );
+            for j in &self.unplaceable {
+                let _ = writeln!(
+                    out,
+                    "  {} target={} function={} finished {}: {}",
+                    j.job_id,
+                    j.target,
+                    j.function,
+                    at(j),
+                    j.message
+                );
+            }
+        }
+        let _ = writeln!(out, "workers:");
+        for w in &self.workers {
+            let seen = match (&w.last_seen, w.seen_secs_ago) {
+                (Some(t), Some(ago)) if w.stopped => {
+                    format!("stopped at {} ({ago}s ago)", readable(t, tz))
+                }
+                (Some(t), Some(ago)) => format!("last seen {} ({ago}s ago)", readable(t, tz)),
+                _ => "never seen".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "  {} host={} version={} slots={} running={} {seen}",
+                w.id, w.host, w.version, w.slots, w.running
+            );
+        }
+        out
     }
-    let _ = writeln!(out, "workers:");
-    for row in worker.iter().skip(2) {
-        let cells: Vec<String> = row.iter().map(queue::cell_text).collect();
-        let Some(id) = cells.first().filter(|id| !id.is_empty()) else {
-            continue;
-        };
-        let seen = row
-            .get(5)
-            .and_then(|c| sheet_time::cell_to_instant(c, tz).ok().flatten())
-            .map(|t| format!("{}s ago", (now - t).num_seconds()))
-            .unwrap_or_else(|| "never".into());
-        let _ = writeln!(
-            out,
-            "  {id} host={} version={} slots={} running={} last seen {seen}",
-            cells.get(1).map(String::as_str).unwrap_or(""),
-            cells.get(2).map(String::as_str).unwrap_or(""),
-            cells.get(3).map(String::as_str).unwrap_or(""),
-            cells.get(4).map(String::as_str).unwrap_or("")
-        );
+}
+
+/// Whether a panel carries `label` as its target label (metadata and one read of the
+/// marker cells). `enqueue` warns when none does: the job runs, its result shows nowhere
+/// but the queue.
+pub async fn has_panel(
+    sheets: &dyn Sheets,
+    config: &Config,
+    label: &str,
+) -> Result<bool, AdminError> {
+    let meta = sheets.metadata().await?;
+    let ranges = crate::panel::marker_ranges(&meta, &config.panel);
+    if ranges.is_empty() {
+        return Ok(false);
     }
-    Ok(out)
+    let values = sheets.read(&ranges).await?;
+    Ok(
+        crate::panel::PanelIndex::build(&meta, &values, &config.panel)
+            .get(label)
+            .is_some(),
+    )
 }

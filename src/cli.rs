@@ -74,10 +74,12 @@ pub enum Command {
     Emulator(EmulatorArgs),
     /// Create the hidden sheets sheetq needs, where missing.
     Init(ConfigArgs),
-    /// Validate the spreadsheet against the config; exit 3 listing every problem.
-    Check(ConfigArgs),
-    /// Show queue counts, running jobs, workers and the oldest waiting job.
-    Status(ConfigArgs),
+    /// Validate the spreadsheet, its panels and the commands against the config; exit 3
+    /// listing every problem.
+    Check(ReportArgs),
+    /// Show queue counts, running jobs, recent failures, the outbox, workers and the oldest
+    /// waiting job.
+    Status(ReportArgs),
     /// Append a job to the queue from the shell; prints its jobId.
     Enqueue(EnqueueArgs),
     /// Build the index sheet and the panels from the config's [[functions]] and [[targets]].
@@ -144,6 +146,15 @@ pub struct ConfigArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Print JSON instead of text, for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -179,6 +190,9 @@ pub struct EnqueueArgs {
     /// 1 エラー or タイムアウト). The queue is read every 5 s meanwhile (one read each).
     #[arg(long)]
     pub wait: bool,
+    /// Print JSON (the jobId, warnings, and with --wait the outcome) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs a parsed command line to its exit code.
@@ -280,7 +294,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check(args) => {
-            let config = Config::load(&args.config)?;
+            let config = Config::load(&args.config.config)?;
             let mut problems = Vec::new();
             let registry = match Registry::from_toml(&config.commands, config.stale_after) {
                 Ok(r) => {
@@ -294,21 +308,37 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             };
             let sheets = connect_one_shot(&config).await?;
             problems.extend(admin::check(sheets.as_ref(), &config, &registry).await?);
-            if problems.is_empty() {
-                println!("ok: the spreadsheet matches {}", args.config.display());
-                Ok(ExitCode::SUCCESS)
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "ok": problems.is_empty(), "problems": problems })
+                );
+            } else if problems.is_empty() {
+                println!(
+                    "ok: the spreadsheet matches {}",
+                    args.config.config.display()
+                );
             } else {
                 eprintln!("{} problem(s):", problems.len());
-                for p in problems {
+                for p in &problems {
                     eprintln!("  - {p}");
                 }
-                Ok(ExitCode::from(EXIT_PROBLEMS))
             }
+            Ok(if problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_PROBLEMS)
+            })
         }
         Command::Status(args) => {
-            let config = Config::load(&args.config)?;
+            let config = Config::load(&args.config.config)?;
             let sheets = connect_one_shot(&config).await?;
-            print!("{}", admin::status(sheets.as_ref(), &config).await?);
+            let status = admin::status(sheets.as_ref(), &config).await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{}", status.text());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Panels(command) => {
@@ -374,6 +404,18 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(EXIT_CONFIG));
             }
             let sheets = connect_one_shot(&config).await?;
+            let mut warnings = Vec::new();
+            if !admin::has_panel(sheets.as_ref(), &config, &args.target).await? {
+                warnings.push(format!(
+                    "no panel carries the target label \"{}\": the job runs, but its result shows only in the queue (check the label, or make its panel with `sheetq panels sync --open`)",
+                    args.target
+                ));
+            }
+            if !args.json {
+                for w in &warnings {
+                    eprintln!("sheetq: warning: {w}");
+                }
+            }
             let job = admin::NewJob {
                 target: args.target,
                 function: args.function,
@@ -383,19 +425,42 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 ..Default::default()
             };
             let job_id = admin::enqueue(sheets.as_ref(), &config, &job).await?;
-            println!("{job_id}");
             if !args.wait {
+                if args.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({ "job_id": job_id, "warnings": warnings })
+                    );
+                } else {
+                    println!("{job_id}");
+                }
                 return Ok(ExitCode::SUCCESS);
+            }
+            if !args.json {
+                println!("{job_id}");
             }
             let every = std::time::Duration::from_secs(5);
             let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
             let word = config.states.word(done.state);
-            let url = if done.result_url.is_empty() {
-                String::new()
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "job_id": job_id,
+                        "warnings": warnings,
+                        "state": word,
+                        "message": done.message,
+                        "result_url": done.result_url,
+                    })
+                );
             } else {
-                format!(" {}", done.result_url)
-            };
-            println!("{word}: {}{url}", done.message);
+                let url = if done.result_url.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", done.result_url)
+                };
+                println!("{word}: {}{url}", done.message);
+            }
             Ok(if done.state == crate::queue::State::Done {
                 ExitCode::SUCCESS
             } else {

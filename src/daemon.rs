@@ -807,6 +807,21 @@ impl Daemon {
                 if let Err(e) = self.flush(&poll, Vec::new()).await {
                     warn!(error = %e, pending = self.outbox.len(), "results stay in the outbox until the next start");
                 }
+                // A last heartbeat with 0 slots: `status` shows this daemon stopped, and the
+                // others stop sharing the quota with it.
+                if let Some(row) = poll.own_heartbeat_row {
+                    let mut cells = self.heartbeat_row(Utc::now(), &[], &[]);
+                    if let Some(slots) = cells.get_mut(3) {
+                        *slots = Cell::from(0u64);
+                    }
+                    let batch = BatchUpdate {
+                        requests: vec![self.heartbeat_request(row, cells)],
+                        ..Default::default()
+                    };
+                    if let Err(e) = self.sheets.batch_update(&batch).await {
+                        debug!(error = %e, "could not write the last heartbeat");
+                    }
+                }
             }
             Err(e) => {
                 warn!(error = %e, pending = self.outbox.len(), "results stay in the outbox until the next start")

@@ -115,6 +115,27 @@ pub fn read_unplaceable(dir: &Path) -> Vec<FinishedJob> {
         .collect()
 }
 
+/// The results waiting in the outbox of `dir`, read without taking its lock or changing it
+/// (for `sheetq status` beside a running daemon); none when there is no outbox.
+pub fn read_pending(dir: &Path) -> Vec<FinishedJob> {
+    let Ok(text) = fs::read_to_string(dir.join("outbox.jsonl")) else {
+        return Vec::new();
+    };
+    let mut pending = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Entry>(line) {
+            Ok(Entry::Put(job)) => {
+                pending.insert(job.job_id.clone(), *job);
+            }
+            Ok(Entry::Done(id)) => {
+                pending.remove(&id);
+            }
+            Err(_) => {}
+        }
+    }
+    pending.into_values().collect()
+}
+
 /// The outbox of one daemon.
 #[derive(Debug)]
 pub struct Outbox {

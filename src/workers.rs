@@ -71,6 +71,10 @@ pub struct Heartbeat {
     /// The service account it calls the API as (empty from versions that did not say):
     /// daemons on one account share its quota.
     pub account: String,
+    /// Its last heartbeat says it stopped (0 slots, written as it shut down): it takes no
+    /// share of the quota. Its listed jobs stay held until `dead_after`, as a crashed
+    /// daemon's would, since its outbox may still hold their results.
+    pub stopped: bool,
 }
 
 impl Heartbeat {
@@ -102,6 +106,7 @@ pub fn parse(rows: &[Vec<Cell>], tz: Tz) -> Vec<Heartbeat> {
                 process: text(row, 6),
                 jobs: serde_json::from_str(&text(row, 7)).unwrap_or_default(),
                 account: text(row, 8),
+                stopped: row.get(3).and_then(Cell::as_u64) == Some(0),
             })
         })
         .collect()
@@ -150,7 +155,9 @@ pub fn place_on_account(
 ) -> (u32, u32) {
     let mut ids: Vec<&str> = heartbeats
         .iter()
-        .filter(|h| h.worker_id != me && h.account == account && h.is_live(now, dead_after))
+        .filter(|h| {
+            h.worker_id != me && h.account == account && !h.stopped && h.is_live(now, dead_after)
+        })
         .map(|h| h.worker_id.as_str())
         .chain([me])
         .collect();
@@ -256,6 +263,7 @@ mod tests {
                 })
                 .collect(),
             account: "sheetq@p.iam.gserviceaccount.com".into(),
+            stopped: false,
         }
     }
 

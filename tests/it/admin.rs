@@ -126,11 +126,56 @@ async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
     assert!(rows[0].state.is(State::Waiting));
     let status = admin::status(sheets.as_ref(), &config)
         .await
-        .expect("status");
+        .expect("status")
+        .text();
     assert!(status.contains("待機: 1"), "{status}");
     assert!(
         status.contains(&format!("oldest waiting: {id}")),
         "{status}"
     );
     support::assert_no_quota_refusals(&emu);
+}
+
+#[tokio::test]
+async fn status_shows_recent_failures_in_the_sheets_zone_and_a_daemon_that_stopped() {
+    let emu = support::start_with_quota(sheetq::emulator::Quota::scaled(50)).await;
+    let fleet = support::Fleet::start(&emu, &["d1"], &[], "").await;
+    let config = fleet.configs[0].clone();
+    let sheets = support::client(&emu, &config).await;
+    let id = support::enqueue(sheets.as_ref(), &config, "サーバーA", "f", "nope", "{}", "").await;
+    support::wait_finished(&emu, &[id.clone()], std::time::Duration::from_secs(30)).await;
+    fleet.stop(&emu).await;
+    let status = admin::status(sheets.as_ref(), &config)
+        .await
+        .expect("status");
+    let failure = status
+        .recent_failures
+        .first()
+        .unwrap_or_else(|| panic!("no recent failure: {status:?}"));
+    assert_eq!(failure.job_id, id);
+    assert!(
+        failure.at.as_deref().is_some_and(|t| t.ends_with("+09:00")),
+        "times carry the spreadsheet's zone (Asia/Tokyo): {failure:?}"
+    );
+    let d1 = status
+        .workers
+        .iter()
+        .find(|w| w.id == "d1")
+        .unwrap_or_else(|| panic!("{status:?}"));
+    assert!(d1.stopped, "the last heartbeat says it stopped: {d1:?}");
+    let text = status.text();
+    assert!(
+        text.contains("recent failures:") && text.contains(" JST"),
+        "{text}"
+    );
+    assert!(
+        text.contains("d1 host=") && text.contains("stopped at"),
+        "{text}"
+    );
+    assert!(
+        text.contains("outbox (this machine): 0 result(s)"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&status).expect("status as JSON");
+    assert_eq!(json["workers"][0]["stopped"], true, "{json}");
 }

@@ -103,7 +103,8 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
     );
     let status = sheetq::admin::status(sheets.as_ref(), &fleet_config)
         .await
-        .unwrap_or_else(|e| panic!("status: {e}"));
+        .unwrap_or_else(|e| panic!("status: {e}"))
+        .text();
     assert!(
         status.contains("archive '_ジョブ履歴': 155 rows moved there so far"),
         "status tells how many rows the archive took:\n{status}"

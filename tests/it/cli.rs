@@ -510,3 +510,70 @@ fn the_emulator_refuses_an_address_other_machines_reach_without_allow_remote() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn enqueue_warns_of_a_target_without_a_panel_and_check_and_status_speak_json() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &emu, "");
+    let run = |args: Vec<String>| {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            sheetq()
+                .args(&args)
+                .arg("--config")
+                .arg(&config)
+                .output()
+                .expect("run sheetq")
+        })
+    };
+    let out = run([
+        "enqueue",
+        "--target",
+        "どこにもない",
+        "--function",
+        "f",
+        "--command",
+        "sleep",
+        "--args",
+        r#"{"seconds":1}"#,
+        "--json",
+    ]
+    .map(String::from)
+    .to_vec())
+    .await
+    .expect("join");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reply: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("enqueue --json prints JSON");
+    assert!(
+        reply["job_id"].as_str().is_some_and(|id| !id.is_empty()),
+        "{reply}"
+    );
+    assert!(
+        reply["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("no panel carries the target label")),
+        "{reply}"
+    );
+    let out = run(["status", "--json"].map(String::from).to_vec())
+        .await
+        .expect("join");
+    let status: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("status --json prints JSON");
+    assert_eq!(status["counts"][0], json!(["待機", 1]), "{status}");
+    let out = run(["check", "--json"].map(String::from).to_vec())
+        .await
+        .expect("join");
+    let check: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("check --json prints JSON");
+    assert_eq!(
+        check["ok"], false,
+        "the demo's unconfigured function: {check}"
+    );
+    assert_eq!(out.status.code(), Some(3));
+}
