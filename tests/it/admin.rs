@@ -143,7 +143,12 @@ async fn status_shows_recent_failures_in_the_sheets_zone_and_a_daemon_that_stopp
     let config = fleet.configs[0].clone();
     let sheets = support::client(&emu, &config).await;
     let id = support::enqueue(sheets.as_ref(), &config, "サーバーA", "f", "nope", "{}", "").await;
-    support::wait_finished(&emu, &[id.clone()], std::time::Duration::from_secs(30)).await;
+    support::wait_finished(
+        &emu,
+        std::slice::from_ref(&id),
+        std::time::Duration::from_secs(30),
+    )
+    .await;
     fleet.stop(&emu).await;
     let status = admin::status(sheets.as_ref(), &config)
         .await
