@@ -85,6 +85,14 @@ pub enum Command {
     /// Build the index sheet and the panels from the config's [[functions]] and [[targets]].
     #[command(subcommand)]
     Panels(PanelsCommand),
+    /// Print a shell completion script (e.g. `sheetq completions bash >
+    /// /etc/bash_completion.d/sheetq`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `sheetq man > /usr/local/share/man/man1/sheetq.1`.
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -339,6 +347,18 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             } else {
                 print!("{}", status.text());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "sheetq", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command)
+                .render(&mut std::io::stdout())
+                .context("cannot write the man page")?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Panels(command) => {

@@ -11,13 +11,16 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use jsonwebtoken::{Algorithm, DecodingKey};
+use ring::signature::{UnparsedPublicKey, RSA_PKCS1_2048_8192_SHA256};
 use serde_json::{json, Value as Json};
 
 /// The test-only private key (PKCS#8 PEM), as a credentials file carries it.
 pub const TEST_PRIVATE_KEY: &str = include_str!("test-key.pem");
 /// The public half, against which the token endpoint verifies signatures.
 pub const TEST_PUBLIC_KEY: &str = include_str!("test-key.pub.pem");
+/// The same public key as DER `RSAPublicKey` (PKCS#1), the form `ring` verifies with:
+/// `openssl rsa -pubin -in test-key.pub.pem -RSAPublicKey_out -outform DER`.
+const TEST_PUBLIC_KEY_DER: &[u8] = include_bytes!("test-key.pub.der");
 /// The service account the credentials name.
 pub const CLIENT_EMAIL: &str = "sheetq-emulator@sheetq-emulator.iam.gserviceaccount.com";
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
@@ -79,7 +82,7 @@ struct Issued {
 /// Issued tokens, the service accounts that may ask for them, and the key that verifies
 /// grants.
 pub struct Auth {
-    key: Option<DecodingKey>,
+    key: UnparsedPublicKey<&'static [u8]>,
     /// Known service accounts; [`CLIENT_EMAIL`] from the start. Every account signs with the
     /// test key: the emulator tells them apart by `iss`, as Google does by key id.
     accounts: Mutex<HashSet<String>>,
@@ -95,7 +98,7 @@ impl Default for Auth {
 impl Auth {
     pub fn new() -> Self {
         Auth {
-            key: DecodingKey::from_rsa_pem(TEST_PUBLIC_KEY.as_bytes()).ok(),
+            key: UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, TEST_PUBLIC_KEY_DER),
             accounts: Mutex::new(HashSet::from([CLIENT_EMAIL.to_string()])),
             tokens: Mutex::new(HashMap::new()),
         }
@@ -182,19 +185,11 @@ impl Auth {
         if header.get("alg").and_then(Json::as_str) != Some("RS256") {
             return Err(GrantError::grant("Invalid JWT: alg must be RS256."));
         }
-        let key = self
-            .key
-            .as_ref()
-            .ok_or_else(|| GrantError::grant("The emulator's public key did not load."))?;
         let message = format!("{head}.{payload}");
-        let ok = jsonwebtoken::crypto::verify(
-            sig.trim_end_matches('='),
-            message.as_bytes(),
-            key,
-            Algorithm::RS256,
-        )
-        .unwrap_or(false);
-        if !ok {
+        let signature = b64
+            .decode(sig.trim_end_matches('='))
+            .map_err(|_| GrantError::grant("Invalid JWT: bad base64."))?;
+        if self.key.verify(message.as_bytes(), &signature).is_err() {
             return Err(GrantError::grant("Invalid JWT Signature."));
         }
         let claims = decode(payload)?;
@@ -253,12 +248,27 @@ impl Auth {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jsonwebtoken::{encode, EncodingKey, Header};
-
+    /// An RS256 JWT of `claims`, signed with the PKCS#8 PEM `key`, as yup-oauth2 makes one.
     fn jwt(claims: Json, key: &str) -> String {
-        let key = EncodingKey::from_rsa_pem(key.as_bytes()).unwrap_or_else(|e| panic!("key: {e}"));
-        encode(&Header::new(Algorithm::RS256), &claims, &key)
-            .unwrap_or_else(|e| panic!("sign: {e}"))
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let body: String = key.lines().filter(|l| !l.starts_with("-----")).collect();
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .unwrap_or_else(|e| panic!("key: {e}"));
+        let pair =
+            ring::signature::RsaKeyPair::from_pkcs8(&der).unwrap_or_else(|e| panic!("key: {e}"));
+        let head = b64.encode(json!({ "alg": "RS256", "typ": "JWT" }).to_string());
+        let payload = b64.encode(claims.to_string());
+        let message = format!("{head}.{payload}");
+        let mut sig = vec![0u8; pair.public().modulus_len()];
+        pair.sign(
+            &ring::signature::RSA_PKCS1_SHA256,
+            &ring::rand::SystemRandom::new(),
+            message.as_bytes(),
+            &mut sig,
+        )
+        .unwrap_or_else(|e| panic!("sign: {e}"));
+        format!("{message}.{}", b64.encode(sig))
     }
 
     fn form(assertion: &str) -> Vec<u8> {
