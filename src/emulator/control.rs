@@ -124,6 +124,9 @@ pub struct Refused {
     pub write: u64,
 }
 
+/// How many requests the log keeps (it drops the oldest half once it holds twice as many).
+pub const LOG_KEEP: usize = 100_000;
+
 /// The mutable control state, behind one lock in the server.
 #[derive(Debug, Default)]
 pub struct Control {
@@ -214,6 +217,11 @@ impl Control {
         c.bytes_in += r.bytes_in as u64;
         c.bytes_out += r.bytes_out as u64;
         self.log.push(r);
+        // A long-running emulator (`demo --keep`, a web view left open) keeps the newest
+        // requests only; the counters keep counting all of them.
+        if self.log.len() > 2 * LOG_KEEP {
+            self.log.drain(..self.log.len() - LOG_KEEP);
+        }
     }
 
     /// Clears the log, counters, faults and the quota's windows; the limits stay.

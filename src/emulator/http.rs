@@ -114,6 +114,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/_emulator/web/app.css", get(super::web::style))
         .route("/_emulator/web/view", get(super::web::view))
         .route("/_emulator/web/edit", post(super::web::edit))
+        .route("/_emulator/web/type", post(super::web::type_in))
         .route("/token", post(token))
         .route("/_emulator/requests", get(admin::requests))
         .route(

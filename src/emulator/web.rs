@@ -9,26 +9,35 @@
 //! - `GET /_emulator/web/view?sheet=ID&after=V`: the view of one sheet as JSON. With
 //!   `after`, it answers when the store's version passes `V`, or after a second anyway (so
 //!   the request log and rates stay current too): a long poll, the page's live channel.
-//! - `POST /_emulator/web/edit` with `{"requests": [...]}`: a person's edit, as
-//!   `spreadsheets.batchUpdate` requests applied through the same atomic path as the API
-//!   (`batch::run`), recorded in the request log as `person.edit` by `person (web view)`.
-//!   A person's edits do not count against any account's quota, as at Google.
+//! - `POST /_emulator/web/edit` with `{"requests": [...]}`: a person's edit (tick, sort,
+//!   insert, delete), as `spreadsheets.batchUpdate` requests applied through the same atomic
+//!   path as the API (`batch::run`).
+//! - `POST /_emulator/web/type` with `{"sheet": ID, "row": R, "col": C, "text": "..."}`: a
+//!   person typing into a cell, parsed as the Sheets UI parses typing (`values.update` with
+//!   `USER_ENTERED`: formulas, numbers, percentages, dates, a leading `'` for text).
+//!
+//! Both are recorded in the request log as `person.edit` by `person (web view)` and count
+//! against no account's quota, as at Google. They accept only JSON sent by the page itself
+//! (`Content-Type: application/json`, and an `Origin`, when sent, of the emulator's own
+//! address), so another web page open in the same browser cannot edit the sheet.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 
+use super::api;
 use super::batch;
 use super::control::RequestRecord;
+use super::error::ApiError;
 use super::http::Shared;
 use super::store::Spreadsheet;
-use super::values::{self, DateRender, Render, ValueRender};
+use super::values::{self, DateRender, Input, Render, ValueRender};
 
 /// The user a person's edits are logged as.
 pub const PERSON: &str = "person (web view)";
@@ -83,6 +92,9 @@ struct ViewCell {
     /// Numbers and dates are right-aligned, as in Sheets.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     n: bool,
+    /// What the cell editor starts with when it differs from `t`: a formula's text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    e: Option<String>,
 }
 
 pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> Response {
@@ -100,6 +112,10 @@ pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> 
             Err(_) => json!({ "error": "the emulator holds no spreadsheet" }),
         }
     };
+    let tz: chrono_tz::Tz = body["spreadsheet"]["timeZone"]
+        .as_str()
+        .and_then(|z| z.parse().ok())
+        .unwrap_or(chrono_tz::UTC);
     let (log, rates, quota) = {
         let c = sh.control();
         let tail: Vec<Json> = c
@@ -109,7 +125,7 @@ pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> 
             .take(LOG_TAIL)
             .map(|r| {
                 json!({
-                    "at": r.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    "at": r.at.with_timezone(&tz).format("%H:%M:%S").to_string(),
                     "method": r.method,
                     "user": r.user,
                     "status": r.status,
@@ -210,10 +226,15 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>) -> Json {
                     if text.is_empty() && !checkbox {
                         return None;
                     }
+                    let formula = match &cell.value {
+                        Some(super::store::Value::Formula(f)) => Some(f.clone()),
+                        _ => None,
+                    };
                     Some(ViewCell {
                         t: text,
                         b: checkbox.then_some(ticked),
                         n: numeric,
+                        e: formula,
                     })
                 })
                 .collect()
@@ -234,18 +255,64 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>) -> Json {
 }
 
 /// A person's edit: `spreadsheets.batchUpdate` requests, applied atomically like the API's.
-pub async fn edit(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
+pub async fn edit(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    person_edit(&sh, &headers, &body, |ss| {
+        let req = batch::parse(&body)?;
+        batch::run(ss, &req, &sh.rules).map(|_| describe(&req))
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct Typed {
+    sheet: i32,
+    row: u32,
+    col: u32,
+    text: String,
+}
+
+/// A person typing into one cell: `values.update` of that cell with `USER_ENTERED`.
+pub async fn type_in(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    person_edit(&sh, &headers, &body, |ss| {
+        let typed: Typed = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("Invalid JSON payload: {e}")))?;
+        let title = ss
+            .sheets
+            .iter()
+            .find(|s| s.id == typed.sheet)
+            .map(|s| s.title.clone())
+            .ok_or_else(|| ApiError::invalid(format!("No grid with id: {}", typed.sheet)))?;
+        let cell = format!("{}{}", crate::a1::column_letters(typed.col), typed.row + 1);
+        let range = crate::a1::range(&title, &cell);
+        api::update(
+            ss,
+            &range,
+            &json!({ "values": [[typed.text]] }),
+            Input::UserEntered,
+            None,
+        )?;
+        Ok(vec![format!("typed into {range}")])
+    })
+}
+
+/// Applies a person's edit to the home spreadsheet under the store's lock, marks the store
+/// changed and logs the edit; refuses a request that is not the page's own JSON.
+fn person_edit(
+    sh: &Shared,
+    headers: &HeaderMap,
+    body: &[u8],
+    apply: impl FnOnce(&mut Spreadsheet) -> Result<Vec<String>, ApiError>,
+) -> Response {
     let started = chrono::Utc::now();
-    let result = batch::parse(&body).and_then(|req| {
+    let result = same_origin(sh, headers).and_then(|()| {
         let mut store = sh.store();
         let ss = store.get_mut(&sh.home_id())?;
-        batch::run(ss, &req, &sh.rules).map(|_| describe(&req))
+        apply(ss)
     });
     let (status, reply, ranges) = match result {
         Ok(what) => (StatusCode::OK, json!({ "ok": true }), what),
         Err(e) => (
-            StatusCode::BAD_REQUEST,
-            json!({ "error": e.to_string() }),
+            StatusCode::from_u16(e.code).unwrap_or(StatusCode::BAD_REQUEST),
+            json!({ "error": e.message }),
             Vec::new(),
         ),
     };
@@ -263,6 +330,34 @@ pub async fn edit(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
         at: started,
     });
     (status, axum::Json(reply)).into_response()
+}
+
+/// Only the page itself may edit: JSON (a cross-site form or `text/plain` POST cannot send
+/// it without a preflight the emulator never answers), and an `Origin`, when the browser
+/// sends one, naming the emulator's own address.
+fn same_origin(sh: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json {
+        return Err(ApiError::new(
+            403,
+            "a person's edit must be sent by the web view as application/json",
+        ));
+    }
+    let own = sh
+        .base_url
+        .lock()
+        .map(|b| b.trim_end_matches('/').to_string())
+        .unwrap_or_default();
+    match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        Some(origin) if origin.trim_end_matches('/') != own => Err(ApiError::new(
+            403,
+            format!("edits come only from the emulator's own page ({own}), not from {origin}"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The kinds of requests of an edit, for the log (`sortRange`, `updateCells`, ...).

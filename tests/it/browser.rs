@@ -7,6 +7,7 @@
 //! `cargo test --test it browser -- --ignored`. `SHEETQ_SCREENSHOT=FILE` keeps a screenshot
 //! of the page (the README's comes from here).
 
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -26,8 +27,15 @@ struct Driver {
 }
 
 impl Drop for Driver {
+    /// Stops ChromeDriver and the browser it started (its process group), also when the
+    /// test failed before closing the session.
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let _ = self.child.wait();
     }
 }
@@ -40,6 +48,7 @@ async fn start_driver() -> Driver {
     let program = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
     let child = Command::new(&program)
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -128,6 +137,22 @@ async fn click(page: &Client, css: &str) {
     panic!("cannot click {css}: {last}");
 }
 
+/// A double click on the element `css` finds (as a `dblclick` event, which is what the
+/// page listens for).
+async fn double_click(page: &Client, css: &str) {
+    page.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css} in the page: {e}"));
+    page.execute(
+        "document.querySelector(arguments[0]).dispatchEvent(new MouseEvent('dblclick', { bubbles: true }))",
+        vec![json!(css)],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot double-click {css}: {e}"));
+}
+
 async fn open_tab(page: &Client, sheet_id: i32) {
     click(page, &format!("#tabs button[data-id=\"{sheet_id}\"]")).await;
     let css = format!("#tabs button.active[data-id=\"{sheet_id}\"]");
@@ -213,6 +238,52 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
     assert!(done.contains("完了"), "{done}");
     wait_cell(&page, 8, 2, "✅ 完了", |t| t.starts_with("✅")).await;
 
+    // A person types into a cell, inserts a row above it and deletes it again.
+    open_tab(&page, 1003).await;
+    let memo = "#grid td[data-r=\"7\"][data-c=\"5\"]";
+    double_click(&page, memo).await;
+    let input = page
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css("#grid td input.edit"))
+        .await
+        .unwrap_or_else(|e| panic!("no cell editor: {e}"));
+    input
+        .send_keys("50%\u{E007}")
+        .await
+        .unwrap_or_else(|e| panic!("cannot type: {e}"));
+    wait_cell(&page, 7, 5, "the typed percentage", |t| {
+        t == "50.00%" || t == "50%"
+    })
+    .await;
+    assert_eq!(
+        emu.values("'サーバーC'!F8").unwrap_or_default(),
+        vec![vec![json!(0.5)]],
+        "typing 50% enters the number 0.5 shown as a percentage, as in Sheets"
+    );
+    click(&page, memo).await;
+    click(&page, "#insert-row").await;
+    wait_cell(&page, 8, 5, "the row moved down", |t| t.starts_with("50")).await;
+    click(&page, "#grid td[data-r=\"7\"][data-c=\"5\"]").await;
+    click(&page, "#delete-row").await;
+    wait_cell(&page, 7, 5, "the row back in place", |t| {
+        t.starts_with("50")
+    })
+    .await;
+    // Opening the editor on a formula and leaving it unchanged keeps the formula.
+    open_tab(&page, 0).await;
+    double_click(&page, "#grid td[data-r=\"1\"][data-c=\"3\"]").await;
+    click(&page, "#grid td[data-r=\"1\"][data-c=\"1\"]").await;
+    let formula = emu
+        .with_spreadsheet(|ss| ss.sheets[0].cell(1, 3).and_then(|c| c.value.clone()))
+        .ok()
+        .flatten();
+    assert!(
+        matches!(formula, Some(sheetq::emulator::Value::Formula(_))),
+        "the link is still a formula: {formula:?}"
+    );
+
+    open_tab(&page, 1001).await;
     if let Ok(path) = std::env::var("SHEETQ_SCREENSHOT") {
         let png = page
             .screenshot()
@@ -249,7 +320,10 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
         .iter()
         .filter(|r| r.method == "person.edit")
         .count();
-    assert_eq!(person_edits, 4, "three ticks and a sort");
+    assert_eq!(
+        person_edits, 7,
+        "three ticks, a sort, typing, an insert and a delete; leaving a formula unchanged is no edit"
+    );
 }
 
 async fn wait_finished_all(emu: &sheetq::emulator::Emulator) -> Vec<sheetq::queue::QueueRow> {

@@ -1569,7 +1569,34 @@ async fn the_web_view_follows_a_change_and_a_persons_edit_is_logged_as_theirs() 
             .is_some_and(|e| e.contains("requests[1]")),
         "{reply}"
     );
+    // Only the page's own JSON is taken: not a cross-site form, not another origin.
+    let untick = r#"{"sheet":1001,"row":7,"col":0,"text":"FALSE"}"#;
+    for headers in [
+        vec![("content-type", "text/plain")],
+        vec![
+            ("content-type", "application/json"),
+            ("origin", "http://evil.example"),
+        ],
+    ] {
+        let status =
+            support::post_with_headers(&emu, "/_emulator/web/type", untick, &headers).await;
+        assert_eq!(status, 403, "{headers:?}");
+    }
+    // Typing is parsed as Sheets parses it: 50% is the number 0.5, shown as a percentage.
+    let typed = json!({ "sheet": 1001, "row": 7, "col": 5, "text": "50%" });
+    let (status, reply) =
+        support::raw(&emu, "POST", "/_emulator/web/type", Some(typed), None).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        emu.values("'サーバーA'!F8").unwrap_or_default(),
+        vec![vec![json!(0.5)]]
+    );
     let (_, now) = support::raw(&emu, "GET", "/_emulator/web/view?sheet=1001", None, None).await;
+    assert_eq!(now["sheet"]["rows"][7][5]["t"], "50%");
+    assert_eq!(
+        now["sheet"]["rows"][7][0]["b"], true,
+        "the refused untick changed nothing"
+    );
     assert_eq!(
         now["sheet"]["rows"][8][0]["b"], false,
         "the first request was not applied"

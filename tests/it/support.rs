@@ -117,6 +117,37 @@ pub async fn raw(
     (status, serde_json::from_slice(&bytes).unwrap_or(Json::Null))
 }
 
+/// A POST of `body` as it is, with exactly `headers` (for requests a browser could send
+/// from another page); returns the status.
+pub async fn post_with_headers(
+    emu: &Emulator,
+    path: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> u16 {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<hyper::body::Bytes>>();
+    let mut req = hyper::Request::builder().method("POST").uri(format!(
+        "{}{}",
+        emu.base_url(),
+        path.trim_start_matches('/')
+    ));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(http_body_util::Full::new(hyper::body::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap_or_else(|e| panic!("bad request: {e}"));
+    client
+        .request(req)
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"))
+        .status()
+        .as_u16()
+}
+
 /// Like [`raw`], returning the body bytes unparsed.
 pub async fn raw_bytes(
     emu: &Emulator,

@@ -5,7 +5,7 @@
 'use strict';
 
 const ROW_H = 24;
-const state = { sheet: null, version: 0, view: null, sel: null, editing: false };
+const state = { sheet: null, version: 0, drawn: null, view: null, sel: null, editing: false };
 const $ = (id) => document.getElementById(id);
 
 function letters(i) {
@@ -37,13 +37,23 @@ async function fetchView(after) {
 
 function take(view) {
   state.version = view.version;
+  // The sheet shown was deleted: follow the server to the first visible one.
+  if (state.sheet !== null && !(view.tabs || []).some((t) => t.id === state.sheet)) {
+    state.sheet = null;
+    state.sel = null;
+  }
   // A long poll sent before the person chose another tab answers for the old tab: keep
   // the grid of the tab chosen (its own fetch draws it) and take only the rest.
   const stale = state.sheet !== null && view.sheet && view.sheet.id !== state.sheet;
   if (!stale) {
     state.view = view;
     if (view.sheet) state.sheet = view.sheet.id;
-    if (!state.editing) renderSheet();
+    // Redraw only what changed: a redraw every second would take the keyboard focus away.
+    const drawn = view.version + ':' + state.sheet;
+    if (!state.editing && drawn !== state.drawn) {
+      renderSheet();
+      state.drawn = drawn;
+    }
   } else if (state.view) {
     state.view = Object.assign({}, view, { sheet: state.view.sheet });
   }
@@ -53,6 +63,7 @@ function take(view) {
 }
 
 async function loop() {
+  await refresh();
   for (;;) {
     try {
       take(await fetchView(state.version));
@@ -75,15 +86,19 @@ async function refresh() {
 // ---- a person's edits ---------------------------------------------------------------
 
 async function edit(requests, what) {
+  return post('/_emulator/web/edit', { requests }, what);
+}
+
+async function post(path, body, what) {
   $('message').textContent = '';
   try {
-    const res = await fetch('/_emulator/web/edit', {
+    const res = await fetch(path, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ requests }),
+      body: JSON.stringify(body),
     });
-    const body = await res.json();
-    if (!res.ok) $('message').textContent = what + ' failed: ' + (body.error || res.status);
+    const reply = await res.json();
+    if (!res.ok) $('message').textContent = what + ' failed: ' + (reply.error || res.status);
   } catch (e) {
     $('message').textContent = what + ' failed: ' + e.message;
   }
@@ -94,20 +109,15 @@ function cellRange(r, c) {
   return { sheetId: state.sheet, startRowIndex: r, endRowIndex: r + 1, startColumnIndex: c, endColumnIndex: c + 1 };
 }
 
-/** What a person typing `text` enters (USER_ENTERED): a number, TRUE/FALSE, a formula, text. */
-function entered(text) {
-  const t = text.trim();
-  if (t === '') return null;
-  if (t.startsWith('=')) return { formulaValue: t };
-  if (/^(true|false)$/i.test(t)) return { boolValue: t.toUpperCase() === 'TRUE' };
-  if (/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t)) return { numberValue: Number(t) };
-  return { stringValue: text };
+/** A tick or untick: the checkbox's value, as a person clicking it sets it. */
+function setBox(r, c, value) {
+  return edit([{ updateCells: { range: cellRange(r, c), rows: [{ values: [{ userEnteredValue: { boolValue: value } }] }], fields: 'userEnteredValue' } }],
+    'ticking ' + letters(c) + (r + 1));
 }
 
-function setCell(r, c, value) {
-  const cell = value === null ? {} : { userEnteredValue: value };
-  return edit([{ updateCells: { range: cellRange(r, c), rows: [{ values: [cell] }], fields: 'userEnteredValue' } }],
-    'editing ' + letters(c) + (r + 1));
+/** Typing into a cell: the server parses it as Sheets parses typing (USER_ENTERED). */
+function typeIn(r, c, text) {
+  return post('/_emulator/web/type', { sheet: state.sheet, row: r, col: c, text }, 'editing ' + letters(c) + (r + 1));
 }
 
 function sortBy(order) {
@@ -148,6 +158,8 @@ function renderTabs() {
     b.textContent = t.hidden ? t.title + ' (hidden)' : t.title;
     b.dataset.id = String(t.id);
     b.className = 'tab' + (t.id === state.sheet ? ' active' : '') + (t.hidden ? ' hidden' : '');
+    b.setAttribute('role', 'tab');
+    b.setAttribute('aria-selected', t.id === state.sheet ? 'true' : 'false');
     b.title = t.hidden ? 'a hidden sheet: people do not see it in Sheets' : t.title;
     b.addEventListener('click', () => {
       state.sheet = t.id;
@@ -170,7 +182,7 @@ function renderSheet() {
   const height = s.rows.length;
   const width = s.rows.reduce((w, r) => Math.max(w, r.length), 0);
   const cols = Math.min(s.columnCount, Math.max(width + 1, 8));
-  const rows = Math.min(s.rowCount, Math.max(height + 20, 30));
+  const rows = s.truncated ? height : Math.min(s.rowCount, Math.max(height + 20, 30));
   const hidden = new Set(s.hiddenColumns || []);
   const head = table.createTHead().insertRow();
   const corner = document.createElement('th');
@@ -213,17 +225,23 @@ function renderSheet() {
         box.addEventListener('click', (e) => {
           e.preventDefault();
           select(r, c);
-          setCell(r, c, { boolValue: !cell.b });
+          setBox(r, c, !cell.b);
         });
         td.appendChild(box);
       } else if (cell) {
-        td.textContent = cell.t;
+        const text = document.createElement('div');
+        text.className = 'text';
+        text.textContent = cell.t;
+        td.appendChild(text);
         td.title = cell.t;
         if (cell.n) td.classList.add('num');
       }
       if (state.sel && state.sel.r === r && state.sel.c === c) td.classList.add('selected');
       td.addEventListener('click', () => select(r, c));
-      td.addEventListener('dblclick', () => startEdit(td, r, c, cell));
+      td.addEventListener('dblclick', (e) => {
+        if (state.editing || e.target.closest('input')) return;
+        startEdit(td, r, c, cell);
+      });
     }
     if (r < s.frozenRows) {
       for (const el of tr.children) el.style.top = ROW_H * (r + 1) + 'px';
@@ -251,7 +269,10 @@ function startEdit(td, r, c, cell) {
   state.editing = true;
   const input = document.createElement('input');
   input.className = 'edit';
-  input.value = cell ? cell.t : '';
+  // What Sheets' editor shows: a formula's text, else the displayed value.
+  const before = cell ? (cell.e !== undefined ? cell.e : cell.t) : '';
+  input.value = before;
+  input.setAttribute('aria-label', 'edit ' + letters(c) + (r + 1));
   td.textContent = '';
   td.appendChild(input);
   input.focus();
@@ -260,15 +281,43 @@ function startEdit(td, r, c, cell) {
     if (done) return;
     done = true;
     state.editing = false;
-    if (commit) setCell(r, c, entered(input.value));
+    state.drawn = null;
+    // Leaving the editor unchanged writes nothing: the cell keeps its value and format.
+    if (commit && input.value !== before) typeIn(r, c, input.value);
     else renderSheet();
   };
   input.addEventListener('keydown', (e) => {
+    // Enter that confirms an IME conversion is not the end of the edit.
+    if (e.isComposing || e.keyCode === 229) return;
     if (e.key === 'Enter') finish(true);
     if (e.key === 'Escape') finish(false);
   });
   input.addEventListener('blur', () => finish(true));
 }
+
+/** Keyboard: arrows move the selection, Enter or F2 edits, Space ticks a checkbox. */
+document.addEventListener('keydown', (e) => {
+  if (state.editing || !state.sel || !state.view || !state.view.sheet) return;
+  if (e.target.closest && e.target.closest('input, button')) return;
+  const { r, c } = state.sel;
+  const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+  if (moves[e.key]) {
+    e.preventDefault();
+    select(Math.max(0, r + moves[e.key][0]), Math.max(0, c + moves[e.key][1]));
+    const td = document.querySelector('#grid td.selected');
+    if (td) td.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+    return;
+  }
+  const cell = (state.view.sheet.rows[r] || [])[c];
+  const td = document.querySelector(`#grid td[data-r="${r}"][data-c="${c}"]`);
+  if ((e.key === 'Enter' || e.key === 'F2') && td) {
+    e.preventDefault();
+    startEdit(td, r, c, cell);
+  } else if (e.key === ' ' && cell && cell.b !== undefined) {
+    e.preventDefault();
+    setBox(r, c, !cell.b);
+  }
+});
 
 function renderSide() {
   const v = state.view;
@@ -287,7 +336,7 @@ function renderSide() {
     div.appendChild(who);
     for (const [kind, n, limit] of [['reads', r.reads, q && q.perUser.read], ['writes', r.writes, q && q.perUser.write]]) {
       const line = document.createElement('div');
-      line.textContent = kind + ': ' + n + (limit ? ' / ' + limit + ' a minute' : ' a minute');
+      line.textContent = kind + ': ' + n + (limit ? ' / ' + limit + ' a minute' : ' a minute') + ' (refused ones included)';
       div.appendChild(line);
       if (limit) {
         const bar = document.createElement('div');
@@ -301,6 +350,12 @@ function renderSide() {
     rates.appendChild(div);
   }
   if (q && (v.rates || []).length === 0) rates.textContent = 'no requests in the last minute';
+  if (q) {
+    const p = document.createElement('div');
+    p.className = 'project';
+    p.textContent = 'project: ' + q.perProject.read + ' reads and ' + q.perProject.write + ' writes a minute, all accounts together';
+    rates.appendChild(p);
+  }
   const log = $('log');
   log.textContent = '';
   for (const e of v.log || []) {
