@@ -300,23 +300,9 @@ async fn write_panels(
     Ok(())
 }
 
-/// Terminal width of `s`: East Asian wide characters take two columns.
+/// Terminal width of `s`: East Asian wide characters take two columns (`unicode-width`).
 fn width(s: &str) -> usize {
-    s.chars()
-        .map(|c| match c as u32 {
-            0x1100..=0x115F
-            | 0x2E80..=0xA4CF
-            | 0xAC00..=0xD7A3
-            | 0xF900..=0xFAFF
-            | 0xFE30..=0xFE4F
-            | 0xFF00..=0xFF60
-            | 0xFFE0..=0xFFE6
-            | 0x231A..=0x23FF
-            | 0x2600..=0x27BF
-            | 0x1F300..=0x1FAFF => 2,
-            _ => 1,
-        })
-        .sum()
+    unicode_width::UnicodeWidthStr::width(s)
 }
 
 fn pad(s: &str, w: usize) -> String {
