@@ -2,14 +2,18 @@
 
 CARGO ?= cargo
 BINARY ?= target/release/sheetq
-IMAGE ?= sheetq:latest
+# The crate's version, which deploy/k8s/kustomization.yaml's image tag matches.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+IMAGE ?= sheetq:$(VERSION)
 # Extra flags for deploy/install.sh, e.g. INSTALL_FLAGS="--key /path/key.json --start".
 INSTALL_FLAGS ?=
 
 .PHONY: build test demo lint install install-dry-run image
 
+# The production binary: without the embedded emulator, demo and bench (cargo feature
+# `emulator`, on by default for development).
 build:
-	$(CARGO) build --release --locked --bin sheetq
+	$(CARGO) build --release --locked --no-default-features --bin sheetq
 
 test:
 	$(CARGO) test

@@ -14,6 +14,7 @@ use crate::admin;
 use crate::commands::Registry;
 use crate::config::Config;
 use crate::daemon::Observers;
+#[cfg(feature = "emulator")]
 use crate::emulator::EmulatorArgs;
 use crate::metrics::{self, Health, Metrics};
 use crate::notify::Notifier;
@@ -66,11 +67,14 @@ pub enum Command {
     /// Run the daemon until SIGTERM/SIGINT.
     Run(RunArgs),
     /// Run the whole flow on an embedded local spreadsheet: presses, two daemons, a table.
+    #[cfg(feature = "emulator")]
     Demo(crate::demo::DemoArgs),
     /// Measure throughput, API cost per job, press latency and idle-poll cost on an embedded
     /// spreadsheet under Google's quota; prints a Markdown table.
+    #[cfg(feature = "emulator")]
     Bench(crate::bench::BenchArgs),
-    /// Serve the local Sheets API emulator.
+    /// Serve the local Sheets API emulator and its web view.
+    #[cfg(feature = "emulator")]
     Emulator(EmulatorArgs),
     /// Create the hidden sheets sheetq needs, where missing.
     Init(ConfigArgs),
@@ -274,14 +278,17 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "emulator")]
         Command::Demo(args) => {
             crate::demo::run(args, &mut std::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "emulator")]
         Command::Bench(args) => {
             crate::bench::run(&args, &mut std::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "emulator")]
         Command::Emulator(args) => {
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));

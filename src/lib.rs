@@ -23,7 +23,9 @@
 //!   (panel jobs and hiding idle panels).
 //! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
 //! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
-//!   local runs without Google (store, HTTP server, fault injection, request log).
+//!   local runs without Google (store, HTTP server, fault injection, request log, web view).
+//!   It, the demo and the bench are the default-on cargo feature `emulator`; a production
+//!   build leaves them out (`--no-default-features`).
 //!   - `emulator/store.rs`: spreadsheets, sheets, rows as objects (cells + metadata ids).
 //!   - `emulator/metadata.rs`: developer metadata: create/update/delete, get, search, limits.
 //!   - `emulator/data_filter.rs`: `DataFilter` resolution to metadata and grid ranges.
@@ -67,6 +69,7 @@
 pub mod a1;
 pub mod admin;
 pub mod archive;
+#[cfg(feature = "emulator")]
 pub mod bench;
 pub mod binding;
 pub mod claim;
@@ -74,7 +77,9 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod daemon;
+#[cfg(feature = "emulator")]
 pub mod demo;
+#[cfg(feature = "emulator")]
 pub mod emulator;
 pub mod lease;
 pub mod metrics;

@@ -17,7 +17,9 @@ fn main() -> ExitCode {
     let default_level = match cli.command {
         // The demo's one failing press is on purpose, and its table shows the error: its
         // warning would only interleave with the progress lines (`-v` brings logs back).
+        #[cfg(feature = "emulator")]
         sheetq::cli::Command::Demo(_) => "error",
+        #[cfg(feature = "emulator")]
         sheetq::cli::Command::Bench(_) => "warn",
         _ => "info",
     };

@@ -81,18 +81,14 @@ fn the_example_states_the_real_defaults() {
 /// shared per-user quota of one service account.
 #[test]
 fn the_kubernetes_config_map_holds_a_valid_config() {
-    let manifest = include_str!("../deploy/k8s/configmap.yaml");
-    let (_, block) = manifest
-        .split_once("sheetq.toml: |\n")
-        .expect("configmap.yaml has a sheetq.toml entry");
-    // The YAML block scalar: every line indented by four spaces (or empty).
-    let text: String = block
-        .lines()
-        .map(|l| l.strip_prefix("    ").unwrap_or(l))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let c = Config::parse(&text, "deploy/k8s/configmap.yaml", &BTreeMap::new())
+    let text = include_str!("../deploy/k8s/sheetq.toml");
+    let c = Config::parse(text, "deploy/k8s/sheetq.toml", &BTreeMap::new())
         .unwrap_or_else(|e| panic!("{e}"));
+    let kustomization = include_str!("../deploy/k8s/kustomization.yaml");
+    assert!(
+        kustomization.contains("configMapGenerator:") && kustomization.contains("- sheetq.toml"),
+        "the ConfigMap is generated from sheetq.toml, so a config change rolls the pods"
+    );
     let deployment = include_str!("../deploy/k8s/deployment.yaml");
     let replicas: u32 = deployment
         .lines()
@@ -132,5 +128,31 @@ fn the_systemd_stop_timeout_is_above_the_shutdown_grace() {
     assert!(
         stop > grace * 2,
         "TimeoutStopSec {stop:?} vs shutdown_grace {grace:?}"
+    );
+}
+
+/// `make image` tags the image with the crate's version, and the Kubernetes manifests run
+/// that tag.
+#[test]
+fn the_image_tag_of_make_image_is_the_one_kubernetes_runs() {
+    let makefile = include_str!("../Makefile");
+    assert!(
+        makefile.contains("IMAGE ?= sheetq:$(VERSION)") && makefile.contains("Cargo.toml"),
+        "make image tags sheetq:<crate version>"
+    );
+    let kustomization = include_str!("../deploy/k8s/kustomization.yaml");
+    let tag = kustomization
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("newTag: "))
+        .expect("kustomization.yaml sets the image tag");
+    assert_eq!(
+        tag.trim(),
+        env!("CARGO_PKG_VERSION"),
+        "deploy/k8s/kustomization.yaml's newTag must be the crate's version, which make image builds"
+    );
+    let deployment = include_str!("../deploy/k8s/deployment.yaml");
+    assert!(
+        deployment.contains("image: sheetq\n"),
+        "the tag comes from kustomization.yaml"
     );
 }
