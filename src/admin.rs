@@ -186,7 +186,7 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
 /// The pattern of the date-time columns `init` formats.
 pub const DATE_TIME_PATTERN: &str = "yyyy/mm/dd hh:mm:ss";
 
-/// sheetq writes times as serial numbers (DESIGN §1.1); this makes a person see them as
+/// sheetq writes times as serial numbers (docs/design.md §1.1); this makes a person see them as
 /// dates: 受付日時, 開始日時 and 終了日時 of the queue, and the heartbeats' last-seen column.
 async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminError> {
     let meta = sheets.metadata().await?;

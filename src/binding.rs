@@ -1,4 +1,4 @@
-//! Row bindings (DESIGN §4): the developer metadata that ties a claimed job to its queue row
+//! Row bindings (docs/design.md §4): the developer metadata that ties a claimed job to its queue row
 //! so that Google, not a row number from an earlier read, decides where a write lands.
 //!
 //! A binding is created in the claim commit, in the same atomic batch as the row's 状態

@@ -1,4 +1,4 @@
-//! The claim rules of DESIGN §2 as pure functions over a [`Snapshot`] and `now`: which
+//! The claim rules of docs/design.md §2 as pure functions over a [`Snapshot`] and `now`: which
 //! running rows have gone stale, which waiting rows a pass claims, the intake's duplicate
 //! guard and the waiting counts shown on panels.
 //!
@@ -142,7 +142,7 @@ pub struct PassPlan {
     pub claims: Vec<(usize, Pick)>,
 }
 
-/// Plans one claim pass (DESIGN §2): times out stale rows, then picks up to `free_slots`
+/// Plans one claim pass (docs/design.md §2): times out stale rows, then picks up to `free_slots`
 /// waiting rows, each pick counting as running for the next. `eligible(row, picked)` lets
 /// the caller hold back rows it cannot run now given the rows already picked in this pass
 /// (e.g. a second heavy job); such rows are skipped, as if excluded, and are not taken by

@@ -3,7 +3,7 @@
 //! (built-ins in process, `exec` commands as a child process group) and turns what happened
 //! into an [`Outcome`].
 //!
-//! The daemon's `sheetq.toml` is the only place a command is defined (DESIGN §5). A sheet
+//! The daemon's `sheetq.toml` is the only place a command is defined (docs/design.md §5). A sheet
 //! editor chooses a command *name* and its arguments; [`Registry::prepare`] refuses anything
 //! not configured, and sheet values only ever reach a program as data: JSON on stdin,
 //! `SHEETQ_*` environment variables, or whole-text substitution into configured argv
@@ -47,7 +47,7 @@ pub struct JobSpec {
     pub job_id: String,
     pub target: String,
     pub function: String,
-    /// Requester e-mail; may be empty (DESIGN §1.1).
+    /// Requester e-mail; may be empty (docs/design.md §1.1).
     pub requester: String,
     pub command: String,
     /// The raw `argsJSON` cell; empty (or only whitespace) means `{}`.

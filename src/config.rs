@@ -1,7 +1,7 @@
 //! `sheetq.toml`: the raw file as serde reads it, and the validated [`Config`] the rest of the
 //! crate uses (durations parsed, defaults filled, every problem reported at once).
 //!
-//! The keys of DESIGN §9 are fixed; everything else is additive. Every top-level setting can
+//! The keys of docs/design.md §9 are fixed; everything else is additive. Every top-level setting can
 //! be overridden by a `SHEETQ_<KEY>` environment variable (e.g. `SHEETQ_SLOTS=4`), applied
 //! before validation so an override is checked like the file.
 
@@ -563,7 +563,7 @@ timeout = "10m"
 heavy   = true
 "#,
         )
-        .expect("the example of DESIGN §9 is valid");
+        .expect("the example of docs/design.md §9 is valid");
         assert_eq!(c.spreadsheet_id, "1AbC");
         assert_eq!(
             c.credentials.as_deref(),

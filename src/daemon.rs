@@ -1,13 +1,13 @@
 //! The daemon: the poll loop that claims queue rows under the sheet lease, runs them in
-//! parallel slots, and writes results back (DESIGN §2–§4, §6).
+//! parallel slots, and writes results back (docs/design.md §2–§4, §6).
 //!
 //! One task owns all sheet state (the poll loop); jobs run in a `JoinSet` and hand back
-//! their outcome. Because only that loop ever claims, it is the local mutex of DESIGN §2:
+//! their outcome. Because only that loop ever claims, it is the local mutex of docs/design.md §2:
 //! two claim passes of one process can never overlap. Between processes, the lease cell
 //! serialises claim passes, and a per-row compare-and-swap in the commit catches what the
 //! lease cannot (a pause longer than its TTL), so a job never runs twice.
 //!
-//! API cost per DESIGN §6: an idle poll is one `values.batchGet`; a claim pass adds the lease
+//! API cost per docs/design.md §6: an idle poll is one `values.batchGet`; a claim pass adds the lease
 //! acquire (which returns the fresh queue) and one commit; the results of every job that
 //! finished since the last poll go back in one `values.batchUpdate`, which also carries the
 //! heartbeat.

@@ -1,6 +1,6 @@
 //! A Google Sheets API v4 emulator for the subset sheetq uses, plus the OAuth2 token
 //! endpoint of the service-account flow, served over real HTTP on loopback so that the real
-//! `google-sheets4` client and `yup-oauth2` talk to it (DESIGN §7–§8).
+//! `google-sheets4` client and `yup-oauth2` talk to it (docs/design.md §7–§8).
 //!
 //! Parts:
 //! - [`store`]: spreadsheets, sheets, rows as objects (cells + metadata ids), and the grid

@@ -1,4 +1,4 @@
-//! The sheet-side lease (DESIGN §3): the `_ワーカー!B1` cell, its value format, and the
+//! The sheet-side lease (docs/design.md §3): the `_ワーカー!B1` cell, its value format, and the
 //! compare-and-swap requests that take and release it.
 //!
 //! The Sheets API has no conditional write, but a `spreadsheets.batchUpdate` is applied

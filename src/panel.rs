@@ -1,4 +1,4 @@
-//! The panel side of sheetq (DESIGN §1.2, §1.3, §2): finding panel sheets by their marker,
+//! The panel side of sheetq (docs/design.md §1.2, §1.3, §2): finding panel sheets by their marker,
 //! reading their function tables, the status texts people see, the cells of a result
 //! write-back, the waiting/running display, and intake by polling ticked ▶ boxes.
 //!

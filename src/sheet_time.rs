@@ -3,7 +3,7 @@
 //! the logs show.
 //!
 //! sheetq reads with `valueRenderOption=UNFORMATTED_VALUE` and
-//! `dateTimeRenderOption=SERIAL_NUMBER` (DESIGN §1.1), so a date cell holds either
+//! `dateTimeRenderOption=SERIAL_NUMBER` (docs/design.md §1.1), so a date cell holds either
 //!
 //! - a **serial number**: days since 1899-12-30 00:00, the fraction being the time of day
 //!   (written by Apps Script `Date` objects and by sheetq itself), or

@@ -1,4 +1,4 @@
-//! The heartbeat rows of `_ワーカー` (DESIGN §1.4): one row per daemon from row 3 down,
+//! The heartbeat rows of `_ワーカー` (docs/design.md §1.4): one row per daemon from row 3 down,
 //! their columns, parsing, and the two things they are trusted for beyond liveness:
 //! - the jobs each daemon is running, so a claim sees every running job whichever queue row a
 //!   person sorted it to (people do not sort the hidden `_ワーカー`); a claim commit writes

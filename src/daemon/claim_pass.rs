@@ -1,4 +1,4 @@
-//! The claim pass (DESIGN §2–§3): take the lease with a compare-and-swap that reads the queue
+//! The claim pass (docs/design.md §2–§3): take the lease with a compare-and-swap that reads the queue
 //! in the same call, decide on that fresh data, and commit claims, timeouts, intake and the
 //! lease release in one atomic batch whose reply says which claims really are ours.
 
@@ -20,7 +20,7 @@ use crate::workers::{self, RunningRef};
 use super::{Claimed, Daemon, DaemonError, Poll};
 
 impl Daemon {
-    /// The lease protocol of DESIGN §3: take the lease (reading the queue in the same call),
+    /// The lease protocol of docs/design.md §3: take the lease (reading the queue in the same call),
     /// decide on that fresh data, and commit claims, timeouts, heartbeat, `display` (panel
     /// texts waiting for a write) and the lease release in one atomic batch. Returns whether
     /// the heartbeat went with it.

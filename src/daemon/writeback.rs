@@ -1,4 +1,4 @@
-//! Write-back (DESIGN §4): finished results from the outbox go to the queue row through its
+//! Write-back (docs/design.md §4): finished results from the outbox go to the queue row through its
 //! binding (Google resolves the row when the write is applied; the reply proves which row it
 //! was) and to the panel row found by label, in one `values.batchUpdateByDataFilter`; plus
 //! rebinding, restart recovery and continuation rows.

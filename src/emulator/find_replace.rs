@@ -1,4 +1,4 @@
-//! `findReplace`, the request the daemon's lease and claim tripwires are built on (DESIGN §3):
+//! `findReplace`, the request the daemon's lease and claim tripwires are built on (docs/design.md §3):
 //! limited to one cell with `matchEntireCell`, `matchCase` and no regex, it is a
 //! compare-and-swap whose reply counts say whether it swapped.
 

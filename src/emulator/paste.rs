@@ -1,7 +1,7 @@
 //! `cutPaste` and `copyPaste` of `batchUpdate`: cell contents (values, number formats, data
 //! validation) move or are copied; rows do not, so developer metadata stays on the rows it
-//! was on (users measured that a cut-and-paste leaves row metadata at the old index; DESIGN
-//! §4).
+//! was on (users measured that a cut-and-paste leaves row metadata at the old index;
+//! docs/design.md §4).
 //!
 //! Reference: https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/request#cutpasterequest
 //! and #copypasterequest. Paste types: `PASTE_NORMAL` and `PASTE_NO_BORDERS` paste whole

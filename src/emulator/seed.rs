@@ -1,5 +1,5 @@
 //! Starting contents of a fresh emulator spreadsheet: `empty` (one sheet, `Sheet1`) or
-//! `demo`, the layout of DESIGN §1: the index sheet `▶パネル` first, three panel sheets with
+//! `demo`, the layout of docs/design.md §1: the index sheet `▶パネル` first, three panel sheets with
 //! markers and a function table of real checkboxes, the hidden `_ジョブキュー` with its header,
 //! and the hidden `_ワーカー` with a free lease cell.
 //!
@@ -13,7 +13,7 @@ use super::values;
 /// Which spreadsheet a fresh emulator starts with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Seed {
-    /// The DESIGN §1 layout: index, three panels, queue, worker sheet.
+    /// The docs/design.md §1 layout: index, three panels, queue, worker sheet.
     #[default]
     Demo,
     /// One empty sheet named `Sheet1`.
@@ -27,7 +27,7 @@ pub const INDEX_SHEET_ID: i32 = 0;
 pub const QUEUE_SHEET_ID: i32 = 2001;
 pub const WORKER_SHEET_ID: i32 = 3001;
 
-/// Queue header (DESIGN §1.1), in default order.
+/// Queue header (docs/design.md §1.1), in default order.
 pub const QUEUE_HEADER: [&str; 16] = [
     "jobId",
     "受付日時",

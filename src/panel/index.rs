@@ -1,5 +1,5 @@
 //! Discovery: which sheets are panels and which target each one serves, from the marker
-//! cells alone (DESIGN §1.2), plus the rows of the `▶パネル` index sheet (§1.3).
+//! cells alone (docs/design.md §1.2), plus the rows of the `▶パネル` index sheet (§1.3).
 //!
 //! A title is a person's choice and changes; the G2 label is what a job's 対象ラベル names.
 //! So a pass reads the marker block of every sheet in one `values.batchGet`, builds the
@@ -13,9 +13,9 @@ use crate::a1::{self, A1Range};
 use crate::queue::{cell_text, QUEUE_SHEET};
 use crate::sheets::{Cell, SpreadsheetMeta, ValueRange};
 
-/// Title of the hidden coordination sheet (DESIGN §1.4).
+/// Title of the hidden coordination sheet (docs/design.md §1.4).
 pub const WORKER_SHEET: &str = "_ワーカー";
-/// Title of the index sheet (DESIGN §1.3).
+/// Title of the index sheet (docs/design.md §1.3).
 pub const INDEX_SHEET: &str = "▶パネル";
 
 /// Sheets that are sheetq's own and never panels; their marker cells are not read.

@@ -1,4 +1,4 @@
-//! Intake by polling (`intake = "poll"`, DESIGN §9): ticked ▶ boxes become queue rows.
+//! Intake by polling (`intake = "poll"`, docs/design.md §9): ticked ▶ boxes become queue rows.
 //!
 //! [`plan_intake`] decides; the daemon carries the plan out. So that a tick is never lost
 //! or doubled, also with two daemons polling the same panels, the daemon must read the

@@ -1,5 +1,5 @@
 //! What the panel row of a job shows: the status texts, the result write-back cells, and
-//! the waiting/running display refreshed every pass (DESIGN §1.2, §2, §4).
+//! the waiting/running display refreshed every pass (docs/design.md §1.2, §2, §4).
 //!
 //! Every function returns the cells to write; the daemon merges them into the batched
 //! `values.batchUpdate` it makes anyway, written RAW so a message beginning with `=` stays
@@ -193,7 +193,7 @@ pub fn running_cell(
 /// the miss.
 ///
 /// The duplicate guard's answer on a waiting function's row is replaced by the waiting text
-/// on the next pass: DESIGN §2 asks every waiting row to show its place, and the place says
+/// on the next pass: docs/design.md §2 asks every waiting row to show its place, and the place says
 /// the press was not needed.
 pub fn status_updates(
     snapshot: &Snapshot,

@@ -3,7 +3,7 @@
 //!
 //! Replies are chosen so that the daemon stays safe without knowing it is in dry-run:
 //! - every compare-and-swap reports `changed: 0`, so acquiring the lease fails and every
-//!   row's claim CAS fails: no job is ever claimed, so none runs (DESIGN §3 treats a CAS that
+//!   row's claim CAS fails: no job is ever claimed, so none runs (docs/design.md §3 treats a CAS that
 //!   changed nothing as "not ours");
 //! - response ranges are read for real (one `values.batchGet`), so they show the sheet as it
 //!   is, which is consistent with nothing having changed;

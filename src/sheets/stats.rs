@@ -62,7 +62,7 @@ impl ApiMethod {
     /// Whether the client may repeat a failed call at all. Writes may not: what they write,
     /// and where (a claim commit's rows, a rebind's row), is decided from a read, and by the
     /// time a retry is sent a person may have sorted, inserted or deleted rows, so the caller
-    /// resolves the write afresh from a new read instead (DESIGN §4: a failed write is never
+    /// resolves the write afresh from a new read instead (docs/design.md §4: a failed write is never
     /// retried at the same positions). A refused write also costs the account's quota
     /// nothing more until the next pass.
     pub fn retried_by_client(self) -> bool {

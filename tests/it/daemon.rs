@@ -1,4 +1,4 @@
-//! End-to-end behaviour of the daemon (DESIGN §2–§4, §6): daemons run in this process (or as
+//! End-to-end behaviour of the daemon (docs/design.md §2–§4, §6): daemons run in this process (or as
 //! the real binary) against the emulator through the real Google client, and every check
 //! reads what the sheet holds afterwards: states, the 開始/終了 cells, the ワーカー column.
 

@@ -14,7 +14,7 @@ use crate::support::{self, api_error, from_json, hub, ok, Hub, SCOPE};
 const LEASE: &str = "'_ワーカー'!B1";
 
 /// What sheetq percent-encodes in a range before google-sheets4 puts it in the URL path
-/// (DESIGN §8): everything that would end or alter the path. Ranges in the query string
+/// (docs/design.md §8): everything that would end or alter the path. Ranges in the query string
 /// (`ranges=`) are encoded by the client itself and must be passed as they are.
 const RANGE_SET: &AsciiSet = &CONTROLS
     .add(b' ')

@@ -1,4 +1,4 @@
-//! The integration test binary: one binary, one module per area (STYLE.md), sharing
+//! The integration test binary: one binary, one module per area, sharing
 //! [`support`] to start the emulator, run daemons against it and read the sheet back.
 
 mod admin;

@@ -1,4 +1,4 @@
-//! End-to-end behaviour of the panel side (DESIGN §1.2, §2): ticks taken in by polling,
+//! End-to-end behaviour of the panel side (docs/design.md §1.2, §2): ticks taken in by polling,
 //! the waiting/running/result texts on panel rows, panels found by marker after renames and
 //! moves, and unknown commands. Daemons run in this process against the emulator.
 

@@ -1,4 +1,4 @@
-//! Row identity under people (DESIGN §4): while daemons run, a person sorts (full width and
+//! Row identity under people (docs/design.md §4): while daemons run, a person sorts (full width and
 //! narrow), inserts, deletes, moves and cut-pastes queue rows in a tight loop, with API
 //! faults on top. Whatever they do, no result lands on another job's row, no target runs two
 //! jobs at once, no job runs twice, and every job whose row survived has its own result.

@@ -232,7 +232,7 @@ async fn bursts_of_429_and_503_and_a_dropped_connection_recover_reading_once() {
 #[tokio::test]
 async fn a_value_write_refused_with_429_is_sent_once_and_left_to_the_caller() {
     // What a write puts where was decided from an earlier read: repeating it after a
-    // backoff could hit rows a person has moved meanwhile (DESIGN §4).
+    // backoff could hit rows a person has moved meanwhile (docs/design.md §4).
     let emu = start_empty().await;
     let sheets = client(&emu).await;
     sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));

@@ -14,7 +14,7 @@ use sheetq::emulator::{Emulator, EmulatorOptions, Quota, Seed};
 /// The hub type the tests use.
 pub type Hub = Sheets<hyper_rustls::HttpsConnector<HttpConnector>>;
 
-/// The scope every call asks for (DESIGN §8: never the broad drive scopes).
+/// The scope every call asks for (docs/design.md §8: never the broad drive scopes).
 pub const SCOPE: Scope = Scope::Spreadsheet;
 
 /// Starts an emulator seeded with the demo spreadsheet, enforcing Google's quota (60 reads
