@@ -316,9 +316,21 @@ impl Parser<'_> {
     }
 }
 
+/// Google's automatic format, as the emulator assumes it: integers plainly, others with up
+/// to 10 decimals and trailing zeros removed. Here rather than in `values` (which formats
+/// cells and uses this module for formulas), so the two modules do not import each other.
+pub fn automatic(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1.0e15 {
+        return format!("{}", n as i64);
+    }
+    let s = format!("{n:.10}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
 fn text(v: &Eff) -> String {
     match v {
-        Eff::Number(n) => super::values::automatic(*n),
+        Eff::Number(n) => automatic(*n),
         Eff::String(s) => s.clone(),
         Eff::Bool(b) => if *b { "TRUE" } else { "FALSE" }.into(),
         Eff::Error(e) => e.clone(),

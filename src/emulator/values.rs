@@ -17,7 +17,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
 
 use super::error::ApiError;
-use super::formula::{self, Eff};
+use super::formula::{self, automatic, Eff};
 use super::store::{NumberFormat, Spreadsheet, Value};
 
 /// `valueInputOption`.
@@ -411,17 +411,6 @@ fn group_thousands(s: &str) -> String {
         Some(f) => format!("{sign}{out}.{f}"),
         None => format!("{sign}{out}"),
     }
-}
-
-/// Google's automatic format, as the emulator assumes it: integers plainly, others with up
-/// to 10 decimals and trailing zeros removed.
-pub fn automatic(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1.0e15 {
-        return format!("{}", n as i64);
-    }
-    let s = format!("{n:.10}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    s.to_string()
 }
 
 /// Formats a date-time with a Sheets date pattern (`yyyy`, `yy`, `M`/`MM`, `d`/`dd`, `H`/`HH`,
