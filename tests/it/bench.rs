@@ -51,11 +51,18 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
             a.peak_reads_per_min >= 1 && a.peak_reads_per_min <= a.reads,
             "{a:?}"
         );
+        // A daemon may finish none of the few jobs (the other one took them all) and write
+        // nothing in the measured window: its peak is then 0, never more than its total.
         assert!(
-            a.peak_writes_per_min >= 1 && a.peak_writes_per_min <= a.writes,
+            a.peak_writes_per_min <= a.writes && (a.writes == 0) == (a.peak_writes_per_min == 0),
             "{a:?}"
         );
     }
+    assert!(
+        s.accounts.iter().any(|a| a.peak_writes_per_min >= 1),
+        "someone wrote the results: {:?}",
+        s.accounts
+    );
     assert_eq!(s.reads, s.accounts.iter().map(|a| a.reads).sum::<usize>());
     assert_eq!(s.writes, s.accounts.iter().map(|a| a.writes).sum::<usize>());
     let by_method: usize = s.methods.iter().map(|m| m.count).sum();
