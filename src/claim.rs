@@ -171,7 +171,7 @@ pub fn plan_pass(
     // Jobs other daemons list as running in their heartbeats count wherever their rows are
     // (a person may have sorted them out of this read), unless this read shows the row as
     // no longer running: finished, put back, or timed out in this pass.
-    for job in elsewhere {
+    for job in elsewhere.iter().filter(|j| !j.done) {
         let settled = snapshot.rows.iter().enumerate().any(|(i, r)| {
             r.job_id == job.job_id && (!r.state.is(State::Running) || timed_out.contains(&i))
         });
@@ -597,6 +597,7 @@ mod tests {
             job_id: "job-2".into(),
             target: "A".into(),
             requester: "y@example.com".into(),
+            done: false,
         }];
         let p = plan_pass(
             &s,
@@ -640,6 +641,40 @@ mod tests {
     }
 
     #[test]
+    fn a_finished_job_another_daemon_lists_is_never_run_again_and_leaves_its_target_free() {
+        // Its result landed elsewhere (or a restore from an older read put its row back to
+        // 待機): the daemon that ran it lists it as done.
+        let mut shown_waiting = row(2, State::Waiting, "A", "");
+        shown_waiting.job_id = "job-2".into();
+        let s = snap(vec![shown_waiting, row(3, State::Waiting, "A", "")]);
+        let elsewhere = [RunningRef {
+            job_id: "job-2".into(),
+            target: "A".into(),
+            requester: String::new(),
+            done: true,
+        }];
+        let p = plan_pass(
+            &s,
+            at(60, 0),
+            &ClaimPolicy::default(),
+            &HashMap::new(),
+            &elsewhere,
+            2,
+            |_, _| true,
+        );
+        let picked: Vec<&str> = p
+            .claims
+            .iter()
+            .map(|(i, _)| s.rows[*i].job_id.as_str())
+            .collect();
+        assert_eq!(
+            picked,
+            vec!["job-3"],
+            "job-2 ran already and is not run again; target A is free for job-3"
+        );
+    }
+
+    #[test]
     fn a_waiting_row_whose_job_another_daemon_holds_is_not_claimed() {
         // A put-back meant for another row landed on job-2's row: it shows 待機 until the
         // repair, while the daemon that ran it still lists it.
@@ -650,6 +685,7 @@ mod tests {
             job_id: "job-2".into(),
             target: "A".into(),
             requester: String::new(),
+            done: false,
         }];
         let p = plan_pass(
             &s,

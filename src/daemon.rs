@@ -729,16 +729,28 @@ impl Daemon {
     ) -> Vec<Cell> {
         // A job whose result still waits in the outbox is listed too: its row is still
         // 実行中, and other daemons must neither start its target nor take its row for free.
+        // One whose result goes in this very call, or landed within the last minute (which
+        // we watch), is listed as done: should that write land on another row, or a restore
+        // from an older read show the job as 待機 again, no other daemon may run it a second
+        // time; its target is free.
         let mut jobs: Vec<RunningRef> = self
             .running
             .values()
             .chain(&self.unsettled)
             .map(|c| RunningRef::of(&c.row))
+            .chain(self.outbox.pending().map(|j| {
+                let r = RunningRef::of(&j.as_row());
+                if writing.contains(&j.job_id.as_str()) {
+                    r.finished()
+                } else {
+                    r
+                }
+            }))
             .chain(
-                self.outbox
-                    .pending()
-                    .filter(|j| !writing.contains(&j.job_id.as_str()))
-                    .map(|j| RunningRef::of(&j.as_row())),
+                self.landed
+                    .iter()
+                    .filter(|(j, _)| !self.outbox.contains(&j.job_id))
+                    .map(|(j, _)| RunningRef::of(&j.as_row()).finished()),
             )
             .collect();
         jobs.extend(claiming.iter().cloned());

@@ -45,6 +45,11 @@ pub struct RunningRef {
     pub target: String,
     #[serde(rename = "r", default, skip_serializing_if = "String::is_empty")]
     pub requester: String,
+    /// Finished: its result is being written or has just landed. Listed so that no other
+    /// daemon runs it again should its row show it as 待機 (a write that landed elsewhere, a
+    /// restore from an older read); it does not keep its target busy.
+    #[serde(rename = "d", default, skip_serializing_if = "std::ops::Not::not")]
+    pub done: bool,
 }
 
 impl RunningRef {
@@ -53,7 +58,14 @@ impl RunningRef {
             job_id: row.job_id.clone(),
             target: row.target_key().to_string(),
             requester: row.requester.trim().to_string(),
+            done: false,
         }
+    }
+
+    /// The same job, marked finished.
+    pub fn finished(mut self) -> Self {
+        self.done = true;
+        self
     }
 }
 
@@ -237,6 +249,22 @@ pub fn check_worker_id(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_done_job_is_marked_in_the_cell_and_older_entries_read_as_running() {
+        let done = RunningRef {
+            job_id: "j".into(),
+            target: "A".into(),
+            requester: String::new(),
+            done: false,
+        }
+        .finished();
+        let text = serde_json::to_string(std::slice::from_ref(&done)).unwrap_or_default();
+        assert_eq!(text, r#"[{"j":"j","t":"A","d":true}]"#);
+        let older: Vec<RunningRef> =
+            serde_json::from_str(r#"[{"j":"j","t":"A"}]"#).unwrap_or_default();
+        assert!(!older[0].done, "an entry without the flag is a running job");
+    }
     use serde_json::json;
 
     const TZ: Tz = chrono_tz::Asia::Tokyo;
@@ -260,6 +288,7 @@ mod tests {
                     job_id: (*j).into(),
                     target: (*t).into(),
                     requester: String::new(),
+                    done: false,
                 })
                 .collect(),
             account: "sheetq@p.iam.gserviceaccount.com".into(),
@@ -302,6 +331,7 @@ mod tests {
             job_id: "j1".into(),
             target: "サーバーA".into(),
             requester: "alice@example.com".into(),
+            done: false,
         }];
         let now = at("2026-11-30T03:00:00Z");
         let account = "sheetq@p.iam.gserviceaccount.com";
