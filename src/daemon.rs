@@ -235,6 +235,9 @@ struct Daemon {
     report: RunReport,
 }
 
+/// How many of the results that landed in the last minute a heartbeat lists as done.
+const LANDED_LISTED: usize = 100;
+
 impl Daemon {
     async fn start(
         sheets: Arc<dyn Sheets>,
@@ -747,9 +750,13 @@ impl Daemon {
                 }
             }))
             .chain(
+                // The newest ones only: the cell holds at most 50,000 characters, and an
+                // entry takes some 60 to 200.
                 self.landed
                     .iter()
+                    .rev()
                     .filter(|(j, _)| !self.outbox.contains(&j.job_id))
+                    .take(LANDED_LISTED)
                     .map(|(j, _)| RunningRef::of(&j.as_row()).finished()),
             )
             .collect();
