@@ -95,6 +95,23 @@ struct ViewCell {
     /// What the cell editor starts with when it differs from `t`: a formula's text.
     #[serde(skip_serializing_if = "Option::is_none")]
     e: Option<String>,
+    /// The sheet a `=HYPERLINK("#gid=…", …)` cell links to: clicking it opens that tab.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    g: Option<i32>,
+}
+
+/// The sheet id of a `=HYPERLINK("#gid=<id>"…)` formula, as the index's links are written.
+fn gid_link(formula: &str) -> Option<i32> {
+    let rest = formula
+        .trim_start()
+        .strip_prefix('=')?
+        .trim_start()
+        .get(..10)
+        .filter(|f| f.eq_ignore_ascii_case("HYPERLINK("))
+        .and_then(|_| formula.split_once("#gid="))?
+        .1;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> Response {
@@ -234,6 +251,7 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>) -> Json {
                         t: text,
                         b: checkbox.then_some(ticked),
                         n: numeric,
+                        g: formula.as_deref().and_then(gid_link),
                         e: formula,
                     })
                 })
@@ -400,6 +418,14 @@ mod tests {
                 .any(|t| t["title"] == "_ジョブキュー" && t["hidden"] == true),
             "hidden sheets are listed as hidden: {tabs:?}"
         );
+        let index = json!(sheet_view(&ss, Some(0)));
+        assert_eq!(
+            index["sheet"]["rows"][1][3]["g"], 1001,
+            "the index's link opens サーバーA's tab: {}",
+            index["sheet"]["rows"][1][3]
+        );
+        assert_eq!(gid_link("=hyperlink(\"#gid=42\", \"x\")"), Some(42));
+        assert_eq!(gid_link("=LEN(\"#gid=42\")"), None);
         let first = json!(sheet_view(&ss, Some(424242)));
         assert_eq!(
             first["sheet"]["title"], "▶パネル",

@@ -283,6 +283,14 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
         "the link is still a formula: {formula:?}"
     );
 
+    // The index's links open their panel's tab, as in Sheets.
+    click(&page, "#grid td[data-r=\"2\"][data-c=\"3\"] a").await;
+    page.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css("#tabs button.active[data-id=\"1002\"]"))
+        .await
+        .unwrap_or_else(|e| panic!("the index's link did not open サーバーB: {e}"));
+
     open_tab(&page, 1001).await;
     if let Ok(path) = std::env::var("SHEETQ_SCREENSHOT") {
         let png = page

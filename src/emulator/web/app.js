@@ -161,17 +161,19 @@ function renderTabs() {
     b.setAttribute('role', 'tab');
     b.setAttribute('aria-selected', t.id === state.sheet ? 'true' : 'false');
     b.title = t.hidden ? 'a hidden sheet: people do not see it in Sheets' : t.title;
-    b.addEventListener('click', () => {
-      state.sheet = t.id;
-      state.sel = null;
-      updateToolbar();
-      refresh();
-    });
+    b.addEventListener('click', () => showSheet(t.id));
     nav.appendChild(b);
   }
   const ss = state.view.spreadsheet || {};
   $('title').textContent = ss.title || 'local spreadsheet';
   $('zone').textContent = ss.timeZone ? 'time zone ' + ss.timeZone : '';
+}
+
+function showSheet(id) {
+  state.sheet = id;
+  state.sel = null;
+  updateToolbar();
+  refresh();
 }
 
 function renderSheet() {
@@ -228,6 +230,17 @@ function renderSheet() {
           setBox(r, c, !cell.b);
         });
         td.appendChild(box);
+      } else if (cell && cell.g !== undefined) {
+        // An index link (`=HYPERLINK("#gid=…")`): opens that sheet's tab, as in Sheets.
+        const a = document.createElement('a');
+        a.href = '#gid=' + cell.g;
+        a.className = 'text link';
+        a.textContent = cell.t;
+        a.addEventListener('click', (e) => {
+          e.preventDefault();
+          showSheet(cell.g);
+        });
+        td.appendChild(a);
       } else if (cell) {
         const text = document.createElement('div');
         text.className = 'text';
