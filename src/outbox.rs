@@ -122,18 +122,30 @@ pub fn read_pending(dir: &Path) -> Vec<FinishedJob> {
         return Vec::new();
     };
     let mut pending = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str::<Entry>(line) {
-            Ok(Entry::Put(job)) => {
-                pending.insert(job.job_id.clone(), *job);
-            }
-            Ok(Entry::Done(id)) => {
-                pending.remove(&id);
-            }
-            Err(_) => {}
-        }
+    for line in text.lines() {
+        // An unreadable line is skipped, as `Outbox::open` skips it (with a warning).
+        let _ = replay(&mut pending, line);
     }
     pending.into_values().collect()
+}
+
+/// Applies one line of `outbox.jsonl` to the pending results (blank lines are nothing).
+fn replay(
+    pending: &mut BTreeMap<String, FinishedJob>,
+    line: &str,
+) -> Result<(), serde_json::Error> {
+    if line.trim().is_empty() {
+        return Ok(());
+    }
+    match serde_json::from_str::<Entry>(line)? {
+        Entry::Put(job) => {
+            pending.insert(job.job_id.clone(), *job);
+        }
+        Entry::Done(id) => {
+            pending.remove(&id);
+        }
+    }
+    Ok(())
 }
 
 /// The outbox of one daemon.
@@ -173,24 +185,15 @@ impl Outbox {
             let reader = BufReader::new(File::open(&path).map_err(io(&path))?);
             for (n, line) in reader.lines().enumerate() {
                 let line = line.map_err(io(&path))?;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                match serde_json::from_str::<Entry>(&line) {
-                    Ok(Entry::Put(job)) => {
-                        pending.insert(job.job_id.clone(), *job);
-                    }
-                    Ok(Entry::Done(id)) => {
-                        pending.remove(&id);
-                    }
-                    // A torn last line from a crash mid-append: the job it described was
-                    // never acknowledged as stored, so nothing is lost by skipping it.
-                    Err(e) => tracing::warn!(
+                // A torn last line from a crash mid-append: the job it described was never
+                // acknowledged as stored, so nothing is lost by skipping it.
+                if let Err(e) = replay(&mut pending, &line) {
+                    tracing::warn!(
                         outbox = %path.display(),
                         line = n + 1,
                         error = %e,
                         "skipping an unreadable outbox line"
-                    ),
+                    );
                 }
             }
         }
