@@ -98,14 +98,9 @@ fn describe(request: &Request) -> String {
         Request::UpdateSheetHidden { sheet_id, hidden } => {
             format!("set sheet {sheet_id} hidden={hidden}")
         }
-        Request::SetDateTimeFormat { range, pattern } => format!(
-            "date-time format {pattern:?} on sheet {} rows {}..{} cols {}..{}",
-            range.sheet_id,
-            range.start_row + 1,
-            range.end_row,
-            range.start_col + 1,
-            range.end_col
-        ),
+        Request::SetDateTimeFormat { range, pattern } => {
+            format!("date-time format {pattern:?} on {}", block(range))
+        }
         Request::BindRow {
             sheet_id,
             row,
