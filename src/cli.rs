@@ -310,17 +310,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Check(args) => {
             let config = Config::load(&args.config.config)?;
-            let mut problems = Vec::new();
-            let registry = match Registry::from_toml(&config.commands, config.stale_after) {
-                Ok(r) => {
-                    problems.extend(config.catalog.check_commands(&r));
-                    r.with_catalog(config.catalog.clone())
-                }
-                Err(p) => {
-                    problems.extend(p);
-                    Registry::default()
-                }
-            };
+            let (registry, mut problems) = crate::setup::checked_registry(&config)
+                .unwrap_or_else(|problems| (Registry::default(), problems));
             let sheets = connect_one_shot(&config).await?;
             problems.extend(admin::check(sheets.as_ref(), &config, &registry).await?);
             if args.json {

@@ -19,21 +19,26 @@ use crate::sheets::Sheets;
 /// The command registry of `config`, or every problem in its `[commands]` tables and in
 /// the `[[functions]]` that name those commands.
 pub fn registry(config: &Config) -> anyhow::Result<Registry> {
-    let registry =
-        Registry::from_toml(&config.commands, config.stale_after).map_err(|problems| {
-            anyhow::Error::new(crate::config::ConfigError {
-                source_name: "[commands]".into(),
-                problems,
-            })
-        })?;
-    let problems = config.catalog.check_commands(&registry);
-    if !problems.is_empty() {
-        return Err(anyhow::Error::new(crate::config::ConfigError {
-            source_name: "[[functions]]".into(),
+    let problems = |source: &str, problems| {
+        anyhow::Error::new(crate::config::ConfigError {
+            source_name: source.into(),
             problems,
-        }));
+        })
+    };
+    match checked_registry(config) {
+        Err(commands) => Err(problems("[commands]", commands)),
+        Ok((_, functions)) if !functions.is_empty() => Err(problems("[[functions]]", functions)),
+        Ok((registry, _)) => Ok(registry),
     }
-    Ok(registry.with_catalog(config.catalog.clone()))
+}
+
+/// The command registry of `config` with the problems of the `[[functions]]` that name its
+/// commands (`Ok`), or the problems of its `[commands]` tables (`Err`). `sheetq check` reports
+/// either with the spreadsheet's problems; the daemon refuses to start on any.
+pub fn checked_registry(config: &Config) -> Result<(Registry, Vec<String>), Vec<String>> {
+    let registry = Registry::from_toml(&config.commands, config.stale_after)?;
+    let problems = config.catalog.check_commands(&registry);
+    Ok((registry.with_catalog(config.catalog.clone()), problems))
 }
 
 /// The spreadsheet port for `config`: the Google client (pointed at `api_base_url`), with
