@@ -222,39 +222,74 @@ mod tests {
     use crate::queue::{parse_rows, HeaderNames, RowState, State};
     use serde_json::json;
 
+    /// A fixture shared with the Apps Script intake's tests (`apps-script/fixtures/`): a
+    /// header, a time zone, a press and the queue row both intakes must write for it.
+    struct SharedFixture {
+        json: serde_json::Value,
+        columns: ColumnMap,
+        tz: Tz,
+        received_at: DateTime<Utc>,
+    }
+
+    impl SharedFixture {
+        fn load(text: &str) -> Self {
+            let json: serde_json::Value = serde_json::from_str(text)
+                .unwrap_or_else(|e| panic!("the shared fixture does not parse: {e}"));
+            let header: Vec<Cell> = json["header"].as_array().cloned().unwrap_or_default();
+            let columns = ColumnMap::from_header(&header, &HeaderNames::default())
+                .unwrap_or_else(|e| panic!("fixture header: {e}"));
+            let tz: Tz = json["timeZone"]
+                .as_str()
+                .and_then(|z| z.parse().ok())
+                .unwrap_or_else(|| panic!("fixture time zone"));
+            let received_at = DateTime::parse_from_rfc3339(
+                json["press"]["receivedAt"].as_str().unwrap_or_default(),
+            )
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_else(|e| panic!("fixture receivedAt: {e}"));
+            Self {
+                json,
+                columns,
+                tz,
+                received_at,
+            }
+        }
+
+        /// A text field of the press.
+        fn text(&self, key: &str) -> String {
+            self.json["press"][key]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        }
+
+        fn expected_row(&self) -> Vec<Cell> {
+            self.json["row"].as_array().cloned().unwrap_or_default()
+        }
+    }
+
     /// The press of `apps-script/fixtures/press.json`, whose row the Apps Script intake's
     /// test (`node --test apps-script/`) also checks: both intakes write the same row.
     #[test]
     fn a_press_becomes_the_row_the_apps_script_intake_writes_too() {
-        let fixture: serde_json::Value =
-            serde_json::from_str(include_str!("../../apps-script/fixtures/press.json"))
-                .unwrap_or_else(|e| panic!("the shared fixture does not parse: {e}"));
-        let text = |k: &str| fixture["press"][k].as_str().unwrap_or_default().to_string();
-        let header: Vec<Cell> = fixture["header"].as_array().cloned().unwrap_or_default();
-        let columns = ColumnMap::from_header(&header, &HeaderNames::default())
-            .unwrap_or_else(|e| panic!("fixture header: {e}"));
-        let tz: Tz = fixture["timeZone"]
-            .as_str()
-            .and_then(|z| z.parse().ok())
-            .unwrap_or_else(|| panic!("fixture time zone"));
-        let received_at = DateTime::parse_from_rfc3339(&text("receivedAt"))
-            .map(|t| t.with_timezone(&Utc))
-            .unwrap_or_else(|e| panic!("fixture receivedAt: {e}"));
+        let f = SharedFixture::load(include_str!("../../apps-script/fixtures/press.json"));
+        let text = |k: &str| f.text(k);
+        let (columns, tz, received_at) = (&f.columns, f.tz, f.received_at);
         let job = NewJob {
             job_id: text("jobId"),
             received_at,
             requester: text("requester"),
             panel_sheet: text("panelSheet"),
-            panel_row: fixture["press"]["panelRow"].as_u64().map(|r| r as u32),
+            panel_row: f.json["press"]["panelRow"].as_u64().map(|r| r as u32),
             target: text("target"),
             function: text("fn"),
             command: text("command"),
             args_json: text("argsJson"),
             flags: text("flags"),
         };
-        let expected = fixture["row"].as_array().cloned().unwrap_or_default();
+        let expected = f.expected_row();
         assert_eq!(
-            job.to_row(&columns, &StateWords::default(), tz),
+            job.to_row(columns, &StateWords::default(), tz),
             expected,
             "sheetq's row for the press differs from the shared fixture (and so from the Apps Script intake's)"
         );
@@ -262,20 +297,9 @@ mod tests {
 
     #[test]
     fn an_index_tick_becomes_the_row_the_apps_script_intake_writes_too() {
-        let fixture: serde_json::Value =
-            serde_json::from_str(include_str!("../../apps-script/fixtures/index-press.json"))
-                .unwrap_or_else(|e| panic!("the shared fixture does not parse: {e}"));
-        let text = |k: &str| fixture["press"][k].as_str().unwrap_or_default().to_string();
-        let header: Vec<Cell> = fixture["header"].as_array().cloned().unwrap_or_default();
-        let columns = ColumnMap::from_header(&header, &HeaderNames::default())
-            .unwrap_or_else(|e| panic!("fixture header: {e}"));
-        let tz: Tz = fixture["timeZone"]
-            .as_str()
-            .and_then(|z| z.parse().ok())
-            .unwrap_or_else(|| panic!("fixture time zone"));
-        let received_at = DateTime::parse_from_rfc3339(&text("receivedAt"))
-            .map(|t| t.with_timezone(&Utc))
-            .unwrap_or_else(|e| panic!("fixture receivedAt: {e}"));
+        let f = SharedFixture::load(include_str!("../../apps-script/fixtures/index-press.json"));
+        let text = |k: &str| f.text(k);
+        let (columns, tz, received_at) = (&f.columns, f.tz, f.received_at);
         let entry = index_entry(2, true, &text("label"));
         let plan = plan_index_intake(
             &text("indexSheet"),
@@ -285,9 +309,9 @@ mod tests {
             || text("jobId"),
         );
         assert_eq!(plan.new_rows.len(), 1);
-        let expected = fixture["row"].as_array().cloned().unwrap_or_default();
+        let expected = f.expected_row();
         assert_eq!(
-            plan.new_rows[0].to_row(&columns, &StateWords::default(), tz),
+            plan.new_rows[0].to_row(columns, &StateWords::default(), tz),
             expected,
             "sheetq's row for an index tick differs from the shared fixture (and so from the Apps Script intake's)"
         );
