@@ -223,8 +223,13 @@ impl Daemon {
         };
         let marker_count = markers.len();
         ranges.extend(markers);
-        // The index rides every read: the lease acquire's too, whose intake takes its ticks.
-        let index = self.panels.index_sheet.clone();
+        // The index rides every poll, and the lease acquire's read when this daemon takes in
+        // ticks (its intake clears the index's ticks from that read).
+        let index = self
+            .panels
+            .index_sheet
+            .clone()
+            .filter(|_| poll || self.config.intake == crate::config::Intake::Poll);
         if let Some((_, title)) = &index {
             ranges.push(a1::range(
                 title,
