@@ -207,8 +207,6 @@ struct Daemon {
     sheets_seen: Option<tokio::time::Instant>,
     /// When idle panels were last looked for.
     idle_checked: Option<tokio::time::Instant>,
-    /// `待機` rows the last poll saw, for the status line.
-    waiting_seen: usize,
     /// The status line last sent to the service manager (sent again only when it changes).
     status_sent: String,
     /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
@@ -285,7 +283,6 @@ impl Daemon {
             sheet_meta: SpreadsheetMeta::default(),
             sheets_seen: None,
             idle_checked: None,
-            waiting_seen: 0,
             status_sent: String::new(),
             sheet_ids: HashMap::new(),
             last_heartbeat: None,
@@ -337,13 +334,6 @@ impl Daemon {
             }
             match self.pass().await {
                 Ok(()) => {
-                    self.tell_status(&format!(
-                        "polling: {}/{} slots busy, {} waiting, {} result(s) to write",
-                        self.running.len(),
-                        self.config.slots,
-                        self.waiting_seen,
-                        self.outbox.len()
-                    ));
                     self.observers.health.poll_completed();
                     self.observers
                         .metrics
@@ -417,12 +407,6 @@ impl Daemon {
             self.find_window().await?;
         }
         let poll = self.poll(false).await?;
-        self.waiting_seen = poll
-            .snapshot
-            .rows
-            .iter()
-            .filter(|r| r.state.is(queue::State::Waiting))
-            .count();
         for p in &poll.snapshot.problems {
             debug!(problem = %p, "queue row not understood");
         }
@@ -494,6 +478,18 @@ impl Daemon {
             let meta = self.sheets.metadata().await?;
             self.take_in_sheets(meta.sheets);
         }
+        let waiting = poll
+            .snapshot
+            .rows
+            .iter()
+            .filter(|r| r.state.is(queue::State::Waiting))
+            .count();
+        self.tell_status(&format!(
+            "polling: {}/{} slots busy, {waiting} waiting, {} result(s) to write",
+            self.running.len(),
+            self.config.slots,
+            self.outbox.len()
+        ));
         Ok(())
     }
 
