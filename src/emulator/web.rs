@@ -122,10 +122,13 @@ pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> 
         let _ = tokio::time::timeout(LONG_POLL, rx.wait_for(passed)).await;
     }
     let version = *sh.version.borrow();
+    // A long poll that saw no change answers without the grid: the page keeps the one it
+    // has, and the store is not rendered under its lock once a second for nothing.
+    let grid = q.after.is_none_or(|after| version > after);
     let body = {
         let store = sh.store();
         match store.get(&sh.home_id()) {
-            Ok(ss) => sheet_view(ss, q.sheet),
+            Ok(ss) => sheet_view(ss, q.sheet, grid),
             Err(_) => json!({ "error": "the emulator holds no spreadsheet" }),
         }
     };
@@ -189,8 +192,8 @@ fn rates(log: &[RequestRecord], now: chrono::DateTime<chrono::Utc>) -> Vec<Json>
         .collect()
 }
 
-/// The tabs, and the grid of the sheet asked for.
-fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>) -> Json {
+/// The tabs, and (with `grid`) the grid of the sheet asked for.
+fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool) -> Json {
     let tabs: Vec<Json> = ss
         .sheets
         .iter()
@@ -204,7 +207,7 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>) -> Json {
         "spreadsheet": { "id": ss.id, "title": ss.title, "timeZone": ss.time_zone },
         "tabs": tabs,
     });
-    let Some(sheet) = ss.sheets.get(index) else {
+    let Some(sheet) = ss.sheets.get(index).filter(|_| grid) else {
         return out;
     };
     let render = Render {
@@ -399,7 +402,7 @@ mod tests {
     #[test]
     fn the_view_shows_checkboxes_formatted_dates_and_frozen_rows() {
         let ss = seed::build(Seed::Demo, "x".into());
-        let panel = json!(sheet_view(&ss, Some(1001)));
+        let panel = json!(sheet_view(&ss, Some(1001), true));
         assert_eq!(panel["sheet"]["title"], "サーバーA");
         assert_eq!(panel["sheet"]["frozenRows"], 7);
         let tick = &panel["sheet"]["rows"][7][0];
@@ -418,7 +421,7 @@ mod tests {
                 .any(|t| t["title"] == "_ジョブキュー" && t["hidden"] == true),
             "hidden sheets are listed as hidden: {tabs:?}"
         );
-        let index = json!(sheet_view(&ss, Some(0)));
+        let index = json!(sheet_view(&ss, Some(0), true));
         assert_eq!(
             index["sheet"]["rows"][1][3]["g"], 1001,
             "the index's link opens サーバーA's tab: {}",
@@ -426,7 +429,7 @@ mod tests {
         );
         assert_eq!(gid_link("=hyperlink(\"#gid=42\", \"x\")"), Some(42));
         assert_eq!(gid_link("=LEN(\"#gid=42\")"), None);
-        let first = json!(sheet_view(&ss, Some(424242)));
+        let first = json!(sheet_view(&ss, Some(424242), true));
         assert_eq!(
             first["sheet"]["title"], "▶パネル",
             "an unknown id shows the first sheet"

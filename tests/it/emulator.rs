@@ -1597,6 +1597,16 @@ async fn the_web_view_follows_a_change_and_a_persons_edit_is_logged_as_theirs() 
         now["sheet"]["rows"][7][0]["b"], true,
         "the refused untick changed nothing"
     );
+    // A long poll that sees no change answers after a second with the tabs, the log and the
+    // rates, and without the grid: the page keeps the one it has.
+    let quiet = format!("/_emulator/web/view?sheet=1001&after={}", now["version"]);
+    let (_, idle) = support::raw(&emu, "GET", &quiet, None, None).await;
+    assert!(idle["sheet"].is_null(), "{idle}");
+    assert!(
+        idle["tabs"].as_array().is_some_and(|t| !t.is_empty()),
+        "{idle}"
+    );
+    assert_eq!(idle["version"], now["version"]);
     assert_eq!(
         now["sheet"]["rows"][8][0]["b"], false,
         "the first request was not applied"

@@ -37,6 +37,8 @@ async function fetchView(after) {
 
 function take(view) {
   state.version = view.version;
+  // A long poll that saw no change sends no grid: keep the one shown.
+  if (!view.sheet && state.view && state.view.sheet) view.sheet = state.view.sheet;
   // The sheet shown was deleted: follow the server to the first visible one.
   if (state.sheet !== null && !(view.tabs || []).some((t) => t.id === state.sheet)) {
     state.sheet = null;
