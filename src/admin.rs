@@ -802,15 +802,6 @@ pub async fn has_panel(
     config: &Config,
     label: &str,
 ) -> Result<bool, AdminError> {
-    let meta = sheets.metadata().await?;
-    let ranges = crate::panel::marker_ranges(&meta, &config.panel);
-    if ranges.is_empty() {
-        return Ok(false);
-    }
-    let values = sheets.read(&ranges).await?;
-    Ok(
-        crate::panel::PanelIndex::build(&meta, &values, &config.panel)
-            .get(label)
-            .is_some(),
-    )
+    let (_, index) = crate::panels::discover(sheets, &config.panel).await?;
+    Ok(index.get(label).is_some())
 }

@@ -11,6 +11,24 @@ use crate::queue::QueueRow;
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Sheets, SheetsError};
 
+/// The panels of the spreadsheet as their marker cells show them now: the metadata, then one
+/// read of every sheet's marker block. For the daemon's start (and re-discovery) and for
+/// `enqueue`'s check that a panel carries the target.
+pub async fn discover(
+    sheets: &dyn Sheets,
+    layout: &crate::panel::PanelLayout,
+) -> Result<(crate::sheets::SpreadsheetMeta, crate::panel::PanelIndex), SheetsError> {
+    let meta = sheets.metadata().await?;
+    let ranges = crate::panel::marker_ranges(&meta, layout);
+    let values = if ranges.is_empty() {
+        Vec::new()
+    } else {
+        sheets.read(&ranges).await?
+    };
+    let index = crate::panel::PanelIndex::build(&meta, &values, layout);
+    Ok((meta, index))
+}
+
 /// What to sync.
 #[derive(Debug, Clone, Default)]
 pub struct SyncRequest {

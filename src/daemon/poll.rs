@@ -108,14 +108,8 @@ impl Daemon {
     /// otherwise the sheet list rides on the heartbeat's write ([`Self::take_in_sheets`])
     /// and the markers on every poll.
     pub(super) async fn discover_panels(&mut self) -> Result<(), DaemonError> {
-        let meta = self.sheets.metadata().await?;
-        let ranges = panel::marker_ranges(&meta, &self.config.panel);
-        let values = if ranges.is_empty() {
-            Vec::new()
-        } else {
-            self.sheets.read(&ranges).await?
-        };
-        let index = PanelIndex::build(&meta, &values, &self.config.panel);
+        let (meta, index) =
+            crate::panels::discover(self.sheets.as_ref(), &self.config.panel).await?;
         self.take_in_sheets(meta.sheets);
         self.take_in_panels(index);
         Ok(())
