@@ -315,7 +315,7 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
     );
     let _ = page.close().await;
 
-    let rows = wait_finished_all(&emu).await;
+    let rows = wait_queue_finished(&emu, 3, "every job to finish", WAIT).await;
     fleet.stop(&emu).await;
     assert_eq!(rows.len(), 3, "one row per tick: {}", describe_queue(&rows));
     assert!(
@@ -332,17 +332,4 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
         person_edits, 7,
         "three ticks, a sort, typing, an insert and a delete; leaving a formula unchanged is no edit"
     );
-}
-
-async fn wait_finished_all(emu: &sheetq::emulator::Emulator) -> Vec<sheetq::queue::QueueRow> {
-    wait_for(
-        "every job to finish",
-        WAIT,
-        || {
-            let rows = queue_rows(emu);
-            (rows.len() == 3 && rows.iter().all(is_finished)).then_some(rows)
-        },
-        || describe_queue(&queue_rows(emu)),
-    )
-    .await
 }

@@ -50,6 +50,19 @@ async fn start_fast_empty() -> Emulator {
     .await
 }
 
+/// Writes `values` at `range` as a person would, RAW.
+fn set(emu: &Emulator, range: &str, values: serde_json::Value) {
+    emu.set_values(range, values, false)
+        .unwrap_or_else(|e| panic!("cannot write {range}: {e:?}"));
+}
+
+/// `sheetq init`: the queue and worker sheets a daemon needs.
+async fn init(emu: &Emulator, config: &Config) {
+    sheetq::admin::init(client(emu, config).await.as_ref(), config)
+        .await
+        .unwrap_or_else(|e| panic!("init: {e}"));
+}
+
 fn config(emu: &Emulator, dir: &std::path::Path, extra: &str) -> Config {
     daemon_config(emu, "sync", dir, &[], extra)
 }
@@ -193,14 +206,12 @@ async fn a_config_change_resyncs_every_panel_and_keeps_what_rows_show() {
     let before = config(&emu, dir.path(), &format!("{FUNCTIONS}{}", targets(3)));
     sync(&emu, &before, open_all()).await;
     // A result shown on 再起動 of server-2, and a pending tick on its バックアップ.
-    emu.set_values(
+    set(
+        &emu,
         "'server-2'!C9:E9",
         json!([["✅ 完了 12:00", "ok", 46000.5]]),
-        false,
-    )
-    .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'server-2'!A10", json!([[true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    );
+    set(&emu, "'server-2'!A10", json!([[true]]));
 
     // 動作確認 dropped, 再起動 now runs echo, a new function last.
     let after = config(
@@ -277,32 +288,18 @@ async fn a_press_on_a_generated_panel_runs_and_a_dropped_function_is_refused() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let extra = format!("{FUNCTIONS}{}", targets(2));
     let config = config(&emu, dir.path(), &extra);
-    sheetq::admin::init(client(&emu, &config).await.as_ref(), &config)
-        .await
-        .unwrap_or_else(|e| panic!("init: {e}"));
+    init(&emu, &config).await;
     sync(&emu, &config, open_all()).await;
     // A panel row for a function the config does not have (an older panel's copy).
-    emu.set_values(
+    set(
+        &emu,
         "'server-1'!A11:J11",
         json!([[false, "廃止済み", "", "", "", "", "", "echo", "{}", ""]]),
-        false,
-    )
-    .unwrap_or_else(|e| panic!("{e:?}"));
+    );
     let fleet = Fleet::start(&emu, &["d1"], &[("intake", "\"poll\"")], &extra).await;
-    emu.set_values("'server-1'!A8", json!([[true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'server-1'!A11", json!([[true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let rows = wait_for(
-        "both presses to finish",
-        WAIT,
-        || {
-            let rows = queue_rows(&emu);
-            (rows.len() == 2 && rows.iter().all(is_finished)).then_some(rows)
-        },
-        || describe_queue(&queue_rows(&emu)),
-    )
-    .await;
+    set(&emu, "'server-1'!A8", json!([[true]]));
+    set(&emu, "'server-1'!A11", json!([[true]]));
+    let rows = wait_queue_finished(&emu, 2, "both presses to finish", WAIT).await;
     let index = wait_for(
         "the index to show server-1's last result, and nothing running",
         WAIT,
@@ -353,9 +350,7 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let extra = format!("{FUNCTIONS}{}", targets(3));
     let config = config(&emu, dir.path(), &extra);
-    sheetq::admin::init(client(&emu, &config).await.as_ref(), &config)
-        .await
-        .unwrap_or_else(|e| panic!("init: {e}"));
+    init(&emu, &config).await;
     let done = sync(&emu, &config, SyncRequest::default()).await;
     assert!(
         done.report.created.is_empty(),
@@ -364,27 +359,15 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
     );
     assert_eq!(text_rows(&emu, "'▶パネル'!D3")[0][0], "未作成 (▶ で作成)");
     // A person adds a target to the index by hand, then ticks it and server-2.
-    emu.set_values(
+    set(
+        &emu,
         "'▶パネル'!A5:C5",
         json!([[false, "server-x", "annex"]]),
-        false,
-    )
-    .unwrap_or_else(|e| panic!("{e:?}"));
+    );
     let fleet = Fleet::start(&emu, &["d1"], &[("intake", "\"poll\"")], &extra).await;
-    emu.set_values("'▶パネル'!A3", json!([[true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'▶パネル'!A5", json!([[true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let rows = wait_for(
-        "the panel job to finish",
-        WAIT,
-        || {
-            let rows = queue_rows(&emu);
-            (rows.len() == 1 && rows.iter().all(is_finished)).then_some(rows)
-        },
-        || describe_queue(&queue_rows(&emu)),
-    )
-    .await;
+    set(&emu, "'▶パネル'!A3", json!([[true]]));
+    set(&emu, "'▶パネル'!A5", json!([[true]]));
+    let rows = wait_queue_finished(&emu, 1, "the panel job to finish", WAIT).await;
     fleet.stop(&emu).await;
     assert_eq!(rows[0].command, PANELS_COMMAND);
     assert!(rows[0].state.is(State::Done), "{}", describe_queue(&rows));
@@ -425,8 +408,7 @@ async fn idle_panels_are_hidden_and_shown_again_when_asked() {
     let tz = chrono_tz::Asia::Tokyo;
     let old =
         sheetq::sheet_time::instant_to_serial(chrono::Utc::now() - chrono::Duration::days(20), tz);
-    emu.set_values("'▶パネル'!G2", json!([[old]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set(&emu, "'▶パネル'!G2", json!([[old]]));
     let done = sync(&emu, &config, SyncRequest::default()).await;
     assert_eq!(done.report.hidden, ["server-1"], "{}", done.report);
     assert!(is_hidden(&emu, "server-1"), "hidden, not deleted");
@@ -457,16 +439,13 @@ async fn the_daemon_hides_an_idle_panel_on_its_own() {
     let extra = format!("{FUNCTIONS}{}", targets(2));
     let overrides = [("hide_panels_after", "\"14d\"")];
     let config = daemon_config(&emu, "sync", dir.path(), &overrides, &extra);
-    sheetq::admin::init(client(&emu, &config).await.as_ref(), &config)
-        .await
-        .unwrap_or_else(|e| panic!("init: {e}"));
+    init(&emu, &config).await;
     sync(&emu, &config, open_all()).await;
     let old = sheetq::sheet_time::instant_to_serial(
         chrono::Utc::now() - chrono::Duration::days(30),
         chrono_tz::Asia::Tokyo,
     );
-    emu.set_values("'▶パネル'!G3", json!([[old]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set(&emu, "'▶パネル'!G3", json!([[old]]));
     let fleet = Fleet::start(&emu, &["d1"], &overrides, &extra).await;
     wait_for(
         "the daemon to hide server-2",
@@ -486,7 +465,8 @@ async fn an_old_panel_sheet_becomes_the_index_and_keeps_its_name() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = config(&emu, dir.path(), &format!("{FUNCTIONS}{}", targets(2)));
     // The old panel: one row per target, its label in column B, a stray label.
-    emu.set_values(
+    set(
+        &emu,
         "'Sheet1'!A1:D4",
         json!([
             ["▶", "対象", "状態", "位置"],
@@ -494,9 +474,7 @@ async fn an_old_panel_sheet_becomes_the_index_and_keeps_its_name() {
             [false, "server-9", "", ""],
             [false, "server-2", "", "hall"],
         ]),
-        false,
-    )
-    .unwrap_or_else(|e| panic!("{e:?}"));
+    );
     let sheets = client(&emu, &config).await;
     emu.clear_requests();
     let done = panels::sync(
@@ -555,8 +533,7 @@ async fn an_index_title_without_its_marker_is_not_overwritten() {
     let emu = start_empty().await;
     emu.batch_update(json!([{ "addSheet": { "properties": { "title": "▶パネル" } } }]))
         .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'▶パネル'!A1", json!([["a person's notes"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set(&emu, "'▶パネル'!A1", json!([["a person's notes"]]));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = config(&emu, dir.path(), FUNCTIONS);
     let sheets = client(&emu, &config).await;
@@ -580,21 +557,15 @@ async fn twelve_index_ticks_open_their_panels_in_two_steps() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let extra = format!("{FUNCTIONS}{}", targets(12));
     let config = config(&emu, dir.path(), &extra);
-    sheetq::admin::init(client(&emu, &config).await.as_ref(), &config)
-        .await
-        .unwrap_or_else(|e| panic!("init: {e}"));
+    init(&emu, &config).await;
     sync(&emu, &config, SyncRequest::default()).await;
-    emu.set_values("'▶パネル'!A2:A13", json!(vec![[true]; 12]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set(&emu, "'▶パネル'!A2:A13", json!(vec![[true]; 12]));
     let fleet = Fleet::start(&emu, &["d1"], &[("intake", "\"poll\"")], &extra).await;
-    let rows = wait_for(
+    let rows = wait_queue_finished(
+        &emu,
+        2,
         "the panel job and its continuation to finish",
         WAIT,
-        || {
-            let rows = queue_rows(&emu);
-            (rows.len() == 2 && rows.iter().all(is_finished)).then_some(rows)
-        },
-        || describe_queue(&queue_rows(&emu)),
     )
     .await;
     fleet.stop(&emu).await;
@@ -689,8 +660,7 @@ async fn a_panel_with_a_job_waiting_is_not_hidden_however_old_its_last_result() 
         chrono::Utc::now() - chrono::Duration::days(20),
         chrono_tz::Asia::Tokyo,
     );
-    emu.set_values("'▶パネル'!E2:G2", json!([["⏳ 待機 1 件", "", old]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set(&emu, "'▶パネル'!E2:G2", json!([["⏳ 待機 1 件", "", old]]));
     let done = sync(&emu, &config, SyncRequest::default()).await;
     assert!(done.report.hidden.is_empty(), "{}", done.report);
     assert!(!is_hidden(&emu, "server-1"));
@@ -707,14 +677,10 @@ async fn index_rows_stay_where_a_person_put_them_and_their_notes_stay_beside_the
     emu.batch_update(json!([{ "insertDimension": { "range": {
         "sheetId": sheet_id(&emu, "▶パネル"), "dimension": "ROWS", "startIndex": 2, "endIndex": 3 } } }]))
         .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'▶パネル'!C3", json!([["-- 大阪拠点 --"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'▶パネル'!H4", json!([["担当: 田中"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'▶パネル'!A4", json!([[true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'▶パネル'!B6", json!([["server-x"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set(&emu, "'▶パネル'!C3", json!([["-- 大阪拠点 --"]]));
+    set(&emu, "'▶パネル'!H4", json!([["担当: 田中"]]));
+    set(&emu, "'▶パネル'!A4", json!([[true]]));
+    set(&emu, "'▶パネル'!B6", json!([["server-x"]]));
     let more = format!(
         "{FUNCTIONS}{}[[targets]]\nlabel = \"server-new\"\n",
         targets(2)

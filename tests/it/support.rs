@@ -521,6 +521,25 @@ pub fn describe_queue(rows: &[QueueRow]) -> String {
         .collect()
 }
 
+/// Waits until the queue holds `n` rows, all finished; returns them.
+pub async fn wait_queue_finished(
+    emu: &Emulator,
+    n: usize,
+    what: &str,
+    within: Duration,
+) -> Vec<QueueRow> {
+    wait_for(
+        what,
+        within,
+        || {
+            let rows = queue_rows(emu);
+            (rows.len() == n && rows.iter().all(is_finished)).then_some(rows)
+        },
+        || describe_queue(&queue_rows(emu)),
+    )
+    .await
+}
+
 /// A panel row's A..E cells (▶, 機能, 状態, 結果, 更新日時) as text, by sheet title and row.
 pub fn panel_row(emu: &Emulator, title: &str, row: u32) -> Vec<String> {
     let values = emu
