@@ -221,6 +221,10 @@ pub enum LayoutError {
         missing: Vec<String>,
         found: Vec<String>,
     },
+    #[error(
+        "'{sheet}'!A1 is empty: new queue rows are appended at the first column of the table Google finds (https://developers.google.com/sheets/api/guides/values#append_values), so with column A empty every new row would land one column to the right of its header; give column A a header (any name: a column of your own is fine) or delete the empty column"
+    )]
+    BlankFirstColumn { sheet: String },
     #[error("column \"{name}\" appears twice in '{sheet}' row 1 (columns {first} and {second}); remove one")]
     DuplicateHeader {
         sheet: String,
@@ -277,6 +281,11 @@ impl ColumnMap {
                 found: found.into_iter().filter(|f| !f.trim().is_empty()).collect(),
             });
         }
+        if found.first().is_none_or(|a1| a1.trim().is_empty()) {
+            return Err(LayoutError::BlankFirstColumn {
+                sheet: QUEUE_SHEET.into(),
+            });
+        }
         let width = index.iter().max().copied().unwrap_or(0) + 1;
         Ok(Self {
             index,
@@ -298,6 +307,24 @@ impl ColumnMap {
     /// Number of columns from A through the right-most known column.
     pub fn width(&self) -> u32 {
         self.width
+    }
+
+    /// A row from column A holding `cells` at their columns and `None` (Google: `null`, the
+    /// cell is left as it is) everywhere else, reaching at least column `through`, so that a
+    /// reply covering the written span shows that column too, whatever the header's order.
+    pub fn sparse_row(&self, cells: &[(Column, Cell)], through: Column) -> Vec<Option<Cell>> {
+        let width = cells
+            .iter()
+            .map(|(c, _)| *c)
+            .chain([through])
+            .map(|c| self.index(c) as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut row = vec![None; width];
+        for (c, v) in cells {
+            row[self.index(*c) as usize] = Some(v.clone());
+        }
+        row
     }
 
     /// The A1 cell of `column` on sheet row `row` (1-based), e.g. `'_ジョブキュー'!K12`.
@@ -626,6 +653,26 @@ mod tests {
     }
 
     #[test]
+    fn a_sparse_row_reaches_the_column_its_reply_is_checked_by() {
+        // jobId last, behind the result columns: the row must still reach it.
+        let mut h = default_header();
+        h.rotate_left(1);
+        let map = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap();
+        let row = map.sparse_row(&[(Column::State, json!("完了"))], Column::JobId);
+        assert_eq!(row.len(), 16, "the row reaches jobId in P: {row:?}");
+        assert_eq!(row[map.index(Column::State) as usize], Some(json!("完了")));
+        assert_eq!(
+            row.iter().filter(|c| c.is_some()).count(),
+            1,
+            "only the written cell is set; the rest (jobId too) is left alone: {row:?}"
+        );
+        // jobId first: the row ends at the right-most written cell.
+        let map = ColumnMap::from_header(&default_header(), &HeaderNames::default()).unwrap();
+        let row = map.sparse_row(&[(Column::State, json!("完了"))], Column::JobId);
+        assert_eq!(row.len(), map.index(Column::State) as usize + 1);
+    }
+
+    #[test]
     fn a_missing_header_is_named_with_what_was_found() {
         let h = header(&["jobId", "受付日時", "状態"]);
         let err = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap_err();
@@ -633,6 +680,25 @@ mod tests {
         assert!(text.contains("\"ワーカー\""), "{text}");
         assert!(text.contains("found: jobId, 受付日時, 状態"), "{text}");
         assert!(text.contains("'_ジョブキュー' row 1"), "{text}");
+    }
+
+    #[test]
+    fn a_header_that_leaves_column_a_empty_is_an_error_naming_the_fix() {
+        let mut h = default_header();
+        h.insert(0, json!(""));
+        let err = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap_err();
+        assert_eq!(
+            err,
+            LayoutError::BlankFirstColumn {
+                sheet: QUEUE_SHEET.into()
+            }
+        );
+        assert!(err.to_string().contains("give column A a header"), "{err}");
+        h[0] = json!("メモ");
+        assert!(
+            ColumnMap::from_header(&h, &HeaderNames::default()).is_ok(),
+            "a column of people's own in A is fine"
+        );
     }
 
     #[test]

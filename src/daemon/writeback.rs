@@ -576,11 +576,12 @@ impl Daemon {
                         .as_ref()
                         .and_then(|w| self.parse_row_at(&w.range, w.values.first()?));
                     let before = poll.before_image(&found_job_id);
-                    // The reply covers the row only as wide as the write was.
+                    // The reply covers the row only as wide as the write was (its range;
+                    // its values leave out trailing empty cells, which are empty, not unseen).
                     let width = reply
                         .as_ref()
-                        .and_then(|w| w.values.first())
-                        .map_or(0, Vec::len);
+                        .and_then(|w| written_width(&w.range))
+                        .unwrap_or(0);
                     let cols = &self.layout.columns;
                     let ours = reply_row(reply)
                         .and_then(|r| written_here.get(&r))
@@ -771,21 +772,13 @@ impl Daemon {
     }
 
     /// A row of `cells` at their columns and `null` elsewhere, through binding `id`: Google
-    /// skips the nulls, so only these cells of the bound row change.
+    /// skips the nulls, so only these cells of the bound row change. The row reaches at
+    /// least the jobId column, wherever the header puts it: the reply covers only the span
+    /// written, and [`Self::check_reply`] reads the jobId from it.
     fn bound_write(&self, id: i32, cells: &[(Column, Cell)]) -> FilterWrite {
-        let cols = &self.layout.columns;
-        let width = cells
-            .iter()
-            .map(|(c, _)| cols.index(*c) as usize + 1)
-            .max()
-            .unwrap_or(0);
-        let mut row = vec![None; width];
-        for (c, v) in cells {
-            row[cols.index(*c) as usize] = Some(v.clone());
-        }
         FilterWrite {
             filter: Filter::Metadata(id),
-            values: vec![row],
+            values: vec![self.layout.columns.sparse_row(cells, Column::JobId)],
         }
     }
 
@@ -902,6 +895,11 @@ pub(super) struct Through {
 }
 
 /// The ワーカー text a row shows after a write of `cells` onto it (`before` as our read saw it).
+/// How many columns, from A, the A1 `range` of a write's reply covers.
+fn written_width(range: &str) -> Option<usize> {
+    Some(a1::A1Range::parse(range).ok()?.end_col? as usize)
+}
+
 fn worker_after(before: &QueueRow, cells: &[(Column, Cell)]) -> String {
     cells
         .iter()
@@ -934,5 +932,18 @@ pub(super) fn finish_state(finish: Finish) -> State {
         Finish::Done => State::Done,
         Finish::Error => State::Error,
         Finish::Timeout => State::Timeout,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::written_width;
+
+    #[test]
+    fn a_reply_range_tells_how_wide_the_write_was_whatever_its_values_leave_out() {
+        assert_eq!(written_width("'_ジョブキュー'!A5:P5"), Some(16));
+        assert_eq!(written_width("'_ジョブキュー'!A5:AB5"), Some(28));
+        assert_eq!(written_width("'_ジョブキュー'!A5"), Some(1));
+        assert_eq!(written_width("not a range"), None);
     }
 }

@@ -6,6 +6,7 @@ mod archive;
 mod bench;
 mod browser;
 mod cli;
+mod column_order;
 mod commands;
 mod continuation;
 mod daemon;

@@ -397,16 +397,27 @@ pub fn queue_rows(emu: &Emulator) -> Vec<QueueRow> {
     sheet_rows(emu, "_ジョブキュー")
 }
 
-/// The rows of a sheet laid out like the queue (the queue, the archive), parsed by its header.
+/// The rows of a sheet laid out like the queue (the queue, the archive), parsed by its header
+/// wherever its columns stand.
 pub fn sheet_rows(emu: &Emulator, title: &str) -> Vec<QueueRow> {
-    let values = emu
-        .values(&format!("'{title}'!A1:P"))
-        .unwrap_or_else(|e| panic!("cannot read '{title}': {e:?}"));
+    let values = sheet_values(emu, title);
     let header = values.first().cloned().unwrap_or_default();
     let columns = ColumnMap::from_header(&header, &Default::default())
         .unwrap_or_else(|e| panic!("queue header: {e}"));
     let data = values.get(1..).unwrap_or(&[]);
     queue::parse_rows(data, 2, &columns, &Default::default(), TZ).rows
+}
+
+/// Every cell of sheet `title`, row 1 on, across all its columns.
+pub fn sheet_values(emu: &Emulator, title: &str) -> Vec<Vec<Json>> {
+    let columns = emu
+        .with_spreadsheet(|ss| ss.sheet_by_title(title).map(|s| s.column_count))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("the spreadsheet has no sheet '{title}'"));
+    let last = sheetq::a1::column_letters(columns.saturating_sub(1));
+    emu.values(&format!("'{title}'!A1:{last}"))
+        .unwrap_or_else(|e| panic!("cannot read '{title}': {e:?}"))
 }
 
 /// A finished `sleep` job's queue row (16 columns, target `T`) in `state`, which ended
