@@ -10,8 +10,8 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::queue::{QueueRow, State};
-use crate::sheets::{GridRange, Request};
+use crate::queue::{cell_text, QueueRow, State};
+use crate::sheets::{Cell, GridRange, Request};
 
 /// Title of the hidden archive sheet.
 pub const ARCHIVE_SHEET: &str = "_ジョブ履歴";
@@ -60,40 +60,166 @@ pub fn runs(rows: &[QueueRow], now: DateTime<Utc>, retention: chrono::Duration) 
     out
 }
 
-/// The requests that move `runs` (columns `0..width` of the queue) to the top of the
-/// archive, under its header, and delete their queue rows: bottom run first, so the row
-/// numbers of the runs above stay true within the batch. The archive then holds them in
-/// queue order, each batch above the ones before.
-pub fn requests(runs: &[Run], queue_sheet: i32, archive_sheet: i32, width: u32) -> Vec<Request> {
+/// Where the queue's columns go in the archive: each under the archive's column of the same
+/// header name, so that rows archived before and after a person rearranged the queue's
+/// columns stand under one header (docs/design.md §1.1: columns are found by name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnPlan {
+    /// Blocks of adjacent queue columns that land on adjacent archive columns, left to
+    /// right: one block when both sheets share a layout.
+    pub spans: Vec<Span>,
+    /// Header cells the archive lacks (a column new to the queue): (archive column, name),
+    /// written in the same batch as the move.
+    pub new_header: Vec<(u32, String)>,
+    /// Columns the archive needs (A through the right-most one a queue column lands on).
+    pub archive_width: u32,
+}
+
+/// Queue columns `queue_start..queue_start + len` land on archive columns from
+/// `archive_start` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub queue_start: u32,
+    pub archive_start: u32,
+    pub len: u32,
+}
+
+impl ColumnPlan {
+    /// The archive column that queue column `queue_col` lands on.
+    pub fn archive_col(&self, queue_col: u32) -> Option<u32> {
+        self.spans.iter().find_map(|s| {
+            (s.queue_start..s.queue_start + s.len)
+                .contains(&queue_col)
+                .then(|| s.archive_start + queue_col - s.queue_start)
+        })
+    }
+
+    /// An archive row laid out again as a queue row (`width` columns): the way back.
+    pub fn to_queue_row(&self, archive_row: &[Cell], width: u32) -> Vec<Cell> {
+        let mut row = vec![Cell::String(String::new()); width as usize];
+        for s in &self.spans {
+            for k in 0..s.len {
+                let (q, a) = ((s.queue_start + k) as usize, (s.archive_start + k) as usize);
+                if let (Some(slot), Some(v)) = (row.get_mut(q), archive_row.get(a)) {
+                    *slot = v.clone();
+                }
+            }
+        }
+        row
+    }
+}
+
+/// Plans where the first `width` queue columns go, from both header rows (as read, possibly
+/// shorter than `width`). A named column goes under the archive column of the same name (the
+/// n-th of a name repeated among people's columns under the n-th), or to a new column at the
+/// archive's right whose header this plan writes. A column without a header name goes to the
+/// first archive column from its own position on that has no header and is not taken: the
+/// same place every time, so an empty spacer column does not widen the archive batch after
+/// batch.
+pub fn column_plan(queue_header: &[Cell], archive_header: &[Cell], width: u32) -> ColumnPlan {
+    let name = |c: &Cell| cell_text(c).trim().to_string();
+    let archive_names: Vec<String> = archive_header.iter().map(name).collect();
+    let mut target: Vec<Option<u32>> = vec![None; width as usize];
+    let mut taken: Vec<bool> = vec![false; archive_names.len()];
+    let mut next_new = archive_names.len() as u32;
+    let mut new_header = Vec::new();
+    for (slot, n) in target.iter_mut().zip(queue_header.iter().map(name)) {
+        if n.is_empty() {
+            continue;
+        }
+        let found = (0..archive_names.len()).find(|a| archive_names[*a] == n && !taken[*a]);
+        let a = match found {
+            Some(a) => a as u32,
+            None => {
+                let a = next_new;
+                next_new += 1;
+                new_header.push((a, n));
+                a
+            }
+        };
+        if let Some(t) = taken.get_mut(a as usize) {
+            *t = true;
+        }
+        *slot = Some(a);
+    }
+    let used = |a: u32, target: &[Option<u32>]| target.contains(&Some(a));
+    for q in 0..width as usize {
+        if target[q].is_some() {
+            continue;
+        }
+        let mut a = q as u32;
+        while archive_names.get(a as usize).is_some_and(|n| !n.is_empty())
+            || used(a, &target)
+            || new_header.iter().any(|(c, _)| *c == a)
+        {
+            a += 1;
+        }
+        target[q] = Some(a);
+    }
+    let mut spans: Vec<Span> = Vec::new();
+    for (q, a) in target.iter().enumerate() {
+        let (q, a) = (q as u32, a.unwrap_or(q as u32));
+        match spans.last_mut() {
+            Some(s) if s.queue_start + s.len == q && s.archive_start + s.len == a => s.len += 1,
+            _ => spans.push(Span {
+                queue_start: q,
+                archive_start: a,
+                len: 1,
+            }),
+        }
+    }
+    let archive_width = target
+        .iter()
+        .flatten()
+        .map(|a| a + 1)
+        .chain([archive_names.len() as u32])
+        .max()
+        .unwrap_or(0);
+    ColumnPlan {
+        spans,
+        new_header,
+        archive_width,
+    }
+}
+
+/// The requests that move `runs` to the top of the archive, under its header, each queue
+/// column under the archive column `columns` gives it, and delete their queue rows: bottom
+/// run first, so the row numbers of the runs above stay true within the batch. The archive
+/// then holds them in queue order, each batch above the ones before.
+pub fn requests(
+    runs: &[Run],
+    queue_sheet: i32,
+    archive_sheet: i32,
+    columns: &ColumnPlan,
+) -> Vec<Request> {
     runs.iter()
         .rev()
         .flat_map(|run| {
             let count = run.job_ids.len() as u32;
             let start = run.first - 1;
-            [
-                Request::InsertRows {
-                    sheet_id: archive_sheet,
-                    at: 1,
-                    count,
-                },
-                Request::MoveCells {
-                    source: GridRange {
-                        sheet_id: queue_sheet,
-                        start_row: start,
-                        end_row: start + count,
-                        start_col: 0,
-                        end_col: width,
-                    },
-                    sheet_id: archive_sheet,
-                    row: 1,
-                    col: 0,
-                },
-                Request::DeleteRows {
+            let moves = columns.spans.iter().map(move |s| Request::MoveCells {
+                source: GridRange {
                     sheet_id: queue_sheet,
-                    start,
-                    end: start + count,
+                    start_row: start,
+                    end_row: start + count,
+                    start_col: s.queue_start,
+                    end_col: s.queue_start + s.len,
                 },
-            ]
+                sheet_id: archive_sheet,
+                row: 1,
+                col: s.archive_start,
+            });
+            std::iter::once(Request::InsertRows {
+                sheet_id: archive_sheet,
+                at: 1,
+                count,
+            })
+            .chain(moves)
+            .chain(std::iter::once(Request::DeleteRows {
+                sheet_id: queue_sheet,
+                start,
+                end: start + count,
+            }))
         })
         .collect()
 }
@@ -202,7 +328,7 @@ mod tests {
                 job_ids: vec!["c".into()],
             },
         ];
-        let requests = requests(&runs, 11, 13, 16);
+        let requests = requests(&runs, 11, 13, &same_layout(16));
         let deletes: Vec<(u32, u32)> = requests
             .iter()
             .filter_map(|r| match r {
@@ -226,6 +352,87 @@ mod tests {
             ),
             "each run: room at the top of the archive, the move, then the emptied rows go: {requests:#?}"
         );
+    }
+
+    fn header(names: &[&str]) -> Vec<Cell> {
+        names.iter().map(|n| Cell::from(*n)).collect()
+    }
+
+    /// The plan for a queue and an archive that share one layout `width` columns wide.
+    fn same_layout(width: u32) -> ColumnPlan {
+        let names: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
+        let h: Vec<Cell> = names.iter().map(|n| Cell::from(n.as_str())).collect();
+        column_plan(&h, &h, width)
+    }
+
+    #[test]
+    fn one_layout_moves_as_one_block() {
+        let plan = same_layout(16);
+        assert_eq!(
+            plan.spans,
+            [Span {
+                queue_start: 0,
+                archive_start: 0,
+                len: 16
+            }]
+        );
+        assert!(plan.new_header.is_empty());
+        assert_eq!(plan.archive_width, 16);
+    }
+
+    #[test]
+    fn a_rearranged_queue_moves_each_column_under_its_name_in_the_archive() {
+        let archive = header(&["jobId", "状態", "メッセージ", "ワーカー"]);
+        // A person moved ワーカー to the front and added a note column after 状態.
+        let queue = header(&["ワーカー", "jobId", "状態", "メモ", "メッセージ"]);
+        let plan = column_plan(&queue, &archive, 5);
+        let lands: Vec<Option<u32>> = (0..5).map(|q| plan.archive_col(q)).collect();
+        assert_eq!(
+            lands,
+            [Some(3), Some(0), Some(1), Some(4), Some(2)],
+            "ワーカー→D, jobId→A, 状態→B, the new メモ→E, メッセージ→C: {plan:#?}"
+        );
+        assert_eq!(plan.new_header, [(4, "メモ".to_string())]);
+        assert_eq!(plan.archive_width, 5);
+        let requests = requests(
+            &[Run {
+                first: 2,
+                job_ids: vec!["a".into()],
+            }],
+            11,
+            13,
+            &plan,
+        );
+        let moves = requests
+            .iter()
+            .filter(|r| matches!(r, Request::MoveCells { .. }))
+            .count();
+        assert_eq!(
+            moves, 4,
+            "jobId and 状態 are adjacent in both: one move for the two"
+        );
+        let archived = header(&["j", "s", "m", "w", "note"]);
+        assert_eq!(
+            plan.to_queue_row(&archived, 5),
+            header(&["w", "j", "s", "note", "m"]),
+            "an archive row put back is laid out as the queue is"
+        );
+    }
+
+    #[test]
+    fn a_column_without_a_name_keeps_its_place_batch_after_batch() {
+        let archive = header(&["jobId", "状態"]);
+        let queue = header(&["jobId", "", "状態"]);
+        let plan = column_plan(&queue, &archive, 3);
+        assert_eq!(
+            plan.archive_col(1),
+            Some(2),
+            "the unnamed column goes to a free column"
+        );
+        assert_eq!(plan.archive_col(2), Some(1));
+        assert_eq!(plan.archive_width, 3);
+        // The next batch, against the same archive: the same plan, no wider.
+        assert_eq!(column_plan(&queue, &archive, 3), plan);
     }
 
     #[test]

@@ -47,9 +47,13 @@ impl Daemon {
             Some(id) => *id,
             None => self.create_archive().await?,
         };
-        // The decision needs three columns, not the rows: the cells move on the server.
-        let mut read = self.archive_columns(QUEUE_SHEET, 2, 1 + archive::BATCH_ROWS);
+        // The decision needs three columns, not the rows: the cells move on the server. The
+        // two header rows, read under the lease too, say where each column goes.
+        let queue_cols = |c: Column| self.layout.columns.index(c);
+        let mut read = self.archive_columns(QUEUE_SHEET, 2, 1 + archive::BATCH_ROWS, queue_cols);
         read.push(a1::range(WORKER_SHEET, archive::COUNTER_CELLS));
+        read.push(a1::range(QUEUE_SHEET, "1:1"));
+        read.push(a1::range(ARCHIVE_SHEET, "1:1"));
         let Some((lease, reply)) = self.take_lease(poll, read).await? else {
             return Ok(());
         };
@@ -62,30 +66,51 @@ impl Daemon {
             self.release(&held).await;
             return Ok(());
         }
-        let counted = reply
-            .ranges
-            .get(ARCHIVE_COLUMNS.len())
+        let after = |k: usize| reply.ranges.get(ARCHIVE_COLUMNS.len() + k);
+        let counted = after(0)
             .and_then(|v| v.values.first())
             .and_then(|r| r.get(1))
             .and_then(count_of)
             .unwrap_or(0);
-        let width = self.queue_width();
+        let header_of = |k: usize| {
+            after(k)
+                .and_then(|v| v.values.first().cloned())
+                .unwrap_or_default()
+        };
+        let queue_header = header_of(1);
+        // The grid as last listed, or the header if a person widened it since.
+        let width = self.queue_width().max(queue_header.len() as u32);
+        let plan = archive::column_plan(&queue_header, &header_of(2), width);
         let mut requests = Vec::new();
         if let Some(narrow) = self
             .sheet_meta
             .sheet(ARCHIVE_SHEET)
-            .filter(|a| (a.column_count as u32) < width)
+            .filter(|a| (a.column_count as u32) < plan.archive_width)
         {
             requests.push(Request::SetColumnCount {
                 sheet_id: narrow.sheet_id,
-                columns: width as i32,
+                columns: plan.archive_width as i32,
             });
         }
+        requests.extend(
+            plan.new_header
+                .iter()
+                .map(|(col, name)| Request::UpdateCells {
+                    range: GridRange {
+                        sheet_id: archive_id,
+                        start_row: 0,
+                        end_row: 1,
+                        start_col: *col,
+                        end_col: col + 1,
+                    },
+                    rows: vec![vec![Cell::from(name.as_str())]],
+                }),
+        );
         requests.extend(archive::requests(
             &runs,
             self.layout.queue_sheet_id,
             archive_id,
-            width,
+            &plan,
         ));
         requests.push(Request::UpdateCells {
             range: GridRange {
@@ -108,7 +133,10 @@ impl Daemon {
             .sheets
             .batch_update(&BatchUpdate {
                 requests,
-                response_ranges: self.archive_columns(ARCHIVE_SHEET, 2, 1 + moving),
+                response_ranges: self.archive_columns(ARCHIVE_SHEET, 2, 1 + moving, |c| {
+                    let q = self.layout.columns.index(c);
+                    plan.archive_col(q).unwrap_or(q)
+                }),
                 sheet_list: false,
                 send_by: Some(std::time::Instant::now() + left),
             })
@@ -133,18 +161,24 @@ impl Daemon {
         );
         if !wrong.is_empty() {
             let rows: Vec<u32> = wrong.iter().map(|r| r.row).collect();
-            self.put_back(archive_id, &rows).await?;
+            self.put_back(archive_id, &rows, &plan, width).await?;
         }
         Ok(())
     }
 
     /// The A1 ranges of [`ARCHIVE_COLUMNS`] of rows `first..=last` of `sheet` (the queue,
-    /// or the archive, whose columns are the queue's: cells move column for column).
-    fn archive_columns(&self, sheet: &str, first: u32, last: u32) -> Vec<String> {
+    /// or the archive), each column at the index `col` gives it on that sheet.
+    fn archive_columns(
+        &self,
+        sheet: &str,
+        first: u32,
+        last: u32,
+        col: impl Fn(Column) -> u32,
+    ) -> Vec<String> {
         ARCHIVE_COLUMNS
             .iter()
             .map(|c| {
-                let c = self.layout.columns.letters(*c);
+                let c = a1::column_letters(col(*c));
                 a1::range(sheet, &format!("{c}{first}:{c}{last}"))
             })
             .collect()
@@ -174,9 +208,16 @@ impl Daemon {
     }
 
     /// Rows a person moved into an archive batch's way (sheet rows `rows` of the archive) go
-    /// back to the end of the queue and leave the archive.
-    async fn put_back(&mut self, archive_id: i32, rows: &[u32]) -> Result<(), DaemonError> {
-        let l = &self.layout.last_col;
+    /// back to the end of the queue, laid out as the queue is (`columns`, `width`), and
+    /// leave the archive.
+    async fn put_back(
+        &mut self,
+        archive_id: i32,
+        rows: &[u32],
+        columns: &archive::ColumnPlan,
+        width: u32,
+    ) -> Result<(), DaemonError> {
+        let l = a1::column_letters(columns.archive_width.max(1) - 1);
         let ranges: Vec<String> = rows
             .iter()
             .map(|r| a1::range(ARCHIVE_SHEET, &format!("A{r}:{l}{r}")))
@@ -186,13 +227,13 @@ impl Daemon {
             .read(&ranges)
             .await?
             .into_iter()
-            .map(|v| v.values.into_iter().next().unwrap_or_default())
+            .map(|v| columns.to_queue_row(&v.values.into_iter().next().unwrap_or_default(), width))
             .collect();
         warn!(
             rows = back.len(),
             "a person rearranged the queue while finished rows were being archived; putting the rows that should have stayed back at the end of the queue"
         );
-        let l = &self.layout.last_col;
+        let l = a1::column_letters(width.max(1) - 1);
         self.sheets
             .append(&a1::range(QUEUE_SHEET, &format!("A1:{l}1")), &back)
             .await?;
