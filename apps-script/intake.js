@@ -81,11 +81,14 @@ function serialOfWallClock(wallMs) {
  * naming what is missing or doubled, when the header is not a sheetq queue header.
  */
 function queueColumns(header) {
+  var known = Object.keys(HEADERS).map(function (role) { return HEADERS[role]; });
   var at = {};
   header.forEach(function (name, i) {
     var n = String(name).trim();
     if (n === '') return;
     if (Object.prototype.hasOwnProperty.call(at, n)) {
+      // A name repeated among people's own columns is theirs to keep, as sheetq keeps it.
+      if (known.indexOf(n) < 0) return;
       throw new Error('queue header "' + n + '" appears twice in ' + QUEUE_SHEET + ' row 1');
     }
     at[n] = i;

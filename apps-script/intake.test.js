@@ -34,6 +34,33 @@ test('columns are found by name, in any order, and the row is as wide as the kno
   assert.equal(row[header.indexOf('開始日時')], '');
 });
 
+const layouts = require('./fixtures/queue-layouts.json').layouts;
+
+for (const [name, header] of Object.entries(layouts)) {
+  test(`layout ${name}: a press's row puts every value under its own header, and the guard finds it`, () => {
+    const row = intake.queueRow(header, pressOf(fixture));
+    const known = fixture.header;
+    assert.equal(row.length, Math.max(...known.map((h) => header.indexOf(h))) + 1,
+      'as wide as the right-most known column');
+    header.slice(0, row.length).forEach((h, i) => {
+      const k = known.indexOf(h);
+      assert.deepEqual(row[i], k < 0 ? '' : fixture.row[k],
+        k < 0 ? `people's column ${h} is left empty` : `${h} holds the press's value`);
+    });
+    const p = fixture.press;
+    assert.equal(intake.duplicateOf(header, [row], p.target, p.fn), row,
+      'the duplicate guard reads the row by the same header');
+    assert.equal(intake.duplicateMessage(header, row, () => assert.fail('a serial')),
+      '既に実行中です（依頼: 不明 / 14:04）');
+  });
+}
+
+test('a name repeated among people\'s columns is fine; a repeated queue header is not', () => {
+  const header = ['メモ', ...fixture.header, 'メモ'];
+  assert.equal(intake.queueRow(header, pressOf(fixture))[1], fixture.press.jobId);
+  assert.throws(() => intake.queueRow([...fixture.header, 'jobId'], pressOf(fixture)), /"jobId" appears twice/);
+});
+
 test('an empty requester is written as empty text', () => {
   const row = intake.queueRow(fixture.header, { ...pressOf(fixture), requester: undefined });
   assert.equal(row[2], '');

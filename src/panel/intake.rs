@@ -263,6 +263,23 @@ mod tests {
                 .to_string()
         }
 
+        /// The fixture's press as the job sheetq's intake makes of it.
+        fn press(&self) -> NewJob {
+            let text = |k: &str| self.text(k);
+            NewJob {
+                job_id: text("jobId"),
+                received_at: self.received_at,
+                requester: text("requester"),
+                panel_sheet: text("panelSheet"),
+                panel_row: self.json["press"]["panelRow"].as_u64().map(|r| r as u32),
+                target: text("target"),
+                function: text("fn"),
+                command: text("command"),
+                args_json: text("argsJson"),
+                flags: text("flags"),
+            }
+        }
+
         fn expected_row(&self) -> Vec<Cell> {
             self.json["row"].as_array().cloned().unwrap_or_default()
         }
@@ -273,26 +290,41 @@ mod tests {
     #[test]
     fn a_press_becomes_the_row_the_apps_script_intake_writes_too() {
         let f = SharedFixture::load(include_str!("../../apps-script/fixtures/press.json"));
-        let text = |k: &str| f.text(k);
-        let (columns, tz, received_at) = (&f.columns, f.tz, f.received_at);
-        let job = NewJob {
-            job_id: text("jobId"),
-            received_at,
-            requester: text("requester"),
-            panel_sheet: text("panelSheet"),
-            panel_row: f.json["press"]["panelRow"].as_u64().map(|r| r as u32),
-            target: text("target"),
-            function: text("fn"),
-            command: text("command"),
-            args_json: text("argsJson"),
-            flags: text("flags"),
-        };
         let expected = f.expected_row();
         assert_eq!(
-            job.to_row(columns, &StateWords::default(), tz),
+            f.press().to_row(&f.columns, &StateWords::default(), f.tz),
             expected,
             "sheetq's row for the press differs from the shared fixture (and so from the Apps Script intake's)"
         );
+    }
+
+    /// Each layout of `apps-script/fixtures/queue-layouts.json` (which the Apps Script
+    /// intake's test lays the same press out by): every value under its own header.
+    #[test]
+    fn a_press_is_laid_out_by_name_in_every_shared_layout() {
+        let f = SharedFixture::load(include_str!("../../apps-script/fixtures/press.json"));
+        let layouts: serde_json::Value = serde_json::from_str(include_str!(
+            "../../apps-script/fixtures/queue-layouts.json"
+        ))
+        .unwrap_or_else(|e| panic!("the layouts fixture does not parse: {e}"));
+        let default_header = f.json["header"].as_array().cloned().unwrap_or_default();
+        let expected = f.expected_row();
+        let job = f.press();
+        let layouts = layouts["layouts"].as_object().cloned().unwrap_or_default();
+        assert!(layouts.len() >= 7, "the fixture lists the layouts");
+        for (name, header) in layouts {
+            let header = header.as_array().cloned().unwrap_or_default();
+            let columns = ColumnMap::from_header(&header, &HeaderNames::default())
+                .unwrap_or_else(|e| panic!("layout {name}: {e}"));
+            let row = job.to_row(&columns, &StateWords::default(), f.tz);
+            for (i, h) in header.iter().enumerate().take(row.len()) {
+                let want = default_header
+                    .iter()
+                    .position(|d| d == h)
+                    .map_or_else(|| json!(""), |k| expected[k].clone());
+                assert_eq!(row[i], want, "layout {name}, column {h}");
+            }
+        }
     }
 
     #[test]
