@@ -870,7 +870,7 @@ fn target_label(i: usize) -> String {
 
 fn queue_columns(emu: &Emulator) -> anyhow::Result<ColumnMap> {
     let header = emu
-        .values(&a1::range(QUEUE_SHEET, "A1:Z1"))
+        .values(&a1::range(QUEUE_SHEET, "1:1"))
         .map_err(|e| anyhow::anyhow!("cannot read the queue header: {e:?}"))?;
     let header = header.into_iter().next().unwrap_or_default();
     Ok(ColumnMap::from_header(&header, &Default::default())?)

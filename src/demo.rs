@@ -245,10 +245,13 @@ builtin = "sleep"
 async fn read_queue(sheets: &dyn Sheets, config: &Config) -> anyhow::Result<(Vec<QueueRow>, Tz)> {
     let meta = sheets.metadata().await?;
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
+    let last = meta
+        .sheet(QUEUE_SHEET)
+        .map_or_else(|| "P".to_string(), |s| s.last_column());
     let values = sheets
         .read(&[
-            a1::range(QUEUE_SHEET, "A1:P1"),
-            a1::range(QUEUE_SHEET, "A2:P"),
+            a1::range(QUEUE_SHEET, "1:1"),
+            a1::range(QUEUE_SHEET, &format!("A2:{last}")),
         ])
         .await?;
     let header = crate::sheets::first_row(&values);
