@@ -173,8 +173,8 @@ pub struct RunArgs {
     /// Read the real sheet but write nothing; log each write that would have been sent.
     #[arg(long)]
     pub dry_run: bool,
-    /// Serve Prometheus metrics at /metrics and a health check at /healthz on this address
-    /// (HOST:PORT; HOST a name such as `localhost` or an IP, `[::1]` for IPv6).
+    /// Serve Prometheus metrics at /metrics, liveness at /livez and readiness at /readyz on
+    /// this address (HOST:PORT; HOST a name such as `localhost` or an IP, `[::1]` for IPv6).
     #[arg(long, env = "SHEETQ_METRICS_LISTEN", value_parser = listen_address)]
     pub metrics_listen: Option<String>,
 }
@@ -232,8 +232,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
             let observers = Observers {
-                metrics: Arc::new(Metrics::with_api_stats(stats)),
-                health: Health::new(Health::limit_for(config.poll_interval, config.call_timeout)),
+                metrics: Arc::new(Metrics::with_api_stats(stats.clone())),
+                health: Health::with_api_stats(
+                    Health::limit_for(config.poll_interval, config.call_timeout),
+                    stats,
+                ),
                 notifier: Arc::new(Notifier::from_env().unwrap_or_else(|e| {
                     tracing::warn!(error = %e, "systemd notification disabled");
                     Notifier::disabled()

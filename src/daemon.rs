@@ -78,6 +78,12 @@ const MAX_LAYOUT_FAILURES: u32 = 3;
 const WHOLE_QUEUE_AFTER_MOVES: StdDuration = StdDuration::from_secs(10 * 60);
 
 impl DaemonError {
+    /// A failure of the API that may pass by itself (429, 5xx, a timeout, a lost reply): the
+    /// work is taken up again later, never a reason to end the process.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DaemonError::Sheets(e) if e.is_retryable())
+    }
+
     /// Whether the error may come from a person changing the spreadsheet since the last
     /// discovery (a renamed panel makes its range unparsable, an inserted column moves a
     /// header out of the range read, deleted rows put the window past the grid).
@@ -135,8 +141,8 @@ pub async fn run(
     run_observed(sheets, config, registry, shutdown, Observers::default()).await
 }
 
-/// What watches a running daemon: its metrics, the health verdict behind `/healthz` and the
-/// systemd watchdog, and the service manager's notification socket.
+/// What watches a running daemon: its metrics, the liveness and readiness behind `/livez`,
+/// `/readyz` and the systemd watchdog, and the service manager's notification socket.
 #[derive(Clone)]
 pub struct Observers {
     pub metrics: Arc<Metrics>,
@@ -162,9 +168,51 @@ pub async fn run_observed(
     shutdown: CancellationToken,
     observers: Observers,
 ) -> Result<RunReport, DaemonError> {
-    let mut daemon = Daemon::start(sheets, config, registry, observers).await?;
+    let mut failures = 0u32;
+    let mut daemon = loop {
+        let started = Daemon::start(
+            Arc::clone(&sheets),
+            config.clone(),
+            registry.clone(),
+            observers.clone(),
+        );
+        let e = tokio::select! {
+            _ = shutdown.cancelled() => return Ok(RunReport::default()),
+            started = started => match started {
+                Ok(daemon) => break daemon,
+                Err(e) => e,
+            },
+        };
+        if !e.is_transient() {
+            return Err(e);
+        }
+        // Google (or the way to it) is down, or refused us for a moment: nothing is wrong
+        // with the configuration, so wait and start again rather than exit (docs/design.md
+        // §3.1). Start-up steps read afresh and are safe to repeat.
+        failures += 1;
+        let wait = START_RETRY
+            .delay(failures, &mut rand::thread_rng())
+            .max(START_RETRY_FLOOR);
+        warn!(error = %e, attempt = failures, retry_in = ?wait, "could not start: the API failed for a moment; starting again");
+        observers.health.loop_turned();
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(RunReport::default()),
+            _ = tokio::time::sleep(wait) => {}
+        }
+    };
     daemon.run(shutdown).await
 }
+
+/// Waits between attempts to start while the API fails: backoff with full jitter up to a
+/// minute, never given up (only configuration and credential errors end the process).
+const START_RETRY: crate::sheets::retry::RetryPolicy = crate::sheets::retry::RetryPolicy {
+    max_attempts: u32::MAX,
+    initial_delay: StdDuration::from_millis(500),
+    max_delay: StdDuration::from_secs(60),
+    max_elapsed: StdDuration::MAX,
+};
+/// The shortest wait between two attempts to start.
+const START_RETRY_FLOOR: StdDuration = StdDuration::from_millis(100);
 
 struct Daemon {
     sheets: Arc<dyn Sheets>,
@@ -324,6 +372,7 @@ impl Daemon {
         let mut fatal = None;
         let mut first = true;
         loop {
+            self.observers.health.loop_turned();
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tokio::time::sleep_until(self.next_poll(first)) => { first = false; }

@@ -41,7 +41,8 @@
 //!     `find_replace.rs` the compare-and-swap.
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
 //! - [`metrics`]: the daemon's counters and gauges, their Prometheus text, the health verdict
-//!   of the poll loop, and the `/metrics` + `/healthz` endpoint.
+//!   of the poll loop (liveness: it turns; readiness: polls succeed), and the `/metrics`,
+//!   `/livez`, `/readyz` endpoint.
 //! - [`notify`]: systemd readiness, watchdog, stopping and status notifications.
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
 //! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status

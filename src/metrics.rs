@@ -7,9 +7,12 @@
 //! [`SheetsStats`], attached with [`Metrics::with_api_stats`] and rendered from a snapshot, so
 //! each call is counted in one place only.
 //!
-//! [`Health`] answers `/healthz`: 200 only while the poll loop keeps completing polls, so a
-//! daemon stuck on a dead API, a wedged lock or a starved runtime is seen as unhealthy by the
-//! probe that can restart it. [`serve`] runs both endpoints until its shutdown token fires.
+//! [`Health`] answers two questions apart (docs/design.md §3.1). `/livez`: does the poll loop
+//! turn? It is 200 while the loop goes round or the API client makes attempts, also through
+//! an outage of Google, so the systemd watchdog and a Kubernetes liveness probe restart only
+//! a daemon that is really stuck (a wedged lock, a starved runtime), never one whose jobs are
+//! riding out an outage. `/readyz` (and `/healthz`, its older name): do polls succeed? It is
+//! 200 only while polls complete. [`serve`] runs the endpoints until its shutdown token fires.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -538,7 +541,52 @@ struct HealthInner {
     stale_after: Duration,
     /// Nanoseconds after `created` of the last completed poll, plus one; 0 = none yet.
     last_poll: AtomicU64,
+    /// The same for the last turn of the loop (an attempt to start counts).
+    last_turn: AtomicU64,
+    /// The API client's counters: an attempt it ended is progress too (a pass waits through
+    /// the client's retries in an outage).
+    api: Option<Arc<SheetsStats>>,
     stopping: AtomicBool,
+}
+
+/// What [`Health::liveness_at`] found: whether the poll loop turns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    /// The loop turned, or the API client ended an attempt, this long ago.
+    Turning { last_turn_age: Duration },
+    /// Neither happened within the limit: the loop is stuck.
+    Stuck {
+        last_turn_age: Duration,
+        limit: Duration,
+    },
+    /// Shutdown has begun: the drain is governed by its own deadline.
+    Stopping,
+}
+
+impl Liveness {
+    pub fn is_live(&self) -> bool {
+        !matches!(self, Liveness::Stuck { .. })
+    }
+
+    /// The `/livez` body: `ok`, or why not.
+    pub fn reason(&self) -> String {
+        match self {
+            Liveness::Turning { .. } => "ok".into(),
+            Liveness::Stuck {
+                last_turn_age,
+                limit,
+            } => format!(
+                "stuck: the poll loop last turned {} ago (limit {})",
+                whole_secs(last_turn_age),
+                whole_secs(limit)
+            ),
+            Liveness::Stopping => "ok: stopping, draining running jobs".into(),
+        }
+    }
+}
+
+fn whole_secs(d: &Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(Duration::from_secs(d.as_secs()))
 }
 
 /// What [`Health::verdict_at`] found.
@@ -587,13 +635,72 @@ impl Health {
     /// `stale_after`: how long without a completed poll before the daemon counts as stuck.
     /// Leave room for a slow poll with retries; see [`Health::limit_for`].
     pub fn new(stale_after: Duration) -> Self {
+        Self::make(stale_after, None)
+    }
+
+    /// [`Health::new`], counting each attempt the API client ends (`api`) as a turn.
+    pub fn with_api_stats(stale_after: Duration, api: Arc<SheetsStats>) -> Self {
+        Self::make(stale_after, Some(api))
+    }
+
+    fn make(stale_after: Duration, api: Option<Arc<SheetsStats>>) -> Self {
         Self {
             inner: Arc::new(HealthInner {
                 created: Instant::now(),
                 stale_after,
                 last_poll: AtomicU64::new(0),
+                last_turn: AtomicU64::new(0),
+                api,
                 stopping: AtomicBool::new(false),
             }),
+        }
+    }
+
+    fn stamp(&self, at: Instant) -> u64 {
+        let nanos = at.saturating_duration_since(self.inner.created).as_nanos();
+        u64::try_from(nanos).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    fn instant(&self, stamp: u64) -> Option<Instant> {
+        (stamp > 0).then(|| self.inner.created + Duration::from_nanos(stamp - 1))
+    }
+
+    /// The poll loop went round (whatever the pass then did), or tried to start again.
+    pub fn loop_turned(&self) {
+        self.loop_turned_at(Instant::now());
+    }
+
+    /// [`Health::loop_turned`] with an explicit time, for tests.
+    pub fn loop_turned_at(&self, at: Instant) {
+        let stamp = self.stamp(at);
+        self.inner.last_turn.fetch_max(stamp, Ordering::Relaxed);
+    }
+
+    /// Whether the loop turns (`/livez`, the systemd watchdog).
+    pub fn liveness(&self) -> Liveness {
+        self.liveness_at(Instant::now())
+    }
+
+    pub fn liveness_at(&self, now: Instant) -> Liveness {
+        if self.inner.stopping.load(Ordering::Relaxed) {
+            return Liveness::Stopping;
+        }
+        let turned = self.instant(self.inner.last_turn.load(Ordering::Relaxed));
+        let attempted = self.inner.api.as_ref().and_then(|a| a.last_attempt());
+        // Before the first turn the process is starting: counted from its creation.
+        let last = [turned, attempted]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(self.inner.created);
+        let age = now.saturating_duration_since(last);
+        if age <= self.inner.stale_after {
+            Liveness::Turning { last_turn_age: age }
+        } else {
+            Liveness::Stuck {
+                last_turn_age: age,
+                limit: self.inner.stale_after,
+            }
         }
     }
 
@@ -612,9 +719,9 @@ impl Health {
 
     /// [`Health::poll_completed`] with an explicit time, for tests.
     pub fn poll_completed_at(&self, at: Instant) {
-        let nanos = at.saturating_duration_since(self.inner.created).as_nanos();
-        let stamp = u64::try_from(nanos).unwrap_or(u64::MAX - 1) + 1;
+        let stamp = self.stamp(at);
         self.inner.last_poll.fetch_max(stamp, Ordering::Relaxed);
+        self.inner.last_turn.fetch_max(stamp, Ordering::Relaxed);
     }
 
     /// Shutdown began: report unhealthy so a load balancer or probe stops expecting work.
@@ -622,6 +729,7 @@ impl Health {
         self.inner.stopping.store(true, Ordering::Relaxed);
     }
 
+    /// Whether polls succeed (`/readyz`, `/healthz`).
     pub fn verdict(&self) -> Verdict {
         self.verdict_at(Instant::now())
     }
@@ -672,10 +780,13 @@ struct AppState {
     health: Health,
 }
 
-/// The `/metrics` and `/healthz` routes, for embedding or for testing without a socket.
+/// The `/metrics`, `/livez`, `/readyz` and `/healthz` (= `/readyz`) routes, for embedding or
+/// for testing without a socket.
 pub fn router(metrics: Arc<Metrics>, health: Health) -> Router {
     Router::new()
         .route("/metrics", get(metrics_handler))
+        .route("/livez", get(live_handler))
+        .route("/readyz", get(health_handler))
         .route("/healthz", get(health_handler))
         .with_state(AppState { metrics, health })
 }
@@ -701,7 +812,7 @@ pub async fn serve_listener(
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "serving /metrics and /healthz");
+        tracing::info!(%addr, "serving /metrics, /livez and /readyz");
     }
     axum::serve(listener, router(metrics, health))
         .with_graceful_shutdown(shutdown.cancelled_owned())
@@ -719,7 +830,17 @@ async fn metrics_handler(State(state): State<AppState>) -> Response {
 
 async fn health_handler(State(state): State<AppState>) -> Response {
     let verdict = state.health.verdict();
-    let code = if verdict.is_healthy() {
+    probe_answer(verdict.is_healthy(), verdict.reason())
+}
+
+async fn live_handler(State(state): State<AppState>) -> Response {
+    let live = state.health.liveness();
+    probe_answer(live.is_live(), live.reason())
+}
+
+/// 200 with `ok`, or 503 with why not, as plain text.
+fn probe_answer(ok: bool, reason: String) -> Response {
+    let code = if ok {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
@@ -727,7 +848,7 @@ async fn health_handler(State(state): State<AppState>) -> Response {
     (
         code,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        format!("{}\n", verdict.reason()),
+        format!("{reason}\n"),
     )
         .into_response()
 }
@@ -1007,6 +1128,35 @@ mod tests {
     }
 
     #[test]
+    fn liveness_follows_the_loop_and_the_api_client_not_the_api() {
+        let api = Arc::new(SheetsStats::new());
+        let h = Health::with_api_stats(Duration::from_secs(60), Arc::clone(&api));
+        let t0 = Instant::now();
+        assert!(h.liveness_at(t0).is_live(), "starting counts from creation");
+        h.loop_turned_at(t0);
+        // Google is down: no poll completes, but the loop keeps turning.
+        h.loop_turned_at(t0 + Duration::from_secs(50));
+        let at = t0 + Duration::from_secs(100);
+        assert!(matches!(h.verdict_at(at), Verdict::Starting { .. }));
+        assert!(h.liveness_at(at).is_live(), "an outage is not a stuck loop");
+        let stuck = h.liveness_at(t0 + Duration::from_secs(111));
+        assert!(matches!(stuck, Liveness::Stuck { .. }), "{stuck:?}");
+        assert!(stuck.reason().contains("limit 1m"), "{}", stuck.reason());
+        // An attempt the client ended (a pass waiting through its retries) is progress.
+        api.record_request(
+            crate::sheets::stats::ApiMethod::ALL[0],
+            crate::sheets::stats::Outcome::ALL[0],
+        );
+        assert!(h.liveness().is_live());
+        h.set_stopping();
+        assert_eq!(
+            h.liveness_at(t0 + Duration::from_secs(1000)),
+            Liveness::Stopping
+        );
+        assert!(Liveness::Stopping.is_live(), "a drain is not restarted");
+    }
+
+    #[test]
     fn the_limit_leaves_room_for_slow_polls() {
         let limit = Health::limit_for(Duration::from_secs(2), Duration::from_secs(30));
         assert_eq!(limit, Duration::from_secs(90));
@@ -1042,10 +1192,16 @@ mod tests {
         let (status, body, _) = get(app.clone(), "/healthz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.starts_with("starting"), "{body}");
+        let (status, body, _) = get(app.clone(), "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        let (status, body, _) = get(app.clone(), "/livez").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
 
         health.poll_completed();
-        let (status, body, _) = get(app.clone(), "/healthz").await;
-        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+        for path in ["/healthz", "/readyz", "/livez"] {
+            let (status, body, _) = get(app.clone(), path).await;
+            assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"), "{path}");
+        }
 
         let (status, body, content_type) = get(app.clone(), "/metrics").await;
         assert_eq!(status, StatusCode::OK);

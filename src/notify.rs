@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::{Health, Verdict};
+use crate::metrics::Health;
 
 /// Why notifications cannot be sent.
 #[derive(Debug, thiserror::Error)]
@@ -175,29 +175,18 @@ impl Notifier {
                 _ = shutdown.cancelled() => return,
                 _ = ticker.tick() => {}
             }
-            let verdict = health.verdict();
-            if should_ping(&verdict, health.stale_after()) {
+            let live = health.liveness();
+            if live.is_live() {
                 if let Err(e) = self.watchdog_ping() {
                     tracing::warn!(error = %e, "watchdog ping not sent");
                 }
             } else {
                 tracing::warn!(
-                    reason = %verdict.reason(),
-                    "withholding the systemd watchdog ping: the poll loop is not progressing"
+                    reason = %live.reason(),
+                    "withholding the systemd watchdog ping: the poll loop is stuck"
                 );
             }
         }
-    }
-}
-
-/// Whether the watchdog should be pinged for `verdict`: while healthy, while stopping (the
-/// stop timeout governs then), and during startup for at most the staleness limit, so a
-/// daemon that never completes its first poll is restarted too.
-pub fn should_ping(verdict: &Verdict, stale_after: Duration) -> bool {
-    match verdict {
-        Verdict::Healthy { .. } | Verdict::Stopping => true,
-        Verdict::Starting { since } => *since <= stale_after,
-        Verdict::Stale { .. } => false,
     }
 }
 
@@ -220,7 +209,6 @@ fn socket_addr(path: &OsStr) -> Result<SocketAddr, NotifyError> {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::time::Instant;
 
     /// A socket standing in for systemd's, in a directory that is removed on drop.
     struct FakeSystemd {
@@ -335,30 +323,28 @@ mod tests {
         assert_eq!(&buf[..len], b"READY=1");
     }
 
-    #[test]
-    fn pings_follow_the_poll_loop() {
-        let limit = Duration::from_secs(60);
-        let h = Health::new(limit);
-        let t0 = Instant::now();
-        assert!(should_ping(&h.verdict_at(t0), limit), "starting");
-        assert!(
-            !should_ping(&h.verdict_at(t0 + Duration::from_secs(61)), limit),
-            "a first poll that never completes gets the service restarted"
-        );
-        h.poll_completed_at(t0 + Duration::from_secs(10));
-        assert!(should_ping(
-            &h.verdict_at(t0 + Duration::from_secs(69)),
-            limit
-        ));
-        assert!(!should_ping(
-            &h.verdict_at(t0 + Duration::from_secs(71)),
-            limit
-        ));
-        h.set_stopping();
-        assert!(should_ping(
-            &h.verdict_at(t0 + Duration::from_secs(500)),
-            limit
-        ));
+    #[tokio::test]
+    async fn the_watchdog_is_pinged_through_an_outage_while_the_loop_turns() {
+        let systemd = FakeSystemd::new();
+        let n = Arc::new(systemd.notifier(Some("40000")));
+        // The last poll that succeeded is older than the limit (Google is down): not
+        // ready. The loop still turns, so the service is alive and must not be restarted.
+        let health = Health::new(Duration::from_millis(300));
+        health.poll_completed();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        health.loop_turned();
+        assert!(!health.verdict().is_healthy(), "not ready");
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn({
+            let (n, shutdown) = (Arc::clone(&n), shutdown.clone());
+            async move { n.watchdog_loop(health, shutdown).await }
+        });
+        let first = tokio::task::spawn_blocking(move || systemd.recv())
+            .await
+            .unwrap();
+        assert_eq!(first, "WATCHDOG=1", "an outage is no reason to restart");
+        shutdown.cancel();
+        task.await.unwrap();
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 //! are we to Google's quota, and is it pushing back?".
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The API methods sheetq calls; the names are Google's (and those in [`super::SheetsError`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -174,12 +174,28 @@ const METHODS: usize = ApiMethod::ALL.len();
 const OUTCOMES: usize = Outcome::ALL.len();
 
 /// Live counters, shared (`Arc`) between the client and whoever renders them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SheetsStats {
     requests: [[AtomicU64; OUTCOMES]; METHODS],
     retries: AtomicU64,
     throttled_waits: AtomicU64,
     throttled_nanos: AtomicU64,
+    created: Instant,
+    /// Nanoseconds after `created` at which the last attempt ended, plus one; 0 = none yet.
+    last_attempt: AtomicU64,
+}
+
+impl Default for SheetsStats {
+    fn default() -> Self {
+        Self {
+            requests: Default::default(),
+            retries: AtomicU64::new(0),
+            throttled_waits: AtomicU64::new(0),
+            throttled_nanos: AtomicU64::new(0),
+            created: Instant::now(),
+            last_attempt: AtomicU64::new(0),
+        }
+    }
 }
 
 impl SheetsStats {
@@ -190,6 +206,17 @@ impl SheetsStats {
     /// One HTTP attempt (a retry is a second attempt) ended with `outcome`.
     pub fn record_request(&self, method: ApiMethod, outcome: Outcome) {
         self.requests[method.index()][outcome.index()].fetch_add(1, Ordering::Relaxed);
+        let nanos = Instant::now()
+            .saturating_duration_since(self.created)
+            .as_nanos();
+        let stamp = u64::try_from(nanos).unwrap_or(u64::MAX - 1) + 1;
+        self.last_attempt.fetch_max(stamp, Ordering::Relaxed);
+    }
+
+    /// When the last attempt ended (whatever its outcome): the client is working.
+    pub fn last_attempt(&self) -> Option<Instant> {
+        let stamp = self.last_attempt.load(Ordering::Relaxed);
+        (stamp > 0).then(|| self.created + Duration::from_nanos(stamp - 1))
     }
 
     pub fn record_retry(&self) {

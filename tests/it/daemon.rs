@@ -754,6 +754,11 @@ impl Binary {
         Binary { child }
     }
 
+    /// The exit status, if the process has ended.
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// SIGKILL: no drain, no flush, no lease release.
     fn kill(mut self) {
         self.child.kill().unwrap_or_else(|e| panic!("kill -9: {e}"));
@@ -878,9 +883,27 @@ async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results
     daemon.kill();
     emu.clear_faults();
 
-    // 3. Restarted: the cut-off job is an error at once, the kept result is written.
-    let daemon = Binary::start(&config, &log);
+    // 3. Restarted while the API fails: the first requests are refused (more often than the
+    // client retries), a connection drops, and the recovery's write applies but its reply
+    // is lost. The daemon keeps trying instead of exiting; then the cut-off job is an error,
+    // the kept result is written.
+    emu.add_fault(FaultRule::next(None, Fault::Status(503), 3));
+    emu.add_fault(FaultRule::next(
+        Some("spreadsheets.values.batchUpdateByDataFilter"),
+        Fault::DropAfterApply,
+        1,
+    ));
+    emu.add_fault(FaultRule::next(None, Fault::Drop, 1));
+    emu.add_fault(FaultRule::next(None, Fault::Status(429), 2));
+    let mut daemon = Binary::start(&config, &log);
     let rows = wait_finished(&emu, &[long.clone(), short.clone()], WAIT).await;
+    assert_eq!(
+        daemon.exited(),
+        None,
+        "a transient API failure during start-up must not end the process
+{}",
+        show()
+    );
     drop(daemon);
     let l = row_of(&rows, &long);
     assert!(
