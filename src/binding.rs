@@ -87,14 +87,19 @@ pub fn plan_write(
 ) -> WritePlan {
     let ours = |r: &QueueRow| r.job_id == job_id && (r.worker == tag || !live_claim(r));
     // A result may also go to a row under our own claim that a misplaced write (values a
-    // narrow sort moved under another binding) turned 完了 or 待機: only we write those
-    // with our claim still on the row, and nobody has claimed it since. A row timed out or
-    // failed by another daemon keeps its state.
+    // narrow sort moved under another binding) turned 完了 or 待機, or that another daemon
+    // timed out while the job ran (its daemon cut off from the API, not dead): only we
+    // write those with our claim still on the row, and nobody has claimed it since (a
+    // timed-out job's target is held until the job could have ended, so nothing else of
+    // its target ran meanwhile). The real outcome replaces the タイムアウト: nothing a job
+    // did is dropped (docs/design.md §3.1). A row failed by another daemon keeps its state.
     let in_state = |r: &QueueRow| match state {
         None => true,
-        Some(State::Running) if r.worker == tag => [State::Running, State::Done, State::Waiting]
-            .iter()
-            .any(|s| r.state.is(*s)),
+        Some(State::Running) if r.worker == tag => {
+            [State::Running, State::Done, State::Waiting, State::Timeout]
+                .iter()
+                .any(|s| r.state.is(*s))
+        }
         Some(s) => r.state.is(s),
     };
     if let Some(r) = at_binding.filter(|r| ours(r)) {
@@ -232,12 +237,24 @@ mod tests {
     }
 
     #[test]
-    fn a_row_that_timed_out_or_was_reclaimed_is_not_ours() {
+    fn a_row_timed_out_under_our_claim_takes_the_real_result() {
+        // Another daemon timed the job out while we were cut off from the API; the row
+        // still shows our claim, so our result replaces the タイムアウト.
         let timed_out = row(4, "j1", State::Timeout, TAG);
         assert_eq!(
             plan_write("j1", TAG, RUNNING, Some(&timed_out), &[&timed_out], live),
-            WritePlan::NotOurs
+            WritePlan::Write
         );
+        let failed = row(4, "j1", State::Error, TAG);
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, Some(&failed), &[&failed], live),
+            WritePlan::NotOurs,
+            "a row failed by another daemon keeps its state"
+        );
+    }
+
+    #[test]
+    fn a_row_reclaimed_by_another_daemon_is_not_ours() {
         let rerun = row(4, "j1", State::Running, "vm-2/1 #00001234");
         assert_eq!(
             plan_write("j1", TAG, RUNNING, None, &[&rerun], live),
@@ -374,9 +391,10 @@ mod tests {
             let at = binding.and_then(|i| rows.get(i));
             let with_job: Vec<&QueueRow> = rows.iter().filter(|r| r.job_id == "j1").collect();
             // A result may also mend our own claim's row that a misplaced write turned
-            // 完了 or 待機; timed out or failed rows are never written.
+            // 完了 or 待機, or replace a タイムアウト under our claim; failed rows are never
+            // written.
             let in_state = |r: &QueueRow| match wanted {
-                Some(State::Running) if r.worker == TAG => !r.state.is(State::Timeout) && !r.state.is(State::Error),
+                Some(State::Running) if r.worker == TAG => !r.state.is(State::Error),
                 Some(s) => r.state.is(s),
                 None => true,
             };

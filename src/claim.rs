@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use chrono_tz::Tz;
 
 use crate::queue::{QueueRow, Snapshot, State};
@@ -17,9 +17,10 @@ use crate::workers::RunningRef;
 /// Limits the rules depend on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimPolicy {
-    /// A running row older than this (strictly more) times out.
+    /// A running row watched for longer than this (strictly more) times out.
     pub stale_after: Duration,
-    /// A daemon whose heartbeat is older than this is dead: its running rows time out at once.
+    /// A daemon whose heartbeat was watched standing still for longer than this is dead: its
+    /// running rows time out at once.
     pub dead_after: Duration,
 }
 
@@ -32,40 +33,41 @@ impl Default for ClaimPolicy {
     }
 }
 
+/// What this observer has watched ([`crate::watch`]), for the stale rules: no rule reads a
+/// time another machine wrote (docs/design.md §3.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watched {
+    /// This daemon's id: its own running rows are its runner's business (the command's
+    /// timeout), never stale to itself.
+    pub me: String,
+    /// Daemon id → how long its heartbeat row has stood still, for daemons with a row.
+    pub quiet: HashMap<String, Duration>,
+    /// jobId → how long its row has been watched 実行中 under the same claim.
+    pub running_for: HashMap<String, Duration>,
+}
+
 /// Why a running row times out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StaleReason {
-    /// Started more than `stale_after` ago.
-    Expired { started_at: DateTime<Utc> },
-    /// The row has no readable 開始日時, so its age cannot be known; it would otherwise
-    /// block its target forever.
-    NoStartTime,
-    /// Claimed by a daemon whose last heartbeat is older than `dead_after`.
-    DeadWorker {
-        daemon_id: String,
-        last_seen: DateTime<Utc>,
-    },
+    /// Watched 実行中 under one claim for more than `stale_after`.
+    Expired { watched: Duration },
+    /// Claimed by a daemon whose heartbeat stood still for more than `dead_after`.
+    DeadWorker { daemon_id: String, quiet: Duration },
 }
 
 impl StaleReason {
     /// The メッセージ text written to the row.
-    pub fn message(&self, policy: &ClaimPolicy, now: DateTime<Utc>) -> String {
+    pub fn message(&self, policy: &ClaimPolicy) -> String {
         match self {
-            StaleReason::Expired { started_at } => format!(
-                "タイムアウト: 開始から{}分を超えても終了しませんでした (stale_after = {}m)",
-                (now - *started_at).num_minutes(),
+            StaleReason::Expired { watched } => format!(
+                "タイムアウト: {}分を超えても終了しませんでした (stale_after = {}m)",
+                watched.num_minutes(),
                 policy.stale_after.num_minutes()
             ),
-            StaleReason::NoStartTime => {
-                "タイムアウト: 実行中なのに開始日時が空か読めないため打ち切りました".to_string()
-            }
-            StaleReason::DeadWorker {
-                daemon_id,
-                last_seen,
-            } => format!(
-                "タイムアウト: ワーカー {daemon_id} が {} 分間応答していません (最終確認 {})",
-                (now - *last_seen).num_minutes(),
-                last_seen.to_rfc3339()
+            StaleReason::DeadWorker { daemon_id, quiet } => format!(
+                "タイムアウト: ワーカー {daemon_id} のハートビートが {} 秒間更新されていません (dead_after = {}s)。結果が後から届けば書き戻します",
+                quiet.num_seconds(),
+                policy.dead_after.num_seconds()
             ),
         }
     }
@@ -79,37 +81,42 @@ pub struct Stale {
     pub reason: StaleReason,
 }
 
-/// Running rows that have gone stale at `now`. `heartbeats` maps daemon id → last seen;
-/// a daemon with no heartbeat row is only judged by `stale_after`.
-pub fn stale_rows(
-    snapshot: &Snapshot,
-    now: DateTime<Utc>,
-    policy: &ClaimPolicy,
-    heartbeats: &HashMap<String, DateTime<Utc>>,
-) -> Vec<Stale> {
+/// Running rows that have gone stale, as this observer has `watched` them: claimed by a
+/// daemon dead to it, or running under one claim for longer than `stale_after`. Rows of our
+/// own claims are never stale to us.
+pub fn stale_rows(snapshot: &Snapshot, policy: &ClaimPolicy, watched: &Watched) -> Vec<Stale> {
     let mut out = Vec::new();
     for (index, row) in snapshot.rows.iter().enumerate() {
         if !row.state.is(State::Running) {
             continue;
         }
-        let dead = row.worker_tag().and_then(|tag| {
-            let last_seen = *heartbeats.get(&tag.daemon_id)?;
-            (now - last_seen > policy.dead_after).then_some(StaleReason::DeadWorker {
+        let tag = row.worker_tag();
+        if tag.as_ref().is_some_and(|t| t.daemon_id == watched.me) {
+            continue;
+        }
+        let dead = tag.and_then(|tag| {
+            let quiet = *watched.quiet.get(&tag.daemon_id)?;
+            (quiet > policy.dead_after).then_some(StaleReason::DeadWorker {
                 daemon_id: tag.daemon_id,
-                last_seen,
+                quiet,
             })
         });
-        let reason = match (dead, row.started_at) {
-            (Some(dead), _) => Some(dead),
-            (None, None) => Some(StaleReason::NoStartTime),
-            (None, Some(started_at)) => (now - started_at > policy.stale_after)
-                .then_some(StaleReason::Expired { started_at }),
+        let expired = || {
+            let running = *watched.running_for.get(&row.job_id)?;
+            (running > policy.stale_after).then_some(StaleReason::Expired { watched: running })
         };
-        if let Some(reason) = reason {
+        if let Some(reason) = dead.or_else(expired) {
             out.push(Stale { index, reason });
         }
     }
     out
+}
+
+/// Whether a row's state is final (完了, エラー, タイムアウト): only then is its job settled.
+pub fn is_final(row: &QueueRow) -> bool {
+    [State::Done, State::Error, State::Timeout]
+        .iter()
+        .any(|s| row.state.is(*s))
 }
 
 /// Indices of the waiting rows in queue order: 受付日時 ascending, ties (and rows with no
@@ -149,54 +156,17 @@ pub struct PassPlan {
 /// the fallback either.
 pub fn plan_pass(
     snapshot: &Snapshot,
-    now: DateTime<Utc>,
     policy: &ClaimPolicy,
-    heartbeats: &HashMap<String, DateTime<Utc>>,
+    watched: &Watched,
     elsewhere: &[RunningRef],
     free_slots: usize,
     mut eligible: impl FnMut(&QueueRow, &[&QueueRow]) -> bool,
 ) -> PassPlan {
-    let stale = stale_rows(snapshot, now, policy, heartbeats);
-    let timed_out: HashSet<usize> = stale.iter().map(|s| s.index).collect();
-    let mut busy_targets: HashSet<&str> = HashSet::new();
-    let mut busy_requesters: HashSet<&str> = HashSet::new();
-    for (i, row) in snapshot.rows.iter().enumerate() {
-        if row.state.is(State::Running) && !timed_out.contains(&i) {
-            busy_targets.insert(row.target_key());
-            if let Some(r) = row.requester_key() {
-                busy_requesters.insert(r);
-            }
-        }
-    }
-    // Jobs other daemons list as running in their heartbeats count wherever their rows are
-    // (a person may have sorted them out of this read), unless this read shows the row as
-    // no longer running: finished, put back, or timed out in this pass.
-    for job in elsewhere.iter().filter(|j| !j.done) {
-        let settled = snapshot.rows.iter().enumerate().any(|(i, r)| {
-            r.job_id == job.job_id && (!r.state.is(State::Running) || timed_out.contains(&i))
-        });
-        if !settled {
-            busy_targets.insert(job.target.trim());
-            if !job.requester.trim().is_empty() {
-                busy_requesters.insert(job.requester.trim());
-            }
-        }
-    }
-    // A waiting row whose jobId also stands on another row (a person copied a row) is never
-    // claimed: its result could not be told apart from the other's. `parse_rows` reports it.
-    let mut seen: HashMap<&str, usize> = HashMap::new();
-    for r in &snapshot.rows {
-        *seen.entry(r.job_id.as_str()).or_default() += 1;
-    }
-    // A waiting row whose job another live daemon lists as its own is never claimed: a
-    // write that values moved under (a put-back meant for another row) can show a running
-    // or finished job as 待機 until it is repaired, and running it again would be a
-    // double run.
-    let held: HashSet<&str> = elsewhere.iter().map(|j| j.job_id.as_str()).collect();
+    let stale = stale_rows(snapshot, policy, watched);
+    let mut busy = Busy::of(snapshot, elsewhere);
     let order: Vec<usize> = waiting_order(snapshot)
         .into_iter()
-        .filter(|i| seen.get(snapshot.rows[*i].job_id.as_str()) == Some(&1))
-        .filter(|i| !held.contains(snapshot.rows[*i].job_id.as_str()))
+        .filter(|i| busy.may_claim(&snapshot.rows[*i]))
         .collect();
     let mut claims: Vec<(usize, Pick)> = Vec::new();
     while claims.len() < free_slots {
@@ -207,13 +177,11 @@ pub fn plan_pass(
             .filter(|i| !claims.iter().any(|(c, _)| c == i))
             .filter(|i| eligible(&snapshot.rows[*i], &picked))
             .collect();
-        let idle_target = |i: &usize| !busy_targets.contains(snapshot.rows[*i].target_key());
-        let normal = candidates.iter().copied().find(|i| {
-            idle_target(i)
-                && snapshot.rows[*i]
-                    .requester_key()
-                    .is_none_or(|r| !busy_requesters.contains(r))
-        });
+        let idle_target = |i: &usize| busy.target_idle(&snapshot.rows[*i]);
+        let normal = candidates
+            .iter()
+            .copied()
+            .find(|i| idle_target(i) && busy.requester_idle(&snapshot.rows[*i]));
         let pick = match normal {
             Some(i) => (i, Pick::Normal),
             None => match candidates.iter().copied().find(idle_target) {
@@ -221,14 +189,90 @@ pub fn plan_pass(
                 None => break,
             },
         };
-        let row = &snapshot.rows[pick.0];
-        busy_targets.insert(row.target_key());
-        if let Some(r) = row.requester_key() {
-            busy_requesters.insert(r);
-        }
+        busy.take(&snapshot.rows[pick.0]);
         claims.push(pick);
     }
     PassPlan { stale, claims }
+}
+
+/// What keeps a waiting row from being claimed, as one read shows it together with what
+/// other daemons list (`elsewhere`): busy targets and requesters, jobs another daemon
+/// holds, jobIds that stand on more than one row. Both a pass's plan and a claim that a
+/// sort put under another row go by it.
+#[derive(Debug, Clone, Default)]
+pub struct Busy {
+    targets: HashSet<String>,
+    requesters: HashSet<String>,
+    /// Jobs another daemon lists (running, finished, held): never claimed again here.
+    listed: HashSet<String>,
+    /// How many rows of the read hold each jobId.
+    rows_per_job: HashMap<String, usize>,
+}
+
+impl Busy {
+    pub fn of(snapshot: &Snapshot, elsewhere: &[RunningRef]) -> Self {
+        let mut busy = Busy::default();
+        // A running row keeps its target busy, also one this pass times out: its job may
+        // still be running (a daemon cut off from the API is not a dead one). The daemon
+        // that times it out holds the target until the job could have ended on its own.
+        for row in snapshot.rows.iter().filter(|r| r.state.is(State::Running)) {
+            busy.take(row);
+        }
+        // Jobs other daemons list as running in their heartbeats count wherever their rows
+        // are (a person may have sorted them out of this read), unless this read shows the
+        // job settled: its row in a final state (a 待機 row may be a put-back that values
+        // moved under). A held job (timed out, maybe still running somewhere) keeps its
+        // target busy whatever its row shows.
+        for job in elsewhere.iter().filter(|j| !j.done) {
+            let settled = !job.held
+                && snapshot
+                    .rows
+                    .iter()
+                    .any(|r| r.job_id == job.job_id && is_final(r));
+            if !settled {
+                busy.targets.insert(job.target.trim().to_string());
+                if !job.requester.trim().is_empty() {
+                    busy.requesters.insert(job.requester.trim().to_string());
+                }
+            }
+        }
+        // A waiting row whose job another live daemon lists as its own is never claimed: a
+        // write that values moved under (a put-back meant for another row) can show a
+        // running or finished job as 待機 until it is repaired, and running it again would
+        // be a double run.
+        busy.listed = elsewhere.iter().map(|j| j.job_id.clone()).collect();
+        // A waiting row whose jobId also stands on another row (a person copied a row) is
+        // never claimed: its result could not be told apart from the other's.
+        for r in &snapshot.rows {
+            *busy.rows_per_job.entry(r.job_id.clone()).or_default() += 1;
+        }
+        busy
+    }
+
+    /// Whether `row` may be claimed at all: its jobId on this row only, its job listed by
+    /// no other daemon.
+    pub fn may_claim(&self, row: &QueueRow) -> bool {
+        self.rows_per_job.get(&row.job_id) == Some(&1) && !self.listed.contains(&row.job_id)
+    }
+
+    /// Whether nothing runs on `row`'s target.
+    pub fn target_idle(&self, row: &QueueRow) -> bool {
+        !self.targets.contains(row.target_key())
+    }
+
+    /// Whether `row`'s requester (if any) has nothing running.
+    pub fn requester_idle(&self, row: &QueueRow) -> bool {
+        row.requester_key()
+            .is_none_or(|r| !self.requesters.contains(r))
+    }
+
+    /// `row` runs now: its target and requester are busy.
+    pub fn take(&mut self, row: &QueueRow) {
+        self.targets.insert(row.target_key().to_string());
+        if let Some(r) = row.requester_key() {
+            self.requesters.insert(r.to_string());
+        }
+    }
 }
 
 /// The duplicate guard of the intake: the `待機` or `実行中` row, if any, for the same
@@ -275,7 +319,7 @@ pub fn waiting_text(ahead: usize) -> String {
 mod tests {
     use super::*;
     use crate::queue::RowState;
-    use chrono::TimeZone;
+    use chrono::{DateTime, TimeZone, Utc};
     use proptest::prelude::*;
 
     fn t0() -> DateTime<Utc> {
@@ -325,9 +369,8 @@ mod tests {
     fn plan(s: &Snapshot, slots: usize) -> Vec<String> {
         plan_pass(
             s,
-            at(60, 0),
             &ClaimPolicy::default(),
-            &HashMap::new(),
+            &Watched::default(),
             &[],
             slots,
             |_, _| true,
@@ -376,9 +419,8 @@ mod tests {
         ]);
         let p = plan_pass(
             &s,
-            at(60, 0),
             &ClaimPolicy::default(),
-            &HashMap::new(),
+            &Watched::default(),
             &[],
             1,
             |_, _| true,
@@ -439,9 +481,8 @@ mod tests {
         assert_eq!(plan(&s, 2), ["job-3", "job-4"]);
         let p = plan_pass(
             &s,
-            at(60, 0),
             &ClaimPolicy::default(),
-            &HashMap::new(),
+            &Watched::default(),
             &[],
             2,
             |_, _| true,
@@ -456,9 +497,8 @@ mod tests {
         let s = snap(vec![heavy, row(3, State::Waiting, "B", "")]);
         let p = plan_pass(
             &s,
-            at(60, 0),
             &ClaimPolicy::default(),
-            &HashMap::new(),
+            &Watched::default(),
             &[],
             2,
             |r, _| r.command != "report",
@@ -488,9 +528,8 @@ mod tests {
         // At most one "report" per pass.
         let p = plan_pass(
             &s,
-            at(60, 0),
             &ClaimPolicy::default(),
-            &HashMap::new(),
+            &Watched::default(),
             &[],
             3,
             |r, picked| r.command != "report" || picked.iter().all(|p| p.command != "report"),
@@ -498,91 +537,137 @@ mod tests {
         assert_eq!(p.claims, vec![(0, Pick::Normal), (2, Pick::Normal)]);
     }
 
-    fn running_since(started: DateTime<Utc>) -> Snapshot {
-        let mut r = row(2, State::Running, "A", "x@example.com");
-        r.started_at = Some(started);
-        snap(vec![r, row(3, State::Waiting, "A", "y@example.com")])
+    /// Row 2 running on target A (claimed by vm-1), row 3 waiting on A.
+    fn running_on_a() -> Snapshot {
+        snap(vec![
+            row(2, State::Running, "A", "x@example.com"),
+            row(3, State::Waiting, "A", "y@example.com"),
+        ])
+    }
+
+    /// This observer (vm-9) has watched job-2 running for `running`.
+    fn watched_running(running: Duration) -> Watched {
+        Watched {
+            me: "vm-9".into(),
+            running_for: [("job-2".to_string(), running)].into(),
+            ..Watched::default()
+        }
     }
 
     #[test]
-    fn stale_boundary_is_strictly_more_than_fifteen_minutes() {
+    fn stale_boundary_is_strictly_more_than_fifteen_minutes_of_watching() {
         let policy = ClaimPolicy::default();
-        let now = at(100, 0);
-        for (age, times_out) in [
+        for (watched, times_out) in [
             (Duration::minutes(14) + Duration::seconds(59), false),
             (Duration::minutes(15), false),
             (Duration::minutes(15) + Duration::seconds(1), true),
             (Duration::minutes(15) + Duration::milliseconds(1), true),
             (Duration::minutes(15) + Duration::seconds(60), true),
         ] {
-            let s = running_since(now - age);
-            let p = plan_pass(&s, now, &policy, &HashMap::new(), &[], 1, |_, _| true);
+            let p = plan_pass(
+                &running_on_a(),
+                &policy,
+                &watched_running(watched),
+                &[],
+                1,
+                |_, _| true,
+            );
             assert_eq!(
                 !p.stale.is_empty(),
                 times_out,
-                "a job running for {age} should time out: {times_out}"
+                "a job watched running for {watched} should time out: {times_out}"
             );
-            // A timed-out row frees its target in the same pass.
-            assert_eq!(
-                p.claims.len(),
-                usize::from(times_out),
-                "target A frees up only when the job timed out ({age})"
+            assert!(
+                p.claims.is_empty(),
+                "a timed-out job may still run somewhere: its target stays busy in this pass ({watched})"
             );
         }
     }
 
     #[test]
+    fn a_start_time_in_the_sheet_decides_nothing() {
+        // 開始日時 says the job started a day ago (another machine's clock, or a serial read
+        // back across the night daylight saving falls back): only what this observer
+        // watched counts.
+        let mut s = running_on_a();
+        s.rows[0].started_at = Some(at(-24 * 60, 0));
+        let p = plan_pass(
+            &s,
+            &ClaimPolicy::default(),
+            &watched_running(Duration::seconds(5)),
+            &[],
+            1,
+            |_, _| true,
+        );
+        assert!(p.stale.is_empty(), "{:?}", p.stale);
+    }
+
+    #[test]
     fn a_row_an_apps_script_worker_left_running_blocks_its_target_until_stale_after() {
         // The minute-trigger workers wrote their own text (or nothing) in ワーカー: no sheetq
-        // heartbeat speaks for them, so only the age of the row counts.
-        let now = at(100, 0);
+        // heartbeat speaks for them, so only how long the row was watched running counts.
         for worker in ["AppsScript", ""] {
-            for (age, times_out) in [
+            for (watched, times_out) in [
                 (Duration::minutes(10), false),
                 (Duration::minutes(16), true),
             ] {
-                let mut s = running_since(now - age);
+                let mut s = running_on_a();
                 s.rows[0].worker = worker.to_string();
                 let p = plan_pass(
                     &s,
-                    now,
                     &ClaimPolicy::default(),
-                    &HashMap::new(),
+                    &watched_running(watched),
                     &[],
                     1,
                     |_, _| true,
                 );
                 assert_eq!(
                     (p.stale.len(), p.claims.len()),
-                    if times_out { (1, 1) } else { (0, 0) },
-                    "a row left 実行中 {age} ago by worker {worker:?}: times out only past stale_after, and its target waits until then"
+                    (usize::from(times_out), 0),
+                    "a row watched 実行中 for {watched} by worker {worker:?}: times out only past stale_after, and its target stays busy"
                 );
             }
         }
     }
 
     #[test]
-    fn rows_of_a_dead_daemon_time_out_at_once() {
-        let now = at(100, 0);
-        let s = running_since(now - Duration::minutes(1));
-        let mut beats = HashMap::new();
-        beats.insert("vm-1".to_string(), now - Duration::minutes(3));
-        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, &[], 1, |_, _| {
-            true
-        });
+    fn rows_of_a_daemon_dead_to_this_observer_time_out() {
+        let s = running_on_a();
+        let mut watched = watched_running(Duration::minutes(1));
+        watched.quiet.insert("vm-1".into(), Duration::minutes(3));
+        let p = plan_pass(&s, &ClaimPolicy::default(), &watched, &[], 1, |_, _| true);
         assert!(
             matches!(&p.stale[..], [Stale { index: 0, reason: StaleReason::DeadWorker { daemon_id, .. } }] if daemon_id == "vm-1"),
-            "vm-1's heartbeat is 3 min old (> dead_after 2 min): {:?}",
+            "vm-1's heartbeat stood still for 3 min (> dead_after 2 min): {:?}",
             p.stale
         );
-        beats.insert("vm-1".to_string(), now - Duration::seconds(30));
-        let p = plan_pass(&s, now, &ClaimPolicy::default(), &beats, &[], 1, |_, _| {
-            true
-        });
+        assert!(p.claims.is_empty(), "its target stays busy");
+        let msg = p.stale[0].reason.message(&ClaimPolicy::default());
+        assert!(msg.contains("vm-1") && msg.contains("180 秒"), "{msg}");
+        watched.quiet.insert("vm-1".into(), Duration::seconds(30));
+        let p = plan_pass(&s, &ClaimPolicy::default(), &watched, &[], 1, |_, _| true);
         assert!(
             p.stale.is_empty(),
             "a live daemon's one-minute-old job keeps running"
         );
+    }
+
+    #[test]
+    fn our_own_rows_are_never_stale_to_us() {
+        // vm-1 watching its own job: even silent (its own heartbeat misread) and long, the
+        // command's timeout is its runner's business.
+        let mut watched = watched_running(Duration::hours(2));
+        watched.me = "vm-1".into();
+        watched.quiet.insert("vm-1".into(), Duration::hours(1));
+        let p = plan_pass(
+            &running_on_a(),
+            &ClaimPolicy::default(),
+            &watched,
+            &[],
+            1,
+            |_, _| true,
+        );
+        assert!(p.stale.is_empty(), "{:?}", p.stale);
     }
 
     #[test]
@@ -598,12 +683,12 @@ mod tests {
             target: "A".into(),
             requester: "y@example.com".into(),
             done: false,
+            held: false,
         }];
         let p = plan_pass(
             &s,
-            at(60, 0),
             &ClaimPolicy::default(),
-            &HashMap::new(),
+            &Watched::default(),
             &elsewhere,
             2,
             |_, _| true,
@@ -626,9 +711,8 @@ mod tests {
         let s = snap(vec![done, row(5, State::Waiting, "A", "x@example.com")]);
         let p = plan_pass(
             &s,
-            at(60, 0),
             &ClaimPolicy::default(),
-            &HashMap::new(),
+            &Watched::default(),
             &elsewhere,
             1,
             |_, _| true,
@@ -652,12 +736,12 @@ mod tests {
             target: "A".into(),
             requester: String::new(),
             done: true,
+            held: false,
         }];
         let p = plan_pass(
             &s,
-            at(60, 0),
             &ClaimPolicy::default(),
-            &HashMap::new(),
+            &Watched::default(),
             &elsewhere,
             2,
             |_, _| true,
@@ -686,12 +770,12 @@ mod tests {
             target: "A".into(),
             requester: String::new(),
             done: false,
+            held: false,
         }];
         let p = plan_pass(
             &s,
-            at(60, 0),
             &ClaimPolicy::default(),
-            &HashMap::new(),
+            &Watched::default(),
             &elsewhere,
             2,
             |_, _| true,
@@ -704,38 +788,11 @@ mod tests {
     }
 
     #[test]
-    fn a_running_row_without_a_start_time_times_out_with_a_reason() {
-        let mut r = row(2, State::Running, "A", "");
-        r.started_at = None;
-        let s = snap(vec![r]);
-        let p = plan_pass(
-            &s,
-            at(5, 0),
-            &ClaimPolicy::default(),
-            &HashMap::new(),
-            &[],
-            1,
-            |_, _| true,
-        );
-        assert_eq!(
-            p.stale,
-            vec![Stale {
-                index: 0,
-                reason: StaleReason::NoStartTime
-            }]
-        );
-        assert!(p.stale[0]
-            .reason
-            .message(&ClaimPolicy::default(), at(5, 0))
-            .contains("開始日時"));
-    }
-
-    #[test]
-    fn the_stale_message_says_how_long_it_ran() {
+    fn the_stale_message_says_how_long_it_was_watched() {
         let msg = StaleReason::Expired {
-            started_at: at(0, 0),
+            watched: Duration::minutes(16),
         }
-        .message(&ClaimPolicy::default(), at(16, 0));
+        .message(&ClaimPolicy::default());
         assert!(msg.contains("16分") && msg.contains("15m"), "{msg}");
     }
 
@@ -838,7 +895,7 @@ mod tests {
     proptest! {
         #[test]
         fn a_pass_keeps_the_invariants(s in arb_snapshot(), slots in 0..5usize) {
-            let p = plan_pass(&s, at(60, 0), &ClaimPolicy::default(), &HashMap::new(), &[], slots, |_, _| true);
+            let p = plan_pass(&s, &ClaimPolicy::default(), &Watched::default(), &[], slots, |_, _| true);
             prop_assert!(p.claims.len() <= slots, "more picks than free slots");
             let picked: HashSet<usize> = p.claims.iter().map(|(i, _)| *i).collect();
             prop_assert_eq!(picked.len(), p.claims.len(), "a row was picked twice");

@@ -37,6 +37,7 @@ use crate::sheets::{
     BatchUpdate, Cell, ErrorKind, GridRange, Request, Sheets, SheetsError, SpreadsheetMeta,
     ValueRange,
 };
+use crate::watch::Watch;
 use crate::workers::{self, RunningRef};
 
 mod archive;
@@ -128,6 +129,8 @@ struct Claimed {
     row: QueueRow,
     tag: WorkerTag,
     slot: u32,
+    /// When the claim was committed (by our clock), as its 開始日時 says.
+    started_at: DateTime<Utc>,
 }
 
 /// Runs the daemon until `shutdown` is cancelled, then drains running jobs within the
@@ -278,6 +281,15 @@ struct Daemon {
     rank: u32,
     /// `host pid` of this process, in the heartbeat: one worker_id, one process.
     process: String,
+    /// How long each heartbeat, the lease and each running row's claim have stood still,
+    /// in our own time while our reads succeed: every liveness and staleness decision
+    /// (docs/design.md §3.1).
+    watch: Watch,
+    /// Jobs of other daemons this one timed out, each held (listed in our heartbeat, its
+    /// target busy) until it could have ended on its own.
+    holds: Vec<(RunningRef, tokio::time::Instant)>,
+    /// When the acquire of the lease we last took was sent.
+    lease_sent: Option<tokio::time::Instant>,
     report: RunReport,
 }
 
@@ -342,6 +354,9 @@ impl Daemon {
             sharing: 1,
             rank: 0,
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
+            watch: Watch::new(config.heartbeat_interval.max(config.poll_interval * 2)),
+            holds: Vec::new(),
+            lease_sent: None,
             report: RunReport::default(),
             config,
         };
@@ -461,15 +476,17 @@ impl Daemon {
         }
         // Someone else now writes the heartbeat row of our worker_id: two processes share
         // it, and neither may touch the other's jobs. Stop claiming (jobs drain first).
-        workers::check_worker_id(
+        if let workers::IdCheck::InUse(e) = workers::check_worker_id(
             &poll.workers,
             &self.config.worker_id,
             &self.process,
-            Utc::now(),
-            self.policy.dead_after,
+            self.config.dead_after,
             pid_alive,
-        )?;
+        ) {
+            return Err(e.into());
+        }
         self.settle_unsettled(&poll);
+        self.expire_holds(&poll);
         self.share_budget(&poll);
         // The waiting/running texts of the panels ride on a write sent anyway: the write-back
         // when it has results or a heartbeat to send, else the claim commit, else they wait
@@ -495,18 +512,11 @@ impl Daemon {
             }
             Err(e) => return Err(e),
         };
-        let now = Utc::now();
-        let elsewhere = workers::running_elsewhere(
-            &poll.workers,
-            &self.config.worker_id,
-            now,
-            self.policy.dead_after,
-        );
+        let elsewhere = self.running_elsewhere(&poll);
         let plan = claim::plan_pass(
             &poll.snapshot,
-            now,
             &self.policy,
-            &poll.heartbeats,
+            &poll.watched,
             &elsewhere,
             self.free_slots.len(),
             |row, picked| self.may_start(row, picked),
@@ -602,6 +612,56 @@ impl Daemon {
         now + StdDuration::from_millis(period - into)
     }
 
+    /// The jobs that other live daemons list (each keeps its target busy unless settled), the
+    /// jobs we hold, and the jobs we run ourselves: the claim rules' view of what runs beyond
+    /// this read. Our own keep their targets busy whatever their rows show (another daemon
+    /// may have timed one out while we were cut off from the API: it still runs here).
+    fn running_elsewhere(&self, poll: &Poll) -> Vec<RunningRef> {
+        let mut jobs = workers::running_elsewhere(
+            &poll.workers,
+            &self.config.worker_id,
+            self.config.dead_after,
+        );
+        jobs.extend(self.holds.iter().map(|(job, _)| job.clone()));
+        jobs.extend(
+            self.running
+                .values()
+                .chain(&self.unsettled)
+                .map(|c| RunningRef::of(&c.row).held()),
+        );
+        jobs
+    }
+
+    /// Holds a job of another daemon that this one just timed out: its target stays busy
+    /// until the job could have ended on its own (its command's timeout and kill grace, or
+    /// `stale_after` for a command we do not know, plus a heartbeat interval), counted from
+    /// now, when its daemon had already been silent or its row stale for a while.
+    fn hold(&mut self, row: &QueueRow) {
+        let could_run = self
+            .registry
+            .get(&row.command)
+            .map_or(self.config.stale_after, |def| def.timeout + def.kill_grace);
+        let until = tokio::time::Instant::now() + could_run + self.config.heartbeat_interval;
+        self.holds.retain(|(job, _)| job.job_id != row.job_id);
+        self.holds.push((RunningRef::of(row).held(), until));
+    }
+
+    /// Ends the holds whose time is up, or whose row now shows the job's real outcome (its
+    /// daemon came back and wrote 完了 or エラー: the job has ended).
+    fn expire_holds(&mut self, poll: &Poll) {
+        let now = tokio::time::Instant::now();
+        self.holds.retain(|(job, until)| {
+            let ended = poll.snapshot.rows_with(&job.job_id).any(|r| {
+                r.state.is(queue::State::Done) || r.state.is(queue::State::Error)
+            });
+            if ended || now >= *until {
+                info!(job.id = %job.job_id, target = %job.target, ended, "the target of a job we timed out is free again");
+                return false;
+            }
+            true
+        });
+    }
+
     /// Splits the account's budget (`requests_per_minute`, for reads and for writes each)
     /// evenly among the live daemons on our account, as their heartbeats show them.
     fn share_budget(&mut self, poll: &Poll) {
@@ -609,8 +669,7 @@ impl Daemon {
             &poll.workers,
             &self.config.worker_id,
             &self.account,
-            Utc::now(),
-            self.policy.dead_after,
+            self.config.dead_after,
         );
         self.rank = rank;
         if sharing == self.sharing {
@@ -754,6 +813,7 @@ impl Daemon {
             command: row.command.clone(),
             flags: row.flags.clone(),
             continuation,
+            started_at: Some(claimed.started_at),
         })?;
         self.observers
             .metrics
@@ -794,6 +854,7 @@ impl Daemon {
                     r
                 }
             }))
+            .chain(self.holds.iter().map(|(job, _)| job.clone()))
             .chain(
                 // The newest ones only: the cell holds at most 50,000 characters, and an
                 // entry takes some 60 to 200.
@@ -812,7 +873,6 @@ impl Daemon {
             self.config.slots,
             &jobs,
             now,
-            self.layout.tz,
             &self.process,
             &self.account,
         )

@@ -305,9 +305,15 @@ impl Emulator {
     /// learns it here): a second user, with its own per-user quota and a share of the
     /// project's. `name` becomes `<name>@sheetq-emulator.iam.gserviceaccount.com`.
     pub fn credentials_json_for(&self, name: &str) -> String {
-        let email = format!("{name}@sheetq-emulator.iam.gserviceaccount.com");
+        let email = Self::account(name);
         self.shared.auth.add_account(&email);
         auth::credentials_json_for(&self.base_url(), &email)
+    }
+
+    /// The e-mail of the service account [`Emulator::credentials_json_for`] makes for `name`:
+    /// what the request log and per-user fault rules name it by.
+    pub fn account(name: &str) -> String {
+        format!("{name}@sheetq-emulator.iam.gserviceaccount.com")
     }
 
     /// Every request so far, oldest first.

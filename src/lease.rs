@@ -88,15 +88,22 @@ impl LeaseState {
         LeaseState::Invalid(text.to_string())
     }
 
-    /// The text to compare against when daemon `me` takes the lease at `now`: `Some` when
-    /// it is free, when its holder's time is up, or when it is `me`'s own (a lease whose
+    /// The text to compare against when daemon `me` takes the lease: `Some` when it is
+    /// free, when this observer has watched this very value stand still for longer than
+    /// `ttl` (`quiet`, its own time: the holder's written expiry is another machine's clock
+    /// and is not compared, docs/design.md §3.1), or when it is `me`'s own (a lease whose
     /// acquire reply was lost, or left by this daemon's previous process: one daemon runs
     /// one claim pass at a time, so it cannot be in use); `None` while another daemon
     /// holds it.
-    pub fn takeable(&self, now: DateTime<Utc>, me: &str) -> Option<String> {
+    pub fn takeable(
+        &self,
+        me: &str,
+        quiet: std::time::Duration,
+        ttl: std::time::Duration,
+    ) -> Option<String> {
         match self {
             LeaseState::Free => Some(FREE.to_string()),
-            LeaseState::Held(lease) if lease.expires < now || lease.daemon_id == me => {
+            LeaseState::Held(lease) if quiet > ttl || lease.daemon_id == me => {
                 Some(lease.to_string())
             }
             LeaseState::Held(_) | LeaseState::Invalid(_) => None,
@@ -135,26 +142,29 @@ mod tests {
     }
 
     #[test]
-    fn only_a_free_expired_or_own_lease_can_be_taken() {
-        let lease = Lease::new("vm-2", at(30));
+    fn only_a_free_abandoned_or_own_lease_can_be_taken() {
+        let secs = std::time::Duration::from_secs;
+        let ttl = secs(30);
+        // Written with an expiry long past by its holder's clock: not read for the decision.
+        let lease = Lease::new("vm-2", at(-3600));
         let held = LeaseState::Held(lease.clone());
         assert_eq!(
-            LeaseState::parse(" free ").takeable(at(0), "vm-1"),
+            LeaseState::parse(" free ").takeable("vm-1", secs(0), ttl),
             Some("free".into())
         );
         assert_eq!(
-            held.takeable(at(30), "vm-1"),
+            held.takeable("vm-1", secs(30), ttl),
             None,
-            "at its expiry instant the lease still holds"
+            "watched standing still for exactly its TTL, the lease still holds"
         );
         assert_eq!(
-            held.takeable(at(31), "vm-1"),
+            held.takeable("vm-1", secs(31), ttl),
             Some(lease.to_string()),
-            "expired: CAS from its exact text"
+            "abandoned: CAS from its exact text"
         );
-        assert_eq!(LeaseState::parse("").takeable(at(0), "vm-1"), None);
+        assert_eq!(LeaseState::parse("").takeable("vm-1", secs(99), ttl), None);
         assert_eq!(
-            held.takeable(at(0), "vm-2"),
+            held.takeable("vm-2", secs(0), ttl),
             Some(lease.to_string()),
             "a daemon may take back its own lease (a lost acquire reply)"
         );

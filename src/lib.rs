@@ -64,6 +64,9 @@
 //!   - [`sheets::budget`]: the client-side requests-per-minute budget (token bucket).
 //!   - [`sheets::stats`]: request/retry/throttling counters for metrics.
 //!   - [`sheets::dry_run`]: the `--dry-run` decorator: reads pass, writes are only logged.
+//! - [`watch`]: what one daemon has watched: how long each heartbeat, the lease and each
+//!   running row's claim stood still, in its own monotonic time while its reads succeed;
+//!   every liveness and staleness decision rests on it, never on another machine's clock.
 //! - [`workers`]: the `_ワーカー` heartbeat rows: columns, parsing, the jobs each daemon lists
 //!   as running, and the one-process-per-`worker_id` check.
 
@@ -92,4 +95,5 @@ pub mod queue;
 pub mod setup;
 pub mod sheet_time;
 pub mod sheets;
+pub mod watch;
 pub mod workers;

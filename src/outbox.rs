@@ -52,6 +52,10 @@ pub struct FinishedJob {
     pub command: String,
     pub flags: Vec<String>,
     pub continuation: Option<Continuation>,
+    /// When our claim committed (by our clock): written back with the result, so a finished
+    /// row always names who ran it and since when. Absent in records of older versions.
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
 }
 
 impl FinishedJob {
@@ -323,6 +327,7 @@ mod tests {
             command: "sleep".into(),
             flags: vec![],
             continuation: None,
+            started_at: None,
         }
     }
 

@@ -486,6 +486,11 @@ impl Snapshot {
     pub fn by_job_id(&self, job_id: &str) -> Option<&QueueRow> {
         self.rows.iter().find(|r| r.job_id == job_id)
     }
+
+    /// Every row holding `job_id` (a copied row may repeat it).
+    pub fn rows_with<'a>(&'a self, job_id: &'a str) -> impl Iterator<Item = &'a QueueRow> + 'a {
+        self.rows.iter().filter(move |r| r.job_id == job_id)
+    }
 }
 
 /// Reads data rows. `first_row` is the 1-based sheet row of `rows[0]` (2 for a read from

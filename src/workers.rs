@@ -8,7 +8,9 @@
 //!
 //! Pure: no I/O, every rule tested with plain values.
 
-use chrono::{DateTime, Duration, Utc};
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +52,11 @@ pub struct RunningRef {
     /// restore from an older read); it does not keep its target busy.
     #[serde(rename = "d", default, skip_serializing_if = "std::ops::Not::not")]
     pub done: bool,
+    /// Held: another daemon's job this daemon timed out (its daemon dead to us, or its row
+    /// stale) that may still be running somewhere. Its target stays busy, whatever its row
+    /// shows, until the job could have ended on its own (docs/design.md §3.1).
+    #[serde(rename = "h", default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 impl RunningRef {
@@ -59,7 +66,14 @@ impl RunningRef {
             target: row.target_key().to_string(),
             requester: row.requester.trim().to_string(),
             done: false,
+            held: false,
         }
+    }
+
+    /// The same job, held by the daemon that timed it out.
+    pub fn held(mut self) -> Self {
+        self.held = true;
+        self
     }
 
     /// The same job, marked finished.
@@ -76,7 +90,16 @@ pub struct Heartbeat {
     pub row: u32,
     pub worker_id: String,
     pub host: String,
+    /// When it was written, by its writer's clock: for people (`sheetq status`), never for a
+    /// decision (docs/design.md §3.1).
     pub seen: Option<DateTime<Utc>>,
+    /// How long this observer has watched the row unchanged ([`crate::watch`]): zero until
+    /// the caller fills it in from its watch.
+    pub quiet: StdDuration,
+    /// The row changed while this observer watched it: its writer was alive then.
+    pub changed: bool,
+    /// The whole row as text: what the observer watches for a change.
+    pub fingerprint: String,
     /// `host pid` of the process that wrote it; empty from versions that did not say.
     pub process: String,
     pub jobs: Vec<RunningRef>,
@@ -90,9 +113,10 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// Seen within `dead_after` of `now`.
-    pub fn is_live(&self, now: DateTime<Utc>, dead_after: Duration) -> bool {
-        self.seen.is_some_and(|t| now - t <= dead_after)
+    /// Not watched unchanged for longer than `dead_after` (docs/design.md §3.1): a daemon is
+    /// dead only to an observer that has watched its heartbeat stand still that long.
+    pub fn is_live(&self, dead_after: StdDuration) -> bool {
+        self.quiet <= dead_after
     }
 }
 
@@ -110,6 +134,13 @@ pub fn parse(rows: &[Vec<Cell>], tz: Tz) -> Vec<Heartbeat> {
             }
             Some(Heartbeat {
                 row: i as u32 + 1,
+                fingerprint: row
+                    .iter()
+                    .map(queue::cell_text)
+                    .collect::<Vec<_>>()
+                    .join("\t"),
+                quiet: StdDuration::ZERO,
+                changed: false,
                 worker_id,
                 host: text(row, 1),
                 seen: row
@@ -137,7 +168,6 @@ pub fn row_cells(
     slots: usize,
     jobs: &[RunningRef],
     now: DateTime<Utc>,
-    tz: Tz,
     process: &str,
     account: &str,
 ) -> Vec<Cell> {
@@ -147,7 +177,9 @@ pub fn row_cells(
         Cell::from(env!("CARGO_PKG_VERSION")),
         Cell::from(slots as u64),
         Cell::from(jobs.len() as u64),
-        Cell::from(sheet_time::instant_to_serial(now, tz)),
+        // UTC text, not a serial in the sheet's zone: unambiguous when read (a wall-clock
+        // serial repeats an hour when daylight saving falls back).
+        Cell::from(now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
         Cell::from(process),
         Cell::from(serde_json::to_string(jobs).unwrap_or_else(|_| "[]".into())),
         Cell::from(account),
@@ -162,13 +194,12 @@ pub fn place_on_account(
     heartbeats: &[Heartbeat],
     me: &str,
     account: &str,
-    now: DateTime<Utc>,
-    dead_after: Duration,
+    dead_after: StdDuration,
 ) -> (u32, u32) {
     let mut ids: Vec<&str> = heartbeats
         .iter()
         .filter(|h| {
-            h.worker_id != me && h.account == account && !h.stopped && h.is_live(now, dead_after)
+            h.worker_id != me && h.account == account && !h.stopped && h.is_live(dead_after)
         })
         .map(|h| h.worker_id.as_str())
         .chain([me])
@@ -187,12 +218,11 @@ pub fn place_on_account(
 pub fn running_elsewhere(
     heartbeats: &[Heartbeat],
     me: &str,
-    now: DateTime<Utc>,
-    dead_after: Duration,
+    dead_after: StdDuration,
 ) -> Vec<RunningRef> {
     heartbeats
         .iter()
-        .filter(|h| h.worker_id != me && h.is_live(now, dead_after))
+        .filter(|h| h.worker_id != me && h.is_live(dead_after))
         .flat_map(|h| h.jobs.iter().cloned())
         .collect()
 }
@@ -200,34 +230,44 @@ pub fn running_elsewhere(
 /// Another live process already runs with our `worker_id`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "worker_id \"{worker_id}\" is in use by another running sheetq ({process}, last seen {seen_secs} s ago, heartbeat row {row} of '_ワーカー'): give every daemon its own worker_id (setting worker_id or SHEETQ_WORKER_ID), or stop the other one; a daemon that is gone frees the id {dead_after_secs} s after its last heartbeat"
+    "worker_id \"{worker_id}\" is in use by another running sheetq ({process}, which wrote heartbeat row {row} of '_ワーカー' while this one watched): give every daemon its own worker_id (setting worker_id or SHEETQ_WORKER_ID), or stop the other one; a daemon that is gone frees the id once its heartbeat has stood still for {dead_after_secs} s"
 )]
 pub struct WorkerIdInUse {
     pub worker_id: String,
     pub process: String,
     pub row: u32,
-    pub seen_secs: i64,
-    pub dead_after_secs: i64,
+    pub dead_after_secs: u64,
+}
+
+/// Who else runs as our `worker_id`, as far as this observer can tell yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdCheck {
+    /// Nobody: no row, our own, a stopped or dead predecessor.
+    Free,
+    /// Another process's row that has not changed yet while watched, for less than
+    /// `dead_after`: watch it longer before deciding.
+    Watching,
+    InUse(WorkerIdInUse),
 }
 
 /// Whether this process may run as `worker_id`. The heartbeat row with that id belongs to a
-/// live other process when it is fresh and names another process that is not a dead
-/// predecessor on this host (same host, pid no longer alive: our own previous run, whose
-/// jobs restart recovery then fails). A row from a version that did not name its process is
-/// taken as a predecessor: it cannot be told apart.
+/// live other process when it names another process that is not a dead predecessor on this
+/// host (same host, pid no longer alive: our own previous run, whose jobs restart recovery
+/// then fails), did not say it stopped, and this observer saw it change (its writer is
+/// alive) rather than stand still for `dead_after`. A row from a version that did not name
+/// its process is taken as a predecessor: it cannot be told apart.
 pub fn check_worker_id(
     heartbeats: &[Heartbeat],
     worker_id: &str,
     me: &str,
-    now: DateTime<Utc>,
-    dead_after: Duration,
+    dead_after: StdDuration,
     pid_alive: impl Fn(u32) -> bool,
-) -> Result<(), WorkerIdInUse> {
+) -> IdCheck {
     let Some(h) = heartbeats.iter().find(|h| h.worker_id == worker_id) else {
-        return Ok(());
+        return IdCheck::Free;
     };
-    if h.process.is_empty() || h.process == me || !h.is_live(now, dead_after) {
-        return Ok(());
+    if h.process.is_empty() || h.process == me || h.stopped || !h.is_live(dead_after) {
+        return IdCheck::Free;
     }
     let (my_host, _) = me.rsplit_once(' ').unwrap_or((me, ""));
     let predecessor = match h.process.rsplit_once(' ') {
@@ -235,62 +275,66 @@ pub fn check_worker_id(
         None => false,
     };
     if predecessor {
-        return Ok(());
+        return IdCheck::Free;
     }
-    Err(WorkerIdInUse {
+    if !h.changed {
+        return IdCheck::Watching;
+    }
+    IdCheck::InUse(WorkerIdInUse {
         worker_id: worker_id.to_string(),
         process: h.process.clone(),
         row: h.row,
-        seen_secs: h.seen.map(|t| (now - t).num_seconds()).unwrap_or(0),
-        dead_after_secs: dead_after.num_seconds(),
+        dead_after_secs: dead_after.as_secs(),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_done_job_is_marked_in_the_cell_and_older_entries_read_as_running() {
-        let done = RunningRef {
-            job_id: "j".into(),
-            target: "A".into(),
-            requester: String::new(),
-            done: false,
-        }
-        .finished();
-        let text = serde_json::to_string(std::slice::from_ref(&done)).unwrap_or_default();
-        assert_eq!(text, r#"[{"j":"j","t":"A","d":true}]"#);
-        let older: Vec<RunningRef> =
-            serde_json::from_str(r#"[{"j":"j","t":"A"}]"#).unwrap_or_default();
-        assert!(!older[0].done, "an entry without the flag is a running job");
-    }
     use serde_json::json;
 
     const TZ: Tz = chrono_tz::Asia::Tokyo;
+    const TWO_MIN: StdDuration = StdDuration::from_secs(120);
 
-    fn at(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s)
-            .map(|t| t.with_timezone(&Utc))
-            .unwrap_or_else(|e| panic!("{s}: {e}"))
+    fn job(j: &str, t: &str) -> RunningRef {
+        RunningRef {
+            job_id: j.into(),
+            target: t.into(),
+            requester: String::new(),
+            done: false,
+            held: false,
+        }
     }
 
-    fn beat(id: &str, process: &str, seen: &str, jobs: &[(&str, &str)]) -> Heartbeat {
+    #[test]
+    fn done_and_held_jobs_are_marked_in_the_cell_and_older_entries_read_as_running() {
+        let text = serde_json::to_string(&[job("j", "A").finished(), job("k", "B").held()])
+            .unwrap_or_default();
+        assert_eq!(
+            text,
+            r#"[{"j":"j","t":"A","d":true},{"j":"k","t":"B","h":true}]"#
+        );
+        let older: Vec<RunningRef> =
+            serde_json::from_str(r#"[{"j":"j","t":"A"}]"#).unwrap_or_default();
+        assert!(
+            !older[0].done && !older[0].held,
+            "an entry without the flags is a running job"
+        );
+    }
+
+    /// A heartbeat row this observer has watched stand still for `quiet_secs`; `changed`:
+    /// it saw the row change before that.
+    fn beat(id: &str, process: &str, quiet_secs: u64, jobs: &[(&str, &str)]) -> Heartbeat {
         Heartbeat {
             row: 3,
             worker_id: id.into(),
             host: String::new(),
-            seen: Some(at(seen)),
+            seen: None,
+            quiet: StdDuration::from_secs(quiet_secs),
+            changed: true,
+            fingerprint: String::new(),
             process: process.into(),
-            jobs: jobs
-                .iter()
-                .map(|(j, t)| RunningRef {
-                    job_id: (*j).into(),
-                    target: (*t).into(),
-                    requester: String::new(),
-                    done: false,
-                })
-                .collect(),
+            jobs: jobs.iter().map(|(j, t)| job(j, t)).collect(),
             account: "sheetq@p.iam.gserviceaccount.com".into(),
             stopped: false,
         }
@@ -298,44 +342,48 @@ mod tests {
 
     #[test]
     fn daemons_on_one_account_share_it_while_they_live() {
-        let now = at("2026-11-30T03:00:00Z");
-        let mut other_account = beat("vm-4", "d 1", "2026-11-30T02:59:50Z", &[]);
+        let mut other_account = beat("vm-4", "d 1", 10, &[]);
         other_account.account = "other@p.iam.gserviceaccount.com".into();
         let beats = vec![
-            beat("vm-1", "a 1", "2026-11-30T02:59:50Z", &[]),
-            beat("vm-2", "b 1", "2026-11-30T02:59:00Z", &[]),
-            beat("vm-3", "c 1", "2026-11-30T02:50:00Z", &[]),
+            beat("vm-1", "a 1", 10, &[]),
+            beat("vm-2", "b 1", 60, &[]),
+            beat("vm-3", "c 1", 600, &[]),
             other_account,
         ];
         let account = "sheetq@p.iam.gserviceaccount.com";
         assert_eq!(
-            place_on_account(&beats, "vm-1", account, now, Duration::minutes(2)),
+            place_on_account(&beats, "vm-1", account, TWO_MIN),
             (0, 2),
-            "vm-1 and vm-2 (vm-3 is dead, vm-4 on another account)"
+            "vm-1 and vm-2 (vm-3 is dead to us, vm-4 on another account)"
         );
         assert_eq!(
-            place_on_account(&beats, "vm-2", account, now, Duration::minutes(2)),
+            place_on_account(&beats, "vm-2", account, TWO_MIN),
             (1, 2),
             "vm-2 polls second"
         );
         assert_eq!(
-            place_on_account(&[], "vm-9", account, now, Duration::minutes(2)),
+            place_on_account(&[], "vm-9", account, TWO_MIN),
             (0, 1),
             "a daemon alone has the whole budget and every turn"
         );
     }
 
     #[test]
-    fn rows_round_trip_through_cells() {
+    fn rows_round_trip_through_cells_with_the_time_in_utc_text() {
         let jobs = vec![RunningRef {
-            job_id: "j1".into(),
-            target: "サーバーA".into(),
             requester: "alice@example.com".into(),
-            done: false,
+            ..job("j1", "サーバーA")
         }];
-        let now = at("2026-11-30T03:00:00Z");
+        let now = DateTime::parse_from_rfc3339("2026-11-01T06:05:00.250Z")
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_default();
         let account = "sheetq@p.iam.gserviceaccount.com";
-        let cells = row_cells("vm-1", "host-a", 2, &jobs, now, TZ, "host-a 4242", account);
+        let cells = row_cells("vm-1", "host-a", 2, &jobs, now, "host-a 4242", account);
+        assert_eq!(
+            cells[5],
+            json!("2026-11-01T06:05:00.250Z"),
+            "unambiguous whatever the sheet's zone does that night"
+        );
         let rows = vec![
             vec![json!("lease"), json!("free")],
             HEADER.iter().map(|h| json!(h)).collect(),
@@ -359,34 +407,33 @@ mod tests {
         assert_eq!(got[0].process, "host-a 4242");
         assert_eq!(got[0].jobs, jobs);
         assert_eq!(got[0].account, account);
-        assert!(got[0]
-            .seen
-            .is_some_and(|t| (t - now).num_milliseconds().abs() < 2));
+        assert_eq!(got[0].seen, Some(now));
+        assert_ne!(got[0].fingerprint, got[1].fingerprint);
         assert_eq!(got[1].row, 5);
         assert!(got[1].jobs.is_empty(), "a mangled job list reads as empty");
     }
 
     #[test]
     fn running_elsewhere_lists_live_daemons_but_not_us_or_the_dead() {
-        let now = at("2026-11-30T03:00:00Z");
         let beats = vec![
-            beat("vm-1", "a 1", "2026-11-30T02:59:50Z", &[("j1", "A")]),
-            beat("vm-2", "b 1", "2026-11-30T02:59:00Z", &[("j2", "B")]),
-            beat("vm-3", "c 1", "2026-11-30T02:50:00Z", &[("j3", "C")]),
+            beat("vm-1", "a 1", 10, &[("j1", "A")]),
+            beat("vm-2", "b 1", 60, &[("j2", "B")]),
+            beat("vm-3", "c 1", 600, &[("j3", "C")]),
         ];
-        let got = running_elsewhere(&beats, "vm-1", now, Duration::minutes(2));
+        let got = running_elsewhere(&beats, "vm-1", TWO_MIN);
         let ids: Vec<&str> = got.iter().map(|r| r.job_id.as_str()).collect();
         assert_eq!(ids, vec!["j2"]);
     }
 
     #[test]
     fn a_second_live_process_with_our_worker_id_is_refused() {
-        let now = at("2026-11-30T03:00:00Z");
-        let two_min = Duration::minutes(2);
-        let beats = vec![beat("vm-1", "host-a 100", "2026-11-30T02:59:50Z", &[])];
+        let beats = vec![beat("vm-1", "host-a 100", 10, &[])];
         let alive = |_| true;
-        let err = check_worker_id(&beats, "vm-1", "host-b 200", now, two_min, alive);
-        let msg = err.map_err(|e| e.to_string()).err().unwrap_or_default();
+        let IdCheck::InUse(err) = check_worker_id(&beats, "vm-1", "host-b 200", TWO_MIN, alive)
+        else {
+            panic!("a row another process wrote while we watched is in use");
+        };
+        let msg = err.to_string();
         assert!(
             msg.contains("\"vm-1\"")
                 && msg.contains("host-a 100")
@@ -394,35 +441,43 @@ mod tests {
             "{msg}"
         );
         // Same host, and that pid is still alive: another process too.
-        assert!(check_worker_id(&beats, "vm-1", "host-a 300", now, two_min, |p| p == 100).is_err());
+        assert!(matches!(
+            check_worker_id(&beats, "vm-1", "host-a 300", TWO_MIN, |p| p == 100),
+            IdCheck::InUse(_)
+        ));
     }
 
     #[test]
-    fn our_dead_predecessor_a_stale_row_or_another_id_is_no_obstacle() {
-        let now = at("2026-11-30T03:00:00Z");
-        let two_min = Duration::minutes(2);
-        let fresh = vec![beat("vm-1", "host-a 100", "2026-11-30T02:59:50Z", &[])];
+    fn a_row_not_yet_seen_changing_is_watched_before_deciding() {
+        let mut unseen = beat("vm-1", "host-b 100", 30, &[]);
+        unseen.changed = false;
         assert_eq!(
-            check_worker_id(&fresh, "vm-1", "host-a 300", now, two_min, |_| false),
-            Ok(())
+            check_worker_id(&[unseen.clone()], "vm-1", "host-a 1", TWO_MIN, |_| true),
+            IdCheck::Watching
         );
+        unseen.quiet = StdDuration::from_secs(121);
         assert_eq!(
-            check_worker_id(&fresh, "vm-1", "host-a 100", now, two_min, |_| true),
-            Ok(())
+            check_worker_id(&[unseen], "vm-1", "host-a 1", TWO_MIN, |_| true),
+            IdCheck::Free,
+            "standing still past dead_after: a predecessor that is gone"
         );
-        assert_eq!(
-            check_worker_id(&fresh, "vm-2", "host-b 1", now, two_min, |_| true),
-            Ok(())
-        );
-        let stale = vec![beat("vm-1", "host-b 100", "2026-11-30T02:57:00Z", &[])];
-        assert_eq!(
-            check_worker_id(&stale, "vm-1", "host-a 1", now, two_min, |_| true),
-            Ok(())
-        );
-        let old_version = vec![beat("vm-1", "", "2026-11-30T02:59:50Z", &[])];
-        assert_eq!(
-            check_worker_id(&old_version, "vm-1", "host-a 1", now, two_min, |_| true),
-            Ok(())
-        );
+    }
+
+    #[test]
+    fn our_dead_predecessor_a_stopped_or_stale_row_or_another_id_is_no_obstacle() {
+        let fresh = vec![beat("vm-1", "host-a 100", 10, &[])];
+        let check = |beats: &[Heartbeat], id: &str, me: &str, alive: bool| {
+            check_worker_id(beats, id, me, TWO_MIN, |_| alive)
+        };
+        assert_eq!(check(&fresh, "vm-1", "host-a 300", false), IdCheck::Free);
+        assert_eq!(check(&fresh, "vm-1", "host-a 100", true), IdCheck::Free);
+        assert_eq!(check(&fresh, "vm-2", "host-b 1", true), IdCheck::Free);
+        let stale = vec![beat("vm-1", "host-b 100", 180, &[])];
+        assert_eq!(check(&stale, "vm-1", "host-a 1", true), IdCheck::Free);
+        let mut stopped = beat("vm-1", "host-b 100", 1, &[]);
+        stopped.stopped = true;
+        assert_eq!(check(&[stopped], "vm-1", "host-a 1", true), IdCheck::Free);
+        let old_version = vec![beat("vm-1", "", 10, &[])];
+        assert_eq!(check(&old_version, "vm-1", "host-a 1", true), IdCheck::Free);
     }
 }

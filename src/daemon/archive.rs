@@ -126,9 +126,7 @@ impl Daemon {
             ]],
         });
         requests.push(lease::swap(self.layout.worker_sheet_id, &held, lease::FREE));
-        let left = (lease.expires - self.lease_ttl() / 4 - Utc::now())
-            .to_std()
-            .unwrap_or_default();
+        let left = self.lease_left().saturating_sub(self.config.lease_ttl / 4);
         let moved = self
             .sheets
             .batch_update(&BatchUpdate {

@@ -15,7 +15,7 @@ use crate::panel;
 use crate::queue::{Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
-use crate::workers::{self, RunningRef};
+use crate::workers::RunningRef;
 
 use super::{Claimed, Daemon, DaemonError, Poll};
 
@@ -47,17 +47,11 @@ impl Daemon {
                 return Err(e);
             }
         };
-        let elsewhere = workers::running_elsewhere(
-            &fresh.workers,
-            &self.config.worker_id,
-            now,
-            self.policy.dead_after,
-        );
+        let elsewhere = self.running_elsewhere(&fresh);
         let plan = claim::plan_pass(
             &fresh.snapshot,
-            now,
             &self.policy,
-            &fresh.heartbeats,
+            &fresh.watched,
             &elsewhere,
             self.free_slots.len(),
             |row, picked| self.may_start(row, picked),
@@ -78,7 +72,7 @@ impl Daemon {
                 &self.config.states.timeout,
             ));
             response_ranges.push(self.row_range(row.row));
-            stale.push((row.clone(), s.reason.message(&self.policy, now)));
+            stale.push((row.clone(), s.reason.message(&self.policy)));
         }
         let mut claims = Vec::new();
         for (index, _) in &plan.claims {
@@ -126,6 +120,7 @@ impl Daemon {
                 row: row.clone(),
                 tag,
                 slot,
+                started_at: now,
             });
         }
         // Our heartbeat lists the jobs we run, the new claims included, in the same atomic
@@ -155,10 +150,7 @@ impl Daemon {
         // The commit writes 開始日時/ワーカー next to each tripwire, unconditionally (the API
         // has no conditional write of an empty cell). That is only safe while the lease
         // holds, so it is never sent, nor retried, once less than a quarter of it is left.
-        let ttl = self.lease_ttl();
-        let left = (lease.expires - ttl / 4 - Utc::now())
-            .to_std()
-            .unwrap_or_default();
+        let left = self.lease_left().saturating_sub(self.config.lease_ttl / 4);
         let commit = self
             .sheets
             .batch_update(&BatchUpdate {
@@ -222,7 +214,8 @@ impl Daemon {
                     ));
                 }
                 _ => {
-                    warn!(job.id = %row.job_id, target = %row.target_key(), reason = %message, "timed out a stale job");
+                    warn!(job.id = %row.job_id, target = %row.target_key(), reason = %message, "timed out a stale job; its target stays busy until the job could have ended on its own");
+                    self.hold(row);
                     // Its 終了日時/メッセージ go through its binding when it has one (any
                     // daemon's claim token names it), never to a row number from this read.
                     let cells = self.finish_values(Finish::Timeout, now, "", message);
@@ -239,16 +232,12 @@ impl Daemon {
                 }
             }
         }
-        // Targets busy after this pass, for a claim that landed on another row (below).
-        let mut busy: std::collections::HashSet<String> = fresh
-            .snapshot
-            .rows
-            .iter()
-            .filter(|r| r.state.is(State::Running))
-            .filter(|r| !stale.iter().any(|(s, _)| s.job_id == r.job_id))
-            .map(|r| r.target_key().to_string())
-            .collect();
-        busy.extend(claims.iter().map(|c| c.row.target_key().to_string()));
+        // What keeps a row from being claimed after this pass, for a claim that landed on
+        // another row (below): the same rules as the plan's.
+        let mut busy = claim::Busy::of(&fresh.snapshot, &elsewhere);
+        for c in &claims {
+            busy.take(&c.row);
+        }
         for (k, claimed) in claims.into_iter().enumerate() {
             let reply_index = stale.len() + 4 * k;
             let after = self.row_read_back(&commit, stale.len() + k, claimed.row.row);
@@ -275,7 +264,8 @@ impl Daemon {
                 // 実行中 under our token). Run it if its target is idle, else put it back.
                 Some(row) if changed(reply_index) && ours => {
                     self.rows_moved();
-                    if self.may_start(&row, &[]) && busy.insert(row.target_key().to_string()) {
+                    if busy.may_claim(&row) && busy.target_idle(&row) && self.may_start(&row, &[]) {
+                        busy.take(&row);
                         warn!(job.id = %row.job_id, target = %row.target_key(), worker = %claimed.tag, planned = %claimed.row.job_id, "the queue moved during the claim; running the row that was claimed instead");
                         self.spawn(Claimed { row, ..claimed });
                     } else {
@@ -354,6 +344,15 @@ impl Daemon {
         Ok(with_heartbeat)
     }
 
+    /// How much of the lease we last took is left, in our own monotonic time from before
+    /// its acquire was sent: another daemon takes it over only after watching it stand still
+    /// for longer than its TTL, which began after that.
+    pub(super) fn lease_left(&self) -> std::time::Duration {
+        self.lease_sent.map_or(std::time::Duration::ZERO, |sent| {
+            self.config.lease_ttl.saturating_sub(sent.elapsed())
+        })
+    }
+
     /// The lease's time to live, as the sheet's clock arithmetic needs it.
     pub(super) fn lease_ttl(&self) -> chrono::Duration {
         chrono::Duration::from_std(self.config.lease_ttl).unwrap_or(chrono::Duration::seconds(30))
@@ -411,7 +410,7 @@ impl Daemon {
             }
         };
         // Give up rather than commit on a lease that may run out while the commit travels.
-        if !lease.has_left(Utc::now(), self.lease_ttl() / 2) {
+        if self.lease_left() < self.config.lease_ttl / 2 {
             warn!("lease nearly expired before the commit; releasing it without claiming");
             self.release(&held).await;
             return Ok(None);
@@ -427,8 +426,11 @@ impl Daemon {
         poll: &Poll,
         read: Vec<String>,
     ) -> Result<Option<(Lease, BatchUpdateReply)>, DaemonError> {
-        let now = Utc::now();
-        let Some(from) = poll.lease.takeable(now, &self.config.worker_id) else {
+        let Some(from) = poll.lease.takeable(
+            &self.config.worker_id,
+            poll.lease_quiet,
+            self.config.lease_ttl,
+        ) else {
             self.observers.metrics.lease_wait();
             if let LeaseState::Invalid(text) = &poll.lease {
                 warn!(lease = %text, "the lease cell _ワーカー!B1 holds no lease; resetting it to free");
@@ -442,7 +444,10 @@ impl Daemon {
             }
             return Ok(None);
         };
-        let lease = Lease::new(&self.config.worker_id, now + self.lease_ttl());
+        // The expiry written is for people; no daemon compares it with its clock. Ours is
+        // counted from before this request was sent, in our own monotonic time.
+        let lease = Lease::new(&self.config.worker_id, Utc::now() + self.lease_ttl());
+        self.lease_sent = Some(tokio::time::Instant::now());
         let held = lease.to_string();
         // Bindings of finished rows go with the acquire, a batch sent anyway.
         let unbind = std::mem::take(&mut self.unbind);
@@ -459,6 +464,7 @@ impl Daemon {
         let reply = match reply {
             Ok(r) => r,
             Err(e) => {
+                self.watch.read_failed();
                 if e.is_retryable() {
                     self.unbind.extend(unbind);
                 } else if !unbind.is_empty() {

@@ -4,18 +4,19 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
 use std::time::Duration as StdDuration;
 
 use tracing::{debug, warn};
 
 use crate::a1;
 use crate::binding;
+use crate::claim;
 use crate::lease::{LeaseState, WORKER_SHEET};
 use crate::panel::index_sheet::{self, IndexEntry};
 use crate::panel::{self, PanelIndex, PanelTable};
 use crate::queue::{self, Column, ColumnMap, QueueRow, Snapshot, State, QUEUE_SHEET};
 use crate::sheets::{Cell, Filter, FilterRead, SheetMeta, ValueRange};
+use crate::watch;
 use crate::workers::{self, Heartbeat};
 
 use super::{Daemon, DaemonError};
@@ -24,8 +25,13 @@ use super::{Daemon, DaemonError};
 pub(super) struct Poll {
     pub(super) snapshot: Snapshot,
     pub(super) lease: LeaseState,
-    pub(super) heartbeats: HashMap<String, DateTime<Utc>>,
-    /// The heartbeat rows themselves (with the jobs each daemon lists as running).
+    /// How long this daemon has watched the lease cell hold this very value.
+    pub(super) lease_quiet: StdDuration,
+    /// What this daemon has watched of the other daemons and the running rows, as of this
+    /// read (docs/design.md §3.1).
+    pub(super) watched: claim::Watched,
+    /// The heartbeat rows themselves (with the jobs each daemon lists as running), each with
+    /// how long this daemon has watched it stand still.
     pub(super) workers: Vec<Heartbeat>,
     /// 1-based row of our heartbeat in `_ワーカー`, if we have one.
     pub(super) own_heartbeat_row: Option<u32>,
@@ -271,7 +277,14 @@ impl Daemon {
             .map(Filter::A1)
             .chain(ids.iter().copied().map(Filter::Metadata))
             .collect();
-        let mut reads = self.sheets.read_filtered(&filters).await?;
+        let mut reads = match self.sheets.read_filtered(&filters).await {
+            Ok(reads) => reads,
+            Err(e) => {
+                // Until a read succeeds again, nobody's silence is news (docs/design.md §3.1).
+                self.watch.read_failed();
+                return Err(e.into());
+            }
+        };
         let bound_reads = reads.split_off(plan.ranges.len().min(reads.len()));
         let values: Vec<ValueRange> = reads
             .into_iter()
@@ -348,6 +361,49 @@ impl Daemon {
         .rows
         .into_iter()
         .next()
+    }
+
+    /// Takes a successful read into the watch: the heartbeat rows, the lease cell and each
+    /// running row's claim. Fills in how long each heartbeat has stood still, and returns
+    /// what the stale rules need of the watch.
+    fn watch_read(
+        &mut self,
+        snapshot: &Snapshot,
+        workers: &mut [Heartbeat],
+        lease_text: &str,
+    ) -> claim::Watched {
+        let running = snapshot.rows.iter().filter(|r| r.state.is(State::Running));
+        let items = workers
+            .iter()
+            .map(|h| (watch::heartbeat_key(&h.worker_id), h.fingerprint.clone()))
+            .chain([(watch::LEASE_KEY.to_string(), lease_text.to_string())])
+            .chain(
+                running
+                    .clone()
+                    .map(|r| (watch::running_key(&r.job_id), r.worker.clone())),
+            );
+        self.watch
+            .observed(tokio::time::Instant::now().into_std(), items);
+        let chrono =
+            |d: StdDuration| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
+        for h in workers.iter_mut() {
+            let key = watch::heartbeat_key(&h.worker_id);
+            h.quiet = self.watch.unchanged_for(&key);
+            h.changed = self.watch.changed(&key);
+        }
+        claim::Watched {
+            me: self.config.worker_id.clone(),
+            quiet: workers
+                .iter()
+                .map(|h| (h.worker_id.clone(), chrono(h.quiet)))
+                .collect(),
+            running_for: running
+                .map(|r| {
+                    let watched = self.watch.unchanged_for(&watch::running_key(&r.job_id));
+                    (r.job_id.clone(), chrono(watched))
+                })
+                .collect(),
+        }
     }
 
     /// Parses the values of a [`ReadPlan`]'s ranges, in the plan's order; moves the window
@@ -444,19 +500,18 @@ impl Daemon {
             }
         }
         self.archived_seen = archived.or(self.archived_seen);
-        let workers = workers::parse(&worker.values, self.layout.tz);
+        let mut workers = workers::parse(&worker.values, self.layout.tz);
         let own_heartbeat_row = workers
             .iter()
             .find(|h| h.worker_id == self.config.worker_id)
             .map(|h| h.row);
-        let heartbeats = workers
-            .iter()
-            .filter_map(|h| Some((h.worker_id.clone(), h.seen?)))
-            .collect();
+        let watched = self.watch_read(&snapshot, &mut workers, &lease_text);
+        let lease_quiet = self.watch.unchanged_for(watch::LEASE_KEY);
         Ok(Poll {
             snapshot,
             lease: LeaseState::parse(&lease_text),
-            heartbeats,
+            lease_quiet,
+            watched,
             workers,
             own_heartbeat_row,
             full,

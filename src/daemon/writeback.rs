@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::a1;
 use crate::binding::{self, WriteCheck, WritePlan};
@@ -32,18 +32,8 @@ impl Daemon {
     /// were cut off mid-job; they become `エラー` at once. Pending results are written.
     pub(super) async fn recover(&mut self) -> Result<(), DaemonError> {
         // Rows left 実行中 are unfinished, so the window (found by `find_window`) holds them.
-        let poll = self.poll(false).await?;
+        let poll = self.watch_our_row().await?;
         let now = Utc::now();
-        // Only our own previous process's jobs are ours to fail: another live process with
-        // our worker_id is refused here, before anything is written.
-        crate::workers::check_worker_id(
-            &poll.workers,
-            &self.config.worker_id,
-            &self.process,
-            now,
-            self.policy.dead_after,
-            super::pid_alive,
-        )?;
         let mut data = Vec::new();
         let mut through = Vec::new();
         for row in &poll.snapshot.rows {
@@ -67,6 +57,40 @@ impl Daemon {
         }
         self.flush(&poll, Vec::new()).await?;
         Ok(())
+    }
+
+    /// Polls until it is clear whether another live process runs with our worker_id: its
+    /// heartbeat row (naming another process) changes while we watch (it is alive: refused
+    /// here, before anything is written), or stands still for `dead_after` (a predecessor
+    /// that is gone: its jobs are ours to fail). No clock of another machine is read
+    /// (docs/design.md §3.1); the wait costs one read a poll interval, and only after a
+    /// crash on another host (a clean stop says so in the row).
+    async fn watch_our_row(&mut self) -> Result<Poll, DaemonError> {
+        let mut said = false;
+        loop {
+            let poll = self.poll(false).await?;
+            match crate::workers::check_worker_id(
+                &poll.workers,
+                &self.config.worker_id,
+                &self.process,
+                self.config.dead_after,
+                super::pid_alive,
+            ) {
+                crate::workers::IdCheck::Free => return Ok(poll),
+                crate::workers::IdCheck::InUse(e) => return Err(e.into()),
+                crate::workers::IdCheck::Watching => {
+                    if !std::mem::replace(&mut said, true) {
+                        warn!(
+                            worker = %self.config.worker_id,
+                            dead_after = ?self.config.dead_after,
+                            "the heartbeat row of this worker_id names another process; watching it for up to dead_after before taking its jobs over"
+                        );
+                    }
+                    self.observers.health.loop_turned();
+                    tokio::time::sleep(self.config.poll_interval).await;
+                }
+            }
+        }
     }
 
     /// The waiting/running status cells that differ from what the panels show (at most 20),
@@ -109,6 +133,13 @@ impl Daemon {
         if row.target_key() == panel::catalog::PANELS_TARGET {
             // A panel job has no panel row: its outcome is its queue row (and the panels
             // and index links it made).
+            return None;
+        }
+        if let Some(newer) = panel::newer_press(&poll.snapshot, row) {
+            // The panel row shows the newest press of its function (a late result of a job
+            // timed out meanwhile, whose function was pressed again): the queue row alone
+            // takes this one.
+            debug!(job.id = %row.job_id, newer = %newer.job_id, "a newer press of this function owns its panel row; writing the result to the queue row only");
             return None;
         }
         match panel::locate(&self.panels, &poll.tables, row) {
@@ -158,14 +189,21 @@ impl Daemon {
                 .is_some_and(|r| r.job_id == job_id && r.worker == worker);
             !bound_ok && poll.snapshot.by_job_id(job_id).is_none()
         };
+        // A late result for a row timed out meanwhile: whether its function was pressed
+        // again (that press then owns the panel row) needs the whole queue too.
+        let timed_out = |id: Option<i32>| {
+            id.and_then(|id| poll.bound.get(&id))
+                .and_then(Option::as_ref)
+                .is_some_and(|r| r.state.is(State::Timeout))
+        };
         let full;
         let poll = if !poll.full
-            && (pending
+            && (pending.iter().any(|j| {
+                let id = binding::id_of_tag(&j.worker);
+                unresolved(id, &j.job_id, &j.worker) || timed_out(id)
+            }) || follow_ups
                 .iter()
-                .any(|j| unresolved(binding::id_of_tag(&j.worker), &j.job_id, &j.worker))
-                || follow_ups
-                    .iter()
-                    .any(|t| unresolved(Some(t.id), &t.job_id, &t.worker)))
+                .any(|t| unresolved(Some(t.id), &t.job_id, &t.worker)))
         {
             full = self.poll(true).await?;
             &full
@@ -229,9 +267,14 @@ impl Daemon {
                     }
                     let mut cells =
                         self.finish_values(job.finish, job.finished_at, &job.url, &job.message);
-                    // A claim commit that missed its row left its ワーカー text on ours.
-                    if at_binding.is_some_and(|r| r.worker != job.worker) {
-                        cells.push((Column::Worker, Cell::from(job.worker.as_str())));
+                    // The result restates its claim stamp: a claim commit that landed on this
+                    // row after a sort (its daemon killed before it gave the cells back) may
+                    // have left another ワーカー and 開始日時 here, and a finished row must
+                    // name who ran it.
+                    cells.push((Column::Worker, Cell::from(job.worker.as_str())));
+                    if let Some(at) = job.started_at {
+                        let serial = sheet_time::instant_to_serial(at, self.layout.tz);
+                        cells.push((Column::StartedAt, Cell::from(serial)));
                     }
                     through.push(Through {
                         id,
@@ -357,12 +400,7 @@ impl Daemon {
     fn put_back_orphans(&mut self, poll: &Poll) {
         // Restores from older reads also move ワーカー texts between rows: a row may show our
         // tag while another daemon runs its job. That one's heartbeat lists the job.
-        let elsewhere = crate::workers::running_elsewhere(
-            &poll.workers,
-            &self.config.worker_id,
-            Utc::now(),
-            self.policy.dead_after,
-        );
+        let elsewhere = self.running_elsewhere(poll);
         let mut found = Vec::new();
         for row in &poll.snapshot.rows {
             let Some(tag) = row.worker_tag() else {
@@ -728,10 +766,9 @@ impl Daemon {
                 .chain(&self.unsettled)
                 .any(|c| c.tag == tag);
         }
-        let now = Utc::now();
         poll.workers.iter().any(|h| {
             h.worker_id == tag.daemon_id
-                && h.is_live(now, self.policy.dead_after)
+                && h.is_live(self.config.dead_after)
                 && h.jobs.iter().any(|j| j.job_id == row.job_id)
         })
     }

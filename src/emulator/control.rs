@@ -57,6 +57,10 @@ pub struct FaultRule {
     /// Fire for this fraction of matching requests (0.0–1.0). `None`: always.
     #[serde(default)]
     pub probability: Option<f64>,
+    /// Fire only for requests of this user (a service account's e-mail): a network
+    /// partition that cuts one daemon off while the others go on. `None`: any user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 impl FaultRule {
@@ -67,6 +71,19 @@ impl FaultRule {
             fault,
             remaining: Some(n),
             probability: None,
+            user: None,
+        }
+    }
+
+    /// A rule firing for every request of `user` (a service account's e-mail) until it is
+    /// removed: that user is cut off from the API.
+    pub fn cut_off(user: &str, fault: Fault) -> Self {
+        FaultRule {
+            method: None,
+            fault,
+            remaining: None,
+            probability: None,
+            user: Some(user.to_string()),
         }
     }
 }
@@ -140,14 +157,14 @@ pub struct Control {
 
 impl Control {
     /// The fault that fires for this request, if any, consuming one use of its rule.
-    pub fn fault_for(&mut self, method: &str) -> Option<Fault> {
+    pub fn fault_for(&mut self, method: &str, user: Option<&str>) -> Option<Fault> {
         let mut rng = rand::thread_rng();
         for i in 0..self.faults.len() {
             let rule = &mut self.faults[i];
             let matches = match &rule.method {
                 Some(m) => m == method,
                 None => method != "oauth2.token",
-            };
+            } && rule.user.as_deref().is_none_or(|u| Some(u) == user);
             if !matches {
                 continue;
             }
@@ -242,25 +259,43 @@ mod tests {
             Fault::Status(503),
             2,
         ));
-        assert_eq!(c.fault_for("spreadsheets.get"), None);
+        assert_eq!(c.fault_for("spreadsheets.get", None), None);
         assert_eq!(
-            c.fault_for("spreadsheets.batchUpdate"),
+            c.fault_for("spreadsheets.batchUpdate", None),
             Some(Fault::Status(503))
         );
         assert_eq!(
-            c.fault_for("spreadsheets.batchUpdate"),
+            c.fault_for("spreadsheets.batchUpdate", None),
             Some(Fault::Status(503))
         );
         assert_eq!(
-            c.fault_for("spreadsheets.batchUpdate"),
+            c.fault_for("spreadsheets.batchUpdate", None),
             None,
             "rule must expire after 2"
         );
         c.faults.push(FaultRule::next(None, Fault::Drop, 1));
         assert_eq!(
-            c.fault_for("oauth2.token"),
+            c.fault_for("oauth2.token", None),
             None,
             "None must not match the token endpoint"
+        );
+    }
+
+    #[test]
+    fn a_rule_for_one_user_cuts_off_that_user_only() {
+        let mut c = Control::default();
+        c.faults
+            .push(FaultRule::cut_off("a1@example.com", Fault::Status(503)));
+        let get = "spreadsheets.values.batchGet";
+        assert_eq!(c.fault_for(get, Some("a2@example.com")), None);
+        assert_eq!(
+            c.fault_for(get, Some("a1@example.com")),
+            Some(Fault::Status(503))
+        );
+        assert_eq!(
+            c.fault_for(get, Some("a1@example.com")),
+            Some(Fault::Status(503)),
+            "until the rule is removed"
         );
     }
 

@@ -675,7 +675,7 @@ async fn api_call(
         return pending.finish(Err(ApiError::unauthenticated()));
     };
     pending.user = user.clone();
-    let fault = sh.control().fault_for(call.method_id());
+    let fault = sh.control().fault_for(call.method_id(), Some(&user));
     let mut drop_after = false;
     match fault {
         Some(Fault::Latency(d)) => tokio::time::sleep(d).await,
@@ -733,7 +733,7 @@ async fn token(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
         user: String::new(),
         write: false,
     };
-    let fault = sh.control().fault_for("oauth2.token");
+    let fault = sh.control().fault_for("oauth2.token", None);
     match fault {
         Some(Fault::Latency(d)) => tokio::time::sleep(d).await,
         Some(Fault::Status(code)) => return pending.finish(Err(ApiError::for_status(code, false))),

@@ -162,6 +162,21 @@ pub fn locate<'a>(
     Ok((panel, row))
 }
 
+/// A press of `job`'s function on its panel made after it, if the queue shows one: the panel
+/// row then shows that newer press, not `job`'s late result. Newer: received later, or (a
+/// 受付日時 missing) further down the queue, where appends go.
+pub fn newer_press<'a>(queue: &'a Snapshot, job: &QueueRow) -> Option<&'a QueueRow> {
+    queue.rows.iter().find(|r| {
+        r.job_id != job.job_id
+            && r.target_key() == job.target_key()
+            && r.function.trim() == job.function.trim()
+            && match (r.received_at, job.received_at) {
+                (Some(theirs), Some(ours)) => theirs > ours,
+                _ => r.row > job.row,
+            }
+    })
+}
+
 /// The `▶ 実行中 (HH:mm〜)` cell of the panel row a claimed `job` belongs to (started at
 /// `started_at`), for the claim commit itself, so a press shows it runs without waiting for
 /// another write; `None` when its panel row cannot be found.

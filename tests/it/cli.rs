@@ -380,6 +380,7 @@ async fn a_one_shot_command_gives_up_after_a_few_attempts() {
         fault: sheetq::emulator::Fault::Status(503),
         remaining: None,
         probability: None,
+        user: None,
     });
     let out = tokio::task::spawn_blocking(move || {
         sheetq()

@@ -350,16 +350,13 @@ async fn a_stale_row_times_out_and_status_reads_the_queue_with_job_id_last() {
     let emu = start_with_quota(FAST).await;
     let header = layout("job_id_last");
     lay_out_queue(&emu, &header);
-    // A row claimed 16 minutes ago by a daemon that is gone: past stale_after (15m).
+    // A row left 実行中 by a daemon that is gone (no heartbeat speaks for it): the daemon
+    // watches it stand still past stale_after (2 s here) and times it out.
     let mut stale = finished_row("stale-1", "実行中", 0);
-    stale[11] = json!(sheetq::sheet_time::instant_to_serial(
-        chrono::Utc::now() - chrono::Duration::minutes(16),
-        TZ
-    ));
     stale[12] = json!("");
     stale[14] = json!("");
     seed_laid_out(&emu, &header, &[(String::new(), stale)]);
-    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let fleet = Fleet::start(&emu, &["vm-1"], &[("stale_after", "\"2s\"")], "").await;
     let config = fleet.configs[0].clone();
     let timed_out = wait_for(
         "the stale row to time out with its message",

@@ -1066,6 +1066,7 @@ async fn latency_and_probability_faults() {
         fault: Fault::Status(500),
         remaining: None,
         probability: Some(0.0),
+        user: None,
     });
     get_values(&hub, &id, LEASE, "UNFORMATTED_VALUE").await;
     assert_eq!(emu.faults().len(), 1, "a rule that did not fire stays");

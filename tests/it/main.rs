@@ -13,6 +13,7 @@ mod daemon;
 mod emulator;
 mod emulator_metadata;
 mod emulator_rows;
+mod outage;
 mod panel_sync;
 mod panels;
 mod people;

@@ -595,6 +595,7 @@ async fn a_refused_token_is_replaced_within_the_call_and_a_second_refusal_says_w
         fault: Fault::Status(401),
         remaining: None,
         probability: None,
+        user: None,
     });
     let err = sheets
         .read(&[a1::range("Sheet1", "A1")])

@@ -304,6 +304,21 @@ pub async fn client(emu: &Emulator, config: &Config) -> Arc<dyn sheetq::sheets::
     .unwrap_or_else(|e| panic!("cannot connect to the emulator: {e:#}"))
 }
 
+/// Like [`client`], calling the API as the emulator's service account named `name`.
+pub async fn client_as(
+    emu: &Emulator,
+    config: &Config,
+    name: &str,
+) -> Arc<dyn sheetq::sheets::Sheets> {
+    sheetq::setup::connect(
+        config,
+        Some(Credentials::KeyJson(emu.credentials_json_for(name))),
+        false,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot connect to the emulator as {name}: {e:#}"))
+}
+
 /// Daemons running in this process against one emulator, each with its own state dir.
 pub struct Fleet {
     pub shutdown: CancellationToken,
@@ -320,6 +335,28 @@ impl Fleet {
         overrides: &[(&str, &str)],
         commands: &str,
     ) -> Fleet {
+        Self::start_with(emu, workers, overrides, commands, false).await
+    }
+
+    /// Like [`Fleet::start`], each daemon calling the API as a service account of its own,
+    /// named after its worker id ([`Emulator::account`]): one of them can be cut off
+    /// (`FaultRule::cut_off`) while the others go on.
+    pub async fn start_on_own_accounts(
+        emu: &Emulator,
+        workers: &[&str],
+        overrides: &[(&str, &str)],
+        commands: &str,
+    ) -> Fleet {
+        Self::start_with(emu, workers, overrides, commands, true).await
+    }
+
+    async fn start_with(
+        emu: &Emulator,
+        workers: &[&str],
+        overrides: &[(&str, &str)],
+        commands: &str,
+        own_accounts: bool,
+    ) -> Fleet {
         assert!(
             workers.len() < CLIENTS_PER_ACCOUNT as usize,
             "{} daemons and the test's client are more than the {CLIENTS_PER_ACCOUNT} clients the quota is shared by",
@@ -333,7 +370,11 @@ impl Fleet {
             let config = daemon_config(emu, w, &state.path().join(w), overrides, commands);
             let registry = sheetq::setup::registry(&config)
                 .unwrap_or_else(|e| panic!("commands of the test config: {e:#}"));
-            let sheets = client(emu, &config).await;
+            let sheets = if own_accounts {
+                client_as(emu, &config, w).await
+            } else {
+                client(emu, &config).await
+            };
             handles.push(tokio::spawn(sheetq::daemon::run(
                 sheets,
                 config.clone(),

@@ -1,0 +1,290 @@
+//! Guarantees through outages, partitions and clocks (docs/design.md §3.1): a daemon cut off
+//! from the API for longer than `dead_after` is dead only to the others' eyes. Its job may
+//! still run, so the daemon that times it out holds its target until the job could have
+//! ended; the job's real result, written when the daemon is back, replaces the タイムアウト.
+//! Every check reads what ran from the command's own execution log, not only the sheet.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use sheetq::emulator::{Emulator, Fault, FaultRule, Quota};
+use sheetq::queue::State;
+
+use crate::daemon::assert_done;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+const FAST: Quota = Quota::scaled(50);
+
+/// A command that logs its start and end (jobId, target, nanoseconds since the epoch) to
+/// `file`, sleeps `args.seconds`, and answers its jobId as its result message.
+fn recording_command(file: &std::path::Path) -> String {
+    format!(
+        "[commands.record]\ntimeout = \"12s\"\nexec = [\"/bin/sh\", \"-c\", \"echo \\\"S $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N)\\\" >> {f}; sleep $(echo \\\"$SHEETQ_ARGS_JSON\\\" | sed 's/[^0-9.]//g'); echo \\\"E $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N)\\\" >> {f}; echo \\\"$SHEETQ_JOB_ID\\\"\"]\n",
+        f = file.display()
+    )
+}
+
+/// One run of a command: when it started and (once it did) ended, in nanoseconds.
+type Run = (u128, Option<u128>);
+
+/// What ran, from the execution log: per jobId, its target and each run.
+fn runs(file: &std::path::Path) -> BTreeMap<String, (String, Vec<Run>)> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut out: BTreeMap<String, (String, Vec<Run>)> = BTreeMap::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [kind, job, target, at] = parts[..] else {
+            continue;
+        };
+        let at: u128 = at.parse().unwrap_or(0);
+        let entry = out
+            .entry(job.to_string())
+            .or_insert_with(|| (target.to_string(), Vec::new()));
+        match kind {
+            "S" => entry.1.push((at, None)),
+            _ => {
+                if let Some(run) = entry.1.iter_mut().rev().find(|r| r.1.is_none()) {
+                    run.1 = Some(at);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The daemons' logs, with `SHEETQ_TEST_LOG=sheetq=info cargo test --test it outage --
+/// --nocapture`.
+fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("SHEETQ_TEST_LOG").unwrap_or_else(|_| "off".into()))
+        .with_test_writer()
+        .try_init();
+}
+
+/// Every job ran exactly once, and no two runs of one target overlapped.
+fn assert_once_each_and_one_at_a_time(file: &std::path::Path, jobs: &[&str]) {
+    let log = runs(file);
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    for job in jobs {
+        let (_, r) = log
+            .get(*job)
+            .unwrap_or_else(|| panic!("job {job} never ran; log:\n{text}"));
+        assert_eq!(r.len(), 1, "job {job} ran {} times; log:\n{text}", r.len());
+    }
+    let mut by_target: BTreeMap<&str, Vec<(u128, u128)>> = BTreeMap::new();
+    for (target, r) in log.values() {
+        for (s, e) in r {
+            by_target
+                .entry(target)
+                .or_default()
+                .push((*s, e.unwrap_or(u128::MAX)));
+        }
+    }
+    for (target, mut spans) in by_target {
+        spans.sort();
+        for w in spans.windows(2) {
+            assert!(
+                w[1].0 >= w[0].1,
+                "two jobs of {target} ran at once ({:?} and {:?}); log:\n{text}",
+                w[0],
+                w[1]
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_cut_off_longer_than_dead_after_keeps_its_target_and_its_result() {
+    logs();
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("runs.log");
+    let settings = [
+        ("slots", "1"),
+        ("heartbeat_interval", "\"500ms\""),
+        ("dead_after", "\"3s\""),
+        ("lease_ttl", "\"3s\""),
+    ];
+    let commands = recording_command(&log);
+    // a1 alone first, so it is the one that claims the long job.
+    let first = Fleet::start_on_own_accounts(&emu, &["a1"], &settings, &commands).await;
+    let c = first.configs[0].clone();
+    let sheets = client(&emu, &c).await;
+    let long = enqueue(
+        sheets.as_ref(),
+        &c,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "record",
+        r#"{"seconds":6}"#,
+        "",
+    )
+    .await;
+    wait_for(
+        "a1 to run the long job",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            let r = row_of(&rows, &long);
+            (r.state.is(State::Running) && r.worker.starts_with("a1/")).then_some(())
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    // a1 is cut off from the API (every request 503): its job runs on.
+    emu.add_fault(FaultRule::cut_off(
+        &Emulator::account("a1"),
+        Fault::Status(503),
+    ));
+    let second = Fleet::start_on_own_accounts(&emu, &["a2"], &settings, &commands).await;
+    let next = enqueue(
+        sheets.as_ref(),
+        &c,
+        "サーバーA",
+        "再起動 (5秒)",
+        "record",
+        r#"{"seconds":0}"#,
+        "",
+    )
+    .await;
+    // a2 sees a1's heartbeat stand still past dead_after and times the long job out...
+    let timed_out = wait_for(
+        "a2 to time out the job of the silent a1",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            let r = row_of(&rows, &long).clone();
+            (r.state.is(State::Timeout) && !r.message.is_empty()).then_some(r)
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    assert!(
+        timed_out.message.contains("a1"),
+        "the timeout names the silent daemon: {:?}",
+        timed_out.message
+    );
+    // ...but holds its target: the next job of サーバーA must wait for the long one.
+    let early = queue_rows(&emu);
+    assert!(
+        row_of(&early, &next).state.is(State::Waiting),
+        "the target's next job must not start while the timed-out one may still run:\n{}",
+        describe_queue(&early)
+    );
+    // a1's job ends while it is cut off; then a1 comes back.
+    wait_for(
+        "the long job to end on a1",
+        WAIT,
+        || {
+            runs(&log)
+                .get(&long)
+                .is_some_and(|(_, r)| r.iter().all(|run| run.1.is_some()))
+                .then_some(())
+        },
+        || std::fs::read_to_string(&log).unwrap_or_default(),
+    )
+    .await;
+    emu.clear_faults();
+    let rows = wait_for(
+        "the real result to replace the タイムアウト, and the next job to run",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            (row_of(&rows, &long).state.is(State::Done)
+                && row_of(&rows, &next).state.is(State::Done))
+            .then_some(rows)
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    first.stop(&emu).await;
+    second.stop(&emu).await;
+    let l = row_of(&rows, &long);
+    assert_done(l);
+    assert_eq!(l.message, long, "the long job's own result: {l:#?}");
+    assert!(
+        l.worker.starts_with("a1/"),
+        "the row names who ran it: {l:#?}"
+    );
+    assert_done(row_of(&rows, &next));
+    assert_once_each_and_one_at_a_time(&log, &[&long, &next]);
+    let panel = panel_row(&emu, "サーバーA", 8);
+    assert!(
+        panel[2].starts_with("✅ 完了"),
+        "the long job's panel row shows its real result: {panel:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn times_in_the_sheet_even_across_the_night_daylight_saving_falls_back_decide_nothing() {
+    logs();
+    let emu = start_with_quota(FAST).await;
+    // A spreadsheet in New York: on 2026-11-01 its clocks show 01:00–01:59 twice, so a date
+    // serial of 01:05 that night names two instants an hour apart.
+    emu.with_spreadsheet(|ss| ss.time_zone = "America/New_York".into())
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let ambiguous: f64 = 46327.0 + (1.0 * 60.0 + 5.0) / 1440.0; // 2026-11-01 01:05
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("runs.log");
+    let settings = [
+        ("heartbeat_interval", "\"500ms\""),
+        ("dead_after", "\"3s\""),
+        ("stale_after", "\"20s\""),
+    ];
+    let fleet = Fleet::start(&emu, &["d1", "d2"], &settings, &recording_command(&log)).await;
+    let c = fleet.configs[0].clone();
+    let sheets = client(&emu, &c).await;
+    let long = enqueue(
+        sheets.as_ref(),
+        &c,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "record",
+        r#"{"seconds":6}"#,
+        "",
+    )
+    .await;
+    let next = enqueue(
+        sheets.as_ref(),
+        &c,
+        "サーバーA",
+        "再起動 (5秒)",
+        "record",
+        r#"{"seconds":0}"#,
+        "",
+    )
+    .await;
+    // While the long job runs, its 開始日時 reads as that ambiguous 01:05 (an hour, then a
+    // month, before the real time), as a wall clock misread across the fall-back night
+    // would show it; so do both heartbeats' "last seen" once (the daemons write theirs in
+    // UTC, which no decision reads either).
+    for row in 3..5 {
+        let _ = emu.set_values(
+            &format!("'_ワーカー'!F{row}"),
+            serde_json::json!([[ambiguous]]),
+            false,
+        );
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    while tokio::time::Instant::now() < deadline {
+        let rows = queue_rows(&emu);
+        if let Some(r) = rows
+            .iter()
+            .find(|r| r.job_id == long && r.state.is(State::Running))
+        {
+            emu.set_values(
+                &format!("'_ジョブキュー'!L{}", r.row),
+                serde_json::json!([[ambiguous]]),
+                false,
+            )
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rows = wait_finished(&emu, &[long.clone(), next.clone()], WAIT).await;
+    fleet.stop(&emu).await;
+    assert_done(row_of(&rows, &long));
+    assert_done(row_of(&rows, &next));
+    assert_once_each_and_one_at_a_time(&log, &[&long, &next]);
+}
