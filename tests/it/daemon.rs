@@ -718,16 +718,27 @@ async fn rows_sorted_and_deleted_by_a_person_mid_run_never_get_another_jobs_resu
 }
 
 /// The real `sheetq run --config FILE` against the emulator, killed with SIGKILL on drop.
-struct Binary {
+pub(crate) struct Binary {
     child: std::process::Child,
 }
 
 impl Binary {
-    fn start(config: &std::path::Path, log: &std::path::Path) -> Binary {
+    pub(crate) fn start(config: &std::path::Path, log: &std::path::Path) -> Binary {
+        Self::start_with(config, log, &[])
+    }
+
+    /// [`Binary::start`] with more arguments after `run` (e.g. `--metrics-listen`).
+    pub(crate) fn start_with(
+        config: &std::path::Path,
+        log: &std::path::Path,
+        args: &[&str],
+    ) -> Binary {
         let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("{e}"));
         let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
-            .args(["run", "--config"])
+            .arg("run")
+            .args(args)
+            .arg("--config")
             .arg(config)
             .stdout(out)
             .stderr(err)
@@ -737,7 +748,7 @@ impl Binary {
     }
 
     /// The exit status, if the process has ended.
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().unwrap_or_else(|e| panic!("{e}"))
     }
 

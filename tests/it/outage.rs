@@ -288,3 +288,133 @@ async fn times_in_the_sheet_even_across_the_night_daylight_saving_falls_back_dec
     assert_done(row_of(&rows, &next));
     assert_once_each_and_one_at_a_time(&log, &[&long, &next]);
 }
+
+/// A port on 127.0.0.1 that was free a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// The status code of `GET path` on 127.0.0.1:`port` (0 when nothing answers).
+async fn status_of(port: u16, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return 0;
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return 0;
+    }
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply).await;
+    reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running_job_lands() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("runs.log");
+    let key = dir.path().join("key.json");
+    std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("{e}"));
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let config = dir.path().join("sheetq.toml");
+    let text = format!(
+        "spreadsheet_id = \"{id}\"\napi_base_url = \"{url}\"\ncredentials = \"{key}\"\nworker_id = \"vm-out\"\nstate_dir = \"{state}\"\nslots = 2\npoll_interval = \"100ms\"\nrequests_per_minute = {rpm}\nmax_retries = 1\nheartbeat_interval = \"500ms\"\ndead_after = \"3s\"\nlease_ttl = \"3s\"\n{commands}",
+        id = emu.spreadsheet_id(),
+        url = emu.base_url(),
+        key = key.display(),
+        state = dir.path().join("state").display(),
+        rpm = budget_share(&emu),
+        commands = recording_command(&log),
+    );
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let out = dir.path().join("sheetq.log");
+    let mut daemon =
+        crate::daemon::Binary::start_with(&config, &out, &["--metrics-listen", &listen]);
+    let show = || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&queue_rows(&emu)),
+            std::fs::read_to_string(&out).unwrap_or_default()
+        )
+    };
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let job = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "record",
+        r#"{"seconds":4}"#,
+        "",
+    )
+    .await;
+    wait_for(
+        "the job to run",
+        WAIT,
+        || {
+            row_of(&queue_rows(&emu), &job)
+                .state
+                .is(State::Running)
+                .then_some(())
+        },
+        show,
+    )
+    .await;
+    // Google is down for everyone for 8 s: longer than dead_after, the lease's TTL and the
+    // job itself, which ends during the outage.
+    emu.add_fault(FaultRule {
+        method: None,
+        fault: Fault::Status(503),
+        remaining: None,
+        probability: None,
+        user: None,
+    });
+    let outage_ends = tokio::time::Instant::now() + Duration::from_secs(8);
+    while tokio::time::Instant::now() < outage_ends {
+        assert_eq!(
+            status_of(port, "/livez").await,
+            200,
+            "an outage of the API is no reason to restart the daemon\n{}",
+            show()
+        );
+        assert_eq!(
+            daemon.exited(),
+            None,
+            "the daemon must ride the outage out\n{}",
+            show()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    emu.clear_faults();
+    let rows = wait_finished(&emu, std::slice::from_ref(&job), WAIT).await;
+    assert_eq!(daemon.exited(), None, "{}", show());
+    assert_eq!(
+        status_of(port, "/readyz").await,
+        200,
+        "ready again: {}",
+        show()
+    );
+    drop(daemon);
+    let r = row_of(&rows, &job);
+    assert_done(r);
+    assert_eq!(
+        r.message, job,
+        "the job's own result landed after the outage: {r:#?}"
+    );
+    assert_once_each_and_one_at_a_time(&log, &[&job]);
+}
