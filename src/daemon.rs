@@ -131,6 +131,9 @@ struct Claimed {
     slot: u32,
     /// When the claim was committed (by our clock), as its 開始日時 says.
     started_at: DateTime<Utc>,
+    /// For a claim whose commit reply was lost: the lease the commit was made under, and
+    /// when it was sent (it settles once that lease is off the cell).
+    lost_commit: Option<(String, tokio::time::Instant)>,
 }
 
 /// Runs the daemon until `shutdown` is cancelled, then drains running jobs within the
@@ -290,6 +293,9 @@ struct Daemon {
     holds: Vec<(RunningRef, tokio::time::Instant)>,
     /// When the acquire of the lease we last took was sent.
     lease_sent: Option<tokio::time::Instant>,
+    /// Fences this daemon created (docs/design.md §3.1), with when: removed with a batch
+    /// sent anyway once the commit each fences can no longer apply.
+    fences: Vec<(i32, tokio::time::Instant)>,
     report: RunReport,
 }
 
@@ -357,6 +363,7 @@ impl Daemon {
             watch: Watch::new(config.heartbeat_interval.max(config.poll_interval * 2)),
             holds: Vec::new(),
             lease_sent: None,
+            fences: Vec::new(),
             report: RunReport::default(),
             config,
         };
@@ -522,7 +529,12 @@ impl Daemon {
             |row, picked| self.may_start(row, picked),
         );
         let mut wrote_heartbeat = wrote_heartbeat;
-        if !plan.claims.is_empty() || !plan.stale.is_empty() || self.has_ticks(&poll) {
+        // A claim commit whose reply was lost is fenced by taking our lease back at once:
+        // its job then settles (runs, or waits to be claimed again) without waiting out
+        // Google's 180 s request limit.
+        let open_commit = !self.unsettled.is_empty();
+        if !plan.claims.is_empty() || !plan.stale.is_empty() || self.has_ticks(&poll) || open_commit
+        {
             wrote_heartbeat |= self.claim_pass(&poll, deferred).await?;
         } else if self.archive_due() {
             self.archive_pass(&poll).await?;

@@ -111,6 +111,48 @@ impl LeaseState {
     }
 }
 
+/// The developer-metadata key of a fence.
+pub const FENCE_KEY: &str = "sheetq.fence";
+
+/// The id of the fence of lease value `lease` (a held lease's cell text): a positive int32
+/// derived from the text (FNV-1a), the same in every daemon.
+pub fn fence_id(lease: &str) -> i32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in lease.as_bytes() {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    // 1..=i32::MAX: explicit developer-metadata ids are positive.
+    i32::try_from(h % (i32::MAX as u32)).unwrap_or(0) + 1
+}
+
+/// The fence of lease value `lease` (docs/design.md §3.1): developer metadata with the id
+/// [`fence_id`] on row 1 of the worker sheet. Google documents that creating developer
+/// metadata with an id that exists fails, and that a `spreadsheets.batchUpdate` with one
+/// failing request applies none of its requests. So a daemon that takes a lease over from
+/// `lease` creates its fence in the same batch, and every commit made under `lease` creates
+/// it too: whichever comes second fails whole. A commit whose reply was lost can then not
+/// take effect after its lease was taken over, however late Google applies it.
+pub fn fence(worker_sheet_id: i32, lease: &str) -> Request {
+    Request::BindRow {
+        sheet_id: worker_sheet_id,
+        row: 0,
+        id: fence_id(lease),
+        key: FENCE_KEY.to_string(),
+        value: lease.to_string(),
+    }
+}
+
+/// Whether a refused batch was refused for the fence of `lease`: another request created it
+/// first (the lease was taken over, or its commit applied).
+pub fn is_fenced(error_message: &str, lease: &str) -> bool {
+    let id = fence_id(lease).to_string();
+    error_message.contains("already exists")
+        && error_message
+            .split(|c: char| !c.is_ascii_digit())
+            .any(|n| n == id)
+}
+
 /// The compare-and-swap of the lease cell (B1 of the worker sheet) from `from` to `to`.
 pub fn swap(worker_sheet_id: i32, from: &str, to: &str) -> Request {
     Request::CompareAndSwap {
@@ -130,6 +172,26 @@ mod tests {
             .single()
             .unwrap()
             + Duration::seconds(s)
+    }
+
+    #[test]
+    fn a_fence_is_one_id_per_lease_value_and_recognised_in_the_refusal() {
+        let a = Lease::new("vm-1", at(30)).to_string();
+        let b = Lease::new("vm-1", at(30)).to_string();
+        assert_eq!(
+            fence_id(&a),
+            fence_id(&a.clone()),
+            "every daemon derives the same id"
+        );
+        assert_ne!(fence_id(&a), fence_id(&b), "a new nonce, a new fence");
+        assert!(fence_id(&a) > 0);
+        let refusal = format!(
+            "Invalid requests[0].createDeveloperMetadata: Developer metadata with id {} already exists.",
+            fence_id(&a)
+        );
+        assert!(is_fenced(&refusal, &a));
+        assert!(!is_fenced(&refusal, &b));
+        assert!(!is_fenced("Invalid requests[0]: something else", &a));
     }
 
     #[test]

@@ -81,7 +81,8 @@ impl Daemon {
         // The grid as last listed, or the header if a person widened it since.
         let width = self.queue_width().max(queue_header.len() as u32);
         let plan = archive::column_plan(&queue_header, &header_of(2), width);
-        let mut requests = Vec::new();
+        // Fenced like a claim commit: once the lease is taken over, nothing of it applies.
+        let mut requests = vec![lease::fence(self.layout.worker_sheet_id, &held)];
         if let Some(narrow) = self
             .sheet_meta
             .sheet(ARCHIVE_SHEET)
@@ -141,6 +142,13 @@ impl Daemon {
             .await;
         let moved = match moved {
             Ok(m) => m,
+            Err(e) if lease::is_fenced(&e.message, &held) => {
+                warn!(
+                    rows = moving,
+                    "the lease was taken over before the archive batch applied; nothing moved"
+                );
+                return Ok(());
+            }
             Err(e) => {
                 // Nothing is lost either way: the batch applied whole or not at all. The
                 // lease runs out on its own; the next look starts afresh.
@@ -148,6 +156,8 @@ impl Daemon {
                 return Ok(());
             }
         };
+        self.fences
+            .push((lease::fence_id(&held), tokio::time::Instant::now()));
         self.archive_more = looked_at >= archive::BATCH_ROWS;
         let (landed, _) = self.archive_rows(&moved.ranges, 2);
         let wrong = archive::misplaced(&runs, &landed, now, retention);

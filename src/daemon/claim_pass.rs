@@ -19,6 +19,16 @@ use crate::workers::RunningRef;
 
 use super::{Claimed, Daemon, DaemonError, Poll};
 
+/// Google's limit on one request: a request is not applied later than this after it was
+/// sent (docs/design.md §6), with a margin.
+const REQUEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(190);
+
+/// How long a fence is kept: while the commit it fences could still be applied (its lease's
+/// TTL, then Google's request limit).
+pub(super) fn fence_kept(lease_ttl: std::time::Duration) -> std::time::Duration {
+    REQUEST_LIMIT + lease_ttl
+}
+
 impl Daemon {
     /// The lease protocol of docs/design.md §3: take the lease (reading the queue in the same call),
     /// decide on that fresh data, and commit claims, timeouts, heartbeat, `display` (panel
@@ -36,6 +46,9 @@ impl Daemon {
         };
         let held = lease.to_string();
         let now = Utc::now();
+        // Our lease taken back fenced any commit of ours whose reply was lost: this read,
+        // made after that, shows for good whether it applied.
+        self.settle_unsettled(&fresh);
         // Presses first: the rows they become are claimable in this very pass.
         let intake_writes = match self.take_in_presses(&fresh, now).await {
             Ok((writes, taken)) => {
@@ -59,7 +72,9 @@ impl Daemon {
         let cols = self.layout.columns.clone();
         let qid = self.queue_sheet_id();
         let serial = Cell::from(sheet_time::instant_to_serial(now, self.layout.tz));
-        let mut requests = Vec::new();
+        // The fence of our lease first: should the lease have been taken over by the time
+        // Google applies this batch (however late), the fence exists and nothing applies.
+        let mut requests = vec![lease::fence(self.layout.worker_sheet_id, &held)];
         let mut response_ranges = Vec::new();
         let mut stale = Vec::new();
         for s in &plan.stale {
@@ -121,6 +136,7 @@ impl Daemon {
                 tag,
                 slot,
                 started_at: now,
+                lost_commit: None,
             });
         }
         // Our heartbeat lists the jobs we run, the new claims included, in the same atomic
@@ -162,23 +178,43 @@ impl Daemon {
             .await;
         let commit = match commit {
             Ok(c) => c,
+            Err(e) if lease::is_fenced(&e.message, &held) => {
+                // The lease was taken over before the commit applied: nothing of it did.
+                warn!(
+                    claims = claims.len(),
+                    "the lease was taken over before the claim commit applied; nothing was claimed"
+                );
+                for c in claims {
+                    self.free_slots.push(c.slot);
+                }
+                return Ok(false);
+            }
             Err(e) => {
-                // A failure may leave open whether the batch applied (a lost reply): the
-                // claims stay unsettled, their slots reserved, until the next poll shows
-                // whether their rows carry our token. A repeated send would report "0
+                // A failure may leave open whether the batch applied (a lost reply, which
+                // Google may still apply for up to 180 s): the claims stay unsettled, their
+                // slots reserved, and the lease is left held, so that whoever takes it next
+                // (this daemon at its next claim pass) fences the commit. A read after that
+                // shows for good whether it applied. A repeated send would report "0
                 // changed" and take our own claim for someone else's.
                 if e.is_retryable() {
-                    warn!(error = %e, claims = claims.len(), "the claim commit may or may not have applied; checking its rows at the next poll");
-                    self.unsettled.extend(claims);
-                } else {
-                    for c in claims {
-                        self.free_slots.push(c.slot);
-                    }
+                    warn!(error = %e, claims = claims.len(), "the claim commit may or may not have applied; it is fenced when the lease is next taken, and its rows checked then");
+                    let sent = tokio::time::Instant::now();
+                    self.unsettled.extend(claims.into_iter().map(|c| Claimed {
+                        lost_commit: Some((held.clone(), sent)),
+                        ..c
+                    }));
+                    return Err(e.into());
+                }
+                for c in claims {
+                    self.free_slots.push(c.slot);
                 }
                 self.release(&held).await;
                 return Err(e.into());
             }
         };
+        // Applied: its fence has done its work (the lease is free again) and goes later.
+        self.fences
+            .push((lease::fence_id(&held), tokio::time::Instant::now()));
         if !matches!(
             commit.replies.last(),
             Some(Reply::CompareAndSwap { changed: 1 })
@@ -186,9 +222,10 @@ impl Daemon {
             warn!("the lease was no longer ours at commit time; per-row checks decide what runs");
         }
         // Replies: stale CASes first, then 4 per claim (swap, binding, 開始日時, ワーカー).
+        // Replies follow the requests: the fence first.
         let changed = |i: usize| {
             matches!(
-                commit.replies.get(i),
+                commit.replies.get(1 + i),
                 Some(Reply::CompareAndSwap { changed: 1 })
             )
         };
@@ -370,11 +407,20 @@ impl Daemon {
         self.parse_row(values, hint)
     }
 
-    /// Claims whose commit reply was lost, resolved from a fresh poll: a row that holds the
-    /// job, is 実行中 and carries our token means the commit applied, and the job runs;
-    /// otherwise it did not (the commit is atomic), and the slot is freed.
+    /// Claims whose commit reply was lost, resolved from a poll once the commit can no longer
+    /// apply: the lease it was made under is off the cell (taken over with the fence, or
+    /// released by the commit itself), or Google's 180 s request limit has passed. Then a
+    /// row that holds the job, is 実行中 and carries our token means the commit applied, and
+    /// the job runs; otherwise it did not (the commit is atomic), and the slot is freed.
     pub(super) fn settle_unsettled(&mut self, poll: &Poll) {
         for c in std::mem::take(&mut self.unsettled) {
+            let open = c.lost_commit.as_ref().is_some_and(|(lease, sent)| {
+                poll.lease == LeaseState::parse(lease) && sent.elapsed() < REQUEST_LIMIT
+            });
+            if open {
+                self.unsettled.push(c);
+                continue;
+            }
             let tag = c.tag.to_string();
             let row = poll.snapshot.rows.iter().find(|r| {
                 r.job_id == c.row.job_id && r.state.is(State::Running) && r.worker == tag
@@ -449,9 +495,22 @@ impl Daemon {
         let lease = Lease::new(&self.config.worker_id, Utc::now() + self.lease_ttl());
         self.lease_sent = Some(tokio::time::Instant::now());
         let held = lease.to_string();
-        // Bindings of finished rows go with the acquire, a batch sent anyway.
-        let unbind = std::mem::take(&mut self.unbind);
+        // Bindings of finished rows, and fences whose commits can no longer apply, go with
+        // the acquire, a batch sent anyway.
+        let kept = fence_kept(self.config.lease_ttl);
+        let (old, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.fences)
+            .into_iter()
+            .partition(|(_, at)| at.elapsed() >= kept);
+        self.fences = young;
+        let mut unbind = std::mem::take(&mut self.unbind);
+        unbind.extend(old.iter().map(|(id, _)| *id));
         let mut requests = vec![lease::swap(self.layout.worker_sheet_id, &from, &held)];
+        // Taking over a held lease (an abandoned one, or our own whose commit reply was
+        // lost) fences every commit made under it: none can apply after this batch.
+        let fencing = from != lease::FREE;
+        if fencing {
+            requests.push(lease::fence(self.layout.worker_sheet_id, &from));
+        }
         requests.extend(unbind.iter().map(|id| Request::DeleteMetadata { id: *id }));
         let reply = self
             .sheets
@@ -463,6 +522,14 @@ impl Daemon {
             .await;
         let reply = match reply {
             Ok(r) => r,
+            Err(e) if fencing && lease::is_fenced(&e.message, &from) => {
+                // The commit made under that lease applied (with its fence) first, or another
+                // daemon took it over first: the lease is not ours to take.
+                debug!("the lease we meant to take over was settled first");
+                self.unbind.extend(unbind);
+                self.observers.metrics.lease_wait();
+                return Ok(None);
+            }
             Err(e) => {
                 self.watch.read_failed();
                 if e.is_retryable() {
@@ -475,6 +542,10 @@ impl Daemon {
                 return Err(e.into());
             }
         };
+        if fencing {
+            self.fences
+                .push((lease::fence_id(&from), tokio::time::Instant::now()));
+        }
         if !matches!(
             reply.replies.first(),
             Some(Reply::CompareAndSwap { changed: 1 })

@@ -27,6 +27,11 @@ pub enum Fault {
     /// Delay the request, then handle it normally. JSON: `{"latency": 250}` (milliseconds).
     #[serde(with = "millis")]
     Latency(Duration),
+    /// Close the connection without a reply at once, and apply the request this much later
+    /// (Google may apply a request for up to its 180 s limit after the client gave up on
+    /// it): a reply that never came proves nothing. JSON: `{"apply_later": 3000}`.
+    #[serde(with = "millis")]
+    ApplyLater(Duration),
 }
 
 mod millis {
@@ -61,6 +66,10 @@ pub struct FaultRule {
     /// partition that cuts one daemon off while the others go on. `None`: any user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// Fire only for requests whose body contains this text (e.g. a claim commit's
+    /// `"replacement":"実行中"`, to catch that one batch among a daemon's). `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_contains: Option<String>,
 }
 
 impl FaultRule {
@@ -72,6 +81,7 @@ impl FaultRule {
             remaining: Some(n),
             probability: None,
             user: None,
+            body_contains: None,
         }
     }
 
@@ -84,6 +94,7 @@ impl FaultRule {
             remaining: None,
             probability: None,
             user: Some(user.to_string()),
+            body_contains: None,
         }
     }
 }
@@ -157,14 +168,18 @@ pub struct Control {
 
 impl Control {
     /// The fault that fires for this request, if any, consuming one use of its rule.
-    pub fn fault_for(&mut self, method: &str, user: Option<&str>) -> Option<Fault> {
+    pub fn fault_for(&mut self, method: &str, user: Option<&str>, body: &[u8]) -> Option<Fault> {
         let mut rng = rand::thread_rng();
         for i in 0..self.faults.len() {
             let rule = &mut self.faults[i];
             let matches = match &rule.method {
                 Some(m) => m == method,
                 None => method != "oauth2.token",
-            } && rule.user.as_deref().is_none_or(|u| Some(u) == user);
+            } && rule.user.as_deref().is_none_or(|u| Some(u) == user)
+                && rule
+                    .body_contains
+                    .as_deref()
+                    .is_none_or(|text| String::from_utf8_lossy(body).contains(text));
             if !matches {
                 continue;
             }
@@ -259,23 +274,23 @@ mod tests {
             Fault::Status(503),
             2,
         ));
-        assert_eq!(c.fault_for("spreadsheets.get", None), None);
+        assert_eq!(c.fault_for("spreadsheets.get", None, b""), None);
         assert_eq!(
-            c.fault_for("spreadsheets.batchUpdate", None),
+            c.fault_for("spreadsheets.batchUpdate", None, b""),
             Some(Fault::Status(503))
         );
         assert_eq!(
-            c.fault_for("spreadsheets.batchUpdate", None),
+            c.fault_for("spreadsheets.batchUpdate", None, b""),
             Some(Fault::Status(503))
         );
         assert_eq!(
-            c.fault_for("spreadsheets.batchUpdate", None),
+            c.fault_for("spreadsheets.batchUpdate", None, b""),
             None,
             "rule must expire after 2"
         );
         c.faults.push(FaultRule::next(None, Fault::Drop, 1));
         assert_eq!(
-            c.fault_for("oauth2.token", None),
+            c.fault_for("oauth2.token", None, b""),
             None,
             "None must not match the token endpoint"
         );
@@ -287,13 +302,13 @@ mod tests {
         c.faults
             .push(FaultRule::cut_off("a1@example.com", Fault::Status(503)));
         let get = "spreadsheets.values.batchGet";
-        assert_eq!(c.fault_for(get, Some("a2@example.com")), None);
+        assert_eq!(c.fault_for(get, Some("a2@example.com"), b""), None);
         assert_eq!(
-            c.fault_for(get, Some("a1@example.com")),
+            c.fault_for(get, Some("a1@example.com"), b""),
             Some(Fault::Status(503))
         );
         assert_eq!(
-            c.fault_for(get, Some("a1@example.com")),
+            c.fault_for(get, Some("a1@example.com"), b""),
             Some(Fault::Status(503)),
             "until the rule is removed"
         );

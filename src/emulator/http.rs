@@ -675,7 +675,7 @@ async fn api_call(
         return pending.finish(Err(ApiError::unauthenticated()));
     };
     pending.user = user.clone();
-    let fault = sh.control().fault_for(call.method_id(), Some(&user));
+    let fault = sh.control().fault_for(call.method_id(), Some(&user), &body);
     let mut drop_after = false;
     match fault {
         Some(Fault::Latency(d)) => tokio::time::sleep(d).await,
@@ -684,6 +684,21 @@ async fn api_call(
         }
         Some(Fault::Drop) => return pending.drop_connection(),
         Some(Fault::DropAfterApply) => drop_after = true,
+        Some(Fault::ApplyLater(d)) => {
+            let late = Arc::clone(&sh);
+            let rules = sh.rules;
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                let changed = {
+                    let mut store = late.store();
+                    matches!(execute(&mut store, &call, &q, &body, &rules), Ok((_, true)))
+                };
+                if changed {
+                    late.mark_changed();
+                }
+            });
+            return pending.drop_connection();
+        }
         None => {}
     }
     // After auth and injected faults, before the request does anything: a refused request
@@ -733,11 +748,13 @@ async fn token(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
         user: String::new(),
         write: false,
     };
-    let fault = sh.control().fault_for("oauth2.token", None);
+    let fault = sh.control().fault_for("oauth2.token", None, &body);
     match fault {
         Some(Fault::Latency(d)) => tokio::time::sleep(d).await,
         Some(Fault::Status(code)) => return pending.finish(Err(ApiError::for_status(code, false))),
-        Some(Fault::Drop) | Some(Fault::DropAfterApply) => return pending.drop_connection(),
+        Some(Fault::Drop) | Some(Fault::DropAfterApply) | Some(Fault::ApplyLater(_)) => {
+            return pending.drop_connection()
+        }
         None => {}
     }
     let (status, reply) = match sh.auth.grant(&body) {

@@ -381,6 +381,7 @@ async fn a_one_shot_command_gives_up_after_a_few_attempts() {
         remaining: None,
         probability: None,
         user: None,
+        body_contains: None,
     });
     let out = tokio::task::spawn_blocking(move || {
         sheetq()

@@ -472,6 +472,7 @@ pub(crate) fn fail_some_calls(
                 remaining: None,
                 probability: Some(probability),
                 user: None,
+                body_contains: None,
             });
         }
     }
@@ -846,6 +847,7 @@ async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results
         remaining: None,
         probability: None,
         user: None,
+        body_contains: None,
     });
     let short = enqueue(
         sheets.as_ref(),
@@ -1309,6 +1311,7 @@ async fn a_refused_token_is_replaced_and_the_daemon_goes_on() {
         remaining: Some(1),
         probability: None,
         user: None,
+        body_contains: None,
     });
     let sheets = client(&emu, &fleet.configs[0]).await;
     let job = enqueue(

@@ -1067,6 +1067,7 @@ async fn latency_and_probability_faults() {
         remaining: None,
         probability: Some(0.0),
         user: None,
+        body_contains: None,
     });
     get_values(&hub, &id, LEASE, "UNFORMATTED_VALUE").await;
     assert_eq!(emu.faults().len(), 1, "a rule that did not fire stays");

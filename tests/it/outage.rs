@@ -383,6 +383,7 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
         remaining: None,
         probability: None,
         user: None,
+        body_contains: None,
     });
     let outage_ends = tokio::time::Instant::now() + Duration::from_secs(8);
     while tokio::time::Instant::now() < outage_ends {
@@ -417,4 +418,85 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
         "the job's own result landed after the outage: {r:#?}"
     );
     assert_once_each_and_one_at_a_time(&log, &[&job]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_commit_applied_after_its_reply_was_lost_cannot_take_effect() {
+    logs();
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("runs.log");
+    let settings = [
+        ("heartbeat_interval", "\"500ms\""),
+        ("dead_after", "\"3s\""),
+        ("lease_ttl", "\"3s\""),
+    ];
+    let commands = recording_command(&log);
+    // d1's first claim commit loses its reply at once, and Google applies it 4 s later.
+    emu.add_fault(FaultRule {
+        method: Some("spreadsheets.batchUpdate".into()),
+        fault: Fault::ApplyLater(Duration::from_secs(4)),
+        remaining: Some(1),
+        probability: None,
+        user: Some(Emulator::account("d1")),
+        body_contains: Some("\"replacement\":\"実行中\"".into()),
+    });
+    let first = Fleet::start_on_own_accounts(&emu, &["d1"], &settings, &commands).await;
+    let c = first.configs[0].clone();
+    let sheets = client(&emu, &c).await;
+    let job = enqueue(
+        sheets.as_ref(),
+        &c,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "record",
+        r#"{"seconds":1}"#,
+        "",
+    )
+    .await;
+    wait_for(
+        "d1's claim commit to be held back",
+        WAIT,
+        || emu.faults().is_empty().then_some(()),
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    let second = Fleet::start_on_own_accounts(&emu, &["d2"], &settings, &commands).await;
+    let next = enqueue(
+        sheets.as_ref(),
+        &c,
+        "サーバーA",
+        "再起動 (5秒)",
+        "record",
+        r#"{"seconds":0}"#,
+        "",
+    )
+    .await;
+    let finished = wait_finished(&emu, &[job.clone(), next.clone()], WAIT).await;
+    // Past the moment the held-back commit is applied (or refused).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rows = queue_rows(&emu);
+    for id in [&job, &next] {
+        let (then, now) = (row_of(&finished, id), row_of(&rows, id));
+        assert_eq!(
+            (&now.worker, now.started_at),
+            (&then.worker, then.started_at),
+            "a commit applied late rewrote the claim stamp of a finished row"
+        );
+    }
+    first.stop(&emu).await;
+    second.stop(&emu).await;
+    for id in [&job, &next] {
+        let r = row_of(&rows, id);
+        assert_done(r);
+        assert_eq!(&r.message, id, "{r:#?}");
+        let (Some(started), Some(finished)) = (r.started_at, r.finished_at) else {
+            panic!("no 開始日時/終了日時: {r:#?}");
+        };
+        assert!(
+            started <= finished,
+            "a late commit rewrote the claim stamp of a finished row (開始 {started} after 終了 {finished}): {r:#?}"
+        );
+    }
+    assert_once_each_and_one_at_a_time(&log, &[&job, &next]);
 }

@@ -596,6 +596,7 @@ async fn a_refused_token_is_replaced_within_the_call_and_a_second_refusal_says_w
         remaining: None,
         probability: None,
         user: None,
+        body_contains: None,
     });
     let err = sheets
         .read(&[a1::range("Sheet1", "A1")])
