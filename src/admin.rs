@@ -346,12 +346,66 @@ pub async fn enqueue(
     let columns = ColumnMap::from_header(&header, &config.headers)?;
     let job_id = uuid::Uuid::new_v4().to_string();
     let row = job_row(&columns, config, tz, &job_id, Utc::now(), job);
-    let range = a1::range(
-        QUEUE_SHEET,
-        &format!("A1:{}", a1::column_letters(columns.width() - 1)),
-    );
-    sheets.append(&range, &[row]).await?;
-    Ok(job_id)
+    let last = a1::column_letters(columns.width() - 1);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        // After the last job, not into a blank row a person left in the queue
+        // (`queue::append_anchor`).
+        let (found, from) = find_job(sheets, &columns, &job_id).await?;
+        if found {
+            return Ok(job_id);
+        }
+        let range = a1::range(QUEUE_SHEET, &format!("A{from}:{last}{from}"));
+        match sheets.append(&range, std::slice::from_ref(&row)).await {
+            Ok(_) => return Ok(job_id),
+            // The reply did not come (or a 5xx): the row may have landed all the same. The
+            // next look for its jobId tells, so a lost reply never makes a second row.
+            Err(e) if e.is_retryable() && attempt < ENQUEUE_ATTEMPTS => {
+                tracing::warn!(error = %e, job.id = %job_id, attempt, "the append may or may not have applied; looking for the row before trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(300 * u64::from(attempt)))
+                    .await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// How often `enqueue` tries to append its row while the API fails.
+const ENQUEUE_ATTEMPTS: u32 = 3;
+
+/// Whether the queue holds `job_id`, and the row an append should start its range at
+/// (from the jobId column and column A: one read).
+async fn find_job(
+    sheets: &dyn Sheets,
+    columns: &ColumnMap,
+    job_id: &str,
+) -> Result<(bool, u32), AdminError> {
+    let c = columns.letters(Column::JobId);
+    let read = sheets
+        .read(&[
+            a1::range(QUEUE_SHEET, &format!("{c}2:{c}")),
+            a1::range(QUEUE_SHEET, "A2:A"),
+        ])
+        .await?;
+    let column = |k: usize| -> Vec<String> {
+        read.get(k)
+            .map(|v| {
+                v.values
+                    .iter()
+                    .map(|r| r.first().map(crate::queue::cell_text).unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (ids, a) = (column(0), column(1));
+    let found = ids.iter().any(|id| id == job_id);
+    let filled = |v: &[String], i: usize| v.get(i).is_some_and(|t| !t.trim().is_empty());
+    let rows: Vec<(u32, bool)> = (0..ids.len().max(a.len()))
+        .filter(|i| filled(&ids, *i) || filled(&a, *i))
+        .map(|i| (i as u32 + 2, filled(&a, i)))
+        .collect();
+    Ok((found, crate::queue::append_anchor(&rows)))
 }
 
 /// How a job ended, as its queue row says.

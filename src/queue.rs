@@ -467,6 +467,30 @@ impl QueueRow {
     }
 }
 
+/// The sheet row the range of a `values.append` of new queue rows should start at, from the
+/// non-blank rows of a read that reaches the end of the queue (`(sheet row, whether its
+/// column A holds a value)`, in order; the header is row 1).
+///
+/// Google appends after the "table" the range starts in, from the table's first column: a
+/// table runs down to the first blank row, and starts at its leftmost column holding data.
+/// From row 1 (the header, whose A1 is never empty), a blank row a person left in the queue
+/// would take the new rows, above the part of the queue that polls read. So the range starts
+/// at the lowest row with column A filled from which no blank row lies before the end (the
+/// rows then land after the last one); when there is none, at the header.
+pub fn append_anchor(rows: &[(u32, bool)]) -> u32 {
+    let mut below = None;
+    for &(row, a_filled) in rows.iter().rev() {
+        if below.is_some_and(|b| b != row + 1) {
+            break;
+        }
+        if a_filled {
+            return row;
+        }
+        below = Some(row);
+    }
+    1
+}
+
 /// Something in a row that sheetq could not understand; logged, and the row left alone.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("'{sheet}' row {row}: {what}", sheet = QUEUE_SHEET)]
@@ -655,6 +679,27 @@ mod tests {
         );
         assert_eq!(map.width(), 17);
         assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!G12");
+    }
+
+    #[test]
+    fn appends_start_below_any_blank_row_at_a_row_whose_column_a_is_filled() {
+        // Rows 2–4 and 6–8 hold jobs, row 5 is blank; column A filled on every row.
+        let all = [
+            (2, true),
+            (3, true),
+            (4, true),
+            (6, true),
+            (7, true),
+            (8, true),
+        ];
+        assert_eq!(append_anchor(&all), 8);
+        // Column A empty on the last rows (a waiting row's ワーカー first): the next row up.
+        let waiting_last = [(2, true), (3, true), (6, true), (7, false), (8, false)];
+        assert_eq!(append_anchor(&waiting_last), 6);
+        // Nothing filled below the blank row: from the header (the blank row takes them).
+        let none_below = [(2, true), (4, false)];
+        assert_eq!(append_anchor(&none_below), 1);
+        assert_eq!(append_anchor(&[]), 1, "an empty queue: from the header");
     }
 
     #[test]

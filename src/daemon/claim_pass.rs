@@ -599,8 +599,7 @@ impl Daemon {
                 .iter()
                 .map(|j| j.to_row(&self.layout.columns, &self.config.states, self.layout.tz))
                 .collect();
-            let range = a1::range(QUEUE_SHEET, &format!("A1:{}", self.layout.last_col));
-            let reply = self.sheets.append(&range, &rows).await?;
+            let reply = self.sheets.append(&self.append_range(fresh), &rows).await?;
             for j in &intake.new_rows {
                 info!(job.id = %j.job_id, target = %j.target, function = %j.function, "press taken into the queue");
             }

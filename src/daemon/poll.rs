@@ -44,6 +44,8 @@ pub(super) struct Poll {
     pub(super) bound: HashMap<i32, Option<QueueRow>>,
     /// The index sheet's rows, when the spreadsheet has an index.
     pub(super) index: Option<IndexRead>,
+    /// The row an append of new queue rows starts its range at ([`queue::append_anchor`]).
+    pub(super) append_from: u32,
 }
 
 /// The index sheet as one poll read it.
@@ -325,6 +327,15 @@ impl Daemon {
         ids
     }
 
+    /// The range new queue rows are appended to ([`queue::append_anchor`], from `poll`'s
+    /// window, which always reaches the end of the queue): after the last row, not into a
+    /// blank row a person left above it, where polls would not see them until the sweep.
+    pub(super) fn append_range(&self, poll: &Poll) -> String {
+        let from = poll.append_from;
+        let l = &self.layout.last_col;
+        a1::range(QUEUE_SHEET, &format!("A{from}:{l}{from}"))
+    }
+
     /// The queue row a binding lookup resolved to, parsed with its row number.
     pub(super) fn bound_row(&self, read: &FilterRead) -> Option<QueueRow> {
         let (range, values) = read.row()?;
@@ -430,6 +441,19 @@ impl Daemon {
             self.layout.tz,
         );
         let last_row = start + window.values.len() as u32;
+        let filled: Vec<(u32, bool)> = window
+            .values
+            .iter()
+            .enumerate()
+            .filter(|(_, cells)| cells.iter().any(|c| !queue::cell_text(c).trim().is_empty()))
+            .map(|(i, cells)| {
+                let a = cells
+                    .first()
+                    .is_some_and(|c| !queue::cell_text(c).trim().is_empty());
+                (start + i as u32, a)
+            })
+            .collect();
+        let append_from = queue::append_anchor(&filled);
         // Move the window down to the first unfinished row (keeping the last row in it, so
         // the range never starts past the grid).
         let first_open = snapshot
@@ -518,6 +542,7 @@ impl Daemon {
             tables,
             bound: HashMap::new(),
             index,
+            append_from,
         })
     }
 }

@@ -17,7 +17,7 @@ use crate::a1;
 use crate::binding::{self, WriteCheck, WritePlan};
 use crate::outbox::{Continuation, Finish, FinishedJob};
 use crate::panel::{self, PanelOutcome};
-use crate::queue::{Column, QueueRow, State, QUEUE_SHEET};
+use crate::queue::{Column, QueueRow, State};
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, Filter, FilterWrite, FilterWritten, Request, ValueRange};
 
@@ -490,7 +490,7 @@ impl Daemon {
         if poll.snapshot.by_job_id(&cont.job_id).is_some() {
             return Ok(true);
         }
-        match self.append_continuation(job, cont).await {
+        match self.append_continuation(poll, job, cont).await {
             Ok(()) => Ok(true),
             Err(DaemonError::Sheets(e)) if e.is_retryable() => {
                 warn!(job.id = %job.job_id, error = %e, "could not append the continuation row; the result waits for it");
@@ -848,6 +848,7 @@ impl Daemon {
 
     pub(super) async fn append_continuation(
         &self,
+        poll: &Poll,
         job: &FinishedJob,
         cont: &Continuation,
     ) -> Result<(), DaemonError> {
@@ -871,8 +872,7 @@ impl Daemon {
             flags: flags.join(","),
         }
         .to_row(&self.layout.columns, &self.config.states, self.layout.tz);
-        let range = a1::range(QUEUE_SHEET, &format!("A1:{}", self.layout.last_col));
-        self.sheets.append(&range, &[row]).await?;
+        self.sheets.append(&self.append_range(poll), &[row]).await?;
         info!(job.id = %job.job_id, next = %cont.job_id, target = %job.target, "appended a continuation row");
         Ok(())
     }

@@ -796,8 +796,10 @@ fn classify(method: ApiMethod, error: common::Error, ctx: &Context<'_>) -> Failu
                 .unwrap_or_else(|| json.to_string());
             let kind = kind_of(code, status);
             let outcome = code.map(Outcome::from_status).unwrap_or(Outcome::Other);
-            // Google rejects a 429 or 503 before applying anything.
-            let not_applied = matches!(code, Some(429 | 503));
+            // Only a 429 surely comes before anything was applied (the quota is checked
+            // first). That a 503 applied nothing is believed, not documented: a request that
+            // is not idempotent (an append) is not repeated on it; its caller looks first.
+            let not_applied = matches!(code, Some(429));
             Failure::new(
                 method,
                 kind,
@@ -812,7 +814,7 @@ fn classify(method: ApiMethod, error: common::Error, ctx: &Context<'_>) -> Failu
                 method,
                 kind_of(Some(code), None),
                 Outcome::from_status(code),
-                matches!(code, 429 | 503),
+                code == 429,
                 format!(
                     "HTTP {} from {} without a JSON error body",
                     response.status(),
@@ -1021,6 +1023,15 @@ mod tests {
             "the caller may still retry"
         );
         assert!(f.retry_reason().is_none(), "a 500 append may have landed");
+        let f = classify(
+            ApiMethod::ValuesAppend,
+            google(503, "UNAVAILABLE", "try again"),
+            &CTX,
+        );
+        assert!(
+            f.retry_reason().is_none(),
+            "that a 503 applied nothing is believed, not documented: an append is not repeated"
+        );
         let f = Failure::timeout(ApiMethod::ValuesAppend, Duration::from_secs(1));
         assert!(f.retry_reason().is_none());
         let f = Failure::timeout(ApiMethod::ValuesBatchGet, Duration::from_secs(1));

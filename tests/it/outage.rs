@@ -500,3 +500,71 @@ async fn a_claim_commit_applied_after_its_reply_was_lost_cannot_take_effect() {
     }
     assert_once_each_and_one_at_a_time(&log, &[&job, &next]);
 }
+
+#[tokio::test]
+async fn a_lost_append_reply_makes_no_second_row_and_new_rows_go_after_the_last_job() {
+    let emu = start_with_quota(FAST).await;
+    // Rows 2–4 and 6–7 hold finished jobs; row 5 is a blank row a person left.
+    let mut rows: Vec<serde_json::Value> = (0..3)
+        .map(|i| finished_row(&format!("old-{i}"), "完了", 1))
+        .collect();
+    rows.push(serde_json::json!([]));
+    rows.extend((3..5).map(|i| finished_row(&format!("old-{i}"), "完了", 1)));
+    seed_queue(&emu, rows);
+    // The append is applied, but its reply is lost.
+    emu.add_fault(FaultRule::next(
+        Some("spreadsheets.values.append"),
+        Fault::DropAfterApply,
+        1,
+    ));
+    let config = daemon_config(&emu, "enqueuer", std::path::Path::new("unused"), &[], "");
+    let sheets = client(&emu, &config).await;
+    let job = enqueue(
+        sheets.as_ref(),
+        &config,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "echo",
+        "{}",
+        "",
+    )
+    .await;
+    let queue = queue_rows(&emu);
+    let with_job: Vec<u32> = queue
+        .iter()
+        .filter(|r| r.job_id == job)
+        .map(|r| r.row)
+        .collect();
+    assert_eq!(
+        with_job,
+        [8],
+        "one row for the job, after the last row holding a job (not in the blank row 5):\n{}",
+        describe_queue(&queue)
+    );
+    // The daemon's own intake appends after the last job too.
+    let fleet = Fleet::start(&emu, &["vm-1"], &[("intake", "\"poll\"")], "").await;
+    emu.set_values(
+        "'サーバーB'!I8",
+        serde_json::json!([[r#"{"seconds":0}"#]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    crate::daemon::tick(&emu, "サーバーB", 8);
+    let rows = wait_queue_finished(&emu, 7, "the enqueued job and the press to finish", WAIT).await;
+    fleet.stop(&emu).await;
+    let pressed = rows
+        .iter()
+        .find(|r| r.target == "サーバーB")
+        .unwrap_or_else(|| panic!("the press made no row:\n{}", describe_queue(&rows)));
+    assert_eq!(
+        pressed.row,
+        9,
+        "after the last job:\n{}",
+        describe_queue(&rows)
+    );
+    assert!(
+        !rows.iter().any(|r| r.row == 5),
+        "the blank row stays blank:\n{}",
+        describe_queue(&rows)
+    );
+}

@@ -280,20 +280,34 @@ async fn appends_are_retried_only_when_nothing_was_applied() {
     sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
     emu.set_values("Sheet1!A1:B1", json!([["once", 1]]), false)
         .unwrap_or_else(|e| panic!("{e:?}"));
-    // An append is retried on 429/503 (nothing was applied) and lands exactly once.
+    // An append is retried on 429 (the quota is checked before anything is applied) and
+    // lands exactly once.
     let m = Some(APPEND);
     emu.add_fault(FaultRule::next(m, Fault::Status(429), 1));
-    emu.add_fault(FaultRule::next(m, Fault::Status(503), 1));
     sheets
         .append(&a1::range("Sheet1", "A:B"), &[vec![json!("row"), json!(2)]])
         .await
         .unwrap_or_else(|e| panic!("append did not recover: {e}"));
-    assert_eq!(statuses(&emu, APPEND), vec![429, 503, 200]);
+    assert_eq!(statuses(&emu, APPEND), vec![429, 200]);
     assert_eq!(
         values(&emu, "Sheet1!A1:B9"),
         vec![vec![json!("once"), json!(1)], vec![json!("row"), json!(2)]],
         "the appended row must be there exactly once"
     );
+    // That a 503 applied nothing is believed, not documented: it is not repeated, and the
+    // caller looks for its row first.
+    emu.add_fault(FaultRule::next(m, Fault::Status(503), 1));
+    let refused = sheets
+        .append(
+            &a1::range("Sheet1", "A:B"),
+            &[vec![json!("again"), json!(3)]],
+        )
+        .await;
+    assert!(
+        refused.as_ref().is_err_and(|e| e.is_retryable()),
+        "a 503 append is left to the caller, as retryable: {refused:?}"
+    );
+    assert_eq!(statuses(&emu, APPEND), vec![429, 200, 503]);
 }
 
 #[tokio::test]
