@@ -224,6 +224,53 @@ pub fn requests(
         .collect()
 }
 
+/// The requests that put archive rows (1-based sheet rows `rows` of the archive: rows that
+/// should not be there, moved by a batch that a person's sort got in the way of) back into
+/// the queue, each into a fresh row inserted at zero-based queue index `at` (after the last
+/// row), column for column by `columns`, and delete them from the archive: bottom row
+/// first, so the rows above keep their numbers. One atomic batch with the rest of an
+/// archive pass: a row is never in both sheets, nor in neither.
+pub fn put_back_requests(
+    rows: &[u32],
+    archive_sheet: i32,
+    queue_sheet: i32,
+    at: u32,
+    columns: &ColumnPlan,
+) -> Vec<Request> {
+    let mut rows = rows.to_vec();
+    rows.sort_unstable();
+    rows.dedup();
+    rows.iter()
+        .rev()
+        .flat_map(|r| {
+            let source_row = r - 1;
+            let moves = columns.spans.iter().map(move |s| Request::MoveCells {
+                source: GridRange {
+                    sheet_id: archive_sheet,
+                    start_row: source_row,
+                    end_row: source_row + 1,
+                    start_col: s.archive_start,
+                    end_col: s.archive_start + s.len,
+                },
+                sheet_id: queue_sheet,
+                row: at,
+                col: s.queue_start,
+            });
+            std::iter::once(Request::InsertRows {
+                sheet_id: queue_sheet,
+                at,
+                count: 1,
+            })
+            .chain(moves)
+            .chain(std::iter::once(Request::DeleteRows {
+                sheet_id: archive_sheet,
+                start: source_row,
+                end: source_row + 1,
+            }))
+        })
+        .collect()
+}
+
 /// The archive rows of a batch's read-back (`landed`, from archive row 2 on) that are not
 /// what was meant to move: a person rearranged the queue between the read and the batch.
 /// They go back to the queue. Compared by jobId in order, and by the rule itself.
@@ -433,6 +480,26 @@ mod tests {
         assert_eq!(plan.archive_width, 3);
         // The next batch, against the same archive: the same plan, no wider.
         assert_eq!(column_plan(&queue, &archive, 3), plan);
+    }
+
+    #[test]
+    fn a_row_put_back_moves_into_a_fresh_queue_row_and_leaves_the_archive_in_one_go() {
+        let plan = same_layout(16);
+        let requests = put_back_requests(&[3, 2], 13, 11, 40, &plan);
+        assert!(
+            matches!(
+                &requests[..],
+                [
+                    Request::InsertRows { sheet_id: 11, at: 40, count: 1 },
+                    Request::MoveCells { source: a, sheet_id: 11, row: 40, col: 0 },
+                    Request::DeleteRows { sheet_id: 13, start: 2, end: 3 },
+                    Request::InsertRows { sheet_id: 11, at: 40, count: 1 },
+                    Request::MoveCells { source: b, sheet_id: 11, row: 40, col: 0 },
+                    Request::DeleteRows { sheet_id: 13, start: 1, end: 2 },
+                ] if a.start_row == 2 && b.start_row == 1 && a.sheet_id == 13 && a.end_col == 16
+            ),
+            "archive row 3 first, then row 2, each into a fresh queue row: {requests:#?}"
+        );
     }
 
     #[test]

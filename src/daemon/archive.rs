@@ -33,9 +33,13 @@ impl Daemon {
                     .is_none_or(|t| t.elapsed() >= ARCHIVE_EVERY))
     }
 
-    /// One archive pass: take the lease reading the first [`archive::BATCH_ROWS`] queue rows
-    /// and the count, move the rows past the retention, release the lease in the same batch,
-    /// and put back any row the batch's read-back shows should not have moved.
+    /// One archive pass: take the lease reading the first [`archive::BATCH_ROWS`] queue rows,
+    /// the count and the top of the archive; in one fenced batch, put back into the queue
+    /// every archive row that should not be there (an unfinished or young job a person's
+    /// sort moved into an earlier batch's way, found unfinished there: in flight, never
+    /// deleted), move the rows past
+    /// the retention, and release the lease. A row the batch's read-back shows should not
+    /// have moved is put back by the next pass, which follows at once.
     pub(super) async fn archive_pass(&mut self, poll: &Poll) -> Result<(), DaemonError> {
         let Some(retention) = self.config.retention else {
             return Ok(());
@@ -54,6 +58,14 @@ impl Daemon {
         read.push(a1::range(WORKER_SHEET, archive::COUNTER_CELLS));
         read.push(a1::range(QUEUE_SHEET, "1:1"));
         read.push(a1::range(ARCHIVE_SHEET, "1:1"));
+        let archive_last = self
+            .sheet_meta
+            .sheet(ARCHIVE_SHEET)
+            .map_or_else(|| "A".to_string(), |s| s.last_column());
+        read.push(a1::range(
+            ARCHIVE_SHEET,
+            &format!("A2:{archive_last}{}", 1 + archive::BATCH_ROWS),
+        ));
         let Some((lease, reply)) = self.take_lease(poll, read).await? else {
             return Ok(());
         };
@@ -62,10 +74,6 @@ impl Daemon {
         let (rows, looked_at) = self.archive_rows(&reply.ranges, 2);
         let runs = archive::runs(&rows, now, retention);
         let moving: u32 = runs.iter().map(|r| r.job_ids.len() as u32).sum();
-        if moving == 0 {
-            self.release(&held).await;
-            return Ok(());
-        }
         let after = |k: usize| reply.ranges.get(ARCHIVE_COLUMNS.len() + k);
         let counted = after(0)
             .and_then(|v| v.values.first())
@@ -81,6 +89,11 @@ impl Daemon {
         // The grid as last listed, or the header if a person widened it since.
         let width = self.queue_width().max(queue_header.len() as u32);
         let plan = archive::column_plan(&queue_header, &header_of(2), width);
+        let in_flight = self.in_flight(after(3), &plan, width);
+        if moving == 0 && in_flight.is_empty() {
+            self.release(&held).await;
+            return Ok(());
+        }
         // Fenced like a claim commit: once the lease is taken over, nothing of it applies.
         let mut requests = vec![lease::fence(self.layout.worker_sheet_id, &held)];
         if let Some(narrow) = self
@@ -107,6 +120,16 @@ impl Daemon {
                     rows: vec![vec![Cell::from(name.as_str())]],
                 }),
         );
+        // Put-backs first, into fresh rows after the last row of the queue (below every run
+        // that moves), then the runs, bottom first.
+        let at = poll.snapshot.rows.iter().map(|r| r.row).max().unwrap_or(1);
+        requests.extend(archive::put_back_requests(
+            &in_flight,
+            archive_id,
+            self.layout.queue_sheet_id,
+            at,
+            &plan,
+        ));
         requests.extend(archive::requests(
             &runs,
             self.layout.queue_sheet_id,
@@ -159,6 +182,12 @@ impl Daemon {
         self.fences
             .push((lease::fence_id(&held), tokio::time::Instant::now()));
         self.archive_more = looked_at >= archive::BATCH_ROWS;
+        if !in_flight.is_empty() {
+            warn!(
+                rows = in_flight.len(),
+                "put rows that a person's rearranging had moved into the archive back at the end of the queue"
+            );
+        }
         let (landed, _) = self.archive_rows(&moved.ranges, 2);
         let wrong = archive::misplaced(&runs, &landed, now, retention);
         info!(
@@ -168,10 +197,40 @@ impl Daemon {
             "moved finished jobs past the retention to '{ARCHIVE_SHEET}'"
         );
         if !wrong.is_empty() {
-            let rows: Vec<u32> = wrong.iter().map(|r| r.row).collect();
-            self.put_back(archive_id, &rows, &plan, width).await?;
+            // They are in flight in the archive now; the next pass (at once) puts them back.
+            warn!(
+                rows = wrong.len(),
+                "a person rearranged the queue while finished rows were being archived; the rows that should have stayed go back at the next pass"
+            );
+            self.archive_more = true;
         }
         Ok(())
+    }
+
+    /// Archive rows (1-based) at the top of the archive holding an unfinished job (待機,
+    /// 実行中, or a state sheetq does not know): in flight, to go back to the queue. A
+    /// finished row archived a little early stays (daemons whose clocks disagree by seconds
+    /// must not move one row back and forth). `read` is the archive's top rows, laid out by
+    /// `plan`.
+    fn in_flight(
+        &self,
+        read: Option<&ValueRange>,
+        plan: &archive::ColumnPlan,
+        width: u32,
+    ) -> Vec<u32> {
+        let Some(read) = read else {
+            return Vec::new();
+        };
+        let rows: Vec<Vec<Cell>> = read
+            .values
+            .iter()
+            .map(|cells| plan.to_queue_row(cells, width))
+            .collect();
+        self.parse_rows(&rows, 2)
+            .into_iter()
+            .filter(|r| !r.job_id.trim().is_empty() && !crate::claim::is_final(r))
+            .map(|r| r.row)
+            .collect()
     }
 
     /// The A1 ranges of [`ARCHIVE_COLUMNS`] of rows `first..=last` of `sheet` (the queue,
@@ -213,54 +272,6 @@ impl Daemon {
             }
         }
         (self.parse_rows(&cells, first), height as u32)
-    }
-
-    /// Rows a person moved into an archive batch's way (sheet rows `rows` of the archive) go
-    /// back to the end of the queue, laid out as the queue is (`columns`, `width`), and
-    /// leave the archive.
-    async fn put_back(
-        &mut self,
-        archive_id: i32,
-        rows: &[u32],
-        columns: &archive::ColumnPlan,
-        width: u32,
-    ) -> Result<(), DaemonError> {
-        let l = a1::column_letters(columns.archive_width.max(1) - 1);
-        let ranges: Vec<String> = rows
-            .iter()
-            .map(|r| a1::range(ARCHIVE_SHEET, &format!("A{r}:{l}{r}")))
-            .collect();
-        let back: Vec<Vec<Cell>> = self
-            .sheets
-            .read(&ranges)
-            .await?
-            .into_iter()
-            .map(|v| columns.to_queue_row(&v.values.into_iter().next().unwrap_or_default(), width))
-            .collect();
-        warn!(
-            rows = back.len(),
-            "a person rearranged the queue while finished rows were being archived; putting the rows that should have stayed back at the end of the queue"
-        );
-        let l = a1::column_letters(width.max(1) - 1);
-        self.sheets
-            .append(&a1::range(QUEUE_SHEET, &format!("A1:{l}1")), &back)
-            .await?;
-        let mut deletes: Vec<Request> = rows
-            .iter()
-            .map(|r| Request::DeleteRows {
-                sheet_id: archive_id,
-                start: r - 1,
-                end: *r,
-            })
-            .collect();
-        deletes.reverse();
-        self.sheets
-            .batch_update(&BatchUpdate {
-                requests: deletes,
-                ..Default::default()
-            })
-            .await?;
-        Ok(())
     }
 
     /// Columns the queue's grid has (A through its last column): what moves to the archive,

@@ -110,3 +110,53 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
         "status tells how many rows the archive took:\n{status}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfinished_row_found_in_the_archive_goes_back_to_the_queue_and_runs_once() {
+    let emu = start_with_quota(FAST).await;
+    seed_queue(&emu, vec![finished_row("old-0", "完了", 40)]);
+    let retention = [("retention", "\"30d\"")];
+    let fleet = Fleet::start(&emu, &["vm-1"], &retention, "").await;
+    wait_for(
+        "the old row in the archive",
+        WAIT,
+        || (sheet_rows(&emu, "_ジョブ履歴").len() == 1).then_some(()),
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    fleet.stop(&emu).await;
+    // A put-back cut short (a daemon killed, a batch refused) left a waiting row in the
+    // hidden archive, on top of the rows archived before.
+    let archive_id = emu
+        .with_spreadsheet(|ss| ss.sheet_by_title("_ジョブ履歴").map(|s| s.id))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("no archive sheet"));
+    emu.batch_update(json!([{"insertDimension": {"range": {"sheetId": archive_id,
+        "dimension": "ROWS", "startIndex": 1, "endIndex": 2}}}]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let mut stranded = finished_row("stranded", "待機", 0);
+    for c in [11, 12, 13, 14, 15] {
+        stranded[c] = json!("");
+    }
+    stranded[8] = json!(r#"{"seconds":0}"#);
+    emu.set_values("'_ジョブ履歴'!A2", json!([stranded]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let fleet = Fleet::start(&emu, &["vm-1"], &retention, "").await;
+    let queue = wait_finished(&emu, &["stranded".to_string()], WAIT).await;
+    fleet.stop(&emu).await;
+    assert!(
+        row_of(&queue, "stranded").state.is(State::Done),
+        "{}",
+        describe_queue(&queue)
+    );
+    let archived: Vec<String> = sheet_rows(&emu, "_ジョブ履歴")
+        .into_iter()
+        .map(|r| r.job_id)
+        .collect();
+    assert_eq!(
+        archived,
+        ["old-0"],
+        "the stranded row left the archive, nothing else did"
+    );
+}

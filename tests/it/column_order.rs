@@ -257,12 +257,6 @@ fn seed_laid_out(emu: &Emulator, header: &[String], rows: &[(String, Json)]) {
 
 /// The archive's rows as (jobId, メッセージ, the people's column メモ), read by its header.
 fn archived(emu: &Emulator) -> Vec<(String, String, String)> {
-    let made = emu
-        .with_spreadsheet(|ss| ss.sheet_by_title("_ジョブ履歴").is_some())
-        .unwrap_or(false);
-    if !made {
-        return Vec::new();
-    }
     let values = sheet_values(emu, "_ジョブ履歴");
     let header: Vec<String> = values
         .first()

@@ -442,20 +442,25 @@ pub fn queue_rows(emu: &Emulator) -> Vec<QueueRow> {
 /// wherever its columns stand.
 pub fn sheet_rows(emu: &Emulator, title: &str) -> Vec<QueueRow> {
     let values = sheet_values(emu, title);
-    let header = values.first().cloned().unwrap_or_default();
+    let Some(header) = values.first().cloned() else {
+        return Vec::new();
+    };
     let columns = ColumnMap::from_header(&header, &Default::default())
         .unwrap_or_else(|e| panic!("queue header: {e}"));
     let data = values.get(1..).unwrap_or(&[]);
     queue::parse_rows(data, 2, &columns, &Default::default(), TZ).rows
 }
 
-/// Every cell of sheet `title`, row 1 on, across all its columns.
+/// Every cell of sheet `title`, row 1 on, across all its columns (none when the sheet does
+/// not exist yet).
 pub fn sheet_values(emu: &Emulator, title: &str) -> Vec<Vec<Json>> {
-    let columns = emu
+    let Some(columns) = emu
         .with_spreadsheet(|ss| ss.sheet_by_title(title).map(|s| s.column_count))
         .ok()
         .flatten()
-        .unwrap_or_else(|| panic!("the spreadsheet has no sheet '{title}'"));
+    else {
+        return Vec::new();
+    };
     let last = sheetq::a1::column_letters(columns.saturating_sub(1));
     emu.values(&format!("'{title}'!A1:{last}"))
         .unwrap_or_else(|e| panic!("cannot read '{title}': {e:?}"))
