@@ -348,6 +348,11 @@ impl Emulator {
         self.shared.control().faults.push(rule);
     }
 
+    /// Removes every rule equal to `rule` (a partition ends, the other faults stay).
+    pub fn remove_fault(&self, rule: &FaultRule) {
+        self.shared.control().faults.retain(|r| r != rule);
+    }
+
     pub fn clear_faults(&self) {
         self.shared.control().faults.clear();
     }

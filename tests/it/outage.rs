@@ -34,7 +34,7 @@ fn runs(file: &std::path::Path) -> BTreeMap<String, (String, Vec<Run>)> {
     let mut out: BTreeMap<String, (String, Vec<Run>)> = BTreeMap::new();
     for line in text.lines() {
         let parts: Vec<&str> = line.split_whitespace().collect();
-        let [kind, job, target, at] = parts[..] else {
+        let [kind, job, target, at, ..] = parts[..] else {
             continue;
         };
         let at: u128 = at.parse().unwrap_or(0);
@@ -567,4 +567,134 @@ async fn a_lost_append_reply_makes_no_second_row_and_new_rows_go_after_the_last_
         "the blank row stays blank:\n{}",
         describe_queue(&rows)
     );
+}
+
+/// Like [`recording_command`], each run's start line naming the daemon that ran it.
+fn recording_command_with_worker(file: &std::path::Path) -> String {
+    format!(
+        "[commands.record]\ntimeout = \"12s\"\nexec = [\"/bin/sh\", \"-c\", \"echo \\\"S $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N) {{worker}}\\\" >> {f}; sleep $(echo \\\"$SHEETQ_ARGS_JSON\\\" | sed 's/[^0-9.]//g'); echo \\\"E $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N)\\\" >> {f}; echo \\\"$SHEETQ_JOB_ID\\\"\"]\n",
+        f = file.display()
+    )
+}
+
+/// Per jobId, the daemons that started it (from [`recording_command_with_worker`]'s log).
+fn runners(file: &std::path::Path) -> BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in text.lines() {
+        if let ["S", job, _, _, worker] = line.split_whitespace().collect::<Vec<_>>()[..] {
+            out.entry(job.to_string())
+                .or_default()
+                .push(worker.to_string());
+        }
+    }
+    out
+}
+
+/// Three daemons on their own accounts while the API fails at random (503s, dropped
+/// connections, writes applied with their reply lost, batches applied 3 s late) and, one
+/// after another, each daemon is cut off for longer than `dead_after`. Every job runs once,
+/// no target runs two at a time, no daemon stops, and every finished row names the daemon
+/// that ran its job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_every_job_once_every_stamp_its_runner() {
+    logs();
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("runs.log");
+    let settings = [
+        ("heartbeat_interval", "\"500ms\""),
+        ("dead_after", "\"3s\""),
+        ("lease_ttl", "\"3s\""),
+        ("max_retries", "1"),
+    ];
+    let workers = ["c1", "c2", "c3"];
+    let fleet = Fleet::start_on_own_accounts(
+        &emu,
+        &workers,
+        &settings,
+        &recording_command_with_worker(&log),
+    )
+    .await;
+    let c = fleet.configs[0].clone();
+    let sheets = client(&emu, &c).await;
+    let mut jobs = Vec::new();
+    // Six jobs a target, about 10 s of work each: the work spans every cut below.
+    for i in 0..36 {
+        let seconds = [0.5, 1.5, 3.0][i % 3];
+        jobs.push(
+            enqueue(
+                sheets.as_ref(),
+                &c,
+                &format!("T{}", i % 6),
+                "f",
+                "record",
+                &format!(r#"{{"seconds":{seconds}}}"#),
+                "",
+            )
+            .await,
+        );
+    }
+    let random = |fault: Fault, method: Option<&str>, p: f64| FaultRule {
+        method: method.map(str::to_string),
+        fault,
+        remaining: None,
+        probability: Some(p),
+        user: None,
+        body_contains: None,
+    };
+    let faults = [
+        random(Fault::Status(503), None, 0.03),
+        random(Fault::Drop, None, 0.02),
+        random(Fault::DropAfterApply, None, 0.02),
+        random(
+            Fault::ApplyLater(Duration::from_secs(3)),
+            Some("spreadsheets.batchUpdate"),
+            0.02,
+        ),
+    ];
+    for f in &faults {
+        emu.add_fault(f.clone());
+    }
+    // Each daemon in turn is cut off for 4 s (longer than dead_after).
+    for w in workers {
+        let cut = FaultRule::cut_off(&Emulator::account(w), Fault::Status(503));
+        emu.add_fault(cut.clone());
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        emu.remove_fault(&cut);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    for f in &faults {
+        emu.remove_fault(f);
+    }
+    let rows = wait_finished(&emu, &jobs, Duration::from_secs(120)).await;
+    // Late batches land (or are refused) within 3 s.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let rows_later = queue_rows(&emu);
+    fleet.stop(&emu).await;
+    let refs: Vec<&str> = jobs.iter().map(String::as_str).collect();
+    assert_once_each_and_one_at_a_time(&log, &refs);
+    let ran_by = runners(&log);
+    for id in &jobs {
+        let r = row_of(&rows_later, id);
+        assert_done(r);
+        assert_eq!(&r.message, id, "{r:#?}");
+        let runner = &ran_by[id][0];
+        let tag = r
+            .worker_tag()
+            .unwrap_or_else(|| panic!("no ワーカー on the row of {id}: {r:#?}"));
+        assert_eq!(
+            &tag.daemon_id,
+            runner,
+            "the finished row of {id} names {} but {runner} ran it:\n{}",
+            r.worker,
+            describe_queue(&rows_later)
+        );
+        let then = row_of(&rows, id);
+        assert_eq!(
+            (&then.worker, then.started_at),
+            (&r.worker, r.started_at),
+            "the claim stamp of {id} changed after it finished"
+        );
+    }
 }

@@ -340,7 +340,8 @@ impl Fleet {
 
     /// Like [`Fleet::start`], each daemon calling the API as a service account of its own,
     /// named after its worker id ([`Emulator::account`]): one of them can be cut off
-    /// (`FaultRule::cut_off`) while the others go on.
+    /// (`FaultRule::cut_off`) while the others go on. `{worker}` in `commands` becomes each
+    /// daemon's worker id.
     pub async fn start_on_own_accounts(
         emu: &Emulator,
         workers: &[&str],
@@ -367,7 +368,8 @@ impl Fleet {
         let mut configs = Vec::new();
         let mut handles = Vec::new();
         for w in workers {
-            let config = daemon_config(emu, w, &state.path().join(w), overrides, commands);
+            let commands = commands.replace("{worker}", w);
+            let config = daemon_config(emu, w, &state.path().join(w), overrides, &commands);
             let registry = sheetq::setup::registry(&config)
                 .unwrap_or_else(|e| panic!("commands of the test config: {e:#}"));
             let sheets = if own_accounts {
