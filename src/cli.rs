@@ -2,7 +2,7 @@
 //! command into calls into the library. This is the binary's edge, so it alone uses
 //! `anyhow` and maps failures to exit codes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -152,9 +152,22 @@ fn column_arg(text: &str) -> Result<u32, String> {
 
 #[derive(Debug, Clone, Args)]
 pub struct ConfigArgs {
-    /// Config file.
-    #[arg(long, short, default_value = "sheetq.toml", env = "SHEETQ_CONFIG")]
-    pub config: PathBuf,
+    /// Config file [default: ./sheetq.toml, else /etc/sheetq/sheetq.toml].
+    #[arg(long, short, env = "SHEETQ_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigArgs {
+    /// The config file to read (`--config`, `SHEETQ_CONFIG`, else the first of
+    /// [`crate::config::CONFIG_PLACES`] that exists).
+    pub fn path(&self) -> Result<PathBuf, crate::config::ConfigError> {
+        crate::config::find_config(self.config.as_deref(), Path::exists)
+    }
+
+    /// Finds and reads the config.
+    pub fn load(&self) -> Result<Config, crate::config::ConfigError> {
+        Config::load(&self.path()?)
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -225,7 +238,7 @@ pub async fn execute(cli: Cli) -> ExitCode {
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run(args) => {
-            let config = Config::load(&args.config.config)?;
+            let config = args.config.load()?;
             let registry = registry(&config)?;
             let stats = Arc::new(SheetsStats::new());
             let sheets = connect_with(&config, None, args.dry_run, stats.clone()).await?;
@@ -304,7 +317,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Init(args) => {
-            let config = Config::load(&args.config)?;
+            let config = args.load()?;
             let sheets = connect_one_shot(&config).await?;
             for line in admin::init(sheets.as_ref(), &config).await? {
                 println!("{line}");
@@ -312,7 +325,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check(args) => {
-            let config = Config::load(&args.config.config)?;
+            let config = args.config.load()?;
             let (registry, mut problems) = crate::setup::checked_registry(&config)
                 .unwrap_or_else(|problems| (Registry::default(), problems));
             let sheets = connect_one_shot(&config).await?;
@@ -325,7 +338,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             } else if problems.is_empty() {
                 println!(
                     "ok: the spreadsheet matches {}",
-                    args.config.config.display()
+                    args.config.path()?.display()
                 );
             } else {
                 eprintln!("{} problem(s):", problems.len());
@@ -340,7 +353,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Status(args) => {
-            let config = Config::load(&args.config.config)?;
+            let config = args.config.load()?;
             let sheets = connect_one_shot(&config).await?;
             let status = admin::status(sheets.as_ref(), &config).await?;
             if args.json {
@@ -365,7 +378,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Panels(command) => {
             let (config_path, request) = match command {
                 PanelsCommand::Sync(a) => (
-                    a.config.config,
+                    a.config.path()?,
                     crate::panels::SyncRequest {
                         open: a.open,
                         open_all: a.all,
@@ -374,7 +387,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     },
                 ),
                 PanelsCommand::Migrate(a) => (
-                    a.config.config,
+                    a.config.path()?,
                     crate::panels::SyncRequest {
                         migrate: Some(crate::panel::sync::Migration {
                             title: a.sheet,
@@ -406,7 +419,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Enqueue(args) => {
-            let config = Config::load(&args.config.config)?;
+            let config = args.config.load()?;
             // What the daemon would refuse is refused here, before a row exists.
             let spec = crate::commands::JobSpec {
                 target: args.target.clone(),

@@ -155,6 +155,41 @@ pub fn env_var_for(key: &str) -> String {
     format!("SHEETQ_{}", key.to_ascii_uppercase())
 }
 
+/// Where a config is looked for when neither `--config` nor `SHEETQ_CONFIG` names one, in
+/// order: the current directory, then where a packaged install keeps it.
+pub const CONFIG_PLACES: [&str; 2] = ["sheetq.toml", "/etc/sheetq/sheetq.toml"];
+
+/// The config file to read: `named` (from `--config` or `SHEETQ_CONFIG`) when given, else
+/// the first of [`CONFIG_PLACES`] that `exists`; an error naming every place tried.
+pub fn find_config(
+    named: Option<&Path>,
+    exists: impl Fn(&Path) -> bool,
+) -> Result<PathBuf, ConfigError> {
+    if let Some(path) = named {
+        return Ok(path.to_path_buf());
+    }
+    CONFIG_PLACES
+        .iter()
+        .map(Path::new)
+        .find(|p| exists(p))
+        .map(Path::to_path_buf)
+        .ok_or_else(|| ConfigError {
+            source_name: "the config".into(),
+            problems: vec![format!(
+                "no config file found (tried {}); create one from sheetq.example.toml there, or name it with --config FILE or SHEETQ_CONFIG",
+                CONFIG_PLACES.join(", ")
+            )],
+        })
+}
+
+/// Where `position` (a byte offset into `text`) is, as 1-based line and column.
+fn line_and_column(text: &str, position: usize) -> (usize, usize) {
+    let before = &text[..position.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
 impl Config {
     /// Reads and validates `path`, applying `SHEETQ_*` overrides from the process
     /// environment.
@@ -200,8 +235,25 @@ impl Config {
             source_name: source_name.to_string(),
             problems,
         };
-        let mut table: toml::Table = toml::from_str(text)
-            .map_err(|e| fail(vec![format!("is not valid TOML: {}", e.message().trim())]))?;
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| {
+            let at = e.span().map(|s| line_and_column(text, s.start));
+            let place = at.map_or_else(String::new, |(l, c)| format!(" at line {l}, column {c}"));
+            fail(vec![format!(
+                "is not valid TOML{place}: {}",
+                e.message().trim()
+            )])
+        })?;
+        // Under systemd (`StateDirectory=`), the state goes where the service manager made
+        // room for it, unless the file or SHEETQ_STATE_DIR says otherwise.
+        if !table.contains_key("state_dir") {
+            if let Some(dir) = env
+                .get("STATE_DIRECTORY")
+                .and_then(|d| d.split(':').next())
+                .filter(|d| !d.is_empty())
+            {
+                table.insert("state_dir".into(), toml::Value::String(dir.to_string()));
+            }
+        }
         let mut problems = Vec::new();
         for (key, numeric) in ENV_KEYS {
             let var = env_var_for(key);
@@ -700,6 +752,43 @@ worker_id = "vm 1"
             PathBuf::from("sheetq-state"),
             "the default stays as it was"
         );
+    }
+
+    #[test]
+    fn a_toml_syntax_error_names_its_line_and_column() {
+        let text = "spreadsheet_id = \"x\"\nslots = 2\nworker_id = \"vm-1\nposition = 3\n";
+        let err = Config::parse(text, "bad1.toml", &BTreeMap::new()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("bad1.toml"), "{text}");
+        assert!(text.contains("at line 3, column"), "{text}");
+    }
+
+    #[test]
+    fn the_config_is_found_where_it_was_named_else_here_else_in_etc() {
+        let named = find_config(Some(Path::new("/srv/a.toml")), |_| false);
+        assert_eq!(named.ok(), Some(PathBuf::from("/srv/a.toml")));
+        let here = find_config(None, |p| p == Path::new("sheetq.toml"));
+        assert_eq!(here.ok(), Some(PathBuf::from("sheetq.toml")));
+        let etc = find_config(None, |p| p.starts_with("/etc"));
+        assert_eq!(etc.ok(), Some(PathBuf::from("/etc/sheetq/sheetq.toml")));
+        let none = find_config(None, |_| false).unwrap_err().to_string();
+        assert!(
+            none.contains("sheetq.toml, /etc/sheetq/sheetq.toml") && none.contains("--config"),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn state_dir_defaults_to_the_state_directory_systemd_made() {
+        let mut env = BTreeMap::new();
+        env.insert(
+            "STATE_DIRECTORY".to_string(),
+            "/var/lib/sheetq:/var/lib/other".to_string(),
+        );
+        let c = Config::parse("spreadsheet_id = \"x\"", "t", &env).unwrap();
+        assert_eq!(c.state_dir, PathBuf::from("/var/lib/sheetq"));
+        let c = Config::parse("spreadsheet_id = \"x\"\nstate_dir = \"s\"", "t", &env).unwrap();
+        assert_eq!(c.state_dir, PathBuf::from("s"), "a state_dir written wins");
     }
 
     #[test]

@@ -579,3 +579,38 @@ async fn enqueue_warns_of_a_target_without_a_panel_and_check_and_status_speak_js
     );
     assert_eq!(out.status.code(), Some(3));
 }
+
+#[test]
+fn without_a_config_the_error_names_every_place_tried_and_a_toml_error_its_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = sheetq()
+        .arg("status")
+        .current_dir(dir.path())
+        .env_remove("SHEETQ_CONFIG")
+        .output()
+        .expect("run sheetq status");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // /etc/sheetq/sheetq.toml may exist on a machine that runs sheetq: then it is read.
+    if !std::path::Path::new("/etc/sheetq/sheetq.toml").exists() {
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("tried sheetq.toml, /etc/sheetq/sheetq.toml")
+                && stderr.contains("--config FILE"),
+            "{stderr}"
+        );
+    }
+    let bad = dir.path().join("bad1.toml");
+    std::fs::write(&bad, "spreadsheet_id = \"x\"\n\nworker_id = \"vm-1\n").expect("write");
+    let out = sheetq()
+        .arg("check")
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .expect("run sheetq check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("bad1.toml") && stderr.contains("at line 3, column"),
+        "a TOML error names its line and column: {stderr}"
+    );
+}
