@@ -25,6 +25,9 @@ use crate::sheets::stats::SheetsStats;
 pub const EXIT_PROBLEMS: u8 = 3;
 /// Exit code for a bad config or bad arguments (clap also uses 2).
 pub const EXIT_CONFIG: u8 = 2;
+/// Exit code of `enqueue --wait` when the job itself ended エラー or タイムアウト (sheetq
+/// worked; 1 stays for sheetq's own failures).
+pub const EXIT_JOB_FAILED: u8 = 4;
 
 /// sheetq: runs the jobs of a Google Sheets checkbox panel.
 #[derive(Debug, Parser)]
@@ -212,7 +215,8 @@ pub struct EnqueueArgs {
     #[arg(long, default_value = "")]
     pub requester: String,
     /// Wait for the job to finish and print its outcome; the exit code follows it (0 完了,
-    /// 1 エラー or タイムアウト). The queue is read every 5 s meanwhile (one read each).
+    /// 4 エラー or タイムアウト; 1 is sheetq's own failure). The queue is read every 5 s
+    /// meanwhile (one read each).
     #[arg(long)]
     pub wait: bool,
     /// Print JSON (the jobId, warnings, and with --wait the outcome) instead of text.
@@ -498,7 +502,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(if done.state == crate::queue::State::Done {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::FAILURE
+                ExitCode::from(EXIT_JOB_FAILED)
             })
         }
     }
@@ -518,8 +522,13 @@ pub async fn cancel_on_signal(token: CancellationToken) {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
     }
-    tracing::info!("signal received: shutting down");
+    tracing::info!("signal received: shutting down (a second Ctrl-C stops at once)");
     token.cancel();
+    // A person who presses Ctrl-C again does not want to wait for the drain.
+    if tokio::signal::ctrl_c().await.is_ok() {
+        eprintln!("sheetq: second interrupt: stopping now without waiting for running jobs; their results stay in the outbox or their rows time out");
+        std::process::exit(130);
+    }
 }
 
 /// `HOST:PORT` for a listening socket: a host name or an IP (IPv6 in brackets) and a port

@@ -23,7 +23,9 @@ fn main() -> ExitCode {
         sheetq::cli::Command::Bench(_) => "warn",
         _ => "info",
     };
+    // SHEETQ_LOG, else the ecosystem's RUST_LOG, else the flags.
     let filter = EnvFilter::try_from_env("SHEETQ_LOG")
+        .or_else(|_| EnvFilter::try_from_env("RUST_LOG"))
         .unwrap_or_else(|_| EnvFilter::new(cli.log_level(default_level)));
     // Under systemd, with stderr connected to the journal, log to journald itself: each line
     // keeps its level (as the journal's priority) and its fields (job.id, target, worker) as

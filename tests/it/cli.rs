@@ -460,33 +460,42 @@ async fn enqueue_refuses_what_the_daemon_would_refuse_before_writing() {
 }
 
 /// `enqueue --wait` prints the jobId, then the outcome once a daemon has run the job, and
-/// exits as the job ended.
+/// exits as the job ended: 0 完了, 4 (its own code, apart from sheetq's failures) エラー.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_wait_prints_the_outcome_and_exits_as_the_job_ended() {
     // The test daemon polls every 100 ms and beats every second: a quota to match, so that
     // its budget share does not make the job wait.
     let emu = support::start_with_quota(sheetq::emulator::Quota::scaled(50)).await;
-    let fleet = support::Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let failing = "[commands.fail]\nexec = [\"/bin/false\"]\n";
+    let fleet = support::Fleet::start(&emu, &["vm-1"], &[], failing).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let config = write_config(dir.path(), &emu, "");
-    let out = tokio::task::spawn_blocking(move || {
-        sheetq()
-            .args(["enqueue", "--target", "T-wait", "--function", "f"])
-            .args([
-                "--command",
-                "sleep",
-                "--args",
-                r#"{"seconds":0}"#,
-                "--wait",
-                "--config",
-            ])
-            .arg(&config)
-            .output()
-            .unwrap_or_else(|e| panic!("run sheetq enqueue --wait: {e}"))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let config = write_config(dir.path(), &emu, failing);
+    let wait = |command: &'static str, target: &'static str| {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            sheetq()
+                .args(["enqueue", "--target", target, "--function", "f"])
+                .args(["--command", command, "--args", "{}", "--wait", "--config"])
+                .arg(&config)
+                .output()
+                .unwrap_or_else(|e| panic!("run sheetq enqueue --wait: {e}"))
+        })
+    };
+    let out = wait("sleep", "T-wait")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let failed = wait("fail", "T-fail")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     fleet.stop(&emu).await;
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    assert_eq!(
+        failed.status.code(),
+        Some(4),
+        "a job that failed exits 4: {stdout}\n{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    assert!(stdout.contains("エラー: "), "{stdout}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
