@@ -23,7 +23,8 @@ use crate::sheets::stats::SheetsStats;
 
 /// Exit code when `check` finds problems.
 pub const EXIT_PROBLEMS: u8 = 3;
-/// Exit code for a bad config or bad arguments (clap also uses 2).
+/// Exit code for a bad config, bad arguments (clap also uses 2), unusable credentials, or a
+/// spreadsheet the daemon cannot run on as set up (not shared, a sheet missing).
 pub const EXIT_CONFIG: u8 = 2;
 /// Exit code of `enqueue --wait` when the job itself ended エラー or タイムアウト (sheetq
 /// worked; 1 stays for sheetq's own failures).
@@ -230,7 +231,12 @@ pub async fn execute(cli: Cli) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sheetq: {e:#}");
-            if e.downcast_ref::<crate::config::ConfigError>().is_some() {
+            let setup = e.downcast_ref::<crate::config::ConfigError>().is_some()
+                || e.downcast_ref::<crate::sheets::auth::CredentialsError>()
+                    .is_some()
+                || e.downcast_ref::<crate::daemon::DaemonError>()
+                    .is_some_and(crate::daemon::DaemonError::is_setup_problem);
+            if setup {
                 ExitCode::from(EXIT_CONFIG)
             } else {
                 ExitCode::FAILURE

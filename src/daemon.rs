@@ -79,6 +79,21 @@ const MAX_LAYOUT_FAILURES: u32 = 3;
 const WHOLE_QUEUE_AFTER_MOVES: StdDuration = StdDuration::from_secs(10 * 60);
 
 impl DaemonError {
+    /// Whether the daemon cannot run as set up, whatever it waits for: the spreadsheet not
+    /// shared or not found, a sheet or header missing, a worker_id in use. The process ends
+    /// with exit code 2 (a service manager must not restart it in a loop).
+    pub fn is_setup_problem(&self) -> bool {
+        match self {
+            DaemonError::Sheets(e) => matches!(e.kind, ErrorKind::Permission | ErrorKind::NotFound),
+            DaemonError::MissingSheet(_)
+            | DaemonError::Layout(_)
+            | DaemonError::TimeZone(_)
+            | DaemonError::WorkerIdInUse(_)
+            | DaemonError::WorkerSheetTooNarrow { .. } => true,
+            DaemonError::Outbox(_) => false,
+        }
+    }
+
     /// A failure of the API that may pass by itself (429, 5xx, a timeout, a lost reply): the
     /// work is taken up again later, never a reason to end the process.
     pub fn is_transient(&self) -> bool {

@@ -623,3 +623,24 @@ fn without_a_config_the_error_names_every_place_tried_and_a_toml_error_its_line(
         "a TOML error names its line and column: {stderr}"
     );
 }
+
+/// A daemon that cannot run as set up (here: the queue sheet is missing) exits 2, the code
+/// a service manager is told not to restart on; it names the fix.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_on_a_spreadsheet_without_the_queue_exits_2_naming_the_fix() {
+    let emu = support::start_empty().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &emu, "");
+    let out = tokio::task::spawn_blocking(move || {
+        sheetq()
+            .args(["run", "--config"])
+            .arg(&config)
+            .output()
+            .expect("run sheetq run")
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("sheetq init"), "{stderr}");
+}
