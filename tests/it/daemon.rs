@@ -769,6 +769,24 @@ impl Drop for Binary {
 
 /// Writes the key file (mode 600) and a config for the binary; returns the config path.
 fn binary_config(emu: &sheetq::emulator::Emulator, dir: &std::path::Path) -> std::path::PathBuf {
+    binary_config_with(
+        emu,
+        dir,
+        "vm-kill",
+        "heartbeat_interval = \"1s\"\ndead_after = \"1m\"\n",
+        "[commands.sleep]\nbuiltin = \"sleep\"\n",
+    )
+}
+
+/// Like [`binary_config`], as worker `worker` with more top-level `settings` (TOML lines)
+/// and `commands` (TOML tables).
+pub(crate) fn binary_config_with(
+    emu: &sheetq::emulator::Emulator,
+    dir: &std::path::Path,
+    worker: &str,
+    settings: &str,
+    commands: &str,
+) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let key = dir.join("key.json");
     std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("{e}"));
@@ -779,17 +797,13 @@ fn binary_config(emu: &sheetq::emulator::Emulator, dir: &std::path::Path) -> std
         r#"spreadsheet_id = "{id}"
 api_base_url = "{url}"
 credentials = "{key}"
-worker_id = "vm-kill"
+worker_id = "{worker}"
 state_dir = "{state}"
 slots = 2
 poll_interval = "100ms"
 requests_per_minute = {rpm}
 max_retries = 1
-heartbeat_interval = "1s"
-dead_after = "1m"
-[commands.sleep]
-builtin = "sleep"
-"#,
+{settings}{commands}"#,
         id = emu.spreadsheet_id(),
         url = emu.base_url(),
         key = key.display(),

@@ -16,11 +16,12 @@ use crate::support::*;
 const WAIT: Duration = Duration::from_secs(60);
 const FAST: Quota = Quota::scaled(50);
 
-/// A command that logs its start and end (jobId, target, nanoseconds since the epoch) to
-/// `file`, sleeps `args.seconds`, and answers its jobId as its result message.
+/// A command that logs its start (jobId, target, nanoseconds since the epoch, and the
+/// worker id a [`Fleet`] puts for `{worker}`) and its end to `file`, sleeps `args.seconds`,
+/// and answers its jobId as its result message.
 fn recording_command(file: &std::path::Path) -> String {
     format!(
-        "[commands.record]\ntimeout = \"12s\"\nexec = [\"/bin/sh\", \"-c\", \"echo \\\"S $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N)\\\" >> {f}; sleep $(echo \\\"$SHEETQ_ARGS_JSON\\\" | sed 's/[^0-9.]//g'); echo \\\"E $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N)\\\" >> {f}; echo \\\"$SHEETQ_JOB_ID\\\"\"]\n",
+        "[commands.record]\ntimeout = \"12s\"\nexec = [\"/bin/sh\", \"-c\", \"echo \\\"S $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N) {{worker}}\\\" >> {f}; sleep $(echo \\\"$SHEETQ_ARGS_JSON\\\" | sed 's/[^0-9.]//g'); echo \\\"E $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N)\\\" >> {f}; echo \\\"$SHEETQ_JOB_ID\\\"\"]\n",
         f = file.display()
     )
 }
@@ -321,24 +322,13 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
     let emu = start_with_quota(FAST).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let log = dir.path().join("runs.log");
-    let key = dir.path().join("key.json");
-    std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("{e}"));
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-    let config = dir.path().join("sheetq.toml");
-    let text = format!(
-        "spreadsheet_id = \"{id}\"\napi_base_url = \"{url}\"\ncredentials = \"{key}\"\nworker_id = \"vm-out\"\nstate_dir = \"{state}\"\nslots = 2\npoll_interval = \"100ms\"\nrequests_per_minute = {rpm}\nmax_retries = 1\nheartbeat_interval = \"500ms\"\ndead_after = \"3s\"\nlease_ttl = \"3s\"\n{commands}",
-        id = emu.spreadsheet_id(),
-        url = emu.base_url(),
-        key = key.display(),
-        state = dir.path().join("state").display(),
-        rpm = budget_share(&emu),
-        commands = recording_command(&log),
+    let config = crate::daemon::binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-out",
+        "heartbeat_interval = \"500ms\"\ndead_after = \"3s\"\nlease_ttl = \"3s\"\n",
+        &recording_command(&log).replace("{worker}", "vm-out"),
     );
-    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let out = dir.path().join("sheetq.log");
@@ -569,15 +559,8 @@ async fn a_lost_append_reply_makes_no_second_row_and_new_rows_go_after_the_last_
     );
 }
 
-/// Like [`recording_command`], each run's start line naming the daemon that ran it.
-fn recording_command_with_worker(file: &std::path::Path) -> String {
-    format!(
-        "[commands.record]\ntimeout = \"12s\"\nexec = [\"/bin/sh\", \"-c\", \"echo \\\"S $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N) {{worker}}\\\" >> {f}; sleep $(echo \\\"$SHEETQ_ARGS_JSON\\\" | sed 's/[^0-9.]//g'); echo \\\"E $SHEETQ_JOB_ID $SHEETQ_TARGET $(date +%s%N)\\\" >> {f}; echo \\\"$SHEETQ_JOB_ID\\\"\"]\n",
-        f = file.display()
-    )
-}
-
-/// Per jobId, the daemons that started it (from [`recording_command_with_worker`]'s log).
+/// Per jobId, the daemons that started it (from [`recording_command`]'s log, where the
+/// fleet put each daemon's worker id).
 fn runners(file: &std::path::Path) -> BTreeMap<String, Vec<String>> {
     let text = std::fs::read_to_string(file).unwrap_or_default();
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -609,13 +592,8 @@ async fn chaos_every_job_once_every_stamp_its_runner() {
         ("max_retries", "1"),
     ];
     let workers = ["c1", "c2", "c3"];
-    let fleet = Fleet::start_on_own_accounts(
-        &emu,
-        &workers,
-        &settings,
-        &recording_command_with_worker(&log),
-    )
-    .await;
+    let fleet =
+        Fleet::start_on_own_accounts(&emu, &workers, &settings, &recording_command(&log)).await;
     let c = fleet.configs[0].clone();
     let sheets = client(&emu, &c).await;
     let mut jobs = Vec::new();
