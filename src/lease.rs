@@ -47,12 +47,6 @@ impl Lease {
             expires,
         }
     }
-
-    /// Whether at least `margin` of the lease is left at `now`: a commit is only sent while
-    /// it is, so that a slow call cannot land after another daemon took an expired lease.
-    pub fn has_left(&self, now: DateTime<Utc>, margin: chrono::Duration) -> bool {
-        self.expires - now >= margin
-    }
 }
 
 impl fmt::Display for Lease {
@@ -234,13 +228,6 @@ mod tests {
             LeaseState::parse("lease|x|y|not-a-date"),
             LeaseState::Invalid("lease|x|y|not-a-date".into())
         );
-    }
-
-    #[test]
-    fn the_safety_margin_is_measured_against_expiry() {
-        let lease = Lease::new("vm-1", at(30));
-        assert!(lease.has_left(at(20), Duration::seconds(10)));
-        assert!(!lease.has_left(at(21), Duration::seconds(10)));
     }
 
     #[test]
