@@ -84,7 +84,7 @@ pub enum Command {
     Init(ConfigArgs),
     /// Validate the spreadsheet, its panels and the commands against the config; exit 3
     /// listing every problem.
-    Check(ReportArgs),
+    Check(CheckArgs),
     /// Show queue counts, running jobs, recent failures, the outbox, workers and the oldest
     /// waiting job.
     Status(ReportArgs),
@@ -181,6 +181,27 @@ pub struct ReportArgs {
     /// Print JSON instead of text, for scripts.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Print JSON instead of text, for scripts.
+    #[arg(long)]
+    pub json: bool,
+    /// Also test every Google behaviour sheetq relies on, on a temporary hidden sheet of the
+    /// spreadsheet (`_sheetq_probe_…`, deleted afterwards, also on Ctrl-C). Writes: run it
+    /// before the first daemon, or while none claims.
+    #[arg(long)]
+    pub probe: bool,
+    /// With --probe: save the results as JSON to FILE (to compare with the emulator; see
+    /// tests/fixtures/google/).
+    #[arg(long, value_name = "FILE", requires = "probe")]
+    pub save: Option<PathBuf>,
+    /// With --probe: run only these probes (names as the table prints them).
+    #[arg(long, value_name = "PROBE", requires = "probe", value_delimiter = ',')]
+    pub only: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]

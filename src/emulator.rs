@@ -36,6 +36,7 @@ pub mod batch;
 pub mod by_filter;
 pub mod control;
 pub mod data_filter;
+pub mod deviation;
 pub mod dimension;
 pub mod error;
 pub mod fields;
@@ -63,6 +64,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use control::{Fault, FaultRule, Refused, RequestCounters, RequestRecord};
+pub use deviation::Deviation;
+pub use http::Access;
 pub use dimension::SortMetadata;
 pub use error::ApiError;
 pub use quota::{Limits, Quota, QuotaSpec};
@@ -92,6 +95,9 @@ pub struct EmulatorOptions {
     /// `None` turns it off. Default: Google's ([`Quota::google`]), so that whatever passes
     /// here passes at Google.
     pub quota: Option<Quota>,
+    /// A behaviour gotten wrong on purpose ([`Deviation`]), for the test that shows a
+    /// `check --probe` probe can fail. `None` (the default) in every other use.
+    pub deviation: Option<Deviation>,
 }
 
 impl Default for EmulatorOptions {
@@ -104,6 +110,7 @@ impl Default for EmulatorOptions {
             spreadsheet_id: None,
             sort_metadata: SortMetadata::default(),
             quota: Some(Quota::google()),
+            deviation: None,
         }
     }
 }
@@ -152,6 +159,7 @@ impl From<EmulatorArgs> for EmulatorOptions {
             spreadsheet_id: a.spreadsheet_id,
             sort_metadata: SortMetadata::default(),
             quota: a.quota.0,
+            deviation: None,
         }
     }
 }
@@ -244,6 +252,7 @@ impl Emulator {
             })?;
         let rules = batch::Rules {
             sort_metadata: opts.sort_metadata,
+            deviation: opts.deviation,
         };
         let shared = Arc::new(Shared::new(store, opts.latency, rules, opts.quota));
         if let Ok(mut b) = shared.base_url.lock() {
@@ -314,6 +323,22 @@ impl Emulator {
     /// what the request log and per-user fault rules name it by.
     pub fn account(name: &str) -> String {
         format!("{name}@sheetq-emulator.iam.gserviceaccount.com")
+    }
+
+    /// Puts the clock of the emulator's replies (their `Date` header) `skew` ahead of this
+    /// machine's (behind when negative).
+    pub fn set_clock_skew(&self, skew: chrono::TimeDelta) {
+        if let Ok(mut s) = self.shared.clock_skew.lock() {
+            *s = skew;
+        }
+    }
+
+    /// Shares the spreadsheets with the account `email` as `access` (everyone is an editor
+    /// until told otherwise).
+    pub fn share(&self, email: &str, access: Access) {
+        if let Ok(mut a) = self.shared.access.lock() {
+            a.insert(email.to_string(), access);
+        }
     }
 
     /// Every request so far, oldest first.

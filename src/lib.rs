@@ -50,6 +50,8 @@
 //!   sheet, the functions and targets of the config (`catalog`) and the panel builder
 //!   (`sync`), all pure.
 //! - [`panels`]: applying a panel sync: read, plan, one batch (`sheetq panels`, panel jobs).
+//! - [`probe`]: `sheetq check --probe`: one probe per Google behaviour sheetq relies on, run
+//!   through the `Sheets` port on a temporary sheet (against Google, or the emulator in tests).
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`setup`]: the spreadsheet client and the command registry built from a config, for the
 //!   command line, the demo and the bench.
@@ -91,6 +93,7 @@ pub mod notify;
 pub mod outbox;
 pub mod panel;
 pub mod panels;
+pub mod probe;
 pub mod queue;
 pub mod setup;
 pub mod sheet_time;

@@ -205,6 +205,24 @@ pub enum Request {
     /// Delete the developer metadata with this id wherever it is (`deleteDeveloperMetadata`
     /// with a `developerMetadataLookup` by `metadataId`); nothing happens if it is gone.
     DeleteMetadata { id: i32 },
+    /// Delete a sheet (`deleteSheet`): `check --probe` removes its temporary sheet.
+    DeleteSheet { sheet_id: i32 },
+    /// Sort the rows of `range` by one of its columns (`sortRange`, one `sortSpec` on the
+    /// zero-based sheet column `column`): what a person's 並べ替え does; `check --probe`
+    /// sees where row metadata goes.
+    SortRows {
+        range: GridRange,
+        column: u32,
+        ascending: bool,
+    },
+    /// Move rows `start..end` so that they land before row `destination` as counted before
+    /// the move (`moveDimension`): a person dragging rows.
+    MoveRows {
+        sheet_id: i32,
+        start: u32,
+        end: u32,
+        destination: u32,
+    },
 }
 
 /// The reply to one [`Request`], in request order.
@@ -418,6 +436,12 @@ pub trait Sheets: Send + Sync {
     /// that share its quota; empty when unknown.
     fn account(&self) -> String {
         String::new()
+    }
+
+    /// How far the API's clock is ahead of ours (negative: behind), from the `Date` header of
+    /// the last reply; `None` before any reply or where there is no server.
+    fn clock_skew(&self) -> Option<chrono::TimeDelta> {
+        None
     }
 
     /// Narrows the client-side budgets to this process's share of the account's: `reads` and

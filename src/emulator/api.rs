@@ -453,6 +453,7 @@ pub fn append(
     input: Input,
     insert: Option<&str>,
     echo: Option<(Render, Major)>,
+    from_top: bool,
 ) -> Result<Json, ApiError> {
     let insert_rows = match insert {
         None | Some("") | Some("OVERWRITE") => false,
@@ -472,7 +473,8 @@ pub fn append(
     let (b, _) = ss.resolve(range)?;
     let sheet = &ss.sheets[b.sheet];
     let title = sheet.title.clone();
-    let table = find_table(sheet, &b);
+    let searched = if from_top { Bounds { r0: 0, ..b } } else { b };
+    let table = find_table(sheet, &searched);
     let (at_row, at_col) = match &table {
         Some(t) => (t.r1, t.c0),
         None => (b.r0, b.c0),

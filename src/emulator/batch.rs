@@ -23,6 +23,7 @@ use google_sheets4::api::{
 use serde_json::{json, Value as Json};
 
 use super::api;
+use super::deviation::{self, Deviation};
 use super::dimension::{self, SortMetadata};
 use super::error::ApiError;
 use super::find_replace::find_replace;
@@ -36,6 +37,14 @@ use super::store::{range_a1, Bounds, Cell, NumberFormat, Sheet, Spreadsheet, Val
 pub struct Rules {
     /// Whether `sortRange` moves row metadata with the rows.
     pub sort_metadata: SortMetadata,
+    /// A behaviour gotten wrong on purpose, for a probe's test (`deviation.rs`).
+    pub deviation: Option<Deviation>,
+}
+
+impl Rules {
+    pub fn deviates(&self, d: Deviation) -> bool {
+        self.deviation == Some(d)
+    }
 }
 
 /// Parses a `BatchUpdateSpreadsheetRequest` body.
@@ -57,8 +66,18 @@ pub fn run(
     for (i, r) in requests.iter().enumerate() {
         let kind =
             kind_of(r).map_err(|m| ApiError::invalid(format!("Invalid requests[{i}]: {m}")))?;
-        let reply = apply(&mut work, r, &kind, rules)
-            .map_err(|m| ApiError::invalid(format!("Invalid requests[{i}].{kind}: {m}")))?;
+        let reply = match apply(&mut work, r, &kind, rules) {
+            Ok(reply) => reply,
+            Err(m) => {
+                if rules.deviates(Deviation::PartialBatch) {
+                    metadata::prune(&mut work);
+                    *ss = work;
+                }
+                return Err(ApiError::invalid(format!(
+                    "Invalid requests[{i}].{kind}: {m}"
+                )));
+            }
+        };
         metadata::prune(&mut work);
         replies.push(reply);
     }
@@ -66,10 +85,99 @@ pub fn run(
     if req.include_spreadsheet_in_response == Some(true) {
         let ranges = req.response_ranges.clone().unwrap_or_default();
         let grid = req.response_include_grid_data == Some(true);
-        out["updatedSpreadsheet"] = api::spreadsheet_json(&work, &ranges, grid)?;
+        let shown = if rules.deviates(Deviation::ReadBackBeforeRequests) {
+            &*ss
+        } else {
+            &work
+        };
+        out["updatedSpreadsheet"] = api::spreadsheet_json(shown, &ranges, grid)?;
     }
     *ss = work;
     Ok(out)
+}
+
+/// The request under a [`Deviation`] that changes it, or `None` to apply it as usual.
+fn deviate(
+    ss: &mut Spreadsheet,
+    r: &Request,
+    kind: &str,
+    rules: &Rules,
+) -> Result<Option<Json>, String> {
+    let usual = Rules {
+        deviation: None,
+        ..*rules
+    };
+    let rows_edit = |d: Option<&google_sheets4::api::DimensionRange>| {
+        d.filter(|d| d.dimension.as_deref() == Some("ROWS"))
+            .map(|d| d.sheet_id)
+    };
+    Ok(Some(match (rules.deviation, kind) {
+        (Some(Deviation::LooseFindReplace), "findReplace") => {
+            let mut f = need(&r.find_replace)?.clone();
+            f.match_case = Some(false);
+            f.match_entire_cell = Some(false);
+            find_replace(ss, &f)?
+        }
+        (Some(Deviation::RowMetadataKeepsIndex), "insertDimension" | "deleteDimension" | "moveDimension") => {
+            let range = match kind {
+                "insertDimension" => need(&r.insert_dimension)?.range.as_ref(),
+                "deleteDimension" => need(&r.delete_dimension)?.range.as_ref(),
+                _ => need(&r.move_dimension)?.source.as_ref(),
+            };
+            let Some(sheet_id) = rows_edit(range) else {
+                return Ok(None);
+            };
+            let sheet = sheet_of(ss, sheet_id)?;
+            let before = deviation::row_metadata(ss, sheet);
+            let reply = apply(ss, r, kind, &usual)?;
+            deviation::pin_row_metadata(ss, sheet, before);
+            reply
+        }
+        (Some(Deviation::CutPasteMovesMetadata), "cutPaste") => {
+            let c = need(&r.cut_paste)?;
+            let src = grid_range(ss, need(&c.source)?)?;
+            let dest = need(&c.destination)?;
+            let to = sheet_of(ss, dest.sheet_id)?;
+            let row = nonneg(dest.row_index)?;
+            let reply = apply(ss, r, kind, &usual)?;
+            if to == src.sheet {
+                deviation::carry_row_metadata(ss, src.sheet, src.r0, row, src.r1 - src.r0);
+            }
+            reply
+        }
+        (Some(Deviation::DeleteMissingMetadataFails), "deleteDeveloperMetadata") => {
+            let reply = apply(ss, r, kind, &usual)?;
+            if reply["deleteDeveloperMetadata"]
+                .get("deletedDeveloperMetadata")
+                .is_none()
+            {
+                return Err("No developer metadata matches the data filter.".into());
+            }
+            reply
+        }
+        (Some(Deviation::DuplicateMetadataIdReplaces), "createDeveloperMetadata") => {
+            let id = need(&r.create_developer_metadata)?
+                .developer_metadata
+                .as_ref()
+                .and_then(|m| m.metadata_id);
+            if let Some(id) = id.filter(|id| ss.developer_metadata.contains_key(id)) {
+                let lookup = google_sheets4::api::DeleteDeveloperMetadataRequest {
+                    data_filter: Some(google_sheets4::api::DataFilter {
+                        developer_metadata_lookup: Some(
+                            google_sheets4::api::DeveloperMetadataLookup {
+                                metadata_id: Some(id),
+                                ..Default::default()
+                            },
+                        ),
+                        ..Default::default()
+                    }),
+                };
+                metadata::delete(ss, &lookup)?;
+            }
+            apply(ss, r, kind, &usual)?
+        }
+        _ => return Ok(None),
+    }))
 }
 
 /// The one request kind set in a `Request` (its JSON key, e.g. `findReplace`).
@@ -91,6 +199,11 @@ fn kind_of(r: &Request) -> Result<String, String> {
 }
 
 fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result<Json, String> {
+    if rules.deviation.is_some() {
+        if let Some(reply) = deviate(ss, r, kind, rules)? {
+            return Ok(reply);
+        }
+    }
     Ok(match kind {
         "findReplace" => find_replace(ss, need(&r.find_replace)?)?,
         "updateCells" => {

@@ -25,6 +25,8 @@ use std::collections::BTreeSet;
 use serde_json::{json, Map, Value as Json};
 
 use super::api::{self, Major, RangeView};
+use super::batch::Rules;
+use super::deviation::Deviation;
 use super::data_filter;
 use super::error::ApiError;
 use super::metadata;
@@ -86,7 +88,7 @@ fn no_match(what: &str, i: usize) -> ApiError {
 }
 
 /// `values.batchUpdateByDataFilter`.
-pub fn batch_update(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError> {
+pub fn batch_update(ss: &mut Spreadsheet, body: &Json, rules: &Rules) -> Result<Json, ApiError> {
     let input = Input::parse(body.get("valueInputOption").and_then(Json::as_str))?;
     let echo = if body.get("includeValuesInResponse").and_then(Json::as_bool) == Some(true) {
         Some(Render::parse(
@@ -109,7 +111,12 @@ pub fn batch_update(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError>
         })?;
         let (echo_filter, f) = data_filter::parse_one(raw)
             .map_err(|m| ApiError::invalid(format!("Invalid data[{i}].dataFilter: {m}")))?;
-        let rows = api::rows_of(entry)?;
+        let mut rows = api::rows_of(entry)?;
+        if rules.deviates(Deviation::FilterWriteNullClears) {
+            for v in rows.iter_mut().flatten().filter(|v| v.is_null()) {
+                *v = json!("");
+            }
+        }
         for row in &rows {
             for v in row {
                 values::input_value(v, input)?;
@@ -118,6 +125,9 @@ pub fn batch_update(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError>
         let ranges = data_filter::ranges(ss, &f, &located)
             .map_err(|m| ApiError::invalid(format!("Invalid data[{i}].dataFilter: {m}")))?;
         if ranges.is_empty() {
+            if rules.deviates(Deviation::FilterMissSkipped) {
+                continue;
+            }
             return Err(no_match("dataFilterValueRange", i));
         }
         for b in ranges {

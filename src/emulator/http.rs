@@ -29,6 +29,7 @@ use super::auth::Auth;
 use super::batch::{self, Rules};
 use super::by_filter;
 use super::control::{Control, Fault, RequestRecord};
+use super::deviation::Deviation;
 use super::data_filter;
 use super::error::ApiError;
 use super::fields;
@@ -54,6 +55,22 @@ pub struct Shared {
     pub version: tokio::sync::watch::Sender<u64>,
     /// Choices for behaviour Google does not document (`EmulatorOptions`).
     pub rules: Rules,
+    /// Added to the time the `Date` header of every API reply says: a test's way to put
+    /// Google's clock (or ours) off.
+    pub clock_skew: Mutex<chrono::TimeDelta>,
+    /// Accounts (service-account e-mails) whose sharing is not the default (editor).
+    pub access: Mutex<std::collections::BTreeMap<String, Access>>,
+}
+
+/// How a spreadsheet is shared with an account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Not shared: every call is refused with 403.
+    None,
+    /// Viewer (or commenter): reads pass, writes are refused with 403.
+    Reader,
+    /// Editor: everything passes (the default).
+    Writer,
 }
 
 impl Shared {
@@ -69,7 +86,26 @@ impl Shared {
             home: Mutex::new(String::new()),
             version: tokio::sync::watch::Sender::new(0),
             rules,
+            clock_skew: Mutex::new(chrono::TimeDelta::zero()),
+            access: Mutex::new(std::collections::BTreeMap::new()),
         }
+    }
+
+    /// The `Date` header value of a reply sent now: IMF-fixdate in GMT.
+    fn date_header(&self) -> String {
+        let skew = self.clock_skew.lock().map(|s| *s).unwrap_or_default();
+        (chrono::Utc::now() + skew)
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string()
+    }
+
+    /// How the spreadsheets are shared with `user`.
+    fn access_of(&self, user: &str) -> Access {
+        self.access
+            .lock()
+            .ok()
+            .and_then(|a| a.get(user).copied())
+            .unwrap_or(Access::Writer)
     }
 
     pub fn store(&self) -> MutexGuard<'_, Store> {
@@ -507,6 +543,7 @@ fn execute_json(
                 input,
                 q.one("insertDataOption"),
                 echo(q)?,
+                rules.deviates(Deviation::AppendFromTop),
             )?;
             Ok((reply, true))
         }
@@ -533,7 +570,7 @@ fn execute_json(
         }
         Call::ValuesBatchUpdateByDataFilter(id) => {
             let ss = store.get_mut(id)?;
-            Ok((by_filter::batch_update(ss, &json_body(body)?)?, true))
+            Ok((by_filter::batch_update(ss, &json_body(body)?, rules)?, true))
         }
         Call::ValuesBatchClearByDataFilter(id) => {
             let ss = store.get_mut(id)?;
@@ -613,6 +650,10 @@ impl Pending<'_> {
                 (resp, e.code, len)
             }
         };
+        let mut resp = resp;
+        if let Ok(date) = header::HeaderValue::from_str(&self.shared.date_header()) {
+            resp.headers_mut().insert(header::DATE, date);
+        }
         self.log(status, len);
         resp
     }
@@ -675,6 +716,16 @@ async fn api_call(
         return pending.finish(Err(ApiError::unauthenticated()));
     };
     pending.user = user.clone();
+    // Google checks sharing before anything else: 403 PERMISSION_DENIED, "The caller does
+    // not have permission", for an account the spreadsheet is not shared with and for a
+    // viewer's write.
+    match sh.access_of(&user) {
+        Access::None => return pending.finish(Err(ApiError::for_status(403, call.is_write()))),
+        Access::Reader if call.is_write() => {
+            return pending.finish(Err(ApiError::for_status(403, true)))
+        }
+        Access::Reader | Access::Writer => {}
+    }
     let fault = sh.control().fault_for(call.method_id(), Some(&user), &body);
     let mut drop_after = false;
     match fault {
@@ -717,9 +768,14 @@ async fn api_call(
         Ok(s) => s,
         Err(e) => return pending.finish(Err(e)),
     };
-    let result = {
-        let mut store = sh.store();
-        execute(&mut store, &call, &q, &body, &sh.rules)
+    let result = match &call {
+        Call::BatchUpdate(id) if sh.rules.deviates(Deviation::UnserialisedBatches) => {
+            unserialised_batch(&sh, id, &body).await
+        }
+        _ => {
+            let mut store = sh.store();
+            execute(&mut store, &call, &q, &body, &sh.rules)
+        }
     };
     let result = match result {
         Ok((mut reply, changed)) => {
@@ -737,6 +793,17 @@ async fn api_call(
         return pending.drop_connection();
     }
     pending.finish_reply(result)
+}
+
+/// A `batchUpdate` under [`Deviation::UnserialisedBatches`]: applied to a copy taken on
+/// arrival, stored a moment later over whatever happened meanwhile.
+async fn unserialised_batch(sh: &Shared, id: &str, body: &[u8]) -> Result<(Reply, bool), ApiError> {
+    let req = batch::parse(body)?;
+    let mut copy = sh.store().get(id)?.clone();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let reply = batch::run(&mut copy, &req, &sh.rules)?;
+    sh.store().insert(copy);
+    Ok((Reply::Json(reply), true))
 }
 
 async fn token(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {

@@ -112,6 +112,27 @@ fn describe(request: &Request) -> String {
             row + 1
         ),
         Request::DeleteMetadata { id } => format!("delete metadata #{id}"),
+        Request::DeleteSheet { sheet_id } => format!("delete sheet {sheet_id}"),
+        Request::SortRows {
+            range,
+            column,
+            ascending,
+        } => format!(
+            "sort {} by column {} {}",
+            block(range),
+            column + 1,
+            if *ascending { "ascending" } else { "descending" }
+        ),
+        Request::MoveRows {
+            sheet_id,
+            start,
+            end,
+            destination,
+        } => format!(
+            "move rows {}..{end} of sheet {sheet_id} before row {}",
+            start + 1,
+            destination + 1
+        ),
         Request::InsertRows {
             sheet_id,
             at,
@@ -222,6 +243,10 @@ impl<S: Sheets> DryRunSheets<S> {
 impl<S: Sheets> Sheets for DryRunSheets<S> {
     fn account(&self) -> String {
         self.inner.account()
+    }
+
+    fn clock_skew(&self) -> Option<chrono::TimeDelta> {
+        self.inner.clock_skew()
     }
 
     fn set_budget_share(&self, reads: u32, writes: u32) {

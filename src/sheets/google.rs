@@ -280,10 +280,15 @@ impl GoogleSheets {
                         return Err(Failure::late(method));
                     }
                     tracing::debug!(method = name, attempt, "sending");
+                    let sent = chrono::Utc::now();
                     let outcome = tokio::time::timeout(self.call_timeout, send).await;
                     let mut failure = match outcome {
-                        Ok(Ok((_response, value))) => {
+                        Ok(Ok((response, value))) => {
                             self.stats.record_request(method, Outcome::Ok);
+                            if let Some(date) = server_date(&response) {
+                                self.stats
+                                    .record_server_date(date, sent, chrono::Utc::now());
+                            }
                             return Ok(value);
                         }
                         Ok(Err(e)) => classify(method, e, &self.context()),
@@ -409,6 +414,10 @@ impl GoogleSheets {
 impl Sheets for GoogleSheets {
     fn account(&self) -> String {
         self.client_email.clone().unwrap_or_default()
+    }
+
+    fn clock_skew(&self) -> Option<chrono::TimeDelta> {
+        self.stats.clock_skew()
     }
 
     fn set_budget_share(&self, reads: u32, writes: u32) {
@@ -712,6 +721,14 @@ impl Failure {
 
 /// The kind of a Google error from its HTTP code, or its gRPC status name when the code is
 /// missing.
+/// The reply's `Date` header (RFC 9110's IMF-fixdate, e.g. `Tue, 01 Dec 2026 19:00:00 GMT`).
+fn server_date(response: &common::Response) -> Option<chrono::DateTime<chrono::Utc>> {
+    let text = response.headers().get(hyper::header::DATE)?.to_str().ok()?;
+    chrono::DateTime::parse_from_rfc2822(text)
+        .ok()
+        .map(|d| d.with_timezone(&chrono::Utc))
+}
+
 fn kind_of(code: Option<u16>, status: Option<&str>) -> ErrorKind {
     match code {
         Some(408 | 409 | 429) | Some(500..=599) => ErrorKind::Retryable,

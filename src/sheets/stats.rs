@@ -5,7 +5,7 @@
 //! the metrics endpoint and `sheetq check` render: the question an operator asks is "how close
 //! are we to Google's quota, and is it pushing back?".
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The API methods sheetq calls; the names are Google's (and those in [`super::SheetsError`]).
@@ -183,6 +183,9 @@ pub struct SheetsStats {
     created: Instant,
     /// Nanoseconds after `created` at which the last attempt ended, plus one; 0 = none yet.
     last_attempt: AtomicU64,
+    /// Google's clock minus ours, in milliseconds, from the `Date` header of the last reply;
+    /// `i64::MIN` until one came.
+    clock_skew_ms: AtomicI64,
 }
 
 impl Default for SheetsStats {
@@ -194,6 +197,7 @@ impl Default for SheetsStats {
             throttled_nanos: AtomicU64::new(0),
             created: Instant::now(),
             last_attempt: AtomicU64::new(0),
+            clock_skew_ms: AtomicI64::new(i64::MIN),
         }
     }
 }
@@ -217,6 +221,28 @@ impl SheetsStats {
     pub fn last_attempt(&self) -> Option<Instant> {
         let stamp = self.last_attempt.load(Ordering::Relaxed);
         (stamp > 0).then(|| self.created + Duration::from_nanos(stamp - 1))
+    }
+
+    /// A reply's `Date` header (`date`, to the second) for a request sent at `sent` and
+    /// answered at `received` (our clock): Google's clock is taken to have read `date` plus
+    /// half a second at the midpoint.
+    pub fn record_server_date(
+        &self,
+        date: chrono::DateTime<chrono::Utc>,
+        sent: chrono::DateTime<chrono::Utc>,
+        received: chrono::DateTime<chrono::Utc>,
+    ) {
+        let mid = sent + (received - sent) / 2;
+        let skew = date + chrono::TimeDelta::milliseconds(500) - mid;
+        self.clock_skew_ms
+            .store(skew.num_milliseconds(), Ordering::Relaxed);
+    }
+
+    /// How far Google's clock is ahead of ours (negative: behind), from the last reply that
+    /// said; `None` before any did. Accurate to about a second plus half the round trip.
+    pub fn clock_skew(&self) -> Option<chrono::TimeDelta> {
+        let ms = self.clock_skew_ms.load(Ordering::Relaxed);
+        (ms != i64::MIN).then(|| chrono::TimeDelta::milliseconds(ms))
     }
 
     pub fn record_retry(&self) {

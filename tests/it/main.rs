@@ -16,6 +16,7 @@ mod emulator_rows;
 mod outage;
 mod panel_sync;
 mod panels;
+mod probe;
 mod people;
 mod sheets_google;
 mod support;

@@ -353,6 +353,36 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 data_filter: Some(to_api_filter(&Filter::Metadata(*id))),
             });
         }
+        Request::DeleteSheet { sheet_id } => {
+            out.delete_sheet = Some(api::DeleteSheetRequest {
+                sheet_id: Some(*sheet_id),
+            });
+        }
+        Request::SortRows {
+            range,
+            column,
+            ascending,
+        } => {
+            out.sort_range = Some(api::SortRangeRequest {
+                range: Some(to_api_grid_range(range)),
+                sort_specs: Some(vec![api::SortSpec {
+                    dimension_index: i32::try_from(*column).ok(),
+                    sort_order: Some(if *ascending { "ASCENDING" } else { "DESCENDING" }.into()),
+                    ..Default::default()
+                }]),
+            });
+        }
+        Request::MoveRows {
+            sheet_id,
+            start,
+            end,
+            destination,
+        } => {
+            out.move_dimension = Some(api::MoveDimensionRequest {
+                source: Some(rows_range(*sheet_id, *start, *end)),
+                destination_index: i32::try_from(*destination).ok(),
+            });
+        }
         Request::SetCheckboxes { range } => {
             out.set_data_validation = Some(api::SetDataValidationRequest {
                 range: Some(to_api_grid_range(range)),
@@ -521,11 +551,12 @@ pub fn metadata_entries(reply: &api::SearchDeveloperMetadataResponse) -> Vec<Met
                 id: d.metadata_id.unwrap_or(0),
                 key: d.metadata_key.clone().unwrap_or_default(),
                 value: d.metadata_value.clone().unwrap_or_default(),
-                sheet_id: range.and_then(|r| r.sheet_id),
+                // proto3 JSON omits zeros: a range without `sheetId` is on sheet 0, one
+                // without `startIndex` starts at row 0.
+                sheet_id: range.map(|r| r.sheet_id.unwrap_or(0)),
                 row: range
                     .filter(|_| rows)
-                    .and_then(|r| r.start_index)
-                    .and_then(|i| u32::try_from(i).ok()),
+                    .and_then(|r| u32::try_from(r.start_index.unwrap_or(0)).ok()),
             }
         })
         .collect()

@@ -1,0 +1,918 @@
+//! `sheetq check --probe`: one probe per behaviour of Google Sheets that sheetq's guarantees
+//! rest on, run through the [`Sheets`] port against a temporary hidden sheet
+//! `_sheetq_probe_<random>`, which is deleted afterwards (also after a failure or Ctrl-C).
+//!
+//! The same list runs in `cargo test` against the emulator, so the emulator and the probes
+//! agree; a test switches the emulator to a deliberately different behaviour
+//! (`emulator::Deviation`) for each probe and sees it report DIFFERS. Results saved from a
+//! real spreadsheet (`--save`) are compared with the emulator's by a test
+//! (`tests/fixtures/google/`).
+//!
+//! Every probe starts from a fresh copy of the sheet (the previous one is deleted in the same
+//! batch), so none sees another's rows or metadata. What a probe observed is written in
+//! words without ids or random names, so two runs (and Google and the emulator) compare.
+
+use serde::{Deserialize, Serialize};
+
+use crate::a1;
+use crate::queue::cell_text;
+use crate::sheets::{
+    BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterWrite, GridRange, Reply,
+    Request, Sheets, SheetsError,
+};
+
+/// The behaviours probed, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Probe {
+    ConcurrentCas,
+    FindReplaceCas,
+    BatchAllOrNothing,
+    BatchInOrderReadBack,
+    MetadataInsertAbove,
+    MetadataDeleteAbove,
+    MetadataFullWidthSort,
+    MetadataNarrowSort,
+    MetadataCutPaste,
+    MetadataMoveRows,
+    FilterWriteFollowsRow,
+    FilterWriteMatchesNothing,
+    DeleteMissingMetadata,
+    CreateMetadataIdInUse,
+    AppendAfterBlankRow,
+}
+
+/// Where a behaviour comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Basis {
+    /// Google documents it; the reference.
+    Documented(&'static str),
+    /// Measured or reported by users, or sheetq's reading of silence; the source.
+    Believed(&'static str),
+}
+
+impl std::fmt::Display for Basis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Basis::Documented(r) => write!(f, "documented: {r}"),
+            Basis::Believed(r) => write!(f, "believed: {r}"),
+        }
+    }
+}
+
+/// What a probe checks and what rests on it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ProbeInfo {
+    /// What Google is expected to do, in one line.
+    pub expects: &'static str,
+    /// The section of docs/design.md it underpins.
+    pub section: &'static str,
+    pub basis: Basis,
+    /// What sheetq would get wrong if Google did otherwise, and what covers it.
+    pub if_differs: &'static str,
+}
+
+const BATCH_DOC: &str =
+    "https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/batchUpdate";
+const METADATA_DOC: &str =
+    "https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.developerMetadata";
+const USERS_SORT: &str = "users' measurements of sortRange/cutPaste with row metadata; docs/design.md §4";
+
+impl Probe {
+    /// Every probe, in the order they run: the concurrent one first, while the client's
+    /// request budget still lets both of its calls go out at once.
+    pub const ALL: [Probe; 15] = [
+        Probe::ConcurrentCas,
+        Probe::FindReplaceCas,
+        Probe::BatchAllOrNothing,
+        Probe::BatchInOrderReadBack,
+        Probe::MetadataInsertAbove,
+        Probe::MetadataDeleteAbove,
+        Probe::MetadataFullWidthSort,
+        Probe::MetadataNarrowSort,
+        Probe::MetadataCutPaste,
+        Probe::MetadataMoveRows,
+        Probe::FilterWriteFollowsRow,
+        Probe::FilterWriteMatchesNothing,
+        Probe::DeleteMissingMetadata,
+        Probe::CreateMetadataIdInUse,
+        Probe::AppendAfterBlankRow,
+    ];
+
+    /// The probe's name, as `--json` and the saved results spell it.
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    pub fn info(self) -> ProbeInfo {
+        let (expects, section, basis, if_differs) = match self {
+            Probe::FindReplaceCas => (
+                "findReplace with matchEntireCell and matchCase changes only cells whose whole text equals, case and all, and counts them in occurrencesChanged",
+                "§3",
+                Basis::Documented("https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/request#findreplacerequest"),
+                "the lease's compare-and-swap could take a lease another daemon holds: two claim passes at once, a job run twice. No setting covers it; do not run more than one daemon",
+            ),
+            Probe::BatchAllOrNothing => (
+                "a batchUpdate with one invalid request fails whole and applies nothing",
+                "§2",
+                Basis::Documented(BATCH_DOC),
+                "a claim commit whose fence or CAS failed could still write its claims: a job run twice. Nothing covers it",
+            ),
+            Probe::BatchInOrderReadBack => (
+                "the requests of a batch apply in order, and responseRanges read the sheet after all of them",
+                "§2",
+                Basis::Documented(BATCH_DOC),
+                "a commit's read-back would not prove what the commit did: claims judged lost or landed wrongly. Nothing covers it",
+            ),
+            Probe::MetadataInsertAbove => (
+                "row metadata stays with its row when a row is inserted above it",
+                "§4",
+                Basis::Documented(METADATA_DOC),
+                "results would be written to the row that took the job's place; the reply check catches it and repairs, at the cost of an incident per insert",
+            ),
+            Probe::MetadataDeleteAbove => (
+                "row metadata stays with its row when a row above it is deleted",
+                "§4",
+                Basis::Documented(METADATA_DOC),
+                "as for an insert: incidents and repairs after every deletion above a running job",
+            ),
+            Probe::MetadataFullWidthSort => (
+                "a sortRange over every filled column moves row metadata with the rows",
+                "§4",
+                Basis::Believed(USERS_SORT),
+                "after a person sorts the queue, results would go through the binding to another job's row; the reply check catches it and writes by jobId instead, with an incident per job",
+            ),
+            Probe::MetadataNarrowSort => (
+                "a sortRange over fewer columns reorders values only; row metadata stays at its row index",
+                "§4",
+                Basis::Believed(USERS_SORT),
+                "nothing is lost: the binding is checked against the jobId in every reply; sheetq only expects more incidents after narrow sorts than there will be",
+            ),
+            Probe::MetadataCutPaste => (
+                "cutPaste moves the cells but leaves row metadata on the source row",
+                "§4",
+                Basis::Believed(USERS_SORT),
+                "nothing is lost: a binding that moved with the cells still holds the jobId, which every write checks",
+            ),
+            Probe::MetadataMoveRows => (
+                "moveDimension moves row metadata with the rows",
+                "§4",
+                Basis::Believed("sheetq's reading: a moved row is the same row object, as for insert and delete"),
+                "after a person drags rows, writes through a binding find another job's row: incidents and repairs, nothing lost",
+            ),
+            Probe::FilterWriteFollowsRow => (
+                "values.batchUpdateByDataFilter with a metadata lookup writes the row where it is when the request applies, and skips null cells",
+                "§4",
+                Basis::Documented("https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.values/batchUpdateByDataFilter (DataFilterValueRange; null values are skipped: ValueRange.values)"),
+                "results would overwrite people's cells in the row (null cleared), or land where the row was: a result on another job's row. Nothing covers it",
+            ),
+            Probe::FilterWriteMatchesNothing => (
+                "values.batchUpdateByDataFilter fails whole (400) when a lookup matches nothing, and applies none of its entries",
+                "§4",
+                Basis::Believed("undocumented; the emulator's strict reading (docs/design.md §4)"),
+                "none: sheetq treats a lookup that matched nothing the same whether Google fails the call or skips the entry (the result is placed afresh by jobId)",
+            ),
+            Probe::DeleteMissingMetadata => (
+                "deleteDeveloperMetadata whose lookup matches nothing succeeds and changes nothing",
+                "§4",
+                Basis::Believed("undocumented; sheetq removes finished rows' bindings in batches that may repeat a removal"),
+                "a batch removing a binding already gone would fail with the heartbeat and lease it carries: the daemon would stop renewing its lease. Nothing covers it",
+            ),
+            Probe::CreateMetadataIdInUse => (
+                "createDeveloperMetadata with an id already in use fails the batch",
+                "§2",
+                Basis::Believed(METADATA_DOC),
+                "a claim whose binding id collides would move the old binding instead of failing: the old job's result could follow it to the new row. The reply check limits it to an incident",
+            ),
+            Probe::AppendAfterBlankRow => (
+                "values.append with a range starting below the last row with data writes there, not into a blank row inside the queue",
+                "§1.1",
+                Basis::Documented("https://developers.google.com/sheets/api/guides/values#append_values (the table is looked for within the range)"),
+                "an enqueued job would fill a blank row a person left inside the queue instead of going after the last job; no job is lost",
+            ),
+            Probe::ConcurrentCas => (
+                "two concurrent batchUpdates that compare-and-swap one cell: exactly one changes it",
+                "§3",
+                Basis::Believed("Google serialises writes to one spreadsheet; not documented"),
+                "two daemons could both take the lease: a job run twice. No setting covers it; run one daemon per spreadsheet",
+            ),
+        };
+        ProbeInfo {
+            expects,
+            section,
+            basis,
+            if_differs,
+        }
+    }
+
+    /// Finds a probe by its name.
+    pub fn parse(name: &str) -> Option<Probe> {
+        Probe::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// What a probe concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    Pass,
+    Differs,
+    Error,
+}
+
+/// One probe's result: what it saw, and whether that is what sheetq relies on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    pub probe: Probe,
+    pub verdict: Verdict,
+    /// What the spreadsheet did, in words (no ids or random names): the same for two runs
+    /// that saw the same behaviour.
+    pub observed: String,
+}
+
+/// Every probe's result, and whether the temporary sheet is gone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub results: Vec<ProbeResult>,
+    /// The temporary sheet's title.
+    pub sheet: String,
+    /// Why the temporary sheet may still be there (delete it by hand); `None` when it is gone.
+    pub left_behind: Option<String>,
+    /// Whether the run was stopped (Ctrl-C) before every probe ran.
+    pub interrupted: bool,
+}
+
+impl Report {
+    pub fn all_pass(&self) -> bool {
+        !self.interrupted
+            && self.left_behind.is_none()
+            && self.results.len() == Probe::ALL.len()
+            && self.results.iter().all(|r| r.verdict == Verdict::Pass)
+    }
+
+    /// The table `check --probe` prints.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        for r in &self.results {
+            let info = r.probe.info();
+            let verdict = match r.verdict {
+                Verdict::Pass => "PASS",
+                Verdict::Differs => "DIFFERS",
+                Verdict::Error => "ERROR",
+            };
+            out.push_str(&format!(
+                "{verdict:<8} {:<30} {:<5} {}\n         expected: {}\n         observed: {}\n",
+                r.probe.name(),
+                info.section,
+                info.basis,
+                info.expects,
+                r.observed
+            ));
+            if r.verdict != Verdict::Pass {
+                out.push_str(&format!(
+                    "         if Google does otherwise: {}\n",
+                    info.if_differs
+                ));
+            }
+        }
+        if self.interrupted {
+            out.push_str("stopped before every probe ran\n");
+        }
+        match &self.left_behind {
+            Some(why) => out.push_str(&format!(
+                "the temporary sheet '{}' may still be there ({why}): delete it by hand\n",
+                self.sheet
+            )),
+            None => out.push_str(&format!("the temporary sheet '{}' is deleted\n", self.sheet)),
+        }
+        out
+    }
+}
+
+/// Runs every probe of `only` (all when empty) on the spreadsheet, until done or until
+/// `stop` fires, and deletes the temporary sheet whichever comes first.
+pub async fn run(
+    sheets: &dyn Sheets,
+    only: &[Probe],
+    stop: impl std::future::Future<Output = ()>,
+) -> Report {
+    let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+    let title = format!("_sheetq_probe_{tag}");
+    let mut results = Vec::new();
+    let interrupted = {
+        let mut lab = Lab::new(sheets, &title, &tag);
+        let probes: Vec<Probe> = if only.is_empty() {
+            Probe::ALL.to_vec()
+        } else {
+            only.to_vec()
+        };
+        let all = async {
+            for p in probes {
+                let result = match lab.probe(p).await {
+                    Ok((pass, observed)) => ProbeResult {
+                        probe: p,
+                        verdict: if pass { Verdict::Pass } else { Verdict::Differs },
+                        observed,
+                    },
+                    Err(e) => ProbeResult {
+                        probe: p,
+                        verdict: Verdict::Error,
+                        observed: e.to_string(),
+                    },
+                };
+                results.push(result);
+            }
+        };
+        tokio::select! {
+            () = all => false,
+            () = stop => true,
+        }
+    };
+    let left_behind = clean_up(sheets, &title).await.err();
+    Report {
+        results,
+        sheet: title,
+        left_behind,
+        interrupted,
+    }
+}
+
+/// Deletes the sheet titled `title`, if it is there (found by title: a reply lost on the way
+/// must not leave it behind).
+async fn clean_up(sheets: &dyn Sheets, title: &str) -> Result<(), String> {
+    let meta = sheets.metadata().await.map_err(|e| e.to_string())?;
+    let Some(sheet) = meta.sheet(title) else {
+        return Ok(());
+    };
+    sheets
+        .batch_update(&BatchUpdate {
+            requests: vec![Request::DeleteSheet {
+                sheet_id: sheet.sheet_id,
+            }],
+            ..Default::default()
+        })
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Rows and columns of every fresh probe sheet.
+const GRID_ROWS: u32 = 20;
+const GRID_COLS: u32 = 4;
+
+/// The temporary sheet and the ids the probes use.
+struct Lab<'a> {
+    sheets: &'a dyn Sheets,
+    title: String,
+    /// The developer metadata key of every binding a probe makes.
+    key: String,
+    sheet: Option<i32>,
+    next_id: i32,
+}
+
+type Observed = (bool, String);
+
+fn text(s: &str) -> Cell {
+    Cell::from(s)
+}
+
+fn grid(sheet_id: i32, rows: std::ops::Range<u32>, cols: std::ops::Range<u32>) -> GridRange {
+    GridRange {
+        sheet_id,
+        start_row: rows.start,
+        end_row: rows.end,
+        start_col: cols.start,
+        end_col: cols.end,
+    }
+}
+
+fn changed(reply: &BatchUpdateReply, i: usize) -> u32 {
+    match reply.replies.get(i) {
+        Some(Reply::CompareAndSwap { changed }) => *changed,
+        _ => 0,
+    }
+}
+
+fn column(values: &[Vec<String>], col: usize) -> Vec<String> {
+    values
+        .iter()
+        .map(|r| r.get(col).cloned().unwrap_or_default())
+        .collect()
+}
+
+impl<'a> Lab<'a> {
+    fn new(sheets: &'a dyn Sheets, title: &str, tag: &str) -> Self {
+        let seed = u32::from_str_radix(tag, 16).unwrap_or(1) & 0x3fff_ffff;
+        Lab {
+            sheets,
+            title: title.to_string(),
+            key: format!("sheetq.probe.{tag}"),
+            sheet: None,
+            next_id: i32::try_from(seed).unwrap_or(1).max(1),
+        }
+    }
+
+    /// A positive id not used before in this run (sheet and metadata ids).
+    fn fresh_id(&mut self) -> i32 {
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        self.next_id
+    }
+
+    fn a1(&self, cells: &str) -> String {
+        a1::range(&self.title, cells)
+    }
+
+    fn id(&self) -> i32 {
+        self.sheet.unwrap_or_default()
+    }
+
+    async fn batch(
+        &self,
+        requests: Vec<Request>,
+        response_ranges: Vec<String>,
+    ) -> Result<BatchUpdateReply, SheetsError> {
+        self.sheets
+            .batch_update(&BatchUpdate {
+                requests,
+                response_ranges,
+                ..Default::default()
+            })
+            .await
+    }
+
+    /// A fresh sheet holding `rows` from A1 (the previous one deleted in the same batch),
+    /// with a binding on each of the zero-based `bound` rows; returns the bindings' ids.
+    async fn fresh(&mut self, rows: &[&[&str]], bound: &[u32]) -> Result<Vec<i32>, SheetsError> {
+        let id = self.fresh_id();
+        let mut requests = Vec::new();
+        if let Some(old) = self.sheet {
+            requests.push(Request::DeleteSheet { sheet_id: old });
+        }
+        requests.push(Request::AddSheetWithId {
+            sheet_id: id,
+            title: self.title.clone(),
+            index: None,
+            row_count: GRID_ROWS,
+            column_count: GRID_COLS,
+            frozen_rows: 0,
+        });
+        requests.push(Request::UpdateSheetHidden {
+            sheet_id: id,
+            hidden: true,
+        });
+        let width = rows.iter().map(|r| r.len()).max().unwrap_or(0) as u32;
+        requests.push(Request::UpdateCells {
+            range: grid(id, 0..rows.len() as u32, 0..width.max(1)),
+            rows: rows
+                .iter()
+                .map(|r| r.iter().map(|c| text(c)).collect())
+                .collect(),
+        });
+        let mut ids = Vec::new();
+        for row in bound {
+            let m = self.fresh_id();
+            ids.push(m);
+            requests.push(Request::BindRow {
+                sheet_id: id,
+                row: *row,
+                id: m,
+                key: self.key.clone(),
+                value: "probe".into(),
+            });
+        }
+        self.batch(requests, Vec::new()).await?;
+        self.sheet = Some(id);
+        Ok(ids)
+    }
+
+    /// The values of `cells` of the probe sheet, as text.
+    async fn cells(&self, cells: &str) -> Result<Vec<Vec<String>>, SheetsError> {
+        let read = self.sheets.read(&[self.a1(cells)]).await?;
+        Ok(read
+            .first()
+            .map(|v| {
+                v.values
+                    .iter()
+                    .map(|r| r.iter().map(cell_text).collect())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// The zero-based row of binding `id`, if it is on a row of the probe sheet.
+    async fn bound_row(&self, id: i32) -> Result<Option<u32>, SheetsError> {
+        let found = self.sheets.search_metadata(&self.key).await?;
+        Ok(found
+            .into_iter()
+            .find(|m| m.id == id && m.sheet_id == self.sheet)
+            .and_then(|m| m.row))
+    }
+
+    async fn probe(&mut self, p: Probe) -> Result<Observed, SheetsError> {
+        match p {
+            Probe::FindReplaceCas => self.find_replace_cas().await,
+            Probe::BatchAllOrNothing => self.batch_all_or_nothing().await,
+            Probe::BatchInOrderReadBack => self.batch_in_order().await,
+            Probe::MetadataInsertAbove => {
+                self.metadata_after(|id| Request::InsertRows {
+                    sheet_id: id,
+                    at: 0,
+                    count: 1,
+                })
+                .await
+            }
+            Probe::MetadataDeleteAbove => {
+                self.metadata_after(|id| Request::DeleteRows {
+                    sheet_id: id,
+                    start: 0,
+                    end: 1,
+                })
+                .await
+            }
+            Probe::MetadataFullWidthSort => self.metadata_sort(2, true).await,
+            Probe::MetadataNarrowSort => self.metadata_sort(1, false).await,
+            Probe::MetadataCutPaste => self.metadata_cut_paste().await,
+            Probe::MetadataMoveRows => {
+                self.metadata_after(|id| Request::MoveRows {
+                    sheet_id: id,
+                    start: 2,
+                    end: 3,
+                    destination: 0,
+                })
+                .await
+            }
+            Probe::FilterWriteFollowsRow => self.filter_write_follows_row().await,
+            Probe::FilterWriteMatchesNothing => self.filter_write_matches_nothing().await,
+            Probe::DeleteMissingMetadata => self.delete_missing_metadata().await,
+            Probe::CreateMetadataIdInUse => self.create_id_in_use().await,
+            Probe::AppendAfterBlankRow => self.append_after_blank_row().await,
+            Probe::ConcurrentCas => self.concurrent_cas().await,
+        }
+    }
+
+    async fn find_replace_cas(&mut self) -> Result<Observed, SheetsError> {
+        self.fresh(&[&["free"], &["FREE"], &["free now"], &["free"]], &[])
+            .await?;
+        let reply = self
+            .batch(
+                vec![Request::CompareAndSwap {
+                    range: grid(self.id(), 0..3, 0..1),
+                    find: "free".into(),
+                    replacement: "taken".into(),
+                }],
+                vec![self.a1("A1:A4")],
+            )
+            .await?;
+        let n = changed(&reply, 0);
+        let after: Vec<String> = reply
+            .ranges
+            .first()
+            .map(|v| {
+                v.values
+                    .iter()
+                    .map(|r| r.first().map(cell_text).unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let pass = n == 1 && after == ["taken", "FREE", "free now", "free"];
+        Ok((
+            pass,
+            format!("occurrencesChanged {n}; A1:A4 after: {after:?}"),
+        ))
+    }
+
+    async fn batch_all_or_nothing(&mut self) -> Result<Observed, SheetsError> {
+        self.fresh(&[&["before"]], &[]).await?;
+        let missing = self.fresh_id();
+        let sent = self
+            .batch(
+                vec![
+                    Request::UpdateCells {
+                        range: grid(self.id(), 0..1, 0..1),
+                        rows: vec![vec![text("after")]],
+                    },
+                    Request::DeleteSheet { sheet_id: missing },
+                ],
+                Vec::new(),
+            )
+            .await;
+        let a1 = column(&self.cells("A1").await?, 0);
+        let a1 = a1.first().cloned().unwrap_or_default();
+        Ok(match sent {
+            Ok(_) => (
+                false,
+                format!("the batch was accepted; A1 is {a1:?}"),
+            ),
+            Err(e) if e.kind == ErrorKind::InvalidArgument => (
+                a1 == "before",
+                format!("refused with 400; A1 is {a1:?}"),
+            ),
+            Err(e) => return Err(e),
+        })
+    }
+
+    async fn batch_in_order(&mut self) -> Result<Observed, SheetsError> {
+        self.fresh(&[&["old"]], &[]).await?;
+        let reply = self
+            .batch(
+                vec![
+                    Request::UpdateCells {
+                        range: grid(self.id(), 0..1, 0..1),
+                        rows: vec![vec![text("x")]],
+                    },
+                    Request::CompareAndSwap {
+                        range: grid(self.id(), 0..1, 0..1),
+                        find: "x".into(),
+                        replacement: "y".into(),
+                    },
+                ],
+                vec![self.a1("A1")],
+            )
+            .await?;
+        let n = changed(&reply, 1);
+        let shown = reply
+            .ranges
+            .first()
+            .and_then(|v| v.values.first())
+            .and_then(|r| r.first())
+            .map(cell_text)
+            .unwrap_or_default();
+        Ok((
+            n == 1 && shown == "y",
+            format!("the second request changed {n} cell(s); responseRanges show A1 = {shown:?}"),
+        ))
+    }
+
+    /// Binds row 3 of four ("c"), applies `edit`, and sees whether the binding is still on
+    /// the row holding "c".
+    async fn metadata_after(
+        &mut self,
+        edit: impl Fn(i32) -> Request,
+    ) -> Result<Observed, SheetsError> {
+        let ids = self.fresh(&[&["a"], &["b"], &["c"], &["d"]], &[2]).await?;
+        self.batch(vec![edit(self.id())], Vec::new()).await?;
+        let values = column(&self.cells("A1:A6").await?, 0);
+        let row_of_c = values.iter().position(|v| v == "c").map(|r| r as u32);
+        let bound = self.bound_row(ids[0]).await?;
+        Ok((
+            bound.is_some() && bound == row_of_c,
+            format!(
+                "the binding is on row {}; \"c\" is on row {}",
+                shown_row(bound),
+                shown_row(row_of_c)
+            ),
+        ))
+    }
+
+    /// Sorts A1:?3 (`width` columns; the sheet has two filled) by column A and sees whether
+    /// the binding on the row of 3 followed it.
+    async fn metadata_sort(&mut self, width: u32, follows: bool) -> Result<Observed, SheetsError> {
+        let ids = self
+            .fresh(&[&["3", "c"], &["1", "a"], &["2", "b"]], &[0])
+            .await?;
+        self.batch(
+            vec![Request::SortRows {
+                range: grid(self.id(), 0..3, 0..width),
+                column: 0,
+                ascending: true,
+            }],
+            Vec::new(),
+        )
+        .await?;
+        let values = column(&self.cells("A1:A3").await?, 0);
+        let row_of_3 = values.iter().position(|v| v == "3").map(|r| r as u32);
+        let bound = self.bound_row(ids[0]).await?;
+        let expected = if follows { row_of_3 } else { Some(0) };
+        Ok((
+            bound.is_some() && bound == expected,
+            format!(
+                "the binding is on row {}; the row it was on (\"3\") is now row {}",
+                shown_row(bound),
+                shown_row(row_of_3)
+            ),
+        ))
+    }
+
+    async fn metadata_cut_paste(&mut self) -> Result<Observed, SheetsError> {
+        let ids = self.fresh(&[&["a", "x"], &["b", "y"]], &[0]).await?;
+        self.batch(
+            vec![Request::MoveCells {
+                source: grid(self.id(), 0..1, 0..2),
+                sheet_id: self.id(),
+                row: 4,
+                col: 0,
+            }],
+            Vec::new(),
+        )
+        .await?;
+        let values = column(&self.cells("A1:A6").await?, 0);
+        let row_of_a = values.iter().position(|v| v == "a").map(|r| r as u32);
+        let bound = self.bound_row(ids[0]).await?;
+        Ok((
+            bound == Some(0) && row_of_a == Some(4),
+            format!(
+                "the binding is on row {}; the cut cells are on row {}",
+                shown_row(bound),
+                shown_row(row_of_a)
+            ),
+        ))
+    }
+
+    async fn filter_write_follows_row(&mut self) -> Result<Observed, SheetsError> {
+        let ids = self
+            .fresh(&[&["a", "keep"], &["b", "keep"], &["c", "keep"]], &[2])
+            .await?;
+        self.batch(
+            vec![Request::InsertRows {
+                sheet_id: self.id(),
+                at: 0,
+                count: 1,
+            }],
+            Vec::new(),
+        )
+        .await?;
+        let replies = self
+            .sheets
+            .write_filtered(&[FilterWrite {
+                filter: Filter::Metadata(ids[0]),
+                values: vec![vec![Some(text("new")), None]],
+            }])
+            .await?;
+        let landed = replies
+            .first()
+            .and_then(Option::as_ref)
+            .and_then(|w| a1::A1Range::parse(&w.range).ok())
+            .and_then(|r| r.start_row);
+        let rows = self.cells("A1:B4").await?;
+        let row4: Vec<String> = rows.get(3).cloned().unwrap_or_default();
+        Ok((
+            landed == Some(3) && row4 == ["new", "keep"],
+            format!(
+                "the write landed on row {}; row 4 holds {row4:?}",
+                shown_row(landed)
+            ),
+        ))
+    }
+
+    async fn filter_write_matches_nothing(&mut self) -> Result<Observed, SheetsError> {
+        self.fresh(&[&["a"]], &[]).await?;
+        let gone = self.fresh_id();
+        let sent = self
+            .sheets
+            .write_filtered(&[
+                FilterWrite {
+                    filter: Filter::A1(self.a1("A1")),
+                    values: vec![vec![Some(text("x"))]],
+                },
+                FilterWrite {
+                    filter: Filter::Metadata(gone),
+                    values: vec![vec![Some(text("y"))]],
+                },
+            ])
+            .await;
+        let a1 = column(&self.cells("A1").await?, 0);
+        let a1 = a1.first().cloned().unwrap_or_default();
+        Ok(match sent {
+            Err(e) if e.kind == ErrorKind::InvalidArgument => (
+                a1 == "a",
+                format!("refused with 400; A1 is {a1:?}"),
+            ),
+            Err(e) => return Err(e),
+            Ok(replies) => (
+                false,
+                format!(
+                    "accepted; the lookup's entry {}; A1 is {a1:?}",
+                    if replies.get(1).is_some_and(Option::is_none) {
+                        "was skipped"
+                    } else {
+                        "was answered"
+                    }
+                ),
+            ),
+        })
+    }
+
+    async fn delete_missing_metadata(&mut self) -> Result<Observed, SheetsError> {
+        self.fresh(&[&["a"]], &[]).await?;
+        let gone = self.fresh_id();
+        Ok(
+            match self
+                .batch(vec![Request::DeleteMetadata { id: gone }], Vec::new())
+                .await
+            {
+                Ok(_) => (true, "accepted, nothing deleted".to_string()),
+                Err(e) if e.kind == ErrorKind::InvalidArgument || e.kind == ErrorKind::NotFound => {
+                    (false, format!("refused: {}", e.message))
+                }
+                Err(e) => return Err(e),
+            },
+        )
+    }
+
+    async fn create_id_in_use(&mut self) -> Result<Observed, SheetsError> {
+        let ids = self.fresh(&[&["a"], &["b"]], &[0]).await?;
+        let sent = self
+            .batch(
+                vec![Request::BindRow {
+                    sheet_id: self.id(),
+                    row: 1,
+                    id: ids[0],
+                    key: self.key.clone(),
+                    value: "again".into(),
+                }],
+                Vec::new(),
+            )
+            .await;
+        let bound = self.bound_row(ids[0]).await?;
+        Ok(match sent {
+            Err(e) if e.kind == ErrorKind::InvalidArgument => (
+                bound == Some(0),
+                format!("refused with 400; the id stays on row {}", shown_row(bound)),
+            ),
+            Err(e) => return Err(e),
+            Ok(_) => (
+                false,
+                format!("accepted; the id is now on row {}", shown_row(bound)),
+            ),
+        })
+    }
+
+    async fn append_after_blank_row(&mut self) -> Result<Observed, SheetsError> {
+        self.fresh(&[&["h"], &["a"], &[], &["b"]], &[]).await?;
+        let reply = self
+            .sheets
+            .append(&self.a1("A5:B5"), &[vec![text("new")]])
+            .await?;
+        let landed = a1::A1Range::parse(&reply.updated_range)
+            .ok()
+            .and_then(|r| r.start_row);
+        let values = column(&self.cells("A1:A6").await?, 0);
+        Ok((
+            landed == Some(4) && values == ["h", "a", "", "b", "new"],
+            format!(
+                "the row landed on row {}; A1:A6 is {values:?}",
+                shown_row(landed)
+            ),
+        ))
+    }
+
+    async fn concurrent_cas(&mut self) -> Result<Observed, SheetsError> {
+        self.fresh(&[&["free"]], &[]).await?;
+        let cas = |mine: &str| Request::CompareAndSwap {
+            range: grid(self.id(), 0..1, 0..1),
+            find: "free".into(),
+            replacement: mine.into(),
+        };
+        let (one, two) = tokio::join!(
+            self.batch(vec![cas("one")], Vec::new()),
+            self.batch(vec![cas("two")], Vec::new())
+        );
+        let (one, two) = (changed(&one?, 0), changed(&two?, 0));
+        let a1 = column(&self.cells("A1").await?, 0);
+        let a1 = a1.first().cloned().unwrap_or_default();
+        let winner = match (one, two) {
+            (1, 0) => "one",
+            (0, 1) => "two",
+            _ => "",
+        };
+        Ok((
+            one + two == 1 && a1 == winner,
+            format!(
+                "{} of the two changed the cell; it holds the {} one's value",
+                one + two,
+                if a1 == winner { "winning" } else { "other" }
+            ),
+        ))
+    }
+}
+
+/// A zero-based row as people count it (1-based), or "none".
+fn shown_row(row: Option<u32>) -> String {
+    row.map_or("none".to_string(), |r| (r + 1).to_string())
+}
+
+/// What `check --probe --save FILE` writes: the sheetq version, when, and every result.
+#[derive(Debug, Serialize, Deserialize)]
+struct Saved {
+    sheetq: String,
+    saved_at: String,
+    results: Vec<ProbeResult>,
+}
+
+/// A report as `--save` writes it (pretty JSON).
+pub fn saved_json(report: &Report) -> String {
+    let saved = Saved {
+        sheetq: env!("CARGO_PKG_VERSION").to_string(),
+        saved_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        results: report.results.clone(),
+    };
+    serde_json::to_string_pretty(&saved).unwrap_or_default()
+}
+
+/// The results of a file written by `--save`.
+pub fn load_saved(text: &str) -> Result<Vec<ProbeResult>, serde_json::Error> {
+    serde_json::from_str::<Saved>(text).map(|s| s.results)
+}

@@ -1,0 +1,202 @@
+//! `check --probe` against the emulator: every probe passes on the emulator's reading of
+//! Google, within one minute's quota, and leaves no sheet behind; each probe reports DIFFERS
+//! when the emulator is switched to a behaviour that differs from it; results saved from a
+//! real spreadsheet (`tests/fixtures/google/`) agree with the emulator's.
+
+use std::path::Path;
+
+use sheetq::emulator::{Deviation, Emulator, EmulatorOptions, SortMetadata};
+use sheetq::probe::{self, Probe, ProbeResult, Report, Verdict};
+
+use crate::support::{client, daemon_config, start_with};
+
+/// Runs the probes through the real Google client with a generous client-side budget: the
+/// emulator's own quota (Google's: 60 reads and 60 writes a minute) is what limits them, so
+/// a run that needed more than a minute's quota shows as 429s in the log.
+async fn run_probes(emu: &Emulator, only: &[Probe]) -> Report {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = daemon_config(emu, "probe", dir.path(), &[("requests_per_minute", "600")], "");
+    let sheets = client(emu, &config).await;
+    probe::run(sheets.as_ref(), only, std::future::pending()).await
+}
+
+fn probe_sheets_left(emu: &Emulator) -> Vec<String> {
+    emu.with_spreadsheet(|ss| {
+        ss.sheets
+            .iter()
+            .map(|s| s.title.clone())
+            .filter(|t| t.starts_with("_sheetq_probe_"))
+            .collect()
+    })
+    .expect("the emulator's spreadsheet")
+}
+
+#[tokio::test]
+async fn every_probe_passes_on_the_emulator_within_one_minutes_quota_and_leaves_no_sheet() {
+    let emu = start_with(EmulatorOptions::default()).await;
+    emu.clear_requests();
+    let report = run_probes(&emu, &[]).await;
+    assert!(
+        report.all_pass(),
+        "every probe must pass on the emulator:\n{}",
+        report.table()
+    );
+    assert_eq!(report.results.len(), Probe::ALL.len());
+    assert_eq!(probe_sheets_left(&emu), Vec::<String>::new(), "the probe sheet must be deleted");
+    let log = emu.requests();
+    let writes = log.iter().filter(|r| r.write).count();
+    let reads = log.len() - writes;
+    eprintln!("check --probe: {reads} reads, {writes} writes");
+    assert!(
+        reads <= 60 && writes <= 60,
+        "check --probe must fit one minute of Google's per-user quota (60 reads, 60 writes): it made {reads} reads and {writes} writes"
+    );
+    assert!(
+        log.iter().all(|r| r.status == 200 || r.status == 400),
+        "only the probes' deliberately invalid requests may fail: {:?}",
+        log.iter()
+            .filter(|r| r.status != 200)
+            .map(|r| (&r.method, r.status))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// The emulator switched to a behaviour that differs from what `probe` checks.
+fn deviating(probe: Probe) -> EmulatorOptions {
+    let deviation = |d| EmulatorOptions {
+        deviation: Some(d),
+        ..EmulatorOptions::default()
+    };
+    match probe {
+        Probe::FindReplaceCas => deviation(Deviation::LooseFindReplace),
+        Probe::BatchAllOrNothing => deviation(Deviation::PartialBatch),
+        Probe::BatchInOrderReadBack => deviation(Deviation::ReadBackBeforeRequests),
+        Probe::MetadataInsertAbove | Probe::MetadataDeleteAbove | Probe::MetadataMoveRows => {
+            deviation(Deviation::RowMetadataKeepsIndex)
+        }
+        Probe::MetadataFullWidthSort => EmulatorOptions {
+            sort_metadata: SortMetadata::Never,
+            ..EmulatorOptions::default()
+        },
+        Probe::MetadataNarrowSort => EmulatorOptions {
+            sort_metadata: SortMetadata::Always,
+            ..EmulatorOptions::default()
+        },
+        Probe::MetadataCutPaste => deviation(Deviation::CutPasteMovesMetadata),
+        Probe::FilterWriteFollowsRow => deviation(Deviation::FilterWriteNullClears),
+        Probe::FilterWriteMatchesNothing => deviation(Deviation::FilterMissSkipped),
+        Probe::DeleteMissingMetadata => deviation(Deviation::DeleteMissingMetadataFails),
+        Probe::CreateMetadataIdInUse => deviation(Deviation::DuplicateMetadataIdReplaces),
+        Probe::AppendAfterBlankRow => deviation(Deviation::AppendFromTop),
+        Probe::ConcurrentCas => deviation(Deviation::UnserialisedBatches),
+    }
+}
+
+#[tokio::test]
+async fn each_probe_reports_differs_when_the_emulator_behaves_otherwise() {
+    let mut wrong = Vec::new();
+    for p in Probe::ALL {
+        let emu = start_with(deviating(p)).await;
+        let report = run_probes(&emu, &[p]).await;
+        let result = report.results.first();
+        if result.map(|r| r.verdict) != Some(Verdict::Differs) {
+            wrong.push(format!("{}: {:?}", p.name(), result));
+        }
+        assert_eq!(probe_sheets_left(&emu), Vec::<String>::new(), "{}: sheet left", p.name());
+    }
+    assert!(
+        wrong.is_empty(),
+        "these probes did not notice the emulator behaving otherwise:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn a_stopped_probe_run_still_deletes_its_sheet() {
+    let emu = start_with(EmulatorOptions::default()).await;
+    emu.clear_requests();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = daemon_config(&emu, "probe", dir.path(), &[("requests_per_minute", "600")], "");
+    let sheets = client(&emu, &config).await;
+    // Stopped (as by Ctrl-C) once the third probe has made its sheet.
+    let stop = async {
+        while emu.count("spreadsheets.batchUpdate") < 5 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    let report = probe::run(sheets.as_ref(), &[], stop).await;
+    assert!(report.interrupted, "the run must say it was stopped");
+    assert!(
+        report.results.len() < Probe::ALL.len(),
+        "stopped early, yet {} probes ran",
+        report.results.len()
+    );
+    assert_eq!(report.left_behind, None);
+    assert_eq!(probe_sheets_left(&emu), Vec::<String>::new(), "the probe sheet must be deleted");
+    assert!(!report.all_pass(), "a stopped run is not a pass");
+}
+
+/// Results a maintainer saved with `sheetq check --probe --save` against Google.
+fn saved_google_results() -> Vec<(String, Vec<ProbeResult>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/google");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut saved = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&path).expect("read saved probe results");
+            let results = probe::load_saved(&text)
+                .unwrap_or_else(|e| panic!("{} is not a saved probe run: {e}", path.display()));
+            saved.push((path.display().to_string(), results));
+        }
+    }
+    saved
+}
+
+/// Where a saved run disagrees with the emulator's: probe by probe, what each observed.
+fn disagreements(emulator: &[ProbeResult], saved: &[ProbeResult]) -> Vec<String> {
+    saved
+        .iter()
+        .filter_map(|s| {
+            let e = emulator.iter().find(|e| e.probe == s.probe)?;
+            (e.observed != s.observed || e.verdict != s.verdict).then(|| {
+                format!(
+                    "{}: Google observed {:?} ({:?}), the emulator {:?} ({:?})",
+                    s.probe.name(),
+                    s.observed,
+                    s.verdict,
+                    e.observed,
+                    e.verdict
+                )
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_emulator_agrees_with_every_probe_run_saved_from_google() {
+    let emu = start_with(EmulatorOptions::default()).await;
+    let report = run_probes(&emu, &[]).await;
+    // The saved format round-trips, and a run agrees with itself: the comparison below can
+    // only fail on a real difference.
+    let text = probe::saved_json(&report);
+    let again = probe::load_saved(&text).expect("a saved run loads");
+    assert_eq!(disagreements(&report.results, &again), Vec::<String>::new());
+    let mut altered = again.clone();
+    altered[0].observed.push_str(" (altered)");
+    assert_eq!(
+        disagreements(&report.results, &altered).len(),
+        1,
+        "a changed observation must show as a disagreement"
+    );
+    for (file, saved) in saved_google_results() {
+        let found = disagreements(&report.results, &saved);
+        assert!(
+            found.is_empty(),
+            "{file}: Google and the emulator disagree; fix the emulator (and the design) to Google's behaviour:\n{}",
+            found.join("\n")
+        );
+    }
+}
