@@ -273,7 +273,6 @@ pub async fn check(
         },
         |command| registry.get(command).is_some(),
     ));
-    problems.extend(registry.host_problems());
     let header = crate::sheets::first_row(&values);
     match ColumnMap::from_header(&header, &config.headers) {
         Err(e) => problems.push(e.to_string()),

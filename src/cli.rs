@@ -355,34 +355,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check(args) => {
-            let config = args.config.load()?;
-            let (registry, mut problems) = crate::setup::checked_registry(&config)
-                .unwrap_or_else(|problems| (Registry::default(), problems));
-            let sheets = connect_one_shot(&config).await?;
-            problems.extend(admin::check(sheets.as_ref(), &config, &registry).await?);
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({ "ok": problems.is_empty(), "problems": problems })
-                );
-            } else if problems.is_empty() {
-                println!(
-                    "ok: the spreadsheet matches {}",
-                    args.config.path()?.display()
-                );
-            } else {
-                eprintln!("{} problem(s):", problems.len());
-                for p in &problems {
-                    eprintln!("  - {p}");
-                }
-            }
-            Ok(if problems.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_PROBLEMS)
-            })
-        }
+        Command::Check(args) => check(args).await,
         Command::Status(args) => {
             let config = args.config.load()?;
             let sheets = connect_one_shot(&config).await?;
@@ -536,6 +509,101 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 /// Cancels `token` on SIGTERM or SIGINT: the caller owns shutdown.
+/// `sheetq check [--probe]`: the deployment's problems, then (with `--probe`) Google's
+/// behaviours on a temporary sheet; exit 3 when a problem is found or a probe did not pass.
+async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let (registry, config_problems) = crate::setup::checked_registry(&config)
+        .unwrap_or_else(|problems| (Registry::default(), problems));
+    let only = args
+        .only
+        .iter()
+        .map(|name| {
+            crate::probe::Probe::parse(name).ok_or_else(|| {
+                let names: Vec<String> =
+                    crate::probe::Probe::ALL.iter().map(|p| p.name()).collect();
+                anyhow::anyhow!(
+                    "--only {name}: no such probe; the probes are {}",
+                    names.join(", ")
+                )
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let sheets = connect_one_shot(&config).await?;
+    let mut findings = crate::check::deployment(sheets.as_ref(), &config, &registry).await?;
+    findings.problems.splice(0..0, config_problems);
+    let probes = if args.probe {
+        // A budget whose burst lets the concurrent probe's two calls go out at once (a
+        // budget of 60 a minute has a burst of one).
+        let mut probing = config.clone();
+        if probing.requests_per_minute > 50 && probing.requests_per_minute <= 60 {
+            probing.requests_per_minute = 50;
+        }
+        let sheets = connect_one_shot(&probing).await?;
+        let stop = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        let report = crate::probe::run(sheets.as_ref(), &only, stop).await;
+        if let Some(file) = &args.save {
+            std::fs::write(file, crate::probe::saved_json(&report))
+                .with_context(|| format!("cannot write the probe results to {}", file.display()))?;
+        }
+        Some(report)
+    } else {
+        None
+    };
+    let probes_pass = probes.as_ref().is_none_or(|r| {
+        if only.is_empty() {
+            r.all_pass()
+        } else {
+            !r.interrupted
+                && r.left_behind.is_none()
+                && r.results
+                    .iter()
+                    .all(|p| p.verdict == crate::probe::Verdict::Pass)
+        }
+    });
+    let ok = findings.ok() && probes_pass;
+    if args.json {
+        let mut out = serde_json::json!({
+            "ok": ok,
+            "problems": findings.problems,
+            "warnings": findings.warnings,
+            "facts": findings.facts,
+        });
+        if let Some(r) = &probes {
+            out["probes"] = serde_json::to_value(r)?;
+        }
+        println!("{out}");
+    } else {
+        for fact in &findings.facts {
+            println!("  {fact}");
+        }
+        for w in &findings.warnings {
+            eprintln!("warning: {w}");
+        }
+        if findings.ok() {
+            println!(
+                "ok: the spreadsheet matches {}",
+                args.config.path()?.display()
+            );
+        } else {
+            eprintln!("{} problem(s):", findings.problems.len());
+            for p in &findings.problems {
+                eprintln!("  - {p}");
+            }
+        }
+        if let Some(r) = &probes {
+            print!("{}", r.table());
+        }
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_PROBLEMS)
+    })
+}
+
 pub async fn cancel_on_signal(token: CancellationToken) {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use config::{Builtin, CommandDef, CommandKind};
+pub use process::SAFE_PATH;
 pub use runner::{Opened, PanelOpener};
 
 use crate::panel::catalog::{Catalog, PANELS_COMMAND};
@@ -235,7 +236,7 @@ impl Registry {
                     .first()
                     .map(|t| t.render(&JobSpec::default()))
                     .unwrap_or_default();
-                if let Err(why) = process::find_program(&program) {
+                if let Err(why) = process::find_program(&program, &process::job_path(&def.env)) {
                     out.push(format!("commands.{}: program {program:?} {why}", def.name));
                 }
             }

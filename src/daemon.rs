@@ -390,6 +390,9 @@ impl Daemon {
 
     async fn run(&mut self, shutdown: CancellationToken) -> Result<RunReport, DaemonError> {
         info!(worker = %self.config.worker_id, slots = self.config.slots, "sheetq daemon started");
+        // What `sheetq check` finds without a request: programs missing on the jobs' PATH,
+        // an unwritable state_dir, a budget above Google's quota, a clock off Google's.
+        crate::check::log_at_start(&self.config, &self.registry, self.sheets.as_ref());
         if !self.config.worker_id_is_set {
             warn!(
                 worker = %self.config.worker_id,

@@ -65,9 +65,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use control::{Fault, FaultRule, Refused, RequestCounters, RequestRecord};
 pub use deviation::Deviation;
-pub use http::Access;
 pub use dimension::SortMetadata;
 pub use error::ApiError;
+pub use http::Access;
 pub use quota::{Limits, Quota, QuotaSpec};
 pub use seed::Seed;
 pub use store::{Cell, Sheet, Spreadsheet, Store, Value};

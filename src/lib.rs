@@ -11,6 +11,9 @@
 //!   embedded spreadsheet under Google's quota, printed as a Markdown table.
 //! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
 //!   row, its id from the claim token, and the pure decisions of where a result may go.
+//! - [`check`]: `sheetq check`: a deployment's problems with their fixes (credentials,
+//!   sharing, clock, budget, state directory, programs on the jobs' `PATH`), and the ones the
+//!   daemon logs at start-up.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
 //! - [`cli`]: the command line (clap) and its dispatch; the binary's edge.
@@ -78,6 +81,7 @@ pub mod archive;
 #[cfg(feature = "emulator")]
 pub mod bench;
 pub mod binding;
+pub mod check;
 pub mod claim;
 pub mod cli;
 pub mod commands;

@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use crate::a1;
 use crate::queue::cell_text;
 use crate::sheets::{
-    BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterWrite, GridRange, Reply,
-    Request, Sheets, SheetsError,
+    BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterWrite, GridRange, Reply, Request,
+    Sheets, SheetsError,
 };
 
 /// The behaviours probed, in the order they run.
@@ -76,7 +76,8 @@ const BATCH_DOC: &str =
     "https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/batchUpdate";
 const METADATA_DOC: &str =
     "https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.developerMetadata";
-const USERS_SORT: &str = "users' measurements of sortRange/cutPaste with row metadata; docs/design.md §4";
+const USERS_SORT: &str =
+    "users' measurements of sortRange/cutPaste with row metadata; docs/design.md §4";
 
 impl Probe {
     /// Every probe, in the order they run: the concurrent one first, while the client's
@@ -286,7 +287,10 @@ impl Report {
                 "the temporary sheet '{}' may still be there ({why}): delete it by hand\n",
                 self.sheet
             )),
-            None => out.push_str(&format!("the temporary sheet '{}' is deleted\n", self.sheet)),
+            None => out.push_str(&format!(
+                "the temporary sheet '{}' is deleted\n",
+                self.sheet
+            )),
         }
         out
     }
@@ -314,7 +318,11 @@ pub async fn run(
                 let result = match lab.probe(p).await {
                     Ok((pass, observed)) => ProbeResult {
                         probe: p,
-                        verdict: if pass { Verdict::Pass } else { Verdict::Differs },
+                        verdict: if pass {
+                            Verdict::Pass
+                        } else {
+                            Verdict::Differs
+                        },
                         observed,
                     },
                     Err(e) => ProbeResult {
@@ -602,14 +610,10 @@ impl<'a> Lab<'a> {
         let a1 = column(&self.cells("A1").await?, 0);
         let a1 = a1.first().cloned().unwrap_or_default();
         Ok(match sent {
-            Ok(_) => (
-                false,
-                format!("the batch was accepted; A1 is {a1:?}"),
-            ),
-            Err(e) if e.kind == ErrorKind::InvalidArgument => (
-                a1 == "before",
-                format!("refused with 400; A1 is {a1:?}"),
-            ),
+            Ok(_) => (false, format!("the batch was accepted; A1 is {a1:?}")),
+            Err(e) if e.kind == ErrorKind::InvalidArgument => {
+                (a1 == "before", format!("refused with 400; A1 is {a1:?}"))
+            }
             Err(e) => return Err(e),
         })
     }
@@ -776,10 +780,9 @@ impl<'a> Lab<'a> {
         let a1 = column(&self.cells("A1").await?, 0);
         let a1 = a1.first().cloned().unwrap_or_default();
         Ok(match sent {
-            Err(e) if e.kind == ErrorKind::InvalidArgument => (
-                a1 == "a",
-                format!("refused with 400; A1 is {a1:?}"),
-            ),
+            Err(e) if e.kind == ErrorKind::InvalidArgument => {
+                (a1 == "a", format!("refused with 400; A1 is {a1:?}"))
+            }
             Err(e) => return Err(e),
             Ok(replies) => (
                 false,

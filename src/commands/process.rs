@@ -351,9 +351,23 @@ fn failed(message: String) -> Outcome {
     }
 }
 
+/// The `PATH` a job of a command with allow-listed environment `env` runs with:
+/// [`SAFE_PATH`], unless `PATH` is allow-listed and set for the daemon.
+pub(crate) fn job_path(env: &[String]) -> std::ffi::OsString {
+    env.iter()
+        .any(|name| name == "PATH")
+        .then(|| std::env::var_os("PATH"))
+        .flatten()
+        .unwrap_or_else(|| SAFE_PATH.into())
+}
+
 /// Where `program` would be found when a job starts: a path (with a `/`) must be an
-/// executable file; a bare name is looked up on `PATH`. Says why not, for `sheetq check`.
-pub(crate) fn find_program(program: &str) -> Result<std::path::PathBuf, String> {
+/// executable file; a bare name is looked up on `path`, the `PATH` the job runs with
+/// ([`job_path`]). Says why not, for `sheetq check`.
+pub(crate) fn find_program(
+    program: &str,
+    path: &std::ffi::OsStr,
+) -> Result<std::path::PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &std::path::Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -368,10 +382,13 @@ pub(crate) fn find_program(program: &str) -> Result<std::path::PathBuf, String> 
             Err("does not exist on this machine; install it or fix the path".into())
         };
     }
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
+    std::env::split_paths(path)
         .map(|dir| dir.join(program))
         .find(|p| executable(p))
-        .ok_or_else(|| "is not found on PATH; give its absolute path".into())
+        .ok_or_else(|| {
+            format!(
+                "is not found on the PATH jobs run with ({}); give its absolute path, or allow-list \"PATH\" in the command's env to pass the daemon's own",
+                path.to_string_lossy()
+            )
+        })
 }

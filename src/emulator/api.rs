@@ -684,6 +684,7 @@ mod tests {
             Input::Raw,
             Some("INSERT_ROWS"),
             None,
+            false,
         )
         .unwrap_or_else(|e| panic!("append: {e}"));
         assert_eq!(got["tableRange"], "Sheet1!A1:B2");
@@ -706,6 +707,7 @@ mod tests {
             Input::Raw,
             Some("INSERT_ROWS"),
             None,
+            false,
         )
         .unwrap_or_else(|e| panic!("append: {e}"));
         assert_eq!(

@@ -118,7 +118,10 @@ fn deviate(
             f.match_entire_cell = Some(false);
             find_replace(ss, &f)?
         }
-        (Some(Deviation::RowMetadataKeepsIndex), "insertDimension" | "deleteDimension" | "moveDimension") => {
+        (
+            Some(Deviation::RowMetadataKeepsIndex),
+            "insertDimension" | "deleteDimension" | "moveDimension",
+        ) => {
             let range = match kind {
                 "insertDimension" => need(&r.insert_dimension)?.range.as_ref(),
                 "deleteDimension" => need(&r.delete_dimension)?.range.as_ref(),

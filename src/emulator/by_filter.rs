@@ -26,8 +26,8 @@ use serde_json::{json, Map, Value as Json};
 
 use super::api::{self, Major, RangeView};
 use super::batch::Rules;
-use super::deviation::Deviation;
 use super::data_filter;
+use super::deviation::Deviation;
 use super::error::ApiError;
 use super::metadata;
 use super::store::{Bounds, Spreadsheet};

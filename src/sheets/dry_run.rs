@@ -121,7 +121,11 @@ fn describe(request: &Request) -> String {
             "sort {} by column {} {}",
             block(range),
             column + 1,
-            if *ascending { "ascending" } else { "descending" }
+            if *ascending {
+                "ascending"
+            } else {
+                "descending"
+            }
         ),
         Request::MoveRows {
             sheet_id,

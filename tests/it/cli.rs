@@ -644,3 +644,50 @@ async fn run_on_a_spreadsheet_without_the_queue_exits_2_naming_the_fix() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("sheetq init"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_probe_prints_its_table_saves_json_and_leaves_no_sheet() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A budget that lets the probes go as fast as the emulator's quota (Google's) allows.
+    let config = write_config(dir.path(), &emu, "requests_per_minute = 600");
+    let saved = dir.path().join("probes.json");
+    let args = [
+        "check".to_string(),
+        "--config".into(),
+        config.display().to_string(),
+        "--probe".into(),
+        "--save".into(),
+        saved.display().to_string(),
+    ];
+    let out = tokio::task::spawn_blocking(move || sheetq().args(args).output())
+        .await
+        .expect("join")
+        .expect("run sheetq check --probe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("PASS ")).count(),
+        sheetq::probe::Probe::ALL.len(),
+        "every probe passes on the emulator:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("is deleted"), "{stdout}");
+    // The budget above Google's quota is itself a problem: exit 3.
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("requests_per_minute = 600"), "{stderr}");
+    let text = std::fs::read_to_string(&saved).expect("--save wrote the file");
+    let results = sheetq::probe::load_saved(&text).expect("the saved file loads");
+    assert_eq!(results.len(), sheetq::probe::Probe::ALL.len());
+    let left: Vec<String> = emu
+        .with_spreadsheet(|ss| {
+            ss.sheets
+                .iter()
+                .map(|s| s.title.clone())
+                .collect::<Vec<_>>()
+        })
+        .expect("spreadsheet")
+        .into_iter()
+        .filter(|t| t.starts_with("_sheetq_probe_"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
+}

@@ -15,7 +15,13 @@ use crate::support::{client, daemon_config, start_with};
 /// a run that needed more than a minute's quota shows as 429s in the log.
 async fn run_probes(emu: &Emulator, only: &[Probe]) -> Report {
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = daemon_config(emu, "probe", dir.path(), &[("requests_per_minute", "600")], "");
+    let config = daemon_config(
+        emu,
+        "probe",
+        dir.path(),
+        &[("requests_per_minute", "600")],
+        "",
+    );
     let sheets = client(emu, &config).await;
     probe::run(sheets.as_ref(), only, std::future::pending()).await
 }
@@ -42,7 +48,11 @@ async fn every_probe_passes_on_the_emulator_within_one_minutes_quota_and_leaves_
         report.table()
     );
     assert_eq!(report.results.len(), Probe::ALL.len());
-    assert_eq!(probe_sheets_left(&emu), Vec::<String>::new(), "the probe sheet must be deleted");
+    assert_eq!(
+        probe_sheets_left(&emu),
+        Vec::<String>::new(),
+        "the probe sheet must be deleted"
+    );
     let log = emu.requests();
     let writes = log.iter().filter(|r| r.write).count();
     let reads = log.len() - writes;
@@ -102,7 +112,12 @@ async fn each_probe_reports_differs_when_the_emulator_behaves_otherwise() {
         if result.map(|r| r.verdict) != Some(Verdict::Differs) {
             wrong.push(format!("{}: {:?}", p.name(), result));
         }
-        assert_eq!(probe_sheets_left(&emu), Vec::<String>::new(), "{}: sheet left", p.name());
+        assert_eq!(
+            probe_sheets_left(&emu),
+            Vec::<String>::new(),
+            "{}: sheet left",
+            p.name()
+        );
     }
     assert!(
         wrong.is_empty(),
@@ -116,7 +131,13 @@ async fn a_stopped_probe_run_still_deletes_its_sheet() {
     let emu = start_with(EmulatorOptions::default()).await;
     emu.clear_requests();
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = daemon_config(&emu, "probe", dir.path(), &[("requests_per_minute", "600")], "");
+    let config = daemon_config(
+        &emu,
+        "probe",
+        dir.path(),
+        &[("requests_per_minute", "600")],
+        "",
+    );
     let sheets = client(&emu, &config).await;
     // Stopped (as by Ctrl-C) once the third probe has made its sheet.
     let stop = async {
@@ -132,7 +153,11 @@ async fn a_stopped_probe_run_still_deletes_its_sheet() {
         report.results.len()
     );
     assert_eq!(report.left_behind, None);
-    assert_eq!(probe_sheets_left(&emu), Vec::<String>::new(), "the probe sheet must be deleted");
+    assert_eq!(
+        probe_sheets_left(&emu),
+        Vec::<String>::new(),
+        "the probe sheet must be deleted"
+    );
     assert!(!report.all_pass(), "a stopped run is not a pass");
 }
 

@@ -367,7 +367,14 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 range: Some(to_api_grid_range(range)),
                 sort_specs: Some(vec![api::SortSpec {
                     dimension_index: i32::try_from(*column).ok(),
-                    sort_order: Some(if *ascending { "ASCENDING" } else { "DESCENDING" }.into()),
+                    sort_order: Some(
+                        if *ascending {
+                            "ASCENDING"
+                        } else {
+                            "DESCENDING"
+                        }
+                        .into(),
+                    ),
                     ..Default::default()
                 }]),
             });

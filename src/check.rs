@@ -1,0 +1,303 @@
+//! `sheetq check`: a deployment's problems, found in seconds and each named with its fix:
+//! the credentials and the account they are, whether the spreadsheet is shared with it (and
+//! writable), this machine's clock against Google's, the request budget against the live
+//! daemons of the account, the state directory and its outbox, the programs of `exec`
+//! commands on the `PATH` jobs run with, and the spreadsheet's own content
+//! ([`crate::admin::check`]). The daemon runs the checks that cost no request at start-up
+//! ([`local`]) and logs one line per problem.
+//!
+//! Read-only but for one request: whether the account may write is asked with a
+//! compare-and-swap that cannot match anything (Google has no validate-only mode for
+//! `spreadsheets.batchUpdate`, and the Drive permissions API needs a scope sheetq does not
+//! ask for), so a viewer's 403 shows without changing a cell.
+
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use serde::Serialize;
+
+use crate::a1;
+use crate::commands::Registry;
+use crate::config::Config;
+use crate::lease::WORKER_SHEET;
+use crate::sheets::{BatchUpdate, ErrorKind, GridRange, Request, Sheets, SheetsError};
+
+/// What `check` found: facts to show, warnings, and problems (exit 3).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Findings {
+    pub facts: Vec<String>,
+    pub warnings: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+impl Findings {
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// A clock this far from Google's is worth a warning: the times people read in the sheet
+/// (開始日時, 終了日時) are off by as much.
+pub const SKEW_WARNING: Duration = Duration::from_secs(5);
+/// A clock this far off is a problem: `status` ages, timeouts as people see them and the
+/// logs no longer match the sheet.
+pub const SKEW_PROBLEM: Duration = Duration::from_secs(60);
+
+/// Google's per-minute quota per account (service account), for reads and for writes each
+/// (https://developers.google.com/sheets/api/limits).
+pub const GOOGLE_PER_MINUTE: u32 = 60;
+
+/// Every check of `sheetq check`.
+pub async fn deployment(
+    sheets: &dyn Sheets,
+    config: &Config,
+    registry: &Registry,
+) -> Result<Findings, SheetsError> {
+    let mut f = Findings::default();
+    let account = sheets.account();
+    let who = if account.is_empty() {
+        "the credentials' account".to_string()
+    } else {
+        account.clone()
+    };
+    f.facts.push(format!(
+        "credentials: {} ({})",
+        crate::sheets::auth::Credentials::resolve(config.credentials.as_deref()),
+        if account.is_empty() {
+            "account not known until a token is obtained"
+        } else {
+            &account
+        }
+    ));
+    let meta = match sheets.metadata().await {
+        Ok(meta) => meta,
+        Err(e) if e.kind == ErrorKind::Permission => {
+            f.problems.push(format!(
+                "spreadsheet {} is not shared with {who} (Google answered: {}); share it with that address as Editor",
+                config.spreadsheet_id, e.message
+            ));
+            return Ok(f);
+        }
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            f.problems.push(format!(
+                "spreadsheet {} does not exist: check spreadsheet_id (the long id in the spreadsheet's URL)",
+                config.spreadsheet_id
+            ));
+            return Ok(f);
+        }
+        Err(e) => return Err(e),
+    };
+    f.facts.push(format!(
+        "a token was obtained and spreadsheet {} read as {who}",
+        config.spreadsheet_id
+    ));
+    if let Some(first) = meta.sheet(WORKER_SHEET).or(meta.sheets.first()) {
+        match may_write(sheets, first.sheet_id).await {
+            Ok(()) => f.facts.push(format!("{who} may write to the spreadsheet")),
+            Err(e) if e.kind == ErrorKind::Permission => f.problems.push(format!(
+                "spreadsheet {} is shared with {who} read-only (Google answered: {}); make that address an Editor",
+                config.spreadsheet_id, e.message
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    clock(sheets.clock_skew(), &mut f);
+    f.problems
+        .extend(crate::admin::check(sheets, config, registry).await?);
+    if meta.sheet(WORKER_SHEET).is_some() {
+        let tz = crate::sheet_time::parse_zone(&meta.time_zone).unwrap_or(chrono_tz::UTC);
+        let read = sheets
+            .read(&[a1::range(
+                WORKER_SHEET,
+                &format!("A1:{}", crate::workers::LAST_COLUMN),
+            )])
+            .await?;
+        let rows = read.first().map(|v| v.values.clone()).unwrap_or_default();
+        let heartbeats = crate::workers::parse(&rows, tz);
+        let google_now = Utc::now() + sheets.clock_skew().unwrap_or_default();
+        let live = live_on_account(&heartbeats, &account, config, google_now);
+        budget(config, &account, live, &mut f);
+    }
+    state_dir(&config.state_dir, &mut f);
+    f.problems.extend(local_problems(config, registry));
+    Ok(f)
+}
+
+/// A compare-and-swap on A1 of sheet `sheet_id` for a text no cell holds: it changes
+/// nothing, and Google refuses it with 403 when the account may only read.
+async fn may_write(sheets: &dyn Sheets, sheet_id: i32) -> Result<(), SheetsError> {
+    sheets
+        .batch_update(&BatchUpdate {
+            requests: vec![Request::CompareAndSwap {
+                range: GridRange::cell(sheet_id, 0, 0),
+                find: format!("sheetq check {}", uuid::Uuid::new_v4()),
+                replacement: String::new(),
+            }],
+            ..Default::default()
+        })
+        .await
+        .map(drop)
+}
+
+/// This machine's clock against Google's (the `Date` of its last reply).
+fn clock(skew: Option<TimeDelta>, f: &mut Findings) {
+    let Some(skew) = skew else {
+        return;
+    };
+    let secs = skew.num_milliseconds() as f64 / 1000.0;
+    let off = skew.abs().to_std().unwrap_or_default();
+    let line = format!(
+        "this machine's clock is {:.0} s {} Google's",
+        secs.abs(),
+        if secs > 0.0 { "behind" } else { "ahead of" }
+    );
+    let fix = "keep it synchronised (chrony or systemd-timesyncd; on Google Cloud the metadata server's NTP): the times sheetq writes for people are off by as much";
+    if off > SKEW_PROBLEM {
+        f.problems.push(format!("{line}; {fix}"));
+    } else if off > SKEW_WARNING {
+        f.warnings.push(format!("{line}; {fix}"));
+    } else {
+        f.facts
+            .push(format!("{line} (within {} s)", SKEW_WARNING.as_secs()));
+    }
+}
+
+/// The daemons in `_ワーカー` that call the API as `account`, by the heartbeats' own times
+/// (`check` watches nothing, so it trusts their clocks, against Google's), plus the one
+/// this config would start if it is not among them.
+fn live_on_account(
+    heartbeats: &[crate::workers::Heartbeat],
+    account: &str,
+    config: &Config,
+    google_now: chrono::DateTime<Utc>,
+) -> u32 {
+    let dead_after = TimeDelta::from_std(config.dead_after).unwrap_or(TimeDelta::MAX);
+    let others = heartbeats
+        .iter()
+        .filter(|h| h.account == account && !h.stopped && h.worker_id != config.worker_id)
+        .filter(|h| h.seen.is_some_and(|seen| google_now - seen <= dead_after))
+        .count();
+    u32::try_from(others).unwrap_or(u32::MAX).saturating_add(1)
+}
+
+/// The account's request budget against what its live daemons need.
+fn budget(config: &Config, account: &str, daemons: u32, f: &mut Findings) {
+    let rpm = config.requests_per_minute;
+    let account = if account.is_empty() {
+        "this account"
+    } else {
+        account
+    };
+    f.facts.push(format!(
+        "{daemons} daemon(s) on {account} with this one share requests_per_minute = {rpm}: {} reads and {} writes a minute each",
+        rpm / daemons.max(1),
+        rpm / daemons.max(1)
+    ));
+    f.problems.extend(over_google_quota(config));
+    let per_minute = |every: Duration| 60.0 / every.as_secs_f64().max(0.001);
+    let polls = per_minute(config.poll_interval);
+    if polls > f64::from(rpm) {
+        f.problems.push(format!(
+            "polling every {:?} takes {polls:.0} reads a minute (the daemons take turns), more than requests_per_minute = {rpm}: polls will wait for the budget; raise poll_interval to at least {:.1} s",
+            config.poll_interval,
+            60.0 / f64::from(rpm.max(1))
+        ));
+    }
+    let heartbeats = per_minute(config.heartbeat_interval) * f64::from(daemons);
+    if heartbeats >= f64::from(rpm) {
+        f.problems.push(format!(
+            "the {daemons} live daemons on {account} write their heartbeats every {:?}: {heartbeats:.0} writes a minute, leaving nothing of requests_per_minute = {rpm} for claims and results; run fewer daemons on this account, give some another service account, or raise heartbeat_interval",
+            config.heartbeat_interval
+        ));
+    }
+}
+
+/// A budget above Google's own quota.
+fn over_google_quota(config: &Config) -> Option<String> {
+    let rpm = config.requests_per_minute;
+    (rpm > GOOGLE_PER_MINUTE).then(|| format!(
+        "requests_per_minute = {rpm} is more than Google's {GOOGLE_PER_MINUTE} reads and {GOOGLE_PER_MINUTE} writes a minute per service account: the daemons will meet 429s; set it to {GOOGLE_PER_MINUTE} or less (default 50)"
+    ))
+}
+
+/// The state directory: writable, and what its outbox still holds.
+fn state_dir(dir: &Path, f: &mut Findings) {
+    let pending = crate::outbox::read_pending(dir).len();
+    if pending > 0 {
+        f.warnings.push(format!(
+            "{pending} finished result(s) wait in the outbox of {}: the daemon writes them when it starts (keep state_dir; deleting it loses them)",
+            dir.display()
+        ));
+    }
+    let unplaceable = crate::outbox::read_unplaceable(dir).len();
+    if unplaceable > 0 {
+        f.warnings.push(format!(
+            "{unplaceable} result(s) whose queue row was deleted are kept in {}; `sheetq status` lists them",
+            dir.join(crate::outbox::UNPLACEABLE_FILE).display()
+        ));
+    }
+}
+
+/// The checks that cost no request: the programs of `exec` commands on the `PATH` their
+/// jobs run with, their working directories, the state directory being writable, and a
+/// budget above Google's quota. The daemon logs each at start-up.
+pub fn local_problems(config: &Config, registry: &Registry) -> Vec<String> {
+    let mut problems = registry.host_problems();
+    problems.extend(over_google_quota(config));
+    if let Err(why) = writable_dir(&config.state_dir) {
+        problems.push(format!(
+            "state_dir {} {why}; the outbox of finished results lives there (set state_dir, or under systemd StateDirectory=)",
+            config.state_dir.display()
+        ));
+    }
+    problems
+}
+
+/// Whether files can be created in `dir` (or in the nearest existing parent, where the
+/// daemon will create it).
+fn writable_dir(dir: &Path) -> Result<(), String> {
+    let existing = dir
+        .ancestors()
+        .find(|d| d.as_os_str().is_empty() || d.exists())
+        .unwrap_or(dir);
+    let existing = if existing.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        existing
+    };
+    if !existing.is_dir() {
+        return Err(format!(
+            "is not a directory ({} is a file)",
+            existing.display()
+        ));
+    }
+    let probe = existing.join(format!(".sheetq-check-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "cannot be written by this user ({}: {e})",
+            existing.display()
+        )),
+    }
+}
+
+/// Logs, at start-up, every problem [`local_problems`] finds and the clock's skew past
+/// [`SKEW_WARNING`], one line each.
+pub fn log_at_start(config: &Config, registry: &Registry, sheets: &dyn Sheets) {
+    for problem in local_problems(config, registry) {
+        tracing::warn!(problem = %problem, "sheetq check: {problem}");
+    }
+    let mut f = Findings::default();
+    clock(sheets.clock_skew(), &mut f);
+    for line in f.problems.iter().chain(&f.warnings) {
+        tracing::warn!(problem = %line, "sheetq check: {line}");
+    }
+}

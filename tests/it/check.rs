@@ -1,0 +1,208 @@
+//! `sheetq check` as an operator's first hour needs it: nothing to say about a good setup,
+//! and each deployment problem named with its fix: a spreadsheet not shared (or shared
+//! read-only) with the service account, missing sheets, a clock two minutes off, live
+//! daemons that overrun the account's budget, an `exec` program the jobs' PATH cannot find.
+
+use std::sync::Arc;
+
+use chrono::{TimeDelta, Utc};
+use sheetq::check::{self, Findings};
+use sheetq::commands::Registry;
+use sheetq::config::Config;
+use sheetq::emulator::{Access, Emulator};
+use sheetq::sheets::{Sheets, ValueRange};
+
+use crate::support::{client, daemon_config, start_empty};
+
+/// A config a careful operator would write for one daemon: default-ish cadence.
+fn config_for(emu: &Emulator, dir: &std::path::Path, commands: &str) -> Config {
+    daemon_config(
+        emu,
+        "checked",
+        dir,
+        &[
+            ("poll_interval", "\"2s\""),
+            ("heartbeat_interval", "\"30s\""),
+            ("dead_after", "\"2m\""),
+            ("requests_per_minute", "50"),
+        ],
+        commands,
+    )
+}
+
+/// A spreadsheet made ready by `sheetq init`, and a client of it.
+async fn ready(emu: &Emulator, config: &Config) -> Arc<dyn Sheets> {
+    let sheets = client(emu, config).await;
+    sheetq::admin::init(sheets.as_ref(), config)
+        .await
+        .expect("init on the empty spreadsheet");
+    sheets
+}
+
+async fn findings(sheets: &dyn Sheets, config: &Config) -> Findings {
+    let registry: Registry = sheetq::setup::registry(config).expect("the test config's commands");
+    check::deployment(sheets, config, &registry)
+        .await
+        .expect("check runs")
+}
+
+fn named(f: &Findings, words: &[&str]) -> bool {
+    f.problems
+        .iter()
+        .any(|p| words.iter().all(|w| p.contains(w)))
+}
+
+#[tokio::test]
+async fn a_good_setup_has_no_problem_and_says_who_it_is() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = config_for(&emu, dir.path(), "");
+    let sheets = ready(&emu, &config).await;
+    let f = findings(sheets.as_ref(), &config).await;
+    assert_eq!(f.problems, Vec::<String>::new(), "a good setup: {f:#?}");
+    assert_eq!(f.warnings, Vec::<String>::new(), "a good setup: {f:#?}");
+    let account = sheets.account();
+    assert!(
+        f.facts
+            .iter()
+            .any(|l| l.contains(&account) && l.contains("may write")),
+        "check must say which account it is and that it may write: {:#?}",
+        f.facts
+    );
+    assert!(
+        f.facts.iter().any(|l| l.contains("clock")),
+        "check must say how this clock stands against Google's: {:#?}",
+        f.facts
+    );
+}
+
+#[tokio::test]
+async fn a_spreadsheet_not_shared_or_shared_read_only_is_named_with_the_account() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = config_for(&emu, dir.path(), "");
+    let sheets = ready(&emu, &config).await;
+    let account = sheets.account();
+    emu.share(&account, Access::Reader);
+    let f = findings(sheets.as_ref(), &config).await;
+    assert!(
+        named(&f, &["read-only", &account, "Editor"]),
+        "a viewer's account: {:#?}",
+        f.problems
+    );
+    emu.share(&account, Access::None);
+    let f = findings(sheets.as_ref(), &config).await;
+    assert!(
+        named(&f, &["not shared", &account, "Editor"]),
+        "an account the spreadsheet is not shared with: {:#?}",
+        f.problems
+    );
+}
+
+#[tokio::test]
+async fn missing_sheets_are_named_with_init_as_the_fix() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = config_for(&emu, dir.path(), "");
+    let sheets = client(&emu, &config).await;
+    let f = findings(sheets.as_ref(), &config).await;
+    assert!(
+        named(&f, &["_ジョブキュー", "missing", "sheetq init"]),
+        "{:#?}",
+        f.problems
+    );
+}
+
+#[tokio::test]
+async fn a_clock_two_minutes_off_googles_is_named() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = config_for(&emu, dir.path(), "");
+    let sheets = ready(&emu, &config).await;
+    emu.set_clock_skew(TimeDelta::minutes(2));
+    let f = findings(sheets.as_ref(), &config).await;
+    assert!(
+        named(&f, &["clock is 120 s behind Google's", "synchronised"]),
+        "Google's clock 2 minutes ahead: {:#?}",
+        f
+    );
+    emu.set_clock_skew(TimeDelta::seconds(-20));
+    let f = findings(sheets.as_ref(), &config).await;
+    assert!(
+        f.warnings
+            .iter()
+            .any(|w| w.contains("20 s ahead of Google's"))
+            && f.problems.is_empty(),
+        "20 s off is a warning, not a problem: {f:#?}"
+    );
+}
+
+#[tokio::test]
+async fn live_daemons_that_overrun_the_accounts_budget_are_named() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = config_for(&emu, dir.path(), "");
+    let sheets = ready(&emu, &config).await;
+    let account = sheets.account();
+    // 29 other daemons of this account wrote their heartbeats just now: with this one,
+    // 30 heartbeats every 30 s are 60 writes a minute, more than the budget of 50.
+    let rows: Vec<Vec<serde_json::Value>> = (0..29)
+        .map(|i| {
+            sheetq::workers::row_cells(
+                &format!("other-{i}"),
+                "vm",
+                2,
+                &[],
+                Utc::now(),
+                &format!("vm {}", 1000 + i),
+                &account,
+            )
+        })
+        .collect();
+    sheets
+        .write(&[ValueRange::new("'_ワーカー'!A3:I31", rows)])
+        .await
+        .expect("write the heartbeats");
+    let f = findings(sheets.as_ref(), &config).await;
+    assert!(
+        named(&f, &["30 live daemons", &account, "heartbeat"]),
+        "{:#?}",
+        f
+    );
+}
+
+#[tokio::test]
+async fn an_exec_program_missing_on_the_path_jobs_run_with_is_named() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = config_for(
+        &emu,
+        dir.path(),
+        "[commands.tool]\nexec = [\"sheetq-no-such-tool\"]\n\
+         [commands.mine]\nexec = [\"sheetq-no-such-tool\"]\nenv = [\"PATH\"]\n",
+    );
+    let sheets = ready(&emu, &config).await;
+    let f = findings(sheets.as_ref(), &config).await;
+    // Jobs run with the system directories only, not the PATH of whoever runs `check`.
+    let safe = sheetq::commands::SAFE_PATH;
+    assert!(
+        named(
+            &f,
+            &[
+                "commands.tool",
+                "sheetq-no-such-tool",
+                "PATH jobs run with",
+                safe
+            ]
+        ),
+        "{:#?}",
+        f.problems
+    );
+    // A command that allow-lists PATH runs with the daemon's own.
+    let own = std::env::var("PATH").unwrap_or_default();
+    assert!(
+        named(&f, &["commands.mine", &format!("({own})")]),
+        "{:#?}",
+        f.problems
+    );
+}
