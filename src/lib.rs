@@ -43,6 +43,8 @@
 //!     requests; `dimension.rs` rows/columns and `sortRange`; `paste.rs` cut/copy-paste;
 //!     `find_replace.rs` the compare-and-swap.
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
+//! - [`logging`]: log line formats beyond tracing-subscriber's: JSON with Cloud Logging's
+//!   `severity`.
 //! - [`metrics`]: the daemon's counters and gauges, their Prometheus text, the health verdict
 //!   of the poll loop (liveness: it turns; readiness: polls succeed), and the `/metrics`,
 //!   `/livez`, `/readyz` endpoint.
@@ -92,6 +94,7 @@ pub mod demo;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 pub mod lease;
+pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod outbox;

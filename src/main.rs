@@ -51,7 +51,13 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .log_internal_errors(false);
     match cli.log_format {
-        LogFormat::Json => builder.json().init(),
+        // With Cloud Logging's `severity`, so a container's lines keep their level.
+        LogFormat::Json => builder
+            .json()
+            .event_format(sheetq::logging::WithSeverity(
+                tracing_subscriber::fmt::format().json(),
+            ))
+            .init(),
         LogFormat::Text => builder.init(),
     }
     run(cli)

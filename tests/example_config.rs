@@ -101,12 +101,8 @@ fn the_kubernetes_config_map_holds_a_valid_config() {
     // the default the README recommends: dividing it by hand as well would give each
     // replica a share of a share.
     assert!(replicas >= 1);
-    let defaults = Config::parse(
-        "spreadsheet_id = \"x\"\n",
-        "defaults",
-        &BTreeMap::new(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let defaults = Config::parse("spreadsheet_id = \"x\"\n", "defaults", &BTreeMap::new())
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         c.requests_per_minute, defaults.requests_per_minute,
         "deploy/k8s/sheetq.toml must keep the default requests_per_minute (the account's budget, split by sheetq between replicas)"
