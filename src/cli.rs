@@ -552,17 +552,7 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let probes_pass = probes.as_ref().is_none_or(|r| {
-        if only.is_empty() {
-            r.all_pass()
-        } else {
-            !r.interrupted
-                && r.left_behind.is_none()
-                && r.results
-                    .iter()
-                    .all(|p| p.verdict == crate::probe::Verdict::Pass)
-        }
-    });
+    let probes_pass = probes.as_ref().is_none_or(crate::probe::Report::all_pass);
     let ok = findings.ok() && probes_pass;
     if args.json {
         let mut out = serde_json::json!({
