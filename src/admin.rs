@@ -418,7 +418,8 @@ pub struct Finished {
 /// `enqueue --wait`: reads the queue every `every` until the row of `job_id` is finished
 /// (完了, エラー or タイムアウト). Each look is one read: the header and the jobId, 状態,
 /// 結果URL and メッセージ columns, matched up by position within that one reply (rows may
-/// move between looks, not within one). An error if the row is gone (deleted, or archived
+/// move between looks, not within one). A look the API refuses for a while (429, 5xx, no
+/// reply) is taken again at the next; an error if the row is gone (deleted, or archived
 /// before it was seen finished).
 pub async fn wait_finished(
     sheets: &dyn Sheets,
@@ -432,7 +433,7 @@ pub async fn wait_finished(
         Column::ResultUrl,
         Column::Message,
     ];
-    let header = sheets.read(&[a1::range(QUEUE_SHEET, "1:1")]).await?;
+    let header = read_riding_out(sheets, &[a1::range(QUEUE_SHEET, "1:1")], every, job_id).await?;
     let mut columns = ColumnMap::from_header(&crate::sheets::first_row(&header), &config.headers)?;
     loop {
         let mut ranges = vec![a1::range(QUEUE_SHEET, "1:1")];
@@ -440,7 +441,7 @@ pub async fn wait_finished(
             let l = columns.letters(*c);
             a1::range(QUEUE_SHEET, &format!("{l}2:{l}"))
         }));
-        let read = sheets.read(&ranges).await?;
+        let read = read_riding_out(sheets, &ranges, every, job_id).await?;
         let now = ColumnMap::from_header(&crate::sheets::first_row(&read), &config.headers)?;
         if now != columns {
             // A person moved a column between looks: read by the new layout next time.
@@ -471,6 +472,26 @@ pub async fn wait_finished(
             });
         }
         tokio::time::sleep(every).await;
+    }
+}
+
+/// A read for [`wait_finished`], tried again every `every` while the API refuses it for a
+/// while (429: the account's daemons spend its quota; 5xx; no reply): the job's outcome is
+/// still to come, so the wait goes on, as a daemon's would.
+async fn read_riding_out(
+    sheets: &dyn Sheets,
+    ranges: &[String],
+    every: std::time::Duration,
+    job_id: &str,
+) -> Result<Vec<ValueRange>, SheetsError> {
+    loop {
+        match sheets.read(ranges).await {
+            Err(e) if e.is_retryable() => {
+                tracing::warn!(error = %e, job.id = %job_id, "cannot read the queue just now; still waiting");
+                tokio::time::sleep(every).await;
+            }
+            answered => return answered,
+        }
     }
 }
 

@@ -184,3 +184,79 @@ async fn status_shows_recent_failures_in_the_sheets_zone_and_a_daemon_that_stopp
     let json = serde_json::to_value(&status).expect("status as JSON");
     assert_eq!(json["workers"][0]["stopped"], true, "{json}");
 }
+
+#[tokio::test]
+async fn enqueue_wait_rides_out_an_api_that_refuses_its_looks_for_a_while() {
+    use sheetq::emulator::{Fault, FaultRule, Quota};
+    // Google's quota, scaled so the client's budget lets the looks come quickly.
+    let emu = support::start_with_quota(Quota::scaled(50)).await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let config = support::daemon_config(&emu, "waiter", state.path(), &[], "");
+    let sheets = support::client(&emu, &config).await;
+    let job = support::enqueue(
+        sheets.as_ref(),
+        &config,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        "{}",
+        "",
+    )
+    .await;
+    // The queue cannot be read for a while: more 503s than one call retries, so several
+    // looks fail whole.
+    emu.add_fault(FaultRule::next(
+        Some("spreadsheets.values.batchGet"),
+        Fault::Status(503),
+        12,
+    ));
+    let waiting = {
+        let sheets = sheets.clone();
+        let config = config.clone();
+        let job = job.clone();
+        tokio::spawn(async move {
+            admin::wait_finished(
+                sheets.as_ref(),
+                &config,
+                &job,
+                std::time::Duration::from_millis(50),
+            )
+            .await
+        })
+    };
+    support::wait_for(
+        "the faults to be spent",
+        std::time::Duration::from_secs(60),
+        || emu.faults().is_empty().then_some(()),
+        || format!("{:?}", emu.faults()),
+    )
+    .await;
+    let row = support::queue_rows(&emu)
+        .into_iter()
+        .find(|r| r.job_id == job)
+        .expect("the job's row");
+    let header = support::sheet_values(&emu, "_ジョブキュー")
+        .first()
+        .cloned()
+        .unwrap_or_default();
+    let state_col = header
+        .iter()
+        .position(|h| h == "状態")
+        .expect("the queue has a 状態 column");
+    emu.set_values(
+        &format!(
+            "'_ジョブキュー'!{}{}",
+            sheetq::a1::column_letters(state_col as u32),
+            row.row
+        ),
+        serde_json::json!([["完了"]]),
+        false,
+    )
+    .expect("mark the job done");
+    let finished = tokio::time::timeout(std::time::Duration::from_secs(60), waiting)
+        .await
+        .expect("the wait ends once the row is finished")
+        .expect("join")
+        .expect("the wait outlives the refused looks");
+    assert_eq!(finished.state, State::Done);
+}
