@@ -87,6 +87,9 @@ pub struct EmulatorOptions {
     pub latency: Duration,
     /// Id of the seeded spreadsheet; random (Google-shaped) when `None`.
     pub spreadsheet_id: Option<String>,
+    /// Time zone of the seeded spreadsheet (`properties.timeZone`); the seed's (Asia/Tokyo)
+    /// when `None`.
+    pub time_zone: Option<String>,
     /// Whether `sortRange` moves row developer metadata with the rows. Google does not
     /// document it; the default is what users measured (only a sort spanning every filled
     /// column moves it).
@@ -108,6 +111,7 @@ impl Default for EmulatorOptions {
             state: None,
             latency: Duration::ZERO,
             spreadsheet_id: None,
+            time_zone: None,
             sort_metadata: SortMetadata::default(),
             quota: Some(Quota::google()),
             deviation: None,
@@ -133,6 +137,10 @@ pub struct EmulatorArgs {
     /// Fixed id for the seeded spreadsheet (default: random).
     #[arg(long)]
     pub spreadsheet_id: Option<String>,
+    /// IANA time zone of the seeded spreadsheet, e.g. America/New_York (default: the seed's,
+    /// Asia/Tokyo): to try a zone with daylight saving.
+    #[arg(long, value_parser = parse_zone_arg)]
+    pub time_zone: Option<String>,
     /// Per-minute request quota: `off`, `google` (60 reads and 60 writes per user, 300 and
     /// 300 per project), or per-user READ/WRITE with an optional per-project READ/WRITE after
     /// a comma (`600/600`, `600/600,3000/3000`; without it the project gets 5 users' worth).
@@ -157,11 +165,19 @@ impl From<EmulatorArgs> for EmulatorOptions {
             state: a.state,
             latency: Duration::from_millis(a.latency_ms),
             spreadsheet_id: a.spreadsheet_id,
+            time_zone: a.time_zone,
             sort_metadata: SortMetadata::default(),
             quota: a.quota.0,
             deviation: None,
         }
     }
+}
+
+/// `--time-zone`: an IANA zone name, as Google accepts in `properties.timeZone`.
+fn parse_zone_arg(zone: &str) -> Result<String, String> {
+    crate::sheet_time::parse_zone(zone)
+        .map(|_| zone.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// Why the emulator could not start or save.
@@ -234,7 +250,11 @@ impl Emulator {
                     .clone()
                     .unwrap_or_else(store::fresh_spreadsheet_id);
                 let mut store = Store::default();
-                store.insert(seed::build(opts.seed, id.clone()));
+                let mut seeded = seed::build(opts.seed, id.clone());
+                if let Some(zone) = &opts.time_zone {
+                    seeded.time_zone.clone_from(zone);
+                }
+                store.insert(seeded);
                 (store, id, true)
             }
         };

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value as Json};
@@ -88,9 +88,27 @@ pub async fn reset(State(sh): State<Arc<Shared>>) -> Response {
     json_response(200, &json!({})).0
 }
 
-/// The service-account credentials file for this emulator, to save and point sheetq at.
-pub async fn credentials(State(sh): State<Arc<Shared>>) -> Response {
+/// `?account=NAME` of `/_emulator/credentials`.
+#[derive(Debug, serde::Deserialize)]
+pub struct CredentialsQuery {
+    account: Option<String>,
+}
+
+/// The service-account credentials file for this emulator, to save and point sheetq at;
+/// `?account=NAME` gives another service account of its project (`NAME@…`), with a quota of
+/// its own, as `Emulator::credentials_json_for` does.
+pub async fn credentials(
+    State(sh): State<Arc<Shared>>,
+    Query(q): Query<CredentialsQuery>,
+) -> Response {
     let base = sh.base_url.lock().map(|b| b.clone()).unwrap_or_default();
-    let creds = super::auth::credentials_json(&base);
+    let creds = match q.account.as_deref().filter(|a| !a.is_empty()) {
+        Some(name) => {
+            let email = super::Emulator::account(name);
+            sh.auth.add_account(&email);
+            super::auth::credentials_json_for(&base, &email)
+        }
+        None => super::auth::credentials_json(&base),
+    };
     ([(header::CONTENT_TYPE, "application/json")], creds).into_response()
 }

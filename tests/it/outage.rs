@@ -676,3 +676,413 @@ async fn chaos_every_job_once_every_stamp_its_runner() {
         );
     }
 }
+
+/// A daemon binary, its metrics port and its log file.
+type DefaultDaemon = (crate::daemon::Binary, u16, std::path::PathBuf);
+
+/// A daemon as an operator deploys it: every setting at its default (poll every 2 s,
+/// heartbeat every 30 s, dead_after 2 min, lease_ttl 30 s, the client's own retries and
+/// timeouts), its own state_dir and metrics port.
+fn default_daemon(
+    emu: &Emulator,
+    dir: &std::path::Path,
+    worker: &str,
+    log: &std::path::Path,
+) -> DefaultDaemon {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = dir.join(worker);
+    std::fs::create_dir_all(&home).unwrap_or_else(|e| panic!("{e}"));
+    let key = home.join("key.json");
+    std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The job runs through the outage: its timeout is above it.
+    let command = recording_command(log)
+        .replace("{worker}", worker)
+        .replace("timeout = \"12s\"", "timeout = \"14m\"");
+    let config = home.join("sheetq.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "spreadsheet_id = \"{}\"\napi_base_url = \"{}\"\ncredentials = \"{}\"\nworker_id = \"{worker}\"\nstate_dir = \"{}\"\n{command}",
+            emu.spreadsheet_id(),
+            emu.base_url(),
+            key.display(),
+            home.join("state").display(),
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let port = free_port();
+    let out = home.join("sheetq.log");
+    let listen = format!("127.0.0.1:{port}");
+    let daemon = crate::daemon::Binary::start_with(&config, &out, &["--metrics-listen", &listen]);
+    (daemon, port, out)
+}
+
+/// Google unreachable for ten minutes, for both daemons of a spreadsheet, with every setting
+/// at its default (docs/design.md §3.1): nothing restarts (`/livez` stays 200 throughout and
+/// no process exits), no job is timed out, the job that ends during the outage and the one
+/// that runs through it land when it is over, the job waiting behind the first runs after it,
+/// and each ran once. Not time-compressed: it takes about twelve minutes, so `cargo test`
+/// leaves it out and `.ci/run` runs it beside the other tests
+/// (`cargo test --test it outage::ten -- --ignored`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "takes twelve minutes; .ci/run runs it"]
+async fn ten_minutes_without_google_at_the_default_settings_restart_nothing_and_every_job_lands() {
+    const OUTAGE: Duration = Duration::from_secs(600);
+    let emu = start_emulator().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("runs.log");
+    let mut daemons: Vec<DefaultDaemon> = ["vm-1", "vm-2"]
+        .iter()
+        .map(|w| default_daemon(&emu, dir.path(), w, &log))
+        .collect();
+    let show = |daemons: &[DefaultDaemon]| {
+        let mut text = describe_queue(&queue_rows(&emu));
+        for (_, _, out) in daemons {
+            text.push_str(&format!(
+                "\n{}:\n{}",
+                out.display(),
+                std::fs::read_to_string(out).unwrap_or_default()
+            ));
+        }
+        text
+    };
+    // Jobs come from a person's account (as through the Apps Script intake), with a budget
+    // of its own: the daemons' account keeps its whole quota.
+    let enqueuer = daemon_config(
+        &emu,
+        "enqueuer",
+        dir.path(),
+        &[("requests_per_minute", "50")],
+        "",
+    );
+    let sheets = client_as(&emu, &enqueuer, "person").await;
+    let job = |target: &'static str, seconds: u32| {
+        let sheets = sheets.clone();
+        let enqueuer = enqueuer.clone();
+        async move {
+            enqueue(
+                sheets.as_ref(),
+                &enqueuer,
+                target,
+                "動作確認 (2秒)",
+                "record",
+                &format!("{{\"seconds\":{seconds}}}"),
+                "",
+            )
+            .await
+        }
+    };
+    // Ends during the outage; its result waits in its daemon's outbox.
+    let ends_inside = job("サーバーA", 60).await;
+    // Runs through the whole outage.
+    let runs_through = job("サーバーB", 660).await;
+    // Waits behind the first on the same target.
+    let waits = job("サーバーA", 2).await;
+    wait_for(
+        "both long jobs to run",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            [&ends_inside, &runs_through]
+                .iter()
+                .all(|j| row_of(&rows, j).state.is(State::Running))
+                .then_some(())
+        },
+        || show(&daemons),
+    )
+    .await;
+    // Unreachable: half the calls get no reply at all, the others a 503.
+    emu.add_fault(FaultRule {
+        method: None,
+        fault: Fault::Drop,
+        remaining: None,
+        probability: Some(0.5),
+        user: None,
+        body_contains: None,
+    });
+    emu.add_fault(FaultRule {
+        method: None,
+        fault: Fault::Status(503),
+        remaining: None,
+        probability: None,
+        user: None,
+        body_contains: None,
+    });
+    let ends = tokio::time::Instant::now() + OUTAGE;
+    let mut unready_seen = false;
+    while tokio::time::Instant::now() < ends {
+        for i in 0..daemons.len() {
+            let port = daemons[i].1;
+            let exited = daemons[i].0.exited();
+            assert_eq!(
+                exited,
+                None,
+                "no daemon may exit during the outage\n{}",
+                show(&daemons)
+            );
+            assert_eq!(
+                status_of(port, "/livez").await,
+                200,
+                "an outage of the API is no reason to restart a daemon\n{}",
+                show(&daemons)
+            );
+            unready_seen |= status_of(port, "/readyz").await != 200;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    assert!(
+        unready_seen,
+        "readiness must follow the API: no daemon ever said it was not ready\n{}",
+        show(&daemons)
+    );
+    emu.clear_faults();
+    let rows = wait_finished(
+        &emu,
+        &[ends_inside.clone(), runs_through.clone(), waits.clone()],
+        Duration::from_secs(240),
+    )
+    .await;
+    let exits: Vec<_> = daemons.iter_mut().map(|(d, _, _)| d.exited()).collect();
+    assert_eq!(
+        exits,
+        [None, None],
+        "no daemon may exit\n{}",
+        show(&daemons)
+    );
+    for j in [&ends_inside, &runs_through, &waits] {
+        let r = row_of(&rows, j);
+        assert_done(r);
+        assert_eq!(
+            &r.message, j,
+            "the job's own result landed after the outage: {r:#?}"
+        );
+    }
+    assert_once_each_and_one_at_a_time(&log, &[&ends_inside, &runs_through, &waits]);
+    assert_no_quota_refusals(&emu);
+}
+
+/// Debian's libfaketime (package `libfaketime`), multithreaded flavour.
+fn faketime_library() -> Option<std::path::PathBuf> {
+    [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/faketime/libfaketimeMT.so.1",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// A child process, killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The body of `GET path` on 127.0.0.1:`port` (empty when nothing answers).
+async fn body_of(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return String::new();
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply).await;
+    reply
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
+/// Every process of this test (the emulator, both daemons, `sheetq enqueue`) lives in New
+/// York at 01:59:20 EDT on 2026-11-01, forty seconds before the clocks there fall back to
+/// 01:00 EST: their wall clock is offset by libfaketime (their monotonic clock is not, as
+/// no real clock jumps it). A job of 45 s runs across the fall-back, so the 開始日時 the daemon
+/// writes reads as 01:59 and its 終了日時 as 01:00 of the same night, and the target's next
+/// job waits behind it. Each runs once, one after the other, and ends 完了 with its own
+/// result: no daemon judges the other, or itself, by a time read back from the sheet.
+/// Needs libfaketime, so `cargo test` leaves it out and `.ci/run` installs it and runs this
+/// (`cargo test --test it outage::fall_back -- --ignored`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs libfaketime; .ci/run installs it and runs this"]
+async fn fall_back_night_under_a_faked_clock_runs_each_job_once_and_one_at_a_time() {
+    use chrono::TimeZone as _;
+    let Some(lib) = faketime_library() else {
+        panic!("libfaketime is not installed: apt-get install libfaketime (.ci/run does)");
+    };
+    let fall_back = chrono::Utc
+        .with_ymd_and_hms(2026, 11, 1, 6, 0, 0)
+        .single()
+        .unwrap_or_else(|| panic!("a UTC instant"));
+    let offset = (fall_back - chrono::TimeDelta::seconds(40) - chrono::Utc::now()).num_seconds();
+    let faked = |cmd: &mut std::process::Command| {
+        cmd.env("LD_PRELOAD", &lib)
+            .env("FAKETIME", format!("{offset:+}"))
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .env("TZ", "America/New_York");
+    };
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let port = free_port();
+    let mut emulator = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"));
+    emulator.args([
+        "emulator",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--spreadsheet-id",
+        "fall-back-night",
+        "--time-zone",
+        "America/New_York",
+    ]);
+    faked(&mut emulator);
+    let emu_log =
+        std::fs::File::create(dir.path().join("emulator.log")).unwrap_or_else(|e| panic!("{e}"));
+    let _emulator = Child(
+        emulator
+            .stdout(emu_log.try_clone().unwrap_or_else(|e| panic!("{e}")))
+            .stderr(emu_log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the emulator: {e}")),
+    );
+    let mut ready = false;
+    for _ in 0..100 {
+        if status_of(port, "/_emulator/credentials").await == 200 {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "the emulator did not start");
+    // The daemons' service account, and a person's (the jobs' intake) with its own quota.
+    let key_of = |account: &'static str| {
+        let path = dir.path().join(format!("{account}.key.json"));
+        async move {
+            let key = body_of(port, &format!("/_emulator/credentials?account={account}")).await;
+            assert!(
+                key.contains("private_key"),
+                "no credentials for {account}: {key}"
+            );
+            std::fs::write(&path, key).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap_or_else(|e| panic!("{e}"));
+            path
+        }
+    };
+    let daemons_key = key_of("daemons").await;
+    let person_key = key_of("person").await;
+    let log = dir.path().join("runs.log");
+    let config_of = |worker: &str, key_path: &std::path::Path| {
+        let path = dir.path().join(format!("{worker}.toml"));
+        let command = recording_command(&log)
+            .replace("{worker}", worker)
+            .replace("timeout = \"12s\"", "timeout = \"70s\"");
+        std::fs::write(
+            &path,
+            format!(
+                "spreadsheet_id = \"fall-back-night\"\napi_base_url = \"http://127.0.0.1:{port}/\"\ncredentials = \"{}\"\nworker_id = \"{worker}\"\nstate_dir = \"{}\"\npoll_interval = \"1s\"\nheartbeat_interval = \"500ms\"\ndead_after = \"3s\"\nlease_ttl = \"3s\"\nstale_after = \"100s\"\n{command}",
+                key_path.display(),
+                dir.path().join(worker).display(),
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        path
+    };
+    let start = |worker: &str| {
+        let config = config_of(worker, &daemons_key);
+        let out = std::fs::File::create(dir.path().join(format!("{worker}.log")))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"));
+        cmd.arg("run").arg("--config").arg(&config);
+        faked(&mut cmd);
+        Child(
+            cmd.stdout(out.try_clone().unwrap_or_else(|e| panic!("{e}")))
+                .stderr(out)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start sheetq: {e}")),
+        )
+    };
+    let mut daemons = [start("ny-1"), start("ny-2")];
+    let enqueue_wait = |seconds: u32| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"));
+        cmd.args(["enqueue", "--config"])
+            .arg(config_of("enqueuer", &person_key))
+            .args([
+                "--target",
+                "サーバーA",
+                "--function",
+                "動作確認 (2秒)",
+                "--command",
+                "record",
+                "--args",
+                &format!("{{\"seconds\":{seconds}}}"),
+                "--wait",
+            ]);
+        faked(&mut cmd);
+        tokio::task::spawn_blocking(move || cmd.output())
+    };
+    let long = enqueue_wait(45);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let next = enqueue_wait(0);
+    let show = || {
+        ["emulator", "ny-1", "ny-2"]
+            .iter()
+            .map(|name| {
+                format!(
+                    "{name}:\n{}",
+                    std::fs::read_to_string(dir.path().join(format!("{name}.log")))
+                        .unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for (what, waited) in [("the long job", long), ("the next job", next)] {
+        let out = tokio::time::timeout(Duration::from_secs(150), waited)
+            .await
+            .unwrap_or_else(|_| panic!("{what} did not finish in 150 s\n{}", show()))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("cannot run sheetq enqueue: {e}"));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{what} must end 完了: {}{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            show()
+        );
+    }
+    for d in &mut daemons {
+        assert_eq!(
+            d.0.try_wait().ok().flatten(),
+            None,
+            "a daemon exited\n{}",
+            show()
+        );
+    }
+    let ran = runs(&log);
+    let jobs: Vec<&str> = ran.keys().map(String::as_str).collect();
+    assert_eq!(jobs.len(), 2, "two jobs ran; log:\n{:?}", ran);
+    assert_once_each_and_one_at_a_time(&log, &jobs);
+    // The long job really ran across the fall-back, by the daemons' faked clock.
+    let fake = |nanos: u128| {
+        chrono::DateTime::from_timestamp_nanos(i64::try_from(nanos).unwrap_or(i64::MAX))
+            + chrono::TimeDelta::seconds(offset)
+    };
+    let across = ran.values().any(|(_, r)| {
+        r.iter()
+            .any(|(s, e)| fake(*s) < fall_back && e.is_some_and(|e| fake(e) > fall_back))
+    });
+    assert!(
+        across,
+        "no job ran across 06:00 UTC by the faked clock: {ran:?}\n{}",
+        show()
+    );
+}
