@@ -253,6 +253,34 @@ impl Registry {
         out
     }
 
+    /// Problems of the config's `[[functions]]` against this registry: each function's
+    /// command must be configured and its args must pass that command's checks, as a press
+    /// would.
+    pub fn check_functions(&self, catalog: &Catalog) -> Vec<String> {
+        catalog
+            .functions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| {
+                let spec = JobSpec {
+                    command: f.command.clone(),
+                    args_json: f.args_json(),
+                    flags: f.flags.clone(),
+                    function: f.label.clone(),
+                    ..JobSpec::default()
+                };
+                self.prepare(&spec).err().map(|e| {
+                    format!(
+                        "[[functions]] entry {} (\"{}\"): {}",
+                        i + 1,
+                        f.label,
+                        e.message
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// Whether `command` is configured `heavy`; unknown commands are not (they never run).
     pub fn is_heavy(&self, command: &str) -> bool {
         self.get(command).is_some_and(|d| d.heavy)
@@ -272,7 +300,7 @@ impl Registry {
         let Some(def) = self.lookup(name) else {
             return Err(JobRejected::new(self.unknown_command_message(name)));
         };
-        if let Some(refusal) = self.catalog.refuse(spec) {
+        if let Some(refusal) = self.catalog.refuse(&spec.function, &spec.command) {
             return Err(JobRejected::new(refusal));
         }
         if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
@@ -435,6 +463,48 @@ mod tests {
             STALE,
         )
         .unwrap()
+    }
+
+    fn catalog(text: &str) -> Catalog {
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            functions: Vec<crate::panel::catalog::FunctionDef>,
+        }
+        let raw: Raw = toml::from_str(text).unwrap_or_else(|e| panic!("{e}"));
+        Catalog {
+            functions: raw.functions,
+            ..Catalog::default()
+        }
+    }
+
+    #[test]
+    fn functions_whose_command_is_configured_and_args_pass_have_no_problem() {
+        let c = catalog(
+            "[[functions]]\nlabel = \"再起動\"\ncommand = \"sleep\"\nargs = { seconds = 5 }\n\
+             [[functions]]\nlabel = \"確認\"\ncommand = \"echo\"",
+        );
+        assert_eq!(registry().check_functions(&c), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_function_with_an_unknown_command_or_bad_args_is_named() {
+        let c = catalog(
+            "[[functions]]\nlabel = \"A\"\ncommand = \"missing\"\n\
+             [[functions]]\nlabel = \"B\"\ncommand = \"sleep\"\nargs = { seconds = \"five\" }",
+        );
+        let problems = registry().check_functions(&c);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].contains("(\"A\")")
+                && problems[0].contains("\"missing\" is not configured"),
+            "{}",
+            problems[0]
+        );
+        assert!(
+            problems[1].contains("(\"B\")") && problems[1].contains("seconds"),
+            "{}",
+            problems[1]
+        );
     }
 
     fn spec(command: &str, args: &str) -> JobSpec {

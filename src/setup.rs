@@ -37,7 +37,7 @@ pub fn registry(config: &Config) -> anyhow::Result<Registry> {
 /// either with the spreadsheet's problems; the daemon refuses to start on any.
 pub fn checked_registry(config: &Config) -> Result<(Registry, Vec<String>), Vec<String>> {
     let registry = Registry::from_toml(&config.commands, config.stale_after)?;
-    let problems = config.catalog.check_commands(&registry);
+    let problems = registry.check_functions(&config.catalog);
     Ok((registry.with_catalog(config.catalog.clone()), problems))
 }
 

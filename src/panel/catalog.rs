@@ -2,13 +2,15 @@
 //! `[[targets]]` and `hide_panels_after` (README, "Panels"). The config is the one
 //! source of the functions; panels carry copies in their hidden columns, written by
 //! `sheetq panels sync`, and a job whose function the config no longer has is refused.
+//!
+//! Below the command registry: plain data and its own checks, importing nothing of
+//! `commands` (which holds a catalog to refuse such jobs, and checks each function's command
+//! and args: `Registry::check_functions`).
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use serde::Deserialize;
-
-use crate::commands::{JobSpec, Registry};
 
 /// The command of the jobs that create or show panels (a tick on the index). It is built
 /// into the daemon and needs no `[commands]` entry.
@@ -122,32 +124,6 @@ impl Catalog {
         out
     }
 
-    /// Problems of the functions against the command registry: each function's command must
-    /// be configured and its args must pass that command's checks, as a press would.
-    pub fn check_commands(&self, registry: &Registry) -> Vec<String> {
-        self.functions
-            .iter()
-            .enumerate()
-            .filter_map(|(i, f)| {
-                let spec = JobSpec {
-                    command: f.command.clone(),
-                    args_json: f.args_json(),
-                    flags: f.flags.clone(),
-                    function: f.label.clone(),
-                    ..JobSpec::default()
-                };
-                registry.prepare(&spec).err().map(|e| {
-                    format!(
-                        "[[functions]] entry {} (\"{}\"): {}",
-                        i + 1,
-                        f.label,
-                        e.message
-                    )
-                })
-            })
-            .collect()
-    }
-
     pub fn function(&self, label: &str) -> Option<&FunctionDef> {
         self.functions.iter().find(|f| f.label == label.trim())
     }
@@ -156,22 +132,21 @@ impl Catalog {
     /// functions and the job's function is not one of them, or runs another command now
     /// (the panel that sent it is older than the config). `None` when no functions are
     /// configured (jobs then name their command freely) and for the panels' own jobs.
-    pub fn refuse(&self, spec: &JobSpec) -> Option<String> {
-        if self.functions.is_empty() || spec.command.trim() == PANELS_COMMAND {
+    pub fn refuse(&self, function: &str, command: &str) -> Option<String> {
+        let command = command.trim();
+        if self.functions.is_empty() || command == PANELS_COMMAND {
             return None;
         }
-        match self.function(&spec.function) {
+        match self.function(function) {
             None => Some(format!(
                 "function \"{}\" is not among the [[functions]] of sheetq.toml, so nothing ran; \
                  the panel is older than the config: run `sheetq panels sync`",
-                spec.function.trim()
+                function.trim()
             )),
-            Some(f) if f.command != spec.command.trim() => Some(format!(
+            Some(f) if f.command != command => Some(format!(
                 "function \"{}\" runs command \"{}\" in sheetq.toml but this job asks for \"{}\", \
                  so nothing ran; the panel is older than the config: run `sheetq panels sync`",
-                f.label,
-                f.command,
-                spec.command.trim()
+                f.label, f.command, command
             )),
             Some(_) => None,
         }
@@ -198,14 +173,6 @@ mod tests {
         }
     }
 
-    fn registry() -> Registry {
-        Registry::from_toml_str(
-            "[sleep]\nbuiltin = \"sleep\"\n[echo]\nbuiltin = \"echo\"",
-            Duration::from_secs(900),
-        )
-        .unwrap_or_else(|e| panic!("{e:?}"))
-    }
-
     #[test]
     fn functions_keep_their_order_and_carry_args_as_json() {
         let c = catalog(
@@ -218,27 +185,6 @@ mod tests {
         assert_eq!(c.functions[0].args_json(), r#"{"seconds":5}"#);
         assert_eq!(c.functions[0].flags_text(), "heavy");
         assert_eq!(c.functions[1].args_json(), "{}");
-        assert!(c.check_commands(&registry()).is_empty());
-    }
-
-    #[test]
-    fn a_function_with_an_unknown_command_or_bad_args_is_named() {
-        let c = catalog(
-            "[[functions]]\nlabel = \"A\"\ncommand = \"report\"\n\
-             [[functions]]\nlabel = \"B\"\ncommand = \"sleep\"\nargs = { seconds = \"five\" }",
-        );
-        let problems = c.check_commands(&registry());
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(
-            problems[0].contains("(\"A\")") && problems[0].contains("\"report\" is not configured"),
-            "{}",
-            problems[0]
-        );
-        assert!(
-            problems[1].contains("(\"B\")") && problems[1].contains("seconds"),
-            "{}",
-            problems[1]
-        );
     }
 
     #[test]
@@ -255,26 +201,21 @@ mod tests {
     #[test]
     fn a_job_for_a_function_the_config_dropped_is_refused_before_it_runs() {
         let c = catalog("[[functions]]\nlabel = \"確認\"\ncommand = \"echo\"");
-        let job = |function: &str, command: &str| JobSpec {
-            function: function.into(),
-            command: command.into(),
-            ..JobSpec::default()
-        };
-        assert_eq!(c.refuse(&job("確認", "echo")), None);
-        let gone = c.refuse(&job("削除済み", "echo")).unwrap_or_default();
+        assert_eq!(c.refuse("確認", "echo"), None);
+        let gone = c.refuse("削除済み", "echo").unwrap_or_default();
         assert!(
             gone.contains("\"削除済み\"") && gone.contains("sheetq panels sync"),
             "{gone}"
         );
-        let moved = c.refuse(&job("確認", "sleep")).unwrap_or_default();
+        let moved = c.refuse("確認", "sleep").unwrap_or_default();
         assert!(moved.contains("runs command \"echo\""), "{moved}");
         assert_eq!(
-            c.refuse(&job("x", PANELS_COMMAND)),
+            c.refuse("x", PANELS_COMMAND),
             None,
             "the panels' own jobs always pass"
         );
         assert_eq!(
-            Catalog::default().refuse(&job("any", "echo")),
+            Catalog::default().refuse("any", "echo"),
             None,
             "no functions configured: no check"
         );
