@@ -5,7 +5,8 @@
 //! Parts:
 //! - [`store`]: spreadsheets, sheets, rows as objects (cells + metadata ids), and the grid
 //!   edits shared by API and tests.
-//! - [`metadata`]: developer metadata: the store, create/update/delete, get and search.
+//! - [`metadata`]: developer metadata: where each entry is, create and get.
+//! - [`lookup`]: the metadata requests that select by `DataFilter` (update, delete, search).
 //! - [`data_filter`]: `DataFilter` resolution to metadata and to grid ranges.
 //! - [`values`]: value input (`RAW`/`USER_ENTERED`) and rendering options.
 //! - [`formula`]: effective values and the small formula evaluator.
@@ -17,12 +18,16 @@
 //! - [`dimension`]: insert/delete/move of rows and columns, `sortRange`.
 //! - [`paste`]: `cutPaste`, `copyPaste`.
 //! - [`find_replace`]: `findReplace`, the lease's compare-and-swap.
+//! - [`request`]: the checked parts of a request every operation reads (fields, indexes,
+//!   sheet ids, grid ranges, field masks).
 //! - [`auth`]: test key pair, credentials JSON, `/token`, bearer tokens.
 //! - [`quota`]: Google's per-minute quotas (per user, per project; reads and writes apart),
 //!   their sliding window and the `--quota` syntax.
 //! - [`control`]: fault plan, the quota's limits and windows, request log and counters.
 //! - [`fields`]: the `fields` partial-response parameter.
-//! - [`http`]: routing, accounting and the accept loop.
+//! - [`shared`]: the state every handler shares (store, tokens, faults and quota, rules,
+//!   sharing, the replies' clock) and the JSON reply.
+//! - [`http`]: routing, accounting and the accept loop, on top of everything else.
 //! - [`admin`]: the `/_emulator/...` endpoints (log, faults, quota, reset, credentials).
 //! - [`seed`]: the `demo` and `empty` starting spreadsheets.
 //!
@@ -44,10 +49,13 @@ pub mod find_replace;
 pub mod formula;
 pub mod grid;
 pub mod http;
+pub mod lookup;
 pub mod metadata;
 pub mod paste;
 pub mod quota;
+pub mod request;
 pub mod seed;
+pub mod shared;
 pub mod store;
 pub mod values;
 mod web;
@@ -67,12 +75,12 @@ pub use control::{Fault, FaultRule, Refused, RequestCounters, RequestRecord};
 pub use deviation::Deviation;
 pub use dimension::SortMetadata;
 pub use error::ApiError;
-pub use http::Access;
 pub use quota::{Limits, Quota, QuotaSpec};
 pub use seed::Seed;
+pub use shared::Access;
 pub use store::{Cell, Sheet, Spreadsheet, Store, Value};
 
-use http::Shared;
+use shared::Shared;
 
 /// How to start an emulator.
 #[derive(Debug, Clone)]
@@ -270,7 +278,7 @@ impl Emulator {
                 addr: opts.listen,
                 source,
             })?;
-        let rules = batch::Rules {
+        let rules = deviation::Rules {
             sort_metadata: opts.sort_metadata,
             deviation: opts.deviation,
         };

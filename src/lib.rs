@@ -30,7 +30,13 @@
 //!   It, the demo and the bench are the default-on cargo feature `emulator`; a production
 //!   build leaves them out (`--no-default-features`).
 //!   - `emulator/store.rs`: spreadsheets, sheets, rows as objects (cells + metadata ids).
-//!   - `emulator/metadata.rs`: developer metadata: create/update/delete, get, search, limits.
+//!   Inside, imports go one way: `store` (the data, metadata entries included) at the
+//!   bottom; `request` (the checked parts of a request), `metadata`, `data_filter`,
+//!   `lookup` and the operations (`batch`, `values`, `by_filter`, …) above it; `shared` (what
+//!   handlers share) below `admin`, `web` and `http`, which routes on top.
+//!   - `emulator/metadata.rs`: developer metadata: where each entry is, create, get, limits;
+//!     `emulator/lookup.rs` the requests that select it by `DataFilter` (update, delete,
+//!     search).
 //!   - `emulator/data_filter.rs`: `DataFilter` resolution to metadata and grid ranges.
 //!   - `emulator/by_filter.rs`: `values.batchGet/Update/ClearByDataFilter`.
 //!   - `emulator/api.rs`: `spreadsheets.create` and `values.*` (append's table detection).

@@ -12,8 +12,8 @@ use serde_json::{json, Value as Json};
 
 use super::control::FaultRule;
 use super::error::ApiError;
-use super::http::{json_response, Shared};
 use super::quota::Quota;
+use super::shared::{json_response, Shared};
 
 pub async fn requests(State(sh): State<Arc<Shared>>) -> Response {
     let c = sh.control();

@@ -17,35 +17,20 @@
 //! After every request, metadata whose row, column or sheet was deleted is dropped.
 
 use google_sheets4::api::{
-    BatchUpdateSpreadsheetRequest, CellData, ExtendedValue, GridRange, Request, RowData,
-    SheetProperties,
+    BatchUpdateSpreadsheetRequest, CellData, ExtendedValue, Request, RowData, SheetProperties,
 };
 use serde_json::{json, Value as Json};
 
 use super::api;
-use super::deviation::{self, Deviation};
-use super::dimension::{self, SortMetadata};
+use super::deviation::{self, Deviation, Rules};
+use super::dimension;
 use super::error::ApiError;
 use super::find_replace::find_replace;
+use super::lookup;
 use super::metadata;
 use super::paste;
+use super::request::{exceeds, fields, grid_range, need, nonneg, sheet_of};
 use super::store::{range_a1, Bounds, Cell, NumberFormat, Sheet, Spreadsheet, Value};
-
-/// Behaviours of the emulator that Google does not document and that a test may choose
-/// (`EmulatorOptions`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Rules {
-    /// Whether `sortRange` moves row metadata with the rows.
-    pub sort_metadata: SortMetadata,
-    /// A behaviour gotten wrong on purpose, for a probe's test (`deviation.rs`).
-    pub deviation: Option<Deviation>,
-}
-
-impl Rules {
-    pub fn deviates(&self, d: Deviation) -> bool {
-        self.deviation == Some(d)
-    }
-}
 
 /// Parses a `BatchUpdateSpreadsheetRequest` body.
 pub fn parse(body: &[u8]) -> Result<BatchUpdateSpreadsheetRequest, ApiError> {
@@ -164,7 +149,7 @@ fn deviate(
                 .as_ref()
                 .and_then(|m| m.metadata_id);
             if let Some(id) = id.filter(|id| ss.developer_metadata.contains_key(id)) {
-                let lookup = google_sheets4::api::DeleteDeveloperMetadataRequest {
+                let by_id = google_sheets4::api::DeleteDeveloperMetadataRequest {
                     data_filter: Some(google_sheets4::api::DataFilter {
                         developer_metadata_lookup: Some(
                             google_sheets4::api::DeveloperMetadataLookup {
@@ -175,7 +160,7 @@ fn deviate(
                         ..Default::default()
                     }),
                 };
-                metadata::delete(ss, &lookup)?;
+                lookup::delete(ss, &by_id)?;
             }
             apply(ss, r, kind, &usual)?
         }
@@ -353,8 +338,8 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result
         "cutPaste" => paste::cut(ss, need(&r.cut_paste)?)?,
         "copyPaste" => paste::copy(ss, need(&r.copy_paste)?)?,
         "createDeveloperMetadata" => metadata::create(ss, need(&r.create_developer_metadata)?)?,
-        "updateDeveloperMetadata" => metadata::update(ss, need(&r.update_developer_metadata)?)?,
-        "deleteDeveloperMetadata" => metadata::delete(ss, need(&r.delete_developer_metadata)?)?,
+        "updateDeveloperMetadata" => lookup::update(ss, need(&r.update_developer_metadata)?)?,
+        "deleteDeveloperMetadata" => lookup::delete(ss, need(&r.delete_developer_metadata)?)?,
         "autoResizeDimensions" => {
             // Column widths are not modelled.
             need(&r.auto_resize_dimensions)?;
@@ -373,83 +358,12 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result
     })
 }
 
-pub(super) fn need<T>(v: &Option<T>) -> Result<&T, String> {
-    v.as_ref()
-        .ok_or_else(|| "a required field is missing".to_string())
-}
-
-pub(super) fn nonneg(v: Option<i32>) -> Result<u32, String> {
-    match v.unwrap_or(0) {
-        n if n < 0 => Err(format!("index {n} must not be negative")),
-        n => Ok(n as u32),
-    }
-}
-
-pub(super) fn sheet_of(ss: &Spreadsheet, id: Option<i32>) -> Result<usize, String> {
-    let id = id.unwrap_or(0);
-    ss.sheet_index(id)
-        .ok_or_else(|| format!("No grid with id: {id}"))
-}
-
-/// A `GridRange` as bounds: unset sides run to the grid's edge; a side past the grid is the
-/// error Google gives, `Range ('S'!A1001) exceeds grid limits...`.
-pub(super) fn grid_range(ss: &Spreadsheet, g: &GridRange) -> Result<Bounds, String> {
-    let sheet = sheet_of(ss, g.sheet_id)?;
-    let s = &ss.sheets[sheet];
-    let b = Bounds {
-        sheet,
-        r0: nonneg(g.start_row_index)?,
-        r1: match g.end_row_index {
-            Some(e) => nonneg(Some(e))?,
-            None => s.row_count,
-        },
-        c0: nonneg(g.start_column_index)?,
-        c1: match g.end_column_index {
-            Some(e) => nonneg(Some(e))?,
-            None => s.column_count,
-        },
-    };
-    if b.r1 < b.r0 || b.c1 < b.c0 {
-        return Err("the range's end is before its start".into());
-    }
-    if b.r1 > s.row_count || b.c1 > s.column_count {
-        return Err(exceeds(s, &b));
-    }
-    Ok(b)
-}
-
-pub(super) fn exceeds(s: &Sheet, b: &Bounds) -> String {
-    format!(
-        "Range ({}) exceeds grid limits. Max rows: {}, max columns: {}",
-        range_a1(&s.title, b),
-        s.row_count,
-        s.column_count
-    )
-}
-
 /// Which parts of a `CellData` a field mask touches.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Mask {
     pub value: bool,
     pub validation: bool,
     pub number_format: bool,
-}
-
-/// Parses a field mask for cells or sheet properties. `*` means every field. The emulator
-/// ignores fields it does not model (e.g. `note`, `userEnteredFormat.backgroundColor`).
-pub(super) fn fields(
-    mask: Option<&google_sheets4::common::FieldMask>,
-) -> Result<Vec<String>, String> {
-    let text = mask.map(|m| m.to_string()).unwrap_or_default();
-    let parts: Vec<String> = text
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if parts.is_empty() {
-        return Err("At least one field must be specified in 'fields'.".into());
-    }
-    Ok(parts)
 }
 
 pub(super) fn cell_mask(fields: &[String]) -> Mask {

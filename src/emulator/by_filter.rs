@@ -25,9 +25,8 @@ use std::collections::BTreeSet;
 use serde_json::{json, Map, Value as Json};
 
 use super::api::{self, Major, RangeView};
-use super::batch::Rules;
 use super::data_filter;
-use super::deviation::Deviation;
+use super::deviation::{Deviation, Rules};
 use super::error::ApiError;
 use super::metadata;
 use super::store::{Bounds, Spreadsheet};

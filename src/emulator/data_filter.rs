@@ -28,9 +28,9 @@ use std::collections::HashMap;
 use google_sheets4::api::{DataFilter, DeveloperMetadataLookup};
 use serde_json::Value as Json;
 
-use super::batch;
 use super::error::ApiError;
 use super::metadata::{self, Placed, Visibility};
+use super::request;
 use super::store::{Bounds, Spreadsheet};
 
 /// Parses a request's list of `DataFilter`s, keeping each one's JSON (nulls removed) to echo
@@ -100,7 +100,7 @@ fn kind(f: &DataFilter) -> Result<Kind<'_>, String> {
 fn range_bounds(ss: &Spreadsheet, k: &Kind<'_>) -> Result<Option<Bounds>, String> {
     Ok(match k {
         Kind::A1(a1) => Some(ss.resolve_read(a1).map_err(|e| e.message)?),
-        Kind::Grid(g) => Some(batch::grid_range(ss, g)?),
+        Kind::Grid(g) => Some(request::grid_range(ss, g)?),
         Kind::Lookup(_) => None,
     })
 }

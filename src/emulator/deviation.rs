@@ -5,8 +5,27 @@
 //!
 //! Each variant names what it changes; the hooks live where the behaviour does (`batch`,
 //! `by_filter`, `api::append`, `http`), and the row-metadata ones share the helpers here.
+//! [`Rules`] carries a test's choice of them, with the reading of `sortRange` it picked
+//! (`SortMetadata`), to every request.
 
+use super::dimension::SortMetadata;
 use super::store::Spreadsheet;
+
+/// Behaviours of the emulator that Google does not document and that a test may choose
+/// (`EmulatorOptions`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// Whether `sortRange` moves row metadata with the rows.
+    pub sort_metadata: SortMetadata,
+    /// A behaviour gotten wrong on purpose, for a probe's test (`deviation.rs`).
+    pub deviation: Option<Deviation>,
+}
+
+impl Rules {
+    pub fn deviates(&self, d: Deviation) -> bool {
+        self.deviation == Some(d)
+    }
+}
 
 /// One behaviour the emulator gets wrong on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -18,8 +18,8 @@ use google_sheets4::api::{
 };
 use serde_json::{json, Value as Json};
 
-use super::batch::{fields, grid_range, need, nonneg, sheet_of};
 use super::formula::{self, Eff};
+use super::request::{fields, grid_range, need, nonneg, sheet_of};
 use super::store::{Bounds, Cell, Spreadsheet};
 
 /// Whether `sortRange` moves the developer metadata of the sorted rows with them.

@@ -8,8 +8,8 @@ use google_sheets4::api::FindReplaceRequest;
 use regex::{NoExpand, Regex, RegexBuilder};
 use serde_json::{json, Value as Json};
 
-use super::batch::{grid_range, sheet_of};
 use super::formula;
+use super::request::{grid_range, sheet_of};
 use super::store::{Bounds, Spreadsheet, Value};
 use super::values;
 

@@ -7,8 +7,7 @@
 //! Every API request takes the store lock once and does all its work under it, so
 //! concurrent requests are serialised, as sheetq assumes Google does per spreadsheet.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -25,108 +24,18 @@ use tower::ServiceExt as _;
 
 use super::admin;
 use super::api::{self, Major};
-use super::auth::Auth;
-use super::batch::{self, Rules};
+use super::batch;
 use super::by_filter;
-use super::control::{Control, Fault, RequestRecord};
+use super::control::{Fault, RequestRecord};
 use super::data_filter;
-use super::deviation::Deviation;
+use super::deviation::{Deviation, Rules};
 use super::error::ApiError;
 use super::fields;
+use super::lookup;
 use super::metadata;
-use super::quota::Quota;
+use super::shared::{json_response, Access, Shared};
 use super::store::{self, Store};
 use super::values::{Input, Render};
-
-/// State shared by every request.
-pub struct Shared {
-    pub store: Mutex<Store>,
-    pub auth: Auth,
-    pub control: Mutex<Control>,
-    /// Added to every API request (the `--latency-ms` option).
-    pub latency: Duration,
-    /// Set when the store changed since the last save; the saver waits on `changed`.
-    pub dirty: AtomicBool,
-    pub changed: tokio::sync::Notify,
-    pub base_url: Mutex<String>,
-    /// The spreadsheet the handle names (the seeded one): what the web view shows.
-    pub home: Mutex<String>,
-    /// Counts changes to the store; the web view's long poll waits on it.
-    pub version: tokio::sync::watch::Sender<u64>,
-    /// Choices for behaviour Google does not document (`EmulatorOptions`).
-    pub rules: Rules,
-    /// Added to the time the `Date` header of every API reply says: a test's way to put
-    /// Google's clock (or ours) off.
-    pub clock_skew: Mutex<chrono::TimeDelta>,
-    /// Accounts (service-account e-mails) whose sharing is not the default (editor).
-    pub access: Mutex<std::collections::BTreeMap<String, Access>>,
-}
-
-/// How a spreadsheet is shared with an account.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Not shared: every call is refused with 403.
-    None,
-    /// Viewer (or commenter): reads pass, writes are refused with 403.
-    Reader,
-    /// Editor: everything passes (the default).
-    Writer,
-}
-
-impl Shared {
-    pub fn new(store: Store, latency: Duration, rules: Rules, quota: Option<Quota>) -> Self {
-        Shared {
-            store: Mutex::new(store),
-            auth: Auth::new(),
-            control: Mutex::new(Control::with_quota(quota)),
-            latency,
-            dirty: AtomicBool::new(false),
-            changed: tokio::sync::Notify::new(),
-            base_url: Mutex::new(String::new()),
-            home: Mutex::new(String::new()),
-            version: tokio::sync::watch::Sender::new(0),
-            rules,
-            clock_skew: Mutex::new(chrono::TimeDelta::zero()),
-            access: Mutex::new(std::collections::BTreeMap::new()),
-        }
-    }
-
-    /// The `Date` header value of a reply sent now: IMF-fixdate in GMT.
-    fn date_header(&self) -> String {
-        let skew = self.clock_skew.lock().map(|s| *s).unwrap_or_default();
-        (chrono::Utc::now() + skew)
-            .format("%a, %d %b %Y %H:%M:%S GMT")
-            .to_string()
-    }
-
-    /// How the spreadsheets are shared with `user`.
-    fn access_of(&self, user: &str) -> Access {
-        self.access
-            .lock()
-            .ok()
-            .and_then(|a| a.get(user).copied())
-            .unwrap_or(Access::Writer)
-    }
-
-    pub fn store(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn control(&self) -> MutexGuard<'_, Control> {
-        self.control.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn mark_changed(&self) {
-        self.dirty.store(true, Ordering::SeqCst);
-        self.changed.notify_one();
-        self.version.send_modify(|v| *v += 1);
-    }
-
-    /// The id of the spreadsheet the handle names.
-    pub fn home_id(&self) -> String {
-        self.home.lock().map(|h| h.clone()).unwrap_or_default()
-    }
-}
 
 /// Marks a response whose connection must be closed instead of answered.
 #[derive(Clone, Copy)]
@@ -588,22 +497,9 @@ fn execute_json(
         }
         Call::MetadataSearch(id) => {
             let ss = store.get(id)?;
-            Ok((metadata::search(ss, &json_body(body)?)?, false))
+            Ok((lookup::search(ss, &json_body(body)?)?, false))
         }
     }
-}
-
-pub(super) fn json_response(status: u16, body: &Json) -> (Response, usize) {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let len = bytes.len();
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let resp = (
-        status,
-        [(header::CONTENT_TYPE, "application/json; charset=UTF-8")],
-        Body::from(bytes),
-    )
-        .into_response();
-    (resp, len)
 }
 
 fn bytes_response(bytes: Vec<u8>) -> Response {

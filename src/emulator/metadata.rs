@@ -1,7 +1,7 @@
-//! Developer metadata: the store of key/value entries attached to the spreadsheet, a sheet,
-//! a row or a column, and the `batchUpdate` requests and API methods that manage them
-//! (`createDeveloperMetadata`, `updateDeveloperMetadata`, `deleteDeveloperMetadata`,
-//! `developerMetadata.get`, `developerMetadata.search`).
+//! Developer metadata: the key/value entries attached to the spreadsheet, a sheet, a row or
+//! a column (their types live in `store`), where each is now, and the requests that name one
+//! by id or place (`createDeveloperMetadata`, `developerMetadata.get`). The requests that
+//! select entries by `DataFilter` are in `lookup`, above `data_filter`.
 //!
 //! Reference:
 //! https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.developerMetadata
@@ -16,17 +16,13 @@
 //! column; it cannot be unbounded or span multiple rows or columns", and the emulator refuses
 //! anything else, so no multi-row location ever has to grow or shrink.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
-use google_sheets4::api::{
-    CreateDeveloperMetadataRequest, DataFilter, DeleteDeveloperMetadataRequest,
-    DeveloperMetadataLocation, UpdateDeveloperMetadataRequest,
-};
+use google_sheets4::api::{CreateDeveloperMetadataRequest, DeveloperMetadataLocation};
 use rand::Rng;
-use serde::{Deserialize, Serialize};
+
 use serde_json::{json, Map, Value as Json};
 
-use super::data_filter;
 use super::error::ApiError;
 use super::store::Spreadsheet;
 
@@ -36,56 +32,7 @@ use super::store::Spreadsheet;
 /// (https://developers.google.com/sheets/api/guides/metadata, "storage limits").
 pub const STORAGE_LIMIT: usize = 30_000;
 
-/// `DeveloperMetadataVisibility`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Visibility {
-    Document,
-    Project,
-}
-
-impl Visibility {
-    /// Google: "Developer metadata must always have a visibility specified."
-    pub fn parse(s: Option<&str>) -> Result<Self, String> {
-        match s {
-            Some("DOCUMENT") => Ok(Visibility::Document),
-            Some("PROJECT") => Ok(Visibility::Project),
-            None | Some("") | Some("DEVELOPER_METADATA_VISIBILITY_UNSPECIFIED") => {
-                Err("Developer metadata must always have a visibility specified.".into())
-            }
-            Some(other) => Err(format!(
-                "Invalid value at 'visibility' (type.googleapis.com/google.apps.sheets.v4.DeveloperMetadata.DeveloperMetadataVisibility), \"{other}\""
-            )),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Visibility::Document => "DOCUMENT",
-            Visibility::Project => "PROJECT",
-        }
-    }
-}
-
-/// What a metadata is attached to. Rows and columns are found by the id they carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Anchor {
-    Spreadsheet,
-    Sheet { sheet_id: i32 },
-    Row,
-    Column,
-}
-
-/// One developer metadata (its id is its key in `Spreadsheet::developer_metadata`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Metadata {
-    pub key: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    pub visibility: Visibility,
-    pub anchor: Anchor,
-}
+pub use super::store::{Anchor, Metadata, Visibility};
 
 /// Where a metadata is at this moment: sheet indexes into `Spreadsheet::sheets`, zero-based
 /// row and column indexes.
@@ -108,7 +55,7 @@ impl Placed {
         }
     }
 
-    fn anchor(self, ss: &Spreadsheet) -> Anchor {
+    pub(super) fn anchor(self, ss: &Spreadsheet) -> Anchor {
         match self {
             Placed::Spreadsheet => Anchor::Spreadsheet,
             Placed::Sheet(i) => Anchor::Sheet {
@@ -177,7 +124,7 @@ pub fn prune(ss: &mut Spreadsheet) {
 
 /// Attaches metadata `id` to the row or column of `placed` (sheet and spreadsheet locations
 /// need nothing beyond the anchor).
-fn attach(ss: &mut Spreadsheet, id: i32, placed: Placed) {
+pub(super) fn attach(ss: &mut Spreadsheet, id: i32, placed: Placed) {
     match placed {
         Placed::Row(i, r) => ss.sheets[i].row_mut(r).meta.push(id),
         Placed::Column(i, c) => ss.sheets[i].column_meta_mut(c).push(id),
@@ -185,7 +132,7 @@ fn attach(ss: &mut Spreadsheet, id: i32, placed: Placed) {
     }
 }
 
-fn detach(ss: &mut Spreadsheet, id: i32, placed: Placed) {
+pub(super) fn detach(ss: &mut Spreadsheet, id: i32, placed: Placed) {
     match placed {
         Placed::Row(i, r) => {
             let s = &mut ss.sheets[i];
@@ -348,7 +295,7 @@ pub fn at(ss: &Spreadsheet, placed: Placed) -> Vec<Json> {
 
 /// Refuses a state where the metadata of a sheet, or of the spreadsheet itself, holds more
 /// than [`STORAGE_LIMIT`] characters of keys and values. The wording is the emulator's.
-fn check_storage(ss: &Spreadsheet) -> Result<(), String> {
+pub(super) fn check_storage(ss: &Spreadsheet) -> Result<(), String> {
     let located = locate(ss);
     let mut used: HashMap<Option<usize>, usize> = HashMap::new();
     for (id, md) in &ss.developer_metadata {
@@ -424,136 +371,6 @@ pub fn create(ss: &mut Spreadsheet, req: &CreateDeveloperMetadataRequest) -> Res
     Ok(json!({ "createDeveloperMetadata": { "developerMetadata": reply } }))
 }
 
-/// The ids of metadata any of `filters` selects, in id order.
-fn select(ss: &Spreadsheet, filters: &[DataFilter]) -> Result<BTreeSet<i32>, String> {
-    let located = locate(ss);
-    let mut ids = BTreeSet::new();
-    for (i, f) in filters.iter().enumerate() {
-        let found = data_filter::matching_metadata(ss, f, &located)
-            .map_err(|m| format!("dataFilters[{i}]: {m}"))?;
-        ids.extend(found);
-    }
-    Ok(ids)
-}
-
-/// `updateDeveloperMetadata`: every metadata the filters select gets the masked fields of
-/// `developerMetadata`. Allowed fields: `metadataKey`, `metadataValue`, `visibility`,
-/// `location` (moves it), or `*`; `metadataId` cannot change.
-pub fn update(ss: &mut Spreadsheet, req: &UpdateDeveloperMetadataRequest) -> Result<Json, String> {
-    let filters = req.data_filters.as_deref().unwrap_or_default();
-    if filters.is_empty() {
-        return Err("At least one data filter must be specified in 'dataFilters'.".into());
-    }
-    let src = req
-        .developer_metadata
-        .as_ref()
-        .ok_or("developerMetadata is required.")?;
-    let mask: Vec<String> = req
-        .fields
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default()
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if mask.is_empty() {
-        return Err("At least one field must be specified in 'fields'.".into());
-    }
-    for f in &mask {
-        if !matches!(
-            f.as_str(),
-            "*" | "metadataId" | "metadataKey" | "metadataValue" | "visibility" | "location"
-        ) {
-            return Err(format!(
-                "Invalid field mask: '{f}' is not a DeveloperMetadata field."
-            ));
-        }
-    }
-    let has = |f: &str| mask.iter().any(|m| m == "*" || m == f);
-    let ids = select(ss, filters)?;
-    let new_place = if has("location") {
-        let loc = src
-            .location
-            .as_ref()
-            .ok_or("Developer metadata must always have a location specified.")?;
-        Some(parse_location(ss, loc)?)
-    } else {
-        None
-    };
-    let located = locate(ss);
-    for id in &ids {
-        if has("metadataId") && src.metadata_id.is_some_and(|n| n != *id) {
-            return Err(format!(
-                "metadataId cannot be updated (metadata {id} was asked to become {}).",
-                src.metadata_id.unwrap_or_default()
-            ));
-        }
-        let Some(md) = ss.developer_metadata.get_mut(id) else {
-            continue;
-        };
-        if has("metadataKey") {
-            md.key = src
-                .metadata_key
-                .clone()
-                .filter(|k| !k.is_empty())
-                .ok_or("Developer metadata must always have a key specified.")?;
-        }
-        if has("metadataValue") {
-            md.value = src.metadata_value.clone().filter(|v| !v.is_empty());
-        }
-        if has("visibility") {
-            md.visibility = Visibility::parse(src.visibility.as_deref())?;
-        }
-        if let (Some(to), Some(from)) = (new_place, located.get(id).copied()) {
-            let anchor = to.anchor(ss);
-            if let Some(md) = ss.developer_metadata.get_mut(id) {
-                md.anchor = anchor;
-            }
-            detach(ss, *id, from);
-            attach(ss, *id, to);
-        }
-    }
-    check_storage(ss)?;
-    let located = locate(ss);
-    let updated: Vec<Json> = ids
-        .iter()
-        .filter_map(|id| {
-            let md = ss.developer_metadata.get(id)?;
-            Some(metadata_json(ss, *id, md, *located.get(id)?))
-        })
-        .collect();
-    let mut reply = Map::new();
-    if !updated.is_empty() {
-        reply.insert("developerMetadata".into(), Json::Array(updated));
-    }
-    Ok(json!({ "updateDeveloperMetadata": reply }))
-}
-
-/// `deleteDeveloperMetadata`: deletes what the filter selects; a filter selecting nothing
-/// deletes nothing and replies with an empty list (omitted, as proto3 JSON does).
-pub fn delete(ss: &mut Spreadsheet, req: &DeleteDeveloperMetadataRequest) -> Result<Json, String> {
-    let filter = req.data_filter.as_ref().ok_or("dataFilter is required.")?;
-    let ids = select(ss, std::slice::from_ref(filter))?;
-    let located = locate(ss);
-    let mut deleted = Vec::new();
-    for id in ids {
-        let Some(placed) = located.get(&id).copied() else {
-            continue;
-        };
-        if let Some(md) = ss.developer_metadata.get(&id) {
-            deleted.push(metadata_json(ss, id, md, placed));
-        }
-        detach(ss, id, placed);
-        ss.developer_metadata.remove(&id);
-    }
-    let mut reply = Map::new();
-    if !deleted.is_empty() {
-        reply.insert("deletedDeveloperMetadata".into(), Json::Array(deleted));
-    }
-    Ok(json!({ "deleteDeveloperMetadata": reply }))
-}
-
 /// `developerMetadata.get`: 404 `NOT_FOUND` for an id that does not exist (any more).
 pub fn get(ss: &Spreadsheet, id: i32) -> Result<Json, ApiError> {
     let located = locate(ss);
@@ -566,41 +383,11 @@ pub fn get(ss: &Spreadsheet, id: i32) -> Result<Json, ApiError> {
     }
 }
 
-/// `developerMetadata.search`: `{"matchedDeveloperMetadata": [{"developerMetadata",
-/// "dataFilters"}]}`, one entry per metadata with every filter that selected it, in id order;
-/// `{}` when nothing matches.
-pub fn search(ss: &Spreadsheet, body: &Json) -> Result<Json, ApiError> {
-    let filters = data_filter::parse_filters(body.get("dataFilters"), "dataFilters")?;
-    let located = locate(ss);
-    let mut matched: std::collections::BTreeMap<i32, Vec<Json>> = Default::default();
-    for (i, (raw, f)) in filters.iter().enumerate() {
-        let ids = data_filter::matching_metadata(ss, f, &located)
-            .map_err(|m| ApiError::invalid(format!("Invalid dataFilters[{i}]: {m}")))?;
-        for id in ids {
-            matched.entry(id).or_default().push(raw.clone());
-        }
-    }
-    let entries: Vec<Json> = matched
-        .into_iter()
-        .filter_map(|(id, filters)| {
-            let md = ss.developer_metadata.get(&id)?;
-            let placed = *located.get(&id)?;
-            Some(json!({
-                "developerMetadata": metadata_json(ss, id, md, placed),
-                "dataFilters": filters,
-            }))
-        })
-        .collect();
-    if entries.is_empty() {
-        return Ok(json!({}));
-    }
-    Ok(json!({ "matchedDeveloperMetadata": entries }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emulator::batch::{self, Rules};
+    use crate::emulator::batch;
+    use crate::emulator::deviation::Rules;
     use crate::emulator::store::Sheet;
 
     fn ss() -> Spreadsheet {

@@ -14,8 +14,8 @@
 use google_sheets4::api::{CopyPasteRequest, CutPasteRequest};
 use serde_json::{json, Value as Json};
 
-use super::batch::{exceeds, grid_range, need, nonneg, sheet_of};
 use super::formula::{self, Eff};
+use super::request::{exceeds, grid_range, need, nonneg, sheet_of};
 use super::store::{Bounds, Cell, Spreadsheet, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -457,7 +457,7 @@ pub struct Spreadsheet {
     /// Every developer metadata of the spreadsheet, by id. Where a row or column metadata is
     /// right now is known from the row or column carrying its id (`metadata::locate`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub developer_metadata: BTreeMap<i32, super::metadata::Metadata>,
+    pub developer_metadata: BTreeMap<i32, Metadata>,
 }
 
 impl Spreadsheet {
@@ -622,6 +622,57 @@ pub fn fresh_spreadsheet_id() -> String {
         id.push(ALPHABET[rng.gen_range(0..ALPHABET.len())] as char);
     }
     id
+}
+
+/// `DeveloperMetadataVisibility`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Visibility {
+    Document,
+    Project,
+}
+
+impl Visibility {
+    /// Google: "Developer metadata must always have a visibility specified."
+    pub fn parse(s: Option<&str>) -> Result<Self, String> {
+        match s {
+            Some("DOCUMENT") => Ok(Visibility::Document),
+            Some("PROJECT") => Ok(Visibility::Project),
+            None | Some("") | Some("DEVELOPER_METADATA_VISIBILITY_UNSPECIFIED") => {
+                Err("Developer metadata must always have a visibility specified.".into())
+            }
+            Some(other) => Err(format!(
+                "Invalid value at 'visibility' (type.googleapis.com/google.apps.sheets.v4.DeveloperMetadata.DeveloperMetadataVisibility), \"{other}\""
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Visibility::Document => "DOCUMENT",
+            Visibility::Project => "PROJECT",
+        }
+    }
+}
+
+/// What a metadata is attached to. Rows and columns are found by the id they carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Anchor {
+    Spreadsheet,
+    Sheet { sheet_id: i32 },
+    Row,
+    Column,
+}
+
+/// One developer metadata (its id is its key in `Spreadsheet::developer_metadata`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub visibility: Visibility,
+    pub anchor: Anchor,
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use super::api;
 use super::batch;
 use super::control::RequestRecord;
 use super::error::ApiError;
-use super::http::Shared;
+use super::shared::Shared;
 use super::store::Spreadsheet;
 use super::values::{self, DateRender, Input, Render, ValueRender};
 

@@ -1,0 +1,182 @@
+//! The developer-metadata requests that select entries by `DataFilter`:
+//! `updateDeveloperMetadata` and `deleteDeveloperMetadata` (in a `batchUpdate`) and
+//! `developerMetadata.search`. Above `metadata` (the entries, where they are, create and get)
+//! and `data_filter` (what a filter matches), which do not import it.
+//!
+//! Reference:
+//! https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.developerMetadata.
+
+use std::collections::BTreeSet;
+
+use google_sheets4::api::{
+    DataFilter, DeleteDeveloperMetadataRequest, UpdateDeveloperMetadataRequest,
+};
+use serde_json::{json, Map, Value as Json};
+
+use super::data_filter;
+use super::error::ApiError;
+use super::metadata::{
+    attach, check_storage, detach, locate, metadata_json, parse_location, Visibility,
+};
+use super::store::Spreadsheet;
+
+/// The ids of metadata any of `filters` selects, in id order.
+fn select(ss: &Spreadsheet, filters: &[DataFilter]) -> Result<BTreeSet<i32>, String> {
+    let located = locate(ss);
+    let mut ids = BTreeSet::new();
+    for (i, f) in filters.iter().enumerate() {
+        let found = data_filter::matching_metadata(ss, f, &located)
+            .map_err(|m| format!("dataFilters[{i}]: {m}"))?;
+        ids.extend(found);
+    }
+    Ok(ids)
+}
+
+/// `updateDeveloperMetadata`: every metadata the filters select gets the masked fields of
+/// `developerMetadata`. Allowed fields: `metadataKey`, `metadataValue`, `visibility`,
+/// `location` (moves it), or `*`; `metadataId` cannot change.
+pub fn update(ss: &mut Spreadsheet, req: &UpdateDeveloperMetadataRequest) -> Result<Json, String> {
+    let filters = req.data_filters.as_deref().unwrap_or_default();
+    if filters.is_empty() {
+        return Err("At least one data filter must be specified in 'dataFilters'.".into());
+    }
+    let src = req
+        .developer_metadata
+        .as_ref()
+        .ok_or("developerMetadata is required.")?;
+    let mask: Vec<String> = req
+        .fields
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if mask.is_empty() {
+        return Err("At least one field must be specified in 'fields'.".into());
+    }
+    for f in &mask {
+        if !matches!(
+            f.as_str(),
+            "*" | "metadataId" | "metadataKey" | "metadataValue" | "visibility" | "location"
+        ) {
+            return Err(format!(
+                "Invalid field mask: '{f}' is not a DeveloperMetadata field."
+            ));
+        }
+    }
+    let has = |f: &str| mask.iter().any(|m| m == "*" || m == f);
+    let ids = select(ss, filters)?;
+    let new_place = if has("location") {
+        let loc = src
+            .location
+            .as_ref()
+            .ok_or("Developer metadata must always have a location specified.")?;
+        Some(parse_location(ss, loc)?)
+    } else {
+        None
+    };
+    let located = locate(ss);
+    for id in &ids {
+        if has("metadataId") && src.metadata_id.is_some_and(|n| n != *id) {
+            return Err(format!(
+                "metadataId cannot be updated (metadata {id} was asked to become {}).",
+                src.metadata_id.unwrap_or_default()
+            ));
+        }
+        let Some(md) = ss.developer_metadata.get_mut(id) else {
+            continue;
+        };
+        if has("metadataKey") {
+            md.key = src
+                .metadata_key
+                .clone()
+                .filter(|k| !k.is_empty())
+                .ok_or("Developer metadata must always have a key specified.")?;
+        }
+        if has("metadataValue") {
+            md.value = src.metadata_value.clone().filter(|v| !v.is_empty());
+        }
+        if has("visibility") {
+            md.visibility = Visibility::parse(src.visibility.as_deref())?;
+        }
+        if let (Some(to), Some(from)) = (new_place, located.get(id).copied()) {
+            let anchor = to.anchor(ss);
+            if let Some(md) = ss.developer_metadata.get_mut(id) {
+                md.anchor = anchor;
+            }
+            detach(ss, *id, from);
+            attach(ss, *id, to);
+        }
+    }
+    check_storage(ss)?;
+    let located = locate(ss);
+    let updated: Vec<Json> = ids
+        .iter()
+        .filter_map(|id| {
+            let md = ss.developer_metadata.get(id)?;
+            Some(metadata_json(ss, *id, md, *located.get(id)?))
+        })
+        .collect();
+    let mut reply = Map::new();
+    if !updated.is_empty() {
+        reply.insert("developerMetadata".into(), Json::Array(updated));
+    }
+    Ok(json!({ "updateDeveloperMetadata": reply }))
+}
+
+/// `deleteDeveloperMetadata`: deletes what the filter selects; a filter selecting nothing
+/// deletes nothing and replies with an empty list (omitted, as proto3 JSON does).
+pub fn delete(ss: &mut Spreadsheet, req: &DeleteDeveloperMetadataRequest) -> Result<Json, String> {
+    let filter = req.data_filter.as_ref().ok_or("dataFilter is required.")?;
+    let ids = select(ss, std::slice::from_ref(filter))?;
+    let located = locate(ss);
+    let mut deleted = Vec::new();
+    for id in ids {
+        let Some(placed) = located.get(&id).copied() else {
+            continue;
+        };
+        if let Some(md) = ss.developer_metadata.get(&id) {
+            deleted.push(metadata_json(ss, id, md, placed));
+        }
+        detach(ss, id, placed);
+        ss.developer_metadata.remove(&id);
+    }
+    let mut reply = Map::new();
+    if !deleted.is_empty() {
+        reply.insert("deletedDeveloperMetadata".into(), Json::Array(deleted));
+    }
+    Ok(json!({ "deleteDeveloperMetadata": reply }))
+}
+
+/// `developerMetadata.search`: `{"matchedDeveloperMetadata": [{"developerMetadata",
+/// "dataFilters"}]}`, one entry per metadata with every filter that selected it, in id order;
+/// `{}` when nothing matches.
+pub fn search(ss: &Spreadsheet, body: &Json) -> Result<Json, ApiError> {
+    let filters = data_filter::parse_filters(body.get("dataFilters"), "dataFilters")?;
+    let located = locate(ss);
+    let mut matched: std::collections::BTreeMap<i32, Vec<Json>> = Default::default();
+    for (i, (raw, f)) in filters.iter().enumerate() {
+        let ids = data_filter::matching_metadata(ss, f, &located)
+            .map_err(|m| ApiError::invalid(format!("Invalid dataFilters[{i}]: {m}")))?;
+        for id in ids {
+            matched.entry(id).or_default().push(raw.clone());
+        }
+    }
+    let entries: Vec<Json> = matched
+        .into_iter()
+        .filter_map(|(id, filters)| {
+            let md = ss.developer_metadata.get(&id)?;
+            let placed = *located.get(&id)?;
+            Some(json!({
+                "developerMetadata": metadata_json(ss, id, md, placed),
+                "dataFilters": filters,
+            }))
+        })
+        .collect();
+    if entries.is_empty() {
+        return Ok(json!({}));
+    }
+    Ok(json!({ "matchedDeveloperMetadata": entries }))
+}
