@@ -28,12 +28,12 @@
 //! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
 //!   local runs without Google (store, HTTP server, fault injection, request log, web view).
 //!   It, the demo and the bench are the default-on cargo feature `emulator`; a production
-//!   build leaves them out (`--no-default-features`).
+//!   build leaves them out (`--no-default-features`). Inside, imports go one way: `store`
+//!   (the data, metadata entries included) at the bottom; `request` (the checked parts of a
+//!   request), `metadata`, `data_filter`, `lookup` and the operations (`batch`, `values`,
+//!   `by_filter`, …) above it; `shared` (what handlers share) below `admin`, `web` and
+//!   `http`, which routes on top.
 //!   - `emulator/store.rs`: spreadsheets, sheets, rows as objects (cells + metadata ids).
-//!   Inside, imports go one way: `store` (the data, metadata entries included) at the
-//!   bottom; `request` (the checked parts of a request), `metadata`, `data_filter`,
-//!   `lookup` and the operations (`batch`, `values`, `by_filter`, …) above it; `shared` (what
-//!   handlers share) below `admin`, `web` and `http`, which routes on top.
 //!   - `emulator/metadata.rs`: developer metadata: where each entry is, create, get, limits;
 //!     `emulator/lookup.rs` the requests that select it by `DataFilter` (update, delete,
 //!     search).
