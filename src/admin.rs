@@ -876,6 +876,6 @@ pub async fn has_panel(
     config: &Config,
     label: &str,
 ) -> Result<bool, AdminError> {
-    let (_, index) = crate::panels::discover(sheets, &config.panel).await?;
+    let (_, index) = crate::apply::panel::discover(sheets, &config.panel).await?;
     Ok(index.get(label).is_some())
 }

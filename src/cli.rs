@@ -383,7 +383,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let (config_path, request) = match command {
                 PanelsCommand::Sync(a) => (
                     a.config.path()?,
-                    crate::panels::SyncRequest {
+                    crate::apply::panel::SyncRequest {
                         open: a.open,
                         open_all: a.all,
                         migrate: None,
@@ -392,7 +392,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 ),
                 PanelsCommand::Migrate(a) => (
                     a.config.path()?,
-                    crate::panels::SyncRequest {
+                    crate::apply::panel::SyncRequest {
                         migrate: Some(crate::panel::sync::Migration {
                             title: a.sheet,
                             label_col: a.label_column,
@@ -407,7 +407,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let config = Config::load(&config_path)?;
             registry(&config)?;
             let sheets = connect_one_shot(&config).await?;
-            let done = crate::panels::sync(sheets.as_ref(), &config, &request, None).await?;
+            let done = crate::apply::panel::sync(sheets.as_ref(), &config, &request, None).await?;
             if request.dry_run {
                 println!("dry run: nothing was written; a sync would do this:");
             }

@@ -42,7 +42,7 @@ use crate::workers::{self, RunningRef};
 
 mod archive;
 mod claim_pass;
-mod panels;
+mod panel;
 mod poll;
 mod writeback;
 
@@ -333,7 +333,7 @@ impl Daemon {
                 .unwrap_or(chrono::Duration::minutes(2)),
         };
         let runner = registry.runner();
-        runner.set_panel_opener(Arc::new(panels::DaemonPanels {
+        runner.set_panel_opener(Arc::new(panel::DaemonPanels {
             sheets: Arc::clone(&sheets),
             config: Arc::new(config.clone()),
         }));

@@ -3,8 +3,19 @@
 //! configured for each, and writes the outcome back to the queue row and the panel row.
 //!
 //! # Layout
+//!
+//! One naming rule keeps what decides apart from what acts. A module named for a thing of
+//! the spreadsheet (`queue`, `claim`, `binding`, `lease`, `workers`, `archive`, `panel`) is
+//! pure: it decides from values it is given and does no I/O. What carries a decision out
+//! against the spreadsheet bears the same name in one of two places: `daemon/` for the
+//! daemon's steps (`daemon/archive.rs` applies `archive`, `daemon/panel.rs` applies `panel`;
+//! `claim_pass` and `writeback` apply `claim` and `binding`), and `apply/` for what the
+//! one-shot commands share with the daemon (`apply/panel.rs` applies `panel::sync`).
+//!
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
+//! - [`apply`]: carrying out a pure module's plan for the one-shot commands and the daemon:
+//!   `apply::panel`, a panel sync (read, plan with `panel::sync`, one batch).
 //! - [`archive`]: the archive sheet `_ジョブ履歴`: which finished rows are past the retention,
 //!   the atomic batch that moves them out of the queue, and the check of where they landed.
 //! - [`bench`]: `sheetq bench`: saturation, press latency and idle-poll cost measured on the
@@ -22,7 +33,7 @@
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
 //!   (what one read covers), `claim_pass` (lease, decision, atomic commit), `writeback`
-//!   (results to queue and panel rows, restart recovery, continuation), `archive`, `panels`
+//!   (results to queue and panel rows, restart recovery, continuation), `archive`, `panel`
 //!   (panel jobs and hiding idle panels).
 //! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
 //! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
@@ -60,7 +71,6 @@
 //!   texts, result write-back cells, the waiting display and intake by polling, the index
 //!   sheet, the functions and targets of the config (`catalog`) and the panel builder
 //!   (`sync`), all pure.
-//! - [`panels`]: applying a panel sync: read, plan, one batch (`sheetq panels`, panel jobs).
 //! - [`probe`]: `sheetq check --probe`: one probe per Google behaviour sheetq relies on, run
 //!   through the `Sheets` port on a temporary sheet (against Google, or the emulator in tests).
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
@@ -85,6 +95,7 @@
 
 pub mod a1;
 pub mod admin;
+pub mod apply;
 pub mod archive;
 #[cfg(feature = "emulator")]
 pub mod bench;
@@ -105,7 +116,6 @@ pub mod metrics;
 pub mod notify;
 pub mod outbox;
 pub mod panel;
-pub mod panels;
 pub mod probe;
 pub mod queue;
 pub mod setup;

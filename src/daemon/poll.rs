@@ -117,7 +117,7 @@ impl Daemon {
     /// and the markers on every poll.
     pub(super) async fn discover_panels(&mut self) -> Result<(), DaemonError> {
         let (meta, index) =
-            crate::panels::discover(self.sheets.as_ref(), &self.config.panel).await?;
+            crate::apply::panel::discover(self.sheets.as_ref(), &self.config.panel).await?;
         self.take_in_sheets(meta.sheets);
         self.take_in_panels(index);
         Ok(())

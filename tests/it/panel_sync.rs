@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use serde_json::json;
+use sheetq::apply::panel::{self as panels, SyncRequest};
 use sheetq::config::Config;
 use sheetq::emulator::{Emulator, EmulatorOptions, Quota, Seed};
 use sheetq::panel::catalog::PANELS_COMMAND;
-use sheetq::panels::{self, SyncRequest};
 use sheetq::queue::{self, State};
 
 use crate::support::*;

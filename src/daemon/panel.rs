@@ -11,10 +11,10 @@ use tracing::info;
 
 use super::poll::Poll;
 use super::{Daemon, DaemonError};
+use crate::apply::panel::{self as sync_panels, SyncRequest};
 use crate::commands::{Opened, PanelOpener};
 use crate::config::Config;
 use crate::panel::index_sheet;
-use crate::panels::{self, SyncRequest};
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets};
 
 /// How often the daemon looks for idle panels (a look costs nothing but this poll's data;
@@ -97,7 +97,7 @@ impl PanelOpener for DaemonPanels {
             open: labels.to_vec(),
             ..SyncRequest::default()
         };
-        let done = panels::sync(self.sheets.as_ref(), &self.config, &request, None)
+        let done = sync_panels::sync(self.sheets.as_ref(), &self.config, &request, None)
             .await
             .map_err(|e| e.to_string())?;
         let report = &done.report;
