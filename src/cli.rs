@@ -268,63 +268,7 @@ pub async fn execute(cli: Cli) -> ExitCode {
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run(args) => {
-            let config = args.config.load()?;
-            let registry = registry(&config)?;
-            let stats = Arc::new(SheetsStats::new());
-            let sheets = connect_with(&config, None, args.dry_run, stats.clone()).await?;
-            let shutdown = CancellationToken::new();
-            tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let observers = Observers {
-                metrics: Arc::new(Metrics::with_api_stats(stats.clone())),
-                health: Health::with_api_stats(
-                    Health::limit_for(config.poll_interval, config.call_timeout),
-                    stats,
-                ),
-                notifier: Arc::new(Notifier::from_env().unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "systemd notification disabled");
-                    Notifier::disabled()
-                })),
-            };
-            let mut side_tasks = tokio::task::JoinSet::new();
-            if let Some(addr) = args.metrics_listen.clone() {
-                let (m, h, s) = (
-                    observers.metrics.clone(),
-                    observers.health.clone(),
-                    shutdown.clone(),
-                );
-                // Bind before the daemon starts, so a taken port is a startup error.
-                let listener = tokio::net::TcpListener::bind(addr.as_str())
-                    .await
-                    .with_context(|| format!("cannot listen on --metrics-listen {addr}"))?;
-                side_tasks.spawn(async move {
-                    if let Err(e) = metrics::serve_listener(listener, m, h, s).await {
-                        tracing::error!(error = %e, "metrics endpoint stopped");
-                    }
-                });
-            }
-            {
-                let (n, h, s) = (
-                    observers.notifier.clone(),
-                    observers.health.clone(),
-                    shutdown.clone(),
-                );
-                side_tasks.spawn(async move { n.watchdog_loop(h, s).await });
-            }
-            let result =
-                crate::daemon::run_observed(sheets, config, registry, shutdown.clone(), observers)
-                    .await;
-            shutdown.cancel();
-            while side_tasks.join_next().await.is_some() {}
-            let report = result?;
-            if report.results_pending > 0 {
-                eprintln!(
-                    "sheetq: {} result(s) could not be written and stay in the outbox for the next start",
-                    report.results_pending
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Run(args) => run(args).await,
         #[cfg(feature = "emulator")]
         Command::Demo(args) => {
             crate::demo::run(args, &mut std::io::stdout()).await?;
@@ -379,136 +323,201 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 .context("cannot write the man page")?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Panels(command) => {
-            let (config_path, request) = match command {
-                PanelsCommand::Sync(a) => (
-                    a.config.path()?,
-                    crate::apply::panel::SyncRequest {
-                        open: a.open,
-                        open_all: a.all,
-                        migrate: None,
-                        dry_run: a.dry_run,
-                    },
-                ),
-                PanelsCommand::Migrate(a) => (
-                    a.config.path()?,
-                    crate::apply::panel::SyncRequest {
-                        migrate: Some(crate::panel::sync::Migration {
-                            title: a.sheet,
-                            label_col: a.label_column,
-                            position_col: a.position_column,
-                            first_row: a.first_row,
-                        }),
-                        dry_run: a.dry_run,
-                        ..Default::default()
-                    },
-                ),
-            };
-            let config = Config::load(&config_path)?;
-            registry(&config)?;
-            let sheets = connect_one_shot(&config).await?;
-            let done = crate::apply::panel::sync(sheets.as_ref(), &config, &request, None).await?;
-            if request.dry_run {
-                println!("dry run: nothing was written; a sync would do this:");
-            }
-            print!("{}", done.report);
-            println!(
-                "{} API requests ({} changes in one batch)",
-                done.requests, done.batch_len
-            );
-            Ok(if done.report.unresolved.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_PROBLEMS)
-            })
-        }
-        Command::Enqueue(args) => {
-            let config = args.config.load()?;
-            // What the daemon would refuse is refused here, before a row exists.
-            let spec = crate::commands::JobSpec {
-                target: args.target.clone(),
-                function: args.function.clone(),
-                requester: args.requester.clone(),
-                command: args.command.clone(),
-                args_json: args.args.clone(),
-                panel_sheet: args.target.clone(),
-                ..Default::default()
-            };
-            if let Err(rejected) = registry(&config)?.prepare(&spec) {
-                eprintln!(
-                    "sheetq: not enqueued, the daemon would refuse it: {}",
-                    rejected.message
-                );
-                return Ok(ExitCode::from(EXIT_CONFIG));
-            }
-            let sheets = connect_one_shot(&config).await?;
-            let mut warnings = Vec::new();
-            if !admin::has_panel(sheets.as_ref(), &config, &args.target).await? {
-                warnings.push(format!(
-                    "no panel carries the target label \"{}\": the job runs, but its result shows only in the queue (check the label, or make its panel with `sheetq panels sync --open`)",
-                    args.target
-                ));
-            }
-            if !args.json {
-                for w in &warnings {
-                    eprintln!("sheetq: warning: {w}");
-                }
-            }
-            let job = admin::NewJob {
-                target: args.target,
-                function: args.function,
-                command: args.command,
-                args_json: args.args,
-                requester: args.requester,
-                ..Default::default()
-            };
-            let job_id = admin::enqueue(sheets.as_ref(), &config, &job).await?;
-            if !args.wait {
-                if args.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({ "job_id": job_id, "warnings": warnings })
-                    );
-                } else {
-                    println!("{job_id}");
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            if !args.json {
-                println!("{job_id}");
-            }
-            let every = std::time::Duration::from_secs(5);
-            let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
-            let word = config.states.word(done.state);
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "job_id": job_id,
-                        "warnings": warnings,
-                        "state": word,
-                        "message": done.message,
-                        "result_url": done.result_url,
-                    })
-                );
-            } else {
-                let url = if done.result_url.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", done.result_url)
-                };
-                println!("{word}: {}{url}", done.message);
-            }
-            Ok(if done.state == crate::queue::State::Done {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_JOB_FAILED)
-            })
-        }
+        Command::Panels(command) => panels(command).await,
+        Command::Enqueue(args) => enqueue(args).await,
     }
 }
 
-/// Cancels `token` on SIGTERM or SIGINT: the caller owns shutdown.
+/// `sheetq run`: the daemon, with its metrics and health endpoint and the systemd
+/// watchdog beside it, until a signal; results not yet written stay in the outbox.
+async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let registry = registry(&config)?;
+    let stats = Arc::new(SheetsStats::new());
+    let sheets = connect_with(&config, None, args.dry_run, stats.clone()).await?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let observers = Observers {
+        metrics: Arc::new(Metrics::with_api_stats(stats.clone())),
+        health: Health::with_api_stats(
+            Health::limit_for(config.poll_interval, config.call_timeout),
+            stats,
+        ),
+        notifier: Arc::new(Notifier::from_env().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "systemd notification disabled");
+            Notifier::disabled()
+        })),
+    };
+    let mut side_tasks = tokio::task::JoinSet::new();
+    if let Some(addr) = args.metrics_listen.clone() {
+        let (m, h, s) = (
+            observers.metrics.clone(),
+            observers.health.clone(),
+            shutdown.clone(),
+        );
+        // Bind before the daemon starts, so a taken port is a startup error.
+        let listener = tokio::net::TcpListener::bind(addr.as_str())
+            .await
+            .with_context(|| format!("cannot listen on --metrics-listen {addr}"))?;
+        side_tasks.spawn(async move {
+            if let Err(e) = metrics::serve_listener(listener, m, h, s).await {
+                tracing::error!(error = %e, "metrics endpoint stopped");
+            }
+        });
+    }
+    {
+        let (n, h, s) = (
+            observers.notifier.clone(),
+            observers.health.clone(),
+            shutdown.clone(),
+        );
+        side_tasks.spawn(async move { n.watchdog_loop(h, s).await });
+    }
+    let result =
+        crate::daemon::run_observed(sheets, config, registry, shutdown.clone(), observers).await;
+    shutdown.cancel();
+    while side_tasks.join_next().await.is_some() {}
+    let report = result?;
+    if report.results_pending > 0 {
+        eprintln!(
+            "sheetq: {} result(s) could not be written and stay in the outbox for the next start",
+            report.results_pending
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sheetq panels sync|migrate`: one panel sync; exit 3 when something is left unresolved.
+async fn panels(command: PanelsCommand) -> anyhow::Result<ExitCode> {
+    let (config_path, request) = match command {
+        PanelsCommand::Sync(a) => (
+            a.config.path()?,
+            crate::apply::panel::SyncRequest {
+                open: a.open,
+                open_all: a.all,
+                migrate: None,
+                dry_run: a.dry_run,
+            },
+        ),
+        PanelsCommand::Migrate(a) => (
+            a.config.path()?,
+            crate::apply::panel::SyncRequest {
+                migrate: Some(crate::panel::sync::Migration {
+                    title: a.sheet,
+                    label_col: a.label_column,
+                    position_col: a.position_column,
+                    first_row: a.first_row,
+                }),
+                dry_run: a.dry_run,
+                ..Default::default()
+            },
+        ),
+    };
+    let config = Config::load(&config_path)?;
+    registry(&config)?;
+    let sheets = connect_one_shot(&config).await?;
+    let done = crate::apply::panel::sync(sheets.as_ref(), &config, &request, None).await?;
+    if request.dry_run {
+        println!("dry run: nothing was written; a sync would do this:");
+    }
+    print!("{}", done.report);
+    println!(
+        "{} API requests ({} changes in one batch)",
+        done.requests, done.batch_len
+    );
+    Ok(if done.report.unresolved.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_PROBLEMS)
+    })
+}
+
+/// `sheetq enqueue [--wait]`: refuses what the daemon would refuse, appends the row, and
+/// with `--wait` waits for the outcome (exit 4 for エラー or タイムアウト).
+async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    // What the daemon would refuse is refused here, before a row exists.
+    let spec = crate::commands::JobSpec {
+        target: args.target.clone(),
+        function: args.function.clone(),
+        requester: args.requester.clone(),
+        command: args.command.clone(),
+        args_json: args.args.clone(),
+        panel_sheet: args.target.clone(),
+        ..Default::default()
+    };
+    if let Err(rejected) = registry(&config)?.prepare(&spec) {
+        eprintln!(
+            "sheetq: not enqueued, the daemon would refuse it: {}",
+            rejected.message
+        );
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    }
+    let sheets = connect_one_shot(&config).await?;
+    let mut warnings = Vec::new();
+    if !admin::has_panel(sheets.as_ref(), &config, &args.target).await? {
+        warnings.push(format!(
+            "no panel carries the target label \"{}\": the job runs, but its result shows only in the queue (check the label, or make its panel with `sheetq panels sync --open`)",
+            args.target
+        ));
+    }
+    if !args.json {
+        for w in &warnings {
+            eprintln!("sheetq: warning: {w}");
+        }
+    }
+    let job = admin::NewJob {
+        target: args.target,
+        function: args.function,
+        command: args.command,
+        args_json: args.args,
+        requester: args.requester,
+        ..Default::default()
+    };
+    let job_id = admin::enqueue(sheets.as_ref(), &config, &job).await?;
+    if !args.wait {
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({ "job_id": job_id, "warnings": warnings })
+            );
+        } else {
+            println!("{job_id}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.json {
+        println!("{job_id}");
+    }
+    let every = std::time::Duration::from_secs(5);
+    let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
+    let word = config.states.word(done.state);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "job_id": job_id,
+                "warnings": warnings,
+                "state": word,
+                "message": done.message,
+                "result_url": done.result_url,
+            })
+        );
+    } else {
+        let url = if done.result_url.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", done.result_url)
+        };
+        println!("{word}: {}{url}", done.message);
+    }
+    Ok(if done.state == crate::queue::State::Done {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_JOB_FAILED)
+    })
+}
+
 /// `sheetq check [--probe]`: the deployment's problems, then (with `--probe`) Google's
 /// behaviours on a temporary sheet; exit 3 when a problem is found or a probe did not pass.
 async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -594,6 +603,7 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Cancels `token` on SIGTERM or SIGINT: the caller owns shutdown.
 pub async fn cancel_on_signal(token: CancellationToken) {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
