@@ -17,6 +17,7 @@ use crate::sheet_time;
 use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 use crate::workers::RunningRef;
 
+use super::writeback::Through;
 use super::{Claimed, Daemon, DaemonError, Poll};
 
 /// Google's limit on one request: a request is not applied later than this after it was
@@ -29,11 +30,34 @@ pub(super) fn fence_kept(lease_ttl: std::time::Duration) -> std::time::Duration 
     REQUEST_LIMIT + lease_ttl
 }
 
+/// A claim commit before it is sent: its requests and read-back ranges, and what they
+/// stand for (the timeouts and claims, in request order).
+struct Commit {
+    requests: Vec<Request>,
+    response_ranges: Vec<String>,
+    /// The stale rows being timed out, with the reason for their message.
+    stale: Vec<(QueueRow, String)>,
+    claims: Vec<Claimed>,
+    /// Whether our heartbeat rides in it.
+    with_heartbeat: bool,
+}
+
+/// Whether the `i`-th compare-and-swap of a claim commit changed its cell. Replies follow
+/// the requests: the fence first, then the stale rows' swaps, then 4 per claim (swap,
+/// binding, 開始日時, ワーカー).
+fn swapped(reply: &BatchUpdateReply, i: usize) -> bool {
+    matches!(
+        reply.replies.get(1 + i),
+        Some(Reply::CompareAndSwap { changed: 1 })
+    )
+}
+
 impl Daemon {
-    /// The lease protocol of docs/design.md §3: take the lease (reading the queue in the same call),
-    /// decide on that fresh data, and commit claims, timeouts, heartbeat, `display` (panel
-    /// texts waiting for a write) and the lease release in one atomic batch. Returns whether
-    /// the heartbeat went with it.
+    /// The lease protocol of docs/design.md §3, as its steps: acquire the lease (reading the
+    /// queue in the same call), take in presses, decide on that fresh data, commit claims,
+    /// timeouts, heartbeat, `display` (panel texts waiting for a write) and the lease
+    /// release in one atomic batch, then settle what the commit's reply shows. Returns
+    /// whether the heartbeat went with it.
     #[instrument(skip_all, fields(worker = %self.config.worker_id))]
     pub(super) async fn claim_pass(
         &mut self,
@@ -69,12 +93,67 @@ impl Daemon {
             self.free_slots.len(),
             |row, picked| self.may_start(row, picked),
         );
+        let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, intake_writes);
+        let Some(reply) = self.send_commit(&mut commit, &held).await? else {
+            return Ok(false);
+        };
+        let mut follow_up = Vec::new();
+        let mut through = Vec::new();
+        let undo = self.settle_timeouts(
+            &fresh,
+            &reply,
+            &commit.stale,
+            now,
+            &mut through,
+            &mut follow_up,
+        );
+        let with_heartbeat = commit.with_heartbeat;
+        self.settle_claims(
+            &fresh,
+            &reply,
+            &elsewhere,
+            commit,
+            &mut through,
+            &mut follow_up,
+        );
+        if !undo.is_empty() {
+            self.sheets
+                .batch_update(&BatchUpdate {
+                    requests: undo,
+                    ..Default::default()
+                })
+                .await?;
+        }
+        // Put-backs, restores and timeouts go with the next write-back, planned against its
+        // poll like results: sent now, blind, a restore could undo a claim another daemon
+        // makes as soon as our commit releases the lease. Their rows show our claim (or, for
+        // a timeout, タイムアウト) until then, so no one claims them meanwhile.
+        self.pending_through.extend(through);
+        self.write_through(&fresh, Vec::new(), follow_up).await?;
+        if with_heartbeat {
+            self.last_heartbeat = Some(tokio::time::Instant::now());
+        }
+        Ok(with_heartbeat)
+    }
+
+    /// The claim commit of a pass: its fence, the timeouts and claims `plan` decided (each
+    /// claim taking a free slot), our heartbeat listing them, the presses taken in, the
+    /// panel texts, and the lease's release, in that order.
+    fn commit_of(
+        &mut self,
+        fresh: &Poll,
+        plan: &claim::PassPlan,
+        held: &str,
+        now: chrono::DateTime<Utc>,
+        display: &[ValueRange],
+        intake_writes: Vec<Request>,
+    ) -> Commit {
         let cols = self.layout.columns.clone();
         let qid = self.queue_sheet_id();
         let serial = Cell::from(sheet_time::instant_to_serial(now, self.layout.tz));
         // The fence of our lease first: should the lease have been taken over by the time
         // Google applies this batch (however late), the fence exists and nothing applies.
-        let mut requests = vec![lease::fence(self.layout.worker_sheet_id, &held)];
+        let mut requests = vec![lease::fence(self.layout.worker_sheet_id, held)];
         let mut response_ranges = Vec::new();
         let mut stale = Vec::new();
         for s in &plan.stale {
@@ -162,32 +241,49 @@ impl Daemon {
             );
             requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
         }
-        requests.push(lease::swap(self.layout.worker_sheet_id, &held, lease::FREE));
+        requests.push(lease::swap(self.layout.worker_sheet_id, held, lease::FREE));
+        Commit {
+            requests,
+            response_ranges,
+            stale,
+            claims,
+            with_heartbeat,
+        }
+    }
+
+    /// Sends the commit while its lease still holds. `Ok(None)`: nothing of it applied (the
+    /// lease was taken over first), its slots are free again. A failure that may have
+    /// applied leaves its claims unsettled and the lease held, to be fenced and checked.
+    async fn send_commit(
+        &mut self,
+        commit: &mut Commit,
+        held: &str,
+    ) -> Result<Option<BatchUpdateReply>, DaemonError> {
         // The commit writes 開始日時/ワーカー next to each tripwire, unconditionally (the API
         // has no conditional write of an empty cell). That is only safe while the lease
         // holds, so it is never sent, nor retried, once less than a quarter of it is left.
         let left = self.lease_left().saturating_sub(self.config.lease_ttl / 4);
-        let commit = self
+        let result = self
             .sheets
             .batch_update(&BatchUpdate {
-                requests,
-                response_ranges,
+                requests: std::mem::take(&mut commit.requests),
+                response_ranges: std::mem::take(&mut commit.response_ranges),
                 sheet_list: false,
                 send_by: Some(std::time::Instant::now() + left),
             })
             .await;
-        let commit = match commit {
+        let reply = match result {
             Ok(c) => c,
-            Err(e) if lease::is_fenced(&e.message, &held) => {
+            Err(e) if lease::is_fenced(&e.message, held) => {
                 // The lease was taken over before the commit applied: nothing of it did.
                 warn!(
-                    claims = claims.len(),
+                    claims = commit.claims.len(),
                     "the lease was taken over before the claim commit applied; nothing was claimed"
                 );
-                for c in claims {
+                for c in commit.claims.drain(..) {
                     self.free_slots.push(c.slot);
                 }
-                return Ok(false);
+                return Ok(None);
             }
             Err(e) => {
                 // A failure may leave open whether the batch applied (a lost reply, which
@@ -197,46 +293,54 @@ impl Daemon {
                 // shows for good whether it applied. A repeated send would report "0
                 // changed" and take our own claim for someone else's.
                 if e.is_retryable() {
-                    warn!(error = %e, claims = claims.len(), "the claim commit may or may not have applied; it is fenced when the lease is next taken, and its rows checked then");
+                    warn!(error = %e, claims = commit.claims.len(), "the claim commit may or may not have applied; it is fenced when the lease is next taken, and its rows checked then");
                     let sent = tokio::time::Instant::now();
-                    self.unsettled.extend(claims.into_iter().map(|c| Claimed {
-                        lost_commit: Some((held.clone(), sent)),
-                        ..c
-                    }));
+                    self.unsettled
+                        .extend(commit.claims.drain(..).map(|c| Claimed {
+                            lost_commit: Some((held.to_string(), sent)),
+                            ..c
+                        }));
                     return Err(e.into());
                 }
-                for c in claims {
+                for c in commit.claims.drain(..) {
                     self.free_slots.push(c.slot);
                 }
-                self.release(&held).await;
+                self.release(held).await;
                 return Err(e.into());
             }
         };
         // Applied: its fence has done its work (the lease is free again) and goes later.
         self.fences
-            .push((lease::fence_id(&held), tokio::time::Instant::now()));
+            .push((lease::fence_id(held), tokio::time::Instant::now()));
         if !matches!(
-            commit.replies.last(),
+            reply.replies.last(),
             Some(Reply::CompareAndSwap { changed: 1 })
         ) {
             warn!("the lease was no longer ours at commit time; per-row checks decide what runs");
         }
-        // Replies: stale CASes first, then 4 per claim (swap, binding, 開始日時, ワーカー).
-        // Replies follow the requests: the fence first.
-        let changed = |i: usize| {
-            matches!(
-                commit.replies.get(1 + i),
-                Some(Reply::CompareAndSwap { changed: 1 })
-            )
-        };
-        let mut follow_up = Vec::new();
-        let mut through = Vec::new();
+        Ok(Some(reply))
+    }
+
+    /// Settles the timeouts of a commit: a swap that hit the row it meant holds the job's
+    /// target (it may still run) and has its 終了日時/メッセージ written through its binding;
+    /// a swap that hit another row (the queue moved) is undone. Returns the undo requests.
+    fn settle_timeouts(
+        &mut self,
+        fresh: &Poll,
+        reply: &BatchUpdateReply,
+        stale: &[(QueueRow, String)],
+        now: chrono::DateTime<Utc>,
+        through: &mut Vec<Through>,
+        follow_up: &mut Vec<ValueRange>,
+    ) -> Vec<Request> {
+        let cols = self.layout.columns.clone();
+        let qid = self.queue_sheet_id();
         let mut undo = Vec::new();
         for (k, (row, message)) in stale.iter().enumerate() {
-            if !changed(k) {
+            if !swapped(reply, k) {
                 continue;
             }
-            let hit = self.row_read_back(&commit, k, row.row);
+            let hit = self.row_read_back(reply, k, row.row);
             match hit {
                 Some(hit) if hit.job_id != row.job_id => {
                     // The queue moved: the swap timed out another running job. Undo it.
@@ -257,9 +361,9 @@ impl Daemon {
                     // daemon's claim token names it), never to a row number from this read.
                     let cells = self.finish_values(Finish::Timeout, now, "", message);
                     let timed_out = Some(State::Timeout);
-                    self.follow_up(row, timed_out, cells, &mut through, &mut follow_up);
+                    self.follow_up(row, timed_out, cells, through, follow_up);
                     follow_up.extend(self.panel_result(
-                        &fresh,
+                        fresh,
                         row,
                         Finish::Timeout,
                         now,
@@ -269,22 +373,39 @@ impl Daemon {
                 }
             }
         }
+        undo
+    }
+
+    /// Settles the claims of a commit by its read-back: a row that holds our claim on the
+    /// job we meant runs; one a sort put under the claim runs instead if its target is idle,
+    /// else goes back to 待機; anything else is a claim conflict whose cells are given back.
+    fn settle_claims(
+        &mut self,
+        fresh: &Poll,
+        reply: &BatchUpdateReply,
+        elsewhere: &[RunningRef],
+        commit: Commit,
+        through: &mut Vec<Through>,
+        follow_up: &mut Vec<ValueRange>,
+    ) {
+        let stale = commit.stale.len();
+        let claims = commit.claims;
         // What keeps a row from being claimed after this pass, for a claim that landed on
         // another row (below): the same rules as the plan's.
-        let mut busy = claim::Busy::of(&fresh.snapshot, &elsewhere);
+        let mut busy = claim::Busy::of(&fresh.snapshot, elsewhere);
         for c in &claims {
             busy.take(&c.row);
         }
         for (k, claimed) in claims.into_iter().enumerate() {
-            let reply_index = stale.len() + 4 * k;
-            let after = self.row_read_back(&commit, stale.len() + k, claimed.row.row);
+            let reply_index = stale + 4 * k;
+            let after = self.row_read_back(reply, stale + k, claimed.row.row);
             let ours = after
                 .as_ref()
                 .is_some_and(|r| r.worker == claimed.tag.to_string());
             let binding_id = binding::id_of_token(&claimed.tag.token);
-            let bound_here = commit
+            let bound_here = reply
                 .row_metadata
-                .get(stale.len() + k)
+                .get(stale + k)
                 .and_then(|rows| rows.first())
                 .is_some_and(|ids| binding_id.is_some_and(|id| ids.contains(&id)));
             if ours && !bound_here {
@@ -293,13 +414,15 @@ impl Daemon {
                 warn!(job.id = %claimed.row.job_id, worker = %claimed.tag, "the claim commit's read-back does not show the row binding");
             }
             match after {
-                Some(row) if changed(reply_index) && ours && row.job_id == claimed.row.job_id => {
+                Some(row)
+                    if swapped(reply, reply_index) && ours && row.job_id == claimed.row.job_id =>
+                {
                     self.spawn(claimed);
                 }
                 // A person sorted the queue between our read and the commit, and another
                 // waiting row sat at that position: we did claim *that* row (its 待機 turned
                 // 実行中 under our token). Run it if its target is idle, else put it back.
-                Some(row) if changed(reply_index) && ours => {
+                Some(row) if swapped(reply, reply_index) && ours => {
                     self.rows_moved();
                     if busy.may_claim(&row) && busy.target_idle(&row) && self.may_start(&row, &[]) {
                         busy.take(&row);
@@ -313,7 +436,7 @@ impl Daemon {
                             "",
                         );
                         let running = Some(State::Running);
-                        self.follow_up(&row, running, cells, &mut through, &mut follow_up);
+                        self.follow_up(&row, running, cells, through, follow_up);
                         self.free_slots.push(claimed.slot);
                     }
                 }
@@ -341,7 +464,7 @@ impl Daemon {
                                 .unwrap_or_else(|| Cell::from(""));
                             let cells = self.claim_values(None, &started, &before.worker);
                             info!(job.id = %row.job_id, row = row.row, worker = %before.worker, claim = %claimed.tag, "giving the row our claim landed on its 開始日時/ワーカー back");
-                            self.follow_up(row, None, cells, &mut through, &mut follow_up);
+                            self.follow_up(row, None, cells, through, follow_up);
                         } else {
                             // It came from above the unfinished window, so its old values
                             // were not read: say so rather than guess.
@@ -361,24 +484,6 @@ impl Daemon {
                 }
             }
         }
-        if !undo.is_empty() {
-            self.sheets
-                .batch_update(&BatchUpdate {
-                    requests: undo,
-                    ..Default::default()
-                })
-                .await?;
-        }
-        // Put-backs, restores and timeouts go with the next write-back, planned against its
-        // poll like results: sent now, blind, a restore could undo a claim another daemon
-        // makes as soon as our commit releases the lease. Their rows show our claim (or, for
-        // a timeout, タイムアウト) until then, so no one claims them meanwhile.
-        self.pending_through.extend(through);
-        self.write_through(&fresh, Vec::new(), follow_up).await?;
-        if with_heartbeat {
-            self.last_heartbeat = Some(tokio::time::Instant::now());
-        }
-        Ok(with_heartbeat)
     }
 
     /// How much of the lease we last took is left, in our own monotonic time from before
