@@ -180,31 +180,8 @@ impl Daemon {
         self.put_back_orphans(poll);
         let pending: Vec<FinishedJob> = self.outbox.pending().cloned().collect();
         let follow_ups = std::mem::take(&mut self.pending_through);
-        // Deciding "deleted" or "rebind" needs every row that holds the job: look in the
-        // whole queue when this read did not cover it.
-        let unresolved = |id: Option<i32>, job_id: &str, worker: &str| {
-            let bound_ok = id
-                .and_then(|id| poll.bound.get(&id))
-                .and_then(Option::as_ref)
-                .is_some_and(|r| r.job_id == job_id && r.worker == worker);
-            !bound_ok && poll.snapshot.by_job_id(job_id).is_none()
-        };
-        // A late result for a row timed out meanwhile: whether its function was pressed
-        // again (that press then owns the panel row) needs the whole queue too.
-        let timed_out = |id: Option<i32>| {
-            id.and_then(|id| poll.bound.get(&id))
-                .and_then(Option::as_ref)
-                .is_some_and(|r| r.state.is(State::Timeout))
-        };
         let full;
-        let poll = if !poll.full
-            && (pending.iter().any(|j| {
-                let id = binding::id_of_tag(&j.worker);
-                unresolved(id, &j.job_id, &j.worker) || timed_out(id)
-            }) || follow_ups
-                .iter()
-                .any(|t| unresolved(Some(t.id), &t.job_id, &t.worker)))
-        {
+        let poll = if !poll.full && needs_whole_queue(poll, &pending, &follow_ups) {
             full = self.poll(true).await?;
             &full
         } else {
@@ -214,9 +191,74 @@ impl Daemon {
         let mut through = Vec::new();
         let mut settled = Vec::new();
         let mut rebind = Vec::new();
-        // Follow-ups of a claim pass that did not land (a put-back, a restore, a timeout's
-        // cells) are planned again like results: through their bindings, once each binding
-        // is back on its row.
+        self.place_follow_ups(poll, follow_ups, &mut through, &mut rebind);
+        let placed = self
+            .place_results(
+                poll,
+                &pending,
+                &mut through,
+                &mut data,
+                &mut settled,
+                &mut rebind,
+            )
+            .await;
+        if let Err(e) = placed {
+            self.keep_follow_ups(through);
+            return Err(e);
+        }
+        if !rebind.is_empty() {
+            self.rows_moved();
+            if let Err(e) = self.rebind(&rebind).await {
+                self.keep_follow_ups(through);
+                return Err(e);
+            }
+        }
+        data.extend(display);
+        let heartbeat = if data.is_empty() && through.is_empty() {
+            false
+        } else {
+            // With results, the heartbeat goes too: its list of running jobs is what other
+            // daemons' claims go by.
+            let force = !through.is_empty();
+            let writing: Vec<&str> = through
+                .iter()
+                .filter(|t| t.result)
+                .map(|t| t.job_id.as_str())
+                .collect();
+            let heartbeat = match self.heartbeat_into(poll, &mut data, force, &writing).await {
+                Ok(h) => h,
+                Err(e) => {
+                    self.keep_follow_ups(through);
+                    return Err(e);
+                }
+            };
+            settled.extend(self.write_through(poll, through, data).await?);
+            heartbeat
+        };
+        let now = tokio::time::Instant::now();
+        self.landed.extend(
+            pending
+                .into_iter()
+                .filter(|j| settled.contains(&j.job_id))
+                .map(|j| (j, now)),
+        );
+        self.outbox.done(settled.iter().map(String::as_str))?;
+        self.observers
+            .metrics
+            .set_outbox_depth(self.outbox.len() as u64);
+        Ok(heartbeat)
+    }
+
+    /// Follow-ups of a claim pass that did not land (a put-back, a restore, a timeout's
+    /// cells) are planned again like results: through their bindings, once each binding
+    /// is back on its row.
+    fn place_follow_ups(
+        &mut self,
+        poll: &Poll,
+        follow_ups: Vec<Through>,
+        through: &mut Vec<Through>,
+        rebind: &mut Vec<(i32, u32, String)>,
+    ) {
         for t in follow_ups {
             let at_binding = poll.bound.get(&t.id).and_then(Option::as_ref);
             let with_job = poll.rows_with_job(&t.job_id);
@@ -232,7 +274,21 @@ impl Daemon {
                 }
             }
         }
-        for job in &pending {
+    }
+
+    /// Decides where each pending result goes (docs/design.md §4): through its binding,
+    /// after moving the binding back to its row, by row number for a legacy claim without
+    /// one, nowhere when its row no longer carries our claim or was deleted (said once).
+    async fn place_results(
+        &mut self,
+        poll: &Poll,
+        pending: &[FinishedJob],
+        through: &mut Vec<Through>,
+        data: &mut Vec<ValueRange>,
+        settled: &mut Vec<String>,
+        rebind: &mut Vec<(i32, u32, String)>,
+    ) -> Result<(), DaemonError> {
+        for job in pending {
             let id = binding::id_of_tag(&job.worker);
             let at_binding = id
                 .and_then(|id| poll.bound.get(&id))
@@ -260,10 +316,7 @@ impl Daemon {
                     match self.continuation_appended(poll, job).await {
                         Ok(true) => {}
                         Ok(false) => continue,
-                        Err(e) => {
-                            self.keep_follow_ups(through);
-                            return Err(e);
-                        }
+                        Err(e) => return Err(e),
                     }
                     let mut cells =
                         self.finish_values(job.finish, job.finished_at, &job.url, &job.message);
@@ -296,10 +349,7 @@ impl Daemon {
                     match self.continuation_appended(poll, job).await {
                         Ok(true) => {}
                         Ok(false) => continue,
-                        Err(e) => {
-                            self.keep_follow_ups(through);
-                            return Err(e);
-                        }
+                        Err(e) => return Err(e),
                     }
                     data.extend(self.finish_cells(
                         row,
@@ -347,47 +397,7 @@ impl Daemon {
                 }
             }
         }
-        if !rebind.is_empty() {
-            self.rows_moved();
-            if let Err(e) = self.rebind(&rebind).await {
-                self.keep_follow_ups(through);
-                return Err(e);
-            }
-        }
-        data.extend(display);
-        let heartbeat = if data.is_empty() && through.is_empty() {
-            false
-        } else {
-            // With results, the heartbeat goes too: its list of running jobs is what other
-            // daemons' claims go by.
-            let force = !through.is_empty();
-            let writing: Vec<&str> = through
-                .iter()
-                .filter(|t| t.result)
-                .map(|t| t.job_id.as_str())
-                .collect();
-            let heartbeat = match self.heartbeat_into(poll, &mut data, force, &writing).await {
-                Ok(h) => h,
-                Err(e) => {
-                    self.keep_follow_ups(through);
-                    return Err(e);
-                }
-            };
-            settled.extend(self.write_through(poll, through, data).await?);
-            heartbeat
-        };
-        let now = tokio::time::Instant::now();
-        self.landed.extend(
-            pending
-                .into_iter()
-                .filter(|j| settled.contains(&j.job_id))
-                .map(|j| (j, now)),
-        );
-        self.outbox.done(settled.iter().map(String::as_str))?;
-        self.observers
-            .metrics
-            .set_outbox_depth(self.outbox.len() as u64);
-        Ok(heartbeat)
+        Ok(())
     }
 
     /// Rows `poll` shows `実行中` under a claim of this process that runs nothing (not
@@ -908,6 +918,32 @@ impl Daemon {
     ) -> Vec<ValueRange> {
         self.cells_at(row, self.finish_values(finish, at, url, message))
     }
+}
+
+/// Whether placing the pending results and follow-ups needs every row of the queue (a
+/// partial read may not show a row that decides "deleted" or "rebind"): a job that no bound
+/// row of `poll` shows as ours and that the read does not hold, or a late result whose row
+/// was timed out meanwhile (whether its function was pressed again, so that press owns the
+/// panel row, needs the whole queue too).
+fn needs_whole_queue(poll: &Poll, pending: &[FinishedJob], follow_ups: &[Through]) -> bool {
+    let unresolved = |id: Option<i32>, job_id: &str, worker: &str| {
+        let bound_ok = id
+            .and_then(|id| poll.bound.get(&id))
+            .and_then(Option::as_ref)
+            .is_some_and(|r| r.job_id == job_id && r.worker == worker);
+        !bound_ok && poll.snapshot.by_job_id(job_id).is_none()
+    };
+    let timed_out = |id: Option<i32>| {
+        id.and_then(|id| poll.bound.get(&id))
+            .and_then(Option::as_ref)
+            .is_some_and(|r| r.state.is(State::Timeout))
+    };
+    pending.iter().any(|j| {
+        let id = binding::id_of_tag(&j.worker);
+        unresolved(id, &j.job_id, &j.worker) || timed_out(id)
+    }) || follow_ups
+        .iter()
+        .any(|t| unresolved(Some(t.id), &t.job_id, &t.worker))
 }
 
 /// A write to a queue row through its binding: the cells to change, and what the row must
