@@ -391,215 +391,47 @@ fn plan_with(
     old_values: &[Vec<Cell>],
 ) -> Result<SyncPlan, SyncError> {
     let layout = input.layout;
-    let tz = input.tz;
-    let now_serial = sheet_time::instant_to_serial(input.now, tz);
     let mut report = SyncReport::default();
     let mut requests = Vec::new();
 
-    let Discovered {
-        reads,
-        found,
-        tables,
-    } = discover(input);
+    let discovered = discover(input);
+    let Discovered { reads, found, .. } = &discovered;
     for c in &found.conflicts {
         report.problems.push(c.to_string());
     }
     report.problems.extend(found.problems.iter().cloned());
 
-    // Where the index is.
-    let index_at = match (migration, &found.index_sheet) {
-        (Some(m), _)
-            if found.by_title(&m.title).is_some()
-                || found.conflicts.iter().any(|c| c.titles.contains(&m.title)) =>
-        {
-            return Err(SyncError::MigratePanel {
-                title: a1::quote_title(&m.title),
-                marker: layout.marker.clone(),
-            })
-        }
-        (Some(m), Some((_, title))) if *title == m.title => {
-            return Err(SyncError::AlreadyIndex {
-                title: a1::quote_title(title),
-            })
-        }
-        (Some(m), Some((_, title))) => {
-            return Err(SyncError::IndexExists {
-                index: a1::quote_title(title),
-                title: a1::quote_title(&m.title),
-            })
-        }
-        (Some(m), None) => match reads.get(m.title.as_str()) {
-            Some(r) => IndexAt::Migrate(Read {
-                meta: r.meta,
-                values: old_values,
-            }),
-            None => {
-                return Err(SyncError::NoSuchSheet {
-                    title: a1::quote_title(&m.title),
-                })
-            }
-        },
-        (None, Some((_, title))) => match reads.get(title.as_str()) {
-            Some(r) => IndexAt::Existing(Read {
-                meta: r.meta,
-                values: r.values,
-            }),
-            None => IndexAt::New,
-        },
-        (None, None) => match reads.get(INDEX_SHEET) {
-            Some(r)
-                if r.values
-                    .iter()
-                    .all(|row| row.iter().all(|c| cell_text(c).trim().is_empty())) =>
-            {
-                IndexAt::Existing(Read {
-                    meta: r.meta,
-                    values: r.values,
-                })
-            }
-            Some(r) => {
-                return Err(SyncError::UnmarkedIndex {
-                    title: a1::quote_title(&r.meta.title),
-                    cell: layout.marker_cell.to_string(),
-                })
-            }
-            None => IndexAt::New,
-        },
-    };
+    let index_at = locate_index(input, migration, old_values, found, reads)?;
 
-    // The targets, in index order.
-    let known_entries: Vec<IndexEntry> = match &index_at {
-        IndexAt::Existing(r) => ix::parse_entries(r.values, layout),
-        _ => Vec::new(),
-    };
-    let mut targets: Vec<Target> = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut add = |targets: &mut Vec<Target>,
-                   label: &str,
-                   position: &str,
-                   entry: Option<&IndexEntry>,
-                   report: &mut SyncReport| {
-        let label = label.trim();
-        if label.is_empty() || label == PANELS_TARGET {
-            return;
-        }
-        if !seen.insert(label.to_string()) {
-            if entry.is_some() {
-                report.problems.push(format!(
-                    "the index lists \"{label}\" more than once; the repeats were dropped"
-                ));
-            }
-            return;
-        }
-        targets.push(Target {
-            label: label.to_string(),
-            position: position.trim().to_string(),
-            entry: entry.cloned(),
-            row: entry.map_or(0, |e| e.row - 1),
-        });
-    };
-    for e in &known_entries {
-        add(&mut targets, &e.label, &e.position, Some(e), &mut report);
-    }
-    for t in &input.catalog.targets {
-        add(&mut targets, &t.label, &t.position, None, &mut report);
-    }
-    for p in found.panels() {
-        add(&mut targets, &p.label, &p.position, None, &mut report);
-    }
-    // Targets new to the index go below every row in use (a person's notes included).
-    let first_free = match &index_at {
-        IndexAt::Existing(r) => r
-            .values
-            .iter()
-            .rposition(|row| row.iter().any(|c| !cell_text(c).trim().is_empty()))
-            .map_or(1, |i| i as u32 + 1)
-            .max(1),
-        _ => 1,
-    };
-    for (row, t) in (first_free..).zip(targets.iter_mut().filter(|t| t.entry.is_none())) {
-        t.row = row;
-    }
-    // Config positions win; a panel's G3 fills a gap.
-    for t in &mut targets {
-        if let Some(c) = input.catalog.targets.iter().find(|c| c.label == t.label) {
-            if !c.position.is_empty() {
-                t.position = c.position.clone();
-            }
-        }
-        if t.position.is_empty() {
-            if let Some(p) = found.get(&t.label) {
-                t.position = p.position.clone();
-            }
-        }
-    }
+    let mut targets = gather_targets(input, found, &index_at, &mut report);
 
-    // What is asked for.
-    let mut open: Vec<String> = Vec::new();
-    if let (Some(m), IndexAt::Migrate(old)) = (migration, &index_at) {
-        for row in old
-            .values
-            .iter()
-            .skip(m.first_row.saturating_sub(1) as usize)
-        {
-            let label = cell_text(super::cell_in(row, m.label_col as usize))
-                .trim()
-                .to_string();
-            if label.is_empty() {
-                continue;
-            }
-            if targets.iter().any(|t| t.label == label) {
-                if let Some(pc) = m.position_col {
-                    let pos = cell_text(super::cell_in(row, pc as usize))
-                        .trim()
-                        .to_string();
-                    if let Some(t) = targets.iter_mut().find(|t| t.label == label) {
-                        if t.position.is_empty() {
-                            t.position = pos;
-                        }
-                    }
-                }
-                open.push(label);
-            } else if !report.unresolved.contains(&label) {
-                report.unresolved.push(label);
-            }
-        }
-    }
-    for label in input.open {
-        let label = label.trim();
-        if targets.iter().any(|t| t.label == label) {
-            open.push(label.to_string());
-        } else if !label.is_empty() && !report.unresolved.iter().any(|u| u == label) {
-            report.unresolved.push(label.to_string());
-        }
-    }
-    if input.open_all {
-        open.extend(targets.iter().map(|t| t.label.clone()));
-    }
-    let open: HashSet<String> = open.into_iter().collect();
-    if input.catalog.functions.is_empty() && open.iter().any(|l| found.get(l).is_none()) {
-        report.problems.push(
-            "no panel was created: sheetq.toml has no [[functions]], and panels copy their functions from there"
-                .into(),
-        );
-    }
+    let open = asked_for(
+        input,
+        migration,
+        &index_at,
+        found,
+        &mut targets,
+        &mut report,
+    );
 
     // Sheets: ids and titles in use.
-    let mut taken_ids: HashSet<i32> = input.meta.sheets.iter().map(|s| s.sheet_id).collect();
-    let mut taken_titles: HashSet<String> = input
-        .meta
-        .sheets
-        .iter()
-        .map(|s| s.title.to_lowercase())
-        .collect();
+    let mut taken = Taken {
+        ids: input.meta.sheets.iter().map(|s| s.sheet_id).collect(),
+        titles: input
+            .meta
+            .sheets
+            .iter()
+            .map(|s| s.title.to_lowercase())
+            .collect(),
+    };
 
     // The index sheet first: new sheets are placed after it.
     let index_id = match &index_at {
         IndexAt::Existing(r) | IndexAt::Migrate(r) => r.meta.sheet_id,
         IndexAt::New => {
-            let id = sheet_id_for(INDEX_SHEET, &taken_ids);
-            taken_ids.insert(id);
-            taken_titles.insert(INDEX_SHEET.to_lowercase());
+            let id = sheet_id_for(INDEX_SHEET, &taken.ids);
+            taken.ids.insert(id);
+            taken.titles.insert(INDEX_SHEET.to_lowercase());
             requests.push(Request::AddSheetWithId {
                 sheet_id: id,
                 title: INDEX_SHEET.into(),
@@ -612,10 +444,10 @@ fn plan_with(
         }
     };
     if let (Some(m), IndexAt::Migrate(old)) = (migration, &index_at) {
-        let backup_id = sheet_id_for(&format!("{} (移行前)", m.title), &taken_ids);
-        taken_ids.insert(backup_id);
-        let backup_title = title_for(&format!("{} (移行前)", m.title), &taken_titles);
-        taken_titles.insert(backup_title.to_lowercase());
+        let backup_id = sheet_id_for(&format!("{} (移行前)", m.title), &taken.ids);
+        taken.ids.insert(backup_id);
+        let backup_title = title_for(&format!("{} (移行前)", m.title), &taken.titles);
+        taken.titles.insert(backup_title.to_lowercase());
         requests.push(Request::DuplicateSheet {
             source: old.meta.sheet_id,
             sheet_id: backup_id,
@@ -648,12 +480,60 @@ fn plan_with(
         ));
     }
 
-    // Panels.
+    let (panel_requests, panels) =
+        plan_panels(input, &targets, &open, &discovered, &mut taken, &mut report);
+    requests.extend(panel_requests);
+
+    requests.extend(plan_index(
+        input,
+        &targets,
+        &index_at,
+        index_id,
+        &discovered,
+        &panels,
+        &mut report,
+    ));
+    Ok(SyncPlan { requests, report })
+}
+
+/// The sheets of a sync taken so far (ids, and titles lowercased): new sheets get others.
+struct Taken {
+    ids: HashSet<i32>,
+    titles: HashSet<String>,
+}
+
+/// What planning the panels learnt that the index shows: each target's last activity (a
+/// serial), its panel's last result text, and the targets with more than one panel.
+struct PanelsPlanned {
+    activity: HashMap<String, Option<f64>>,
+    last_text: HashMap<String, String>,
+    conflicted: HashSet<String>,
+}
+
+/// The panels of a sync: each target's panel refreshed where its functions changed, shown
+/// when asked for, hidden when idle, or created when asked for and missing; a target with
+/// two panels is left alone.
+fn plan_panels(
+    input: &SyncInput,
+    targets: &[Target],
+    open: &HashSet<String>,
+    discovered: &Discovered,
+    taken: &mut Taken,
+    report: &mut SyncReport,
+) -> (Vec<Request>, PanelsPlanned) {
+    let Discovered {
+        reads,
+        found,
+        tables,
+    } = discovered;
+    let layout = input.layout;
+    let tz = input.tz;
+    let now_serial = sheet_time::instant_to_serial(input.now, tz);
     let mut panel_requests = Vec::new();
     let mut activity: HashMap<String, Option<f64>> = HashMap::new();
     let mut last_text: HashMap<String, String> = HashMap::new();
     let mut conflicted: HashSet<String> = HashSet::new();
-    for t in &targets {
+    for t in targets {
         let last = tables.get(t.label.as_str()).and_then(ix::last_result);
         let mut act = ix::later(
             t.entry.as_ref().and_then(|e| e.activity),
@@ -731,10 +611,10 @@ fn plan_with(
                 }
             }
             None if asked && !input.catalog.functions.is_empty() => {
-                let id = sheet_id_for(&t.label, &taken_ids);
-                taken_ids.insert(id);
-                let title = title_for(&t.label, &taken_titles);
-                taken_titles.insert(title.to_lowercase());
+                let id = sheet_id_for(&t.label, &taken.ids);
+                taken.ids.insert(id);
+                let title = title_for(&t.label, &taken.titles);
+                taken.titles.insert(title.to_lowercase());
                 let rows = layout
                     .last_row()
                     .max(layout.first_row + input.catalog.functions.len() as u32);
@@ -764,9 +644,36 @@ fn plan_with(
         }
         activity.insert(t.label.clone(), act);
     }
-    requests.extend(panel_requests);
+    (
+        panel_requests,
+        PanelsPlanned {
+            activity,
+            last_text,
+            conflicted,
+        },
+    )
+}
 
-    // The index.
+/// The index of a sync: one row per target (its tick, label, position, link, state, last
+/// result and activity), written where it differs from what the index shows, with the
+/// grid grown to fit, checkboxes on new rows, and the index first in the tabs.
+fn plan_index(
+    input: &SyncInput,
+    targets: &[Target],
+    index_at: &IndexAt,
+    index_id: i32,
+    discovered: &Discovered,
+    panels: &PanelsPlanned,
+    report: &mut SyncReport,
+) -> Vec<Request> {
+    let Discovered { reads, found, .. } = discovered;
+    let PanelsPlanned {
+        activity,
+        last_text,
+        conflicted,
+    } = panels;
+    let layout = input.layout;
+    let mut requests = Vec::new();
     let hidden_after: HashSet<&str> = targets
         .iter()
         .filter(|t| {
@@ -788,7 +695,7 @@ fn plan_with(
         index_marker.col,
         text(ix::INDEX_MARKER),
     );
-    for t in &targets {
+    for t in targets {
         let row = t.row;
         let entry = t.entry.as_ref();
         cells.set(row, ix::TICK, Cell::Bool(entry.is_some_and(|e| e.ticked)));
@@ -819,7 +726,7 @@ fn plan_with(
             act.map(Cell::from).unwrap_or(Cell::Null),
         );
     }
-    let index_read = match &index_at {
+    let index_read = match index_at {
         IndexAt::Existing(r) => Some(r),
         _ => None,
     };
@@ -828,7 +735,7 @@ fn plan_with(
         _ => c.clone(),
     };
     let cells = cells.changed(index_read, &shows);
-    let index_title = match &index_at {
+    let index_title = match index_at {
         IndexAt::Existing(r) | IndexAt::Migrate(r) => r.meta.title.clone(),
         IndexAt::New => INDEX_SHEET.to_string(),
     };
@@ -875,7 +782,216 @@ fn plan_with(
             frozen_rows: 1,
         });
     }
-    Ok(SyncPlan { requests, report })
+    requests
+}
+
+/// Where the index is (or goes): an existing index, a new sheet, or, for a migration, the
+/// old panel sheet that becomes it; an error for a sheet that cannot be made the index.
+fn locate_index<'a>(
+    input: &SyncInput<'a>,
+    migration: Option<&Migration>,
+    old_values: &'a [Vec<Cell>],
+    found: &PanelIndex,
+    reads: &HashMap<&'a str, Read<'a>>,
+) -> Result<IndexAt<'a>, SyncError> {
+    Ok(match (migration, &found.index_sheet) {
+        (Some(m), _)
+            if found.by_title(&m.title).is_some()
+                || found.conflicts.iter().any(|c| c.titles.contains(&m.title)) =>
+        {
+            return Err(SyncError::MigratePanel {
+                title: a1::quote_title(&m.title),
+                marker: input.layout.marker.clone(),
+            })
+        }
+        (Some(m), Some((_, title))) if *title == m.title => {
+            return Err(SyncError::AlreadyIndex {
+                title: a1::quote_title(title),
+            })
+        }
+        (Some(m), Some((_, title))) => {
+            return Err(SyncError::IndexExists {
+                index: a1::quote_title(title),
+                title: a1::quote_title(&m.title),
+            })
+        }
+        (Some(m), None) => match reads.get(m.title.as_str()) {
+            Some(r) => IndexAt::Migrate(Read {
+                meta: r.meta,
+                values: old_values,
+            }),
+            None => {
+                return Err(SyncError::NoSuchSheet {
+                    title: a1::quote_title(&m.title),
+                })
+            }
+        },
+        (None, Some((_, title))) => match reads.get(title.as_str()) {
+            Some(r) => IndexAt::Existing(Read {
+                meta: r.meta,
+                values: r.values,
+            }),
+            None => IndexAt::New,
+        },
+        (None, None) => match reads.get(INDEX_SHEET) {
+            Some(r)
+                if r.values
+                    .iter()
+                    .all(|row| row.iter().all(|c| cell_text(c).trim().is_empty())) =>
+            {
+                IndexAt::Existing(Read {
+                    meta: r.meta,
+                    values: r.values,
+                })
+            }
+            Some(r) => {
+                return Err(SyncError::UnmarkedIndex {
+                    title: a1::quote_title(&r.meta.title),
+                    cell: input.layout.marker_cell.to_string(),
+                })
+            }
+            None => IndexAt::New,
+        },
+    })
+}
+
+/// The targets, in index order: the index's rows first, then the config's `[[targets]]`,
+/// then panels the index does not list yet (placed below every row in use); each with its
+/// position (the config's wins, a panel's G3 fills a gap).
+fn gather_targets(
+    input: &SyncInput,
+    found: &PanelIndex,
+    index_at: &IndexAt,
+    report: &mut SyncReport,
+) -> Vec<Target> {
+    let layout = input.layout;
+    let known_entries: Vec<IndexEntry> = match index_at {
+        IndexAt::Existing(r) => ix::parse_entries(r.values, layout),
+        _ => Vec::new(),
+    };
+    let mut targets: Vec<Target> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut add = |targets: &mut Vec<Target>,
+                   label: &str,
+                   position: &str,
+                   entry: Option<&IndexEntry>,
+                   report: &mut SyncReport| {
+        let label = label.trim();
+        if label.is_empty() || label == PANELS_TARGET {
+            return;
+        }
+        if !seen.insert(label.to_string()) {
+            if entry.is_some() {
+                report.problems.push(format!(
+                    "the index lists \"{label}\" more than once; the repeats were dropped"
+                ));
+            }
+            return;
+        }
+        targets.push(Target {
+            label: label.to_string(),
+            position: position.trim().to_string(),
+            entry: entry.cloned(),
+            row: entry.map_or(0, |e| e.row - 1),
+        });
+    };
+    for e in &known_entries {
+        add(&mut targets, &e.label, &e.position, Some(e), report);
+    }
+    for t in &input.catalog.targets {
+        add(&mut targets, &t.label, &t.position, None, report);
+    }
+    for p in found.panels() {
+        add(&mut targets, &p.label, &p.position, None, report);
+    }
+    // Targets new to the index go below every row in use (a person's notes included).
+    let first_free = match index_at {
+        IndexAt::Existing(r) => r
+            .values
+            .iter()
+            .rposition(|row| row.iter().any(|c| !cell_text(c).trim().is_empty()))
+            .map_or(1, |i| i as u32 + 1)
+            .max(1),
+        _ => 1,
+    };
+    for (row, t) in (first_free..).zip(targets.iter_mut().filter(|t| t.entry.is_none())) {
+        t.row = row;
+    }
+    // Config positions win; a panel's G3 fills a gap.
+    for t in &mut targets {
+        if let Some(c) = input.catalog.targets.iter().find(|c| c.label == t.label) {
+            if !c.position.is_empty() {
+                t.position = c.position.clone();
+            }
+        }
+        if t.position.is_empty() {
+            if let Some(p) = found.get(&t.label) {
+                t.position = p.position.clone();
+            }
+        }
+    }
+    targets
+}
+
+/// The targets whose panels are asked for: a migration's old rows, `--open` labels and
+/// `--all`; labels that resolve to no target are reported as unresolved.
+fn asked_for(
+    input: &SyncInput,
+    migration: Option<&Migration>,
+    index_at: &IndexAt,
+    found: &PanelIndex,
+    targets: &mut [Target],
+    report: &mut SyncReport,
+) -> HashSet<String> {
+    let mut open: Vec<String> = Vec::new();
+    if let (Some(m), IndexAt::Migrate(old)) = (migration, index_at) {
+        for row in old
+            .values
+            .iter()
+            .skip(m.first_row.saturating_sub(1) as usize)
+        {
+            let label = cell_text(super::cell_in(row, m.label_col as usize))
+                .trim()
+                .to_string();
+            if label.is_empty() {
+                continue;
+            }
+            if targets.iter().any(|t| t.label == label) {
+                if let Some(pc) = m.position_col {
+                    let pos = cell_text(super::cell_in(row, pc as usize))
+                        .trim()
+                        .to_string();
+                    if let Some(t) = targets.iter_mut().find(|t| t.label == label) {
+                        if t.position.is_empty() {
+                            t.position = pos;
+                        }
+                    }
+                }
+                open.push(label);
+            } else if !report.unresolved.contains(&label) {
+                report.unresolved.push(label);
+            }
+        }
+    }
+    for label in input.open {
+        let label = label.trim();
+        if targets.iter().any(|t| t.label == label) {
+            open.push(label.to_string());
+        } else if !label.is_empty() && !report.unresolved.iter().any(|u| u == label) {
+            report.unresolved.push(label.to_string());
+        }
+    }
+    if input.open_all {
+        open.extend(targets.iter().map(|t| t.label.clone()));
+    }
+    let open: HashSet<String> = open.into_iter().collect();
+    if input.catalog.functions.is_empty() && open.iter().any(|l| found.get(l).is_none()) {
+        report.problems.push(
+            "no panel was created: sheetq.toml has no [[functions]], and panels copy their functions from there"
+                .into(),
+        );
+    }
+    open
 }
 
 /// The sheets of one read: each sheet's values by title, the panels found by marker
