@@ -235,12 +235,14 @@ const START_RETRY: crate::sheets::retry::RetryPolicy = crate::sheets::retry::Ret
 /// The shortest wait between two attempts to start.
 const START_RETRY_FLOOR: StdDuration = StdDuration::from_millis(100);
 
+/// One daemon: what the process owns (the client, config and commands, the job slots and
+/// their tasks, the outbox, the observers, the claims not yet settled) and, in
+/// [`Served`], what it keeps of the spreadsheet it serves.
 struct Daemon {
     sheets: Arc<dyn Sheets>,
     config: Config,
     registry: Registry,
     runner: Runner,
-    layout: Layout,
     outbox: Outbox,
     policy: ClaimPolicy,
     jobs: JoinSet<(Claimed, Outcome, RunningJob)>,
@@ -254,6 +256,21 @@ struct Daemon {
     free_slots: Vec<u32>,
     /// Cancels running jobs once the shutdown grace period is over.
     job_cancel: CancellationToken,
+    /// The status line last sent to the service manager (sent again only when it changes).
+    status_sent: String,
+    /// `host pid` of this process, in the heartbeat: one worker_id, one process.
+    process: String,
+    report: RunReport,
+    /// The spreadsheet this daemon serves, and what it has learnt of it.
+    served: Served,
+}
+
+/// What one daemon keeps of the spreadsheet it serves, apart from what the process owns
+/// (slots, runner, outbox, observers): the layout, the queue window and sweep, the archive's
+/// pace, panels and the sheet list, the heartbeat, bindings and writes pending, results
+/// landed, the account's share, the watch, holds, the lease and its fences.
+struct Served {
+    layout: Layout,
     /// First sheet row that may hold an unfinished job; rows above are all finished.
     window_start: u32,
     /// Where the next sweep slice of the 状態 column above the window starts.
@@ -276,8 +293,6 @@ struct Daemon {
     sheets_seen: Option<tokio::time::Instant>,
     /// When idle panels were last looked for.
     idle_checked: Option<tokio::time::Instant>,
-    /// The status line last sent to the service manager (sent again only when it changes).
-    status_sent: String,
     /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
     sheet_ids: HashMap<String, i32>,
     last_heartbeat: Option<tokio::time::Instant>,
@@ -297,8 +312,6 @@ struct Daemon {
     sharing: u32,
     /// Our place among them (0-based, by worker_id): the phase of our polls.
     rank: u32,
-    /// `host pid` of this process, in the heartbeat: one worker_id, one process.
-    process: String,
     /// How long each heartbeat, the lease and each running row's claim have stood still,
     /// in our own time while our reads succeed: every liveness and staleness decision
     /// (docs/design.md §3.1).
@@ -311,7 +324,6 @@ struct Daemon {
     /// Fences this daemon created (docs/design.md §3.1), with when: removed with a batch
     /// sent anyway once the commit each fences can no longer apply.
     fences: Vec<(i32, tokio::time::Instant)>,
-    report: RunReport,
 }
 
 /// How many of the results that landed in the last minute a heartbeat lists as done.
@@ -339,11 +351,11 @@ impl Daemon {
         }));
         let free_slots = (0..config.slots as u32).rev().collect();
         let account = sheets.account();
+        let watch = Watch::new(config.heartbeat_interval.max(config.poll_interval * 2));
         let mut daemon = Self {
             sheets,
             runner,
             registry,
-            layout,
             outbox,
             policy,
             jobs: JoinSet::new(),
@@ -353,34 +365,37 @@ impl Daemon {
             unsettled: Vec::new(),
             free_slots,
             job_cancel: CancellationToken::new(),
-            window_start: 2,
-            sweep_at: 2,
-            archived_seen: None,
-            archived_at: None,
-            archive_more: false,
-            polls: 0,
-            relayout: false,
-            panels: PanelIndex::default(),
-            sheet_meta: SpreadsheetMeta::default(),
-            sheets_seen: None,
-            idle_checked: None,
             status_sent: String::new(),
-            sheet_ids: HashMap::new(),
-            last_heartbeat: None,
-            unbind: Vec::new(),
-            pending_through: Vec::new(),
-            landed: Vec::new(),
-            rows_moved_at: None,
-            account,
-            sharing: 1,
-            rank: 0,
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
-            watch: Watch::new(config.heartbeat_interval.max(config.poll_interval * 2)),
-            holds: Vec::new(),
-            lease_sent: None,
-            fences: Vec::new(),
             report: RunReport::default(),
             config,
+            served: Served {
+                layout,
+                window_start: 2,
+                sweep_at: 2,
+                archived_seen: None,
+                archived_at: None,
+                archive_more: false,
+                polls: 0,
+                relayout: false,
+                panels: PanelIndex::default(),
+                sheet_meta: SpreadsheetMeta::default(),
+                sheets_seen: None,
+                idle_checked: None,
+                sheet_ids: HashMap::new(),
+                last_heartbeat: None,
+                unbind: Vec::new(),
+                pending_through: Vec::new(),
+                landed: Vec::new(),
+                rows_moved_at: None,
+                account,
+                sharing: 1,
+                rank: 0,
+                watch,
+                holds: Vec::new(),
+                lease_sent: None,
+                fences: Vec::new(),
+            },
         };
         daemon.discover_panels().await?;
         daemon.find_window().await?;
@@ -446,7 +461,7 @@ impl Daemon {
                 Err(e) if e.may_be_layout_change() && failures < MAX_LAYOUT_FAILURES => {
                     failures += 1;
                     warn!(error = %e, attempt = failures, "the spreadsheet changed under the poll; re-reading its layout");
-                    self.relayout = true;
+                    self.served.relayout = true;
                     continue;
                 }
                 Err(other) => {
@@ -490,8 +505,8 @@ impl Daemon {
         while let Some(joined) = self.jobs.try_join_next() {
             self.finished(joined)?;
         }
-        self.polls += 1;
-        if std::mem::take(&mut self.relayout) {
+        self.served.polls += 1;
+        if std::mem::take(&mut self.served.relayout) {
             self.discover_panels().await?;
             self.find_window().await?;
         }
@@ -517,8 +532,9 @@ impl Daemon {
         // when it has results or a heartbeat to send, else the claim commit, else they wait
         // (recomputed) for the next pass that writes. They never cost a write of their own.
         let display = self.panel_display(&poll);
-        let writing_back =
-            !self.outbox.is_empty() || !self.pending_through.is_empty() || self.heartbeat_due();
+        let writing_back = !self.outbox.is_empty()
+            || !self.served.pending_through.is_empty()
+            || self.heartbeat_due();
         let (display, deferred) = if writing_back {
             (display, Vec::new())
         } else {
@@ -601,7 +617,7 @@ impl Daemon {
                 ..Default::default()
             })
             .await?;
-        self.last_heartbeat = Some(tokio::time::Instant::now());
+        self.served.last_heartbeat = Some(tokio::time::Instant::now());
         if !reply.sheets.is_empty() {
             self.take_in_sheets(reply.sheets);
         }
@@ -612,7 +628,7 @@ impl Daemon {
     fn heartbeat_request(&self, row: u32, cells: Vec<Cell>) -> Request {
         Request::UpdateCells {
             range: GridRange {
-                sheet_id: self.layout.worker_sheet_id,
+                sheet_id: self.served.layout.worker_sheet_id,
                 start_row: row - 1,
                 end_row: row,
                 start_col: 0,
@@ -634,9 +650,9 @@ impl Daemon {
         let interval = u64::try_from(self.config.poll_interval.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
-        let n = u64::from(self.sharing.max(1));
+        let n = u64::from(self.served.sharing.max(1));
         let period = interval.saturating_mul(n);
-        let phase = interval.saturating_mul(u64::from(self.rank) % n);
+        let phase = interval.saturating_mul(u64::from(self.served.rank) % n);
         let wall = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
         let into = (wall + period - phase % period) % period;
         now + StdDuration::from_millis(period - into)
@@ -652,7 +668,7 @@ impl Daemon {
             &self.config.worker_id,
             self.config.dead_after,
         );
-        jobs.extend(self.holds.iter().map(|(job, _)| job.clone()));
+        jobs.extend(self.served.holds.iter().map(|(job, _)| job.clone()));
         jobs.extend(
             self.running
                 .values()
@@ -672,15 +688,17 @@ impl Daemon {
             .get(&row.command)
             .map_or(self.config.stale_after, |def| def.timeout + def.kill_grace);
         let until = tokio::time::Instant::now() + could_run + self.config.heartbeat_interval;
-        self.holds.retain(|(job, _)| job.job_id != row.job_id);
-        self.holds.push((RunningRef::of(row).held(), until));
+        self.served
+            .holds
+            .retain(|(job, _)| job.job_id != row.job_id);
+        self.served.holds.push((RunningRef::of(row).held(), until));
     }
 
     /// Ends the holds whose time is up, or whose row now shows the job's real outcome (its
     /// daemon came back and wrote 完了 or エラー: the job has ended).
     fn expire_holds(&mut self, poll: &Poll) {
         let now = tokio::time::Instant::now();
-        self.holds.retain(|(job, until)| {
+        self.served.holds.retain(|(job, until)| {
             let ended = poll.snapshot.rows_with(&job.job_id).any(|r| {
                 r.state.is(queue::State::Done) || r.state.is(queue::State::Error)
             });
@@ -698,23 +716,23 @@ impl Daemon {
         let (rank, sharing) = workers::place_on_account(
             &poll.workers,
             &self.config.worker_id,
-            &self.account,
+            &self.served.account,
             self.config.dead_after,
         );
-        self.rank = rank;
-        if sharing == self.sharing {
+        self.served.rank = rank;
+        if sharing == self.served.sharing {
             return;
         }
         let share = (self.config.requests_per_minute / sharing).max(1);
         info!(
-            account = %self.account,
+            account = %self.served.account,
             daemons = sharing,
             reads_per_minute = share,
             writes_per_minute = share,
             "the account's request budget is now shared by {sharing} live daemon(s)"
         );
         self.sheets.set_budget_share(share, share);
-        self.sharing = sharing;
+        self.served.sharing = sharing;
     }
 
     /// Notes that a person's edit moved rows under our claims or bindings (a sort, a
@@ -722,12 +740,13 @@ impl Daemon {
     /// edit puts under a write, finished or not, is in the read just before and can be
     /// restored. A quiet sheet keeps reading only its unfinished window.
     fn rows_moved(&mut self) {
-        self.rows_moved_at = Some(tokio::time::Instant::now());
+        self.served.rows_moved_at = Some(tokio::time::Instant::now());
     }
 
     /// Whether reads cover the whole queue because rows moved recently.
     fn rows_moving(&self) -> bool {
-        self.rows_moved_at
+        self.served
+            .rows_moved_at
             .is_some_and(|t| t.elapsed() < WHOLE_QUEUE_AFTER_MOVES)
     }
 
@@ -809,7 +828,7 @@ impl Daemon {
         self.running.remove(&claimed.row.job_id);
         if claimed.row.command.trim() == crate::panel::catalog::PANELS_COMMAND {
             // It made or showed panels: find them now, so results of presses on them land.
-            self.relayout = true;
+            self.served.relayout = true;
         }
         self.free_slots.push(claimed.slot);
         self.report.jobs_finished += 1;
@@ -852,7 +871,8 @@ impl Daemon {
     }
 
     fn heartbeat_due(&self) -> bool {
-        self.last_heartbeat
+        self.served
+            .last_heartbeat
             .is_none_or(|t| t.elapsed() >= self.config.heartbeat_interval)
     }
 
@@ -884,11 +904,12 @@ impl Daemon {
                     r
                 }
             }))
-            .chain(self.holds.iter().map(|(job, _)| job.clone()))
+            .chain(self.served.holds.iter().map(|(job, _)| job.clone()))
             .chain(
                 // The newest ones only: the cell holds at most 50,000 characters, and an
                 // entry takes some 60 to 200.
-                self.landed
+                self.served
+                    .landed
                     .iter()
                     .rev()
                     .filter(|(j, _)| !self.outbox.contains(&j.job_id))
@@ -904,7 +925,7 @@ impl Daemon {
             &jobs,
             now,
             &self.process,
-            &self.account,
+            &self.served.account,
         )
     }
 
@@ -936,7 +957,7 @@ impl Daemon {
                     .await?;
             }
         }
-        self.last_heartbeat = Some(tokio::time::Instant::now());
+        self.served.last_heartbeat = Some(tokio::time::Instant::now());
         Ok(true)
     }
 
@@ -981,8 +1002,9 @@ impl Daemon {
                 warn!(error = %e, pending = self.outbox.len(), "results stay in the outbox until the next start")
             }
         }
-        if !self.unbind.is_empty() {
+        if !self.served.unbind.is_empty() {
             let requests = self
+                .served
                 .unbind
                 .drain(..)
                 .map(|id| crate::sheets::Request::DeleteMetadata { id })

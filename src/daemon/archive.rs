@@ -27,8 +27,9 @@ impl Daemon {
     /// Whether this pass should look for rows to archive.
     pub(super) fn archive_due(&self) -> bool {
         self.config.retention.is_some()
-            && (self.archive_more
+            && (self.served.archive_more
                 || self
+                    .served
                     .archived_at
                     .is_none_or(|t| t.elapsed() >= ARCHIVE_EVERY))
     }
@@ -44,21 +45,22 @@ impl Daemon {
         let Some(retention) = self.config.retention else {
             return Ok(());
         };
-        self.archived_at = Some(tokio::time::Instant::now());
-        self.archive_more = false;
+        self.served.archived_at = Some(tokio::time::Instant::now());
+        self.served.archive_more = false;
         let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-        let archive_id = match self.sheet_ids.get(ARCHIVE_SHEET) {
+        let archive_id = match self.served.sheet_ids.get(ARCHIVE_SHEET) {
             Some(id) => *id,
             None => self.create_archive().await?,
         };
         // The decision needs three columns, not the rows: the cells move on the server. The
         // two header rows, read under the lease too, say where each column goes.
-        let queue_cols = |c: Column| self.layout.columns.index(c);
+        let queue_cols = |c: Column| self.served.layout.columns.index(c);
         let mut read = self.archive_columns(QUEUE_SHEET, 2, 1 + archive::BATCH_ROWS, queue_cols);
         read.push(a1::range(WORKER_SHEET, archive::COUNTER_CELLS));
         read.push(a1::range(QUEUE_SHEET, "1:1"));
         read.push(a1::range(ARCHIVE_SHEET, "1:1"));
         let archive_last = self
+            .served
             .sheet_meta
             .sheet(ARCHIVE_SHEET)
             .map_or_else(|| "A".to_string(), |s| s.last_column());
@@ -95,8 +97,9 @@ impl Daemon {
             return Ok(());
         }
         // Fenced like a claim commit: once the lease is taken over, nothing of it applies.
-        let mut requests = vec![lease::fence(self.layout.worker_sheet_id, &held)];
+        let mut requests = vec![lease::fence(self.served.layout.worker_sheet_id, &held)];
         if let Some(narrow) = self
+            .served
             .sheet_meta
             .sheet(ARCHIVE_SHEET)
             .filter(|a| (a.column_count as u32) < plan.archive_width)
@@ -126,19 +129,19 @@ impl Daemon {
         requests.extend(archive::put_back_requests(
             &in_flight,
             archive_id,
-            self.layout.queue_sheet_id,
+            self.served.layout.queue_sheet_id,
             at,
             &plan,
         ));
         requests.extend(archive::requests(
             &runs,
-            self.layout.queue_sheet_id,
+            self.served.layout.queue_sheet_id,
             archive_id,
             &plan,
         ));
         requests.push(Request::UpdateCells {
             range: GridRange {
-                sheet_id: self.layout.worker_sheet_id,
+                sheet_id: self.served.layout.worker_sheet_id,
                 start_row: 0,
                 end_row: 1,
                 start_col: 2,
@@ -149,14 +152,18 @@ impl Daemon {
                 Cell::from(counted + u64::from(moving)),
             ]],
         });
-        requests.push(lease::swap(self.layout.worker_sheet_id, &held, lease::FREE));
+        requests.push(lease::swap(
+            self.served.layout.worker_sheet_id,
+            &held,
+            lease::FREE,
+        ));
         let left = self.lease_left().saturating_sub(self.config.lease_ttl / 4);
         let moved = self
             .sheets
             .batch_update(&BatchUpdate {
                 requests,
                 response_ranges: self.archive_columns(ARCHIVE_SHEET, 2, 1 + moving, |c| {
-                    let q = self.layout.columns.index(c);
+                    let q = self.served.layout.columns.index(c);
                     plan.archive_col(q).unwrap_or(q)
                 }),
                 sheet_list: false,
@@ -179,9 +186,10 @@ impl Daemon {
                 return Ok(());
             }
         };
-        self.fences
+        self.served
+            .fences
             .push((lease::fence_id(&held), tokio::time::Instant::now()));
-        self.archive_more = looked_at >= archive::BATCH_ROWS;
+        self.served.archive_more = looked_at >= archive::BATCH_ROWS;
         if !in_flight.is_empty() {
             warn!(
                 rows = in_flight.len(),
@@ -202,7 +210,7 @@ impl Daemon {
                 rows = wrong.len(),
                 "a person rearranged the queue while finished rows were being archived; the rows that should have stayed go back at the next pass"
             );
-            self.archive_more = true;
+            self.served.archive_more = true;
         }
         Ok(())
     }
@@ -255,7 +263,7 @@ impl Daemon {
     /// first being sheet row `first`: only those cells are filled in. Also returns how many
     /// rows the reads reached.
     fn archive_rows(&self, ranges: &[ValueRange], first: u32) -> (Vec<QueueRow>, u32) {
-        let width = self.layout.columns.width() as usize;
+        let width = self.served.layout.columns.width() as usize;
         let height = ranges
             .iter()
             .take(ARCHIVE_COLUMNS.len())
@@ -264,7 +272,7 @@ impl Daemon {
             .unwrap_or(0);
         let mut cells = vec![vec![Cell::Null; width]; height];
         for (column, read) in ARCHIVE_COLUMNS.iter().zip(ranges) {
-            let at = self.layout.columns.index(*column) as usize;
+            let at = self.served.layout.columns.index(*column) as usize;
             for (row, values) in cells.iter_mut().zip(&read.values) {
                 if let (Some(slot), Some(v)) = (row.get_mut(at), values.first()) {
                     *slot = v.clone();
@@ -277,12 +285,13 @@ impl Daemon {
     /// Columns the queue's grid has (A through its last column): what moves to the archive,
     /// so columns a person added go along.
     fn queue_width(&self) -> u32 {
-        a1::column_index(&self.layout.last_col).map_or(self.layout.columns.width(), |i| i + 1)
+        a1::column_index(&self.served.layout.last_col)
+            .map_or(self.served.layout.columns.width(), |i| i + 1)
     }
 
     /// Creates the hidden archive sheet with the queue's header; returns its sheet id.
     async fn create_archive(&mut self) -> Result<i32, DaemonError> {
-        let l = self.layout.last_col.clone();
+        let l = self.served.layout.last_col.clone();
         let width = self.queue_width();
         let added = self
             .sheets
@@ -302,7 +311,7 @@ impl Daemon {
             Err(e) if e.kind == crate::sheets::ErrorKind::InvalidArgument => {
                 let meta = self.sheets.metadata().await?;
                 self.take_in_sheets(meta.sheets);
-                return match self.sheet_ids.get(ARCHIVE_SHEET) {
+                return match self.served.sheet_ids.get(ARCHIVE_SHEET) {
                     Some(id) => Ok(*id),
                     None => Err(e.into()),
                 };
@@ -329,7 +338,7 @@ impl Daemon {
             .await?;
         info!("created the hidden sheet '{ARCHIVE_SHEET}' for finished jobs past the retention");
         let id = sheet.sheet_id;
-        let mut sheets = self.sheet_meta.sheets.clone();
+        let mut sheets = self.served.sheet_meta.sheets.clone();
         sheets.push(sheet);
         self.take_in_sheets(sheets);
         Ok(id)

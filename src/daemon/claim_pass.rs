@@ -128,10 +128,10 @@ impl Daemon {
         // poll like results: sent now, blind, a restore could undo a claim another daemon
         // makes as soon as our commit releases the lease. Their rows show our claim (or, for
         // a timeout, タイムアウト) until then, so no one claims them meanwhile.
-        self.pending_through.extend(through);
+        self.served.pending_through.extend(through);
         self.write_through(&fresh, Vec::new(), follow_up).await?;
         if with_heartbeat {
-            self.last_heartbeat = Some(tokio::time::Instant::now());
+            self.served.last_heartbeat = Some(tokio::time::Instant::now());
         }
         Ok(with_heartbeat)
     }
@@ -148,12 +148,12 @@ impl Daemon {
         display: &[ValueRange],
         intake_writes: Vec<Request>,
     ) -> Commit {
-        let cols = self.layout.columns.clone();
+        let cols = self.served.layout.columns.clone();
         let qid = self.queue_sheet_id();
-        let serial = Cell::from(sheet_time::instant_to_serial(now, self.layout.tz));
+        let serial = Cell::from(sheet_time::instant_to_serial(now, self.served.layout.tz));
         // The fence of our lease first: should the lease have been taken over by the time
         // Google applies this batch (however late), the fence exists and nothing applies.
-        let mut requests = vec![lease::fence(self.layout.worker_sheet_id, held)];
+        let mut requests = vec![lease::fence(self.served.layout.worker_sheet_id, held)];
         let mut response_ranges = Vec::new();
         let mut stale = Vec::new();
         for s in &plan.stale {
@@ -234,14 +234,18 @@ impl Daemon {
             let cell = panel::running_cell(
                 &c.row,
                 now,
-                &self.panels,
+                &self.served.panels,
                 &fresh.tables,
-                self.layout.tz,
+                self.served.layout.tz,
                 &self.config.panel,
             );
             requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
         }
-        requests.push(lease::swap(self.layout.worker_sheet_id, held, lease::FREE));
+        requests.push(lease::swap(
+            self.served.layout.worker_sheet_id,
+            held,
+            lease::FREE,
+        ));
         Commit {
             requests,
             response_ranges,
@@ -310,7 +314,8 @@ impl Daemon {
             }
         };
         // Applied: its fence has done its work (the lease is free again) and goes later.
-        self.fences
+        self.served
+            .fences
             .push((lease::fence_id(held), tokio::time::Instant::now()));
         if !matches!(
             reply.replies.last(),
@@ -333,7 +338,7 @@ impl Daemon {
         through: &mut Vec<Through>,
         follow_up: &mut Vec<ValueRange>,
     ) -> Vec<Request> {
-        let cols = self.layout.columns.clone();
+        let cols = self.served.layout.columns.clone();
         let qid = self.queue_sheet_id();
         let mut undo = Vec::new();
         for (k, (row, message)) in stale.iter().enumerate() {
@@ -459,7 +464,10 @@ impl Daemon {
                             let started = before
                                 .started_at
                                 .map(|t| {
-                                    Cell::from(sheet_time::instant_to_serial(t, self.layout.tz))
+                                    Cell::from(sheet_time::instant_to_serial(
+                                        t,
+                                        self.served.layout.tz,
+                                    ))
                                 })
                                 .unwrap_or_else(|| Cell::from(""));
                             let cells = self.claim_values(None, &started, &before.worker);
@@ -478,7 +486,7 @@ impl Daemon {
                     }
                     // Wherever else the binding landed (if the commit applied at all), it goes.
                     if let Some(id) = binding_id.filter(|_| landed_on.is_none()) {
-                        self.unbind.push(id);
+                        self.served.unbind.push(id);
                     }
                     self.free_slots.push(claimed.slot);
                 }
@@ -490,9 +498,11 @@ impl Daemon {
     /// its acquire was sent: another daemon takes it over only after watching it stand still
     /// for longer than its TTL, which began after that.
     pub(super) fn lease_left(&self) -> std::time::Duration {
-        self.lease_sent.map_or(std::time::Duration::ZERO, |sent| {
-            self.config.lease_ttl.saturating_sub(sent.elapsed())
-        })
+        self.served
+            .lease_sent
+            .map_or(std::time::Duration::ZERO, |sent| {
+                self.config.lease_ttl.saturating_sub(sent.elapsed())
+            })
     }
 
     /// The lease's time to live, as the sheet's clock arithmetic needs it.
@@ -598,23 +608,27 @@ impl Daemon {
         // The expiry written is for people; no daemon compares it with its clock. Ours is
         // counted from before this request was sent, in our own monotonic time.
         let lease = Lease::new(&self.config.worker_id, Utc::now() + self.lease_ttl());
-        self.lease_sent = Some(tokio::time::Instant::now());
+        self.served.lease_sent = Some(tokio::time::Instant::now());
         let held = lease.to_string();
         // Bindings of finished rows, and fences whose commits can no longer apply, go with
         // the acquire, a batch sent anyway.
         let kept = fence_kept(self.config.lease_ttl);
-        let (old, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.fences)
+        let (old, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.served.fences)
             .into_iter()
             .partition(|(_, at)| at.elapsed() >= kept);
-        self.fences = young;
-        let mut unbind = std::mem::take(&mut self.unbind);
+        self.served.fences = young;
+        let mut unbind = std::mem::take(&mut self.served.unbind);
         unbind.extend(old.iter().map(|(id, _)| *id));
-        let mut requests = vec![lease::swap(self.layout.worker_sheet_id, &from, &held)];
+        let mut requests = vec![lease::swap(
+            self.served.layout.worker_sheet_id,
+            &from,
+            &held,
+        )];
         // Taking over a held lease (an abandoned one, or our own whose commit reply was
         // lost) fences every commit made under it: none can apply after this batch.
         let fencing = from != lease::FREE;
         if fencing {
-            requests.push(lease::fence(self.layout.worker_sheet_id, &from));
+            requests.push(lease::fence(self.served.layout.worker_sheet_id, &from));
         }
         requests.extend(unbind.iter().map(|id| Request::DeleteMetadata { id: *id }));
         let reply = self
@@ -631,14 +645,14 @@ impl Daemon {
                 // The commit made under that lease applied (with its fence) first, or another
                 // daemon took it over first: the lease is not ours to take.
                 debug!("the lease we meant to take over was settled first");
-                self.unbind.extend(unbind);
+                self.served.unbind.extend(unbind);
                 self.observers.metrics.lease_wait();
                 return Ok(None);
             }
             Err(e) => {
-                self.watch.read_failed();
+                self.served.watch.read_failed();
                 if e.is_retryable() {
-                    self.unbind.extend(unbind);
+                    self.served.unbind.extend(unbind);
                 } else if !unbind.is_empty() {
                     // A refused batch applies nothing: leave those bindings (`sheetq status`
                     // shows them) rather than let them block every later acquire.
@@ -648,7 +662,8 @@ impl Daemon {
             }
         };
         if fencing {
-            self.fences
+            self.served
+                .fences
                 .push((lease::fence_id(&from), tokio::time::Instant::now()));
         }
         if !matches!(
@@ -678,10 +693,10 @@ impl Daemon {
         }
         let intake = panel::plan_intake(
             &fresh.tables,
-            &self.panels,
+            &self.served.panels,
             &fresh.snapshot,
             now,
-            self.layout.tz,
+            self.served.layout.tz,
             &self.config.panel,
             || uuid::Uuid::new_v4().to_string(),
         );
@@ -702,7 +717,13 @@ impl Daemon {
             let rows: Vec<Vec<Cell>> = intake
                 .new_rows
                 .iter()
-                .map(|j| j.to_row(&self.layout.columns, &self.config.states, self.layout.tz))
+                .map(|j| {
+                    j.to_row(
+                        &self.served.layout.columns,
+                        &self.config.states,
+                        self.served.layout.tz,
+                    )
+                })
                 .collect();
             let reply = self.sheets.append(&self.append_range(fresh), &rows).await?;
             for j in &intake.new_rows {
@@ -733,7 +754,11 @@ impl Daemon {
 
     pub(super) async fn release(&self, held: &str) {
         let batch = BatchUpdate {
-            requests: vec![lease::swap(self.layout.worker_sheet_id, held, lease::FREE)],
+            requests: vec![lease::swap(
+                self.served.layout.worker_sheet_id,
+                held,
+                lease::FREE,
+            )],
             response_ranges: vec![],
             ..Default::default()
         };
@@ -763,7 +788,7 @@ impl Daemon {
     /// Cells of one queue row as A1 writes at a row number: only for rows claimed without a
     /// binding (by older versions or another tool), which have no other way to be found.
     pub(super) fn cells_at(&self, row: u32, cells: Vec<(Column, Cell)>) -> Vec<ValueRange> {
-        let cols = &self.layout.columns;
+        let cols = &self.served.layout.columns;
         cells
             .into_iter()
             .map(|(c, v)| ValueRange::new(cols.cell(c, row), vec![vec![v]]))
@@ -773,7 +798,7 @@ impl Daemon {
     /// An A1 write on a known sheet as a grid request, so it can join a commit batch.
     pub(super) fn grid_write(&self, v: &ValueRange) -> Option<Request> {
         let r = a1::A1Range::parse(&v.range).ok()?;
-        let sheet_id = *self.sheet_ids.get(r.sheet.as_deref()?)?;
+        let sheet_id = *self.served.sheet_ids.get(r.sheet.as_deref()?)?;
         let start_row = r.start_row?;
         let start_col = r.start_col?;
         let width = v.values.iter().map(Vec::len).max().unwrap_or(0) as u32;
@@ -792,12 +817,12 @@ impl Daemon {
     pub(super) fn row_range(&self, row: u32) -> String {
         a1::range(
             QUEUE_SHEET,
-            &format!("A{row}:{}{row}", self.layout.last_col),
+            &format!("A{row}:{}{row}", self.served.layout.last_col),
         )
     }
 
     pub(super) fn queue_sheet_id(&self) -> i32 {
-        self.layout.queue_sheet_id
+        self.served.layout.queue_sheet_id
     }
 
     /// Whether this daemon may start `row` now, with `picked` already chosen in this pass: a
@@ -816,7 +841,11 @@ impl Daemon {
             .chain(&self.unsettled)
             .any(|c| c.row.job_id == row.job_id)
             || self.outbox.contains(&row.job_id)
-            || self.landed.iter().any(|(j, _)| j.job_id == row.job_id);
+            || self
+                .served
+                .landed
+                .iter()
+                .any(|(j, _)| j.job_id == row.job_id);
         !held
             && (!heavy(row)
                 || !(self.running.values().any(|c| heavy(&c.row))

@@ -24,8 +24,9 @@ const IDLE_CHECK_EVERY: Duration = Duration::from_secs(600);
 impl Daemon {
     pub(super) fn idle_check_due(&self) -> bool {
         self.config.catalog.hide_after.is_some()
-            && self.panels.index_sheet.is_some()
+            && self.served.panels.index_sheet.is_some()
             && self
+                .served
                 .idle_checked
                 .is_none_or(|t| t.elapsed() >= IDLE_CHECK_EVERY)
     }
@@ -33,17 +34,17 @@ impl Daemon {
     /// Hides the panels whose target has been idle for `hide_panels_after` (never deletes
     /// one), and says so in their index row's link cell; one write for all of them.
     pub(super) async fn hide_idle_panels(&mut self, poll: &Poll) -> Result<(), DaemonError> {
-        self.idle_checked = Some(tokio::time::Instant::now());
+        self.served.idle_checked = Some(tokio::time::Instant::now());
         let Some(index) = &poll.index else {
             return Ok(());
         };
         let idle = index_sheet::idle_panels(
             &index.entries,
-            &self.panels,
-            &self.sheet_meta,
+            &self.served.panels,
+            &self.served.sheet_meta,
             self.config.catalog.hide_after,
             Utc::now(),
-            self.layout.tz,
+            self.served.layout.tz,
         );
         if idle.is_empty() {
             return Ok(());
@@ -69,7 +70,13 @@ impl Daemon {
             .await?;
         for (id, label) in hidden {
             info!(target = %label, "panel hidden: its target had no job for hide_panels_after");
-            if let Some(s) = self.sheet_meta.sheets.iter_mut().find(|s| s.sheet_id == id) {
+            if let Some(s) = self
+                .served
+                .sheet_meta
+                .sheets
+                .iter_mut()
+                .find(|s| s.sheet_id == id)
+            {
                 s.hidden = true;
             }
         }

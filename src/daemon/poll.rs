@@ -126,27 +126,29 @@ impl Daemon {
     /// The sheets of the spreadsheet as a reply listed them: titles and ids for the next
     /// reads and for turning A1 writes into grid requests.
     pub(super) fn take_in_sheets(&mut self, sheets: Vec<SheetMeta>) {
-        self.sheets_seen = Some(tokio::time::Instant::now());
-        if sheets.is_empty() || sheets == self.sheet_meta.sheets {
+        self.served.sheets_seen = Some(tokio::time::Instant::now());
+        if sheets.is_empty() || sheets == self.served.sheet_meta.sheets {
             return;
         }
-        self.sheet_ids = sheets
+        self.served.sheet_ids = sheets
             .iter()
             .map(|s| (s.title.clone(), s.sheet_id))
             .collect();
-        self.sheet_meta.sheets = sheets;
-        if let Some(q) = self.sheet_meta.sheet(QUEUE_SHEET) {
-            self.layout.last_col = q.last_column();
+        self.served.sheet_meta.sheets = sheets;
+        if let Some(q) = self.served.sheet_meta.sheet(QUEUE_SHEET) {
+            self.served.layout.last_col = q.last_column();
         }
     }
 
     /// The panels the marker cells show now; what is wrong with them is logged when it
     /// changes, not on every poll.
     fn take_in_panels(&mut self, index: PanelIndex) {
-        if index == self.panels {
+        if index == self.served.panels {
             return;
         }
-        if index.conflicts != self.panels.conflicts || index.problems != self.panels.problems {
+        if index.conflicts != self.served.panels.conflicts
+            || index.problems != self.served.panels.problems
+        {
             for c in &index.conflicts {
                 warn!(target = %c.label, "{c}");
             }
@@ -154,13 +156,14 @@ impl Daemon {
                 warn!("{p}");
             }
         }
-        self.panels = index;
+        self.served.panels = index;
     }
 
     /// Whether busy passes have kept the sheet list from riding a heartbeat for so long
     /// that it is read instead.
     pub(super) fn sheets_overdue(&self) -> bool {
-        self.sheets_seen
+        self.served
+            .sheets_seen
             .is_none_or(|t| t.elapsed() >= SHEET_LIST_OVERDUE)
     }
 
@@ -168,18 +171,18 @@ impl Daemon {
     /// (and after the layout changed), so that the first poll reads the window, not every
     /// finished row.
     pub(super) async fn find_window(&mut self) -> Result<(), DaemonError> {
-        let c = self.layout.columns.letters(Column::State);
+        let c = self.served.layout.columns.letters(Column::State);
         let read = self
             .sheets
             .read(&[a1::range(QUEUE_SHEET, &format!("{c}2:{c}"))])
             .await?;
         let values = read.first().map(|v| v.values.as_slice()).unwrap_or(&[]);
         let last_row = values.len() as u32 + 1;
-        self.window_start = self
+        self.served.window_start = self
             .first_open_in_sweep(values, 2)
             .unwrap_or(last_row)
             .max(2);
-        self.sweep_at = 2;
+        self.served.sweep_at = 2;
         Ok(())
     }
 
@@ -203,23 +206,27 @@ impl Daemon {
     /// back to 待機 above the window nor a new or renamed panel costs a read of its own.
     pub(super) fn read_plan(&self, full: bool, poll: bool) -> ReadPlan {
         let full = full || self.rows_moving();
-        let l = &self.layout.last_col;
-        let start = if full { 2 } else { self.window_start.max(2) };
+        let l = &self.served.layout.last_col;
+        let start = if full {
+            2
+        } else {
+            self.served.window_start.max(2)
+        };
         let mut ranges = vec![
             a1::range(QUEUE_SHEET, &format!("A1:{l}1")),
             a1::range(QUEUE_SHEET, &format!("A{start}:{l}")),
             a1::range(WORKER_SHEET, &format!("A1:{}", workers::LAST_COLUMN)),
         ];
-        let tables = panel::table_ranges(&self.panels, &self.config.panel);
+        let tables = panel::table_ranges(&self.served.panels, &self.config.panel);
         let table_count = tables.len();
         ranges.extend(tables);
         let sweep = poll.then(|| self.sweep_slice(start)).flatten();
         if let Some((from, to)) = sweep {
-            let c = self.layout.columns.letters(Column::State);
+            let c = self.served.layout.columns.letters(Column::State);
             ranges.push(a1::range(QUEUE_SHEET, &format!("{c}{from}:{c}{to}")));
         }
         let markers = if poll {
-            panel::marker_ranges(&self.sheet_meta, &self.config.panel)
+            panel::marker_ranges(&self.served.sheet_meta, &self.config.panel)
         } else {
             Vec::new()
         };
@@ -228,6 +235,7 @@ impl Daemon {
         // The index rides every poll, and the lease acquire's read when this daemon takes in
         // ticks (its intake clears the index's ticks from that read).
         let index = self
+            .served
             .panels
             .index_sheet
             .clone()
@@ -259,8 +267,8 @@ impl Daemon {
         if rows == 0 || start <= 2 {
             return None;
         }
-        let from = if (2..start).contains(&self.sweep_at) {
-            self.sweep_at
+        let from = if (2..start).contains(&self.served.sweep_at) {
+            self.served.sweep_at
         } else {
             2
         };
@@ -283,7 +291,7 @@ impl Daemon {
             Ok(reads) => reads,
             Err(e) => {
                 // Until a read succeeds again, nobody's silence is news (docs/design.md §3.1).
-                self.watch.read_failed();
+                self.served.watch.read_failed();
                 return Err(e.into());
             }
         };
@@ -320,7 +328,7 @@ impl Daemon {
                     .pending()
                     .filter_map(|j| binding::id_of_tag(&j.worker)),
             )
-            .chain(self.pending_through.iter().map(|t| t.id))
+            .chain(self.served.pending_through.iter().map(|t| t.id))
             .collect();
         ids.sort_unstable();
         ids.dedup();
@@ -332,7 +340,7 @@ impl Daemon {
     /// blank row a person left above it, where polls would not see them until the sweep.
     pub(super) fn append_range(&self, poll: &Poll) -> String {
         let from = poll.append_from;
-        let l = &self.layout.last_col;
+        let l = &self.served.layout.last_col;
         a1::range(QUEUE_SHEET, &format!("A{from}:{l}{from}"))
     }
 
@@ -353,9 +361,9 @@ impl Daemon {
         queue::parse_rows(
             values,
             first,
-            &self.layout.columns,
+            &self.served.layout.columns,
             &self.config.states,
-            self.layout.tz,
+            self.served.layout.tz,
         )
         .rows
     }
@@ -365,9 +373,9 @@ impl Daemon {
         queue::parse_rows(
             &[values.to_vec()],
             row,
-            &self.layout.columns,
+            &self.served.layout.columns,
             &self.config.states,
-            self.layout.tz,
+            self.served.layout.tz,
         )
         .rows
         .into_iter()
@@ -393,14 +401,15 @@ impl Daemon {
                     .clone()
                     .map(|r| (watch::running_key(&r.job_id), r.worker.clone())),
             );
-        self.watch
+        self.served
+            .watch
             .observed(tokio::time::Instant::now().into_std(), items);
         let chrono =
             |d: StdDuration| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
         for h in workers.iter_mut() {
             let key = watch::heartbeat_key(&h.worker_id);
-            h.quiet = self.watch.unchanged_for(&key);
-            h.changed = self.watch.changed(&key);
+            h.quiet = self.served.watch.unchanged_for(&key);
+            h.changed = self.served.watch.changed(&key);
         }
         claim::Watched {
             me: self.config.worker_id.clone(),
@@ -410,7 +419,10 @@ impl Daemon {
                 .collect(),
             running_for: running
                 .map(|r| {
-                    let watched = self.watch.unchanged_for(&watch::running_key(&r.job_id));
+                    let watched = self
+                        .served
+                        .watch
+                        .unchanged_for(&watch::running_key(&r.job_id));
                     (r.job_id.clone(), chrono(watched))
                 })
                 .collect(),
@@ -430,15 +442,15 @@ impl Daemon {
         let header_row = header.values.first().cloned().unwrap_or_default();
         // Columns may be moved by a person at any time: the header is re-read every poll.
         let columns = ColumnMap::from_header(&header_row, &self.config.headers)?;
-        self.layout.columns = columns;
+        self.served.layout.columns = columns;
         let start = plan.window_start();
         let window = values.get(1).unwrap_or(&empty);
         let snapshot = queue::parse_rows(
             &window.values,
             start,
-            &self.layout.columns,
+            &self.served.layout.columns,
             &self.config.states,
-            self.layout.tz,
+            self.served.layout.tz,
         );
         let last_row = start + window.values.len() as u32;
         let filled: Vec<(u32, bool)> = window
@@ -464,7 +476,7 @@ impl Daemon {
             })
             .map(|r| r.row)
             .min();
-        self.window_start = first_open.unwrap_or(last_row.saturating_sub(1)).max(2);
+        self.served.window_start = first_open.unwrap_or(last_row.saturating_sub(1)).max(2);
         let tables_at = 3..3 + plan.tables;
         let mut next = tables_at.end;
         if let Some((from, to)) = plan.sweep {
@@ -476,20 +488,20 @@ impl Daemon {
                     row = open,
                     "the sweep found an unfinished row above the window"
                 );
-                self.window_start = self.window_start.min(open);
+                self.served.window_start = self.served.window_start.min(open);
             }
-            self.sweep_at = to + 1;
+            self.served.sweep_at = to + 1;
             next += 1;
         }
         let tables = panel::parse_tables(
-            &self.panels,
+            &self.served.panels,
             values.get(tables_at).unwrap_or(&[]),
             &self.config.panel,
         );
         if plan.markers > 0 {
             let markers = values.get(next..next + plan.markers).unwrap_or(&[]);
             self.take_in_panels(PanelIndex::build(
-                &self.sheet_meta,
+                &self.served.sheet_meta,
                 markers,
                 &self.config.panel,
             ));
@@ -516,21 +528,21 @@ impl Daemon {
             .first()
             .and_then(|r| r.get(3))
             .and_then(super::archive::count_of);
-        if let (Some(seen), Some(now)) = (self.archived_seen, archived) {
+        if let (Some(seen), Some(now)) = (self.served.archived_seen, archived) {
             if now > seen {
                 let gone = u32::try_from(now - seen).unwrap_or(u32::MAX);
-                self.window_start = self.window_start.saturating_sub(gone).max(2);
-                self.sweep_at = 2;
+                self.served.window_start = self.served.window_start.saturating_sub(gone).max(2);
+                self.served.sweep_at = 2;
             }
         }
-        self.archived_seen = archived.or(self.archived_seen);
-        let mut workers = workers::parse(&worker.values, self.layout.tz);
+        self.served.archived_seen = archived.or(self.served.archived_seen);
+        let mut workers = workers::parse(&worker.values, self.served.layout.tz);
         let own_heartbeat_row = workers
             .iter()
             .find(|h| h.worker_id == self.config.worker_id)
             .map(|h| h.row);
         let watched = self.watch_read(&snapshot, &mut workers, &lease_text);
-        let lease_quiet = self.watch.unchanged_for(watch::LEASE_KEY);
+        let lease_quiet = self.served.watch.unchanged_for(watch::LEASE_KEY);
         Ok(Poll {
             snapshot,
             lease: LeaseState::parse(&lease_text),

@@ -100,9 +100,9 @@ impl Daemon {
         snapshot.rows.retain(|r| !self.outbox.contains(&r.job_id));
         let mut display = panel::status_updates(
             &snapshot,
-            &self.panels,
+            &self.served.panels,
             &poll.tables,
-            self.layout.tz,
+            self.served.layout.tz,
             &self.config.panel,
             20,
         );
@@ -142,7 +142,7 @@ impl Daemon {
             debug!(job.id = %row.job_id, newer = %newer.job_id, "a newer press of this function owns its panel row; writing the result to the queue row only");
             return None;
         }
-        match panel::locate(&self.panels, &poll.tables, row) {
+        match panel::locate(&self.served.panels, &poll.tables, row) {
             Ok((panel_ref, panel_row)) => {
                 let outcome = PanelOutcome {
                     state: finish_state(finish),
@@ -154,7 +154,7 @@ impl Daemon {
                     panel_ref,
                     panel_row.row,
                     &outcome,
-                    self.layout.tz,
+                    self.served.layout.tz,
                     &self.config.panel,
                 ))
             }
@@ -179,7 +179,7 @@ impl Daemon {
         self.rewrite_undone(poll)?;
         self.put_back_orphans(poll);
         let pending: Vec<FinishedJob> = self.outbox.pending().cloned().collect();
-        let follow_ups = std::mem::take(&mut self.pending_through);
+        let follow_ups = std::mem::take(&mut self.served.pending_through);
         let full;
         let poll = if !poll.full && needs_whole_queue(poll, &pending, &follow_ups) {
             full = self.poll(true).await?;
@@ -236,7 +236,7 @@ impl Daemon {
             heartbeat
         };
         let now = tokio::time::Instant::now();
-        self.landed.extend(
+        self.served.landed.extend(
             pending
                 .into_iter()
                 .filter(|j| settled.contains(&j.job_id))
@@ -267,7 +267,7 @@ impl Daemon {
                 WritePlan::Write => through.push(t),
                 WritePlan::Rebind { row } => {
                     rebind.push((t.id, row, t.job_id.clone()));
-                    self.pending_through.push(t);
+                    self.served.pending_through.push(t);
                 }
                 WritePlan::NotOurs | WritePlan::Deleted => {
                     warn!(job.id = %t.job_id, worker = %t.worker, "a follow-up write no longer finds its row as it left it (changed or deleted meanwhile); dropping it");
@@ -326,7 +326,7 @@ impl Daemon {
                     // name who ran it.
                     cells.push((Column::Worker, Cell::from(job.worker.as_str())));
                     if let Some(at) = job.started_at {
-                        let serial = sheet_time::instant_to_serial(at, self.layout.tz);
+                        let serial = sheet_time::instant_to_serial(at, self.served.layout.tz);
                         cells.push((Column::StartedAt, Cell::from(serial)));
                     }
                     through.push(Through {
@@ -375,7 +375,7 @@ impl Daemon {
                         bound = ?at_binding.map(|r| (r.row, r.job_id.as_str(), r.state.clone(), r.worker.as_str())),
                         "the row no longer carries our running claim (timed out and maybe re-run); not overwriting it"
                     );
-                    self.unbind.extend(id);
+                    self.served.unbind.extend(id);
                     settled.push(job.job_id.clone());
                 }
                 (WritePlan::Deleted, _) => {
@@ -425,8 +425,16 @@ impl Daemon {
                 .chain(&self.unsettled)
                 .any(|c| c.tag == tag)
                 || self.outbox.pending().any(|j| j.worker == row.worker)
-                || self.pending_through.iter().any(|t| t.worker == row.worker)
-                || self.landed.iter().any(|(j, _)| j.worker == row.worker)
+                || self
+                    .served
+                    .pending_through
+                    .iter()
+                    .any(|t| t.worker == row.worker)
+                || self
+                    .served
+                    .landed
+                    .iter()
+                    .any(|(j, _)| j.worker == row.worker)
                 || elsewhere.iter().any(|r| r.job_id == row.job_id);
             if !known {
                 found.push(row.clone());
@@ -439,7 +447,7 @@ impl Daemon {
             let mut through = Vec::new();
             let mut data = Vec::new();
             self.follow_up(&row, Some(State::Running), cells, &mut through, &mut data);
-            self.pending_through.extend(through);
+            self.served.pending_through.extend(through);
         }
     }
 
@@ -449,21 +457,23 @@ impl Daemon {
     /// conditional on the row being unchanged). Without this the row would wait for
     /// `stale_after` and its result be lost.
     fn rewrite_undone(&mut self, poll: &Poll) -> Result<(), DaemonError> {
-        self.landed.retain(|(_, at)| at.elapsed() < LANDED_WATCH);
-        let (undone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.landed)
+        self.served
+            .landed
+            .retain(|(_, at)| at.elapsed() < LANDED_WATCH);
+        let (undone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.served.landed)
             .into_iter()
             .partition(|(job, _)| {
                 poll.rows_with_job(&job.job_id)
                     .iter()
                     .any(|r| r.worker == job.worker && r.state.is(State::Running))
             });
-        self.landed = kept;
+        self.served.landed = kept;
         for (job, _) in undone {
             warn!(job.id = %job.job_id, worker = %job.worker, "a result that had landed was undone (its row is back at 実行中 under our claim, restored from an older read); writing it again");
             self.observers.metrics.write_incident();
             // Its binding is wanted again: not removed with the next batch.
             if let Some(id) = binding::id_of_tag(&job.worker) {
-                self.unbind.retain(|u| *u != id);
+                self.served.unbind.retain(|u| *u != id);
             }
             self.outbox.put(job)?;
         }
@@ -545,7 +555,7 @@ impl Daemon {
                 info!(job.id = %job_id, row, binding = id, "moved the row binding back onto the job's row");
             } else {
                 warn!(job.id = %job_id, row, binding = id, "the rows moved again while rebinding; trying again at the next pass");
-                self.unbind.push(*id);
+                self.served.unbind.push(*id);
             }
         }
         Ok(())
@@ -600,7 +610,7 @@ impl Daemon {
             match self.check_reply(t, reply.as_ref()) {
                 WriteCheck::Landed => {
                     if t.unbind {
-                        self.unbind.push(t.id);
+                        self.served.unbind.push(t.id);
                     }
                     landed.push(t.job_id.clone());
                 }
@@ -630,7 +640,7 @@ impl Daemon {
                         .as_ref()
                         .and_then(|w| written_width(&w.range))
                         .unwrap_or(0);
-                    let cols = &self.layout.columns;
+                    let cols = &self.served.layout.columns;
                     let ours = reply_row(reply)
                         .and_then(|r| written_here.get(&r))
                         .map_or(&[][..], Vec::as_slice);
@@ -724,7 +734,7 @@ impl Daemon {
     fn repair_later(&mut self, t: Through) {
         let (_, id) = binding::new_token();
         error!(job.id = %t.job_id, cells = ?t.cells, "this row should show these values; repairing it at the next passes");
-        self.pending_through.push(Through {
+        self.served.pending_through.push(Through {
             id,
             unbind: true,
             ..t
@@ -786,7 +796,7 @@ impl Daemon {
     /// What the reply of a write through a binding proves ([`binding::check_write`] on the
     /// jobId cell of the row as the write left it).
     fn check_reply(&self, t: &Through, reply: Option<&FilterWritten>) -> WriteCheck {
-        let job_col = self.layout.columns.index(Column::JobId) as usize;
+        let job_col = self.served.layout.columns.index(Column::JobId) as usize;
         let found = reply.map(|w| {
             w.values
                 .first()
@@ -814,7 +824,8 @@ impl Daemon {
     /// Keeps the follow-ups among `through` that did not land for the next write-back (results
     /// stay in the outbox anyway), where they are planned afresh against a new poll.
     fn keep_follow_ups(&mut self, through: impl IntoIterator<Item = Through>) {
-        self.pending_through
+        self.served
+            .pending_through
             .extend(through.into_iter().filter(|t| !t.result));
     }
 
@@ -825,13 +836,13 @@ impl Daemon {
     fn bound_write(&self, id: i32, cells: &[(Column, Cell)]) -> FilterWrite {
         FilterWrite {
             filter: Filter::Metadata(id),
-            values: vec![self.layout.columns.sparse_row(cells, Column::JobId)],
+            values: vec![self.served.layout.columns.sparse_row(cells, Column::JobId)],
         }
     }
 
     /// The values `before` had in the columns of `cells`.
     fn restore_values(&self, before: &QueueRow, cells: &[(Column, Cell)]) -> Vec<(Column, Cell)> {
-        let tz = self.layout.tz;
+        let tz = self.served.layout.tz;
         let serial = |t: Option<DateTime<Utc>>| {
             t.map(|t| Cell::from(sheet_time::instant_to_serial(t, tz)))
                 .unwrap_or_else(|| Cell::from(""))
@@ -881,7 +892,11 @@ impl Daemon {
             args_json: cont.args_json.clone(),
             flags: flags.join(","),
         }
-        .to_row(&self.layout.columns, &self.config.states, self.layout.tz);
+        .to_row(
+            &self.served.layout.columns,
+            &self.config.states,
+            self.served.layout.tz,
+        );
         self.sheets.append(&self.append_range(poll), &[row]).await?;
         info!(job.id = %job.job_id, next = %cont.job_id, target = %job.target, "appended a continuation row");
         Ok(())
@@ -900,7 +915,7 @@ impl Daemon {
             (Column::State, Cell::from(self.config.states.word(state))),
             (
                 Column::FinishedAt,
-                Cell::from(sheet_time::instant_to_serial(at, self.layout.tz)),
+                Cell::from(sheet_time::instant_to_serial(at, self.served.layout.tz)),
             ),
             (Column::ResultUrl, Cell::from(url)),
             (Column::Message, Cell::from(message)),
