@@ -34,4 +34,4 @@ install-dry-run:
 	deploy/install.sh --dry-run --binary $(BINARY) $(INSTALL_FLAGS)
 
 image:
-	docker build -f deploy/Dockerfile -t $(IMAGE) .
+	docker build -f deploy/Dockerfile --build-arg SHEETQ_COMMIT=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) -t $(IMAGE) .

@@ -416,6 +416,11 @@ fn version_names_the_commit_it_was_built_from() {
         text.starts_with(&format!("sheetq {} (commit ", env!("CARGO_PKG_VERSION"))),
         "{text}"
     );
+    // The test binary is built with the default features: the emulator is named.
+    assert!(
+        text.trim_end().ends_with("; features: emulator)"),
+        "--version names the cargo features: {text}"
+    );
 }
 
 /// `enqueue` refuses what the daemon would refuse (an unknown command, args that are not a
