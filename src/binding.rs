@@ -93,6 +93,10 @@ pub fn plan_write(
     // timed-out job's target is held until the job could have ended, so nothing else of
     // its target ran meanwhile). The real outcome replaces the タイムアウト: nothing a job
     // did is dropped (docs/design.md §3.1). A row failed by another daemon keeps its state.
+    // Under a ワーカー text that is no live claim, our claim's cells were overwritten
+    // (another daemon's misplaced write, or its repair from a read older than our claim,
+    // put 待機 or 完了 back): nobody can have claimed the job since, for our heartbeat
+    // lists it (docs/design.md §2, rule 3), so the row is still ours to finish.
     let in_state = |r: &QueueRow| match state {
         None => true,
         Some(State::Running) if r.worker == tag => {
@@ -100,6 +104,9 @@ pub fn plan_write(
                 .iter()
                 .any(|s| r.state.is(*s))
         }
+        Some(State::Running) => [State::Running, State::Done, State::Waiting]
+            .iter()
+            .any(|s| r.state.is(*s)),
         Some(s) => r.state.is(s),
     };
     if let Some(r) = at_binding.filter(|r| ours(r)) {
@@ -319,6 +326,33 @@ mod tests {
     }
 
     #[test]
+    fn a_result_lands_on_our_row_whose_claim_a_repair_from_an_older_read_erased() {
+        // Another daemon read our row as 待機 just before we claimed it, then its write
+        // through a binding a sort had moved landed there and its repair put the row back
+        // as that read showed it: 待機 (or 完了, its own result) and no claim of ours.
+        let no_claim = |_: &QueueRow| false;
+        for (state, worker) in [(State::Waiting, ""), (State::Done, "vm-2/0 #00000077")] {
+            let erased = row(7, "j1", state, worker);
+            assert_eq!(
+                plan_write("j1", TAG, RUNNING, Some(&erased), &[&erased], no_claim),
+                WritePlan::Write,
+                "{state:?} under {worker:?}: the job still runs only here"
+            );
+        }
+        // Another daemon's live claim, or a failure it wrote, is not ours to overwrite.
+        let failed = row(7, "j1", State::Error, "vm-2/0 #00000077");
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, Some(&failed), &[&failed], no_claim),
+            WritePlan::NotOurs
+        );
+        let reclaimed = row(7, "j1", State::Waiting, "vm-2/0 #00000077");
+        assert_eq!(
+            plan_write("j1", TAG, RUNNING, Some(&reclaimed), &[&reclaimed], live),
+            WritePlan::NotOurs
+        );
+    }
+
+    #[test]
     fn a_claim_left_on_our_row_by_a_commit_that_missed_does_not_take_it_from_us() {
         // Another daemon's claim commit hit our running row: its CAS failed, but its
         // 開始日時/ワーカー landed. That claim runs nothing, so the row is still ours.
@@ -391,10 +425,13 @@ mod tests {
             let at = binding.and_then(|i| rows.get(i));
             let with_job: Vec<&QueueRow> = rows.iter().filter(|r| r.job_id == "j1").collect();
             // A result may also mend our own claim's row that a misplaced write turned
-            // 完了 or 待機, or replace a タイムアウト under our claim; failed rows are never
-            // written.
+            // 完了 or 待機 (also under a ワーカー text that is no live claim), or replace a
+            // タイムアウト under our claim; failed rows are never written.
             let in_state = |r: &QueueRow| match wanted {
                 Some(State::Running) if r.worker == TAG => !r.state.is(State::Error),
+                Some(State::Running) => {
+                    [State::Running, State::Done, State::Waiting].iter().any(|s| r.state.is(*s))
+                }
                 Some(s) => r.state.is(s),
                 None => true,
             };

@@ -298,7 +298,8 @@ struct Served {
     last_heartbeat: Option<tokio::time::Instant>,
     /// Bindings of finished (or abandoned) claims, removed with the next batch sent anyway.
     unbind: Vec<i32>,
-    /// Writes through bindings that a claim pass could not send; sent with the next flush.
+    /// Writes that set or restore a claim's cells (put-backs, restores, a timeout's cells,
+    /// repairs), sent under the next lease we take (docs/design.md §4).
     pending_through: Vec<writeback::Through>,
     /// Results written lately, watched for a repair from an older read undoing them.
     landed: Vec<(FinishedJob, tokio::time::Instant)>,
@@ -321,6 +322,11 @@ struct Served {
     holds: Vec<(RunningRef, tokio::time::Instant)>,
     /// When the acquire of the lease we last took was sent.
     lease_sent: Option<tokio::time::Instant>,
+    /// Until when our commits renew the lease instead of releasing it: a write sent under
+    /// it may still be applied (its reply was lost), and no claim may come before that.
+    lease_kept_until: Option<tokio::time::Instant>,
+    /// Those writes, not sent again until they show on their rows or can no longer apply.
+    unsure: Vec<writeback::Through>,
     /// Fences this daemon created (docs/design.md §3.1), with when: removed with a batch
     /// sent anyway once the commit each fences can no longer apply.
     fences: Vec<(i32, tokio::time::Instant)>,
@@ -394,6 +400,8 @@ impl Daemon {
                 watch,
                 holds: Vec::new(),
                 lease_sent: None,
+                lease_kept_until: None,
+                unsure: Vec::new(),
                 fences: Vec::new(),
             },
         };
@@ -532,9 +540,7 @@ impl Daemon {
         // when it has results or a heartbeat to send, else the claim commit, else they wait
         // (recomputed) for the next pass that writes. They never cost a write of their own.
         let display = self.panel_display(&poll);
-        let writing_back = !self.outbox.is_empty()
-            || !self.served.pending_through.is_empty()
-            || self.heartbeat_due();
+        let writing_back = !self.outbox.is_empty() || self.heartbeat_due();
         let (display, deferred) = if writing_back {
             (display, Vec::new())
         } else {
@@ -567,7 +573,15 @@ impl Daemon {
         // its job then settles (runs, or waits to be claimed again) without waiting out
         // Google's 180 s request limit.
         let open_commit = !self.unsettled.is_empty();
-        if !plan.claims.is_empty() || !plan.stale.is_empty() || self.has_ticks(&poll) || open_commit
+        // Follow-ups go out under the lease, and a lease we keep is renewed or released by
+        // a claim pass.
+        let under_lease =
+            !self.served.pending_through.is_empty() || self.served.lease_kept_until.is_some();
+        if !plan.claims.is_empty()
+            || !plan.stale.is_empty()
+            || self.has_ticks(&poll)
+            || open_commit
+            || under_lease
         {
             wrote_heartbeat |= self.claim_pass(&poll, deferred).await?;
         } else if self.archive_due() {

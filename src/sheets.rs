@@ -377,6 +377,10 @@ pub struct SheetsError {
     pub method: &'static str,
     /// Google's message (or the transport's), with the fix where one is known.
     pub message: String,
+    /// Surely not applied: refused before Google applies anything (a 429, a connection
+    /// never made, a call not sent). False when the failure leaves that open (a 5xx, a
+    /// timeout, a dropped reply: Google may still apply the request, docs/design.md §3).
+    pub unapplied: bool,
 }
 
 impl SheetsError {
@@ -385,11 +389,26 @@ impl SheetsError {
             kind,
             method,
             message: message.into(),
+            unapplied: false,
+        }
+    }
+
+    /// The same error, known not to have been applied.
+    pub fn unapplied(self) -> Self {
+        Self {
+            unapplied: true,
+            ..self
         }
     }
 
     pub fn is_retryable(&self) -> bool {
         self.kind == ErrorKind::Retryable
+    }
+
+    /// Whether the request may have been applied although it failed: it failed in a way
+    /// that leaves that open (a lost reply, a 5xx, a timeout).
+    pub fn may_have_applied(&self) -> bool {
+        self.is_retryable() && !self.unapplied
     }
 }
 
@@ -428,6 +447,24 @@ pub trait Sheets: Send + Sync {
         &self,
         data: &[FilterWrite],
     ) -> Result<Vec<Option<FilterWritten>>, SheetsError>;
+
+    /// [`Self::write_filtered`], but no attempt starts after `send_by` (such a call fails
+    /// unsent, and says so): for a write that is safe only while a lease holds.
+    async fn write_filtered_by(
+        &self,
+        data: &[FilterWrite],
+        send_by: Option<std::time::Instant>,
+    ) -> Result<Vec<Option<FilterWritten>>, SheetsError> {
+        if send_by.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(SheetsError::new(
+                ErrorKind::Retryable,
+                "values.batchUpdateByDataFilter",
+                "not sent: its send-by deadline passed",
+            )
+            .unapplied());
+        }
+        self.write_filtered(data).await
+    }
 
     /// `developerMetadata.search` by key (a read): every entry with that key.
     async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError>;

@@ -17,7 +17,7 @@ use crate::sheet_time;
 use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 use crate::workers::RunningRef;
 
-use super::writeback::Through;
+use super::writeback::{needs_whole_queue, Through, Under};
 use super::{Claimed, Daemon, DaemonError, Poll};
 
 /// Google's limit on one request: a request is not applied later than this after it was
@@ -73,6 +73,7 @@ impl Daemon {
         // Our lease taken back fenced any commit of ours whose reply was lost: this read,
         // made after that, shows for good whether it applied.
         self.settle_unsettled(&fresh);
+        self.write_follow_ups(&mut fresh).await;
         // Presses first: the rows they become are claimable in this very pass.
         let intake_writes = match self.take_in_presses(&fresh, now).await {
             Ok((writes, taken)) => {
@@ -124,12 +125,13 @@ impl Daemon {
                 })
                 .await?;
         }
-        // Put-backs, restores and timeouts go with the next write-back, planned against its
-        // poll like results: sent now, blind, a restore could undo a claim another daemon
-        // makes as soon as our commit releases the lease. Their rows show our claim (or, for
-        // a timeout, タイムアウト) until then, so no one claims them meanwhile.
+        // Put-backs, restores and timeouts go under our next lease, planned on its read:
+        // sent now, blind, a restore could undo a claim another daemon makes as soon as our
+        // commit released the lease. Their rows show our claim (or, for a timeout,
+        // タイムアウト) until then, so no one claims them meanwhile.
         self.served.pending_through.extend(through);
-        self.write_through(&fresh, Vec::new(), follow_up).await?;
+        self.write_through(&fresh, Vec::new(), follow_up, Under::NoLease)
+            .await?;
         if with_heartbeat {
             self.served.last_heartbeat = Some(tokio::time::Instant::now());
         }
@@ -241,10 +243,11 @@ impl Daemon {
             );
             requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
         }
+        let after = self.lease_after_commit();
         requests.push(lease::swap(
             self.served.layout.worker_sheet_id,
             held,
-            lease::FREE,
+            &after,
         ));
         Commit {
             requests,
@@ -558,7 +561,9 @@ impl Daemon {
     /// in the same call. `None` when another daemon holds it or won the race, or when too
     /// little of it is left to commit safely (then it is released at once).
     async fn acquire(&mut self, poll: &Poll) -> Result<Option<(Lease, Poll)>, DaemonError> {
-        let plan = self.read_plan(poll.full, false);
+        // Follow-ups whose rows the poll did not find are placed on a read of the whole queue.
+        let full = poll.full || needs_whole_queue(poll, &[], &self.served.pending_through);
+        let plan = self.read_plan(full, false);
         let Some((lease, reply)) = self.take_lease(poll, plan.ranges.clone()).await? else {
             return Ok(None);
         };
@@ -753,6 +758,11 @@ impl Daemon {
     }
 
     pub(super) async fn release(&self, held: &str) {
+        if self.served.lease_kept_until.is_some() {
+            // Kept on purpose: a write sent under it may still be applied. Our next pass
+            // takes it back (renewing it), or it runs out on its own.
+            return;
+        }
         let batch = BatchUpdate {
             requests: vec![lease::swap(
                 self.served.layout.worker_sheet_id,
@@ -764,6 +774,132 @@ impl Daemon {
         };
         if let Err(e) = self.sheets.batch_update(&batch).await {
             warn!(error = %e, "could not release the lease; it expires on its own");
+        }
+    }
+
+    /// Sends the follow-ups waiting since earlier passes (put-backs, restores, a timeout's
+    /// cells, repairs) under the lease we hold, planned on `fresh` (read under it) and on
+    /// the rows their bindings sit on now (one more read, also under it). No claim can
+    /// come between that read and these writes, so none of them overwrites a claim made
+    /// since the read (docs/design.md §4); one that a person's sort put on another row is
+    /// repaired before the lease is released. A failure leaves them for the next pass.
+    async fn write_follow_ups(&mut self, fresh: &mut Poll) {
+        if self.served.pending_through.is_empty() && self.served.unsure.is_empty() {
+            return;
+        }
+        let mut ids: Vec<i32> = self
+            .served
+            .pending_through
+            .iter()
+            .chain(&self.served.unsure)
+            .map(|t| t.id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        match self.read_bound(&ids).await {
+            Ok(bound) => fresh.bound.extend(bound),
+            Err(e) => {
+                warn!(error = %e, "could not read the rows of the follow-up writes; they wait for the next pass");
+                return;
+            }
+        }
+        self.settle_unsure(fresh);
+        let follow_ups = std::mem::take(&mut self.served.pending_through);
+        if follow_ups.is_empty() {
+            return;
+        }
+        let mut through = Vec::new();
+        let mut rebind = Vec::new();
+        self.place_follow_ups(fresh, follow_ups, &mut through, &mut rebind);
+        if !rebind.is_empty() {
+            self.rows_moved();
+            if let Err(e) = self.rebind(&rebind).await {
+                warn!(error = %e, "could not move the bindings of follow-up writes back; trying again at the next pass");
+                self.keep_follow_ups(through);
+                return;
+            }
+        }
+        let left = self.lease_left().saturating_sub(self.config.lease_ttl / 4);
+        let under = Under::Lease {
+            send_by: std::time::Instant::now() + left,
+        };
+        if let Err(e) = self.write_through(fresh, through, Vec::new(), under).await {
+            warn!(error = %e, "the follow-up writes failed; they are planned again at the next pass");
+        }
+    }
+
+    /// Of `writes`, sent under the lease and failed in a way that leaves open whether
+    /// Google applies them (it may, for up to its 180 s request limit), keeps those whose
+    /// row is claimable (the repair of a row that a misplaced put-back turned 待機) and
+    /// returns the others, to be sent again: their rows show a claim, so no one claims them
+    /// meanwhile, and a second copy writes the same cells. A repair in doubt is not sent
+    /// again until it shows on its row or can no longer apply (a second copy landing would
+    /// look like the first), and the lease is kept until then: each of our commits renews
+    /// it instead of releasing it, so no other daemon claims that row, which shows 待機 for
+    /// a job that may have run already.
+    pub(super) fn hold_in_doubt(&mut self, writes: Vec<Through>) -> Vec<Through> {
+        let (claimable, again): (Vec<_>, Vec<_>) = writes
+            .into_iter()
+            .filter(|t| !t.result)
+            .partition(|t| t.state == Some(State::Waiting));
+        if claimable.is_empty() {
+            return again;
+        }
+        warn!(
+            writes = claimable.len(),
+            "the repair of a row a misplaced put-back turned 待機 may still be applied by Google; keeping the lease until it shows on its row or can no longer apply"
+        );
+        let until = tokio::time::Instant::now() + REQUEST_LIMIT;
+        self.served.lease_kept_until =
+            Some(self.served.lease_kept_until.map_or(until, |u| u.max(until)));
+        self.served.unsure.extend(claimable);
+        again
+    }
+
+    /// Settles the writes of [`Self::hold_in_doubt`] by `fresh` (read under the lease):
+    /// one whose row shows its cells was applied and cannot apply again; once Google's
+    /// request limit has passed, the rest never will be and are planned afresh. With none
+    /// left, the lease is released by this pass's commit.
+    fn settle_unsure(&mut self, fresh: &Poll) {
+        let expired = self
+            .served
+            .lease_kept_until
+            .is_some_and(|until| tokio::time::Instant::now() >= until);
+        let unsure = std::mem::take(&mut self.served.unsure);
+        let (applied, open): (Vec<_>, Vec<_>) = unsure.into_iter().partition(|t| {
+            fresh
+                .bound
+                .get(&t.id)
+                .and_then(Option::as_ref)
+                .is_some_and(|r| r.job_id == t.job_id && self.shows(r, &t.cells))
+        });
+        for t in &applied {
+            info!(job.id = %t.job_id, binding = t.id, "a write whose reply was lost shows on its row: it was applied");
+            if t.unbind {
+                self.served.unbind.push(t.id);
+            }
+        }
+        if expired {
+            for t in &open {
+                warn!(job.id = %t.job_id, binding = t.id, "a write whose reply was lost never showed on its row, and Google can no longer apply it; planning it afresh");
+            }
+            self.served.pending_through.extend(open);
+        } else {
+            self.served.unsure = open;
+        }
+        if self.served.unsure.is_empty() && self.served.lease_kept_until.take().is_some() {
+            info!("no write sent under the lease is in doubt any more; the lease is released");
+        }
+    }
+
+    /// What a commit leaves in the lease cell: `free`, or while a write sent under it is in
+    /// doubt ([`Self::hold_in_doubt`]) a new lease of ours, so that other daemons, which
+    /// take over only a lease they watched stand still, wait.
+    fn lease_after_commit(&self) -> String {
+        if self.served.lease_kept_until.is_some() {
+            Lease::new(&self.config.worker_id, Utc::now() + self.lease_ttl()).to_string()
+        } else {
+            lease::FREE.to_string()
         }
     }
 

@@ -315,6 +315,28 @@ impl Daemon {
         Ok(poll)
     }
 
+    /// The rows bindings `ids` sit on now (`None`: a binding that matches no row), in one
+    /// read (`values.batchGetByDataFilter`).
+    pub(super) async fn read_bound(
+        &mut self,
+        ids: &[i32],
+    ) -> Result<HashMap<i32, Option<QueueRow>>, DaemonError> {
+        let filters: Vec<Filter> = ids.iter().copied().map(Filter::Metadata).collect();
+        let reads = match self.sheets.read_filtered(&filters).await {
+            Ok(reads) => reads,
+            Err(e) => {
+                self.served.watch.read_failed();
+                return Err(e.into());
+            }
+        };
+        Ok(ids
+            .iter()
+            .copied()
+            .zip(reads)
+            .map(|(id, read)| (id, self.bound_row(&read)))
+            .collect())
+    }
+
     /// The binding ids of our running jobs, of claims not yet settled, of results waiting in
     /// the outbox, and of follow-up writes waiting for the next write-back.
     pub(super) fn bindings_in_use(&self) -> Vec<i32> {

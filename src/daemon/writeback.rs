@@ -49,7 +49,8 @@ impl Daemon {
                 data.extend(self.panel_result(&poll, row, Finish::Error, now, "", message));
             }
         }
-        self.write_through(&poll, through, data).await?;
+        self.write_through(&poll, through, data, Under::NoLease)
+            .await?;
         let mut beat = Vec::new();
         self.heartbeat_into(&poll, &mut beat, true, &[]).await?;
         if !beat.is_empty() {
@@ -171,6 +172,11 @@ impl Daemon {
     /// heartbeat go in the same call. A binding a person's edit left on another row is moved
     /// back first (the result follows at the next pass); a result whose row was deleted is
     /// reported once and written nowhere. Returns whether the heartbeat went with it.
+    ///
+    /// Writes that set or restore a claim's cells (put-backs, restores, a timeout's cells,
+    /// the repair of a row a misplaced write hit) are not sent here but under the lease, by
+    /// the claim pass ([`Self::write_follow_ups`]): no claim can come between the read they
+    /// are planned on and their write.
     pub(super) async fn flush(
         &mut self,
         poll: &Poll,
@@ -179,9 +185,8 @@ impl Daemon {
         self.rewrite_undone(poll)?;
         self.put_back_orphans(poll);
         let pending: Vec<FinishedJob> = self.outbox.pending().cloned().collect();
-        let follow_ups = std::mem::take(&mut self.served.pending_through);
         let full;
-        let poll = if !poll.full && needs_whole_queue(poll, &pending, &follow_ups) {
+        let poll = if !poll.full && needs_whole_queue(poll, &pending, &[]) {
             full = self.poll(true).await?;
             &full
         } else {
@@ -191,7 +196,6 @@ impl Daemon {
         let mut through = Vec::new();
         let mut settled = Vec::new();
         let mut rebind = Vec::new();
-        self.place_follow_ups(poll, follow_ups, &mut through, &mut rebind);
         let placed = self
             .place_results(
                 poll,
@@ -202,16 +206,11 @@ impl Daemon {
                 &mut rebind,
             )
             .await;
-        if let Err(e) = placed {
-            self.keep_follow_ups(through);
-            return Err(e);
-        }
+        // Results that are not written now stay in the outbox: nothing else to keep.
+        placed?;
         if !rebind.is_empty() {
             self.rows_moved();
-            if let Err(e) = self.rebind(&rebind).await {
-                self.keep_follow_ups(through);
-                return Err(e);
-            }
+            self.rebind(&rebind).await?;
         }
         data.extend(display);
         let heartbeat = if data.is_empty() && through.is_empty() {
@@ -225,14 +224,13 @@ impl Daemon {
                 .filter(|t| t.result)
                 .map(|t| t.job_id.as_str())
                 .collect();
-            let heartbeat = match self.heartbeat_into(poll, &mut data, force, &writing).await {
-                Ok(h) => h,
-                Err(e) => {
-                    self.keep_follow_ups(through);
-                    return Err(e);
-                }
-            };
-            settled.extend(self.write_through(poll, through, data).await?);
+            let heartbeat = self
+                .heartbeat_into(poll, &mut data, force, &writing)
+                .await?;
+            settled.extend(
+                self.write_through(poll, through, data, Under::NoLease)
+                    .await?,
+            );
             heartbeat
         };
         let now = tokio::time::Instant::now();
@@ -249,10 +247,11 @@ impl Daemon {
         Ok(heartbeat)
     }
 
-    /// Follow-ups of a claim pass that did not land (a put-back, a restore, a timeout's
-    /// cells) are planned again like results: through their bindings, once each binding
-    /// is back on its row.
-    fn place_follow_ups(
+    /// Follow-ups (a put-back, a restore, a timeout's cells, a repair) are planned like
+    /// results: through their bindings, once each binding is back on its row, and only onto
+    /// a row that still shows what the follow-up expects (its job, its ワーカー text, its
+    /// state): one that changed since (a newer claim, a person's edit) is left as it is.
+    pub(super) fn place_follow_ups(
         &mut self,
         poll: &Poll,
         follow_ups: Vec<Through>,
@@ -260,6 +259,12 @@ impl Daemon {
         rebind: &mut Vec<(i32, u32, String)>,
     ) {
         for t in follow_ups {
+            if self.in_doubt(t.id) {
+                // A write in doubt goes through that binding: it may still land wherever the
+                // binding sits, so nothing else is written through it, nor is it moved.
+                self.served.pending_through.push(t);
+                continue;
+            }
             let at_binding = poll.bound.get(&t.id).and_then(Option::as_ref);
             let with_job = poll.rows_with_job(&t.job_id);
             let live = |r: &QueueRow| self.claim_is_live(poll, r);
@@ -290,6 +295,9 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         for job in pending {
             let id = binding::id_of_tag(&job.worker);
+            if id.is_some_and(|id| self.in_doubt(id)) {
+                continue;
+            }
             let at_binding = id
                 .and_then(|id| poll.bound.get(&id))
                 .and_then(Option::as_ref);
@@ -429,6 +437,7 @@ impl Daemon {
                     .served
                     .pending_through
                     .iter()
+                    .chain(&self.served.unsure)
                     .any(|t| t.worker == row.worker)
                 || self
                     .served
@@ -525,7 +534,10 @@ impl Daemon {
     /// rows read back in the same call. A binding that did not land on its job's row (the
     /// rows moved again meanwhile) is removed again at the next batch and retried from the
     /// next poll; the results themselves are written at the next pass, through the binding.
-    async fn rebind(&mut self, rebind: &[(i32, u32, String)]) -> Result<(), DaemonError> {
+    pub(super) async fn rebind(
+        &mut self,
+        rebind: &[(i32, u32, String)],
+    ) -> Result<(), DaemonError> {
         let qid = self.queue_sheet_id();
         let mut requests = Vec::new();
         let mut ranges = Vec::new();
@@ -565,12 +577,14 @@ impl Daemon {
     /// panel cells, display, heartbeat, rows without a binding) in one
     /// `values.batchUpdateByDataFilter`, then checks each bound write against its reply row.
     /// A write that found another job's row is an incident: logged, counted, and repaired
-    /// from `poll` (the values read just before). Returns the jobIds whose write landed.
+    /// at once from `poll` (the values read just before). Returns the jobIds whose write
+    /// landed.
     pub(super) async fn write_through(
         &mut self,
         poll: &Poll,
         through: Vec<Through>,
         data: Vec<ValueRange>,
+        under: Under,
     ) -> Result<Vec<String>, DaemonError> {
         if through.is_empty() && data.is_empty() {
             return Ok(Vec::new());
@@ -580,8 +594,17 @@ impl Daemon {
             .map(|t| self.bound_write(t.id, &t.cells))
             .chain(data.iter().map(FilterWrite::a1))
             .collect();
-        let replies = match self.sheets.write_filtered(&writes).await {
+        let replies = match self
+            .sheets
+            .write_filtered_by(&writes, under.send_by())
+            .await
+        {
             Ok(r) => r,
+            Err(e) if under.is_lease() && e.may_have_applied() => {
+                let again = self.hold_in_doubt(through);
+                self.keep_follow_ups(again);
+                return Err(e.into());
+            }
             Err(e) => {
                 self.keep_follow_ups(through);
                 return Err(e.into());
@@ -669,7 +692,7 @@ impl Daemon {
             }
         }
         self.keep_follow_ups(missed);
-        self.repair(poll, repairs).await;
+        self.repair(poll, repairs, under).await;
         Ok(landed)
     }
 
@@ -678,7 +701,7 @@ impl Daemon {
     /// through a binding, checked by its reply: one refused or missed is sent again, one that
     /// found yet another row (the values moved again) repairs that row too, for a few rounds.
     /// What is left is repaired at the next passes, through bindings of its own.
-    async fn repair(&mut self, poll: &Poll, mut repairs: Vec<Through>) {
+    async fn repair(&mut self, poll: &Poll, mut repairs: Vec<Through>, under: Under) {
         const ROUNDS: u32 = 3;
         for round in 1..=ROUNDS {
             if repairs.is_empty() {
@@ -688,8 +711,17 @@ impl Daemon {
                 .iter()
                 .map(|t| self.bound_write(t.id, &t.cells))
                 .collect();
-            let replies = match self.sheets.write_filtered(&writes).await {
+            let replies = match self
+                .sheets
+                .write_filtered_by(&writes, under.send_by())
+                .await
+            {
                 Ok(r) => r,
+                Err(e) if under.is_lease() && e.may_have_applied() => {
+                    warn!(error = %e, round, "the repair of a row a misplaced write hit may or may not have applied");
+                    repairs = self.hold_in_doubt(repairs);
+                    continue;
+                }
                 Err(e) => {
                     warn!(error = %e, round, "the repair of a row a misplaced write hit was refused");
                     if round < ROUNDS {
@@ -809,12 +841,26 @@ impl Daemon {
 
     /// The repair of the row holding `found_job_id`, hit by the misplaced write `t`: the
     /// cells `t` wrote, given back the values `before` (our read) had, through `t`'s binding.
+    /// It expects the row as `t` left it (its ワーカー text and state): a row changed since
+    /// (a claim made after the misplaced write, a person's edit) is not restored.
     fn repair_of(&self, t: &Through, found_job_id: String, before: &QueueRow) -> Through {
+        let state_written = t
+            .cells
+            .iter()
+            .find(|(c, _)| *c == Column::State)
+            .map(|(_, v)| self.config.states.parse(&crate::queue::cell_text(v)));
+        let state = match state_written {
+            Some(written) => written,
+            None => match before.state {
+                crate::queue::RowState::Known(s) => Some(s),
+                crate::queue::RowState::Unknown(_) => None,
+            },
+        };
         Through {
             id: t.id,
             job_id: found_job_id,
             worker: worker_after(before, &t.cells),
-            state: None,
+            state,
             cells: self.restore_values(before, &t.cells),
             unbind: false,
             result: false,
@@ -823,7 +869,7 @@ impl Daemon {
 
     /// Keeps the follow-ups among `through` that did not land for the next write-back (results
     /// stay in the outbox anyway), where they are planned afresh against a new poll.
-    fn keep_follow_ups(&mut self, through: impl IntoIterator<Item = Through>) {
+    pub(super) fn keep_follow_ups(&mut self, through: impl IntoIterator<Item = Through>) {
         self.served
             .pending_through
             .extend(through.into_iter().filter(|t| !t.result));
@@ -838,6 +884,26 @@ impl Daemon {
             filter: Filter::Metadata(id),
             values: vec![self.served.layout.columns.sparse_row(cells, Column::JobId)],
         }
+    }
+
+    /// Whether a write in doubt ([`Self::hold_in_doubt`]) goes through binding `id`.
+    fn in_doubt(&self, id: i32) -> bool {
+        self.served.unsure.iter().any(|t| t.id == id)
+    }
+
+    /// Whether `row` shows every cell of `cells` (times to the millisecond): a write of
+    /// them was applied.
+    pub(super) fn shows(&self, row: &QueueRow, cells: &[(Column, Cell)]) -> bool {
+        self.restore_values(row, cells)
+            .iter()
+            .zip(cells)
+            .all(
+                |((_, seen), (_, written))| match (seen.as_f64(), written.as_f64()) {
+                    // About 9 ms in a day serial.
+                    (Some(a), Some(b)) => (a - b).abs() < 1e-7,
+                    _ => crate::queue::cell_text(seen) == crate::queue::cell_text(written),
+                },
+            )
     }
 
     /// The values `before` had in the columns of `cells`.
@@ -940,7 +1006,11 @@ impl Daemon {
 /// row of `poll` shows as ours and that the read does not hold, or a late result whose row
 /// was timed out meanwhile (whether its function was pressed again, so that press owns the
 /// panel row, needs the whole queue too).
-fn needs_whole_queue(poll: &Poll, pending: &[FinishedJob], follow_ups: &[Through]) -> bool {
+pub(super) fn needs_whole_queue(
+    poll: &Poll,
+    pending: &[FinishedJob],
+    follow_ups: &[Through],
+) -> bool {
     let unresolved = |id: Option<i32>, job_id: &str, worker: &str| {
         let bound_ok = id
             .and_then(|id| poll.bound.get(&id))
@@ -959,6 +1029,31 @@ fn needs_whole_queue(poll: &Poll, pending: &[FinishedJob], follow_ups: &[Through
     }) || follow_ups
         .iter()
         .any(|t| unresolved(Some(t.id), &t.job_id, &t.worker))
+}
+
+/// Whether a write through bindings goes out under the lease we hold (docs/design.md §4).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Under {
+    /// We hold the lease, and the read the write was planned on was taken under it: no claim
+    /// can come between them, nor between a misplaced write and its repair. No attempt
+    /// starts after `send_by` (the lease's margin), and one whose outcome is unknown keeps
+    /// the lease until Google can no longer apply it.
+    Lease { send_by: std::time::Instant },
+    /// Results, and rows only their own daemon writes: no lease.
+    NoLease,
+}
+
+impl Under {
+    fn send_by(self) -> Option<std::time::Instant> {
+        match self {
+            Under::Lease { send_by } => Some(send_by),
+            Under::NoLease => None,
+        }
+    }
+
+    fn is_lease(self) -> bool {
+        matches!(self, Under::Lease { .. })
+    }
 }
 
 /// A write to a queue row through its binding: the cells to change, and what the row must
@@ -982,12 +1077,12 @@ pub(super) struct Through {
     pub(super) result: bool,
 }
 
-/// The ワーカー text a row shows after a write of `cells` onto it (`before` as our read saw it).
 /// How many columns, from A, the A1 `range` of a write's reply covers.
 fn written_width(range: &str) -> Option<usize> {
     Some(a1::A1Range::parse(range).ok()?.end_col? as usize)
 }
 
+/// The ワーカー text a row shows after a write of `cells` onto it (`before` as our read saw it).
 fn worker_after(before: &QueueRow, cells: &[(Column, Cell)]) -> String {
     cells
         .iter()

@@ -592,12 +592,20 @@ impl Sheets for GoogleSheets {
         &self,
         data: &[FilterWrite],
     ) -> Result<Vec<Option<FilterWritten>>, SheetsError> {
+        self.write_filtered_by(data, None).await
+    }
+
+    async fn write_filtered_by(
+        &self,
+        data: &[FilterWrite],
+        send_by: Option<std::time::Instant>,
+    ) -> Result<Vec<Option<FilterWritten>>, SheetsError> {
         if data.is_empty() {
             return Ok(Vec::new());
         }
         let body = convert::write_filtered_body(data).to_string();
         let reply: api::BatchUpdateValuesByDataFilterResponse = self
-            .call(ApiMethod::ValuesBatchUpdateByDataFilter, || {
+            .call_by(ApiMethod::ValuesBatchUpdateByDataFilter, send_by, || {
                 self.post_raw("/values:batchUpdateByDataFilter", "", body.clone())
             })
             .await?;
@@ -688,8 +696,13 @@ impl Failure {
         let retry_here = kind == ErrorKind::Retryable
             && method.retried_by_client()
             && (not_applied || method.is_idempotent());
+        let error = SheetsError::new(kind, method.name(), message);
         Self {
-            error: SheetsError::new(kind, method.name(), message),
+            error: if not_applied {
+                error.unapplied()
+            } else {
+                error
+            },
             outcome,
             retry_here,
         }

@@ -15,6 +15,14 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 const FAST: Quota = Quota::scaled(50);
+/// One slot, and liveness in seconds: a heartbeat every 500 ms, dead after 3 s, the lease
+/// taken over after standing still 3 s.
+const QUICK_ONE_SLOT: [(&str, &str); 4] = [
+    ("slots", "1"),
+    ("heartbeat_interval", "\"500ms\""),
+    ("dead_after", "\"3s\""),
+    ("lease_ttl", "\"3s\""),
+];
 
 /// A command that logs its start (jobId, target, nanoseconds since the epoch, and the
 /// worker id a [`Fleet`] puts for `{worker}`) and its end to `file`, sleeps `args.seconds`,
@@ -28,6 +36,44 @@ fn recording_command(file: &std::path::Path) -> String {
 
 /// One run of a command: when it started and (once it did) ended, in nanoseconds.
 type Run = (u128, Option<u128>);
+
+/// What most tests here start from: the daemons' logs on, the emulator with Google's quota
+/// (time-compressed), a temporary directory and the execution log's path in it.
+async fn lab() -> (Emulator, tempfile::TempDir, std::path::PathBuf) {
+    logs();
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("runs.log");
+    (emu, dir, log)
+}
+
+/// Queues a job of the command of [`recording_command`] that sleeps `seconds`.
+async fn record_job(
+    sheets: &dyn sheetq::sheets::Sheets,
+    config: &sheetq::config::Config,
+    target: &str,
+    function: &str,
+    seconds: u32,
+) -> String {
+    let args = format!(r#"{{"seconds":{seconds}}}"#);
+    enqueue(sheets, config, target, function, "record", &args, "").await
+}
+
+/// Waits until `worker` runs `job`.
+async fn wait_running_on(emu: &Emulator, job: &str, worker: &str) {
+    let prefix = format!("{worker}/");
+    wait_for(
+        &format!("{worker} to run job {job}"),
+        WAIT,
+        || {
+            let rows = queue_rows(emu);
+            let r = row_of(&rows, job);
+            (r.state.is(State::Running) && r.worker.starts_with(&prefix)).then_some(())
+        },
+        || describe_queue(&queue_rows(emu)),
+    )
+    .await;
+}
 
 /// What ran, from the execution log: per jobId, its target and each run.
 fn runs(file: &std::path::Path) -> BTreeMap<String, (String, Vec<Run>)> {
@@ -97,58 +143,22 @@ fn assert_once_each_and_one_at_a_time(file: &std::path::Path, jobs: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_cut_off_longer_than_dead_after_keeps_its_target_and_its_result() {
-    logs();
-    let emu = start_with_quota(FAST).await;
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("runs.log");
-    let settings = [
-        ("slots", "1"),
-        ("heartbeat_interval", "\"500ms\""),
-        ("dead_after", "\"3s\""),
-        ("lease_ttl", "\"3s\""),
-    ];
+    let (emu, _dir, log) = lab().await;
+    let settings = QUICK_ONE_SLOT;
     let commands = recording_command(&log);
     // a1 alone first, so it is the one that claims the long job.
     let first = Fleet::start_on_own_accounts(&emu, &["a1"], &settings, &commands).await;
     let c = first.configs[0].clone();
     let sheets = client(&emu, &c).await;
-    let long = enqueue(
-        sheets.as_ref(),
-        &c,
-        "サーバーA",
-        "動作確認 (2秒)",
-        "record",
-        r#"{"seconds":6}"#,
-        "",
-    )
-    .await;
-    wait_for(
-        "a1 to run the long job",
-        WAIT,
-        || {
-            let rows = queue_rows(&emu);
-            let r = row_of(&rows, &long);
-            (r.state.is(State::Running) && r.worker.starts_with("a1/")).then_some(())
-        },
-        || describe_queue(&queue_rows(&emu)),
-    )
-    .await;
+    let long = record_job(sheets.as_ref(), &c, "サーバーA", "動作確認 (2秒)", 6).await;
+    wait_running_on(&emu, &long, "a1").await;
     // a1 is cut off from the API (every request 503): its job runs on.
     emu.add_fault(FaultRule::cut_off(
         &Emulator::account("a1"),
         Fault::Status(503),
     ));
     let second = Fleet::start_on_own_accounts(&emu, &["a2"], &settings, &commands).await;
-    let next = enqueue(
-        sheets.as_ref(),
-        &c,
-        "サーバーA",
-        "再起動 (5秒)",
-        "record",
-        r#"{"seconds":0}"#,
-        "",
-    )
-    .await;
+    let next = record_job(sheets.as_ref(), &c, "サーバーA", "再起動 (5秒)", 0).await;
     // a2 sees a1's heartbeat stand still past dead_after and times the long job out...
     let timed_out = wait_for(
         "a2 to time out the job of the silent a1",
@@ -236,26 +246,8 @@ async fn times_in_the_sheet_even_across_the_night_daylight_saving_falls_back_dec
     let fleet = Fleet::start(&emu, &["d1", "d2"], &settings, &recording_command(&log)).await;
     let c = fleet.configs[0].clone();
     let sheets = client(&emu, &c).await;
-    let long = enqueue(
-        sheets.as_ref(),
-        &c,
-        "サーバーA",
-        "動作確認 (2秒)",
-        "record",
-        r#"{"seconds":6}"#,
-        "",
-    )
-    .await;
-    let next = enqueue(
-        sheets.as_ref(),
-        &c,
-        "サーバーA",
-        "再起動 (5秒)",
-        "record",
-        r#"{"seconds":0}"#,
-        "",
-    )
-    .await;
+    let long = record_job(sheets.as_ref(), &c, "サーバーA", "動作確認 (2秒)", 6).await;
+    let next = record_job(sheets.as_ref(), &c, "サーバーA", "再起動 (5秒)", 0).await;
     // While the long job runs, its 開始日時 reads as that ambiguous 01:05 (an hour, then a
     // month, before the real time), as a wall clock misread across the fall-back night
     // would show it; so do both heartbeats' "last seen" once (the daemons write theirs in
@@ -343,16 +335,7 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
     };
     let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
     let sheets = client(&emu, &enqueuer).await;
-    let job = enqueue(
-        sheets.as_ref(),
-        &enqueuer,
-        "サーバーB",
-        "動作確認 (2秒)",
-        "record",
-        r#"{"seconds":4}"#,
-        "",
-    )
-    .await;
+    let job = record_job(sheets.as_ref(), &enqueuer, "サーバーB", "動作確認 (2秒)", 4).await;
     wait_for(
         "the job to run",
         WAIT,
@@ -412,10 +395,7 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_commit_applied_after_its_reply_was_lost_cannot_take_effect() {
-    logs();
-    let emu = start_with_quota(FAST).await;
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("runs.log");
+    let (emu, _dir, log) = lab().await;
     let settings = [
         ("heartbeat_interval", "\"500ms\""),
         ("dead_after", "\"3s\""),
@@ -434,16 +414,7 @@ async fn a_claim_commit_applied_after_its_reply_was_lost_cannot_take_effect() {
     let first = Fleet::start_on_own_accounts(&emu, &["d1"], &settings, &commands).await;
     let c = first.configs[0].clone();
     let sheets = client(&emu, &c).await;
-    let job = enqueue(
-        sheets.as_ref(),
-        &c,
-        "サーバーA",
-        "動作確認 (2秒)",
-        "record",
-        r#"{"seconds":1}"#,
-        "",
-    )
-    .await;
+    let job = record_job(sheets.as_ref(), &c, "サーバーA", "動作確認 (2秒)", 1).await;
     wait_for(
         "d1's claim commit to be held back",
         WAIT,
@@ -452,16 +423,7 @@ async fn a_claim_commit_applied_after_its_reply_was_lost_cannot_take_effect() {
     )
     .await;
     let second = Fleet::start_on_own_accounts(&emu, &["d2"], &settings, &commands).await;
-    let next = enqueue(
-        sheets.as_ref(),
-        &c,
-        "サーバーA",
-        "再起動 (5秒)",
-        "record",
-        r#"{"seconds":0}"#,
-        "",
-    )
-    .await;
+    let next = record_job(sheets.as_ref(), &c, "サーバーA", "再起動 (5秒)", 0).await;
     let finished = wait_finished(&emu, &[job.clone(), next.clone()], WAIT).await;
     // Past the moment the held-back commit is applied (or refused).
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -489,6 +451,169 @@ async fn a_claim_commit_applied_after_its_reply_was_lost_cannot_take_effect() {
         );
     }
     assert_once_each_and_one_at_a_time(&log, &[&job, &next]);
+}
+
+/// One queue row's cells, A to P, as the emulator holds them (blank cells as "").
+fn row_cells(emu: &Emulator, row: u32) -> serde_json::Value {
+    let mut cells = emu
+        .values(&format!("'_ジョブキュー'!A{row}:P{row}"))
+        .unwrap_or_else(|e| panic!("read row {row}: {e:?}"))
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    cells.resize(16, serde_json::json!(""));
+    serde_json::json!([cells])
+}
+
+/// A put-back goes out under the lease, planned on a read taken under it; here a person
+/// swaps two rows' values while it travels, so it lands on a finished job's row (待機 there
+/// now, claimable) and is repaired under the same lease. The repair's reply is lost and
+/// Google applies it 3 s later: until the daemon sees it on its row, it keeps the lease
+/// (renewed, so the others, who take over only a lease they watched stand still, wait), and
+/// no daemon claims anything, the finished job least of all. Then every job runs once, and
+/// the finished one never again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repair_whose_reply_was_lost_keeps_the_lease_until_it_shows_on_its_row() {
+    let (emu, dir, log) = lab().await;
+    let settings = QUICK_ONE_SLOT;
+    let commands = recording_command(&log);
+    let setup = daemon_config(&emu, "setup", dir.path(), &settings, &commands);
+    let sheets = client(&emu, &setup).await;
+    // x runs a long job: its one slot stays busy, so whatever else waits is y's to run.
+    let x = Fleet::start_on_own_accounts(&emu, &["x"], &settings, &commands).await;
+    let long = record_job(sheets.as_ref(), &setup, "サーバーA", "動作確認 (2秒)", 10).await;
+    wait_running_on(&emu, &long, "x").await;
+    // While x is cut off: a row comes to show a claim of x's that runs nothing (as a
+    // restore from an older read can leave one), and below it stands a finished job.
+    let cut = FaultRule::cut_off(&Emulator::account("x"), Fault::Status(503));
+    emu.add_fault(cut.clone());
+    let orphan = record_job(sheets.as_ref(), &setup, "サーバーB", "動作確認 (2秒)", 0).await;
+    let finished = record_job(sheets.as_ref(), &setup, "サーバーD", "動作確認 (2秒)", 0).await;
+    let rows = queue_rows(&emu);
+    let (o, f) = (row_of(&rows, &orphan).row, row_of(&rows, &finished).row);
+    let set = |range: String, cells: serde_json::Value| {
+        emu.set_values(&range, cells, false)
+            .unwrap_or_else(|e| panic!("set {range}: {e:?}"))
+    };
+    set(
+        format!("'_ジョブキュー'!K{o}"),
+        serde_json::json!([["実行中"]]),
+    );
+    set(
+        format!("'_ジョブキュー'!P{o}"),
+        serde_json::json!([["x/0 #0000abcd"]]),
+    );
+    set(
+        format!("'_ジョブキュー'!K{f}:P{f}"),
+        serde_json::json!([[
+            "完了",
+            46356.5,
+            46356.6,
+            "",
+            "done long ago",
+            "old-vm/0 #0ld0ld00"
+        ]]),
+    );
+    // x's put-back travels 1.5 s; the repair's reply is lost and it is applied 3 s later.
+    let travel = FaultRule {
+        method: Some("spreadsheets.values.batchUpdateByDataFilter".into()),
+        fault: Fault::Latency(Duration::from_millis(1500)),
+        remaining: Some(1),
+        probability: None,
+        user: Some(Emulator::account("x")),
+        body_contains: Some("待機".into()),
+    };
+    emu.add_fault(travel.clone());
+    emu.add_fault(FaultRule {
+        fault: Fault::ApplyLater(Duration::from_secs(3)),
+        body_contains: Some("0ld0ld00".into()),
+        ..travel.clone()
+    });
+    emu.remove_fault(&cut);
+    let y = Fleet::start_on_own_accounts(&emu, &["y"], &settings, &commands).await;
+    wait_for(
+        "x to send the put-back",
+        WAIT,
+        || (!emu.faults().contains(&travel)).then_some(()),
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    // A person swaps the two rows' values (the row metadata stays where it was).
+    let (orphan_cells, finished_cells) = (row_cells(&emu, o), row_cells(&emu, f));
+    set(format!("'_ジョブキュー'!A{o}:P{o}"), finished_cells);
+    set(format!("'_ジョブキュー'!A{f}:P{f}"), orphan_cells);
+    wait_for(
+        "the put-back to land on the finished job's row",
+        WAIT,
+        || {
+            row_of(&queue_rows(&emu), &finished)
+                .state
+                .is(State::Waiting)
+                .then_some(())
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    // A job only y can run (x's slot is busy) arrives while the repair is in doubt.
+    let waiting = record_job(sheets.as_ref(), &setup, "サーバーC", "動作確認 (2秒)", 0).await;
+    let mut samples = 0;
+    wait_for(
+        "the repair to show on the finished job's row",
+        WAIT,
+        || {
+            let lease = emu
+                .values("'_ワーカー'!B1")
+                .ok()
+                .and_then(|v| v.first()?.first()?.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let rows = queue_rows(&emu);
+            let repaired = row_of(&rows, &finished).state.is(State::Done);
+            if !repaired {
+                samples += 1;
+                assert!(
+                    lease.starts_with("lease|x|"),
+                    "while x's repair may still be applied, x keeps the lease; it shows {lease:?}"
+                );
+                for id in [&finished, &waiting] {
+                    assert!(
+                        row_of(&rows, id).state.is(State::Waiting),
+                        "a job was claimed while x's repair was in doubt:\n{}",
+                        describe_queue(&rows)
+                    );
+                }
+            }
+            repaired.then_some(())
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    assert!(
+        samples > 10,
+        "the repair showed too soon to watch ({samples} looks)"
+    );
+    // Seen applied, the repair cannot apply again: the lease goes, long before Google's
+    // 180 s limit, and what waits runs.
+    let rows = wait_finished(&emu, &[long.clone(), orphan.clone(), waiting.clone()], WAIT).await;
+    x.stop(&emu).await;
+    y.stop(&emu).await;
+    for id in [&long, &orphan, &waiting] {
+        let r = row_of(&rows, id);
+        assert_done(r);
+        assert_eq!(&r.message, id, "{r:#?}");
+    }
+    let history = row_of(&rows, &finished);
+    assert_eq!(
+        (history.worker.as_str(), history.message.as_str()),
+        ("old-vm/0 #0ld0ld00", "done long ago"),
+        "the finished job's row is given its history back:\n{}",
+        describe_queue(&rows)
+    );
+    assert!(
+        !runs(&log).contains_key(&finished),
+        "the finished job ran again:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_once_each_and_one_at_a_time(&log, &[&long, &orphan, &waiting]);
 }
 
 #[tokio::test]
@@ -581,10 +706,7 @@ fn runners(file: &std::path::Path) -> BTreeMap<String, Vec<String>> {
 /// that ran its job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_every_job_once_every_stamp_its_runner() {
-    logs();
-    let emu = start_with_quota(FAST).await;
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("runs.log");
+    let (emu, _dir, log) = lab().await;
     let settings = [
         ("heartbeat_interval", "\"500ms\""),
         ("dead_after", "\"3s\""),
