@@ -327,9 +327,11 @@ struct Served {
     lease_kept_until: Option<tokio::time::Instant>,
     /// Those writes, not sent again until they show on their rows or can no longer apply.
     unsure: Vec<writeback::Through>,
-    /// Fences this daemon created (docs/design.md §3.1), with when: removed with a batch
-    /// sent anyway once the commit each fences can no longer apply.
+    /// Fences this daemon created or found untracked (docs/design.md §3.1), with when:
+    /// removed with a batch sent anyway once the commit each fences can no longer apply.
     fences: Vec<(i32, tokio::time::Instant)>,
+    /// When to look next for fences that no daemon tracks (left by a stopped daemon).
+    fence_sweep_at: tokio::time::Instant,
 }
 
 /// How many of the results that landed in the last minute a heartbeat lists as done.
@@ -400,6 +402,7 @@ impl Daemon {
                 watch,
                 holds: Vec::new(),
                 lease_sent: None,
+                fence_sweep_at: tokio::time::Instant::now(),
                 lease_kept_until: None,
                 unsure: Vec::new(),
                 fences: Vec::new(),
@@ -588,6 +591,9 @@ impl Daemon {
             self.archive_pass(&poll).await?;
         } else if self.idle_check_due() {
             self.hide_idle_panels(&poll).await?;
+        }
+        if self.fence_sweep_due() {
+            self.sweep_fences().await;
         }
         if !wrote_heartbeat && self.heartbeat_due() {
             self.heartbeat_alone(&poll).await?;

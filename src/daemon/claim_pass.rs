@@ -24,6 +24,12 @@ use super::{Claimed, Daemon, DaemonError, Poll};
 /// sent (docs/design.md §6), with a margin.
 const REQUEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(190);
 
+/// How many fences one batch removes at most.
+const FENCES_PER_BATCH: usize = 100;
+
+/// How often a daemon looks for fences that no daemon tracks any more.
+const FENCE_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
 /// How long a fence is kept: while the commit it fences could still be applied (its lease's
 /// TTL, then Google's request limit).
 pub(super) fn fence_kept(lease_ttl: std::time::Duration) -> std::time::Duration {
@@ -617,13 +623,9 @@ impl Daemon {
         let held = lease.to_string();
         // Bindings of finished rows, and fences whose commits can no longer apply, go with
         // the acquire, a batch sent anyway.
-        let kept = fence_kept(self.config.lease_ttl);
-        let (old, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.served.fences)
-            .into_iter()
-            .partition(|(_, at)| at.elapsed() >= kept);
-        self.served.fences = young;
+        let old = self.fences_to_remove();
         let mut unbind = std::mem::take(&mut self.served.unbind);
-        unbind.extend(old.iter().map(|(id, _)| *id));
+        unbind.extend(old);
         let mut requests = vec![lease::swap(
             self.served.layout.worker_sheet_id,
             &from,
@@ -681,6 +683,56 @@ impl Daemon {
         }
         self.observers.metrics.lease_acquired();
         Ok(Some((lease, reply)))
+    }
+
+    /// The fences whose commits can no longer apply, at most [`FENCES_PER_BATCH`] (the
+    /// rest go with the next batches); the others stay.
+    fn fences_to_remove(&mut self) -> Vec<i32> {
+        let kept = fence_kept(self.config.lease_ttl);
+        let (mut old, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.served.fences)
+            .into_iter()
+            .partition(|(_, at)| at.elapsed() >= kept);
+        let later = old.split_off(old.len().min(FENCES_PER_BATCH));
+        self.served.fences = young;
+        self.served.fences.extend(later);
+        old.into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// Whether to look for fences no daemon will remove (see [`Self::sweep_fences`]).
+    pub(super) fn fence_sweep_due(&self) -> bool {
+        tokio::time::Instant::now() >= self.served.fence_sweep_at
+    }
+
+    /// Finds every fence on the spreadsheet (`developerMetadata.search`, one read, at
+    /// start-up and then hourly) and removes those this daemon does not know yet once
+    /// [`fence_kept`] has passed from now: fences left by a daemon that stopped or crashed
+    /// before removing its own, which would otherwise pile up against Google's 30,000
+    /// characters of metadata per sheet. Seen now, each was created before now, so no
+    /// commit it fences can apply by then; its creator removing it too does no harm.
+    pub(super) async fn sweep_fences(&mut self) {
+        let now = tokio::time::Instant::now();
+        match self.sheets.search_metadata(lease::FENCE_KEY).await {
+            Ok(found) => {
+                let known: std::collections::HashSet<i32> =
+                    self.served.fences.iter().map(|(id, _)| *id).collect();
+                let new: Vec<i32> = found
+                    .iter()
+                    .map(|m| m.id)
+                    .filter(|id| !known.contains(id))
+                    .collect();
+                if !new.is_empty() {
+                    info!(fences = new.len(), "found fences no daemon tracks (left by a stopped one); removing them once no commit they fence can apply");
+                }
+                self.served
+                    .fences
+                    .extend(new.into_iter().map(|id| (id, now)));
+                self.served.fence_sweep_at = now + FENCE_SWEEP_EVERY;
+            }
+            Err(e) => {
+                debug!(error = %e, "could not look for abandoned fences; trying again in a minute");
+                self.served.fence_sweep_at = now + std::time::Duration::from_secs(60);
+            }
+        }
     }
 
     /// Intake by polling, under the lease so two daemons never turn one tick into two rows:

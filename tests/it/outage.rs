@@ -616,6 +616,57 @@ async fn a_repair_whose_reply_was_lost_keeps_the_lease_until_it_shows_on_its_row
     assert_once_each_and_one_at_a_time(&log, &[&long, &orphan, &waiting]);
 }
 
+/// The ids of the fences on the spreadsheet (docs/design.md §3).
+fn fence_ids(emu: &Emulator) -> Vec<i64> {
+    emu.developer_metadata()
+        .iter()
+        .filter(|m| m["metadataKey"] == sheetq::lease::FENCE_KEY)
+        .filter_map(|m| m["metadataId"].as_i64())
+        .collect()
+}
+
+/// A daemon that stops (or crashes) within Google's 180 s request limit of its last commit
+/// leaves that commit's fence behind: only it tracked it. The next daemon finds such fences
+/// (one `developerMetadata.search` at start-up, then hourly) and removes them once no commit
+/// they fence can apply, so they do not pile up against Google's 30,000 characters of
+/// metadata per sheet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "waits out Google's 180 s request limit; .ci/run runs it"]
+async fn fences_left_by_a_stopped_daemon_are_removed_by_the_next_one() {
+    let (emu, _dir, log) = lab().await;
+    let commands = recording_command(&log);
+    let first = Fleet::start_on_own_accounts(&emu, &["d1"], &QUICK_ONE_SLOT, &commands).await;
+    let c = first.configs[0].clone();
+    let sheets = client(&emu, &c).await;
+    let job = record_job(sheets.as_ref(), &c, "サーバーA", "動作確認 (2秒)", 0).await;
+    wait_finished(&emu, std::slice::from_ref(&job), WAIT).await;
+    first.stop(&emu).await;
+    let left = fence_ids(&emu);
+    assert!(
+        !left.is_empty(),
+        "d1's claim commit left its fence: {:#?}",
+        emu.developer_metadata()
+    );
+    let second = Fleet::start_on_own_accounts(&emu, &["d2"], &QUICK_ONE_SLOT, &commands).await;
+    wait_for(
+        "d2 to look for fences",
+        WAIT,
+        || (emu.count("spreadsheets.developerMetadata.search") >= 1).then_some(()),
+        || format!("{:#?}", emu.requests()),
+    )
+    .await;
+    // Past Google's request limit and the lease's TTL, d2's next lease takes them away.
+    tokio::time::sleep(Duration::from_secs(200)).await;
+    let next = record_job(sheets.as_ref(), &c, "サーバーB", "動作確認 (2秒)", 0).await;
+    wait_finished(&emu, std::slice::from_ref(&next), WAIT).await;
+    second.stop(&emu).await;
+    let now = fence_ids(&emu);
+    assert!(
+        left.iter().all(|id| !now.contains(id)),
+        "d1's fences {left:?} are still there: {now:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_lost_append_reply_makes_no_second_row_and_new_rows_go_after_the_last_job() {
     let emu = start_with_quota(FAST).await;
