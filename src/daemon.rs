@@ -319,7 +319,7 @@ struct Served {
     watch: Watch,
     /// Jobs of other daemons this one timed out, each held (listed in our heartbeat, its
     /// target busy) until it could have ended on its own.
-    holds: Vec<(RunningRef, tokio::time::Instant)>,
+    holds: Vec<Hold>,
     /// When the acquire of the lease we last took was sent.
     lease_sent: Option<tokio::time::Instant>,
     /// Until when our commits renew the lease instead of releasing it: a write sent under
@@ -332,6 +332,15 @@ struct Served {
     fences: Vec<(i32, tokio::time::Instant)>,
     /// When to look next for fences that no daemon tracks (left by a stopped daemon).
     fence_sweep_at: tokio::time::Instant,
+}
+
+/// A job of another daemon that this one timed out, held until it could have ended.
+struct Hold {
+    job: RunningRef,
+    /// The daemon that ran it (its ワーカー tag's id; empty for a claim without a tag).
+    daemon: String,
+    since: tokio::time::Instant,
+    until: tokio::time::Instant,
 }
 
 /// How many of the results that landed in the last minute a heartbeat lists as done.
@@ -688,7 +697,7 @@ impl Daemon {
             &self.config.worker_id,
             self.config.dead_after,
         );
-        jobs.extend(self.served.holds.iter().map(|(job, _)| job.clone()));
+        jobs.extend(self.served.holds.iter().map(|h| h.job.clone()));
         jobs.extend(
             self.running
                 .values()
@@ -707,23 +716,32 @@ impl Daemon {
             .registry
             .get(&row.command)
             .map_or(self.config.stale_after, |def| def.timeout + def.kill_grace);
-        let until = tokio::time::Instant::now() + could_run + self.config.heartbeat_interval;
-        self.served
-            .holds
-            .retain(|(job, _)| job.job_id != row.job_id);
-        self.served.holds.push((RunningRef::of(row).held(), until));
+        let since = tokio::time::Instant::now();
+        self.served.holds.retain(|h| h.job.job_id != row.job_id);
+        self.served.holds.push(Hold {
+            job: RunningRef::of(row).held(),
+            daemon: row.worker_tag().map(|t| t.daemon_id).unwrap_or_default(),
+            since,
+            until: since + could_run + self.config.heartbeat_interval,
+        });
     }
 
-    /// Ends the holds whose time is up, or whose row now shows the job's real outcome (its
-    /// daemon came back and wrote 完了 or エラー: the job has ended).
+    /// Ends the holds whose time is up, or whose job has ended: its row shows the real
+    /// outcome (its daemon came back and wrote 完了 or エラー), or, when that row lies
+    /// outside our read, its daemon's heartbeat, changed since, lists it running no more.
     fn expire_holds(&mut self, poll: &Poll) {
         let now = tokio::time::Instant::now();
-        self.served.holds.retain(|(job, until)| {
-            let ended = poll.snapshot.rows_with(&job.job_id).any(|r| {
+        self.served.holds.retain(|h| {
+            let ended = poll.snapshot.rows_with(&h.job.job_id).any(|r| {
                 r.state.is(queue::State::Done) || r.state.is(queue::State::Error)
-            });
-            if ended || now >= *until {
-                info!(job.id = %job.job_id, target = %job.target, ended, "the target of a job we timed out is free again");
+            }) || workers::ended_on(
+                &poll.workers,
+                &h.daemon,
+                &h.job.job_id,
+                h.since.elapsed(),
+            );
+            if ended || now >= h.until {
+                info!(job.id = %h.job.job_id, target = %h.job.target, ended, "the target of a job we timed out is free again");
                 return false;
             }
             true
@@ -924,7 +942,7 @@ impl Daemon {
                     r
                 }
             }))
-            .chain(self.served.holds.iter().map(|(job, _)| job.clone()))
+            .chain(self.served.holds.iter().map(|h| h.job.clone()))
             .chain(
                 // The newest ones only: the cell holds at most 50,000 characters, and an
                 // entry takes some 60 to 200.

@@ -227,6 +227,23 @@ pub fn running_elsewhere(
         .collect()
 }
 
+/// Whether job `job_id`, which daemon `daemon_id` ran and we timed out `held_for` ago, has
+/// ended there, as that daemon's heartbeat says: the row changed since (the daemon is back)
+/// and lists the job as running no more (done, its result written; or not at all: a
+/// restarted process runs nothing from before). Its queue row may lie outside our read.
+pub fn ended_on(
+    heartbeats: &[Heartbeat],
+    daemon_id: &str,
+    job_id: &str,
+    held_for: StdDuration,
+) -> bool {
+    heartbeats.iter().any(|h| {
+        h.worker_id == daemon_id
+            && h.quiet < held_for
+            && !h.jobs.iter().any(|j| j.job_id == job_id && !j.done)
+    })
+}
+
 /// Another live process already runs with our `worker_id`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -338,6 +355,26 @@ mod tests {
             account: "sheetq@p.iam.gserviceaccount.com".into(),
             stopped: false,
         }
+    }
+
+    #[test]
+    fn a_held_job_ended_when_its_daemon_is_back_and_lists_it_running_no_more() {
+        let held_for = StdDuration::from_secs(30);
+        // Silent since before we took the hold: it has told us nothing.
+        let silent = beat("vm-2", "b 1", 200, &[("j1", "A")]);
+        assert!(!ended_on(&[silent], "vm-2", "j1", held_for));
+        // Back, and still running it (a partition, not a crash).
+        let running = beat("vm-2", "b 1", 1, &[("j1", "A")]);
+        assert!(!ended_on(std::slice::from_ref(&running), "vm-2", "j1", held_for));
+        // Back, its result written (listed done), or not listed at all (a new process).
+        let mut done = running.clone();
+        done.jobs[0].done = true;
+        assert!(ended_on(&[done], "vm-2", "j1", held_for));
+        let restarted = beat("vm-2", "b 2", 1, &[]);
+        assert!(ended_on(&[restarted], "vm-2", "j1", held_for));
+        // Another daemon's heartbeat says nothing about vm-2's job.
+        let other = beat("vm-3", "c 1", 1, &[]);
+        assert!(!ended_on(&[other], "vm-2", "j1", held_for));
     }
 
     #[test]
