@@ -365,7 +365,12 @@ mod tests {
         assert!(!ended_on(&[silent], "vm-2", "j1", held_for));
         // Back, and still running it (a partition, not a crash).
         let running = beat("vm-2", "b 1", 1, &[("j1", "A")]);
-        assert!(!ended_on(std::slice::from_ref(&running), "vm-2", "j1", held_for));
+        assert!(!ended_on(
+            std::slice::from_ref(&running),
+            "vm-2",
+            "j1",
+            held_for
+        ));
         // Back, its result written (listed done), or not listed at all (a new process).
         let mut done = running.clone();
         done.jobs[0].done = true;

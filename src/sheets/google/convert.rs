@@ -112,32 +112,30 @@ fn to_extended_value(cell: &Cell) -> Option<api::ExtendedValue> {
     Some(v)
 }
 
+/// The API's form of `request`: one arm per kind of request, each naming the API request
+/// it becomes; what each is built of is in the constructors below. Long for a reason: a
+/// table of two dozen arms reads best whole, and splitting it would scatter the mapping.
 pub fn to_api_request(request: &Request) -> api::Request {
+    use Request as R;
     let mut out = api::Request::default();
     match request {
-        Request::CompareAndSwap {
+        R::CompareAndSwap {
             range,
             find,
             replacement,
-        } => {
-            out.find_replace = Some(api::FindReplaceRequest {
-                range: Some(to_api_grid_range(range)),
-                find: Some(find.clone()),
-                replacement: Some(replacement.clone()),
-                match_case: Some(true),
-                match_entire_cell: Some(true),
-                search_by_regex: Some(false),
-                include_formulas: Some(false),
-                ..Default::default()
-            });
-        }
-        Request::UpdateCells { range, rows } => {
+        } => out.find_replace = Some(compare_and_swap(range, find, replacement)),
+        R::UpdateCells { range, rows } => {
             out.update_cells = Some(update_cells(range, rows, to_extended_value));
         }
-        Request::WriteFormulas { range, rows } => {
+        R::WriteFormulas { range, rows } => {
             out.update_cells = Some(update_cells(range, rows, to_extended_formula));
         }
-        Request::AddSheetWithId {
+        R::SetDateTimeFormat { range, pattern } => {
+            out.repeat_cell = Some(date_time_format(range, pattern));
+        }
+        R::ClearCheckboxes { range } => out.set_data_validation = Some(checkboxes(range, false)),
+        R::SetCheckboxes { range } => out.set_data_validation = Some(checkboxes(range, true)),
+        R::AddSheetWithId {
             sheet_id,
             title,
             index,
@@ -150,87 +148,16 @@ pub fn to_api_request(request: &Request) -> api::Request {
                     sheet_id: Some(*sheet_id),
                     title: Some(title.clone()),
                     index: index.and_then(|i| i32::try_from(i).ok()),
-                    grid_properties: Some(api::GridProperties {
-                        row_count: i32::try_from(*row_count).ok(),
-                        column_count: i32::try_from(*column_count).ok(),
-                        frozen_row_count: i32::try_from(*frozen_rows).ok(),
-                        ..Default::default()
-                    }),
+                    grid_properties: Some(grid(
+                        int32(*row_count),
+                        int32(*column_count),
+                        int32(*frozen_rows),
+                    )),
                     ..Default::default()
                 }),
             });
         }
-        Request::DuplicateSheet {
-            source,
-            sheet_id,
-            title,
-        } => {
-            out.duplicate_sheet = Some(api::DuplicateSheetRequest {
-                source_sheet_id: Some(*source),
-                new_sheet_id: Some(*sheet_id),
-                new_sheet_name: Some(title.clone()),
-                insert_sheet_index: None,
-            });
-        }
-        Request::ClearCheckboxes { range } => {
-            out.set_data_validation = Some(api::SetDataValidationRequest {
-                range: Some(to_api_grid_range(range)),
-                rule: None,
-                ..Default::default()
-            });
-        }
-        Request::HideColumns {
-            sheet_id,
-            start,
-            end,
-        } => {
-            out.update_dimension_properties = Some(api::UpdateDimensionPropertiesRequest {
-                range: Some(api::DimensionRange {
-                    sheet_id: Some(*sheet_id),
-                    dimension: Some("COLUMNS".into()),
-                    start_index: i32::try_from(*start).ok(),
-                    end_index: i32::try_from(*end).ok(),
-                }),
-                properties: Some(api::DimensionProperties {
-                    hidden_by_user: Some(true),
-                    ..Default::default()
-                }),
-                fields: Some(FieldMask::new(&["hiddenByUser"])),
-                ..Default::default()
-            });
-        }
-        Request::PlaceSheet {
-            sheet_id,
-            index,
-            frozen_rows,
-        } => {
-            out.update_sheet_properties = Some(api::UpdateSheetPropertiesRequest {
-                properties: Some(api::SheetProperties {
-                    sheet_id: Some(*sheet_id),
-                    index: i32::try_from(*index).ok(),
-                    grid_properties: Some(api::GridProperties {
-                        frozen_row_count: i32::try_from(*frozen_rows).ok(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                fields: Some(FieldMask::new(&["index", "gridProperties.frozenRowCount"])),
-            });
-        }
-        Request::SetRowCount { sheet_id, rows } => {
-            out.update_sheet_properties = Some(api::UpdateSheetPropertiesRequest {
-                properties: Some(api::SheetProperties {
-                    sheet_id: Some(*sheet_id),
-                    grid_properties: Some(api::GridProperties {
-                        row_count: i32::try_from(*rows).ok(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                fields: Some(FieldMask::new(&["gridProperties.rowCount"])),
-            });
-        }
-        Request::AddSheet {
+        R::AddSheet {
             title,
             hidden,
             row_count,
@@ -240,80 +167,64 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 properties: Some(api::SheetProperties {
                     title: Some(title.clone()),
                     hidden: Some(*hidden),
-                    grid_properties: Some(api::GridProperties {
-                        row_count: Some(*row_count),
-                        column_count: Some(*column_count),
-                        ..Default::default()
-                    }),
+                    grid_properties: Some(grid(Some(*row_count), Some(*column_count), None)),
                     ..Default::default()
                 }),
             });
         }
-        Request::UpdateSheetHidden { sheet_id, hidden } => {
-            out.update_sheet_properties = Some(api::UpdateSheetPropertiesRequest {
-                properties: Some(api::SheetProperties {
-                    sheet_id: Some(*sheet_id),
-                    hidden: Some(*hidden),
-                    ..Default::default()
-                }),
-                fields: Some(FieldMask::new(&["hidden"])),
-            });
-        }
-        Request::SetColumnCount { sheet_id, columns } => {
-            out.update_sheet_properties = Some(api::UpdateSheetPropertiesRequest {
-                properties: Some(api::SheetProperties {
-                    sheet_id: Some(*sheet_id),
-                    grid_properties: Some(api::GridProperties {
-                        column_count: Some(*columns),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                fields: Some(FieldMask::new(&["gridProperties.columnCount"])),
-            });
-        }
-        Request::SetDateTimeFormat { range, pattern } => {
-            out.repeat_cell = Some(api::RepeatCellRequest {
-                range: Some(to_api_grid_range(range)),
-                cell: Some(api::CellData {
-                    user_entered_format: Some(api::CellFormat {
-                        number_format: Some(api::NumberFormat {
-                            type_: Some("DATE_TIME".into()),
-                            pattern: Some(pattern.clone()),
-                        }),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                fields: Some(FieldMask::new(&["userEnteredFormat.numberFormat"])),
-            });
-        }
-        Request::BindRow {
+        R::DuplicateSheet {
+            source,
             sheet_id,
-            row,
-            id,
-            key,
-            value,
-        } => {
-            out.create_developer_metadata = Some(api::CreateDeveloperMetadataRequest {
-                developer_metadata: Some(api::DeveloperMetadata {
-                    metadata_id: Some(*id),
-                    metadata_key: Some(key.clone()),
-                    metadata_value: Some(value.clone()),
-                    visibility: Some("DOCUMENT".into()),
-                    location: Some(api::DeveloperMetadataLocation {
-                        dimension_range: Some(api::DimensionRange {
-                            sheet_id: Some(*sheet_id),
-                            dimension: Some("ROWS".into()),
-                            start_index: i32::try_from(*row).ok(),
-                            end_index: i32::try_from(*row + 1).ok(),
-                        }),
-                        ..Default::default()
-                    }),
-                }),
+            title,
+        } => out.duplicate_sheet = Some(duplicate_sheet(*source, *sheet_id, title)),
+        R::DeleteSheet { sheet_id } => {
+            out.delete_sheet = Some(api::DeleteSheetRequest {
+                sheet_id: Some(*sheet_id),
             });
         }
-        Request::InsertRows {
+        R::PlaceSheet {
+            sheet_id,
+            index,
+            frozen_rows,
+        } => {
+            let properties = api::SheetProperties {
+                index: i32::try_from(*index).ok(),
+                grid_properties: Some(grid(None, None, int32(*frozen_rows))),
+                ..Default::default()
+            };
+            let fields = ["index", "gridProperties.frozenRowCount"];
+            out.update_sheet_properties = Some(sheet_properties(*sheet_id, properties, &fields));
+        }
+        R::SetRowCount { sheet_id, rows } => {
+            let properties = api::SheetProperties {
+                grid_properties: Some(grid(int32(*rows), None, None)),
+                ..Default::default()
+            };
+            let fields = ["gridProperties.rowCount"];
+            out.update_sheet_properties = Some(sheet_properties(*sheet_id, properties, &fields));
+        }
+        R::SetColumnCount { sheet_id, columns } => {
+            let properties = api::SheetProperties {
+                grid_properties: Some(grid(None, Some(*columns), None)),
+                ..Default::default()
+            };
+            let fields = ["gridProperties.columnCount"];
+            out.update_sheet_properties = Some(sheet_properties(*sheet_id, properties, &fields));
+        }
+        R::UpdateSheetHidden { sheet_id, hidden } => {
+            let properties = api::SheetProperties {
+                hidden: Some(*hidden),
+                ..Default::default()
+            };
+            out.update_sheet_properties =
+                Some(sheet_properties(*sheet_id, properties, &["hidden"]));
+        }
+        R::HideColumns {
+            sheet_id,
+            start,
+            end,
+        } => out.update_dimension_properties = Some(hide_columns(*sheet_id, *start, *end)),
+        R::InsertRows {
             sheet_id,
             at,
             count,
@@ -323,23 +234,7 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 inherit_from_before: Some(false),
             });
         }
-        Request::MoveCells {
-            source,
-            sheet_id,
-            row,
-            col,
-        } => {
-            out.cut_paste = Some(api::CutPasteRequest {
-                source: Some(to_api_grid_range(source)),
-                destination: Some(api::GridCoordinate {
-                    sheet_id: Some(*sheet_id),
-                    row_index: i32::try_from(*row).ok(),
-                    column_index: i32::try_from(*col).ok(),
-                }),
-                paste_type: Some("PASTE_NORMAL".into()),
-            });
-        }
-        Request::DeleteRows {
+        R::DeleteRows {
             sheet_id,
             start,
             end,
@@ -348,38 +243,7 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 range: Some(rows_range(*sheet_id, *start, *end)),
             });
         }
-        Request::DeleteMetadata { id } => {
-            out.delete_developer_metadata = Some(api::DeleteDeveloperMetadataRequest {
-                data_filter: Some(to_api_filter(&Filter::Metadata(*id))),
-            });
-        }
-        Request::DeleteSheet { sheet_id } => {
-            out.delete_sheet = Some(api::DeleteSheetRequest {
-                sheet_id: Some(*sheet_id),
-            });
-        }
-        Request::SortRows {
-            range,
-            column,
-            ascending,
-        } => {
-            out.sort_range = Some(api::SortRangeRequest {
-                range: Some(to_api_grid_range(range)),
-                sort_specs: Some(vec![api::SortSpec {
-                    dimension_index: i32::try_from(*column).ok(),
-                    sort_order: Some(
-                        if *ascending {
-                            "ASCENDING"
-                        } else {
-                            "DESCENDING"
-                        }
-                        .into(),
-                    ),
-                    ..Default::default()
-                }]),
-            });
-        }
-        Request::MoveRows {
+        R::MoveRows {
             sheet_id,
             start,
             end,
@@ -390,22 +254,186 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 destination_index: i32::try_from(*destination).ok(),
             });
         }
-        Request::SetCheckboxes { range } => {
-            out.set_data_validation = Some(api::SetDataValidationRequest {
-                range: Some(to_api_grid_range(range)),
-                rule: Some(api::DataValidationRule {
-                    condition: Some(api::BooleanCondition {
-                        type_: Some("BOOLEAN".into()),
-                        values: None,
-                    }),
-                    strict: Some(true),
-                    ..Default::default()
-                }),
-                ..Default::default()
+        R::SortRows {
+            range,
+            column,
+            ascending,
+        } => out.sort_range = Some(sort_rows(range, *column, *ascending)),
+        R::MoveCells {
+            source,
+            sheet_id,
+            row,
+            col,
+        } => out.cut_paste = Some(move_cells(source, *sheet_id, *row, *col)),
+        R::BindRow {
+            sheet_id,
+            row,
+            id,
+            key,
+            value,
+        } => out.create_developer_metadata = Some(bind_row(*sheet_id, *row, *id, key, value)),
+        R::DeleteMetadata { id } => {
+            out.delete_developer_metadata = Some(api::DeleteDeveloperMetadataRequest {
+                data_filter: Some(to_api_filter(&Filter::Metadata(*id))),
             });
         }
     }
     out
+}
+
+/// A compare-and-swap (docs/design.md §3): a `findReplace` of the whole cell, case and all,
+/// no regex, formulas left out.
+fn compare_and_swap(range: &GridRange, find: &str, replacement: &str) -> api::FindReplaceRequest {
+    api::FindReplaceRequest {
+        range: Some(to_api_grid_range(range)),
+        find: Some(find.to_string()),
+        replacement: Some(replacement.to_string()),
+        match_case: Some(true),
+        match_entire_cell: Some(true),
+        search_by_regex: Some(false),
+        include_formulas: Some(false),
+        ..Default::default()
+    }
+}
+
+/// The date-time number format `pattern` over `range`.
+fn date_time_format(range: &GridRange, pattern: &str) -> api::RepeatCellRequest {
+    api::RepeatCellRequest {
+        range: Some(to_api_grid_range(range)),
+        cell: Some(api::CellData {
+            user_entered_format: Some(api::CellFormat {
+                number_format: Some(api::NumberFormat {
+                    type_: Some("DATE_TIME".into()),
+                    pattern: Some(pattern.to_string()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        fields: Some(FieldMask::new(&["userEnteredFormat.numberFormat"])),
+    }
+}
+
+/// Checkboxes over `range` (a strict BOOLEAN rule), or, `on` false, no rule at all.
+fn checkboxes(range: &GridRange, on: bool) -> api::SetDataValidationRequest {
+    api::SetDataValidationRequest {
+        range: Some(to_api_grid_range(range)),
+        rule: on.then(|| api::DataValidationRule {
+            condition: Some(api::BooleanCondition {
+                type_: Some("BOOLEAN".into()),
+                values: None,
+            }),
+            strict: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A sheet's grid size and frozen rows, each only when given.
+fn grid(rows: Option<i32>, columns: Option<i32>, frozen_rows: Option<i32>) -> api::GridProperties {
+    api::GridProperties {
+        row_count: rows,
+        column_count: columns,
+        frozen_row_count: frozen_rows,
+        ..Default::default()
+    }
+}
+
+/// A count or index as the API's `int32` (`None` past its range, which no sheet reaches).
+fn int32(n: u32) -> Option<i32> {
+    i32::try_from(n).ok()
+}
+
+/// An `updateSheetProperties` of sheet `sheet_id` changing only `fields` of `properties`.
+fn sheet_properties(
+    sheet_id: i32,
+    properties: api::SheetProperties,
+    fields: &[&str],
+) -> api::UpdateSheetPropertiesRequest {
+    api::UpdateSheetPropertiesRequest {
+        properties: Some(api::SheetProperties {
+            sheet_id: Some(sheet_id),
+            ..properties
+        }),
+        fields: Some(FieldMask::new(fields)),
+    }
+}
+
+fn duplicate_sheet(source: i32, sheet_id: i32, title: &str) -> api::DuplicateSheetRequest {
+    api::DuplicateSheetRequest {
+        source_sheet_id: Some(source),
+        new_sheet_id: Some(sheet_id),
+        new_sheet_name: Some(title.to_string()),
+        insert_sheet_index: None,
+    }
+}
+
+/// Columns `start..end` (zero-based, half-open) of a sheet hidden by the user.
+fn hide_columns(sheet_id: i32, start: u32, end: u32) -> api::UpdateDimensionPropertiesRequest {
+    api::UpdateDimensionPropertiesRequest {
+        range: Some(api::DimensionRange {
+            sheet_id: Some(sheet_id),
+            dimension: Some("COLUMNS".into()),
+            start_index: i32::try_from(start).ok(),
+            end_index: i32::try_from(end).ok(),
+        }),
+        properties: Some(api::DimensionProperties {
+            hidden_by_user: Some(true),
+            ..Default::default()
+        }),
+        fields: Some(FieldMask::new(&["hiddenByUser"])),
+        ..Default::default()
+    }
+}
+
+/// A sort of `range`'s rows by zero-based `column`.
+fn sort_rows(range: &GridRange, column: u32, ascending: bool) -> api::SortRangeRequest {
+    let order = if ascending { "ASCENDING" } else { "DESCENDING" };
+    api::SortRangeRequest {
+        range: Some(to_api_grid_range(range)),
+        sort_specs: Some(vec![api::SortSpec {
+            dimension_index: i32::try_from(column).ok(),
+            sort_order: Some(order.into()),
+            ..Default::default()
+        }]),
+    }
+}
+
+/// A cut-and-paste of `source` to a cell of sheet `sheet_id`.
+fn move_cells(source: &GridRange, sheet_id: i32, row: u32, col: u32) -> api::CutPasteRequest {
+    api::CutPasteRequest {
+        source: Some(to_api_grid_range(source)),
+        destination: Some(api::GridCoordinate {
+            sheet_id: Some(sheet_id),
+            row_index: i32::try_from(row).ok(),
+            column_index: i32::try_from(col).ok(),
+        }),
+        paste_type: Some("PASTE_NORMAL".into()),
+    }
+}
+
+/// Developer metadata with the explicit `id` on zero-based row `row` (a row binding, a
+/// fence), visible to the whole document.
+fn bind_row(
+    sheet_id: i32,
+    row: u32,
+    id: i32,
+    key: &str,
+    value: &str,
+) -> api::CreateDeveloperMetadataRequest {
+    api::CreateDeveloperMetadataRequest {
+        developer_metadata: Some(api::DeveloperMetadata {
+            metadata_id: Some(id),
+            metadata_key: Some(key.to_string()),
+            metadata_value: Some(value.to_string()),
+            visibility: Some("DOCUMENT".into()),
+            location: Some(api::DeveloperMetadataLocation {
+                dimension_range: Some(rows_range(sheet_id, row, row + 1)),
+                ..Default::default()
+            }),
+        }),
+    }
 }
 
 /// Rows `start..end` (zero-based, half-open) of a sheet as a `DimensionRange`.
