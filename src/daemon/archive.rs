@@ -23,6 +23,22 @@ const ARCHIVE_COLUMNS: [Column; 3] = [Column::JobId, Column::State, Column::Fini
 /// look moved a full batch (then the next pass looks again).
 const ARCHIVE_EVERY: StdDuration = StdDuration::from_secs(600);
 
+/// What one archive pass found to do, from its read under the lease.
+struct ArchiveWork {
+    /// Runs of rows past the retention, to move.
+    runs: Vec<archive::Run>,
+    /// How many rows they hold.
+    moving: u32,
+    /// Archive rows (1-based) holding an unfinished job: to go back to the queue.
+    in_flight: Vec<u32>,
+    /// Where each queue column goes in the archive.
+    plan: archive::ColumnPlan,
+    /// The count of rows archived so far (`_ワーカー!D1`).
+    counted: u64,
+    /// How many queue rows the look covered.
+    looked_at: u32,
+}
+
 impl Daemon {
     /// Whether this pass should look for rows to archive.
     pub(super) fn archive_due(&self) -> bool {
@@ -38,9 +54,9 @@ impl Daemon {
     /// the count and the top of the archive; in one fenced batch, put back into the queue
     /// every archive row that should not be there (an unfinished or young job a person's
     /// sort moved into an earlier batch's way, found unfinished there: in flight, never
-    /// deleted), move the rows past
-    /// the retention, and release the lease. A row the batch's read-back shows should not
-    /// have moved is put back by the next pass, which follows at once.
+    /// deleted), move the rows past the retention, and release the lease. A row the
+    /// batch's read-back shows should not have moved is put back by the next pass, which
+    /// follows at once.
     pub(super) async fn archive_pass(&mut self, poll: &Poll) -> Result<(), DaemonError> {
         let Some(retention) = self.config.retention else {
             return Ok(());
@@ -52,8 +68,30 @@ impl Daemon {
             Some(id) => *id,
             None => self.create_archive().await?,
         };
-        // The decision needs three columns, not the rows: the cells move on the server. The
-        // two header rows, read under the lease too, say where each column goes.
+        let Some((lease, reply)) = self.take_lease(poll, self.archive_read()).await? else {
+            return Ok(());
+        };
+        let held = lease.to_string();
+        let now = Utc::now();
+        let work = self.archive_work(&reply.ranges, now, retention);
+        if work.moving == 0 && work.in_flight.is_empty() {
+            self.release(&held).await;
+            return Ok(());
+        }
+        // Put-backs go into fresh rows after the last row of the queue.
+        let at = poll.snapshot.rows.iter().map(|r| r.row).max().unwrap_or(1);
+        let requests = self.archive_requests(&held, archive_id, &work, at);
+        if let Some(moved) = self.send_archive(requests, &held, &work).await {
+            self.settle_archive(&moved.ranges, &work, now, retention);
+        }
+        Ok(())
+    }
+
+    /// What an archive pass reads with its lease: the decision's three columns of the
+    /// first [`archive::BATCH_ROWS`] queue rows (the cells move on the server, so the rows
+    /// themselves are not needed), the count, both header rows (they say where each column
+    /// goes), and the top of the archive.
+    fn archive_read(&self) -> Vec<String> {
         let queue_cols = |c: Column| self.served.layout.columns.index(c);
         let mut read = self.archive_columns(QUEUE_SHEET, 2, 1 + archive::BATCH_ROWS, queue_cols);
         read.push(a1::range(WORKER_SHEET, archive::COUNTER_CELLS));
@@ -68,15 +106,20 @@ impl Daemon {
             ARCHIVE_SHEET,
             &format!("A2:{archive_last}{}", 1 + archive::BATCH_ROWS),
         ));
-        let Some((lease, reply)) = self.take_lease(poll, read).await? else {
-            return Ok(());
-        };
-        let held = lease.to_string();
-        let now = Utc::now();
-        let (rows, looked_at) = self.archive_rows(&reply.ranges, 2);
+        read
+    }
+
+    /// What the read under the lease (`ranges`, as [`Self::archive_read`] asked) says to do.
+    fn archive_work(
+        &self,
+        ranges: &[ValueRange],
+        now: chrono::DateTime<Utc>,
+        retention: chrono::Duration,
+    ) -> ArchiveWork {
+        let (rows, looked_at) = self.archive_rows(ranges, 2);
         let runs = archive::runs(&rows, now, retention);
         let moving: u32 = runs.iter().map(|r| r.job_ids.len() as u32).sum();
-        let after = |k: usize| reply.ranges.get(ARCHIVE_COLUMNS.len() + k);
+        let after = |k: usize| ranges.get(ARCHIVE_COLUMNS.len() + k);
         let counted = after(0)
             .and_then(|v| v.values.first())
             .and_then(|r| r.get(1))
@@ -92,12 +135,29 @@ impl Daemon {
         let width = self.queue_width().max(queue_header.len() as u32);
         let plan = archive::column_plan(&queue_header, &header_of(2), width);
         let in_flight = self.in_flight(after(3), &plan, width);
-        if moving == 0 && in_flight.is_empty() {
-            self.release(&held).await;
-            return Ok(());
+        ArchiveWork {
+            runs,
+            moving,
+            in_flight,
+            plan,
+            counted,
+            looked_at,
         }
-        // Fenced like a claim commit: once the lease is taken over, nothing of it applies.
-        let mut requests = vec![lease::fence(self.served.layout.worker_sheet_id, &held)];
+    }
+
+    /// The archive batch, fenced like a claim commit (once the lease is taken over, nothing
+    /// of it applies): the archive widened and its header completed as `work.plan` says,
+    /// the put-backs into fresh rows after queue row `at` (below every run that moves), the
+    /// runs bottom first, the count, and the lease's release.
+    fn archive_requests(
+        &self,
+        held: &str,
+        archive_id: i32,
+        work: &ArchiveWork,
+        at: u32,
+    ) -> Vec<Request> {
+        let plan = &work.plan;
+        let mut requests = vec![lease::fence(self.served.layout.worker_sheet_id, held)];
         if let Some(narrow) = self
             .served
             .sheet_meta
@@ -123,22 +183,15 @@ impl Daemon {
                     rows: vec![vec![Cell::from(name.as_str())]],
                 }),
         );
-        // Put-backs first, into fresh rows after the last row of the queue (below every run
-        // that moves), then the runs, bottom first.
-        let at = poll.snapshot.rows.iter().map(|r| r.row).max().unwrap_or(1);
+        let queue_id = self.served.layout.queue_sheet_id;
         requests.extend(archive::put_back_requests(
-            &in_flight,
+            &work.in_flight,
             archive_id,
-            self.served.layout.queue_sheet_id,
+            queue_id,
             at,
-            &plan,
+            plan,
         ));
-        requests.extend(archive::requests(
-            &runs,
-            self.served.layout.queue_sheet_id,
-            archive_id,
-            &plan,
-        ));
+        requests.extend(archive::requests(&work.runs, queue_id, archive_id, plan));
         requests.push(Request::UpdateCells {
             range: GridRange {
                 sheet_id: self.served.layout.worker_sheet_id,
@@ -149,70 +202,94 @@ impl Daemon {
             },
             rows: vec![vec![
                 Cell::from(archive::COUNTER_LABEL),
-                Cell::from(counted + u64::from(moving)),
+                Cell::from(work.counted + u64::from(work.moving)),
             ]],
         });
         requests.push(lease::swap(
             self.served.layout.worker_sheet_id,
-            &held,
+            held,
             lease::FREE,
         ));
+        requests
+    }
+
+    /// Sends the archive batch while the lease holds, reading back the archive's top rows.
+    /// `None` when it did not apply, or may not have: nothing is lost either way (the batch
+    /// applies whole or not at all), and the next look starts afresh.
+    async fn send_archive(
+        &mut self,
+        requests: Vec<Request>,
+        held: &str,
+        work: &ArchiveWork,
+    ) -> Option<crate::sheets::BatchUpdateReply> {
         let left = self.lease_left().saturating_sub(self.config.lease_ttl / 4);
+        let read_back = self.archive_columns(ARCHIVE_SHEET, 2, 1 + work.moving, |c| {
+            let q = self.served.layout.columns.index(c);
+            work.plan.archive_col(q).unwrap_or(q)
+        });
         let moved = self
             .sheets
             .batch_update(&BatchUpdate {
                 requests,
-                response_ranges: self.archive_columns(ARCHIVE_SHEET, 2, 1 + moving, |c| {
-                    let q = self.served.layout.columns.index(c);
-                    plan.archive_col(q).unwrap_or(q)
-                }),
+                response_ranges: read_back,
                 sheet_list: false,
                 send_by: Some(std::time::Instant::now() + left),
             })
             .await;
-        let moved = match moved {
-            Ok(m) => m,
-            Err(e) if lease::is_fenced(&e.message, &held) => {
+        match moved {
+            Ok(m) => {
+                self.served
+                    .fences
+                    .push((lease::fence_id(held), tokio::time::Instant::now()));
+                Some(m)
+            }
+            Err(e) if lease::is_fenced(&e.message, held) => {
                 warn!(
-                    rows = moving,
+                    rows = work.moving,
                     "the lease was taken over before the archive batch applied; nothing moved"
                 );
-                return Ok(());
+                None
             }
             Err(e) => {
-                // Nothing is lost either way: the batch applied whole or not at all. The
-                // lease runs out on its own; the next look starts afresh.
-                warn!(error = %e, rows = moving, "could not move rows past the retention to '{ARCHIVE_SHEET}'; trying again later");
-                return Ok(());
+                // The lease runs out on its own.
+                warn!(error = %e, rows = work.moving, "could not move rows past the retention to '{ARCHIVE_SHEET}'; trying again later");
+                None
             }
-        };
-        self.served
-            .fences
-            .push((lease::fence_id(&held), tokio::time::Instant::now()));
-        self.served.archive_more = looked_at >= archive::BATCH_ROWS;
-        if !in_flight.is_empty() {
+        }
+    }
+
+    /// After the batch applied: says what moved and what went back, and looks again at
+    /// once when the look was a full batch or the read-back (`moved`) shows rows that
+    /// should have stayed (in flight in the archive now, put back by that next pass).
+    fn settle_archive(
+        &mut self,
+        moved: &[ValueRange],
+        work: &ArchiveWork,
+        now: chrono::DateTime<Utc>,
+        retention: chrono::Duration,
+    ) {
+        self.served.archive_more = work.looked_at >= archive::BATCH_ROWS;
+        if !work.in_flight.is_empty() {
             warn!(
-                rows = in_flight.len(),
+                rows = work.in_flight.len(),
                 "put rows that a person's rearranging had moved into the archive back at the end of the queue"
             );
         }
-        let (landed, _) = self.archive_rows(&moved.ranges, 2);
-        let wrong = archive::misplaced(&runs, &landed, now, retention);
+        let (landed, _) = self.archive_rows(moved, 2);
+        let wrong = archive::misplaced(&work.runs, &landed, now, retention);
         info!(
-            rows = moving,
-            runs = runs.len(),
+            rows = work.moving,
+            runs = work.runs.len(),
             misplaced = wrong.len(),
             "moved finished jobs past the retention to '{ARCHIVE_SHEET}'"
         );
         if !wrong.is_empty() {
-            // They are in flight in the archive now; the next pass (at once) puts them back.
             warn!(
                 rows = wrong.len(),
                 "a person rearranged the queue while finished rows were being archived; the rows that should have stayed go back at the next pass"
             );
             self.served.archive_more = true;
         }
-        Ok(())
     }
 
     /// Archive rows (1-based) at the top of the archive holding an unfinished job (待機,
