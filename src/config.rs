@@ -302,87 +302,34 @@ impl Config {
         }
     }
 
+    /// The config `raw` describes, every setting checked; each problem found (with its fix)
+    /// goes to `problems`, and a default stands in for the setting it concerns.
     fn validate(raw: RawConfig, problems: &mut Vec<String>) -> Option<Self> {
-        let mut duration = |key: &str, value: Option<String>, default: Duration| match value {
-            None => default,
-            Some(text) => match humantime::parse_duration(text.trim()) {
-                Ok(d) if !d.is_zero() => d,
-                Ok(_) => {
-                    problems.push(format!("{key} = {text:?} must be longer than zero"));
-                    default
-                }
-                Err(e) => {
-                    problems.push(format!(
-                        "{key} = {text:?} is not a duration ({e}); write it like \"500ms\", \"2s\" or \"15m\""
-                    ));
-                    default
-                }
-            },
+        const DAY: u64 = 24 * 3600;
+        let retention = never_or(problems, "retention", raw.retention, 30 * DAY);
+        // "0s" means never as "0" does, not "hide every panel at once".
+        let hide_after = never_or(
+            problems,
+            "hide_panels_after",
+            raw.hide_panels_after,
+            14 * DAY,
+        )
+        .filter(|d| !d.is_zero());
+        let mut duration = |key: &str, value: Option<String>, default_secs: u64| {
+            duration(problems, key, value, Duration::from_secs(default_secs))
         };
-        let retention = match raw.retention.as_deref().map(str::trim) {
-            Some("0") => None,
-            other => Some(duration(
-                "retention",
-                other.map(str::to_string),
-                Duration::from_secs(30 * 24 * 3600),
-            )),
+        let poll_interval = duration("poll_interval", raw.poll_interval, 2);
+        let stale_after = duration("stale_after", raw.stale_after, 15 * 60);
+        let dead_after = duration("dead_after", raw.dead_after, 2 * 60);
+        let heartbeat_interval = duration("heartbeat_interval", raw.heartbeat_interval, 30);
+        let lease_ttl = duration("lease_ttl", raw.lease_ttl, 30);
+        let shutdown_grace = duration("shutdown_grace", raw.shutdown_grace, 30);
+        let call_timeout = duration("call_timeout", raw.call_timeout, 30);
+        let spreadsheet_id = spreadsheet_id(problems, raw.spreadsheet_id);
+        let api_base_url = api_base_url(problems, raw.api_base_url);
+        let mut count = |key: &str, value: Option<i64>, default: u32, min: i64, max: i64| {
+            count(problems, key, value, default, (min, max))
         };
-        let hide_after = match raw.hide_panels_after.as_deref().map(str::trim) {
-            Some("0") => None,
-            other => Some(duration(
-                "hide_panels_after",
-                other.map(str::to_string),
-                Duration::from_secs(14 * 24 * 3600),
-            ))
-            // "0s" means never as "0" does, not "hide every panel at once".
-            .filter(|d| !d.is_zero()),
-        };
-        let poll_interval = duration("poll_interval", raw.poll_interval, Duration::from_secs(2));
-        let stale_after = duration("stale_after", raw.stale_after, Duration::from_secs(15 * 60));
-        let dead_after = duration("dead_after", raw.dead_after, Duration::from_secs(2 * 60));
-        let heartbeat_interval = duration(
-            "heartbeat_interval",
-            raw.heartbeat_interval,
-            Duration::from_secs(30),
-        );
-        let lease_ttl = duration("lease_ttl", raw.lease_ttl, Duration::from_secs(30));
-        let shutdown_grace = duration(
-            "shutdown_grace",
-            raw.shutdown_grace,
-            Duration::from_secs(30),
-        );
-        let call_timeout = duration("call_timeout", raw.call_timeout, Duration::from_secs(30));
-
-        let spreadsheet_id = match raw.spreadsheet_id.map(|s| s.trim().to_string()) {
-            Some(id) if !id.is_empty() => id,
-            _ => {
-                problems.push(
-                    "spreadsheet_id is required: copy it from the sheet's URL (https://docs.google.com/spreadsheets/d/<spreadsheet_id>/edit)"
-                        .into(),
-                );
-                String::new()
-            }
-        };
-        let mut api_base_url = raw
-            .api_base_url
-            .unwrap_or_else(|| GOOGLE_API_BASE_URL.to_string());
-        if !(api_base_url.starts_with("https://") || api_base_url.starts_with("http://")) {
-            problems.push(format!(
-                "api_base_url = {api_base_url:?} must start with https:// (or http:// for a local emulator)"
-            ));
-        }
-        if !api_base_url.ends_with('/') {
-            api_base_url.push('/');
-        }
-        let mut count =
-            |key: &str, value: Option<i64>, default: u32, min: i64, max: i64| match value {
-                None => default,
-                Some(n) if (min..=max).contains(&n) => n as u32,
-                Some(n) => {
-                    problems.push(format!("{key} = {n} must be between {min} and {max}"));
-                    default
-                }
-            };
         let slots = count("slots", raw.slots, 2, 1, 64) as usize;
         let requests_per_minute = count(
             "requests_per_minute",
@@ -398,65 +345,19 @@ impl Config {
                 "full_scan_every is no longer a setting: polls never read the whole queue now, they sweep the 状態 column above the unfinished window `sweep_rows` rows at a time; remove the line (or set sweep_rows, default 1000)".to_string(),
             );
         }
-        let intake = match raw.intake.as_deref().map(str::trim) {
-            None | Some("none") => Intake::None,
-            Some("poll") => Intake::Poll,
-            Some(other) => {
-                problems.push(format!(
-                    "intake = {other:?} must be \"none\" (an Apps Script intake appends queue rows) or \"poll\" (sheetq turns ticked boxes into rows)"
-                ));
-                Intake::None
-            }
-        };
+        let intake = intake(problems, raw.intake.as_deref());
         let worker_id_is_set = raw.worker_id.is_some();
-        let worker_id = match raw.worker_id.map(|w| w.trim().to_string()) {
-            Some(w) if w.is_empty() || w.contains(['/', '#', '|', ' ']) => {
-                problems.push(format!(
-                    "worker_id = {w:?} must be non-empty and free of '/', '#', '|' and spaces (it is written into the ワーカー and lease cells)"
-                ));
-                w
-            }
-            Some(w) => w,
-            None => default_worker_id(),
-        };
-        if stale_after <= poll_interval {
-            problems.push(format!(
-                "stale_after ({}) must be longer than poll_interval ({})",
-                humantime::format_duration(stale_after),
-                humantime::format_duration(poll_interval)
-            ));
-        }
-        if dead_after <= heartbeat_interval * 2 {
-            problems.push(format!(
-                "dead_after ({}) must be more than twice heartbeat_interval ({}), or live daemons would be declared dead",
-                humantime::format_duration(dead_after),
-                humantime::format_duration(heartbeat_interval)
-            ));
-        }
+        let worker_id = worker_id(problems, raw.worker_id);
+        check_liveness(
+            problems,
+            poll_interval,
+            stale_after,
+            dead_after,
+            heartbeat_interval,
+        );
         let headers = raw.queue.headers.unwrap_or_default();
-        let names = headers.header_row();
-        for (i, name) in names.iter().enumerate() {
-            if name.trim().is_empty() {
-                problems.push(format!("[queue.headers] entry {} is empty", i + 1));
-            } else if names[..i].contains(name) {
-                problems.push(format!(
-                    "[queue.headers] uses \"{name}\" twice; every column needs its own name"
-                ));
-            }
-        }
         let states = raw.queue.states.unwrap_or_default();
-        let words = [
-            &states.waiting,
-            &states.running,
-            &states.done,
-            &states.error,
-            &states.timeout,
-        ];
-        for (i, w) in words.iter().enumerate() {
-            if w.trim().is_empty() || words[..i].contains(w) {
-                problems.push(format!("[queue.states] \"{w}\" must be non-empty and different from the other state words"));
-            }
-        }
+        check_queue(problems, &headers, &states);
         let panel = raw.panel.unwrap_or_default();
         problems.extend(panel.problems().into_iter().map(|p| format!("[panel] {p}")));
         let catalog = Catalog {
@@ -465,9 +366,6 @@ impl Config {
             hide_after,
         };
         problems.extend(catalog.problems());
-        let state_dir = raw
-            .state_dir
-            .unwrap_or_else(|| PathBuf::from("sheetq-state"));
         Some(Self {
             spreadsheet_id,
             // An empty value (`SHEETQ_CREDENTIALS=`) means unset, as it does for Google's
@@ -484,7 +382,9 @@ impl Config {
             lease_ttl,
             shutdown_grace,
             intake,
-            state_dir,
+            state_dir: raw
+                .state_dir
+                .unwrap_or_else(|| PathBuf::from("sheetq-state")),
             requests_per_minute,
             call_timeout,
             max_retries,
@@ -496,6 +396,173 @@ impl Config {
             commands: raw.commands,
             catalog,
         })
+    }
+}
+
+/// The duration setting `key` (`value` as written; `default` when unset or wrong).
+fn duration(
+    problems: &mut Vec<String>,
+    key: &str,
+    value: Option<String>,
+    default: Duration,
+) -> Duration {
+    let Some(text) = value else {
+        return default;
+    };
+    match humantime::parse_duration(text.trim()) {
+        Ok(d) if !d.is_zero() => d,
+        Ok(_) => {
+            problems.push(format!("{key} = {text:?} must be longer than zero"));
+            default
+        }
+        Err(e) => {
+            problems.push(format!(
+                "{key} = {text:?} is not a duration ({e}); write it like \"500ms\", \"2s\" or \"15m\""
+            ));
+            default
+        }
+    }
+}
+
+/// A duration setting where "0" means never (`None`); `default_secs` when unset.
+fn never_or(
+    problems: &mut Vec<String>,
+    key: &str,
+    value: Option<String>,
+    default_secs: u64,
+) -> Option<Duration> {
+    match value.as_deref().map(str::trim) {
+        Some("0") => None,
+        _ => Some(duration(
+            problems,
+            key,
+            value,
+            Duration::from_secs(default_secs),
+        )),
+    }
+}
+
+/// The whole-number setting `key`, within `range` (both ends included).
+fn count(
+    problems: &mut Vec<String>,
+    key: &str,
+    value: Option<i64>,
+    default: u32,
+    (min, max): (i64, i64),
+) -> u32 {
+    match value {
+        None => default,
+        Some(n) if (min..=max).contains(&n) => n as u32,
+        Some(n) => {
+            problems.push(format!("{key} = {n} must be between {min} and {max}"));
+            default
+        }
+    }
+}
+
+fn spreadsheet_id(problems: &mut Vec<String>, value: Option<String>) -> String {
+    match value.map(|s| s.trim().to_string()) {
+        Some(id) if !id.is_empty() => id,
+        _ => {
+            problems.push(
+                "spreadsheet_id is required: copy it from the sheet's URL (https://docs.google.com/spreadsheets/d/<spreadsheet_id>/edit)"
+                    .into(),
+            );
+            String::new()
+        }
+    }
+}
+
+/// The API's base URL, ending in `/`.
+fn api_base_url(problems: &mut Vec<String>, value: Option<String>) -> String {
+    let mut url = value.unwrap_or_else(|| GOOGLE_API_BASE_URL.to_string());
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        problems.push(format!(
+            "api_base_url = {url:?} must start with https:// (or http:// for a local emulator)"
+        ));
+    }
+    if !url.ends_with('/') {
+        url.push('/');
+    }
+    url
+}
+
+fn intake(problems: &mut Vec<String>, value: Option<&str>) -> Intake {
+    match value.map(str::trim) {
+        None | Some("none") => Intake::None,
+        Some("poll") => Intake::Poll,
+        Some(other) => {
+            problems.push(format!(
+                "intake = {other:?} must be \"none\" (an Apps Script intake appends queue rows) or \"poll\" (sheetq turns ticked boxes into rows)"
+            ));
+            Intake::None
+        }
+    }
+}
+
+/// The worker id as set (it is written into the ワーカー and lease cells), or this machine's.
+fn worker_id(problems: &mut Vec<String>, value: Option<String>) -> String {
+    match value.map(|w| w.trim().to_string()) {
+        Some(w) if w.is_empty() || w.contains(['/', '#', '|', ' ']) => {
+            problems.push(format!(
+                "worker_id = {w:?} must be non-empty and free of '/', '#', '|' and spaces (it is written into the ワーカー and lease cells)"
+            ));
+            w
+        }
+        Some(w) => w,
+        None => default_worker_id(),
+    }
+}
+
+/// The timing settings that only make sense together.
+fn check_liveness(
+    problems: &mut Vec<String>,
+    poll_interval: Duration,
+    stale_after: Duration,
+    dead_after: Duration,
+    heartbeat_interval: Duration,
+) {
+    if stale_after <= poll_interval {
+        problems.push(format!(
+            "stale_after ({}) must be longer than poll_interval ({})",
+            humantime::format_duration(stale_after),
+            humantime::format_duration(poll_interval)
+        ));
+    }
+    if dead_after <= heartbeat_interval * 2 {
+        problems.push(format!(
+            "dead_after ({}) must be more than twice heartbeat_interval ({}), or live daemons would be declared dead",
+            humantime::format_duration(dead_after),
+            humantime::format_duration(heartbeat_interval)
+        ));
+    }
+}
+
+/// `[queue.headers]` and `[queue.states]`: every name and word non-empty and its own.
+fn check_queue(problems: &mut Vec<String>, headers: &HeaderNames, states: &StateWords) {
+    let names = headers.header_row();
+    for (i, name) in names.iter().enumerate() {
+        if name.trim().is_empty() {
+            problems.push(format!("[queue.headers] entry {} is empty", i + 1));
+        } else if names[..i].contains(name) {
+            problems.push(format!(
+                "[queue.headers] uses \"{name}\" twice; every column needs its own name"
+            ));
+        }
+    }
+    let words = [
+        &states.waiting,
+        &states.running,
+        &states.done,
+        &states.error,
+        &states.timeout,
+    ];
+    for (i, w) in words.iter().enumerate() {
+        if w.trim().is_empty() || words[..i].contains(w) {
+            problems.push(format!(
+                "[queue.states] \"{w}\" must be non-empty and different from the other state words"
+            ));
+        }
     }
 }
 
