@@ -215,6 +215,8 @@ pub(crate) fn parse_commands(
     }
 }
 
+/// One `[commands.<name>]` table (`at` names it in messages), every key checked; what is
+/// wrong goes to `errors`, each with its fix, and the command is then `None`.
 fn parse_one(
     name: &str,
     at: &str,
@@ -232,8 +234,59 @@ fn parse_one(
             ));
         }
     }
+    let kind = parse_kind(at, t, errors);
+    let is_builtin = matches!(kind, Some(CommandKind::Builtin(_))) || t.contains_key("builtin");
+    let kill_grace = parse_kill_grace(at, t.get("kill_grace"), stale_after, errors);
+    let timeout = parse_timeout(at, t.get("timeout"), stale_after, kill_grace, errors);
+    let heavy = match t.get("heavy") {
+        None => false,
+        Some(toml::Value::Boolean(b)) => *b,
+        Some(v) => {
+            errors.push(format!("{at}.heavy = {v} must be true or false"));
+            false
+        }
+    };
+    let workdir = t.get("workdir").and_then(|v| parse_workdir(at, v, errors));
+    if workdir.is_some() && is_builtin {
+        errors.push(format!(
+            "{at}.workdir only applies to exec commands: remove it"
+        ));
+    }
+    let env = t
+        .get("env")
+        .map(|v| parse_env(at, v, errors))
+        .unwrap_or_default();
+    if !env.is_empty() && is_builtin {
+        errors.push(format!("{at}.env only applies to exec commands: remove it"));
+    }
+    let checks = parse_checks(at, t, errors);
+    let description = match t.get("description") {
+        None => None,
+        Some(toml::Value::String(s)) => Some(s.clone()),
+        Some(v) => {
+            errors.push(format!("{at}.description = {v} must be a string"));
+            None
+        }
+    };
+    if errors.len() > before {
+        return None;
+    }
+    Some(CommandDef {
+        name: name.to_string(),
+        kind: kind?,
+        timeout,
+        kill_grace,
+        heavy,
+        workdir,
+        env,
+        description,
+        checks,
+    })
+}
 
-    let kind = match (t.get("builtin"), t.get("exec")) {
+/// What the command runs: exactly one of `builtin` and `exec`.
+fn parse_kind(at: &str, t: &toml::Table, errors: &mut Vec<String>) -> Option<CommandKind> {
+    match (t.get("builtin"), t.get("exec")) {
         (Some(_), Some(_)) => {
             errors.push(format!("{at} has both builtin and exec: keep exactly one"));
             None
@@ -255,93 +308,87 @@ fn parse_one(
             }
         },
         (None, Some(e)) => parse_exec(at, e, errors).map(|argv| CommandKind::Exec { argv }),
-    };
-    let is_builtin = matches!(kind, Some(CommandKind::Builtin(_))) || t.contains_key("builtin");
+    }
+}
 
-    let kill_grace = match t.get("kill_grace") {
-        None => DEFAULT_KILL_GRACE.min(stale_after / 10),
-        Some(v) => match duration(at, "kill_grace", v, errors) {
-            Some(d) if d > MAX_KILL_GRACE => {
-                errors.push(format!(
-                    "{at}.kill_grace = \"{}\" is too long: at most {} so that a stop stays prompt",
-                    humantime::format_duration(d),
-                    humantime::format_duration(MAX_KILL_GRACE)
-                ));
-                DEFAULT_KILL_GRACE
-            }
-            Some(d) => d,
-            None => DEFAULT_KILL_GRACE,
-        },
+/// How long a stopped command gets between SIGTERM and SIGKILL.
+fn parse_kill_grace(
+    at: &str,
+    value: Option<&toml::Value>,
+    stale_after: Duration,
+    errors: &mut Vec<String>,
+) -> Duration {
+    let Some(v) = value else {
+        return DEFAULT_KILL_GRACE.min(stale_after / 10);
     };
-
-    let timeout = match t.get("timeout") {
-        None => DEFAULT_TIMEOUT.min(stale_after / 2),
-        Some(v) => match duration(at, "timeout", v, errors) {
-            Some(d) if d.is_zero() => {
-                errors.push(format!("{at}.timeout must be longer than 0s"));
-                DEFAULT_TIMEOUT
-            }
-            Some(d) => {
-                let stale = humantime::format_duration(stale_after);
-                let shown = humantime::format_duration(d);
-                if d >= stale_after {
-                    errors.push(format!(
-                        "{at}.timeout = \"{shown}\" must be shorter than stale_after ({stale}): \
-                         a job would be timed out by the sheet while still running"
-                    ));
-                } else if d + kill_grace >= stale_after {
-                    errors.push(format!(
-                        "{at}.timeout = \"{shown}\" plus kill_grace ({}) must be shorter than \
-                         stale_after ({stale}): a job would be timed out by the sheet while \
-                         still stopping",
-                        humantime::format_duration(kill_grace)
-                    ));
-                }
-                d
-            }
-            None => DEFAULT_TIMEOUT,
-        },
-    };
-
-    let heavy = match t.get("heavy") {
-        None => false,
-        Some(toml::Value::Boolean(b)) => *b,
-        Some(v) => {
-            errors.push(format!("{at}.heavy = {v} must be true or false"));
-            false
+    match duration(at, "kill_grace", v, errors) {
+        Some(d) if d > MAX_KILL_GRACE => {
+            errors.push(format!(
+                "{at}.kill_grace = \"{}\" is too long: at most {} so that a stop stays prompt",
+                humantime::format_duration(d),
+                humantime::format_duration(MAX_KILL_GRACE)
+            ));
+            DEFAULT_KILL_GRACE
         }
-    };
+        Some(d) => d,
+        None => DEFAULT_KILL_GRACE,
+    }
+}
 
-    let workdir = match t.get("workdir") {
-        None => None,
-        Some(v) => match v.as_str() {
-            Some(s) if PathBuf::from(s).is_absolute() => Some(PathBuf::from(s)),
-            _ => {
-                errors.push(format!(
-                    "{at}.workdir = {v} must be an absolute path, e.g. \"/var/lib/sheetq/work\""
-                ));
-                None
-            }
-        },
+/// The command's timeout: with its kill grace, shorter than `stale_after`, or the sheet
+/// would time a job out while it still runs.
+fn parse_timeout(
+    at: &str,
+    value: Option<&toml::Value>,
+    stale_after: Duration,
+    kill_grace: Duration,
+    errors: &mut Vec<String>,
+) -> Duration {
+    let Some(v) = value else {
+        return DEFAULT_TIMEOUT.min(stale_after / 2);
     };
-    if workdir.is_some() && is_builtin {
+    let Some(d) = duration(at, "timeout", v, errors) else {
+        return DEFAULT_TIMEOUT;
+    };
+    if d.is_zero() {
+        errors.push(format!("{at}.timeout must be longer than 0s"));
+        return DEFAULT_TIMEOUT;
+    }
+    let stale = humantime::format_duration(stale_after);
+    let shown = humantime::format_duration(d);
+    if d >= stale_after {
         errors.push(format!(
-            "{at}.workdir only applies to exec commands: remove it"
+            "{at}.timeout = \"{shown}\" must be shorter than stale_after ({stale}): \
+             a job would be timed out by the sheet while still running"
+        ));
+    } else if d + kill_grace >= stale_after {
+        errors.push(format!(
+            "{at}.timeout = \"{shown}\" plus kill_grace ({}) must be shorter than \
+             stale_after ({stale}): a job would be timed out by the sheet while \
+             still stopping",
+            humantime::format_duration(kill_grace)
         ));
     }
+    d
+}
 
-    let env = match t.get("env") {
-        None => Vec::new(),
-        Some(v) => parse_env(at, v, errors),
-    };
-    if !env.is_empty() && is_builtin {
-        errors.push(format!("{at}.env only applies to exec commands: remove it"));
+fn parse_workdir(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Option<PathBuf> {
+    match v.as_str() {
+        Some(s) if PathBuf::from(s).is_absolute() => Some(PathBuf::from(s)),
+        _ => {
+            errors.push(format!(
+                "{at}.workdir = {v} must be an absolute path, e.g. \"/var/lib/sheetq/work\""
+            ));
+            None
+        }
     }
+}
 
+/// `args_required` and `args_schema`: what a job's arguments must hold.
+fn parse_checks(at: &str, t: &toml::Table, errors: &mut Vec<String>) -> ArgsChecks {
     let mut checks = ArgsChecks::default();
-    match t.get("args_required") {
-        None => {}
-        Some(v) => match v
+    if let Some(v) = t.get("args_required") {
+        match v
             .as_array()
             .and_then(|a| a.iter().map(|x| x.as_str().map(str::to_string)).collect())
         {
@@ -349,35 +396,12 @@ fn parse_one(
             None => errors.push(format!(
                 "{at}.args_required = {v} must be a list of key names, e.g. [\"month\"]"
             )),
-        },
+        }
     }
     if let Some(v) = t.get("args_schema") {
         checks.schema = parse_schema(at, v, errors);
     }
-
-    let description = match t.get("description") {
-        None => None,
-        Some(toml::Value::String(s)) => Some(s.clone()),
-        Some(v) => {
-            errors.push(format!("{at}.description = {v} must be a string"));
-            None
-        }
-    };
-
-    if errors.len() > before {
-        return None;
-    }
-    Some(CommandDef {
-        name: name.to_string(),
-        kind: kind?,
-        timeout,
-        kill_grace,
-        heavy,
-        workdir,
-        env,
-        description,
-        checks,
-    })
+    checks
 }
 
 fn parse_exec(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Option<Vec<ArgTemplate>> {
