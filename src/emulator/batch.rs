@@ -17,7 +17,9 @@
 //! After every request, metadata whose row, column or sheet was deleted is dropped.
 
 use google_sheets4::api::{
-    BatchUpdateSpreadsheetRequest, CellData, ExtendedValue, Request, RowData, SheetProperties,
+    AppendCellsRequest, BatchUpdateSpreadsheetRequest, CellData, DuplicateSheetRequest,
+    ExtendedValue, RepeatCellRequest, Request, RowData, SetDataValidationRequest, SheetProperties,
+    UpdateCellsRequest,
 };
 use serde_json::{json, Value as Json};
 
@@ -194,49 +196,8 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result
     }
     Ok(match kind {
         "findReplace" => find_replace(ss, need(&r.find_replace)?)?,
-        "updateCells" => {
-            let u = need(&r.update_cells)?;
-            let fields = fields(u.fields.as_ref())?;
-            let rows = u.rows.as_deref().unwrap_or_default();
-            match (&u.start, &u.range) {
-                (Some(start), None) => {
-                    let sheet = sheet_of(ss, start.sheet_id)?;
-                    let (r0, c0) = (nonneg(start.row_index)?, nonneg(start.column_index)?);
-                    write_cells(ss, sheet, r0, c0, rows, &fields, None)?;
-                }
-                (None, Some(range)) => {
-                    let b = grid_range(ss, range)?;
-                    write_cells(ss, b.sheet, b.r0, b.c0, rows, &fields, Some(b))?;
-                }
-                _ => return Err("exactly one of start or range must be set".into()),
-            }
-            json!({})
-        }
-        "appendCells" => {
-            let a = need(&r.append_cells)?;
-            let fields = fields(a.fields.as_ref())?;
-            let sheet = sheet_of(ss, a.sheet_id)?;
-            // "After the last row with data": a cell that only carries a number format or a
-            // data validation rule (or a row that only carries metadata) is not data.
-            let s = &ss.sheets[sheet];
-            let at = s
-                .rows
-                .iter()
-                .rposition(|row| row.iter().any(|c| c.value.is_some()))
-                .map_or(0, |i| i as u32 + 1);
-            let rows = a.rows.as_deref().unwrap_or_default();
-            let s = &mut ss.sheets[sheet];
-            let width = rows
-                .iter()
-                .map(|r| r.values.as_ref().map_or(0, Vec::len))
-                .max()
-                .unwrap_or(0) as u32;
-            // "Appends new cells after the last row with data in a sheet, inserting new rows
-            // into the sheet if necessary."
-            s.grow_to(at + rows.len() as u32, width);
-            write_cells(ss, sheet, at, 0, rows, &fields, None)?;
-            json!({})
-        }
+        "updateCells" => update_cells(ss, need(&r.update_cells)?)?,
+        "appendCells" => append_cells(ss, need(&r.append_cells)?)?,
         "addSheet" => {
             let props = need(&r.add_sheet)?.properties.clone().unwrap_or_default();
             let props = add_sheet(ss, &props)?;
@@ -250,37 +211,7 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result
             ss.sheets.remove(i);
             json!({})
         }
-        "duplicateSheet" => {
-            let d = need(&r.duplicate_sheet)?;
-            let src = sheet_of(ss, d.source_sheet_id)?;
-            let mut copy = ss.sheets[src].clone();
-            // Metadata ids are unique per spreadsheet, so the copy cannot carry the same
-            // ones; the emulator assumes Google does not copy developer metadata.
-            for row in &mut copy.rows {
-                row.meta.clear();
-            }
-            copy.column_meta.clear();
-            copy.trim();
-            copy.id = match d.new_sheet_id {
-                Some(id) if ss.sheet_index(id).is_some() => {
-                    return Err(format!("Sheet with id {id} already exists."))
-                }
-                Some(id) if id < 0 => return Err(format!("Invalid sheet id {id}.")),
-                Some(id) => id,
-                None => ss.fresh_sheet_id(),
-            };
-            copy.title = match &d.new_sheet_name {
-                Some(t) => t.clone(),
-                None => format!("Copy of {}", copy.title),
-            };
-            check_title(ss, &copy.title, None)?;
-            let at = match d.insert_sheet_index {
-                Some(i) => (i.max(0) as usize).min(ss.sheets.len()),
-                None => src + 1,
-            };
-            ss.sheets.insert(at, copy);
-            json!({ "duplicateSheet": { "properties": api::sheet_properties(&ss.sheets[at], at) } })
-        }
+        "duplicateSheet" => duplicate_sheet(ss, need(&r.duplicate_sheet)?)?,
         "updateSheetProperties" => {
             let u = need(&r.update_sheet_properties)?;
             let props = u.properties.clone().unwrap_or_default();
@@ -288,46 +219,8 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result
             update_sheet_properties(ss, &props, &mask)?;
             json!({})
         }
-        "repeatCell" => {
-            let rc = need(&r.repeat_cell)?;
-            let mask = fields(rc.fields.as_ref())?;
-            let b = grid_range(ss, need(&rc.range)?)?;
-            let cell = rc.cell.clone().unwrap_or_default();
-            let template = cell_from(&cell)?;
-            let s = &mut ss.sheets[b.sheet];
-            for r in b.r0..b.r1 {
-                for c in b.c0..b.c1 {
-                    apply_mask(s.cell_mut(r, c), &template, &mask);
-                }
-            }
-            s.trim();
-            json!({})
-        }
-        "setDataValidation" => {
-            let sv = need(&r.set_data_validation)?;
-            let b = grid_range(ss, need(&sv.range)?)?;
-            let rule = match &sv.rule {
-                Some(rule) => Some(Box::new(
-                    serde_json::to_value(rule).map_err(|e| e.to_string())?,
-                )),
-                None => None,
-            };
-            let rule = rule.map(|mut r| {
-                google_sheets4::common::remove_json_null_values(&mut r);
-                r
-            });
-            let s = &mut ss.sheets[b.sheet];
-            for r in b.r0..b.r1 {
-                for c in b.c0..b.c1 {
-                    if rule.is_none() && s.cell(r, c).is_none() {
-                        continue;
-                    }
-                    s.cell_mut(r, c).validation = rule.clone();
-                }
-            }
-            s.trim();
-            json!({})
-        }
+        "repeatCell" => repeat_cell(ss, need(&r.repeat_cell)?)?,
+        "setDataValidation" => set_data_validation(ss, need(&r.set_data_validation)?)?,
         "insertDimension" => dimension::insert(ss, need(&r.insert_dimension)?)?,
         "deleteDimension" => dimension::delete(ss, need(&r.delete_dimension)?)?,
         "moveDimension" => dimension::move_dimension(ss, need(&r.move_dimension)?)?,
@@ -356,6 +249,127 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result
             ))
         }
     })
+}
+
+/// `updateCells`: from `start`, or over `range` (cells outside it untouched).
+fn update_cells(ss: &mut Spreadsheet, u: &UpdateCellsRequest) -> Result<Json, String> {
+    let fields = fields(u.fields.as_ref())?;
+    let rows = u.rows.as_deref().unwrap_or_default();
+    match (&u.start, &u.range) {
+        (Some(start), None) => {
+            let sheet = sheet_of(ss, start.sheet_id)?;
+            let (r0, c0) = (nonneg(start.row_index)?, nonneg(start.column_index)?);
+            write_cells(ss, sheet, r0, c0, rows, &fields, None)?;
+        }
+        (None, Some(range)) => {
+            let b = grid_range(ss, range)?;
+            write_cells(ss, b.sheet, b.r0, b.c0, rows, &fields, Some(b))?;
+        }
+        _ => return Err("exactly one of start or range must be set".into()),
+    }
+    Ok(json!({}))
+}
+
+/// `appendCells`: "Appends new cells after the last row with data in a sheet, inserting new
+/// rows into the sheet if necessary."
+fn append_cells(ss: &mut Spreadsheet, a: &AppendCellsRequest) -> Result<Json, String> {
+    let fields = fields(a.fields.as_ref())?;
+    let sheet = sheet_of(ss, a.sheet_id)?;
+    // "After the last row with data": a cell that only carries a number format or a data
+    // validation rule (or a row that only carries metadata) is not data.
+    let s = &ss.sheets[sheet];
+    let at = s
+        .rows
+        .iter()
+        .rposition(|row| row.iter().any(|c| c.value.is_some()))
+        .map_or(0, |i| i as u32 + 1);
+    let rows = a.rows.as_deref().unwrap_or_default();
+    let s = &mut ss.sheets[sheet];
+    let width = rows
+        .iter()
+        .map(|r| r.values.as_ref().map_or(0, Vec::len))
+        .max()
+        .unwrap_or(0) as u32;
+    s.grow_to(at + rows.len() as u32, width);
+    write_cells(ss, sheet, at, 0, rows, &fields, None)?;
+    Ok(json!({}))
+}
+
+/// `duplicateSheet`: a copy of the sheet's cells, without its developer metadata.
+fn duplicate_sheet(ss: &mut Spreadsheet, d: &DuplicateSheetRequest) -> Result<Json, String> {
+    let src = sheet_of(ss, d.source_sheet_id)?;
+    let mut copy = ss.sheets[src].clone();
+    // Metadata ids are unique per spreadsheet, so the copy cannot carry the same ones; the
+    // emulator assumes Google does not copy developer metadata.
+    for row in &mut copy.rows {
+        row.meta.clear();
+    }
+    copy.column_meta.clear();
+    copy.trim();
+    copy.id = match d.new_sheet_id {
+        Some(id) if ss.sheet_index(id).is_some() => {
+            return Err(format!("Sheet with id {id} already exists."))
+        }
+        Some(id) if id < 0 => return Err(format!("Invalid sheet id {id}.")),
+        Some(id) => id,
+        None => ss.fresh_sheet_id(),
+    };
+    copy.title = match &d.new_sheet_name {
+        Some(t) => t.clone(),
+        None => format!("Copy of {}", copy.title),
+    };
+    check_title(ss, &copy.title, None)?;
+    let at = match d.insert_sheet_index {
+        Some(i) => (i.max(0) as usize).min(ss.sheets.len()),
+        None => src + 1,
+    };
+    ss.sheets.insert(at, copy);
+    Ok(json!({ "duplicateSheet": { "properties": api::sheet_properties(&ss.sheets[at], at) } }))
+}
+
+/// `repeatCell`: the masked fields of one cell over a range.
+fn repeat_cell(ss: &mut Spreadsheet, rc: &RepeatCellRequest) -> Result<Json, String> {
+    let mask = fields(rc.fields.as_ref())?;
+    let b = grid_range(ss, need(&rc.range)?)?;
+    let cell = rc.cell.clone().unwrap_or_default();
+    let template = cell_from(&cell)?;
+    let s = &mut ss.sheets[b.sheet];
+    for r in b.r0..b.r1 {
+        for c in b.c0..b.c1 {
+            apply_mask(s.cell_mut(r, c), &template, &mask);
+        }
+    }
+    s.trim();
+    Ok(json!({}))
+}
+
+/// `setDataValidation`: a rule over a range, or none (cleared).
+fn set_data_validation(
+    ss: &mut Spreadsheet,
+    sv: &SetDataValidationRequest,
+) -> Result<Json, String> {
+    let b = grid_range(ss, need(&sv.range)?)?;
+    let rule = match &sv.rule {
+        Some(rule) => Some(Box::new(
+            serde_json::to_value(rule).map_err(|e| e.to_string())?,
+        )),
+        None => None,
+    };
+    let rule = rule.map(|mut r| {
+        google_sheets4::common::remove_json_null_values(&mut r);
+        r
+    });
+    let s = &mut ss.sheets[b.sheet];
+    for r in b.r0..b.r1 {
+        for c in b.c0..b.c1 {
+            if rule.is_none() && s.cell(r, c).is_none() {
+                continue;
+            }
+            s.cell_mut(r, c).validation = rule.clone();
+        }
+    }
+    s.trim();
+    Ok(json!({}))
 }
 
 /// Which parts of a `CellData` a field mask touches.
