@@ -526,7 +526,6 @@ fn plan_panels(
         found,
         tables,
     } = discovered;
-    let layout = input.layout;
     let tz = input.tz;
     let now_serial = sheet_time::instant_to_serial(input.now, tz);
     let mut panel_requests = Vec::new();
@@ -560,84 +559,21 @@ fn plan_panels(
                     continue;
                 };
                 report.panels.insert(t.label.clone(), p.sheet_id);
-                if act.is_none() {
-                    act = read
-                        .cell(
-                            layout.generated_at_cell.row - 1,
-                            layout.generated_at_cell.col,
-                        )
-                        .as_f64();
-                }
-                if asked {
-                    act = Some(now_serial);
-                }
-                if !input.catalog.functions.is_empty() {
-                    let table = tables.get(t.label.as_str()).cloned().unwrap_or_default();
-                    let cells =
-                        panel_cells(layout, input.catalog, &t.label, &t.position, &table, None)
-                            .changed(Some(read), &|c| c.clone());
-                    if cells.is_empty() {
-                        report.unchanged.push(t.label.clone());
-                    } else {
-                        // The grid first: a write past its end would fail the whole batch.
-                        grow(layout, input.catalog, read, &table, &mut panel_requests);
-                        cells.requests(p.sheet_id, &mut panel_requests);
-                        panel_table_formats(
-                            layout,
-                            input.catalog,
-                            p.sheet_id,
-                            &table,
-                            &mut panel_requests,
-                        );
-                        report.refreshed.push(t.label.clone());
-                    }
-                }
-                if read.meta.hidden && asked {
-                    panel_requests.push(Request::UpdateSheetHidden {
-                        sheet_id: p.sheet_id,
-                        hidden: false,
-                    });
-                    report.shown.push(t.label.clone());
-                } else if !read.meta.hidden
-                    && !asked
-                    && !busy
-                    && ix::is_idle(act, input.catalog.hide_after, input.now, tz)
-                {
-                    panel_requests.push(Request::UpdateSheetHidden {
-                        sheet_id: p.sheet_id,
-                        hidden: true,
-                    });
-                    report.hidden.push(t.label.clone());
-                }
+                let table = tables.get(t.label.as_str()).cloned().unwrap_or_default();
+                let seen = Seen { asked, busy, act };
+                act = plan_existing_panel(
+                    input,
+                    t,
+                    p,
+                    read,
+                    &table,
+                    seen,
+                    &mut panel_requests,
+                    report,
+                );
             }
             None if asked && !input.catalog.functions.is_empty() => {
-                let id = sheet_id_for(&t.label, &taken.ids);
-                taken.ids.insert(id);
-                let title = title_for(&t.label, &taken.titles);
-                taken.titles.insert(title.to_lowercase());
-                let rows = layout
-                    .last_row()
-                    .max(layout.first_row + input.catalog.functions.len() as u32);
-                panel_requests.push(Request::AddSheetWithId {
-                    sheet_id: id,
-                    title: title.clone(),
-                    index: None,
-                    row_count: rows,
-                    column_count: last_col(layout) + 1,
-                    frozen_rows: layout.header_row,
-                });
-                let cells = panel_cells(
-                    layout,
-                    input.catalog,
-                    &t.label,
-                    &t.position,
-                    &PanelTable::default(),
-                    Some(now_serial),
-                );
-                cells.requests(id, &mut panel_requests);
-                new_panel_formats(layout, input.catalog, id, &mut panel_requests);
-                report.created.push((t.label.clone(), title, id));
-                report.panels.insert(t.label.clone(), id);
+                plan_new_panel(input, t, taken, &mut panel_requests, report);
                 act = Some(now_serial);
             }
             None => {}
@@ -652,6 +588,119 @@ fn plan_panels(
             conflicted,
         },
     )
+}
+
+/// What a sync knows of a target besides its panel: whether a person asked for the panel
+/// (ticked it on the index), whether a job of it waits or runs, and its last activity.
+#[derive(Clone, Copy)]
+struct Seen {
+    asked: bool,
+    busy: bool,
+    act: Option<f64>,
+}
+
+/// A target's existing panel `p` (`read` as the sync read it, `table` its function table):
+/// refreshed where its functions changed, shown when asked for, hidden when idle. Returns
+/// the target's last activity.
+#[allow(clippy::too_many_arguments)] // The sync's parts a panel needs, each named.
+fn plan_existing_panel(
+    input: &SyncInput,
+    t: &Target,
+    p: &crate::panel::PanelRef,
+    read: &Read<'_>,
+    table: &PanelTable,
+    seen: Seen,
+    requests: &mut Vec<Request>,
+    report: &mut SyncReport,
+) -> Option<f64> {
+    let layout = input.layout;
+    let Seen {
+        asked,
+        busy,
+        mut act,
+    } = seen;
+    if act.is_none() {
+        act = read
+            .cell(
+                layout.generated_at_cell.row - 1,
+                layout.generated_at_cell.col,
+            )
+            .as_f64();
+    }
+    if asked {
+        act = Some(sheet_time::instant_to_serial(input.now, input.tz));
+    }
+    if !input.catalog.functions.is_empty() {
+        let cells = panel_cells(layout, input.catalog, &t.label, &t.position, table, None)
+            .changed(Some(read), &|c| c.clone());
+        if cells.is_empty() {
+            report.unchanged.push(t.label.clone());
+        } else {
+            // The grid first: a write past its end would fail the whole batch.
+            grow(layout, input.catalog, read, table, requests);
+            cells.requests(p.sheet_id, requests);
+            panel_table_formats(layout, input.catalog, p.sheet_id, table, requests);
+            report.refreshed.push(t.label.clone());
+        }
+    }
+    if read.meta.hidden && asked {
+        requests.push(Request::UpdateSheetHidden {
+            sheet_id: p.sheet_id,
+            hidden: false,
+        });
+        report.shown.push(t.label.clone());
+    } else if !read.meta.hidden
+        && !asked
+        && !busy
+        && ix::is_idle(act, input.catalog.hide_after, input.now, input.tz)
+    {
+        requests.push(Request::UpdateSheetHidden {
+            sheet_id: p.sheet_id,
+            hidden: true,
+        });
+        report.hidden.push(t.label.clone());
+    }
+    act
+}
+
+/// A panel for target `t`, asked for and missing: a new sheet with an id and title no
+/// other sheet has, its cells and formats.
+fn plan_new_panel(
+    input: &SyncInput,
+    t: &Target,
+    taken: &mut Taken,
+    requests: &mut Vec<Request>,
+    report: &mut SyncReport,
+) {
+    let layout = input.layout;
+    let id = sheet_id_for(&t.label, &taken.ids);
+    taken.ids.insert(id);
+    let title = title_for(&t.label, &taken.titles);
+    taken.titles.insert(title.to_lowercase());
+    let rows = layout
+        .last_row()
+        .max(layout.first_row + input.catalog.functions.len() as u32);
+    requests.push(Request::AddSheetWithId {
+        sheet_id: id,
+        title: title.clone(),
+        index: None,
+        row_count: rows,
+        column_count: last_col(layout) + 1,
+        frozen_rows: layout.header_row,
+    });
+    let now_serial = sheet_time::instant_to_serial(input.now, input.tz);
+    let cells = panel_cells(
+        layout,
+        input.catalog,
+        &t.label,
+        &t.position,
+        &PanelTable::default(),
+        Some(now_serial),
+    );
+    cells.requests(id, requests);
+    new_panel_formats(layout, input.catalog, id, requests);
+    report.created.push((t.label.clone(), title, id));
+    report.panels.insert(t.label.clone(), id);
 }
 
 /// The index of a sync: one row per target (its tick, label, position, link, state, last
