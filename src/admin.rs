@@ -610,72 +610,22 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
     let columns = ColumnMap::from_header(&header, &config.headers)?;
     let rows = values.get(1).map(|v| v.values.clone()).unwrap_or_default();
     let snapshot = queue::parse_rows(&rows, 2, &columns, &config.states, tz);
-    let now = Utc::now();
-    let word = |r: &queue::QueueRow| match &r.state {
-        queue::RowState::Known(s) => config.states.word(*s).to_string(),
-        queue::RowState::Unknown(t) => format!("? {t}"),
+    let view = JobView {
+        states: &config.states,
+        tz,
+        now: Utc::now(),
     };
-    let job = |r: &queue::QueueRow, at: Option<DateTime<Utc>>| StatusJob {
-        job_id: r.job_id.clone(),
-        target: r.target_key().to_string(),
-        function: r.function.clone(),
-        state: word(r),
-        worker: r.worker.clone(),
-        at: at.map(|t| zoned(t, tz)),
-        age_secs: at.map(|t| (now - t).num_seconds()),
-        message: r.message.clone(),
-    };
-    let mut counts: Vec<(String, usize)> = [
-        State::Waiting,
-        State::Running,
-        State::Done,
-        State::Error,
-        State::Timeout,
-    ]
-    .iter()
-    .map(|s| (config.states.word(*s).to_string(), 0))
-    .collect();
-    for r in &snapshot.rows {
-        let w = word(r);
-        match counts.iter_mut().find(|(k, _)| *k == w) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((w, 1)),
-        }
-    }
     let running = snapshot
         .rows
         .iter()
         .filter(|r| r.state.is(State::Running))
-        .map(|r| job(r, r.started_at))
+        .map(|r| view.job(r, r.started_at))
         .collect();
     let oldest_waiting = crate::claim::waiting_order(&snapshot)
         .first()
         .map(|i| &snapshot.rows[*i])
-        .map(|r| job(r, r.received_at));
-    let mut failed: Vec<&queue::QueueRow> = snapshot
-        .rows
-        .iter()
-        .filter(|r| r.state.is(State::Error) || r.state.is(State::Timeout))
-        .collect();
-    failed.sort_by_key(|r| std::cmp::Reverse(r.finished_at));
-    let recent_failures = failed
-        .into_iter()
-        .take(5)
-        .map(|r| job(r, r.finished_at))
-        .collect();
+        .map(|r| view.job(r, r.received_at));
     let worker = values.get(2).map(|v| v.values.clone()).unwrap_or_default();
-    let archive = StatusArchive {
-        exists: meta.sheet(crate::archive::ARCHIVE_SHEET).is_some(),
-        rows_moved: worker
-            .first()
-            .and_then(|r| r.get(3))
-            .map(queue::cell_text)
-            .and_then(|t| t.trim().parse::<u64>().ok())
-            .unwrap_or(0),
-        retention: config
-            .retention
-            .map(|r| humantime::format_duration(r).to_string()),
-    };
     let lease = worker
         .first()
         .and_then(|r| r.get(1))
@@ -687,60 +637,156 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         .iter()
         .map(|b| b.key.chars().count() + b.value.chars().count())
         .sum();
-    let finished = |j: &crate::outbox::FinishedJob| StatusJob {
-        job_id: j.job_id.clone(),
-        target: j.target.clone(),
-        function: j.function.clone(),
-        state: String::new(),
-        worker: j.worker.clone(),
-        at: Some(zoned(j.finished_at, tz)),
-        age_secs: Some((now - j.finished_at).num_seconds()),
-        message: j.message.clone(),
-    };
     let outbox_pending = crate::outbox::read_pending(&config.state_dir)
         .iter()
-        .map(finished)
+        .map(|j| view.finished(j))
         .collect();
     let unplaceable = crate::outbox::read_unplaceable(&config.state_dir)
         .iter()
         .rev()
         .take(10)
-        .map(finished)
-        .collect();
-    let workers = crate::workers::parse(&worker, tz)
-        .into_iter()
-        .map(|h| {
-            let row = worker.get(h.row as usize - 1).cloned().unwrap_or_default();
-            let cell = |i: usize| row.get(i).map(queue::cell_text).unwrap_or_default();
-            StatusWorker {
-                id: h.worker_id.clone(),
-                host: h.host.clone(),
-                version: cell(2),
-                slots: cell(3),
-                running: cell(4),
-                last_seen: h.seen.map(|t| zoned(t, tz)),
-                seen_secs_ago: h.seen.map(|t| (now - t).num_seconds()),
-                stopped: h.stopped,
-            }
-        })
+        .map(|j| view.finished(j))
         .collect();
     Ok(Status {
         spreadsheet_id: meta.spreadsheet_id.clone(),
         time_zone: meta.time_zone.clone(),
         queue_rows: snapshot.rows.len(),
-        counts,
+        counts: view.counts(&snapshot),
         running,
         oldest_waiting,
-        recent_failures,
-        archive,
+        recent_failures: view.recent_failures(&snapshot, 5),
+        archive: status_archive(&meta, &worker, config),
         lease,
         row_bindings: bindings.len(),
         row_binding_chars,
         row_binding_limit: crate::binding::STORAGE_LIMIT_CHARS,
         outbox_pending,
         unplaceable,
-        workers,
+        workers: view.workers(&worker),
     })
+}
+
+/// How `sheetq status` shows jobs and daemons: state words as configured, times in the
+/// spreadsheet's zone and as ages from `now`.
+struct JobView<'a> {
+    states: &'a queue::StateWords,
+    tz: chrono_tz::Tz,
+    now: DateTime<Utc>,
+}
+
+impl JobView<'_> {
+    fn word(&self, r: &queue::QueueRow) -> String {
+        match &r.state {
+            queue::RowState::Known(s) => self.states.word(*s).to_string(),
+            queue::RowState::Unknown(t) => format!("? {t}"),
+        }
+    }
+
+    /// Queue row `r`, dated `at`.
+    fn job(&self, r: &queue::QueueRow, at: Option<DateTime<Utc>>) -> StatusJob {
+        StatusJob {
+            job_id: r.job_id.clone(),
+            target: r.target_key().to_string(),
+            function: r.function.clone(),
+            state: self.word(r),
+            worker: r.worker.clone(),
+            at: at.map(|t| zoned(t, self.tz)),
+            age_secs: at.map(|t| (self.now - t).num_seconds()),
+            message: r.message.clone(),
+        }
+    }
+
+    /// A result kept in this machine's `state_dir`.
+    fn finished(&self, j: &crate::outbox::FinishedJob) -> StatusJob {
+        StatusJob {
+            job_id: j.job_id.clone(),
+            target: j.target.clone(),
+            function: j.function.clone(),
+            state: String::new(),
+            worker: j.worker.clone(),
+            at: Some(zoned(j.finished_at, self.tz)),
+            age_secs: Some((self.now - j.finished_at).num_seconds()),
+            message: j.message.clone(),
+        }
+    }
+
+    /// Rows per state word: the five configured ones first, then any other text found.
+    fn counts(&self, snapshot: &queue::Snapshot) -> Vec<(String, usize)> {
+        let mut counts: Vec<(String, usize)> = [
+            State::Waiting,
+            State::Running,
+            State::Done,
+            State::Error,
+            State::Timeout,
+        ]
+        .iter()
+        .map(|s| (self.states.word(*s).to_string(), 0))
+        .collect();
+        for r in &snapshot.rows {
+            let w = self.word(r);
+            match counts.iter_mut().find(|(k, _)| *k == w) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((w, 1)),
+            }
+        }
+        counts
+    }
+
+    /// The latest `n` rows that ended エラー or タイムアウト, newest first.
+    fn recent_failures(&self, snapshot: &queue::Snapshot, n: usize) -> Vec<StatusJob> {
+        let mut failed: Vec<&queue::QueueRow> = snapshot
+            .rows
+            .iter()
+            .filter(|r| r.state.is(State::Error) || r.state.is(State::Timeout))
+            .collect();
+        failed.sort_by_key(|r| std::cmp::Reverse(r.finished_at));
+        failed
+            .into_iter()
+            .take(n)
+            .map(|r| self.job(r, r.finished_at))
+            .collect()
+    }
+
+    /// The daemons' heartbeat rows (`worker`: the worker sheet as read).
+    fn workers(&self, worker: &[Vec<Cell>]) -> Vec<StatusWorker> {
+        crate::workers::parse(worker, self.tz)
+            .into_iter()
+            .map(|h| {
+                let row = worker.get(h.row as usize - 1).cloned().unwrap_or_default();
+                let cell = |i: usize| row.get(i).map(queue::cell_text).unwrap_or_default();
+                StatusWorker {
+                    id: h.worker_id.clone(),
+                    host: h.host.clone(),
+                    version: cell(2),
+                    slots: cell(3),
+                    running: cell(4),
+                    last_seen: h.seen.map(|t| zoned(t, self.tz)),
+                    seen_secs_ago: h.seen.map(|t| (self.now - t).num_seconds()),
+                    stopped: h.stopped,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The archive: whether it exists, the count of rows moved (`_ワーカー!D1`), the retention.
+fn status_archive(
+    meta: &crate::sheets::SpreadsheetMeta,
+    worker: &[Vec<Cell>],
+    config: &Config,
+) -> StatusArchive {
+    StatusArchive {
+        exists: meta.sheet(crate::archive::ARCHIVE_SHEET).is_some(),
+        rows_moved: worker
+            .first()
+            .and_then(|r| r.get(3))
+            .map(queue::cell_text)
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(0),
+        retention: config
+            .retention
+            .map(|r| humantime::format_duration(r).to_string()),
+    }
 }
 
 impl Status {
