@@ -1358,7 +1358,15 @@ fn mib(kib: u64) -> String {
 /// The report as Markdown: the command, the set-up, the main table, where the requests
 /// went, and the idle polls.
 fn markdown(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota>) -> String {
-    let s = &r.saturation;
+    let mut md = setup_line(r, args, quota);
+    main_table(r, args, &mut md);
+    requests_table(r, &mut md);
+    idle_table(r, &mut md);
+    md
+}
+
+/// The command line and what it ran on.
+fn setup_line(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota>) -> String {
     let mut md = String::new();
     let build = if cfg!(debug_assertions) {
         "debug build"
@@ -1380,6 +1388,13 @@ fn markdown(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota
         args.requests_per_minute,
         args.targets,
     ));
+    md
+}
+
+/// The main table: throughput, requests per job, peaks per account, press latencies,
+/// budget waits, memory.
+fn main_table(r: &BenchReport, args: &Params, md: &mut String) {
+    let s = &r.saturation;
     md.push_str("| measure | value |\n|---|---|\n");
     let mut row = |k: String, v: String| md.push_str(&format!("| {k} | {v} |\n"));
     row(
@@ -1484,6 +1499,11 @@ fn markdown(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota
             mib(i.alone_rss_kib),
         );
     }
+}
+
+/// Where the requests went, per part of the run and API method.
+fn requests_table(r: &BenchReport, md: &mut String) {
+    let s = &r.saturation;
     md.push_str(
         "\nWhere the requests went (all daemons; bytes as the daemons sent / received them):\n\n",
     );
@@ -1506,6 +1526,10 @@ fn markdown(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota
             ));
         }
     }
+}
+
+/// The idle polls, per queue size.
+fn idle_table(r: &BenchReport, md: &mut String) {
     md.push_str(
         "\nIdle polls (one daemon on its own account, nothing to do). Bytes: sent + received, from the emulator's request log. CPU: the daemon's own threads (`/proc/self/task/*/schedstat`), and the whole process including the in-process emulator (the sum over its live threads: a thread that ends between samples takes its time along, so this one can read low). Start-up reads the 状態 column of the whole queue once to find the unfinished window; every poll reads that window plus a `sweep_rows` slice (1000) of the 状態 column above it.\n\n",
     );
@@ -1525,7 +1549,6 @@ fn markdown(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quota
             mib(i.peak_rss_kib),
         ));
     }
-    md
 }
 
 #[cfg(test)]
