@@ -1122,19 +1122,7 @@ async fn idle(
     state: &tempfile::TempDir,
     deadline: Duration,
 ) -> anyhow::Result<Idle> {
-    let seeding = Instant::now();
-    let job_col = columns.index(Column::JobId) as usize;
-    let seeded: Vec<Vec<Json>> = (0..rows)
-        .map(|i| {
-            let mut r = template.to_vec();
-            r[job_col] = Json::String(format!("00000000-0000-4000-8000-{i:012}"));
-            r
-        })
-        .collect();
-    emu.replace_rows(QUEUE_SHEET, 2, &seeded)
-        .map_err(|e| anyhow::anyhow!("cannot seed {rows} rows: {e:?}"))?;
-    drop(seeded);
-    let seeded_in = seeding.elapsed();
+    let seeded_in = seed_finished(emu, columns, template, rows)?;
     // Polls as fast as a fresh account's minute of quota allows: the figures per poll do
     // not depend on the interval, and the run stays short.
     let (poll_interval, budget) = if args.idle_polls + 10 <= 55 {
@@ -1159,43 +1147,12 @@ async fn idle(
     emu.clear_requests();
     let launched = Instant::now();
     let launched_utc = Utc::now();
-    let daemon = {
-        let shutdown = shutdown.clone();
-        std::thread::Builder::new()
-            .name(DAEMON_THREAD.into())
-            .spawn(move || -> anyhow::Result<RunReport> {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .thread_name(DAEMON_THREAD)
-                    .build()?;
-                rt.block_on(async move {
-                    let sheets = crate::setup::connect(&config, Some(key), false).await?;
-                    Ok(
-                        crate::daemon::run_observed(sheets, config, registry, shutdown, observers)
-                            .await?,
-                    )
-                })
-            })
-            .context("cannot start the idle daemon's thread")?
-    };
-    // One sample per completed poll: when, and the CPU time so far.
-    let mut samples: Vec<(Instant, DateTime<Utc>, Duration, Duration)> = Vec::new();
-    let mut last_poll = None;
-    while samples.len() <= args.idle_polls {
-        let now = Instant::now();
-        if let Verdict::Healthy { last_poll_age } = health.verdict_at(now) {
-            let at = now.checked_sub(last_poll_age);
-            if at != last_poll {
-                last_poll = at;
-                samples.push((
-                    now,
-                    Utc::now(),
-                    cpu_of_threads(Some(DAEMON_THREAD)),
-                    cpu_of_threads(None),
-                ));
-            }
-        }
-        if daemon.is_finished() || launched.elapsed() > deadline {
+    let daemon = daemon_thread(config, registry, key, observers, shutdown.clone())?;
+    let samples = match sample_polls(&health, &daemon, args.idle_polls + 1, launched, deadline)
+        .await
+    {
+        Ok(samples) => samples,
+        Err(taken) => {
             shutdown.cancel();
             let why = match daemon.join() {
                 Ok(Err(e)) => format!("{e:#}"),
@@ -1203,13 +1160,11 @@ async fn idle(
                 Err(_) => "it panicked".into(),
             };
             bail!(
-                "the idle daemon at {rows} rows completed {} of {} polls within {deadline:?}: {why}",
-                samples.len(),
+                "the idle daemon at {rows} rows completed {taken} of {} polls within {deadline:?}: {why}",
                 args.idle_polls + 1
             );
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    };
     shutdown.cancel();
     let joined = tokio::task::spawn_blocking(move || daemon.join())
         .await
@@ -1269,6 +1224,89 @@ async fn idle(
         peak_rss_kib,
         alone_rss_kib,
     })
+}
+
+/// Seeds `rows` finished rows like `template` (each its own jobId) below the queue's header;
+/// returns how long it took.
+fn seed_finished(
+    emu: &Emulator,
+    columns: &ColumnMap,
+    template: &[Json],
+    rows: usize,
+) -> anyhow::Result<Duration> {
+    let seeding = Instant::now();
+    let job_col = columns.index(Column::JobId) as usize;
+    let seeded: Vec<Vec<Json>> = (0..rows)
+        .map(|i| {
+            let mut r = template.to_vec();
+            r[job_col] = Json::String(format!("00000000-0000-4000-8000-{i:012}"));
+            r
+        })
+        .collect();
+    emu.replace_rows(QUEUE_SHEET, 2, &seeded)
+        .map_err(|e| anyhow::anyhow!("cannot seed {rows} rows: {e:?}"))?;
+    Ok(seeding.elapsed())
+}
+
+/// A daemon on a thread (and runtime) of its own, [`DAEMON_THREAD`], so its CPU time can be
+/// told from the emulator's.
+fn daemon_thread(
+    config: Config,
+    registry: crate::commands::Registry,
+    key: Credentials,
+    observers: crate::daemon::Observers,
+    shutdown: CancellationToken,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<RunReport>>> {
+    std::thread::Builder::new()
+        .name(DAEMON_THREAD.into())
+        .spawn(move || -> anyhow::Result<RunReport> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .thread_name(DAEMON_THREAD)
+                .build()?;
+            rt.block_on(async move {
+                let sheets = crate::setup::connect(&config, Some(key), false).await?;
+                Ok(
+                    crate::daemon::run_observed(sheets, config, registry, shutdown, observers)
+                        .await?,
+                )
+            })
+        })
+        .context("cannot start the idle daemon's thread")
+}
+
+/// One sample per completed poll of the daemon `health` watches, `polls` of them: when, and
+/// the CPU time so far (its thread's, the process's). `Err(taken)` when the daemon ended or
+/// `deadline` (from `launched`) passed first.
+async fn sample_polls(
+    health: &crate::metrics::Health,
+    daemon: &std::thread::JoinHandle<anyhow::Result<RunReport>>,
+    polls: usize,
+    launched: Instant,
+    deadline: Duration,
+) -> Result<Vec<(Instant, DateTime<Utc>, Duration, Duration)>, usize> {
+    let mut samples = Vec::new();
+    let mut last_poll = None;
+    while samples.len() < polls {
+        let now = Instant::now();
+        if let Verdict::Healthy { last_poll_age } = health.verdict_at(now) {
+            let at = now.checked_sub(last_poll_age);
+            if at != last_poll {
+                last_poll = at;
+                samples.push((
+                    now,
+                    Utc::now(),
+                    cpu_of_threads(Some(DAEMON_THREAD)),
+                    cpu_of_threads(None),
+                ));
+            }
+        }
+        if daemon.is_finished() || launched.elapsed() > deadline {
+            return Err(samples.len());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(samples)
 }
 
 /// The name of the idle daemon's thread and of its runtime's blocking threads.
