@@ -453,43 +453,10 @@ pub async fn measure(args: Params, out: &mut impl Write) -> anyhow::Result<Bench
         })
         .collect();
     let shutdown = CancellationToken::new();
-    let mut fleet = Vec::new();
-    let mut healths = Vec::new();
-    let mut client_stats = Vec::new();
-    for (i, account) in accounts.iter().enumerate() {
-        let worker = format!("bench-{}", i + 1);
-        let config = daemon_config(
-            &emu,
-            &worker,
-            &state.path().join(&worker),
-            args.slots,
-            args.poll_interval,
-            args.requests_per_minute,
-        )?;
-        let registry = crate::setup::registry(&config)?;
-        let key = Credentials::KeyJson(emu.credentials_json_for(account));
-        let stats = Arc::new(SheetsStats::new());
-        let sheets = crate::setup::connect_with(&config, Some(key), false, stats.clone()).await?;
-        client_stats.push(stats);
-        let observers = observers(&config);
-        healths.push(observers.health.clone());
-        fleet.push(tokio::spawn(crate::daemon::run_observed(
-            sheets,
-            config,
-            registry,
-            shutdown.clone(),
-            observers,
-        )));
-    }
+    let (fleet, client_stats) =
+        start_fleet(&emu, &args, state.path(), &accounts, &shutdown, deadline).await?;
     let started = Instant::now();
     let at = |t: Instant| format!("[{:5.1} s]", t.elapsed().as_secs_f64());
-    while !healths.iter().all(|h| h.verdict().is_healthy()) {
-        if started.elapsed() > deadline {
-            shutdown.cancel();
-            bail!("the daemons did not complete a first poll within {deadline:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     writeln!(
         out,
         "{} {} daemon(s) polling; enqueueing {} jobs over {} targets",
@@ -581,6 +548,58 @@ pub async fn measure(args: Params, out: &mut impl Write) -> anyhow::Result<Bench
     report.markdown = markdown(&report, &args, quota);
     writeln!(out, "\n{}", report.markdown)?;
     Ok(report)
+}
+
+/// The daemons of the saturation run, one per account of `accounts` (`bench-1`, …), each
+/// with its client's statistics; returned once every one has completed a first poll.
+async fn start_fleet(
+    emu: &Emulator,
+    args: &Params,
+    state: &std::path::Path,
+    accounts: &[String],
+    shutdown: &CancellationToken,
+    deadline: Duration,
+) -> anyhow::Result<(
+    Vec<tokio::task::JoinHandle<Result<RunReport, crate::daemon::DaemonError>>>,
+    Vec<Arc<SheetsStats>>,
+)> {
+    let mut fleet = Vec::new();
+    let mut healths = Vec::new();
+    let mut client_stats = Vec::new();
+    for (i, account) in accounts.iter().enumerate() {
+        let worker = format!("bench-{}", i + 1);
+        let config = daemon_config(
+            emu,
+            &worker,
+            &state.join(&worker),
+            args.slots,
+            args.poll_interval,
+            args.requests_per_minute,
+        )?;
+        let registry = crate::setup::registry(&config)?;
+        let key = Credentials::KeyJson(emu.credentials_json_for(account));
+        let stats = Arc::new(SheetsStats::new());
+        let sheets = crate::setup::connect_with(&config, Some(key), false, stats.clone()).await?;
+        client_stats.push(stats);
+        let observers = observers(&config);
+        healths.push(observers.health.clone());
+        fleet.push(tokio::spawn(crate::daemon::run_observed(
+            sheets,
+            config,
+            registry,
+            shutdown.clone(),
+            observers,
+        )));
+    }
+    let started = Instant::now();
+    while !healths.iter().all(|h| h.verdict().is_healthy()) {
+        if started.elapsed() > deadline {
+            shutdown.cancel();
+            bail!("the daemons did not complete a first poll within {deadline:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok((fleet, client_stats))
 }
 
 /// Settings of a bench daemon: the config's defaults but for the measured knobs, panel
