@@ -101,52 +101,12 @@ pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
         "web view: open {} in a browser to watch the panels (--keep to go on pressing after the table)",
         emulator.base_url()
     )?;
-    let config = |worker: &str| -> anyhow::Result<Config> {
-        let text = format!(
-            r#"
-spreadsheet_id = "{id}"
-api_base_url = "{url}"
-worker_id = "{worker}"
-slots = 2
-# Ticks in the web view are taken in by the daemons.
-intake = "poll"
-# Polls and heartbeats stay inside the default budget (50 requests a minute): 40 polls and
-# 6 heartbeats a minute leave room for claims and results.
-poll_interval = "1500ms"
-heartbeat_interval = "10s"
-dead_after = "30s"
-state_dir = "{state}"
-[commands.sleep]
-builtin = "sleep"
-"#,
-            id = emulator.spreadsheet_id(),
-            url = emulator.base_url(),
-            state = state_root.path().join(worker).display(),
-        );
-        Ok(Config::parse(&text, "demo config", &BTreeMap::new())?)
-    };
+    let config = |worker: &str| demo_config(&emulator, state_root.path(), worker);
     // The presses and the progress display use the emulator's own service account.
     let credentials = Credentials::KeyJson(emulator.credentials_json());
     let first = config("demo-1")?;
     let sheets = crate::setup::connect(&first, Some(credentials), false).await?;
-    for (target, function, command, args_json, requester) in PRESSES {
-        let job = NewJob {
-            target: target.into(),
-            function: function.into(),
-            command: command.into(),
-            args_json: args_json.into(),
-            requester: requester.into(),
-            panel_sheet: target.into(),
-            flags: vec![],
-        };
-        admin::enqueue(sheets.as_ref(), &first, &job).await?;
-        let who = if requester.is_empty() {
-            "(no requester)"
-        } else {
-            requester
-        };
-        writeln!(out, "pressed  {target} / {function}  by {who}")?;
-    }
+    press_all(sheets.as_ref(), &first, out).await?;
     let shutdown = CancellationToken::new();
     let mut daemons = Vec::new();
     for worker in ["demo-1", "demo-2"] {
@@ -163,53 +123,18 @@ builtin = "sleep"
         )));
     }
     writeln!(out, "started two daemons (demo-1, demo-2), 2 slots each")?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
-    let mut last = String::new();
-    let (rows, tz) = loop {
-        let (rows, tz) = read_queue(sheets.as_ref(), &first).await?;
-        let count = |s: State| rows.iter().filter(|r| r.state.is(s)).count();
-        let line = format!(
-            "waiting {} · running {} · done {} · error {} · timeout {}",
-            count(State::Waiting),
-            count(State::Running),
-            count(State::Done),
-            count(State::Error),
-            count(State::Timeout)
-        );
-        if line != last {
-            writeln!(out, "  {line}")?;
-            last = line;
-        }
-        let open = count(State::Waiting) + count(State::Running);
-        if open == 0 && rows.len() >= PRESSES.len() {
-            break (rows, tz);
-        }
-        if tokio::time::Instant::now() > deadline {
+    let finished = wait_done(sheets.as_ref(), &first, args.timeout_secs, out).await;
+    let (rows, tz) = match finished {
+        Ok(done) => done,
+        Err(e) => {
             shutdown.cancel();
-            anyhow::bail!("the demo jobs did not finish within {}s", args.timeout_secs);
+            return Err(e);
         }
-        // Two reads a look: a look a second stays under the display's budget.
-        tokio::time::sleep(Duration::from_secs(1)).await;
     };
     if !args.keep {
         shutdown.cancel();
     }
-    let table: Vec<DemoRow> = rows
-        .iter()
-        .map(|r| DemoRow {
-            target: r.target.clone(),
-            function: r.function.clone(),
-            requester: r.requester.clone(),
-            worker: r.worker.clone(),
-            started: r.started_at,
-            finished: r.finished_at,
-            state: match &r.state {
-                RowState::Known(s) => first.states.word(*s).to_string(),
-                RowState::Unknown(t) => t.clone(),
-            },
-            message: r.message.clone(),
-        })
-        .collect();
+    let table: Vec<DemoRow> = rows.iter().map(|r| demo_row(r, &first)).collect();
     write_table(out, &table, tz)?;
     writeln!(
         out,
@@ -240,6 +165,117 @@ builtin = "sleep"
     }
     drop(emulator);
     Ok(table)
+}
+
+/// The config of demo daemon `worker` on `emulator`, its state under `state_root`.
+fn demo_config(
+    emulator: &Emulator,
+    state_root: &std::path::Path,
+    worker: &str,
+) -> anyhow::Result<Config> {
+    let text = format!(
+        r#"
+spreadsheet_id = "{id}"
+api_base_url = "{url}"
+worker_id = "{worker}"
+slots = 2
+# Ticks in the web view are taken in by the daemons.
+intake = "poll"
+# Polls and heartbeats stay inside the default budget (50 requests a minute): 40 polls and
+# 6 heartbeats a minute leave room for claims and results.
+poll_interval = "1500ms"
+heartbeat_interval = "10s"
+dead_after = "30s"
+state_dir = "{state}"
+[commands.sleep]
+builtin = "sleep"
+"#,
+        id = emulator.spreadsheet_id(),
+        url = emulator.base_url(),
+        state = state_root.join(worker).display(),
+    );
+    Ok(Config::parse(&text, "demo config", &BTreeMap::new())?)
+}
+
+/// Presses every function of [`PRESSES`], saying so.
+async fn press_all(
+    sheets: &dyn Sheets,
+    config: &Config,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    for (target, function, command, args_json, requester) in PRESSES {
+        let job = NewJob {
+            target: target.into(),
+            function: function.into(),
+            command: command.into(),
+            args_json: args_json.into(),
+            requester: requester.into(),
+            panel_sheet: target.into(),
+            flags: vec![],
+        };
+        admin::enqueue(sheets, config, &job).await?;
+        let who = if requester.is_empty() {
+            "(no requester)"
+        } else {
+            requester
+        };
+        writeln!(out, "pressed  {target} / {function}  by {who}")?;
+    }
+    Ok(())
+}
+
+/// Looks at the queue once a second, saying each change of its counts, until every press
+/// has ended (or `timeout_secs` passed): the rows then, and the spreadsheet's zone.
+async fn wait_done(
+    sheets: &dyn Sheets,
+    config: &Config,
+    timeout_secs: u64,
+    out: &mut impl Write,
+) -> anyhow::Result<(Vec<QueueRow>, Tz)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_secs);
+    let mut last = String::new();
+    loop {
+        let (rows, tz) = read_queue(sheets, config).await?;
+        let count = |s: State| rows.iter().filter(|r| r.state.is(s)).count();
+        let line = format!(
+            "waiting {} · running {} · done {} · error {} · timeout {}",
+            count(State::Waiting),
+            count(State::Running),
+            count(State::Done),
+            count(State::Error),
+            count(State::Timeout)
+        );
+        if line != last {
+            writeln!(out, "  {line}")?;
+            last = line;
+        }
+        let open = count(State::Waiting) + count(State::Running);
+        if open == 0 && rows.len() >= PRESSES.len() {
+            return Ok((rows, tz));
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("the demo jobs did not finish within {timeout_secs}s");
+        }
+        // Two reads a look: a look a second stays under the display's budget.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// A queue row as the demo's table shows it.
+fn demo_row(r: &QueueRow, config: &Config) -> DemoRow {
+    DemoRow {
+        target: r.target.clone(),
+        function: r.function.clone(),
+        requester: r.requester.clone(),
+        worker: r.worker.clone(),
+        started: r.started_at,
+        finished: r.finished_at,
+        state: match &r.state {
+            RowState::Known(s) => config.states.word(*s).to_string(),
+            RowState::Unknown(t) => t.clone(),
+        },
+        message: r.message.clone(),
+    }
 }
 
 async fn read_queue(sheets: &dyn Sheets, config: &Config) -> anyhow::Result<(Vec<QueueRow>, Tz)> {
