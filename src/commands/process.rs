@@ -248,27 +248,8 @@ pub(crate) async fn run_exec(
         _ = cancel.cancelled() => End::Cancelled,
     };
 
-    match &end {
-        End::Exited(_) | End::WaitFailed(_) => {
-            // The leader is done; whatever it left running in its group goes with it.
-            if signal_group(pgid, Signal::SIGKILL) {
-                warn!(
-                    pid,
-                    "the command left processes in its group; they were killed"
-                );
-            }
-        }
-        End::TimedOut | End::Cancelled => {
-            signal_group(pgid, Signal::SIGTERM);
-            let exited = timeout(def.kill_grace, child.wait()).await.is_ok();
-            signal_group(pgid, Signal::SIGKILL);
-            if !exited && timeout(REAP_LIMIT, child.wait()).await.is_err() {
-                warn!(pid, "the command did not end after SIGKILL");
-            }
-        }
-    }
+    end_group(&mut child, pgid, &end, def.kill_grace).await;
     guard.disarm();
-
     let drained = timeout(DRAIN_LIMIT, async {
         while readers.join_next().await.is_some() {}
     })
@@ -280,9 +261,42 @@ pub(crate) async fn run_exec(
         );
         readers.abort_all();
     }
-    let stdout = text_of(&stdout);
-    let stderr = text_of(&stderr);
+    outcome_of(end, def, argv, &text_of(&stdout), &text_of(&stderr))
+}
 
+/// Ends the command's process group `pgid` as `end` requires: what the leader left behind
+/// is killed; a job timed out or cancelled gets SIGTERM, `kill_grace`, then SIGKILL.
+async fn end_group(child: &mut tokio::process::Child, pgid: Pid, end: &End, kill_grace: Duration) {
+    let pid = pgid.as_raw();
+    match end {
+        End::Exited(_) | End::WaitFailed(_) => {
+            // The leader is done; whatever it left running in its group goes with it.
+            if signal_group(pgid, Signal::SIGKILL) {
+                warn!(
+                    pid,
+                    "the command left processes in its group; they were killed"
+                );
+            }
+        }
+        End::TimedOut | End::Cancelled => {
+            signal_group(pgid, Signal::SIGTERM);
+            let exited = timeout(kill_grace, child.wait()).await.is_ok();
+            signal_group(pgid, Signal::SIGKILL);
+            if !exited && timeout(REAP_LIMIT, child.wait()).await.is_err() {
+                warn!(pid, "the command did not end after SIGKILL");
+            }
+        }
+    }
+}
+
+/// The outcome of a job that ended as `end`, from what it printed.
+fn outcome_of(
+    end: End,
+    def: &super::CommandDef,
+    argv: &[String],
+    stdout: &str,
+    stderr: &str,
+) -> Outcome {
     match end {
         End::Exited(status) => {
             let exit = match (status.code(), status.signal()) {
@@ -290,7 +304,7 @@ pub(crate) async fn run_exec(
                 (None, Some(s)) => Exit::Signal(s),
                 (None, None) => Exit::Code(-1),
             };
-            let r = output::interpret(exit, &stdout, &stderr);
+            let r = output::interpret(exit, stdout, stderr);
             Outcome {
                 status: if r.ok {
                     OutcomeStatus::Done
@@ -311,14 +325,14 @@ pub(crate) async fn run_exec(
                 humantime::format_duration(def.timeout),
                 def.name
             ),
-            &stdout,
-            &stderr,
+            stdout,
+            stderr,
         ),
         End::Cancelled => stopped(
             OutcomeStatus::Cancelled,
             "cancelled: sheetq was shutting down; the process group was stopped".to_string(),
-            &stdout,
-            &stderr,
+            stdout,
+            stderr,
         ),
     }
 }
