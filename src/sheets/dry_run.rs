@@ -68,6 +68,8 @@ pub fn summarise(rows: &[Vec<Cell>]) -> String {
     )
 }
 
+/// One line saying what `request` would change. Long for a reason: one arm per kind of
+/// request, a table that reads best whole.
 fn describe(request: &Request) -> String {
     match request {
         Request::CompareAndSwap {
