@@ -1068,3 +1068,30 @@ pub(super) fn cell(sheet_id: i32, row: u32, col: u32, value: Cell) -> Request {
         rows: vec![vec![value]],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_is_ours_only_where_its_tripwire_changed_its_cell() {
+        // The fence, one stale row's swap, then a claim's swap, binding, 開始日時, ワーカー.
+        let reply = BatchUpdateReply {
+            replies: vec![
+                Reply::Empty,
+                Reply::CompareAndSwap { changed: 0 },
+                Reply::CompareAndSwap { changed: 1 },
+            ],
+            ..Default::default()
+        };
+        assert!(!swapped(&reply, 0), "the stale row's swap changed nothing");
+        assert!(swapped(&reply, 1), "the claim's tripwire flipped its cell");
+        assert!(!swapped(&reply, 2), "no reply at all is no claim");
+    }
+
+    #[test]
+    fn a_fence_outlives_every_batch_it_fences() {
+        let ttl = std::time::Duration::from_secs(30);
+        assert!(fence_kept(ttl) >= ttl + std::time::Duration::from_secs(180));
+    }
+}

@@ -1120,7 +1120,126 @@ pub(super) fn finish_state(finish: Finish) -> State {
 
 #[cfg(test)]
 mod tests {
-    use super::written_width;
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::queue::{RowState, Snapshot, WorkerTag};
+
+    fn row(n: u32, job: &str, state: State, worker: &str) -> QueueRow {
+        QueueRow {
+            job_id: job.into(),
+            state: RowState::Known(state),
+            worker: worker.into(),
+            ..QueueRow::blank(n)
+        }
+    }
+
+    /// A poll that read `rows` (not the whole queue) and found `bound` bindings' rows.
+    fn poll(rows: Vec<QueueRow>, bound: Vec<(i32, Option<QueueRow>)>) -> Poll {
+        Poll {
+            snapshot: Snapshot {
+                rows,
+                problems: Vec::new(),
+            },
+            lease: crate::lease::LeaseState::Free,
+            lease_quiet: std::time::Duration::ZERO,
+            watched: Default::default(),
+            workers: Vec::new(),
+            own_heartbeat_row: None,
+            full: false,
+            tables: HashMap::new(),
+            bound: bound.into_iter().collect(),
+            index: None,
+            append_from: 2,
+        }
+    }
+
+    fn result_of(job: &str, tag: &WorkerTag) -> FinishedJob {
+        FinishedJob {
+            job_id: job.into(),
+            worker: tag.to_string(),
+            finish: Finish::Done,
+            finished_at: Utc::now(),
+            url: String::new(),
+            message: String::new(),
+            target: "A".into(),
+            function: "f".into(),
+            panel_sheet: "A".into(),
+            panel_row: None,
+            requester: String::new(),
+            command: "sleep".into(),
+            flags: Vec::new(),
+            continuation: None,
+            started_at: None,
+        }
+    }
+
+    #[test]
+    fn the_whole_queue_is_read_only_when_a_result_or_follow_up_cannot_be_placed_from_the_window() {
+        let (token, id) = binding::new_token();
+        let tag = WorkerTag {
+            daemon_id: "vm-1".into(),
+            slot: 0,
+            token,
+        };
+        let ours = row(7, "j1", State::Running, &tag.to_string());
+        let result = [result_of("j1", &tag)];
+        // The binding sits on the job's row: nothing more to read.
+        let placed = poll(vec![ours.clone()], vec![(id, Some(ours.clone()))]);
+        assert!(!needs_whole_queue(&placed, &result, &[]));
+        // The binding matched nothing and the window does not show the job: read it all.
+        let lost = poll(Vec::new(), vec![(id, None)]);
+        assert!(needs_whole_queue(&lost, &result, &[]));
+        // The job is in the window although its binding is lost: it can be rebound from it.
+        let in_window = poll(vec![ours.clone()], vec![(id, None)]);
+        assert!(!needs_whole_queue(&in_window, &result, &[]));
+        // Timed out meanwhile: its real result must find the row wherever a sort put it.
+        let timed_out = row(7, "j1", State::Timeout, &tag.to_string());
+        let late = poll(Vec::new(), vec![(id, Some(timed_out))]);
+        assert!(needs_whole_queue(&late, &result, &[]));
+        // A follow-up whose binding does not show its row and its job not in the window.
+        let follow_up = Through {
+            id,
+            job_id: "j1".into(),
+            worker: tag.to_string(),
+            state: Some(State::Running),
+            cells: Vec::new(),
+            unbind: true,
+            result: false,
+        };
+        assert!(needs_whole_queue(
+            &lost,
+            &[],
+            std::slice::from_ref(&follow_up)
+        ));
+        assert!(!needs_whole_queue(&placed, &[], &[follow_up]));
+    }
+
+    #[test]
+    fn a_row_that_changed_after_our_read_in_a_column_we_did_not_write_is_not_restored() {
+        let before = row(4, "j2", State::Waiting, "");
+        let claimed = row(4, "j2", State::Running, "vm-2/0 #00000001");
+        let every = |_: Column| true;
+        assert_eq!(changed_since(&before, &claimed, every), Some(Column::State));
+        // Only the columns our write did not touch (and its reply shows) are compared.
+        let not_state = |c: Column| c != Column::State;
+        assert_eq!(
+            changed_since(&before, &claimed, not_state),
+            Some(Column::Worker)
+        );
+        let neither = |c: Column| c != Column::State && c != Column::Worker;
+        assert_eq!(changed_since(&before, &claimed, neither), None);
+        assert_eq!(changed_since(&before, &before, every), None);
+    }
+
+    #[test]
+    fn a_repair_expects_the_worker_text_our_misplaced_write_left() {
+        let before = row(4, "j2", State::Done, "old-vm/0 #0ld0ld00");
+        let wrote_worker = [(Column::Worker, Cell::from("vm-1/0 #00000007"))];
+        assert_eq!(worker_after(&before, &wrote_worker), "vm-1/0 #00000007");
+        let wrote_state = [(Column::State, Cell::from("待機"))];
+        assert_eq!(worker_after(&before, &wrote_state), "old-vm/0 #0ld0ld00");
+    }
 
     #[test]
     fn a_reply_range_tells_how_wide_the_write_was_whatever_its_values_leave_out() {
