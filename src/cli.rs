@@ -99,8 +99,13 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), e.g. `sheetq man > /usr/local/share/man/man1/sheetq.1`.
-    Man,
+    /// Print the man page (roff), e.g. `sheetq man > /usr/local/share/man/man1/sheetq.1`;
+    /// with --dir, write one page per subcommand there (sheetq.1, sheetq-run.1, …).
+    Man {
+        /// Write every page (sheetq.1 and sheetq-<subcommand>.1) into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -316,11 +321,21 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut command, "sheetq", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
+        Command::Man { dir: None } => {
             let command = <Cli as clap::CommandFactory>::command();
             clap_mangen::Man::new(command)
                 .render(&mut std::io::stdout())
                 .context("cannot write the man page")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir: Some(dir) } => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::generate_to(command, &dir).with_context(|| {
+                format!(
+                    "cannot write the man pages into {} (does the directory exist?)",
+                    dir.display()
+                )
+            })?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Panels(command) => panels(command).await,

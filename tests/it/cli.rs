@@ -696,3 +696,50 @@ async fn check_probe_prints_its_table_saves_json_and_leaves_no_sheet() {
         .collect();
     assert_eq!(left, Vec::<String>::new());
 }
+
+/// `sheetq man --dir` writes one page per subcommand, the same bytes every time (so
+/// `install.sh` changes only what differs), and each shell's completion names the
+/// subcommands.
+#[test]
+fn man_pages_come_one_per_subcommand_and_completions_for_each_shell() {
+    let dirs =
+        [tempfile::tempdir(), tempfile::tempdir()].map(|d| d.unwrap_or_else(|e| panic!("{e}")));
+    for d in &dirs {
+        sheetq()
+            .args(["man", "--dir"])
+            .arg(d.path())
+            .assert()
+            .success();
+    }
+    for page in [
+        "sheetq.1",
+        "sheetq-run.1",
+        "sheetq-panels-sync.1",
+        "sheetq-enqueue.1",
+    ] {
+        let [a, b] = dirs
+            .each_ref()
+            .map(|d| std::fs::read_to_string(d.path().join(page)).unwrap_or_default());
+        assert!(
+            a.starts_with(".ie") || a.contains(".TH"),
+            "{page} is a man page: {a:.200}"
+        );
+        assert_eq!(a, b, "{page} differs between two runs");
+    }
+    let run = std::fs::read_to_string(dirs[0].path().join("sheetq-run.1")).unwrap_or_default();
+    assert!(
+        run.contains("config"),
+        "sheetq-run(1) documents --config:\n{run}"
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let out = sheetq()
+            .args(["completions", shell])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("enqueue"),
+            "{shell} completion:\n{text:.400}"
+        );
+    }
+}
