@@ -216,6 +216,9 @@ pub async fn run_observed(
             .max(START_RETRY_FLOOR);
         warn!(error = %e, attempt = failures, retry_in = ?wait, "could not start: the API failed for a moment; starting again");
         observers.health.loop_turned();
+        if let Err(e) = observers.notifier.extend_timeout(wait + START_STEP_LIMIT) {
+            debug!(error = %e, "cannot ask the service manager for more time to start");
+        }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(RunReport::default()),
             _ = tokio::time::sleep(wait) => {}
@@ -223,6 +226,10 @@ pub async fn run_observed(
     };
     daemon.run(shutdown).await
 }
+
+/// How long one attempt to start may take, as the service manager's start-up timeout is
+/// extended while the API fails: the client's retries of one call fit well inside it.
+const START_STEP_LIMIT: StdDuration = StdDuration::from_secs(180);
 
 /// Waits between attempts to start while the API fails: backoff with full jitter up to a
 /// minute, never given up (only configuration and credential errors end the process).
@@ -471,6 +478,13 @@ impl Daemon {
                 }
                 Err(DaemonError::Sheets(e)) if e.is_retryable() => {
                     warn!(error = %e, "poll failed; trying again at the next tick");
+                    if !ready {
+                        // Still starting (READY=1 waits for a first pass that works).
+                        let more = self.config.poll_interval + START_STEP_LIMIT;
+                        if let Err(e) = self.observers.notifier.extend_timeout(more) {
+                            debug!(error = %e, "cannot ask the service manager for more time to start");
+                        }
+                    }
                     let mut why = e.to_string();
                     why.truncate(why.char_indices().nth(120).map_or(why.len(), |(i, _)| i));
                     self.tell_status(&format!("poll failed, retrying: {why}"));

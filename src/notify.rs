@@ -124,6 +124,14 @@ impl Notifier {
         self.send("READY=1")
     }
 
+    /// Still starting (the API fails for now, and the daemon tries again): the service
+    /// manager's start-up timeout is extended to `by` from now, so an outage at boot does
+    /// not get the service killed and restarted until its start limit gives up on it, while
+    /// a start-up that hangs still times out.
+    pub fn extend_timeout(&self, by: Duration) -> Result<(), NotifyError> {
+        self.send(&format!("EXTEND_TIMEOUT_USEC={}", by.as_micros()))
+    }
+
     /// The service is alive and making progress.
     pub fn watchdog_ping(&self) -> Result<(), NotifyError> {
         self.send("WATCHDOG=1")
@@ -266,6 +274,8 @@ mod tests {
         assert_eq!(systemd.recv(), "WATCHDOG=1");
         n.stopping().unwrap();
         assert_eq!(systemd.recv(), "STOPPING=1");
+        n.extend_timeout(Duration::from_secs(90)).unwrap();
+        assert_eq!(systemd.recv(), "EXTEND_TIMEOUT_USEC=90000000");
     }
 
     #[test]

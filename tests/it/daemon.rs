@@ -1434,3 +1434,75 @@ async fn systemd_hears_ready_a_status_line_of_what_the_daemon_does_and_stopping(
         "{heard:?}"
     );
 }
+
+/// Started while the API fails, the daemon tries again instead of exiting and, until its
+/// first pass works, asks systemd for more time to start (`EXTEND_TIMEOUT_USEC`) before
+/// each try: an outage at boot does not get the unit killed and restarted until its start
+/// limit gives up. READY=1 comes once the API answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_started_during_an_outage_asks_systemd_for_time_then_says_ready() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("notify.sock");
+    let systemd = std::os::unix::net::UnixDatagram::bind(&path).unwrap_or_else(|e| panic!("{e}"));
+    systemd
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let notifier = sheetq::notify::Notifier::from_values(
+        Some(path.as_os_str()),
+        None,
+        None,
+        std::process::id(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let config = daemon_config(
+        &emu,
+        "d1",
+        &dir.path().join("state"),
+        &[("max_retries", "0")],
+        "",
+    );
+    let registry = sheetq::setup::registry(&config).unwrap_or_else(|e| panic!("{e:#}"));
+    let sheets = client(&emu, &config).await;
+    emu.add_fault(FaultRule::next(None, Fault::Status(503), 3));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let observers = sheetq::daemon::Observers {
+        notifier: std::sync::Arc::new(notifier),
+        ..Default::default()
+    };
+    let daemon = tokio::spawn(sheetq::daemon::run_observed(
+        sheets,
+        config,
+        registry,
+        shutdown.clone(),
+        observers,
+    ));
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut heard = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = systemd.recv(&mut buf) {
+            let line = String::from_utf8_lossy(&buf[..n]).to_string();
+            let ready = line == "READY=1";
+            heard.push(line);
+            if ready {
+                break;
+            }
+        }
+        heard
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    shutdown.cancel();
+    daemon
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("the daemon must not fail on an outage at start: {e}"));
+    let ready = heard.iter().position(|l| l == "READY=1");
+    let extended = heard
+        .iter()
+        .position(|l| l.starts_with("EXTEND_TIMEOUT_USEC="));
+    assert!(
+        matches!((extended, ready), (Some(e), Some(r)) if e < r),
+        "more time asked for before READY=1: {heard:?}"
+    );
+}
