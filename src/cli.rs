@@ -388,6 +388,8 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         side_tasks.spawn(async move { n.watchdog_loop(h, s).await });
     }
+    // What commands leave behind is reparented to sheetq and reaped (sheetq may be PID 1).
+    side_tasks.spawn(crate::commands::reaper::run(shutdown.clone()));
     let result =
         crate::daemon::run_observed(sheets, config, registry, shutdown.clone(), observers).await;
     shutdown.cancel();

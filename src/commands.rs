@@ -14,10 +14,12 @@
 //! - [`output`]: bounded capture of a child's output and the `exec` result protocol (pure).
 //! - [`runner`]: running prepared jobs, the heavy-job gate, timeouts and cancellation.
 //! - `process`: spawning a child in its own process group that cannot outlive the daemon.
+//! - [`reaper`]: `sheetq run` as the child subreaper, reaping what commands leave behind.
 
 pub mod config;
 pub mod output;
 mod process;
+pub mod reaper;
 pub mod runner;
 pub mod schema;
 

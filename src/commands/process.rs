@@ -60,9 +60,20 @@ impl Spawner {
             .spawn(move || {
                 let _runtime = handle.enter();
                 while let Ok((mut cmd, reply)) = rx.recv() {
+                    // Recorded before the reaper can look (it holds the same lock): a
+                    // command's exit status is tokio's to take, never the reaper's.
+                    let mut own = match super::reaper::OWN.lock() {
+                        Ok(own) => own,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                    let child = cmd.spawn();
+                    if let Some(pid) = child.as_ref().ok().and_then(Child::id) {
+                        own.insert(pid as i32);
+                    }
+                    drop(own);
                     // The requester may have given up (cancelled); kill_on_drop then
                     // stops the child as the reply is dropped.
-                    let _ = reply.send(cmd.spawn());
+                    let _ = reply.send(child);
                 }
             })?;
         Ok(Spawner { tx })
@@ -74,6 +85,16 @@ impl Spawner {
         self.tx.send((cmd, reply)).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
+}
+
+/// Forgets a command's leader once it has been waited for: from then on, its pid is the
+/// reaper's to reap should it show up as a zombie again (reused by an orphan).
+fn untrack(pid: u32) {
+    let mut own = match super::reaper::OWN.lock() {
+        Ok(own) => own,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    own.remove(&(pid as i32));
 }
 
 /// Sends `sig` to the process group `pgid`; false if no process was left in it.
@@ -98,6 +119,8 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(pgid) = self.pgid {
             signal_group(pgid, Signal::SIGKILL);
+            // Nobody waits for the leader now: the reaper may take it.
+            untrack(pgid.as_raw() as u32);
         }
     }
 }
@@ -250,6 +273,7 @@ pub(crate) async fn run_exec(
 
     end_group(&mut child, pgid, &end, def.kill_grace).await;
     guard.disarm();
+    untrack(pid);
     let drained = timeout(DRAIN_LIMIT, async {
         while readers.join_next().await.is_some() {}
     })

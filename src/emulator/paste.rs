@@ -172,7 +172,7 @@ pub fn copy(ss: &mut Spreadsheet, req: &CopyPasteRequest) -> Result<Json, String
         return Ok(json!({}));
     }
     let reps = |span: u32, unit: u32| {
-        if span >= unit && span % unit == 0 {
+        if span >= unit && span.is_multiple_of(unit) {
             span / unit
         } else {
             1

@@ -748,6 +748,11 @@ impl Binary {
         Binary { child }
     }
 
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The exit status, if the process has ended.
     pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().unwrap_or_else(|e| panic!("{e}"))
@@ -1505,4 +1510,95 @@ async fn a_daemon_started_during_an_outage_asks_systemd_for_time_then_says_ready
         matches!((extended, ready), (Some(e), Some(r)) if e < r),
         "more time asked for before READY=1: {heard:?}"
     );
+}
+
+/// The state letter and parent pid of process `pid` (`None`: it is gone, reaped).
+fn state_and_parent(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((state, fields.next()?.parse().ok()?))
+}
+
+/// A command that leaves a process behind (one that left its group with `setsid`, so the
+/// group's SIGKILL does not reach it): that process is reparented to `sheetq run`, the
+/// child subreaper, and reaped by it when it ends, instead of staying a zombie (in a
+/// container where sheetq is PID 1, nothing else would reap it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_a_command_leaves_behind_is_reaped_by_sheetq_not_left_a_zombie() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // The process left behind says when it has left the group (the group is killed as soon
+    // as the command ends), then sleeps 2 s with its output closed.
+    let ready = dir.path().join("left-the-group");
+    let script = format!(
+        "setsid sh -c 'touch {ready}; exec sleep 2' >/dev/null 2>&1 </dev/null & while [ ! -e {ready} ]; do sleep 0.05; done; echo $!",
+        ready = ready.display()
+    );
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-reaper",
+        "heartbeat_interval = \"1s\"\ndead_after = \"1m\"\n",
+        &format!(
+            "[commands.leave]\nexec = [\"/bin/sh\", \"-c\", {}]\n",
+            toml::Value::String(script)
+        ),
+    );
+    let log = dir.path().join("sheetq.log");
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let daemon = Binary::start(&config, &log);
+    let job = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "leave",
+        "{}",
+        "",
+    )
+    .await;
+    let rows = wait_finished(&emu, std::slice::from_ref(&job), WAIT).await;
+    let r = row_of(&rows, &job);
+    assert_done(r);
+    let left: u32 = r.message.trim().parse().unwrap_or_else(|e| {
+        panic!(
+            "the command prints the pid it left behind, got {:?}: {e}",
+            r.message
+        )
+    });
+    eprintln!(
+        "left {left}: {:?}, daemon {}",
+        state_and_parent(left),
+        daemon.pid()
+    );
+    // Its shell has ended: the process left behind now belongs to sheetq.
+    if let Some((state, parent)) = state_and_parent(left) {
+        assert_eq!(
+            parent,
+            daemon.pid(),
+            "the process a command left behind is reparented to sheetq (state {state})"
+        );
+    }
+    let gone = wait_for(
+        "the process left behind to end and be reaped",
+        WAIT,
+        || match state_and_parent(left) {
+            None => Some(None),
+            Some(('Z', parent)) if parent != daemon.pid() => Some(Some(parent)),
+            Some(_) => None,
+        },
+        || {
+            format!(
+                "{:?}\n{}",
+                state_and_parent(left),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        },
+    )
+    .await;
+    assert_eq!(gone, None, "a zombie left with another parent");
+    drop(daemon);
 }
