@@ -93,6 +93,9 @@ pub enum Command {
     /// Build the index sheet and the panels from the config's [[functions]] and [[targets]].
     #[command(subcommand)]
     Panels(PanelsCommand),
+    /// Ask a running daemon's health endpoint (`/livez` by default) and exit 0 when it
+    /// answers 200, 1 otherwise: a container HEALTHCHECK without curl.
+    Health(HealthArgs),
     /// Print a shell completion script (e.g. `sheetq completions bash >
     /// /etc/bash_completion.d/sheetq`).
     Completions {
@@ -316,6 +319,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Health(args) => health(args).await,
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "sheetq", &mut std::io::stdout());
@@ -645,6 +649,71 @@ pub async fn cancel_on_signal(token: CancellationToken) {
 
 /// `HOST:PORT` for a listening socket: a host name or an IP (IPv6 in brackets) and a port
 /// number. Names are resolved when the socket is bound.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// Where the daemon serves its endpoints (its --metrics-listen); a wildcard address is
+    /// asked on the loopback interface.
+    #[arg(long, env = "SHEETQ_METRICS_LISTEN", default_value = "127.0.0.1:9184", value_parser = listen_address)]
+    pub listen: String,
+    /// The endpoint: /livez (the poll loop turns) or /readyz (polls succeed).
+    #[arg(long, default_value = "/livez")]
+    pub path: String,
+}
+
+/// `sheetq health`: one HTTP/1.0 GET of the daemon's endpoint, within 5 s.
+async fn health(args: HealthArgs) -> anyhow::Result<ExitCode> {
+    let (host, port) = args
+        .listen
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow::anyhow!("--listen {} is not HOST:PORT", args.listen))?;
+    let host = match host {
+        "0.0.0.0" => "127.0.0.1",
+        "[::]" => "[::1]",
+        other => other,
+    };
+    let address = format!("{host}:{port}");
+    let ask = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(&address).await?;
+        let request = format!("GET {} HTTP/1.0\r\nHost: {address}\r\n\r\n", args.path);
+        stream.write_all(request.as_bytes()).await?;
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).await?;
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&reply).into_owned())
+    };
+    let reply = match tokio::time::timeout(std::time::Duration::from_secs(5), ask).await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(e)) => {
+            eprintln!("sheetq health: cannot ask {address}{}: {e} (is the daemon running with --metrics-listen {}?)", args.path, args.listen);
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(_) => {
+            eprintln!(
+                "sheetq health: {address}{} did not answer within 5 s",
+                args.path
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let status = reply.lines().next().unwrap_or_default().to_string();
+    let body = reply
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    if status.split_whitespace().nth(1) == Some("200") {
+        println!("{body}");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "sheetq health: {address}{} answered {status}: {body}",
+            args.path
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
+
 fn listen_address(s: &str) -> Result<String, String> {
     let bad =
         || format!("{s:?} is not HOST:PORT (e.g. localhost:9184, 0.0.0.0:9184 or [::1]:9184)");

@@ -290,6 +290,17 @@ fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("no free port: {e}"))
 }
 
+/// The exit code of `sheetq health --listen LISTEN --path PATH`.
+fn sheetq_health(listen: &str, path: &str) -> Option<i32> {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
+        .args(["health", "--listen", listen, "--path", path])
+        .env_remove("SHEETQ_METRICS_LISTEN")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run sheetq health: {e}"))
+        .status
+        .code()
+}
+
 /// The status code of `GET path` on 127.0.0.1:`port` (0 when nothing answers).
 async fn status_of(port: u16, path: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -374,6 +385,8 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // What a container's HEALTHCHECK runs says the same: live, not ready.
+    assert_eq!(sheetq_health(&listen, "/livez"), Some(0), "{}", show());
     emu.clear_faults();
     let rows = wait_finished(&emu, std::slice::from_ref(&job), WAIT).await;
     assert_eq!(daemon.exited(), None, "{}", show());
@@ -382,6 +395,12 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
         200,
         "ready again: {}",
         show()
+    );
+    assert_eq!(sheetq_health(&listen, "/readyz"), Some(0), "{}", show());
+    assert_eq!(
+        sheetq_health(&format!("127.0.0.1:{}", free_port()), "/livez"),
+        Some(1),
+        "nothing listening is unhealthy"
     );
     drop(daemon);
     let r = row_of(&rows, &job);
