@@ -850,6 +850,7 @@ fn observers(config: &Config) -> Observers {
         metrics: Arc::new(Metrics::new()),
         health: Health::new(Health::limit_for(config.poll_interval, config.call_timeout)),
         notifier: Arc::new(Notifier::disabled()),
+        reloads: None,
     }
 }
 

@@ -350,7 +350,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 /// `sheetq run`: the daemon, with its metrics and health endpoint and the systemd
 /// watchdog beside it, until a signal; results not yet written stay in the outbox.
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = args.config.load()?;
+    let config_path = args.config.path()?;
+    let config = Config::load(&config_path)?;
     let registry = registry(&config)?;
     let stats = Arc::new(SheetsStats::new());
     let sheets = connect_with(&config, None, args.dry_run, stats.clone()).await?;
@@ -366,6 +367,12 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             tracing::warn!(error = %e, "systemd notification disabled");
             Notifier::disabled()
         })),
+        reloads: None,
+    };
+    let (reload_tx, reload_rx) = tokio::sync::watch::channel(None);
+    let observers = Observers {
+        reloads: Some(reload_rx),
+        ..observers
     };
     let mut side_tasks = tokio::task::JoinSet::new();
     if let Some(addr) = args.metrics_listen.clone() {
@@ -394,6 +401,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     // What commands leave behind is reparented to sheetq and reaped (sheetq may be PID 1).
     side_tasks.spawn(crate::commands::reaper::run(shutdown.clone()));
+    side_tasks.spawn(reload_on_hangup(config_path, reload_tx, shutdown.clone()));
     let result =
         crate::daemon::run_observed(sheets, config, registry, shutdown.clone(), observers).await;
     shutdown.cancel();
@@ -406,6 +414,42 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// On each SIGHUP, reads and checks the config at `path` again and hands it to the daemon
+/// (`systemctl reload sheetq`); a config with problems is refused, each named, and the one
+/// in force stays.
+async fn reload_on_hangup(
+    path: PathBuf,
+    reloads: tokio::sync::watch::Sender<Option<Arc<crate::daemon::Reload>>>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch for SIGHUP: the config is read only at start");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            got = hangups.recv() => if got.is_none() { return },
+        }
+        tracing::info!(config = %path.display(), "SIGHUP: reading the config again");
+        let read = Config::load(&path)
+            .map_err(anyhow::Error::new)
+            .and_then(|config| Ok((registry(&config)?, config)));
+        match read {
+            Ok((registry, config)) => {
+                reloads.send_replace(Some(Arc::new(crate::daemon::Reload { config, registry })));
+            }
+            Err(e) => {
+                tracing::error!("the config was not reloaded, the one in force stays: {e:#}");
+            }
+        }
+    }
 }
 
 /// `sheetq panels sync|migrate`: one panel sync; exit 3 when something is left unresolved.

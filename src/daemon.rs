@@ -169,7 +169,36 @@ pub struct Observers {
     pub metrics: Arc<Metrics>,
     pub health: Health,
     pub notifier: Arc<Notifier>,
+    /// New configs to apply without a restart (`sheetq run` sends one on SIGHUP).
+    pub reloads: Option<Reloads>,
 }
+
+/// New configs, each with the commands it defines, for a running daemon to take up
+/// ([`Reload`]); the latest one counts.
+pub type Reloads = tokio::sync::watch::Receiver<Option<Arc<Reload>>>;
+
+/// A config read and checked anew, with its command registry.
+#[derive(Debug)]
+pub struct Reload {
+    pub config: Config,
+    pub registry: Registry,
+}
+
+/// The settings a running daemon cannot change: its identity, where it keeps state, its
+/// client, the size of its slot pool and the sheets' layout. A reload that changes one of
+/// them says so and keeps the running value; the rest apply at once.
+pub const RESTART_ONLY: [&str; 10] = [
+    "spreadsheet_id",
+    "credentials",
+    "api_base_url",
+    "worker_id",
+    "state_dir",
+    "slots",
+    "call_timeout",
+    "max_retries",
+    "[queue]",
+    "[panel]",
+];
 
 impl Default for Observers {
     fn default() -> Self {
@@ -177,6 +206,7 @@ impl Default for Observers {
             metrics: Arc::new(Metrics::new()),
             health: Health::new(StdDuration::from_secs(60)),
             notifier: Arc::new(Notifier::disabled()),
+            reloads: None,
         }
     }
 }
@@ -250,6 +280,8 @@ struct Daemon {
     config: Config,
     registry: Registry,
     runner: Runner,
+    /// What runs the panel jobs (it follows a reloaded config).
+    panel_opener: Arc<panel::DaemonPanels>,
     outbox: Outbox,
     policy: ClaimPolicy,
     jobs: JoinSet<(Claimed, Outcome, RunningJob)>,
@@ -350,6 +382,30 @@ struct Hold {
     until: tokio::time::Instant,
 }
 
+/// The claim rules' timing from `config`.
+fn claim_policy(config: &Config) -> ClaimPolicy {
+    ClaimPolicy {
+        stale_after: chrono::Duration::from_std(config.stale_after)
+            .unwrap_or(chrono::Duration::minutes(15)),
+        dead_after: chrono::Duration::from_std(config.dead_after)
+            .unwrap_or(chrono::Duration::minutes(2)),
+    }
+}
+
+/// The next config to take up; pending forever without a source of reloads (or once the
+/// sender is gone).
+async fn next_reload(reloads: &mut Option<Reloads>) -> Arc<Reload> {
+    if let Some(rx) = reloads {
+        while rx.changed().await.is_ok() {
+            if let Some(reload) = rx.borrow_and_update().clone() {
+                return reload;
+            }
+        }
+    }
+    *reloads = None;
+    std::future::pending().await
+}
+
 /// How many of the results that landed in the last minute a heartbeat lists as done.
 const LANDED_LISTED: usize = 100;
 
@@ -362,23 +418,20 @@ impl Daemon {
     ) -> Result<Self, DaemonError> {
         let layout = load_layout(sheets.as_ref(), &config).await?;
         let outbox = Outbox::open(&config.state_dir)?;
-        let policy = ClaimPolicy {
-            stale_after: chrono::Duration::from_std(config.stale_after)
-                .unwrap_or(chrono::Duration::minutes(15)),
-            dead_after: chrono::Duration::from_std(config.dead_after)
-                .unwrap_or(chrono::Duration::minutes(2)),
-        };
+        let policy = claim_policy(&config);
         let runner = registry.runner();
-        runner.set_panel_opener(Arc::new(panel::DaemonPanels {
-            sheets: Arc::clone(&sheets),
-            config: Arc::new(config.clone()),
-        }));
+        let panel_opener = Arc::new(panel::DaemonPanels::new(
+            Arc::clone(&sheets),
+            config.clone(),
+        ));
+        runner.set_panel_opener(panel_opener.clone());
         let free_slots = (0..config.slots as u32).rev().collect();
         let account = sheets.account();
         let watch = Watch::new(config.heartbeat_interval.max(config.poll_interval * 2));
         let mut daemon = Self {
             sheets,
             runner,
+            panel_opener,
             registry,
             outbox,
             policy,
@@ -453,10 +506,15 @@ impl Daemon {
         let mut failures = 0;
         let mut fatal = None;
         let mut first = true;
+        let mut reloads = self.observers.reloads.take();
         loop {
             self.observers.health.loop_turned();
             tokio::select! {
                 _ = shutdown.cancelled() => break,
+                reload = next_reload(&mut reloads) => {
+                    self.reload(&reload);
+                    continue;
+                }
                 _ = tokio::time::sleep_until(self.next_poll(first)) => { first = false; }
                 Some(joined) = self.jobs.join_next(), if !self.jobs.is_empty() => {
                     self.finished(joined)?;
@@ -520,6 +578,62 @@ impl Daemon {
             Some(e) => Err(e),
             None => Ok(self.report.clone()),
         }
+    }
+
+    /// Takes up a config read anew (docs/design.md §5): commands, functions and targets,
+    /// intake, timing, budget and retention apply from the next pass on; running jobs go
+    /// on as they started. A setting of [`RESTART_ONLY`] that changed is named and keeps
+    /// its running value.
+    fn reload(&mut self, reload: &Reload) {
+        let new = &reload.config;
+        let old = &self.config;
+        let changed: Vec<&str> = [
+            old.spreadsheet_id != new.spreadsheet_id,
+            old.credentials != new.credentials,
+            old.api_base_url != new.api_base_url,
+            old.worker_id != new.worker_id,
+            old.state_dir != new.state_dir,
+            old.slots != new.slots,
+            old.call_timeout != new.call_timeout,
+            old.max_retries != new.max_retries,
+            old.headers != new.headers || old.states != new.states,
+            old.panel != new.panel,
+        ]
+        .iter()
+        .zip(RESTART_ONLY)
+        .filter(|(changed, _)| **changed)
+        .map(|(_, name)| name)
+        .collect();
+        if !changed.is_empty() {
+            warn!(settings = ?changed, "the reloaded config changes settings that need a restart (systemctl restart sheetq); they keep their running values");
+        }
+        self.config = Config {
+            commands: new.commands.clone(),
+            catalog: new.catalog.clone(),
+            intake: new.intake,
+            poll_interval: new.poll_interval,
+            heartbeat_interval: new.heartbeat_interval,
+            stale_after: new.stale_after,
+            dead_after: new.dead_after,
+            lease_ttl: new.lease_ttl,
+            shutdown_grace: new.shutdown_grace,
+            requests_per_minute: new.requests_per_minute,
+            sweep_rows: new.sweep_rows,
+            retention: new.retention,
+            ..self.config.clone()
+        };
+        self.registry = reload.registry.clone();
+        self.policy = claim_policy(&self.config);
+        // The account's budget is split again at the next pass, from the new total.
+        self.served.sharing = 0;
+        self.panel_opener.set_config(self.config.clone());
+        info!(
+            commands = self.registry.names().count(),
+            functions = self.config.catalog.functions.len(),
+            targets = self.config.catalog.targets.len(),
+            running = self.running.len(),
+            "reloaded the config; running jobs go on as they started"
+        );
     }
 
     /// `STATUS=` for `systemctl status`, when it changed.

@@ -86,13 +86,38 @@ impl Daemon {
 
 pub(super) struct DaemonPanels {
     pub(super) sheets: Arc<dyn Sheets>,
-    pub(super) config: Arc<Config>,
+    /// The config in force (a reload replaces it: new `[[functions]]` and `[[targets]]`).
+    config: std::sync::RwLock<Arc<Config>>,
+}
+
+impl DaemonPanels {
+    pub(super) fn new(sheets: Arc<dyn Sheets>, config: Config) -> Self {
+        Self {
+            sheets,
+            config: std::sync::RwLock::new(Arc::new(config)),
+        }
+    }
+
+    /// The config panel jobs go by from now on.
+    pub(super) fn set_config(&self, config: Config) {
+        match self.config.write() {
+            Ok(mut c) => *c = Arc::new(config),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(config),
+        }
+    }
+
+    fn config(&self) -> Arc<Config> {
+        match self.config.read() {
+            Ok(c) => Arc::clone(&c),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
 }
 
 impl std::fmt::Debug for DaemonPanels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DaemonPanels")
-            .field("spreadsheet_id", &self.config.spreadsheet_id)
+            .field("spreadsheet_id", &self.config().spreadsheet_id)
             .finish_non_exhaustive()
     }
 }
@@ -100,11 +125,12 @@ impl std::fmt::Debug for DaemonPanels {
 #[async_trait::async_trait]
 impl PanelOpener for DaemonPanels {
     async fn open(&self, labels: &[String]) -> Result<Opened, String> {
+        let config = self.config();
         let request = SyncRequest {
             open: labels.to_vec(),
             ..SyncRequest::default()
         };
-        let done = sync_panels::sync(self.sheets.as_ref(), &self.config, &request, None)
+        let done = sync_panels::sync(self.sheets.as_ref(), &config, &request, None)
             .await
             .map_err(|e| e.to_string())?;
         let report = &done.report;
@@ -123,7 +149,7 @@ impl PanelOpener for DaemonPanels {
             [one] => report.panels.get(*one).map(|gid| {
                 format!(
                     "https://docs.google.com/spreadsheets/d/{}/edit#gid={gid}",
-                    self.config.spreadsheet_id
+                    config.spreadsheet_id
                 )
             }),
             _ => None,

@@ -1602,3 +1602,108 @@ async fn a_process_a_command_leaves_behind_is_reaped_by_sheetq_not_left_a_zombie
     assert_eq!(gone, None, "a zombie left with another parent");
     drop(daemon);
 }
+
+/// SIGHUP (`systemctl reload sheetq`) reads the config again: a command added since runs,
+/// the job running through the reload finishes as it started, and a config with a problem
+/// is refused with its reason while the one in force stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_config_without_dropping_a_running_job_and_refuses_a_bad_one() {
+    use nix::sys::signal::{kill, Signal};
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let settings = "heartbeat_interval = \"1s\"\ndead_after = \"1m\"\n";
+    let sleep = "[commands.sleep]\nbuiltin = \"sleep\"\n";
+    let config = binary_config_with(&emu, dir.path(), "vm-reload", settings, sleep);
+    let log = dir.path().join("sheetq.log");
+    let show = || std::fs::read_to_string(&log).unwrap_or_default();
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let mut daemon = Binary::start(&config, &log);
+    let hangup = |daemon: &Binary| {
+        kill(
+            nix::unistd::Pid::from_raw(daemon.pid() as i32),
+            Signal::SIGHUP,
+        )
+        .unwrap_or_else(|e| panic!("SIGHUP: {e}"))
+    };
+    let long = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":3}"#,
+        "",
+    )
+    .await;
+    wait_for(
+        "the long job to run",
+        WAIT,
+        || {
+            row_of(&queue_rows(&emu), &long)
+                .state
+                .is(State::Running)
+                .then_some(())
+        },
+        show,
+    )
+    .await;
+    // A command added to the file, taken up on SIGHUP while the long job runs.
+    let with_hello = format!("{sleep}[commands.hello]\nbuiltin = \"echo\"\n");
+    binary_config_with(&emu, dir.path(), "vm-reload", settings, &with_hello);
+    hangup(&daemon);
+    wait_for(
+        "the daemon to reload its config",
+        WAIT,
+        || show().contains("reloaded the config").then_some(()),
+        show,
+    )
+    .await;
+    let hello = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "hello",
+        "{}",
+        "",
+    )
+    .await;
+    let rows = wait_finished(&emu, &[long.clone(), hello.clone()], WAIT).await;
+    for id in [&long, &hello] {
+        assert_done(row_of(&rows, id));
+    }
+    // A config with a syntax error: refused, named, and the one in force stays.
+    std::fs::write(&config, "spreadsheet_id = \n").unwrap_or_else(|e| panic!("{e}"));
+    hangup(&daemon);
+    wait_for(
+        "the daemon to refuse the broken config",
+        WAIT,
+        || show().contains("was not reloaded").then_some(()),
+        show,
+    )
+    .await;
+    assert!(
+        show().contains("line 1"),
+        "the refusal names where the problem is:\n{}",
+        show()
+    );
+    let again = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーC",
+        "動作確認 (2秒)",
+        "hello",
+        "{}",
+        "",
+    )
+    .await;
+    let rows = wait_finished(&emu, std::slice::from_ref(&again), WAIT).await;
+    assert_done(row_of(&rows, &again));
+    assert_eq!(
+        daemon.exited(),
+        None,
+        "a bad config on reload must not stop the daemon\n{}",
+        show()
+    );
+}
