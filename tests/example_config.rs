@@ -160,3 +160,46 @@ fn the_image_tag_of_make_image_is_the_one_kubernetes_runs() {
         "the tag comes from kustomization.yaml"
     );
 }
+
+/// The Workload Identity overlay takes out exactly what the base puts in for a key (the
+/// Secret's volume and mount, by name), leaves SHEETQ_CREDENTIALS empty (unset: application
+/// default credentials) and runs the pods as the annotated ServiceAccount; the PodMonitoring
+/// selects the Deployment's pods on its metrics port.
+#[test]
+fn the_workload_identity_overlay_and_the_pod_monitoring_fit_the_base_deployment() {
+    let deployment = include_str!("../deploy/k8s/deployment.yaml");
+    let overlay = include_str!("../deploy/k8s/workload-identity/kustomization.yaml");
+    let patch = include_str!("../deploy/k8s/workload-identity/no-key.yaml");
+    let account = include_str!("../deploy/k8s/workload-identity/serviceaccount.yaml");
+    assert!(overlay.contains("- ..") && overlay.contains("- path: no-key.yaml"));
+    assert!(
+        deployment.contains("- name: key\n          secret:")
+            && deployment.contains(
+                "            - name: key\n              mountPath: /var/run/secrets/sheetq"
+            ),
+        "the base mounts the key as volume `key`, which the overlay deletes by name"
+    );
+    assert_eq!(
+        patch.matches("- name: key\n").count(),
+        2,
+        "the overlay deletes the key's volume and its mount:\n{patch}"
+    );
+    assert_eq!(patch.matches("$patch: delete").count(), 2);
+    assert!(patch.contains("- name: SHEETQ_CREDENTIALS\n              value: \"\""));
+    assert!(patch.contains("serviceAccountName: sheetq"));
+    assert!(
+        account.contains("name: sheetq") && account.contains("iam.gke.io/gcp-service-account:")
+    );
+    let monitoring = include_str!("../deploy/k8s/podmonitoring.yaml");
+    assert!(deployment.contains("- name: metrics\n              containerPort: 9184"));
+    for label in [
+        "app.kubernetes.io/name: sheetq",
+        "app.kubernetes.io/component: daemon",
+    ] {
+        assert!(
+            deployment.contains(label) && monitoring.contains(label),
+            "the PodMonitoring selects the pods by {label}"
+        );
+    }
+    assert!(monitoring.contains("- port: metrics") && monitoring.contains("path: /metrics"));
+}
