@@ -331,6 +331,27 @@ pub struct NewJob {
     pub flags: Vec<String>,
 }
 
+impl NewJob {
+    /// A press of `function` on the panel of `target` (the panel sheet named after it).
+    pub fn pressed(
+        target: &str,
+        function: &str,
+        command: &str,
+        args_json: &str,
+        requester: &str,
+    ) -> Self {
+        NewJob {
+            target: target.into(),
+            function: function.into(),
+            command: command.into(),
+            args_json: args_json.into(),
+            requester: requester.into(),
+            panel_sheet: target.into(),
+            flags: Vec::new(),
+        }
+    }
+}
+
 /// `sheetq enqueue`: appends one `待機` row (INSERT_ROWS, RAW); returns its jobId.
 pub async fn enqueue(
     sheets: &dyn Sheets,

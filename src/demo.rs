@@ -204,15 +204,7 @@ async fn press_all(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     for (target, function, command, args_json, requester) in PRESSES {
-        let job = NewJob {
-            target: target.into(),
-            function: function.into(),
-            command: command.into(),
-            args_json: args_json.into(),
-            requester: requester.into(),
-            panel_sheet: target.into(),
-            flags: vec![],
-        };
+        let job = NewJob::pressed(target, function, command, args_json, requester);
         admin::enqueue(sheets, config, &job).await?;
         let who = if requester.is_empty() {
             "(no requester)"

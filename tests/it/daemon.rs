@@ -1356,14 +1356,15 @@ async fn a_refused_token_is_replaced_and_the_daemon_goes_on() {
     fleet.stop(&emu).await;
 }
 
-#[tokio::test]
-async fn systemd_hears_ready_a_status_line_of_what_the_daemon_does_and_stopping() {
-    let emu = start_with_quota(Quota::scaled(50)).await;
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let path = dir.path().join("notify.sock");
+/// A fake systemd in `dir`: the notification socket (reads time out after 30 s) and the
+/// notifier a daemon is given to reach it.
+fn fake_systemd(
+    dir: &std::path::Path,
+) -> (std::os::unix::net::UnixDatagram, sheetq::notify::Notifier) {
+    let path = dir.join("notify.sock");
     let systemd = std::os::unix::net::UnixDatagram::bind(&path).unwrap_or_else(|e| panic!("{e}"));
     systemd
-        .set_read_timeout(Some(Duration::from_secs(20)))
+        .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap_or_else(|e| panic!("{e}"));
     let notifier = sheetq::notify::Notifier::from_values(
         Some(path.as_os_str()),
@@ -1372,8 +1373,58 @@ async fn systemd_hears_ready_a_status_line_of_what_the_daemon_does_and_stopping(
         std::process::id(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let config = daemon_config(&emu, "d1", &dir.path().join("state"), &[], "");
+    (systemd, notifier)
+}
+
+/// A daemon run in this process with `notifier` as its systemd, until `shutdown`.
+fn spawn_notified(
+    sheets: std::sync::Arc<dyn sheetq::sheets::Sheets>,
+    config: sheetq::config::Config,
+    notifier: sheetq::notify::Notifier,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<Result<sheetq::daemon::RunReport, sheetq::daemon::DaemonError>> {
     let registry = sheetq::setup::registry(&config).unwrap_or_else(|e| panic!("{e:#}"));
+    let observers = sheetq::daemon::Observers {
+        notifier: std::sync::Arc::new(notifier),
+        ..Default::default()
+    };
+    tokio::spawn(sheetq::daemon::run_observed(
+        sheets,
+        config,
+        registry,
+        shutdown.clone(),
+        observers,
+    ))
+}
+
+/// What `systemd` hears, up to the first message `last` accepts (or a read timeout).
+async fn hear_until(
+    systemd: std::os::unix::net::UnixDatagram,
+    last: fn(&str) -> bool,
+) -> (Vec<String>, std::os::unix::net::UnixDatagram) {
+    tokio::task::spawn_blocking(move || {
+        let mut heard = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = systemd.recv(&mut buf) {
+            let line = String::from_utf8_lossy(&buf[..n]).to_string();
+            let done = last(&line);
+            heard.push(line);
+            if done {
+                break;
+            }
+        }
+        (heard, systemd)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn systemd_hears_ready_a_status_line_of_what_the_daemon_does_and_stopping() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (systemd, notifier) = fake_systemd(dir.path());
+    let config = daemon_config(&emu, "d1", &dir.path().join("state"), &[], "");
     let sheets = client(&emu, &config).await;
     enqueue(
         sheets.as_ref(),
@@ -1386,33 +1437,9 @@ async fn systemd_hears_ready_a_status_line_of_what_the_daemon_does_and_stopping(
     )
     .await;
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let observers = sheetq::daemon::Observers {
-        notifier: std::sync::Arc::new(notifier),
-        ..Default::default()
-    };
-    let daemon = tokio::spawn(sheetq::daemon::run_observed(
-        sheets,
-        config,
-        registry,
-        shutdown.clone(),
-        observers,
-    ));
-    let heard = tokio::task::spawn_blocking(move || {
-        let mut heard = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = systemd.recv(&mut buf) {
-            let line = String::from_utf8_lossy(&buf[..n]).to_string();
-            let busy = line.starts_with("STATUS=polling: 1/2 slots busy");
-            heard.push(line);
-            if busy {
-                break;
-            }
-        }
-        (heard, systemd)
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    let (mut heard, systemd) = heard;
+    let daemon = spawn_notified(sheets, config, notifier, &shutdown);
+    let (mut heard, systemd) =
+        hear_until(systemd, |l| l.starts_with("STATUS=polling: 1/2 slots busy")).await;
     shutdown.cancel();
     daemon
         .await
@@ -1448,18 +1475,7 @@ async fn systemd_hears_ready_a_status_line_of_what_the_daemon_does_and_stopping(
 async fn a_daemon_started_during_an_outage_asks_systemd_for_time_then_says_ready() {
     let emu = start_with_quota(Quota::scaled(50)).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let path = dir.path().join("notify.sock");
-    let systemd = std::os::unix::net::UnixDatagram::bind(&path).unwrap_or_else(|e| panic!("{e}"));
-    systemd
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let notifier = sheetq::notify::Notifier::from_values(
-        Some(path.as_os_str()),
-        None,
-        None,
-        std::process::id(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let (systemd, notifier) = fake_systemd(dir.path());
     let config = daemon_config(
         &emu,
         "d1",
@@ -1467,36 +1483,11 @@ async fn a_daemon_started_during_an_outage_asks_systemd_for_time_then_says_ready
         &[("max_retries", "0")],
         "",
     );
-    let registry = sheetq::setup::registry(&config).unwrap_or_else(|e| panic!("{e:#}"));
     let sheets = client(&emu, &config).await;
     emu.add_fault(FaultRule::next(None, Fault::Status(503), 3));
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let observers = sheetq::daemon::Observers {
-        notifier: std::sync::Arc::new(notifier),
-        ..Default::default()
-    };
-    let daemon = tokio::spawn(sheetq::daemon::run_observed(
-        sheets,
-        config,
-        registry,
-        shutdown.clone(),
-        observers,
-    ));
-    let heard = tokio::task::spawn_blocking(move || {
-        let mut heard = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = systemd.recv(&mut buf) {
-            let line = String::from_utf8_lossy(&buf[..n]).to_string();
-            let ready = line == "READY=1";
-            heard.push(line);
-            if ready {
-                break;
-            }
-        }
-        heard
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let daemon = spawn_notified(sheets, config, notifier, &shutdown);
+    let (heard, _) = hear_until(systemd, |l| l == "READY=1").await;
     shutdown.cancel();
     daemon
         .await

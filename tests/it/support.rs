@@ -421,15 +421,7 @@ pub async fn enqueue(
     args_json: &str,
     requester: &str,
 ) -> String {
-    let job = NewJob {
-        target: target.into(),
-        function: function.into(),
-        command: command.into(),
-        args_json: args_json.into(),
-        requester: requester.into(),
-        panel_sheet: target.into(),
-        flags: vec![],
-    };
+    let job = NewJob::pressed(target, function, command, args_json, requester);
     admin::enqueue(sheets, config, &job)
         .await
         .unwrap_or_else(|e| panic!("enqueue {target}/{function}: {e}"))
