@@ -44,18 +44,7 @@ pub fn update(ss: &mut Spreadsheet, req: &UpdateDeveloperMetadataRequest) -> Res
         .developer_metadata
         .as_ref()
         .ok_or("developerMetadata is required.")?;
-    let mask: Vec<String> = req
-        .fields
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default()
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if mask.is_empty() {
-        return Err("At least one field must be specified in 'fields'.".into());
-    }
+    let mask = super::request::fields(req.fields.as_ref())?;
     for f in &mask {
         if !matches!(
             f.as_str(),
