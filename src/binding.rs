@@ -129,6 +129,18 @@ pub fn plan_write(
     }
 }
 
+/// Where the result of a claim made without a binding (by an older version, or another
+/// tool) goes: the row that holds the job and our claim text, by the row number this read
+/// found, the only way such a row can be reached; written only while it is still running.
+pub fn plan_unbound_write(tag: &str, rows_with_job: &[&QueueRow]) -> WritePlan {
+    match rows_with_job.iter().find(|r| r.worker == tag) {
+        Some(r) if r.state.is(State::Running) => WritePlan::Rebind { row: r.row },
+        Some(_) => WritePlan::NotOurs,
+        None if rows_with_job.is_empty() => WritePlan::Deleted,
+        None => WritePlan::NotOurs,
+    }
+}
+
 /// What the reply of a write through a binding proves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteCheck {
@@ -208,6 +220,28 @@ mod tests {
         assert_eq!(id_of_token("3f9c2a"), None, "too short");
         assert_eq!(id_of_token("zzzzzzzz"), None);
         assert_eq!(id_of_tag("someone's note"), None);
+    }
+
+    #[test]
+    fn a_claim_without_a_binding_is_written_by_row_number_only_while_it_runs_under_our_tag() {
+        let legacy = "vm-1/0 #legacy01";
+        let ours = row(9, "j1", State::Running, legacy);
+        assert_eq!(
+            plan_unbound_write(legacy, &[&ours]),
+            WritePlan::Rebind { row: 9 }
+        );
+        let timed_out = row(9, "j1", State::Timeout, legacy);
+        assert_eq!(
+            plan_unbound_write(legacy, &[&timed_out]),
+            WritePlan::NotOurs
+        );
+        let re_run = row(4, "j1", State::Running, "vm-2/0 #legacy02");
+        assert_eq!(
+            plan_unbound_write(legacy, &[&re_run]),
+            WritePlan::NotOurs,
+            "another daemon's claim on the job is not ours to finish"
+        );
+        assert_eq!(plan_unbound_write(legacy, &[]), WritePlan::Deleted);
     }
 
     #[test]

@@ -390,9 +390,8 @@ impl Daemon {
         undo
     }
 
-    /// Settles the claims of a commit by its read-back: a row that holds our claim on the
-    /// job we meant runs; one a sort put under the claim runs instead if its target is idle,
-    /// else goes back to 待機; anything else is a claim conflict whose cells are given back.
+    /// Settles the claims of a commit by its read-back ([`settle_claims`] decides) and
+    /// applies what it decided: runs, put-backs, conflicts with their cells given back.
     fn settle_claims(
         &mut self,
         fresh: &Poll,
@@ -403,104 +402,92 @@ impl Daemon {
         follow_up: &mut Vec<ValueRange>,
     ) {
         let stale = commit.stale.len();
-        let claims = commit.claims;
-        // What keeps a row from being claimed after this pass, for a claim that landed on
-        // another row (below): the same rules as the plan's.
-        let mut busy = claim::Busy::of(&fresh.snapshot, elsewhere);
-        for c in &claims {
-            busy.take(&c.row);
+        let after: Vec<Option<QueueRow>> = (commit.claims.iter().enumerate())
+            .map(|(k, c)| self.row_read_back(reply, stale + k, c.row.row))
+            .collect();
+        let busy = claim::Busy::of(&fresh.snapshot, elsewhere);
+        let settled = settle_claims(reply, stale, commit.claims, after, busy, |row| {
+            self.may_start(row, &[])
+        });
+        for s in settled {
+            self.apply_settled(fresh, s, through, follow_up);
         }
-        for (k, claimed) in claims.into_iter().enumerate() {
-            let reply_index = stale + 4 * k;
-            let after = self.row_read_back(reply, stale + k, claimed.row.row);
-            let ours = after
-                .as_ref()
-                .is_some_and(|r| r.worker == claimed.tag.to_string());
-            let binding_id = binding::id_of_token(&claimed.tag.token);
-            let bound_here = reply
-                .row_metadata
-                .get(stale + k)
-                .and_then(|rows| rows.first())
-                .is_some_and(|ids| binding_id.is_some_and(|id| ids.contains(&id)));
-            if ours && !bound_here {
-                // The batch is atomic and the binding was created at the swap's row, so this
-                // means the reply did not show it: say so; the write-back rebinds if needed.
-                warn!(job.id = %claimed.row.job_id, worker = %claimed.tag, "the claim commit's read-back does not show the row binding");
+    }
+
+    /// Applies what [`settle_claims`] decided of one claim.
+    fn apply_settled(
+        &mut self,
+        fresh: &Poll,
+        settled: Settled,
+        through: &mut Vec<Through>,
+        follow_up: &mut Vec<ValueRange>,
+    ) {
+        match settled {
+            Settled::Run(claimed) => self.spawn(claimed),
+            Settled::RunInstead { claimed, planned } => {
+                self.rows_moved();
+                warn!(job.id = %claimed.row.job_id, target = %claimed.row.target_key(), worker = %claimed.tag, %planned, "the queue moved during the claim; running the row that was claimed instead");
+                self.spawn(claimed);
             }
-            match after {
-                Some(row)
-                    if swapped(reply, reply_index) && ours && row.job_id == claimed.row.job_id =>
-                {
-                    self.spawn(claimed);
-                }
-                // A person sorted the queue between our read and the commit, and another
-                // waiting row sat at that position: we did claim *that* row (its 待機 turned
-                // 実行中 under our token). Run it if its target is idle, else put it back.
-                Some(row) if swapped(reply, reply_index) && ours => {
+            Settled::PutBack { row, slot } => {
+                self.rows_moved();
+                warn!(job.id = %row.job_id, target = %row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
+                let cells =
+                    self.claim_values(Some(&self.config.states.waiting), &Cell::from(""), "");
+                self.follow_up(&row, Some(State::Running), cells, through, follow_up);
+                self.free_slots.push(slot);
+            }
+            Settled::Conflict {
+                claimed,
+                landed_on,
+                unbind,
+            } => {
+                self.report.claim_conflicts += 1;
+                self.observers.metrics.claim_conflict();
+                warn!(
+                    job.id = %claimed.row.job_id,
+                    target = %claimed.row.target_key(),
+                    worker = %claimed.tag,
+                    "claim conflict: the row was not ours after the commit; not running it"
+                );
+                if let Some(row) = &landed_on {
                     self.rows_moved();
-                    if busy.may_claim(&row) && busy.target_idle(&row) && self.may_start(&row, &[]) {
-                        busy.take(&row);
-                        warn!(job.id = %row.job_id, target = %row.target_key(), worker = %claimed.tag, planned = %claimed.row.job_id, "the queue moved during the claim; running the row that was claimed instead");
-                        self.spawn(Claimed { row, ..claimed });
-                    } else {
-                        warn!(job.id = %row.job_id, target = %row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
-                        let cells = self.claim_values(
-                            Some(&self.config.states.waiting),
-                            &Cell::from(""),
-                            "",
-                        );
-                        let running = Some(State::Running);
-                        self.follow_up(&row, running, cells, through, follow_up);
-                        self.free_slots.push(claimed.slot);
-                    }
+                    self.give_back(fresh, row, &claimed.tag, through, follow_up);
                 }
-                other => {
-                    self.report.claim_conflicts += 1;
-                    self.observers.metrics.claim_conflict();
-                    warn!(
-                        job.id = %claimed.row.job_id,
-                        target = %claimed.row.target_key(),
-                        worker = %claimed.tag,
-                        "claim conflict: the row was not ours after the commit; not running it"
-                    );
-                    // Our 開始日時/ワーカー landed on a row that was not waiting (the queue
-                    // moved): give that row back the values it had, through the binding that
-                    // landed with them; the binding itself goes.
-                    let landed_on = other.filter(|r| ours && r.job_id != claimed.row.job_id);
-                    if let Some(row) = &landed_on {
-                        self.rows_moved();
-                        if let Some(before) = fresh.before_image(&row.job_id) {
-                            let started = before
-                                .started_at
-                                .map(|t| {
-                                    Cell::from(sheet_time::instant_to_serial(
-                                        t,
-                                        self.served.layout.tz,
-                                    ))
-                                })
-                                .unwrap_or_else(|| Cell::from(""));
-                            let cells = self.claim_values(None, &started, &before.worker);
-                            info!(job.id = %row.job_id, row = row.row, worker = %before.worker, claim = %claimed.tag, "giving the row our claim landed on its 開始日時/ワーカー back");
-                            self.follow_up(row, None, cells, through, follow_up);
-                        } else {
-                            // It came from above the unfinished window, so its old values
-                            // were not read: say so rather than guess.
-                            warn!(
-                                job.id = %row.job_id,
-                                row = row.row,
-                                worker = %claimed.tag,
-                                "a sort moved a finished row under a claim; its 開始日時/ワーカー now show this claim"
-                            );
-                        }
-                    }
-                    // Wherever else the binding landed (if the commit applied at all), it goes.
-                    if let Some(id) = binding_id.filter(|_| landed_on.is_none()) {
-                        self.served.unbind.push(id);
-                    }
-                    self.free_slots.push(claimed.slot);
-                }
+                self.served.unbind.extend(unbind);
+                self.free_slots.push(claimed.slot);
             }
         }
+    }
+
+    /// Our 開始日時/ワーカー landed on `row`, which was not waiting (the queue moved): give it
+    /// back the values it had, through the binding that landed with them.
+    fn give_back(
+        &mut self,
+        fresh: &Poll,
+        row: &QueueRow,
+        tag: &WorkerTag,
+        through: &mut Vec<Through>,
+        follow_up: &mut Vec<ValueRange>,
+    ) {
+        let Some(before) = fresh.before_image(&row.job_id) else {
+            // It came from above the unfinished window, so its old values were not read: say
+            // so rather than guess.
+            warn!(
+                job.id = %row.job_id,
+                row = row.row,
+                worker = %tag,
+                "a sort moved a finished row under a claim; its 開始日時/ワーカー now show this claim"
+            );
+            return;
+        };
+        let started = before
+            .started_at
+            .map(|t| Cell::from(sheet_time::instant_to_serial(t, self.served.layout.tz)))
+            .unwrap_or_else(|| Cell::from(""));
+        let cells = self.claim_values(None, &started, &before.worker);
+        info!(job.id = %row.job_id, row = row.row, worker = %before.worker, claim = %tag, "giving the row our claim landed on its 開始日時/ワーカー back");
+        self.follow_up(row, None, cells, through, follow_up);
     }
 
     /// How much of the lease we last took is left, in our own monotonic time from before
@@ -1054,6 +1041,92 @@ impl Daemon {
     }
 }
 
+/// What the read-back of a claim commit says of one claim (docs/design.md §2, settle).
+#[derive(Debug)]
+enum Settled {
+    /// The row holds our claim on the job we meant: run it.
+    Run(Claimed),
+    /// A person sorted the queue between our read and the commit, and another waiting row
+    /// sat at that position: we did claim *that* row (its 待機 turned 実行中 under our
+    /// token), and its target is idle, so it runs instead of `planned`.
+    RunInstead { claimed: Claimed, planned: String },
+    /// As above, but the claimed row's target is busy: it goes back to 待機 and the slot is
+    /// free.
+    PutBack { row: QueueRow, slot: u32 },
+    /// The row was not ours after the commit: nothing runs and the slot is free.
+    /// `landed_on` is the other job's row our 開始日時/ワーカー landed on (to give back its
+    /// values); else `unbind` is the binding to remove, wherever it landed.
+    Conflict {
+        claimed: Claimed,
+        landed_on: Option<Box<QueueRow>>,
+        unbind: Option<i32>,
+    },
+}
+
+/// Decides each claim of a commit from its reply: `after[k]` is claim `k`'s row as the
+/// read-back shows it, `stale` how many timeouts came before the claims in the batch, `busy`
+/// what keeps a row from being claimed (the plan's rules, on the fresh read), `may_start`
+/// whether this daemon may start a row now (the heavy gate, jobs it already holds).
+fn settle_claims(
+    reply: &BatchUpdateReply,
+    stale: usize,
+    claims: Vec<Claimed>,
+    after: Vec<Option<QueueRow>>,
+    mut busy: claim::Busy,
+    may_start: impl Fn(&QueueRow) -> bool,
+) -> Vec<Settled> {
+    for c in &claims {
+        busy.take(&c.row);
+    }
+    let mut settled = Vec::with_capacity(claims.len());
+    for (k, (claimed, after)) in claims.into_iter().zip(after).enumerate() {
+        let swap = swapped(reply, stale + 4 * k);
+        let ours = after
+            .as_ref()
+            .is_some_and(|r| r.worker == claimed.tag.to_string());
+        let binding_id = binding::id_of_token(&claimed.tag.token);
+        let bound_here = reply
+            .row_metadata
+            .get(stale + k)
+            .and_then(|rows| rows.first())
+            .is_some_and(|ids| binding_id.is_some_and(|id| ids.contains(&id)));
+        if ours && !bound_here {
+            // The batch is atomic and the binding was created at the swap's row, so this
+            // means the reply did not show it: say so; the write-back rebinds if needed.
+            warn!(job.id = %claimed.row.job_id, worker = %claimed.tag, "the claim commit's read-back does not show the row binding");
+        }
+        settled.push(match after {
+            Some(row) if swap && ours && row.job_id == claimed.row.job_id => Settled::Run(claimed),
+            Some(row) if swap && ours => {
+                if busy.may_claim(&row) && busy.target_idle(&row) && may_start(&row) {
+                    busy.take(&row);
+                    let planned = claimed.row.job_id.clone();
+                    Settled::RunInstead {
+                        claimed: Claimed { row, ..claimed },
+                        planned,
+                    }
+                } else {
+                    Settled::PutBack {
+                        row,
+                        slot: claimed.slot,
+                    }
+                }
+            }
+            other => {
+                let landed_on =
+                    (other.filter(|r| ours && r.job_id != claimed.row.job_id)).map(Box::new);
+                let unbind = binding_id.filter(|_| landed_on.is_none());
+                Settled::Conflict {
+                    claimed,
+                    landed_on,
+                    unbind,
+                }
+            }
+        });
+    }
+    settled
+}
+
 pub(super) fn cas(sheet_id: i32, row: u32, col: u32, from: &str, to: &str) -> Request {
     Request::CompareAndSwap {
         range: GridRange::cell(sheet_id, row - 1, col),
@@ -1087,6 +1160,200 @@ mod tests {
         assert!(!swapped(&reply, 0), "the stale row's swap changed nothing");
         assert!(swapped(&reply, 1), "the claim's tripwire flipped its cell");
         assert!(!swapped(&reply, 2), "no reply at all is no claim");
+    }
+
+    fn queued(n: u32, job: &str, target: &str, state: State, worker: &str) -> QueueRow {
+        QueueRow {
+            job_id: job.into(),
+            target: target.into(),
+            state: crate::queue::RowState::Known(state),
+            worker: worker.into(),
+            ..QueueRow::blank(n)
+        }
+    }
+
+    /// Claim `slot` of job `job` (waiting on row `n`, target `target`), with a fresh token.
+    fn claim_of(n: u32, job: &str, target: &str, slot: u32) -> Claimed {
+        let (token, _) = binding::new_token();
+        Claimed {
+            row: queued(n, job, target, State::Waiting, ""),
+            tag: WorkerTag {
+                daemon_id: "vm-1".into(),
+                slot,
+                token,
+            },
+            slot,
+            started_at: Utc::now(),
+            lost_commit: None,
+        }
+    }
+
+    /// The reply of a commit with no timeouts whose claims' tripwires changed (or not) as
+    /// `swapped` says, each claim's binding shown on its row.
+    fn commit_reply(claims: &[Claimed], swapped: &[bool]) -> BatchUpdateReply {
+        let mut replies = vec![Reply::Empty];
+        for s in swapped {
+            replies.push(Reply::CompareAndSwap {
+                changed: u32::from(*s),
+            });
+            replies.extend([Reply::Empty, Reply::Empty, Reply::Empty]);
+        }
+        let row_metadata = claims
+            .iter()
+            .map(|c| vec![binding::id_of_token(&c.tag.token).into_iter().collect()])
+            .collect();
+        BatchUpdateReply {
+            replies,
+            row_metadata,
+            ..Default::default()
+        }
+    }
+
+    fn nothing_busy(rows: &[QueueRow]) -> claim::Busy {
+        let snapshot = crate::queue::Snapshot {
+            rows: rows.to_vec(),
+            problems: Vec::new(),
+        };
+        claim::Busy::of(&snapshot, &[])
+    }
+
+    #[test]
+    fn a_claim_whose_row_shows_our_tag_on_its_job_runs() {
+        let c = claim_of(5, "j1", "A", 0);
+        let reply = commit_reply(std::slice::from_ref(&c), &[true]);
+        let after = queued(5, "j1", "A", State::Running, &c.tag.to_string());
+        let settled = settle_claims(
+            &reply,
+            0,
+            vec![c.clone()],
+            vec![Some(after)],
+            nothing_busy(std::slice::from_ref(&c.row)),
+            |_| true,
+        );
+        assert!(
+            matches!(&settled[..], [Settled::Run(r)] if r.row.job_id == "j1"),
+            "the claim that hit its own row must run: {settled:?}"
+        );
+    }
+
+    #[test]
+    fn a_row_a_sort_put_under_the_claim_runs_instead_when_its_target_is_idle_else_goes_back() {
+        let c = claim_of(5, "j1", "A", 3);
+        let reply = commit_reply(std::slice::from_ref(&c), &[true]);
+        // The tripwire flipped the 待機 of j2 (target B), which a sort moved to row 5.
+        let other = queued(5, "j2", "B", State::Running, &c.tag.to_string());
+        let waiting_j2 = queued(9, "j2", "B", State::Waiting, "");
+        let rows = [c.row.clone(), waiting_j2.clone()];
+        let settled = settle_claims(
+            &reply,
+            0,
+            vec![c.clone()],
+            vec![Some(other.clone())],
+            nothing_busy(&rows),
+            |_| true,
+        );
+        match &settled[..] {
+            [Settled::RunInstead { claimed, planned }] => {
+                assert_eq!(claimed.row.job_id, "j2", "the row really claimed runs");
+                assert_eq!(planned, "j1");
+                assert_eq!(claimed.slot, 3, "in the slot the claim took");
+            }
+            other => panic!("expected j2 to run instead of j1, got {other:?}"),
+        }
+        // B runs something already: j2 goes back to 待機, the slot is free.
+        let b_running = queued(12, "j3", "B", State::Running, "vm-2/0 #00000009");
+        let settled = settle_claims(
+            &reply,
+            0,
+            vec![c.clone()],
+            vec![Some(other.clone())],
+            nothing_busy(&[c.row.clone(), waiting_j2.clone(), b_running]),
+            |_| true,
+        );
+        assert!(
+            matches!(&settled[..], [Settled::PutBack { row, slot: 3 }] if row.job_id == "j2"),
+            "a busy target's row must go back to waiting: {settled:?}"
+        );
+        // The heavy gate (or a job this daemon holds) refuses it just the same.
+        let settled = settle_claims(
+            &reply,
+            0,
+            vec![c],
+            vec![Some(other)],
+            nothing_busy(&rows),
+            |_| false,
+        );
+        assert!(matches!(&settled[..], [Settled::PutBack { .. }]));
+    }
+
+    #[test]
+    fn a_claim_that_lost_its_row_runs_nothing_and_gives_back_where_its_cells_landed() {
+        let c = claim_of(5, "j1", "A", 1);
+        let id = binding::id_of_token(&c.tag.token);
+        // Another daemon was first: the tripwire changed nothing and the row shows its tag.
+        let reply = commit_reply(std::slice::from_ref(&c), &[false]);
+        let theirs = queued(5, "j1", "A", State::Running, "vm-2/0 #0000000a");
+        let settled = settle_claims(
+            &reply,
+            0,
+            vec![c.clone()],
+            vec![Some(theirs)],
+            nothing_busy(std::slice::from_ref(&c.row)),
+            |_| true,
+        );
+        match &settled[..] {
+            [Settled::Conflict {
+                landed_on: None,
+                unbind,
+                claimed,
+            }] => {
+                assert_eq!(*unbind, id, "the claim's binding goes wherever it landed");
+                assert_eq!(claimed.slot, 1);
+            }
+            other => panic!("expected a plain conflict, got {other:?}"),
+        }
+        // A sort put a finished row there: our 開始日時/ワーカー landed on it, not a claim.
+        let finished = queued(5, "j0", "A", State::Done, &c.tag.to_string());
+        let settled = settle_claims(
+            &reply,
+            0,
+            vec![c.clone()],
+            vec![Some(finished)],
+            nothing_busy(std::slice::from_ref(&c.row)),
+            |_| true,
+        );
+        assert!(
+            matches!(&settled[..], [Settled::Conflict { landed_on: Some(r), unbind: None, .. }] if r.job_id == "j0"),
+            "the finished row gets its values back through the binding, which stays for that: {settled:?}"
+        );
+    }
+
+    #[test]
+    fn claims_after_timeouts_are_read_at_their_own_replies() {
+        // One stale row's swap (changed) comes first; the claim's own swap did not change.
+        let c = claim_of(5, "j1", "A", 0);
+        let reply = BatchUpdateReply {
+            replies: vec![
+                Reply::Empty,
+                Reply::CompareAndSwap { changed: 1 },
+                Reply::CompareAndSwap { changed: 0 },
+            ],
+            row_metadata: vec![Vec::new(), Vec::new()],
+            ..Default::default()
+        };
+        let after = queued(5, "j1", "A", State::Running, &c.tag.to_string());
+        let settled = settle_claims(
+            &reply,
+            1,
+            vec![c.clone()],
+            vec![Some(after)],
+            nothing_busy(std::slice::from_ref(&c.row)),
+            |_| true,
+        );
+        assert!(
+            matches!(&settled[..], [Settled::Conflict { .. }]),
+            "the timeout's swap must not be taken for the claim's: {settled:?}"
+        );
     }
 
     #[test]

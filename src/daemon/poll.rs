@@ -451,6 +451,21 @@ impl Daemon {
         }
     }
 
+    /// Takes in the count of archived rows (`_ワーカー!D1`): rows archived since the last
+    /// read left the top of the queue, so everything below moved up by as many rows, the
+    /// window with it, and the sweep starts again from the top.
+    fn take_in_archived(&mut self, cell: Option<&Cell>) {
+        let archived = cell.and_then(super::archive::count_of);
+        if let (Some(seen), Some(now)) = (self.served.archived_seen, archived) {
+            if now > seen {
+                let gone = u32::try_from(now - seen).unwrap_or(u32::MAX);
+                self.served.window_start = self.served.window_start.saturating_sub(gone).max(2);
+                self.served.sweep_at = 2;
+            }
+        }
+        self.served.archived_seen = archived.or(self.served.archived_seen);
+    }
+
     /// Parses the values of a [`ReadPlan`]'s ranges, in the plan's order; moves the window
     /// (and the sweep) on, and takes in the panels the marker cells show.
     pub(super) fn parse_poll(
@@ -475,19 +490,7 @@ impl Daemon {
             self.served.layout.tz,
         );
         let last_row = start + window.values.len() as u32;
-        let filled: Vec<(u32, bool)> = window
-            .values
-            .iter()
-            .enumerate()
-            .filter(|(_, cells)| cells.iter().any(|c| !queue::cell_text(c).trim().is_empty()))
-            .map(|(i, cells)| {
-                let a = cells
-                    .first()
-                    .is_some_and(|c| !queue::cell_text(c).trim().is_empty());
-                (start + i as u32, a)
-            })
-            .collect();
-        let append_from = queue::append_anchor(&filled);
+        let append_from = append_from(&window.values, start);
         // Move the window down to the first unfinished row (keeping the last row in it, so
         // the range never starts past the grid).
         let first_open = snapshot
@@ -543,21 +546,7 @@ impl Daemon {
             .and_then(|r| r.get(1))
             .map(queue::cell_text)
             .unwrap_or_default();
-        // Rows archived since the last read left the top of the queue: everything below
-        // moved up by as many rows, the window with it.
-        let archived = worker
-            .values
-            .first()
-            .and_then(|r| r.get(3))
-            .and_then(super::archive::count_of);
-        if let (Some(seen), Some(now)) = (self.served.archived_seen, archived) {
-            if now > seen {
-                let gone = u32::try_from(now - seen).unwrap_or(u32::MAX);
-                self.served.window_start = self.served.window_start.saturating_sub(gone).max(2);
-                self.served.sweep_at = 2;
-            }
-        }
-        self.served.archived_seen = archived.or(self.served.archived_seen);
+        self.take_in_archived(worker.values.first().and_then(|r| r.get(3)));
         let mut workers = workers::parse(&worker.values, self.served.layout.tz);
         let own_heartbeat_row = workers
             .iter()
@@ -579,4 +568,15 @@ impl Daemon {
             append_from,
         })
     }
+}
+
+/// Where an append of new queue rows starts its range ([`queue::append_anchor`]), from the
+/// window's cells, the first being sheet row `start`.
+fn append_from(values: &[Vec<Cell>], start: u32) -> u32 {
+    let text = |c: &Cell| !queue::cell_text(c).trim().is_empty();
+    let filled: Vec<(u32, bool)> = (values.iter().enumerate())
+        .filter(|(_, cells)| cells.iter().any(text))
+        .map(|(i, cells)| (start + i as u32, cells.first().is_some_and(text)))
+        .collect();
+    queue::append_anchor(&filled)
 }

@@ -311,13 +311,7 @@ impl Daemon {
                     &with_job,
                     |r| self.claim_is_live(poll, r),
                 ),
-                // Claimed without a binding: the row that holds the job and our claim.
-                None => match with_job.iter().find(|r| r.worker == job.worker) {
-                    Some(r) if r.state.is(State::Running) => WritePlan::Rebind { row: r.row },
-                    Some(_) => WritePlan::NotOurs,
-                    None if with_job.is_empty() => WritePlan::Deleted,
-                    None => WritePlan::NotOurs,
-                },
+                None => binding::plan_unbound_write(&job.worker, &with_job),
             };
             match (plan, id) {
                 (WritePlan::Write, Some(id)) => {
@@ -326,23 +320,12 @@ impl Daemon {
                         Ok(false) => continue,
                         Err(e) => return Err(e),
                     }
-                    let mut cells =
-                        self.finish_values(job.finish, job.finished_at, &job.url, &job.message);
-                    // The result restates its claim stamp: a claim commit that landed on this
-                    // row after a sort (its daemon killed before it gave the cells back) may
-                    // have left another ワーカー and 開始日時 here, and a finished row must
-                    // name who ran it.
-                    cells.push((Column::Worker, Cell::from(job.worker.as_str())));
-                    if let Some(at) = job.started_at {
-                        let serial = sheet_time::instant_to_serial(at, self.served.layout.tz);
-                        cells.push((Column::StartedAt, Cell::from(serial)));
-                    }
                     through.push(Through {
                         id,
                         job_id: job.job_id.clone(),
                         worker: job.worker.clone(),
                         state: Some(State::Running),
-                        cells,
+                        cells: self.result_cells(job),
                         unbind: true,
                         result: true,
                     });
@@ -386,25 +369,47 @@ impl Daemon {
                     self.served.unbind.extend(id);
                     settled.push(job.job_id.clone());
                 }
-                (WritePlan::Deleted, _) => {
-                    self.report.results_unplaceable += 1;
-                    self.observers.metrics.result_unplaceable();
-                    warn!(
-                        job.id = %job.job_id,
-                        target = %job.target,
-                        outcome = ?job.finish,
-                        message = %job.message,
-                        "the job's queue row was deleted by a person; its result is written nowhere in the queue (only its panel row)"
-                    );
-                    if let Err(e) = self.outbox.record_unplaceable(job) {
-                        warn!(error = %e, "could not record the unplaceable result");
-                    }
-                    data.extend(self.job_panel_result(poll, &job.as_row(), job));
-                    // Said once: out of the outbox now, even if the write below fails.
-                    self.outbox.done(std::iter::once(job.job_id.as_str()))?;
-                }
+                (WritePlan::Deleted, _) => self.result_unplaceable(poll, job, data)?,
             }
         }
+        Ok(())
+    }
+
+    /// The cells of a result: its finish, and its claim stamp restated (a claim commit that
+    /// landed on this row after a sort, its daemon killed before it gave the cells back, may
+    /// have left another ワーカー and 開始日時 here, and a finished row must name who ran it).
+    fn result_cells(&self, job: &FinishedJob) -> Vec<(Column, Cell)> {
+        let mut cells = self.finish_values(job.finish, job.finished_at, &job.url, &job.message);
+        cells.push((Column::Worker, Cell::from(job.worker.as_str())));
+        if let Some(at) = job.started_at {
+            let serial = sheet_time::instant_to_serial(at, self.served.layout.tz);
+            cells.push((Column::StartedAt, Cell::from(serial)));
+        }
+        cells
+    }
+
+    /// A result whose queue row a person deleted: reported and recorded, written only to its
+    /// panel row, and out of the outbox at once (said once, even if that write fails).
+    fn result_unplaceable(
+        &mut self,
+        poll: &Poll,
+        job: &FinishedJob,
+        data: &mut Vec<ValueRange>,
+    ) -> Result<(), DaemonError> {
+        self.report.results_unplaceable += 1;
+        self.observers.metrics.result_unplaceable();
+        warn!(
+            job.id = %job.job_id,
+            target = %job.target,
+            outcome = ?job.finish,
+            message = %job.message,
+            "the job's queue row was deleted by a person; its result is written nowhere in the queue (only its panel row)"
+        );
+        if let Err(e) = self.outbox.record_unplaceable(job) {
+            warn!(error = %e, "could not record the unplaceable result");
+        }
+        data.extend(self.job_panel_result(poll, &job.as_row(), job));
+        self.outbox.done(std::iter::once(job.job_id.as_str()))?;
         Ok(())
     }
 

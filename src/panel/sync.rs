@@ -715,7 +715,6 @@ fn plan_index(
     panels: &PanelsPlanned,
     report: &mut SyncReport,
 ) -> Vec<Request> {
-    let Discovered { reads, found, .. } = discovered;
     let PanelsPlanned {
         activity,
         last_text,
@@ -723,17 +722,7 @@ fn plan_index(
     } = panels;
     let layout = input.layout;
     let mut requests = Vec::new();
-    let hidden_after: HashSet<&str> = targets
-        .iter()
-        .filter(|t| {
-            let was_hidden = found
-                .get(&t.label)
-                .and_then(|p| reads.get(p.title.as_str()))
-                .is_some_and(|r| r.meta.hidden);
-            (was_hidden && !report.shown.contains(&t.label)) || report.hidden.contains(&t.label)
-        })
-        .map(|t| t.label.as_str())
-        .collect();
+    let hidden_after = hidden_after(targets, discovered, report);
     let index_marker = layout.marker_cell;
     let mut cells = Cells::default();
     for (c, h) in ix::INDEX_HEADER.iter().enumerate() {
@@ -832,6 +821,27 @@ fn plan_index(
         });
     }
     requests
+}
+
+/// The targets whose panel is hidden once this sync applies: hidden before and not shown
+/// by it, or hidden by it.
+fn hidden_after<'t>(
+    targets: &'t [Target],
+    discovered: &Discovered,
+    report: &SyncReport,
+) -> HashSet<&'t str> {
+    let Discovered { reads, found, .. } = discovered;
+    targets
+        .iter()
+        .filter(|t| {
+            let was_hidden = found
+                .get(&t.label)
+                .and_then(|p| reads.get(p.title.as_str()))
+                .is_some_and(|r| r.meta.hidden);
+            (was_hidden && !report.shown.contains(&t.label)) || report.hidden.contains(&t.label)
+        })
+        .map(|t| t.label.as_str())
+        .collect()
 }
 
 /// Where the index is (or goes): an existing index, a new sheet, or, for a migration, the
