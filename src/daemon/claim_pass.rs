@@ -1217,19 +1217,31 @@ mod tests {
         claim::Busy::of(&snapshot, &[])
     }
 
+    /// Settles the single claim `c` of a commit with no timeouts, its row read back as
+    /// `after`, on a fresh read of `rows`.
+    fn settle_one(
+        c: &Claimed,
+        reply: &BatchUpdateReply,
+        after: QueueRow,
+        rows: &[QueueRow],
+        may_start: bool,
+    ) -> Vec<Settled> {
+        settle_claims(
+            reply,
+            0,
+            vec![c.clone()],
+            vec![Some(after)],
+            nothing_busy(rows),
+            |_| may_start,
+        )
+    }
+
     #[test]
     fn a_claim_whose_row_shows_our_tag_on_its_job_runs() {
         let c = claim_of(5, "j1", "A", 0);
         let reply = commit_reply(std::slice::from_ref(&c), &[true]);
         let after = queued(5, "j1", "A", State::Running, &c.tag.to_string());
-        let settled = settle_claims(
-            &reply,
-            0,
-            vec![c.clone()],
-            vec![Some(after)],
-            nothing_busy(std::slice::from_ref(&c.row)),
-            |_| true,
-        );
+        let settled = settle_one(&c, &reply, after, std::slice::from_ref(&c.row), true);
         assert!(
             matches!(&settled[..], [Settled::Run(r)] if r.row.job_id == "j1"),
             "the claim that hit its own row must run: {settled:?}"
@@ -1244,14 +1256,7 @@ mod tests {
         let other = queued(5, "j2", "B", State::Running, &c.tag.to_string());
         let waiting_j2 = queued(9, "j2", "B", State::Waiting, "");
         let rows = [c.row.clone(), waiting_j2.clone()];
-        let settled = settle_claims(
-            &reply,
-            0,
-            vec![c.clone()],
-            vec![Some(other.clone())],
-            nothing_busy(&rows),
-            |_| true,
-        );
+        let settled = settle_one(&c, &reply, other.clone(), &rows, true);
         match &settled[..] {
             [Settled::RunInstead { claimed, planned }] => {
                 assert_eq!(claimed.row.job_id, "j2", "the row really claimed runs");
@@ -1262,27 +1267,19 @@ mod tests {
         }
         // B runs something already: j2 goes back to 待機, the slot is free.
         let b_running = queued(12, "j3", "B", State::Running, "vm-2/0 #00000009");
-        let settled = settle_claims(
+        let settled = settle_one(
+            &c,
             &reply,
-            0,
-            vec![c.clone()],
-            vec![Some(other.clone())],
-            nothing_busy(&[c.row.clone(), waiting_j2.clone(), b_running]),
-            |_| true,
+            other.clone(),
+            &[c.row.clone(), waiting_j2.clone(), b_running],
+            true,
         );
         assert!(
             matches!(&settled[..], [Settled::PutBack { row, slot: 3 }] if row.job_id == "j2"),
             "a busy target's row must go back to waiting: {settled:?}"
         );
         // The heavy gate (or a job this daemon holds) refuses it just the same.
-        let settled = settle_claims(
-            &reply,
-            0,
-            vec![c],
-            vec![Some(other)],
-            nothing_busy(&rows),
-            |_| false,
-        );
+        let settled = settle_one(&c, &reply, other, &rows, false);
         assert!(matches!(&settled[..], [Settled::PutBack { .. }]));
     }
 
@@ -1293,14 +1290,7 @@ mod tests {
         // Another daemon was first: the tripwire changed nothing and the row shows its tag.
         let reply = commit_reply(std::slice::from_ref(&c), &[false]);
         let theirs = queued(5, "j1", "A", State::Running, "vm-2/0 #0000000a");
-        let settled = settle_claims(
-            &reply,
-            0,
-            vec![c.clone()],
-            vec![Some(theirs)],
-            nothing_busy(std::slice::from_ref(&c.row)),
-            |_| true,
-        );
+        let settled = settle_one(&c, &reply, theirs, std::slice::from_ref(&c.row), true);
         match &settled[..] {
             [Settled::Conflict {
                 landed_on: None,
@@ -1314,14 +1304,7 @@ mod tests {
         }
         // A sort put a finished row there: our 開始日時/ワーカー landed on it, not a claim.
         let finished = queued(5, "j0", "A", State::Done, &c.tag.to_string());
-        let settled = settle_claims(
-            &reply,
-            0,
-            vec![c.clone()],
-            vec![Some(finished)],
-            nothing_busy(std::slice::from_ref(&c.row)),
-            |_| true,
-        );
+        let settled = settle_one(&c, &reply, finished, std::slice::from_ref(&c.row), true);
         assert!(
             matches!(&settled[..], [Settled::Conflict { landed_on: Some(r), unbind: None, .. }] if r.job_id == "j0"),
             "the finished row gets its values back through the binding, which stays for that: {settled:?}"
