@@ -32,9 +32,14 @@
 //!   (built-ins, `exec` process groups, timeouts, the heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
-//!   (what one read covers), `claim_pass` (lease, decision, atomic commit), `writeback`
-//!   (results to queue and panel rows, restart recovery, continuation), `archive`, `panel`
-//!   (panel jobs and hiding idle panels).
+//!   (what one read covers), `claim_pass` (acquire, decide, commit, settle), `writeback`
+//!   (place, write, verify, repair; restart recovery, continuation), `archive`, `panel`
+//!   (panel jobs and hiding idle panels). Its state is split by owner: `Daemon` holds what
+//!   the process owns (slots, runner, outbox, observers), `Served` what it keeps of the
+//!   spreadsheet, and each pass's read (`Poll`) and decisions (`Commit`, `Settled`) live
+//!   for that pass. The decisions are free functions (`claim::plan_pass`,
+//!   `claim_pass::settle_claims`, `binding::plan_write`), tested alone; `Daemon`'s methods
+//!   apply them.
 //! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
 //! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
 //!   local runs without Google (store, HTTP server, fault injection, request log, web view).
