@@ -5,17 +5,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const intake = require('./intake.js');
 const fixture = require('./fixtures/press.json');
-
-/** Milliseconds of the wall clock of `timeZone` at `instantMs`, counted as if it were UTC. */
-function wallClockMs(instantMs, timeZone) {
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit',
-    hour: '2-digit', minute: '2-digit', second: '2-digit',
-  }).formatToParts(new Date(instantMs));
-  const get = (type) => Number(parts.find((p) => p.type === type).value);
-  return Date.UTC(get('year'), get('month') - 1, get('day'), get('hour'), get('minute'),
-    get('second'), instantMs % 1000);
-}
+const { wallClockMs } = require('./runtime/gas.js');
 
 function pressOf(f) {
   return { ...f.press, wallMs: wallClockMs(Date.parse(f.press.receivedAt), f.timeZone) };

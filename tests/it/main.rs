@@ -2,6 +2,7 @@
 //! [`support`] to start the emulator, run daemons against it and read the sheet back.
 
 mod admin;
+mod apps_script;
 mod archive;
 mod bench;
 mod browser;
