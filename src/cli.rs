@@ -167,6 +167,9 @@ pub struct ConfigArgs {
     /// Config file [default: ./sheetq.toml, else /etc/sheetq/sheetq.toml].
     #[arg(long, short, env = "SHEETQ_CONFIG")]
     pub config: Option<PathBuf>,
+    /// With a config that lists [[spreadsheets]]: act on this one only (its label or id).
+    #[arg(long, value_name = "LABEL_OR_ID")]
+    pub spreadsheet: Option<String>,
 }
 
 impl ConfigArgs {
@@ -176,10 +179,50 @@ impl ConfigArgs {
         crate::config::find_config(self.config.as_deref(), Path::exists)
     }
 
-    /// Finds and reads the config.
-    pub fn load(&self) -> Result<Config, crate::config::ConfigError> {
-        Config::load(&self.path()?)
+    /// Finds and reads the config, for a command that acts on one spreadsheet: the one
+    /// `--spreadsheet` names, or the config's only one.
+    pub fn load(&self) -> anyhow::Result<Config> {
+        let config = Config::load(&self.path()?)?;
+        match (&self.spreadsheet, config.spreadsheets.len()) {
+            (Some(which), _) => config.spreadsheet(which).map_err(anyhow::Error::msg),
+            (None, 0) => Ok(config),
+            (None, 1) => Ok(config.each_spreadsheet().remove(0)),
+            (None, n) => {
+                let labels: Vec<String> = config
+                    .spreadsheets
+                    .iter()
+                    .map(|s| s.label.clone())
+                    .collect();
+                anyhow::bail!(
+                    "the config serves {n} spreadsheets ({}); name one with --spreadsheet LABEL_OR_ID",
+                    labels.join(", ")
+                )
+            }
+        }
     }
+
+    /// Finds and reads the config, for a command that acts on every spreadsheet it serves:
+    /// each one's config ([`Config::each_spreadsheet`]), or only the one `--spreadsheet` names.
+    pub fn load_each(&self) -> anyhow::Result<Vec<Config>> {
+        let config = Config::load(&self.path()?)?;
+        self.select(&config)
+    }
+
+    /// The spreadsheets of `config` this command acts on.
+    pub fn select(&self, config: &Config) -> anyhow::Result<Vec<Config>> {
+        match &self.spreadsheet {
+            Some(which) => Ok(vec![config
+                .spreadsheet(which)
+                .map_err(anyhow::Error::msg)?]),
+            None => Ok(config.each_spreadsheet()),
+        }
+    }
+}
+
+/// A heading naming `config`'s spreadsheet, before what a command says of it, when it acts
+/// on several.
+fn heading(config: &Config, several: bool) -> Option<String> {
+    several.then(|| format!("== {} ({})", config.label, config.spreadsheet_id))
 }
 
 #[derive(Debug, Clone, Args)]
@@ -300,22 +343,59 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Init(args) => {
-            let config = args.load()?;
-            let sheets = connect_one_shot(&config).await?;
-            for line in admin::init(sheets.as_ref(), &config).await? {
-                println!("{line}");
+            let configs = args.load_each()?;
+            for config in &configs {
+                if let Some(h) = heading(config, configs.len() > 1) {
+                    println!("{h}");
+                }
+                let sheets = connect_one_shot(config).await?;
+                for line in admin::init(sheets.as_ref(), config).await? {
+                    println!("{line}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check(args) => check(args).await,
+        Command::Check(args) => {
+            let configs = args.config.load_each()?;
+            let mut worst = ExitCode::SUCCESS;
+            for config in configs.iter() {
+                if let Some(h) = heading(config, configs.len() > 1) {
+                    println!("{h}");
+                }
+                let code = check(&args, config.clone()).await?;
+                if code != ExitCode::SUCCESS {
+                    worst = code;
+                }
+            }
+            Ok(worst)
+        }
         Command::Status(args) => {
-            let config = args.config.load()?;
-            let sheets = connect_one_shot(&config).await?;
-            let status = admin::status(sheets.as_ref(), &config).await?;
+            let configs = args.config.load_each()?;
+            let mut all = Vec::new();
+            for config in &configs {
+                let sheets = connect_one_shot(config).await?;
+                let status = admin::status(sheets.as_ref(), config).await?;
+                if !args.json {
+                    if let Some(h) = heading(config, configs.len() > 1) {
+                        println!("{h}");
+                    }
+                    print!("{}", status.text());
+                }
+                all.push((config.label.clone(), config.spreadsheet_id.clone(), status));
+            }
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
-            } else {
-                print!("{}", status.text());
+                match &all[..] {
+                    [(_, _, one)] => println!("{}", serde_json::to_string_pretty(one)?),
+                    several => {
+                        let list: Vec<serde_json::Value> = several
+                            .iter()
+                            .map(|(label, id, status)| {
+                                serde_json::json!({ "spreadsheet": label, "spreadsheet_id": id, "status": status })
+                            })
+                            .collect();
+                        println!("{}", serde_json::to_string_pretty(&list)?);
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -352,9 +432,31 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config_path = args.config.path()?;
     let config = Config::load(&config_path)?;
-    let registry = registry(&config)?;
+    let configs = args.config.select(&config)?;
     let stats = Arc::new(SheetsStats::new());
-    let sheets = connect_with(&config, None, args.dry_run, stats.clone()).await?;
+    let serving = if config.spreadsheets.is_empty() {
+        let registry = registry(&config)?;
+        let sheets = connect_with(&config, None, args.dry_run, stats.clone()).await?;
+        Serving::One(sheets, registry)
+    } else {
+        let registries = configs
+            .iter()
+            .map(registry)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let clients = crate::setup::connect_each(&configs, args.dry_run, stats.clone()).await?;
+        Serving::Several(
+            clients
+                .into_iter()
+                .zip(configs)
+                .zip(registries)
+                .map(|((sheets, config), registry)| crate::daemon::Spreadsheet {
+                    sheets,
+                    config,
+                    registry,
+                })
+                .collect(),
+        )
+    };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let observers = Observers {
@@ -402,8 +504,15 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // What commands leave behind is reparented to sheetq and reaped (sheetq may be PID 1).
     side_tasks.spawn(crate::commands::reaper::run(shutdown.clone()));
     side_tasks.spawn(reload_on_hangup(config_path, reload_tx, shutdown.clone()));
-    let result =
-        crate::daemon::run_observed(sheets, config, registry, shutdown.clone(), observers).await;
+    let result = match serving {
+        Serving::One(sheets, registry) => {
+            crate::daemon::run_observed(sheets, config, registry, shutdown.clone(), observers).await
+        }
+        Serving::Several(spreadsheets) => {
+            crate::daemon::run_spreadsheets(spreadsheets, config.slots, shutdown.clone(), observers)
+                .await
+        }
+    };
     shutdown.cancel();
     while side_tasks.join_next().await.is_some() {}
     let report = result?;
@@ -414,6 +523,12 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What one `sheetq run` serves: a config's one spreadsheet, or its `[[spreadsheets]]`.
+enum Serving {
+    One(Arc<dyn crate::sheets::Sheets>, Registry),
+    Several(Vec<crate::daemon::Spreadsheet>),
 }
 
 /// On each SIGHUP, reads and checks the config at `path` again and hands it to the daemon
@@ -454,9 +569,9 @@ async fn reload_on_hangup(
 
 /// `sheetq panels sync|migrate`: one panel sync; exit 3 when something is left unresolved.
 async fn panels(command: PanelsCommand) -> anyhow::Result<ExitCode> {
-    let (config_path, request) = match command {
+    let (configs, request) = match command {
         PanelsCommand::Sync(a) => (
-            a.config.path()?,
+            a.config.load_each()?,
             crate::apply::panel::SyncRequest {
                 open: a.open,
                 open_all: a.all,
@@ -465,7 +580,7 @@ async fn panels(command: PanelsCommand) -> anyhow::Result<ExitCode> {
             },
         ),
         PanelsCommand::Migrate(a) => (
-            a.config.path()?,
+            vec![a.config.load()?],
             crate::apply::panel::SyncRequest {
                 migrate: Some(crate::panel::sync::Migration {
                     title: a.sheet,
@@ -478,19 +593,25 @@ async fn panels(command: PanelsCommand) -> anyhow::Result<ExitCode> {
             },
         ),
     };
-    let config = Config::load(&config_path)?;
-    registry(&config)?;
-    let sheets = connect_one_shot(&config).await?;
-    let done = crate::apply::panel::sync(sheets.as_ref(), &config, &request, None).await?;
-    if request.dry_run {
-        println!("dry run: nothing was written; a sync would do this:");
+    let mut unresolved = false;
+    for config in &configs {
+        if let Some(h) = heading(config, configs.len() > 1) {
+            println!("{h}");
+        }
+        registry(config)?;
+        let sheets = connect_one_shot(config).await?;
+        let done = crate::apply::panel::sync(sheets.as_ref(), config, &request, None).await?;
+        if request.dry_run {
+            println!("dry run: nothing was written; a sync would do this:");
+        }
+        print!("{}", done.report);
+        println!(
+            "{} API requests ({} changes in one batch)",
+            done.requests, done.batch_len
+        );
+        unresolved |= !done.report.unresolved.is_empty();
     }
-    print!("{}", done.report);
-    println!(
-        "{} API requests ({} changes in one batch)",
-        done.requests, done.batch_len
-    );
-    Ok(if done.report.unresolved.is_empty() {
+    Ok(if !unresolved {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_PROBLEMS)
@@ -585,8 +706,7 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
 
 /// `sheetq check [--probe]`: the deployment's problems, then (with `--probe`) Google's
 /// behaviours on a temporary sheet; exit 3 when a problem is found or a probe did not pass.
-async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let config = args.config.load()?;
+async fn check(args: &CheckArgs, config: Config) -> anyhow::Result<ExitCode> {
     let (registry, config_problems) = crate::setup::checked_registry(&config)
         .unwrap_or_else(|problems| (Registry::default(), problems));
     let only = args

@@ -64,6 +64,35 @@ struct RawConfig {
     functions: Vec<FunctionDef>,
     #[serde(default)]
     targets: Vec<TargetDef>,
+    #[serde(default)]
+    spreadsheets: Vec<RawSpreadsheet>,
+}
+
+/// One `[[spreadsheets]]` entry as written: what differs per spreadsheet; the rest comes
+/// from the top level.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpreadsheet {
+    spreadsheet_id: Option<String>,
+    label: Option<String>,
+    credentials: Option<PathBuf>,
+    intake: Option<String>,
+    functions: Option<Vec<FunctionDef>>,
+    targets: Option<Vec<TargetDef>>,
+}
+
+/// A spreadsheet of a config that serves several (`[[spreadsheets]]`), with what it sets
+/// for itself; everything else is the top level's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpreadsheetEntry {
+    /// How logs, metrics and `--spreadsheet` name it (its id when the entry has no label).
+    pub label: String,
+    pub spreadsheet_id: String,
+    /// Its own key file (a service account of its own); `None`: the top level's.
+    pub credentials: Option<PathBuf>,
+    pub intake: Intake,
+    /// Its own `[[spreadsheets.functions]]`/`[[spreadsheets.targets]]`, else the top level's.
+    pub catalog: Catalog,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -116,6 +145,12 @@ pub struct Config {
     /// What panels offer (`[[functions]]`), which targets get one (`[[targets]]`), and when
     /// an idle panel is hidden (`hide_panels_after`).
     pub catalog: Catalog,
+    /// The spreadsheets one daemon serves when the config lists them (`[[spreadsheets]]`);
+    /// empty when it names one `spreadsheet_id` at the top. See [`Config::each_spreadsheet`].
+    pub spreadsheets: Vec<SpreadsheetEntry>,
+    /// The label of the one spreadsheet this config is for, in logs and metrics (empty for a
+    /// config of a single `spreadsheet_id`).
+    pub label: String,
 }
 
 /// Every problem found in a config, each naming the key and the fix.
@@ -325,7 +360,14 @@ impl Config {
         let lease_ttl = duration("lease_ttl", raw.lease_ttl, 30);
         let shutdown_grace = duration("shutdown_grace", raw.shutdown_grace, 30);
         let call_timeout = duration("call_timeout", raw.call_timeout, 30);
-        let spreadsheet_id = spreadsheet_id(problems, raw.spreadsheet_id);
+        let spreadsheet_id = if raw.spreadsheets.is_empty() {
+            spreadsheet_id(problems, raw.spreadsheet_id)
+        } else {
+            if raw.spreadsheet_id.is_some() {
+                problems.push("spreadsheet_id is set at the top and the config also lists [[spreadsheets]]: move it into a [[spreadsheets]] entry of its own".into());
+            }
+            String::new()
+        };
         let api_base_url = api_base_url(problems, raw.api_base_url);
         let mut count = |key: &str, value: Option<i64>, default: u32, min: i64, max: i64| {
             count(problems, key, value, default, (min, max))
@@ -366,6 +408,7 @@ impl Config {
             hide_after,
         };
         problems.extend(catalog.problems());
+        let spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);
         Some(Self {
             spreadsheet_id,
             // An empty value (`SHEETQ_CREDENTIALS=`) means unset, as it does for Google's
@@ -395,8 +438,124 @@ impl Config {
             panel,
             commands: raw.commands,
             catalog,
+            spreadsheets,
+            label: String::new(),
         })
     }
+
+    /// The config of each spreadsheet this config serves: itself for a single
+    /// `spreadsheet_id`; for `[[spreadsheets]]`, the top level with each entry's id, label,
+    /// credentials, intake and catalog, and its own outbox under `state_dir/<spreadsheet_id>`.
+    pub fn each_spreadsheet(&self) -> Vec<Config> {
+        if self.spreadsheets.is_empty() {
+            return vec![self.clone()];
+        }
+        self.spreadsheets
+            .iter()
+            .map(|e| Config {
+                spreadsheet_id: e.spreadsheet_id.clone(),
+                label: e.label.clone(),
+                credentials: e.credentials.clone().or_else(|| self.credentials.clone()),
+                intake: e.intake,
+                catalog: e.catalog.clone(),
+                state_dir: self.state_dir.join(&e.spreadsheet_id),
+                spreadsheets: Vec::new(),
+                ..self.clone()
+            })
+            .collect()
+    }
+
+    /// The spreadsheet `which` names (its label or its id) among those this config serves;
+    /// an error listing them when none matches.
+    pub fn spreadsheet(&self, which: &str) -> Result<Config, String> {
+        let all = self.each_spreadsheet();
+        let which = which.trim();
+        if let Some(c) = all
+            .iter()
+            .find(|c| c.spreadsheet_id == which || (!c.label.is_empty() && c.label == which))
+        {
+            return Ok(c.clone());
+        }
+        let known: Vec<String> = all
+            .iter()
+            .map(|c| match c.label.as_str() {
+                "" => c.spreadsheet_id.clone(),
+                l if l == c.spreadsheet_id => l.to_string(),
+                l => format!("{l} ({})", c.spreadsheet_id),
+            })
+            .collect();
+        Err(format!(
+            "--spreadsheet {which:?} names none of the config's spreadsheets: {}",
+            known.join(", ")
+        ))
+    }
+}
+
+/// The `[[spreadsheets]]` entries, checked: each needs its id; labels and ids are unique;
+/// an entry's intake and catalog default to the top level's.
+fn spreadsheet_entries(
+    problems: &mut Vec<String>,
+    raw: Vec<RawSpreadsheet>,
+    top_intake: Intake,
+    top_catalog: &Catalog,
+) -> Vec<SpreadsheetEntry> {
+    let mut out: Vec<SpreadsheetEntry> = Vec::new();
+    for (i, e) in raw.into_iter().enumerate() {
+        let at = format!("[[spreadsheets]] entry {}", i + 1);
+        let id = e
+            .spreadsheet_id
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        if id.is_empty() {
+            problems.push(format!("{at} has no spreadsheet_id: copy it from the sheet's URL (https://docs.google.com/spreadsheets/d/<spreadsheet_id>/edit)"));
+            continue;
+        }
+        let label = e
+            .label
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| id.clone());
+        if let Some(other) = out.iter().find(|o| o.spreadsheet_id == id) {
+            problems.push(format!(
+                "{at} lists spreadsheet {id} again (as {:?} already): list each spreadsheet once",
+                other.label
+            ));
+            continue;
+        }
+        if out.iter().any(|o| o.label == label) {
+            problems.push(format!(
+                "{at}: label {label:?} is used twice: give each spreadsheet its own"
+            ));
+            continue;
+        }
+        let intake = match e.intake {
+            Some(v) => intake(problems, Some(&v)),
+            None => top_intake,
+        };
+        let catalog = match (e.functions, e.targets) {
+            (None, None) => None,
+            (functions, targets) => Some(Catalog {
+                functions: functions.unwrap_or_default(),
+                targets: targets.unwrap_or_default(),
+                hide_after: top_catalog.hide_after,
+            }),
+        };
+        if let Some(c) = &catalog {
+            problems.extend(
+                c.problems()
+                    .into_iter()
+                    .map(|p| format!("[[spreadsheets]] {label:?}: {p}")),
+            );
+        }
+        out.push(SpreadsheetEntry {
+            label,
+            spreadsheet_id: id,
+            credentials: e.credentials.filter(|p| !p.as_os_str().is_empty()),
+            intake,
+            catalog: catalog.unwrap_or_else(|| top_catalog.clone()),
+        });
+    }
+    out
 }
 
 /// The duration setting `key` (`value` as written; `default` when unset or wrong).

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn, Instrument};
 
 use crate::a1;
-use crate::claim::{self, ClaimPolicy};
+use crate::claim::ClaimPolicy;
 use crate::commands::{JobSpec, Outcome, OutcomeStatus, Registry, Runner};
 use crate::config::Config;
 use crate::lease::WORKER_SHEET;
@@ -44,9 +44,11 @@ mod archive;
 mod claim_pass;
 mod panel;
 mod poll;
+pub(crate) mod shared;
 mod writeback;
 
 use poll::Poll;
+use shared::{Share, Slots};
 
 /// Why the daemon stopped with an error (retryable API trouble never stops it).
 #[derive(Debug, thiserror::Error)]
@@ -219,6 +221,153 @@ pub async fn run_observed(
     shutdown: CancellationToken,
     observers: Observers,
 ) -> Result<RunReport, DaemonError> {
+    let shared = Shared::alone(&config, &registry);
+    start_and_run(sheets, config, registry, shutdown, observers, shared).await
+}
+
+/// One spreadsheet a process serves: its client, its config (its part of a
+/// `[[spreadsheets]]` config, [`Config::each_spreadsheet`]) and its commands.
+pub struct Spreadsheet {
+    pub sheets: Arc<dyn Sheets>,
+    pub config: Config,
+    pub registry: Registry,
+}
+
+/// Serves several spreadsheets in one process (docs/design.md §6): a daemon each, each with
+/// its own queue, lease, heartbeat and outbox, sharing the process's `slots` job slots (split
+/// fairly among the spreadsheets with work to claim), one heavy job at a time, and each
+/// service account's request budget (the clients of one account share one budget, split
+/// with every other daemon on the account that any of these spreadsheets shows). A problem
+/// that one spreadsheet cannot run with stops them all, after their jobs drain: the
+/// process exits as it would with one.
+pub async fn run_spreadsheets(
+    spreadsheets: Vec<Spreadsheet>,
+    slots: usize,
+    shutdown: CancellationToken,
+    mut observers: Observers,
+) -> Result<RunReport, DaemonError> {
+    let n = spreadsheets.len();
+    observers.notifier.ready_after(n);
+    let mut pools = shared::SlotPool::shared(slots, n).into_iter();
+    // One share of each account's budget, with a handle per spreadsheet served under it.
+    let accounts: Vec<String> = spreadsheets.iter().map(|s| s.sheets.account()).collect();
+    let mut shares: HashMap<&str, std::vec::IntoIter<Share>> = HashMap::new();
+    for a in &accounts {
+        let under = accounts.iter().filter(|b| *b == a).count();
+        shares
+            .entry(a.as_str())
+            .or_insert_with(|| shared::AccountShare::shared(under).into_iter());
+    }
+    let mut senders = Vec::new();
+    let first_runner = spreadsheets.first().map(|s| s.registry.runner());
+    let mut tasks = JoinSet::new();
+    for (s, account) in spreadsheets.into_iter().zip(&accounts) {
+        let (Some(slots), Some(share), Some(runner)) = (
+            pools.next(),
+            shares.get_mut(account.as_str()).and_then(Iterator::next),
+            first_runner.as_ref().map(Runner::sharing_gate),
+        ) else {
+            continue;
+        };
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        senders.push((s.config.spreadsheet_id.clone(), tx));
+        let observers = Observers {
+            reloads: Some(rx),
+            ..observers.clone()
+        };
+        let shared = Shared {
+            slots,
+            share,
+            runner,
+        };
+        let span = tracing::info_span!("spreadsheet", label = %s.config.label);
+        let stop = shutdown.clone();
+        tasks.spawn(
+            async move {
+                let result = start_and_run(
+                    s.sheets,
+                    s.config,
+                    s.registry,
+                    stop.clone(),
+                    observers,
+                    shared,
+                )
+                .await;
+                if result.is_err() {
+                    // One spreadsheet cannot be served as configured: the process stops.
+                    stop.cancel();
+                }
+                result
+            }
+            .instrument(span),
+        );
+    }
+    if let Some(reloads) = observers.reloads.take() {
+        tokio::spawn(fan_out_reloads(reloads, senders));
+    }
+    let mut report = RunReport::default();
+    let mut fatal = None;
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Ok(r)) => {
+                report.jobs_finished += r.jobs_finished;
+                report.claim_conflicts += r.claim_conflicts;
+                report.write_incidents += r.write_incidents;
+                report.results_unplaceable += r.results_unplaceable;
+                report.results_pending += r.results_pending;
+            }
+            Ok(Err(e)) => {
+                fatal.get_or_insert(e);
+            }
+            Err(e) => error!(error = %e, "a spreadsheet's daemon task failed unexpectedly"),
+        }
+    }
+    match fatal {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+/// Hands each spreadsheet's daemon its part of every config reloaded; a reload that adds or
+/// removes spreadsheets needs a restart, and says so.
+async fn fan_out_reloads(
+    mut reloads: Reloads,
+    senders: Vec<(String, tokio::sync::watch::Sender<Option<Arc<Reload>>>)>,
+) {
+    while reloads.changed().await.is_ok() {
+        let Some(reload) = reloads.borrow_and_update().clone() else {
+            continue;
+        };
+        let parts = reload.config.each_spreadsheet();
+        let same = parts.len() == senders.len()
+            && senders
+                .iter()
+                .all(|(id, _)| parts.iter().any(|c| &c.spreadsheet_id == id));
+        if !same {
+            warn!("the reloaded config adds or removes spreadsheets, which needs a restart (systemctl restart sheetq); the others take up the rest of it");
+        }
+        for (id, tx) in &senders {
+            if let Some(config) = parts.iter().find(|c| &c.spreadsheet_id == id) {
+                let registry = reload.registry.clone().with_catalog(config.catalog.clone());
+                let _ = tx.send(Some(Arc::new(Reload {
+                    config: config.clone(),
+                    registry,
+                })));
+            }
+        }
+    }
+}
+
+/// Starts one spreadsheet's daemon, again and again while the API fails for a moment, and
+/// runs it until `shutdown`.
+async fn start_and_run(
+    sheets: Arc<dyn Sheets>,
+    config: Config,
+    registry: Registry,
+    shutdown: CancellationToken,
+    observers: Observers,
+    shared: Shared,
+) -> Result<RunReport, DaemonError> {
     let mut failures = 0u32;
     let mut daemon = loop {
         let started = Daemon::start(
@@ -226,6 +375,7 @@ pub async fn run_observed(
             config.clone(),
             registry.clone(),
             observers.clone(),
+            shared.clone(),
         );
         let e = tokio::select! {
             _ = shutdown.cancelled() => return Ok(RunReport::default()),
@@ -292,7 +442,10 @@ struct Daemon {
     unsettled: Vec<Claimed>,
     /// Which job each task runs, to free its slot even if the task panics.
     task_jobs: HashMap<tokio::task::Id, String>,
-    free_slots: Vec<u32>,
+    /// The process's job slots, shared with the other spreadsheets it serves.
+    slots: Slots,
+    /// The account's request budget as this process splits it.
+    share: Share,
     /// Cancels running jobs once the shutdown grace period is over.
     job_cancel: CancellationToken,
     /// The status line last sent to the service manager (sent again only when it changes).
@@ -373,6 +526,26 @@ struct Served {
     fence_sweep_at: tokio::time::Instant,
 }
 
+/// What one spreadsheet's daemon shares with the others its process serves: the job slots,
+/// the account's budget split, and the runner (its heavy-job gate).
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    pub(crate) slots: Slots,
+    pub(crate) share: Share,
+    pub(crate) runner: Runner,
+}
+
+impl Shared {
+    /// For a process that serves one spreadsheet.
+    fn alone(config: &Config, registry: &Registry) -> Shared {
+        Shared {
+            slots: Slots::alone(config.slots),
+            share: Share::alone(),
+            runner: registry.runner(),
+        }
+    }
+}
+
 /// A job of another daemon that this one timed out, held until it could have ended.
 struct Hold {
     job: RunningRef,
@@ -415,17 +588,21 @@ impl Daemon {
         config: Config,
         registry: Registry,
         observers: Observers,
+        shared: Shared,
     ) -> Result<Self, DaemonError> {
         let layout = load_layout(sheets.as_ref(), &config).await?;
         let outbox = Outbox::open(&config.state_dir)?;
         let policy = claim_policy(&config);
-        let runner = registry.runner();
+        let Shared {
+            slots,
+            share,
+            runner,
+        } = shared;
         let panel_opener = Arc::new(panel::DaemonPanels::new(
             Arc::clone(&sheets),
             config.clone(),
         ));
         runner.set_panel_opener(panel_opener.clone());
-        let free_slots = (0..config.slots as u32).rev().collect();
         let account = sheets.account();
         let watch = Watch::new(config.heartbeat_interval.max(config.poll_interval * 2));
         let mut daemon = Self {
@@ -440,7 +617,8 @@ impl Daemon {
             running: HashMap::new(),
             task_jobs: HashMap::new(),
             unsettled: Vec::new(),
-            free_slots,
+            slots,
+            share,
             job_cancel: CancellationToken::new(),
             status_sent: String::new(),
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
@@ -700,14 +878,7 @@ impl Daemon {
             Err(e) => return Err(e),
         };
         let elsewhere = self.running_elsewhere(&poll);
-        let plan = claim::plan_pass(
-            &poll.snapshot,
-            &self.policy,
-            &poll.watched,
-            &elsewhere,
-            self.free_slots.len(),
-            |row, picked| self.may_start(row, picked),
-        );
+        let plan = self.plan_claims(&poll, &elsewhere);
         let mut wrote_heartbeat = wrote_heartbeat;
         // A claim commit whose reply was lost is fenced by taking our lease back at once:
         // its job then settles (runs, or waits to be claimed again) without waiting out
@@ -886,6 +1057,14 @@ impl Daemon {
             self.config.dead_after,
         );
         self.served.rank = rank;
+        // Every daemon on the account that any spreadsheet of this process shows.
+        let others = workers::others_on_account(
+            &poll.workers,
+            &self.config.worker_id,
+            &self.served.account,
+            self.config.dead_after,
+        );
+        let sharing = self.share.report(others.map(str::to_string)).max(sharing);
         if sharing == self.served.sharing {
             return;
         }
@@ -934,6 +1113,9 @@ impl Daemon {
         let prepared = self.registry.prepare(&spec);
         let runner = self.runner.clone();
         let cancel = self.job_cancel.child_token();
+        if self.is_heavy(row) {
+            self.slots.heavy(true);
+        }
         self.running.insert(row.job_id.clone(), claimed.clone());
         let running = self.observers.metrics.job_started();
         let job_id = row.job_id.clone();
@@ -996,7 +1178,10 @@ impl Daemon {
             // It made or showed panels: find them now, so results of presses on them land.
             self.served.relayout = true;
         }
-        self.free_slots.push(claimed.slot);
+        self.slots.give(claimed.slot);
+        if self.is_heavy(&claimed.row) {
+            self.slots.heavy(false);
+        }
         self.report.jobs_finished += 1;
         let (finish, message) = match outcome.status {
             OutcomeStatus::Done => (Finish::Done, outcome.message.clone()),

@@ -328,6 +328,14 @@ impl Emulator {
         self.addr
     }
 
+    /// Adds a spreadsheet laid out as `seed` (with a fresh id, the seed's time zone) to the
+    /// store, as a person's other spreadsheet would be; returns its id.
+    pub fn add_spreadsheet(&self, seed: Seed) -> String {
+        let id = store::fresh_spreadsheet_id();
+        self.with_store(|s| s.insert(seed::build(seed, id.clone())));
+        id
+    }
+
     /// Id of the seeded (or first loaded) spreadsheet.
     pub fn spreadsheet_id(&self) -> &str {
         &self.spreadsheet_id
@@ -500,14 +508,18 @@ impl Emulator {
 
     /// Reads a range of the handle's spreadsheet as `UNFORMATTED_VALUE` rows.
     pub fn values(&self, range: &str) -> Result<Vec<Vec<Json>>, ApiError> {
+        self.values_in(&self.spreadsheet_id, range)
+    }
+
+    /// Like [`Emulator::values`], of the spreadsheet `id`.
+    pub fn values_in(&self, id: &str, range: &str) -> Result<Vec<Vec<Json>>, ApiError> {
         let render = values::Render {
             value: values::ValueRender::Unformatted,
             date: values::DateRender::Serial,
         };
-        let id = self.spreadsheet_id.clone();
         let reply = {
             let store = self.shared.store();
-            api::read_range(store.get(&id)?, range, render, api::Major::Rows)?
+            api::read_range(store.get(id)?, range, render, api::Major::Rows)?
         };
         Ok(
             serde_json::from_value(reply.get("values").cloned().unwrap_or(Json::Array(vec![])))

@@ -39,6 +39,8 @@ pub enum NotifyError {
 pub struct Notifier {
     target: Option<(UnixDatagram, SocketAddr)>,
     watchdog: Option<Duration>,
+    /// How many more [`Notifier::ready`] calls READY=1 waits for: one per spreadsheet served.
+    ready_left: std::sync::atomic::AtomicUsize,
 }
 
 impl Notifier {
@@ -47,6 +49,7 @@ impl Notifier {
         Self {
             target: None,
             watchdog: None,
+            ready_left: std::sync::atomic::AtomicUsize::new(1),
         }
     }
 
@@ -100,7 +103,11 @@ impl Notifier {
             },
         }
         .filter(|_| for_us && target.is_some());
-        Ok(Self { target, watchdog })
+        Ok(Self {
+            target,
+            watchdog,
+            ready_left: std::sync::atomic::AtomicUsize::new(1),
+        })
     }
 
     /// Whether a notification socket is configured.
@@ -119,9 +126,28 @@ impl Notifier {
         self.watchdog.map(|d| d / 2)
     }
 
-    /// Startup is complete: config valid, sheet reachable, loops started.
+    /// Startup is complete: config valid, sheet reachable, loops started. With several
+    /// spreadsheets ([`Notifier::ready_after`]), READY=1 goes with the last one's call.
     pub fn ready(&self) -> Result<(), NotifyError> {
-        self.send("READY=1")
+        use std::sync::atomic::Ordering;
+        let left = self
+            .ready_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_sub(1))
+            })
+            .unwrap_or(1);
+        if left <= 1 {
+            self.send("READY=1")
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Makes READY=1 wait for `n` calls of [`Notifier::ready`]: a process serving `n`
+    /// spreadsheets is ready when each of them is.
+    pub fn ready_after(&self, n: usize) {
+        self.ready_left
+            .store(n.max(1), std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Still starting (the API fails for now, and the daemon tries again): the service

@@ -63,7 +63,68 @@ pub async fn connect_with(
         max_attempts: config.max_retries + 1,
         ..RetryPolicy::default()
     };
-    connect_retrying(config, credentials, dry_run, stats, retry).await
+    let budgets = budgets(config);
+    connect_retrying(config, credentials, dry_run, stats, retry, budgets).await
+}
+
+/// The clients of a config that serves several spreadsheets (`[[spreadsheets]]`), one per
+/// spreadsheet of `configs` ([`Config::each_spreadsheet`]): those that use one key file
+/// share one request budget, as they share the account's quota at Google. Two key files of
+/// one service account would each get the whole budget, so that is refused.
+pub async fn connect_each(
+    configs: &[Config],
+    dry_run: bool,
+    stats: Arc<SheetsStats>,
+) -> anyhow::Result<Vec<Arc<dyn Sheets>>> {
+    let mut by_key: Vec<(Option<std::path::PathBuf>, Budgets)> = Vec::new();
+    let mut clients = Vec::new();
+    let mut accounts: Vec<(String, Option<std::path::PathBuf>, String)> = Vec::new();
+    for config in configs {
+        let budgets = match by_key.iter().find(|(k, _)| *k == config.credentials) {
+            Some((_, b)) => b.clone(),
+            None => {
+                let b = budgets(config);
+                by_key.push((config.credentials.clone(), b.clone()));
+                b
+            }
+        };
+        let retry = RetryPolicy {
+            max_attempts: config.max_retries + 1,
+            ..RetryPolicy::default()
+        };
+        let client = connect_retrying(config, None, dry_run, stats.clone(), retry, budgets).await?;
+        let account = client.account();
+        if let Some((_, key, label)) = accounts
+            .iter()
+            .find(|(a, k, _)| *a == account && !account.is_empty() && *k != config.credentials)
+        {
+            anyhow::bail!(
+                "spreadsheets {label:?} and {:?} use two key files ({} and {}) of one service account, {account}: each would get the account's whole request budget; give them the same credentials",
+                config.label,
+                shown(key),
+                shown(&config.credentials)
+            );
+        }
+        accounts.push((account, config.credentials.clone(), config.label.clone()));
+        clients.push(client);
+    }
+    Ok(clients)
+}
+
+fn shown(key: &Option<std::path::PathBuf>) -> String {
+    key.as_ref().map_or_else(
+        || "the default credentials".to_string(),
+        |p| p.display().to_string(),
+    )
+}
+
+/// Two buckets: Google counts reads and writes apart. The daemon narrows both to its share
+/// of the account's budget once it sees the other daemons on the account.
+fn budgets(config: &Config) -> Budgets {
+    Budgets {
+        read: budget(config.requests_per_minute),
+        write: budget(config.requests_per_minute),
+    }
 }
 
 /// The client of a one-shot command (`init`, `check`, `status`, `enqueue`): a person waits
@@ -75,6 +136,7 @@ pub async fn connect_one_shot(config: &Config) -> anyhow::Result<Arc<dyn Sheets>
         false,
         Arc::new(SheetsStats::new()),
         RetryPolicy::one_shot(),
+        budgets(config),
     )
     .await
 }
@@ -85,6 +147,7 @@ async fn connect_retrying(
     dry_run: bool,
     stats: Arc<SheetsStats>,
     retry: RetryPolicy,
+    budgets: Budgets,
 ) -> anyhow::Result<Arc<dyn Sheets>> {
     let credentials =
         credentials.unwrap_or_else(|| Credentials::resolve(config.credentials.as_deref()));
@@ -92,12 +155,7 @@ async fn connect_retrying(
     gc.api_base_url = config.api_base_url.clone();
     gc.call_timeout = config.call_timeout;
     gc.retry = retry;
-    // Two buckets: Google counts reads and writes apart. The daemon narrows both to its
-    // share of the account's budget once it sees the other daemons on the account.
-    gc.budget = Budgets {
-        read: budget(config.requests_per_minute),
-        write: budget(config.requests_per_minute),
-    };
+    gc.budget = budgets;
     gc.stats = stats;
     let google = GoogleSheets::new(gc)
         .await

@@ -196,12 +196,7 @@ pub fn place_on_account(
     account: &str,
     dead_after: StdDuration,
 ) -> (u32, u32) {
-    let mut ids: Vec<&str> = heartbeats
-        .iter()
-        .filter(|h| {
-            h.worker_id != me && h.account == account && !h.stopped && h.is_live(dead_after)
-        })
-        .map(|h| h.worker_id.as_str())
+    let mut ids: Vec<&str> = others_on_account(heartbeats, me, account, dead_after)
         .chain([me])
         .collect();
     ids.sort_unstable();
@@ -211,6 +206,21 @@ pub fn place_on_account(
         u32::try_from(rank).unwrap_or(0),
         u32::try_from(ids.len()).unwrap_or(1),
     )
+}
+
+/// The live daemons other than `me` (their worker ids) that call the API as `account`.
+pub fn others_on_account<'h>(
+    heartbeats: &'h [Heartbeat],
+    me: &'h str,
+    account: &'h str,
+    dead_after: StdDuration,
+) -> impl Iterator<Item = &'h str> {
+    heartbeats
+        .iter()
+        .filter(move |h| {
+            h.worker_id != me && h.account == account && !h.stopped && h.is_live(dead_after)
+        })
+        .map(|h| h.worker_id.as_str())
 }
 
 /// The jobs that live daemons other than `me` say they are running: for the claim rules,

@@ -54,8 +54,9 @@ pub struct Runner {
 
 #[derive(Debug)]
 struct Inner {
-    /// One permit: heavy jobs run one at a time whatever the free slots.
-    heavy: Semaphore,
+    /// One permit: heavy jobs run one at a time whatever the free slots (shared by the
+    /// runners of one process, [`Runner::sharing_gate`]).
+    heavy: Arc<Semaphore>,
     /// Started on the first `exec` job, from inside the runtime that runs the jobs.
     spawner: OnceLock<Spawner>,
     /// What runs the panel jobs; set by the daemon, which owns the spreadsheet client.
@@ -81,7 +82,19 @@ impl Runner {
     pub fn new(_registry: &Registry) -> Runner {
         Runner {
             inner: Arc::new(Inner {
-                heavy: Semaphore::new(1),
+                heavy: Arc::new(Semaphore::new(1)),
+                spawner: OnceLock::new(),
+                panels: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// A runner of its own (for another spreadsheet's panel jobs) that shares this one's
+    /// heavy-job gate: a process runs one heavy job at a time, whatever it serves.
+    pub fn sharing_gate(&self) -> Runner {
+        Runner {
+            inner: Arc::new(Inner {
+                heavy: Arc::clone(&self.inner.heavy),
                 spawner: OnceLock::new(),
                 panels: OnceLock::new(),
             }),

@@ -92,14 +92,7 @@ impl Daemon {
             }
         };
         let elsewhere = self.running_elsewhere(&fresh);
-        let plan = claim::plan_pass(
-            &fresh.snapshot,
-            &self.policy,
-            &fresh.watched,
-            &elsewhere,
-            self.free_slots.len(),
-            |row, picked| self.may_start(row, picked),
-        );
+        let plan = self.plan_claims(&fresh, &elsewhere);
         let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, intake_writes);
         let Some(reply) = self.send_commit(&mut commit, &held).await? else {
             return Ok(false);
@@ -179,7 +172,7 @@ impl Daemon {
         let mut claims = Vec::new();
         for (index, _) in &plan.claims {
             let row = &fresh.snapshot.rows[*index];
-            let Some(slot) = self.free_slots.pop() else {
+            let Some(slot) = self.slots.take() else {
                 break;
             };
             let (token, binding_id) = binding::new_token();
@@ -294,7 +287,7 @@ impl Daemon {
                     "the lease was taken over before the claim commit applied; nothing was claimed"
                 );
                 for c in commit.claims.drain(..) {
-                    self.free_slots.push(c.slot);
+                    self.slots.give(c.slot);
                 }
                 return Ok(None);
             }
@@ -316,7 +309,7 @@ impl Daemon {
                     return Err(e.into());
                 }
                 for c in commit.claims.drain(..) {
-                    self.free_slots.push(c.slot);
+                    self.slots.give(c.slot);
                 }
                 self.release(held).await;
                 return Err(e.into());
@@ -435,7 +428,7 @@ impl Daemon {
                 let cells =
                     self.claim_values(Some(&self.config.states.waiting), &Cell::from(""), "");
                 self.follow_up(&row, Some(State::Running), cells, through, follow_up);
-                self.free_slots.push(slot);
+                self.slots.give(slot);
             }
             Settled::Conflict {
                 claimed,
@@ -455,7 +448,7 @@ impl Daemon {
                     self.give_back(fresh, row, &claimed.tag, through, follow_up);
                 }
                 self.served.unbind.extend(unbind);
-                self.free_slots.push(claimed.slot);
+                self.slots.give(claimed.slot);
             }
         }
     }
@@ -544,7 +537,7 @@ impl Daemon {
                 }
                 None => {
                     info!(job.id = %c.row.job_id, worker = %tag, "the claim commit whose reply was lost had not applied");
-                    self.free_slots.push(c.slot);
+                    self.slots.give(c.slot);
                 }
             }
         }
@@ -1005,9 +998,7 @@ impl Daemon {
     /// heavy job runs here or was just picked, rather than being claimed and spending its
     /// timeout at the heavy gate.
     pub(super) fn may_start(&self, row: &QueueRow, picked: &[&QueueRow]) -> bool {
-        let heavy = |r: &QueueRow| {
-            self.registry.is_heavy(&r.command) || r.flags.iter().any(|f| f == "heavy")
-        };
+        let heavy = |r: &QueueRow| self.is_heavy(r);
         // A job we run, or whose result we still have to write, may show as 待機 for a
         // moment (a misplaced put-back, before its repair): it is not ours to start again.
         let held = self
@@ -1024,7 +1015,31 @@ impl Daemon {
         !held
             && (!heavy(row)
                 || !(self.running.values().any(|c| heavy(&c.row))
-                    || picked.iter().any(|p| heavy(p))))
+                    || picked.iter().any(|p| heavy(p))
+                    || self.slots.heavy_elsewhere()))
+    }
+
+    /// Whether `row` is a heavy job: by its command's config or its `heavy` flag.
+    pub(super) fn is_heavy(&self, row: &QueueRow) -> bool {
+        self.registry.is_heavy(&row.command) || row.flags.iter().any(|f| f == "heavy")
+    }
+
+    /// The claim plan on `poll` within the slots this spreadsheet may take now: the process's
+    /// slot pool learns how many rows it could claim, and the plan keeps as many as its fair
+    /// share leaves (the plan picks one row after another, so a shorter plan is a prefix of
+    /// a longer one).
+    pub(super) fn plan_claims(&self, poll: &Poll, elsewhere: &[RunningRef]) -> claim::PassPlan {
+        let mut plan = claim::plan_pass(
+            &poll.snapshot,
+            &self.policy,
+            &poll.watched,
+            elsewhere,
+            usize::MAX,
+            |row, picked| self.may_start(row, picked),
+        );
+        self.slots.want(plan.claims.len());
+        plan.claims.truncate(self.slots.available());
+        plan
     }
 
     /// Whether polling intake is on and some ▶ box is ticked, on a panel or on the index.

@@ -21,4 +21,5 @@ mod panels;
 mod people;
 mod probe;
 mod sheets_google;
+mod spreadsheets;
 mod support;

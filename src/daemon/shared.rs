@@ -1,0 +1,294 @@
+//! What the daemons of one process share when it serves several spreadsheets
+//! (`[[spreadsheets]]`, docs/design.md §6): the job slots, split fairly among the spreadsheets
+//! that have work to claim, and each service account's request budget, split with the other
+//! processes on that account as the heartbeats of every spreadsheet it serves show them.
+//!
+//! A process serving one spreadsheet has one member of each, and behaves as before: every
+//! free slot is its own, and its account's budget is split by its spreadsheet's heartbeats.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The job slots of one process (`slots` in the config), numbered `0..slots`.
+#[derive(Debug)]
+pub(crate) struct SlotPool {
+    state: Mutex<Pool>,
+}
+
+#[derive(Debug)]
+struct Pool {
+    free: Vec<u32>,
+    members: Vec<Member>,
+}
+
+/// One spreadsheet's part of the pool.
+#[derive(Debug, Default, Clone)]
+struct Member {
+    /// Slots it holds (claims running or unsettled).
+    held: usize,
+    /// Rows it could claim at its last poll, were slots free.
+    claimable: usize,
+    /// Heavy jobs it runs.
+    heavy: usize,
+}
+
+impl SlotPool {
+    /// A pool of `slots` shared by `members` spreadsheets: one handle each.
+    pub(crate) fn shared(slots: usize, members: usize) -> Vec<Slots> {
+        let pool = Arc::new(SlotPool {
+            state: Mutex::new(Pool {
+                free: (0..slots as u32).rev().collect(),
+                members: vec![Member::default(); members.max(1)],
+            }),
+        });
+        (0..members.max(1))
+            .map(|me| Slots {
+                pool: Arc::clone(&pool),
+                me,
+            })
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pool> {
+        // The pool's state stays consistent at every step, so a panic elsewhere while it was
+        // held leaves nothing to repair.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One spreadsheet's handle on its process's [`SlotPool`].
+#[derive(Debug, Clone)]
+pub(crate) struct Slots {
+    pool: Arc<SlotPool>,
+    me: usize,
+}
+
+impl Slots {
+    /// A pool of `slots` for a process that serves one spreadsheet.
+    pub(crate) fn alone(slots: usize) -> Slots {
+        SlotPool::shared(slots, 1).remove(0)
+    }
+
+    /// How many slots this spreadsheet may take now: the free ones, up to its fair share
+    /// ([`fair_shares`]) of the pool less what it holds.
+    pub(crate) fn available(&self) -> usize {
+        let pool = self.pool.lock();
+        let desired: Vec<usize> = pool.members.iter().map(|m| m.held + m.claimable).collect();
+        let total = pool.free.len() + pool.members.iter().map(|m| m.held).sum::<usize>();
+        let share = fair_shares(total, &desired)[self.me];
+        pool.free
+            .len()
+            .min(share.saturating_sub(pool.members[self.me].held))
+    }
+
+    /// Says how many rows this spreadsheet could claim now, were slots free.
+    pub(crate) fn want(&self, claimable: usize) {
+        self.pool.lock().members[self.me].claimable = claimable;
+    }
+
+    /// Takes a free slot, if any.
+    pub(crate) fn take(&self) -> Option<u32> {
+        let mut pool = self.pool.lock();
+        let slot = pool.free.pop()?;
+        pool.members[self.me].held += 1;
+        Some(slot)
+    }
+
+    /// Gives back a slot taken with [`Slots::take`].
+    pub(crate) fn give(&self, slot: u32) {
+        let mut pool = self.pool.lock();
+        pool.free.push(slot);
+        let m = &mut pool.members[self.me];
+        m.held = m.held.saturating_sub(1);
+    }
+
+    /// Notes that a heavy job started (`true`) or ended (`false`) here.
+    pub(crate) fn heavy(&self, started: bool) {
+        let mut pool = self.pool.lock();
+        let m = &mut pool.members[self.me];
+        if started {
+            m.heavy += 1;
+        } else {
+            m.heavy = m.heavy.saturating_sub(1);
+        }
+    }
+
+    /// Whether another spreadsheet of this process runs a heavy job (they run one at a time
+    /// per process).
+    pub(crate) fn heavy_elsewhere(&self) -> bool {
+        let pool = self.pool.lock();
+        pool.members
+            .iter()
+            .enumerate()
+            .any(|(i, m)| i != self.me && m.heavy > 0)
+    }
+}
+
+/// Max-min fair shares of `total` slots among members that want `desired[i]` each (what
+/// they hold plus what they could claim): each gets what it wants up to an equal part, and
+/// what one leaves goes to the others. A member that wants nothing gets nothing; the
+/// shares never add up to more than `total`.
+pub(crate) fn fair_shares(total: usize, desired: &[usize]) -> Vec<usize> {
+    let mut shares = vec![0; desired.len()];
+    let mut left = total;
+    loop {
+        let wanting: Vec<usize> = (0..desired.len())
+            .filter(|&i| shares[i] < desired[i])
+            .collect();
+        if wanting.is_empty() || left == 0 {
+            return shares;
+        }
+        let each = left / wanting.len();
+        if each == 0 {
+            // Fewer slots left than members wanting: one each to those with the least.
+            let mut by_share = wanting;
+            by_share.sort_by_key(|&i| (shares[i], i));
+            for i in by_share.into_iter().take(left) {
+                shares[i] += 1;
+            }
+            return shares;
+        }
+        for i in wanting {
+            let add = each.min(desired[i] - shares[i]);
+            shares[i] += add;
+            left -= add;
+        }
+    }
+}
+
+/// One service account's request budget as this process splits it: with every other live
+/// daemon on the account that any of its spreadsheets' heartbeats show (docs/design.md §6).
+#[derive(Debug)]
+pub(crate) struct AccountShare {
+    /// Per member spreadsheet: the other daemons on the account its last read showed.
+    seen: Mutex<Vec<BTreeSet<String>>>,
+}
+
+impl AccountShare {
+    /// The account's part of `members` spreadsheets served under it: one handle each.
+    pub(crate) fn shared(members: usize) -> Vec<Share> {
+        let account = Arc::new(AccountShare {
+            seen: Mutex::new(vec![BTreeSet::new(); members.max(1)]),
+        });
+        (0..members.max(1))
+            .map(|me| Share {
+                account: Arc::clone(&account),
+                me,
+            })
+            .collect()
+    }
+}
+
+/// One spreadsheet's handle on its account's [`AccountShare`].
+#[derive(Debug, Clone)]
+pub(crate) struct Share {
+    account: Arc<AccountShare>,
+    me: usize,
+}
+
+impl Share {
+    /// The share of a process serving one spreadsheet under its account.
+    pub(crate) fn alone() -> Share {
+        AccountShare::shared(1).remove(0)
+    }
+
+    /// Takes in the other live daemons on the account (worker ids) that this spreadsheet's
+    /// heartbeats show, and returns how many daemons share the account: this process and
+    /// every other one seen on any of its spreadsheets.
+    pub(crate) fn report(&self, others: impl IntoIterator<Item = String>) -> u32 {
+        let mut seen = self.account.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen[self.me] = others.into_iter().collect();
+        let all: BTreeSet<&String> = seen.iter().flatten().collect();
+        u32::try_from(all.len() + 1).unwrap_or(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_spreadsheet_gets_every_slot_only_while_no_other_has_work() {
+        assert_eq!(fair_shares(8, &[100, 0]), [8, 0]);
+        assert_eq!(
+            fair_shares(8, &[100, 1]),
+            [7, 1],
+            "a quiet one gets what it asks"
+        );
+        assert_eq!(fair_shares(8, &[100, 100]), [4, 4]);
+        assert_eq!(fair_shares(8, &[100, 100, 2]), [3, 3, 2]);
+        assert_eq!(
+            fair_shares(2, &[5, 5, 5]),
+            [1, 1, 0],
+            "never more than the pool"
+        );
+        assert_eq!(fair_shares(0, &[5]), [0]);
+        for (total, desired) in [(5, vec![9, 9, 9]), (7, vec![1, 2, 30, 0]), (3, vec![3])] {
+            let shares = fair_shares(total, &desired);
+            assert!(shares.iter().sum::<usize>() <= total, "{shares:?}");
+            assert!(shares.iter().zip(&desired).all(|(s, d)| s <= d));
+        }
+    }
+
+    #[test]
+    fn slots_a_busy_spreadsheet_holds_go_to_a_quiet_one_as_they_free() {
+        let [busy, quiet]: [Slots; 2] = SlotPool::shared(2, 2)
+            .try_into()
+            .unwrap_or_else(|_| panic!("two handles"));
+        busy.want(10);
+        assert_eq!(
+            busy.available(),
+            2,
+            "alone with work, it may take every slot"
+        );
+        let (a, b) = (busy.take(), busy.take());
+        assert!(a.is_some() && b.is_some());
+        quiet.want(1);
+        assert_eq!(quiet.available(), 0, "nothing free until a job ends");
+        busy.give(a.unwrap_or_default());
+        assert_eq!(
+            busy.available(),
+            0,
+            "the busy one is at its share while the quiet one waits"
+        );
+        assert_eq!(quiet.available(), 1, "the freed slot is the quiet one's");
+        assert!(quiet.take().is_some());
+        assert!(busy.take().is_none(), "the pool is empty");
+    }
+
+    #[test]
+    fn one_spreadsheet_alone_may_take_every_free_slot_it_can_use() {
+        let slots = Slots::alone(3);
+        slots.want(5);
+        assert_eq!(slots.available(), 3);
+        slots.want(1);
+        assert_eq!(slots.available(), 1, "no more than it could claim");
+    }
+
+    #[test]
+    fn heavy_jobs_of_one_spreadsheet_hold_back_the_others() {
+        let [a, b]: [Slots; 2] = SlotPool::shared(4, 2)
+            .try_into()
+            .unwrap_or_else(|_| panic!("two handles"));
+        a.heavy(true);
+        assert!(b.heavy_elsewhere());
+        assert!(!a.heavy_elsewhere(), "its own are counted by itself");
+        a.heavy(false);
+        assert!(!b.heavy_elsewhere());
+    }
+
+    #[test]
+    fn an_account_is_shared_with_every_daemon_any_of_its_spreadsheets_shows() {
+        let [s1, s2]: [Share; 2] = AccountShare::shared(2)
+            .try_into()
+            .unwrap_or_else(|_| panic!("two handles"));
+        assert_eq!(s1.report(["p2".to_string()]), 2);
+        assert_eq!(
+            s2.report(["p2".to_string(), "p3".to_string()]),
+            3,
+            "p2 counted once, though both spreadsheets show it"
+        );
+        assert_eq!(s1.report([]), 3, "s2 still shows p2 and p3");
+        assert_eq!(Share::alone().report([]), 1);
+    }
+}

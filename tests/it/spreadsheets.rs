@@ -1,0 +1,210 @@
+//! One daemon serving several spreadsheets (`[[spreadsheets]]`): one slot pool and one
+//! request budget per service account across them, checked against the emulator's quota,
+//! which refuses what Google would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use sheetq::config::Config;
+use sheetq::daemon::{Observers, RunReport, Spreadsheet};
+use sheetq::emulator::{Emulator, Quota, Seed};
+use sheetq::queue::{self, ColumnMap, QueueRow, State};
+use sheetq::sheets::stats::SheetsStats;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The queue of spreadsheet `id`, parsed by its header.
+fn queue_of(emu: &Emulator, id: &str) -> Vec<QueueRow> {
+    let values = emu
+        .values_in(id, "'_ジョブキュー'!A1:Z")
+        .unwrap_or_else(|e| panic!("cannot read the queue of {id}: {e:?}"));
+    let Some(header) = values.first() else {
+        return Vec::new();
+    };
+    let columns = ColumnMap::from_header(header, &Default::default())
+        .unwrap_or_else(|e| panic!("queue header of {id}: {e}"));
+    queue::parse_rows(&values[1..], 2, &columns, &Default::default(), TZ).rows
+}
+
+/// A config serving the spreadsheets `ids` (labelled s1, s2, …) as worker `worker`, as the
+/// emulator's service account, with `slots` slots and an account budget of `per_minute`.
+fn fleet_config(
+    emu: &Emulator,
+    dir: &std::path::Path,
+    worker: &str,
+    ids: &[&str],
+    slots: usize,
+    per_minute: u32,
+) -> Config {
+    let key = dir.join("key.json");
+    std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("key: {e}"));
+    let mut text = format!(
+        "api_base_url = {:?}\nworker_id = {worker:?}\nstate_dir = {:?}\ncredentials = {:?}\nslots = {slots}\npoll_interval = \"100ms\"\nheartbeat_interval = \"1s\"\ndead_after = \"30s\"\nrequests_per_minute = {per_minute}\n[commands.sleep]\nbuiltin = \"sleep\"\n",
+        emu.base_url(),
+        dir.join(worker).display().to_string(),
+        key.display().to_string(),
+    );
+    for (i, id) in ids.iter().enumerate() {
+        text.push_str(&format!(
+            "[[spreadsheets]]\nlabel = \"s{}\"\nspreadsheet_id = {id:?}\n",
+            i + 1
+        ));
+    }
+    Config::parse(&text, "test config", &Default::default())
+        .unwrap_or_else(|e| panic!("the test config does not parse: {e}\n{text}"))
+}
+
+/// Starts `sheetq run` for `config` in this process, as the binary does.
+async fn serve(
+    config: &Config,
+    shutdown: &CancellationToken,
+) -> tokio::task::JoinHandle<Result<RunReport, sheetq::daemon::DaemonError>> {
+    let configs = config.each_spreadsheet();
+    let clients = sheetq::setup::connect_each(&configs, false, Arc::new(SheetsStats::new()))
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect: {e:#}"));
+    let spreadsheets = clients
+        .into_iter()
+        .zip(configs)
+        .map(|(sheets, config)| Spreadsheet {
+            registry: sheetq::setup::registry(&config)
+                .unwrap_or_else(|e| panic!("commands: {e:#}")),
+            sheets,
+            config,
+        })
+        .collect();
+    tokio::spawn(sheetq::daemon::run_spreadsheets(
+        spreadsheets,
+        config.slots,
+        shutdown.clone(),
+        Observers::default(),
+    ))
+}
+
+/// Enqueues `n` two-second jobs on spreadsheet `id`, as another account (the tester's).
+async fn press(
+    emu: &Emulator,
+    config: &Config,
+    id: &str,
+    targets: &[&str],
+    n: usize,
+) -> Vec<String> {
+    let one = config.spreadsheet(id).unwrap_or_else(|e| panic!("{e}"));
+    let sheets = client_as(emu, &one, "tester").await;
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let target = targets[i % targets.len()];
+        ids.push(
+            enqueue(
+                sheets.as_ref(),
+                &one,
+                target,
+                "動作確認 (2秒)",
+                "sleep",
+                r#"{"seconds":1}"#,
+                "",
+            )
+            .await,
+        );
+    }
+    ids
+}
+
+async fn wait_all_done(emu: &Emulator, id: &str, jobs: &[String]) {
+    wait_for(
+        &format!("{} jobs of spreadsheet {id} to finish", jobs.len()),
+        WAIT,
+        || {
+            let rows = queue_of(emu, id);
+            jobs.iter()
+                .all(|j| {
+                    rows.iter()
+                        .any(|r| &r.job_id == j && r.state.is(State::Done))
+                })
+                .then_some(())
+        },
+        || describe_queue(&queue_of(emu, id)),
+    )
+    .await;
+}
+
+/// Checks, on the emulator's own log of `account`'s requests, that no stretch of time held
+/// more reads (or writes) than a budget of `per_minute` lets out: its burst of 10 plus the
+/// rate over that stretch, and a few more for requests that arrive closer together than
+/// they were sent. An upper bound: a slow machine only sends fewer.
+fn assert_within_budget(emu: &Emulator, account: &str, per_minute: u32) {
+    let requests = emu.requests();
+    for write in [false, true] {
+        let at: Vec<_> = requests
+            .iter()
+            .filter(|r| r.user == account && r.write == write)
+            .map(|r| r.at)
+            .collect();
+        for i in 0..at.len() {
+            for j in i..at.len() {
+                let secs = (at[j] - at[i]).num_milliseconds() as f64 / 1000.0;
+                let allowed = 10.0 + 3.0 + f64::from(per_minute) * secs / 60.0;
+                let sent = (j - i + 1) as f64;
+                assert!(
+                    sent <= allowed,
+                    "{account} sent {sent} {} in {secs:.1} s, more than one budget of {per_minute} a minute lets out ({allowed:.0}): the spreadsheets do not share the account's budget",
+                    if write { "writes" } else { "reads" }
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_daemon_serves_three_spreadsheets_within_one_accounts_quota() {
+    // 300 reads and 300 writes a minute per account; the daemon's budget is 250 of each,
+    // for all three spreadsheets together (each alone polls ten times a second).
+    let emu = start_with_quota(Quota::scaled(5)).await;
+    let ids = [
+        emu.spreadsheet_id().to_string(),
+        emu.add_spreadsheet(Seed::Demo),
+        emu.add_spreadsheet(Seed::Demo),
+    ];
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let config = fleet_config(&emu, dir.path(), "d1", &id_refs, 4, 250);
+    let shutdown = CancellationToken::new();
+    let daemon = serve(&config, &shutdown).await;
+    let mut jobs = Vec::new();
+    for id in &ids {
+        jobs.push(
+            press(
+                &emu,
+                &config,
+                id,
+                &["サーバーA", "サーバーB", "サーバーC"],
+                4,
+            )
+            .await,
+        );
+    }
+    for (id, j) in ids.iter().zip(&jobs) {
+        wait_all_done(&emu, id, j).await;
+    }
+    shutdown.cancel();
+    let report = daemon
+        .await
+        .unwrap_or_else(|e| panic!("the daemon panicked: {e}"))
+        .unwrap_or_else(|e| panic!("the daemon failed: {e}"));
+    assert_eq!(report.jobs_finished, 12, "{report:?}");
+    assert_no_quota_refusals(&emu);
+    assert_within_budget(&emu, &Emulator::account("sheetq-emulator"), 250);
+    for id in &ids {
+        let beats = emu
+            .values_in(id, "'_ワーカー'!A2:A")
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(
+            beats.iter().filter(|r| r == &&vec![json!("d1")]).count() == 1,
+            "spreadsheet {id} has one heartbeat row of the daemon: {beats:?}"
+        );
+    }
+}
