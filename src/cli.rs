@@ -182,9 +182,14 @@ impl ConfigArgs {
     /// Finds and reads the config, for a command that acts on one spreadsheet: the one
     /// `--spreadsheet` names, or the config's only one.
     pub fn load(&self) -> anyhow::Result<Config> {
-        let config = Config::load(&self.path()?)?;
+        let path = self.path()?;
+        let config = Config::load(&path)?;
+        let fix = |problem: String| crate::config::ConfigError {
+            source_name: path.display().to_string(),
+            problems: vec![problem],
+        };
         match (&self.spreadsheet, config.spreadsheets.len()) {
-            (Some(which), _) => config.spreadsheet(which).map_err(anyhow::Error::msg),
+            (Some(which), _) => Ok(config.spreadsheet(which).map_err(fix)?),
             (None, 0) => Ok(config),
             (None, 1) => Ok(config.each_spreadsheet().remove(0)),
             (None, n) => {
@@ -193,10 +198,11 @@ impl ConfigArgs {
                     .iter()
                     .map(|s| s.label.clone())
                     .collect();
-                anyhow::bail!(
+                Err(fix(format!(
                     "the config serves {n} spreadsheets ({}); name one with --spreadsheet LABEL_OR_ID",
                     labels.join(", ")
-                )
+                ))
+                .into())
             }
         }
     }
@@ -204,16 +210,20 @@ impl ConfigArgs {
     /// Finds and reads the config, for a command that acts on every spreadsheet it serves:
     /// each one's config ([`Config::each_spreadsheet`]), or only the one `--spreadsheet` names.
     pub fn load_each(&self) -> anyhow::Result<Vec<Config>> {
-        let config = Config::load(&self.path()?)?;
-        self.select(&config)
+        let path = self.path()?;
+        let config = Config::load(&path)?;
+        self.select(&config, &path)
     }
 
-    /// The spreadsheets of `config` this command acts on.
-    pub fn select(&self, config: &Config) -> anyhow::Result<Vec<Config>> {
+    /// The spreadsheets of `config` (read from `path`) this command acts on.
+    pub fn select(&self, config: &Config, path: &Path) -> anyhow::Result<Vec<Config>> {
         match &self.spreadsheet {
-            Some(which) => Ok(vec![config
-                .spreadsheet(which)
-                .map_err(anyhow::Error::msg)?]),
+            Some(which) => Ok(vec![config.spreadsheet(which).map_err(|problem| {
+                crate::config::ConfigError {
+                    source_name: path.display().to_string(),
+                    problems: vec![problem],
+                }
+            })?]),
             None => Ok(config.each_spreadsheet()),
         }
     }
@@ -359,7 +369,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let configs = args.config.load_each()?;
             let mut worst = ExitCode::SUCCESS;
             for config in configs.iter() {
-                if let Some(h) = heading(config, configs.len() > 1) {
+                if let Some(h) = heading(config, configs.len() > 1 && !args.json) {
                     println!("{h}");
                 }
                 let code = check(&args, config.clone()).await?;
@@ -432,7 +442,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config_path = args.config.path()?;
     let config = Config::load(&config_path)?;
-    let configs = args.config.select(&config)?;
+    let configs = args.config.select(&config, &config_path)?;
     let stats = Arc::new(SheetsStats::new());
     let serving = if config.spreadsheets.is_empty() {
         let registry = registry(&config)?;
@@ -757,6 +767,11 @@ async fn check(args: &CheckArgs, config: Config) -> anyhow::Result<ExitCode> {
         });
         if let Some(r) = &probes {
             out["probes"] = serde_json::to_value(r)?;
+        }
+        // With several spreadsheets, one line each, naming it.
+        if !config.label.is_empty() {
+            out["spreadsheet"] = serde_json::json!(config.label);
+            out["spreadsheet_id"] = serde_json::json!(config.spreadsheet_id);
         }
         println!("{out}");
     } else {

@@ -856,6 +856,128 @@ heavy   = true
         assert!(c.commands.contains_key("sleep") && c.commands.contains_key("report"));
     }
 
+    const FLEET: &str = r#"
+credentials = "/etc/sheetq/ops.json"
+state_dir   = "/var/lib/sheetq"
+intake      = "poll"
+
+[[functions]]
+label   = "再起動"
+command = "sleep"
+
+[[spreadsheets]]
+label          = "実行パネル"
+spreadsheet_id = "1Run"
+
+[[spreadsheets]]
+spreadsheet_id = "1Approve"
+credentials    = "/etc/sheetq/approvals.json"
+intake         = "none"
+
+[[spreadsheets.functions]]
+label   = "承認"
+command = "echo"
+"#;
+
+    #[test]
+    fn each_listed_spreadsheet_takes_the_top_level_for_what_it_does_not_set() {
+        let c = parse(FLEET).unwrap_or_else(|e| panic!("{e}"));
+        let each = c.each_spreadsheet();
+        assert_eq!(each.len(), 2);
+        let (run, approve) = (&each[0], &each[1]);
+        assert_eq!(run.label, "実行パネル");
+        assert_eq!(run.spreadsheet_id, "1Run");
+        assert_eq!(
+            run.credentials.as_deref(),
+            Some(Path::new("/etc/sheetq/ops.json"))
+        );
+        assert_eq!(run.intake, Intake::Poll);
+        assert_eq!(run.catalog.functions[0].label, "再起動");
+        assert_eq!(
+            run.state_dir,
+            Path::new("/var/lib/sheetq/1Run"),
+            "an outbox each"
+        );
+        assert_eq!(approve.label, "1Approve", "no label: its id names it");
+        assert_eq!(
+            approve.credentials.as_deref(),
+            Some(Path::new("/etc/sheetq/approvals.json"))
+        );
+        assert_eq!(approve.intake, Intake::None);
+        assert_eq!(approve.catalog.functions.len(), 1);
+        assert_eq!(approve.catalog.functions[0].label, "承認");
+        assert!(each.iter().all(|c| c.spreadsheets.is_empty()));
+        assert_eq!(
+            c.spreadsheet("1Approve").map(|c| c.label),
+            Ok("1Approve".into())
+        );
+        assert_eq!(
+            c.spreadsheet("実行パネル").map(|c| c.spreadsheet_id),
+            Ok("1Run".into())
+        );
+        let unknown = c.spreadsheet("nope").err().unwrap_or_default();
+        assert!(
+            unknown.contains("実行パネル (1Run)") && unknown.contains("1Approve"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn a_config_of_one_spreadsheet_is_its_own_only_spreadsheet() {
+        let c = parse("spreadsheet_id = \"1AbC\"\n").unwrap_or_else(|e| panic!("{e}"));
+        let each = c.each_spreadsheet();
+        assert_eq!(each.len(), 1);
+        assert_eq!(each[0].spreadsheet_id, "1AbC");
+        assert_eq!(
+            each[0].state_dir, c.state_dir,
+            "the outbox stays where it was"
+        );
+        assert_eq!(each[0].label, "");
+        assert!(c.spreadsheet("1AbC").is_ok());
+    }
+
+    #[test]
+    fn a_spreadsheet_list_that_cannot_be_served_names_each_problem() {
+        let problems = |text: &str| parse(text).err().map(|e| e.problems).unwrap_or_default();
+        let both = problems("spreadsheet_id = \"1A\"\n[[spreadsheets]]\nspreadsheet_id = \"1B\"\n");
+        assert!(
+            both.iter()
+                .any(|p| p.contains("move it into a [[spreadsheets]] entry")),
+            "{both:?}"
+        );
+        let missing = problems("[[spreadsheets]]\nlabel = \"a\"\n");
+        assert!(
+            missing
+                .iter()
+                .any(|p| p.contains("entry 1 has no spreadsheet_id")),
+            "{missing:?}"
+        );
+        let twice = problems("[[spreadsheets]]\nspreadsheet_id = \"1A\"\n[[spreadsheets]]\nspreadsheet_id = \"1A\"\n");
+        assert!(
+            twice
+                .iter()
+                .any(|p| p.contains("lists spreadsheet 1A again")),
+            "{twice:?}"
+        );
+        let label = problems("[[spreadsheets]]\nspreadsheet_id = \"1A\"\nlabel = \"x\"\n[[spreadsheets]]\nspreadsheet_id = \"1B\"\nlabel = \"x\"\n");
+        assert!(
+            label
+                .iter()
+                .any(|p| p.contains("label \"x\" is used twice")),
+            "{label:?}"
+        );
+        let typo = problems("[[spreadsheets]]\nspreadsheet_id = \"1A\"\nslots = 3\n");
+        assert!(
+            typo.iter().any(|p| p.contains("slots")),
+            "a process-wide key in an entry is refused: {typo:?}"
+        );
+        let intake = problems("[[spreadsheets]]\nspreadsheet_id = \"1A\"\nintake = \"push\"\n");
+        assert!(
+            intake.iter().any(|p| p.contains("intake = \"push\"")),
+            "{intake:?}"
+        );
+    }
+
     #[test]
     fn defaults_fill_what_is_missing() {
         let c = parse("spreadsheet_id = \"x\"\napi_base_url = \"http://127.0.0.1:1\"").unwrap();

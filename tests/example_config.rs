@@ -203,3 +203,35 @@ fn the_workload_identity_overlay_and_the_pod_monitoring_fit_the_base_deployment(
     }
     assert!(monitoring.contains("- port: metrics") && monitoring.contains("path: /metrics"));
 }
+
+#[test]
+fn the_examples_spreadsheet_list_loads_once_uncommented() {
+    let mut text = String::new();
+    let mut in_list = false;
+    for line in EXAMPLE.lines() {
+        if line.starts_with("spreadsheet_id =") {
+            continue;
+        }
+        if line.starts_with("# [[spreadsheets]]") {
+            in_list = true;
+        }
+        if in_list && !line.starts_with('#') {
+            in_list = false;
+        }
+        match line.strip_prefix("# ").filter(|_| in_list) {
+            Some(uncommented) => text.push_str(uncommented),
+            None => text.push_str(line),
+        }
+        text.push('\n');
+    }
+    let c = Config::parse(
+        &text,
+        "sheetq.example.toml, list uncommented",
+        &BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let each = c.each_spreadsheet();
+    assert_eq!(each.len(), 2, "{text}");
+    assert_eq!(each[1].label, "承認ボタン");
+    assert_eq!(each[1].intake, sheetq::config::Intake::Poll);
+}

@@ -743,3 +743,98 @@ fn man_pages_come_one_per_subcommand_and_completions_for_each_shell() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_config_of_two_spreadsheets_is_acted_on_each_or_by_spreadsheet() {
+    let emu = support::start_emulator().await;
+    let second = emu.add_spreadsheet(sheetq::emulator::Seed::Demo);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("key.json");
+    std::fs::write(&key, emu.credentials_json()).expect("write key");
+    let config = dir.path().join("sheetq.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "credentials = {:?}\napi_base_url = {:?}\nstate_dir = {:?}\n[commands.sleep]\nbuiltin = \"sleep\"\n[[spreadsheets]]\nlabel = \"east\"\nspreadsheet_id = {:?}\n[[spreadsheets]]\nlabel = \"west\"\nspreadsheet_id = {:?}\n",
+            key.display().to_string(),
+            emu.base_url(),
+            dir.path().join("state").display().to_string(),
+            emu.spreadsheet_id(),
+            second,
+        ),
+    )
+    .expect("write config");
+    let run = |args: &[&str]| {
+        let config = config.clone();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        tokio::task::spawn_blocking(move || {
+            sheetq()
+                .args(&args)
+                .arg("--config")
+                .arg(&config)
+                .output()
+                .expect("run sheetq")
+        })
+    };
+    let job = [
+        "enqueue",
+        "--target",
+        "サーバーA",
+        "--function",
+        "動作確認 (2秒)",
+        "--command",
+        "sleep",
+    ];
+    let out = run(&job).await.expect("join");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "enqueue must ask which spreadsheet, as for a bad argument"
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("serves 2 spreadsheets (east, west)") && said.contains("--spreadsheet"),
+        "{said}"
+    );
+    let out = run(&[&job[..], &["--spreadsheet", "west"]].concat())
+        .await
+        .expect("join");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let west = emu
+        .values_in(&second, "'_ジョブキュー'!A2:A")
+        .expect("west's queue");
+    assert_eq!(west.len(), 1, "the job went to west");
+    assert!(
+        emu.values("'_ジョブキュー'!A2:A")
+            .expect("east's queue")
+            .is_empty(),
+        "and not to east"
+    );
+    let out = run(&["status"]).await.expect("join");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let (east_at, west_at) = (
+        shown.find(&format!("== east ({})", emu.spreadsheet_id())),
+        shown.find(&format!("== west ({second})")),
+    );
+    assert!(
+        east_at.is_some() && west_at.is_some(),
+        "status speaks of each under its heading:\n{shown}"
+    );
+    let out = run(&["status", "--json"]).await.expect("join");
+    let list: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("status --json prints JSON");
+    assert_eq!(list[1]["spreadsheet"], "west", "{list}");
+    assert_eq!(list[1]["status"]["counts"][0], json!(["待機", 1]), "{list}");
+    let out = run(&["status", "--spreadsheet", "nowhere"])
+        .await
+        .expect("join");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("names none of the config's spreadsheets"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -137,17 +137,29 @@ async fn wait_all_done(emu: &Emulator, id: &str, jobs: &[String]) {
 /// rate over that stretch, and a few more for requests that arrive closer together than
 /// they were sent. An upper bound: a slow machine only sends fewer.
 fn assert_within_budget(emu: &Emulator, account: &str, per_minute: u32) {
+    let epoch = chrono::DateTime::<chrono::Utc>::MIN_UTC;
+    assert_within_budget_since(emu, account, per_minute, 10, epoch);
+}
+
+/// [`assert_within_budget`] for the requests from `since` on, with bursts of `burst`.
+fn assert_within_budget_since(
+    emu: &Emulator,
+    account: &str,
+    per_minute: u32,
+    burst: u32,
+    since: chrono::DateTime<chrono::Utc>,
+) {
     let requests = emu.requests();
     for write in [false, true] {
         let at: Vec<_> = requests
             .iter()
-            .filter(|r| r.user == account && r.write == write)
+            .filter(|r| r.user == account && r.write == write && r.at >= since)
             .map(|r| r.at)
             .collect();
         for i in 0..at.len() {
             for j in i..at.len() {
                 let secs = (at[j] - at[i]).num_milliseconds() as f64 / 1000.0;
-                let allowed = 10.0 + 3.0 + f64::from(per_minute) * secs / 60.0;
+                let allowed = f64::from(burst) + 3.0 + f64::from(per_minute) * secs / 60.0;
                 let sent = (j - i + 1) as f64;
                 assert!(
                     sent <= allowed,
@@ -207,4 +219,55 @@ async fn one_daemon_serves_three_spreadsheets_within_one_accounts_quota() {
             "spreadsheet {id} has one heartbeat row of the daemon: {beats:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn two_daemons_serving_overlapping_spreadsheets_split_their_accounts_budget() {
+    // p1 serves s1 and s2, p2 serves s2 and s3, both as one service account with a budget
+    // of 250 a minute each: they see each other on s2, so each takes half, and the account
+    // as a whole stays within one budget.
+    let emu = start_with_quota(Quota::scaled(5)).await;
+    let ids = [
+        emu.spreadsheet_id().to_string(),
+        emu.add_spreadsheet(Seed::Demo),
+        emu.add_spreadsheet(Seed::Demo),
+    ];
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let p1 = fleet_config(&emu, dir.path(), "p1", &[&ids[0], &ids[1]], 2, 250);
+    let p2 = fleet_config(&emu, dir.path(), "p2", &[&ids[1], &ids[2]], 2, 250);
+    let shutdown = CancellationToken::new();
+    let d1 = serve(&p1, &shutdown).await;
+    let d2 = serve(&p2, &shutdown).await;
+    // Both heartbeats on the shared spreadsheet: from then on each knows of the other.
+    let both_seen = wait_for(
+        "both daemons' heartbeats on the shared spreadsheet",
+        WAIT,
+        || {
+            let beats = emu.values_in(&ids[1], "'_ワーカー'!A2:A").ok()?;
+            let has = |w: &str| beats.iter().any(|r| r == &vec![json!(w)]);
+            (has("p1") && has("p2")).then(chrono::Utc::now)
+        },
+        String::new,
+    )
+    .await;
+    let mut jobs = Vec::new();
+    for (id, config) in [(&ids[0], &p1), (&ids[1], &p1), (&ids[2], &p2)] {
+        jobs.push(press(&emu, config, id, &["サーバーA", "サーバーB"], 3).await);
+    }
+    for (id, j) in ids.iter().zip(&jobs) {
+        wait_all_done(&emu, id, j).await;
+    }
+    // Ten seconds more of polling, all of it shared.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    shutdown.cancel();
+    for d in [d1, d2] {
+        d.await
+            .unwrap_or_else(|e| panic!("a daemon panicked: {e}"))
+            .unwrap_or_else(|e| panic!("a daemon failed: {e}"));
+    }
+    assert_no_quota_refusals(&emu);
+    // A second after both were seen, every stretch of their requests fits one budget (plus
+    // the second burst: each daemon's bucket may have been full when the split came).
+    let since = both_seen + chrono::Duration::seconds(1);
+    assert_within_budget_since(&emu, &Emulator::account("sheetq-emulator"), 250, 20, since);
 }
