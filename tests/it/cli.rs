@@ -102,6 +102,19 @@ fn demo_shows_a_serialised_same_target_pair_and_overlapping_different_targets() 
     );
 }
 
+/// Runs `sheetq ARGS --config CONFIG` off the async runtime.
+fn with_config(config: &Path, args: Vec<String>) -> tokio::task::JoinHandle<std::process::Output> {
+    let config = config.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        sheetq()
+            .args(&args)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .expect("run sheetq")
+    })
+}
+
 fn write_config(dir: &Path, emu: &sheetq::emulator::Emulator, extra: &str) -> std::path::PathBuf {
     let key = dir.join("key.json");
     std::fs::write(&key, emu.credentials_json()).expect("write key");
@@ -532,17 +545,7 @@ async fn enqueue_warns_of_a_target_without_a_panel_and_check_and_status_speak_js
     let emu = support::start_emulator().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), &emu, "");
-    let run = |args: Vec<String>| {
-        let config = config.clone();
-        tokio::task::spawn_blocking(move || {
-            sheetq()
-                .args(&args)
-                .arg("--config")
-                .arg(&config)
-                .output()
-                .expect("run sheetq")
-        })
-    };
+    let run = |args: Vec<String>| with_config(&config, args);
     let out = run([
         "enqueue",
         "--target",
@@ -764,18 +767,7 @@ async fn a_config_of_two_spreadsheets_is_acted_on_each_or_by_spreadsheet() {
         ),
     )
     .expect("write config");
-    let run = |args: &[&str]| {
-        let config = config.clone();
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        tokio::task::spawn_blocking(move || {
-            sheetq()
-                .args(&args)
-                .arg("--config")
-                .arg(&config)
-                .output()
-                .expect("run sheetq")
-        })
-    };
+    let run = |args: &[&str]| with_config(&config, args.iter().map(|a| a.to_string()).collect());
     let job = [
         "enqueue",
         "--target",
