@@ -524,6 +524,12 @@ struct Served {
     fences: Vec<(i32, tokio::time::Instant)>,
     /// When to look next for fences that no daemon tracks (left by a stopped daemon).
     fence_sweep_at: tokio::time::Instant,
+    /// The budget's total wait when last sampled, and when ([`Daemon::watch_budget`]).
+    budget_sample: Option<(tokio::time::Instant, StdDuration)>,
+    /// Whether the account's budget held the polls back over the last sampled minute.
+    budget_bound: bool,
+    /// When that was last said in the log.
+    budget_bound_said: Option<tokio::time::Instant>,
 }
 
 /// What one spreadsheet's daemon shares with the others its process serves: the job slots,
@@ -653,6 +659,9 @@ impl Daemon {
                 lease_kept_until: None,
                 unsure: Vec::new(),
                 fences: Vec::new(),
+                budget_sample: None,
+                budget_bound: false,
+                budget_bound_said: None,
             },
         };
         daemon.discover_panels().await?;
@@ -854,6 +863,7 @@ impl Daemon {
         self.settle_unsettled(&poll);
         self.expire_holds(&poll);
         self.share_budget(&poll);
+        self.watch_budget();
         // The waiting/running texts of the panels ride on a write sent anyway: the write-back
         // when it has results or a heartbeat to send, else the claim commit, else they wait
         // (recomputed) for the next pass that writes. They never cost a write of their own.
@@ -917,13 +927,58 @@ impl Daemon {
             .iter()
             .filter(|r| r.state.is(queue::State::Waiting))
             .count();
+        let bound = if self.served.budget_bound {
+            "slowed by the account's request budget; "
+        } else {
+            ""
+        };
+        let label = match self.config.label.as_str() {
+            "" => String::new(),
+            l => format!("{l}: "),
+        };
         self.tell_status(&format!(
-            "polling: {}/{} slots busy, {waiting} waiting, {} result(s) to write",
+            "{label}{bound}polling: {}/{} slots busy, {waiting} waiting, {} result(s) to write",
             self.running.len(),
             self.config.slots,
             self.outbox.len()
         ));
         Ok(())
+    }
+
+    /// Notices when the account's request budget holds the polls back: its calls (those of
+    /// every spreadsheet sharing it) waited a tenth of the last minute or more. Then polls
+    /// come further apart than `poll_interval`, evenly, instead of meeting 429s; the log says
+    /// so (at most every ten minutes), the status line while it lasts, and
+    /// `sheetq_throttled_wait_seconds_total` counts the waits.
+    fn watch_budget(&mut self) {
+        const EVERY: StdDuration = StdDuration::from_secs(60);
+        let now = tokio::time::Instant::now();
+        let waited = self.sheets.budget_waited();
+        let Some((at, before)) = self.served.budget_sample else {
+            self.served.budget_sample = Some((now, waited));
+            return;
+        };
+        let span = now.duration_since(at);
+        if span < EVERY {
+            return;
+        }
+        let bound = waited.saturating_sub(before) >= span / 10;
+        let said_lately = self
+            .served
+            .budget_bound_said
+            .is_some_and(|t| t.elapsed() < 10 * EVERY);
+        if bound && !said_lately {
+            warn!(
+                waited_s = waited.saturating_sub(before).as_secs(),
+                over_s = span.as_secs(),
+                requests_per_minute = self.config.requests_per_minute,
+                sharing = self.served.sharing,
+                "polls are slowed by the account's request budget: what its spreadsheets want is more than its share of Google's quota. Presses wait longer; raise poll_interval, or give some spreadsheets a key of another service account"
+            );
+            self.served.budget_bound_said = Some(now);
+        }
+        self.served.budget_bound = bound;
+        self.served.budget_sample = Some((now, waited));
     }
 
     /// The heartbeat on its own: a `spreadsheets.batchUpdate` whose reply lists every sheet,

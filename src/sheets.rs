@@ -484,6 +484,12 @@ pub trait Sheets: Send + Sync {
     /// Narrows the client-side budgets to this process's share of the account's: `reads` and
     /// `writes` per minute. No effect where there is no budget.
     fn set_budget_share(&self, _reads: u32, _writes: u32) {}
+
+    /// How long calls have waited for the client-side budget so far, in all (of every client
+    /// that shares it); zero where there is none.
+    fn budget_waited(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }
 
 pub mod auth;

@@ -54,6 +54,8 @@ struct Inner {
     rate: std::sync::RwLock<Rate>,
     clock: TokioClock,
     per: Duration,
+    /// Time calls have waited for this budget, in all (nanoseconds).
+    waited: std::sync::atomic::AtomicU64,
 }
 
 impl Inner {
@@ -156,6 +158,7 @@ impl Budget {
                     slowed_until: None,
                 }),
                 clock,
+                waited: std::sync::atomic::AtomicU64::new(0),
                 per,
             })),
         }
@@ -238,7 +241,14 @@ impl Budget {
         let mut on_wait = Some(on_wait);
         loop {
             match inner.limiter().check() {
-                Ok(()) => return inner.clock.now().saturating_sub(start),
+                Ok(()) => {
+                    let waited = inner.clock.now().saturating_sub(start);
+                    let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+                    inner
+                        .waited
+                        .fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
+                    return waited;
+                }
                 Err(not_until) => {
                     let wait = not_until.wait_time_from(inner.clock.now());
                     if let Some(f) = on_wait.take() {
@@ -250,6 +260,13 @@ impl Budget {
                 }
             }
         }
+    }
+
+    /// How long calls have waited for this budget, in all (clones count together).
+    pub fn waited(&self) -> Duration {
+        self.inner.as_ref().map_or(Duration::ZERO, |i| {
+            Duration::from_nanos(i.waited.load(std::sync::atomic::Ordering::Relaxed))
+        })
     }
 
     /// Takes one request from the budget if there is room now, without waiting.
@@ -292,6 +309,11 @@ impl Budgets {
             read: budget.clone(),
             write: budget,
         }
+    }
+
+    /// How long calls have waited for these budgets, in all.
+    pub fn waited(&self) -> Duration {
+        self.read.waited() + self.write.waited()
     }
 
     /// The budget a call draws from.

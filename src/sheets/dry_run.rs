@@ -255,6 +255,10 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         self.inner.clock_skew()
     }
 
+    fn budget_waited(&self) -> std::time::Duration {
+        self.inner.budget_waited()
+    }
+
     fn set_budget_share(&self, reads: u32, writes: u32) {
         self.inner.set_budget_share(reads, writes)
     }

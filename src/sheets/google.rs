@@ -420,6 +420,10 @@ impl Sheets for GoogleSheets {
         self.stats.clock_skew()
     }
 
+    fn budget_waited(&self) -> std::time::Duration {
+        self.budget.waited()
+    }
+
     fn set_budget_share(&self, reads: u32, writes: u32) {
         self.budget.read.set_rate(reads);
         self.budget.write.set_rate(writes);

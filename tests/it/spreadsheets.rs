@@ -271,3 +271,71 @@ async fn two_daemons_serving_overlapping_spreadsheets_split_their_accounts_budge
     let since = both_seen + chrono::Duration::seconds(1);
     assert_within_budget_since(&emu, &Emulator::account("sheetq-emulator"), 250, 20, since);
 }
+
+/// The real binary serving three spreadsheets on a budget too small for their polls: the
+/// polls slow down to fit it (Google refuses nothing) and the daemon says so. The sample
+/// takes a minute, so `.ci/run` runs this beside the other long tests.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "takes over a minute; .ci/run runs it with --ignored"]
+async fn a_budget_too_small_for_three_spreadsheets_slows_their_polls_and_says_so() {
+    use std::io::BufRead as _;
+    use std::os::unix::process::CommandExt as _;
+
+    let emu = start_emulator().await;
+    let ids = [
+        emu.spreadsheet_id().to_string(),
+        emu.add_spreadsheet(Seed::Demo),
+        emu.add_spreadsheet(Seed::Demo),
+    ];
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    // Three spreadsheets polled every 100 ms want 1800 reads a minute; the budget is 30.
+    let config = fleet_config(&emu, dir.path(), "slow", &id_refs, 2, 30);
+    let path = dir.path().join("sheetq.toml");
+    let mut text = format!(
+        "api_base_url = {:?}\nworker_id = \"slow\"\nstate_dir = {:?}\ncredentials = {:?}\npoll_interval = \"100ms\"\nrequests_per_minute = 30\n[commands.sleep]\nbuiltin = \"sleep\"\n",
+        emu.base_url(),
+        dir.path().join("state").display().to_string(),
+        config.credentials.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+    );
+    for (i, id) in ids.iter().enumerate() {
+        text.push_str(&format!(
+            "[[spreadsheets]]\nlabel = \"s{i}\"\nspreadsheet_id = {id:?}\n"
+        ));
+    }
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("write config: {e}"));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
+        .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+        .env("SHEETQ_LOG", "sheetq=info")
+        .args(["run", "--config"])
+        .arg(&path)
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start sheetq run: {e}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let said = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("polls are slowed by the account's request budget"))
+    });
+    let said = tokio::time::timeout(Duration::from_secs(150), said).await;
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = child.wait();
+    let line = said
+        .unwrap_or_else(|_| panic!("the daemon never said its polls were slowed by the budget"))
+        .unwrap_or_else(|e| panic!("reading the log: {e}"))
+        .unwrap_or_else(|| panic!("the daemon's log ended without saying so"));
+    assert!(line.contains("requests_per_minute=30"), "{line}");
+    assert_no_quota_refusals(&emu);
+    let polls = emu.count("spreadsheets.values.batchGetByDataFilter");
+    assert!(
+        polls < 3 * 600,
+        "{polls} polls: the budget, not poll_interval, set their pace"
+    );
+}
