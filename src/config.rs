@@ -39,6 +39,7 @@ struct RawConfig {
     worker_id: Option<String>,
     slots: Option<i64>,
     poll_interval: Option<String>,
+    idle_poll_interval: Option<String>,
     stale_after: Option<String>,
     dead_after: Option<String>,
     heartbeat_interval: Option<String>,
@@ -116,6 +117,11 @@ pub struct Config {
     pub worker_id_is_set: bool,
     pub slots: usize,
     pub poll_interval: Duration,
+    /// The longest a spreadsheet with nothing waiting or running goes between polls: after
+    /// a while without work its polls space out, up to this, and come every `poll_interval`
+    /// again once a poll sees work. `poll_interval` (no spacing) for a config of one
+    /// spreadsheet unless set; 30 s (within `heartbeat_interval`) for `[[spreadsheets]]`.
+    pub idle_poll_interval: Duration,
     pub stale_after: Duration,
     pub dead_after: Duration,
     pub heartbeat_interval: Duration,
@@ -170,6 +176,7 @@ const ENV_KEYS: &[(&str, bool)] = &[
     ("worker_id", false),
     ("slots", true),
     ("poll_interval", false),
+    ("idle_poll_interval", false),
     ("stale_after", false),
     ("dead_after", false),
     ("heartbeat_interval", false),
@@ -354,6 +361,8 @@ impl Config {
             duration(problems, key, value, Duration::from_secs(default_secs))
         };
         let poll_interval = duration("poll_interval", raw.poll_interval, 2);
+        let idle_set = raw.idle_poll_interval.is_some();
+        let idle_poll_interval = duration("idle_poll_interval", raw.idle_poll_interval, 30);
         let stale_after = duration("stale_after", raw.stale_after, 15 * 60);
         let dead_after = duration("dead_after", raw.dead_after, 2 * 60);
         let heartbeat_interval = duration("heartbeat_interval", raw.heartbeat_interval, 30);
@@ -409,6 +418,25 @@ impl Config {
         };
         problems.extend(catalog.problems());
         let spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);
+        let idle_poll_interval = match (idle_set, spreadsheets.is_empty()) {
+            (true, _) => {
+                if idle_poll_interval < poll_interval {
+                    problems.push(format!(
+                        "idle_poll_interval ({}) must be at least poll_interval ({})",
+                        humantime::format_duration(idle_poll_interval),
+                        humantime::format_duration(poll_interval)
+                    ));
+                }
+                if idle_poll_interval > heartbeat_interval {
+                    problems.push(format!("idle_poll_interval ({}) must be at most heartbeat_interval ({}): a heartbeat goes out with a poll", humantime::format_duration(idle_poll_interval), humantime::format_duration(heartbeat_interval)));
+                }
+                idle_poll_interval
+            }
+            (false, true) => poll_interval,
+            (false, false) => idle_poll_interval
+                .min(heartbeat_interval)
+                .max(poll_interval),
+        };
         Some(Self {
             spreadsheet_id,
             // An empty value (`SHEETQ_CREDENTIALS=`) means unset, as it does for Google's
@@ -419,6 +447,7 @@ impl Config {
             worker_id_is_set,
             slots,
             poll_interval,
+            idle_poll_interval,
             stale_after,
             dead_after,
             heartbeat_interval,

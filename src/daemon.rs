@@ -530,6 +530,9 @@ struct Served {
     budget_bound: bool,
     /// When that was last said in the log.
     budget_bound_said: Option<tokio::time::Instant>,
+    /// When a poll last showed work here (rows waiting or ticked, jobs of ours running,
+    /// results or follow-ups to write): quiet spreadsheets are polled less often.
+    busy_at: tokio::time::Instant,
 }
 
 /// What one spreadsheet's daemon shares with the others its process serves: the job slots,
@@ -583,6 +586,14 @@ async fn next_reload(reloads: &mut Option<Reloads>) -> Arc<Reload> {
     }
     *reloads = None;
     std::future::pending().await
+}
+
+/// How long to wait between polls of a spreadsheet that has been `quiet_for` without work:
+/// `poll_interval` while it has work and for a while after, then a tenth of the quiet time,
+/// up to `longest` (`idle_poll_interval`). A poll that sees work brings it back to
+/// `poll_interval` at once.
+fn pace(quiet_for: StdDuration, poll_interval: StdDuration, longest: StdDuration) -> StdDuration {
+    (quiet_for / 10).clamp(poll_interval, longest.max(poll_interval))
 }
 
 /// How many of the results that landed in the last minute a heartbeat lists as done.
@@ -662,6 +673,7 @@ impl Daemon {
                 budget_sample: None,
                 budget_bound: false,
                 budget_bound_said: None,
+                busy_at: tokio::time::Instant::now(),
             },
         };
         daemon.discover_panels().await?;
@@ -799,6 +811,7 @@ impl Daemon {
             catalog: new.catalog.clone(),
             intake: new.intake,
             poll_interval: new.poll_interval,
+            idle_poll_interval: new.idle_poll_interval,
             heartbeat_interval: new.heartbeat_interval,
             stale_after: new.stale_after,
             dead_after: new.dead_after,
@@ -927,6 +940,9 @@ impl Daemon {
             .iter()
             .filter(|r| r.state.is(queue::State::Waiting))
             .count();
+        if waiting > 0 || self.has_ticks(&poll) || self.has_work() {
+            self.served.busy_at = tokio::time::Instant::now();
+        }
         let bound = if self.served.budget_bound {
             "slowed by the account's request budget; "
         } else {
@@ -1030,15 +1046,29 @@ impl Daemon {
         if first {
             return now;
         }
-        let interval = u64::try_from(self.config.poll_interval.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
+        let pace = pace(
+            self.served.busy_at.elapsed(),
+            self.config.poll_interval,
+            self.config.idle_poll_interval,
+        );
+        let interval = u64::try_from(pace.as_millis()).unwrap_or(u64::MAX).max(1);
         let n = u64::from(self.served.sharing.max(1));
         let period = interval.saturating_mul(n);
         let phase = interval.saturating_mul(u64::from(self.served.rank) % n);
         let wall = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
         let into = (wall + period - phase % period) % period;
         now + StdDuration::from_millis(period - into)
+    }
+
+    /// Whether this daemon has work of its own on the spreadsheet: jobs running or waiting
+    /// for their commit's outcome, results or follow-ups to write, a lease kept.
+    fn has_work(&self) -> bool {
+        !self.running.is_empty()
+            || !self.unsettled.is_empty()
+            || !self.outbox.is_empty()
+            || !self.served.pending_through.is_empty()
+            || !self.served.unsure.is_empty()
+            || self.served.lease_kept_until.is_some()
     }
 
     /// The jobs that other live daemons list (each keeps its target busy unless settled), the
@@ -1489,4 +1519,32 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Layout, Dae
         last_col,
         columns,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quiet_spreadsheet_is_polled_less_often_up_to_idle_poll_interval() {
+        let s = StdDuration::from_secs;
+        let (poll, idle) = (s(2), s(30));
+        assert_eq!(pace(s(0), poll, idle), poll, "work just seen");
+        assert_eq!(
+            pace(s(20), poll, idle),
+            poll,
+            "still quiet only for a while"
+        );
+        assert_eq!(pace(s(60), poll, idle), s(6), "a tenth of the quiet time");
+        assert_eq!(
+            pace(s(3600), poll, idle),
+            idle,
+            "never longer than idle_poll_interval"
+        );
+        assert_eq!(
+            pace(s(3600), poll, poll),
+            poll,
+            "idle_poll_interval = poll_interval: as before"
+        );
+    }
 }

@@ -32,6 +32,7 @@ fn the_example_shows_every_setting() {
         "worker_id",
         "slots",
         "poll_interval",
+        "idle_poll_interval",
         "stale_after",
         "dead_after",
         "heartbeat_interval",
@@ -62,6 +63,7 @@ fn the_example_states_the_real_defaults() {
     assert_eq!(c.api_base_url, d.api_base_url);
     assert_eq!(c.slots, d.slots);
     assert_eq!(c.poll_interval, d.poll_interval);
+    assert_eq!(c.idle_poll_interval, d.idle_poll_interval);
     assert_eq!(c.stale_after, d.stale_after);
     assert_eq!(c.dead_after, d.dead_after);
     assert_eq!(c.heartbeat_interval, d.heartbeat_interval);
@@ -234,4 +236,15 @@ fn the_examples_spreadsheet_list_loads_once_uncommented() {
     assert_eq!(each.len(), 2, "{text}");
     assert_eq!(each[1].label, "承認ボタン");
     assert_eq!(each[1].intake, sheetq::config::Intake::Poll);
+    // The example sets idle_poll_interval as one spreadsheet's default; a list spaces out.
+    let listed = Config::parse(
+        &text.replace("idle_poll_interval = \"2s\"\n", ""),
+        "the list without idle_poll_interval",
+        &BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        listed.idle_poll_interval,
+        std::time::Duration::from_secs(30)
+    );
 }

@@ -105,6 +105,10 @@ pub struct RequestRecord {
     /// API method id, e.g. `spreadsheets.values.batchGet`, `spreadsheets.batchUpdate`,
     /// `spreadsheets.values.append`, `spreadsheets.get`, `oauth2.token`.
     pub method: String,
+    /// The spreadsheet the request was about (empty for `spreadsheets.create`, a token, or
+    /// an edit in the web view).
+    #[serde(default)]
+    pub spreadsheet: String,
     /// The A1 ranges the request named (path range, `ranges` parameters, `data[].range`,
     /// `responseRanges`); the scopes asked for, for `oauth2.token`.
     pub ranges: Vec<String>,

@@ -146,6 +146,27 @@ enum Call {
 }
 
 impl Call {
+    /// The spreadsheet the call is about (none for `spreadsheets.create`).
+    fn spreadsheet_id(&self) -> &str {
+        match self {
+            Call::Create => "",
+            Call::Get(id)
+            | Call::BatchUpdate(id)
+            | Call::ValuesGet(id, _)
+            | Call::ValuesUpdate(id, _)
+            | Call::ValuesAppend(id, _)
+            | Call::ValuesClear(id, _)
+            | Call::ValuesBatchGet(id)
+            | Call::ValuesBatchUpdate(id)
+            | Call::ValuesBatchClear(id)
+            | Call::ValuesBatchGetByDataFilter(id)
+            | Call::ValuesBatchUpdateByDataFilter(id)
+            | Call::ValuesBatchClearByDataFilter(id)
+            | Call::MetadataGet(id, _)
+            | Call::MetadataSearch(id) => id,
+        }
+    }
+
     fn method_id(&self) -> &'static str {
         match self {
             Call::Create => "spreadsheets.create",
@@ -520,6 +541,7 @@ fn dropped_response() -> Response {
 struct Pending<'a> {
     shared: &'a Shared,
     method: String,
+    spreadsheet: String,
     ranges: Vec<String>,
     bytes_in: usize,
     user: String,
@@ -562,6 +584,7 @@ impl Pending<'_> {
     fn log(self, status: u16, bytes_out: usize) {
         self.shared.control().record(RequestRecord {
             method: self.method,
+            spreadsheet: self.spreadsheet,
             ranges: self.ranges,
             user: self.user,
             write: self.write,
@@ -588,6 +611,7 @@ async fn api_call(
         let pending = Pending {
             shared: &sh,
             method: format!("unknown {method} {}", uri.path()),
+            spreadsheet: String::new(),
             ranges: Vec::new(),
             bytes_in: body.len(),
             user: String::new(),
@@ -599,6 +623,7 @@ async fn api_call(
     let mut pending = Pending {
         shared: &sh,
         method: call.method_id().to_string(),
+        spreadsheet: call.spreadsheet_id().to_string(),
         ranges: ranges_of(&call, &q, &body),
         bytes_in: body.len(),
         user: String::new(),
@@ -706,6 +731,7 @@ async fn token(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
     let mut pending = Pending {
         shared: &sh,
         method: "oauth2.token".into(),
+        spreadsheet: String::new(),
         ranges: Vec::new(),
         bytes_in: body.len(),
         user: String::new(),

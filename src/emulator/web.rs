@@ -342,6 +342,7 @@ fn person_edit(
     }
     sh.control().record(RequestRecord {
         method: PERSON_EDIT.into(),
+        spreadsheet: sh.home_id(),
         ranges,
         user: PERSON.into(),
         write: true,
@@ -440,6 +441,7 @@ mod tests {
     fn rates_count_each_accounts_reads_and_writes_of_the_last_minute() {
         let now = chrono::Utc::now();
         let rec = |user: &str, method: &str, write: bool, secs_ago: i64| RequestRecord {
+            spreadsheet: String::new(),
             method: method.into(),
             ranges: vec![],
             user: user.into(),

@@ -339,3 +339,61 @@ async fn a_budget_too_small_for_three_spreadsheets_slows_their_polls_and_says_so
         "{polls} polls: the budget, not poll_interval, set their pace"
     );
 }
+
+#[tokio::test]
+async fn a_quiet_spreadsheet_is_polled_at_most_every_idle_poll_interval_and_still_runs_a_press() {
+    let emu = start_with_quota(Quota::scaled(20)).await;
+    let busy = emu.spreadsheet_id().to_string();
+    let quiet = emu.add_spreadsheet(Seed::Demo);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let base = fleet_config(&emu, dir.path(), "d1", &[&busy, &quiet], 4, 1000);
+    let config = Config {
+        idle_poll_interval: Duration::from_secs(1),
+        ..base
+    };
+    let shutdown = CancellationToken::new();
+    let daemon = serve(&config, &shutdown).await;
+    // Polls space out to a tenth of the quiet time: after ten seconds, once a second.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let from = chrono::Utc::now();
+    let jobs = press(
+        &emu,
+        &config,
+        &busy,
+        &["サーバーA", "サーバーB", "サーバーC"],
+        6,
+    )
+    .await;
+    wait_all_done(&emu, &busy, &jobs).await;
+    let to = chrono::Utc::now();
+    let polls_of = |id: &str| {
+        emu.requests()
+            .iter()
+            .filter(|r| {
+                r.spreadsheet == id
+                    && r.method == "spreadsheets.values.batchGetByDataFilter"
+                    && r.at >= from
+                    && r.at <= to
+            })
+            .count()
+    };
+    let secs = (to - from).num_milliseconds() as f64 / 1000.0;
+    let quiet_polls = polls_of(&quiet);
+    assert!(
+        quiet_polls as f64 <= secs + 2.0,
+        "the quiet spreadsheet was polled {quiet_polls} times in {secs:.1} s, more than once a second"
+    );
+    assert!(
+        polls_of(&busy) > quiet_polls,
+        "the busy one is polled more than the quiet one"
+    );
+    // A press on the quiet one is seen at its next poll and runs.
+    let late = press(&emu, &config, &quiet, &["サーバーA"], 1).await;
+    wait_all_done(&emu, &quiet, &late).await;
+    shutdown.cancel();
+    daemon
+        .await
+        .unwrap_or_else(|e| panic!("the daemon panicked: {e}"))
+        .unwrap_or_else(|e| panic!("the daemon failed: {e}"));
+    assert_no_quota_refusals(&emu);
+}
