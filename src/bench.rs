@@ -38,6 +38,8 @@ use crate::sheets::auth::Credentials;
 use crate::sheets::stats::SheetsStats;
 use crate::{a1, admin};
 
+pub mod fleet;
+
 /// Whose service account the daemons use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Accounts {
@@ -125,6 +127,17 @@ pub struct BenchArgs {
     /// Give up when a part has not finished after this many seconds.
     #[arg(long, default_value_t = 900)]
     pub deadline_secs: u64,
+    /// Instead of the parts above: one daemon serving many spreadsheets (`--spreadsheets`),
+    /// under one service account and then two; per-account peak minute, tick → 実行中 on a
+    /// busy and on quiet spreadsheets, jobs a minute, the daemon's RSS.
+    #[arg(long)]
+    pub fleet: bool,
+    /// Spreadsheets of the fleet run.
+    #[arg(long, default_value_t = 10)]
+    pub spreadsheets: usize,
+    /// How long the fleet run's presses go on (over a minute, for the peak minute).
+    #[arg(long, default_value = "150s", value_parser = humantime::parse_duration)]
+    pub fleet_for: Duration,
 }
 
 impl Default for BenchArgs {
@@ -146,6 +159,9 @@ impl Default for BenchArgs {
             press_every: d.press_every,
             press_rest: d.press_rest,
             deadline_secs: d.deadline_secs,
+            fleet: false,
+            spreadsheets: 10,
+            fleet_for: Duration::from_secs(150),
         }
     }
 }
@@ -427,6 +443,19 @@ const PRESS_LOOK: Duration = Duration::from_millis(2);
 
 /// Runs the benchmark, writing progress and the tables to `out`.
 pub async fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<BenchReport> {
+    if args.fleet {
+        let params = fleet::FleetParams::new(
+            args.spreadsheets.max(2),
+            args.fleet_for,
+            args.slots,
+            std::env::current_exe().context("cannot find the sheetq binary to run")?,
+        );
+        let runs = fleet::measure(&params, out).await?;
+        return Ok(BenchReport {
+            markdown: fleet::table(&runs),
+            ..BenchReport::default()
+        });
+    }
     measure(args.params(), out).await
 }
 

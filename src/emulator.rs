@@ -530,13 +530,28 @@ impl Emulator {
     /// Writes rows at a range of the handle's spreadsheet, as `values.update` with `RAW`
     /// (`user_entered = false`) or `USER_ENTERED`.
     pub fn set_values(&self, range: &str, rows: Json, user_entered: bool) -> Result<(), ApiError> {
+        let id = self.spreadsheet_id.clone();
+        self.set_values_in(&id, range, rows, user_entered)
+    }
+
+    /// Like [`Emulator::set_values`], in the spreadsheet `id` (a person's edit there).
+    pub fn set_values_in(
+        &self,
+        id: &str,
+        range: &str,
+        rows: Json,
+        user_entered: bool,
+    ) -> Result<(), ApiError> {
         let input = if user_entered {
             values::Input::UserEntered
         } else {
             values::Input::Raw
         };
         let body = serde_json::json!({ "values": rows });
-        self.with_spreadsheet(|ss| api::update(ss, range, &body, input, None).map(|_| ()))?
+        self.with_store(|store| {
+            let ss = store.get_mut(id)?;
+            api::update(ss, range, &body, input, None).map(|_| ())
+        })
     }
 
     /// Replaces the rows of sheet `title` from 1-based row `first` to the end with `rows`,

@@ -125,3 +125,41 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         assert!(text.contains(heading), "{heading:?} missing from:\n{text}");
     }
 }
+
+/// The fleet run on three spreadsheets under two accounts, briefly: every press starts,
+/// each account stays within Google's 60 a minute, the quota refuses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_fleet_run_keeps_each_account_within_its_quota() {
+    let params = bench::fleet::FleetParams {
+        accounts: vec![2],
+        quiet_every: Duration::from_secs(8),
+        ..bench::fleet::FleetParams::new(
+            3,
+            Duration::from_secs(20),
+            4,
+            env!("CARGO_BIN_EXE_sheetq").into(),
+        )
+    };
+    let mut out = Vec::new();
+    let runs = bench::fleet::measure(&params, &mut out)
+        .await
+        .unwrap_or_else(|e| panic!("the fleet run failed: {e:#}"));
+    let [run] = &runs[..] else {
+        panic!("one run asked, {} made", runs.len());
+    };
+    assert_eq!(run.refused, 0, "{run:?}");
+    assert_eq!(run.peaks.len(), 2, "two accounts made requests: {run:?}");
+    for (account, reads, writes) in &run.peaks {
+        assert!(
+            *reads <= 60 && *writes <= 60,
+            "{account}: {reads} reads and {writes} writes in its peak minute"
+        );
+    }
+    assert!(!run.busy.is_empty() && !run.quiet.is_empty(), "{run:?}");
+    assert!(
+        run.jobs >= run.busy.len() + run.quiet.len(),
+        "every press started a job that finished: {run:?}"
+    );
+    let table = bench::fleet::table(&runs);
+    assert!(table.contains("| 3 × 2 |"), "{table}");
+}
