@@ -38,7 +38,12 @@ use crate::sheets::auth::Credentials;
 use crate::sheets::stats::SheetsStats;
 use crate::{a1, admin};
 
+mod figures;
 pub mod fleet;
+mod process;
+
+use figures::{mib, rss_of, secs, vm_hwm};
+pub use figures::{peak_per_minute, percentile};
 
 /// Whose service account the daemons use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -717,20 +722,7 @@ impl Alone {
         std::fs::write(&config, text)
             .with_context(|| format!("cannot write {}", config.display()))?;
         let log = dir.join("daemon.log");
-        let stderr = std::fs::File::create(&log)
-            .with_context(|| format!("cannot create {}", log.display()))?;
-        let child = tokio::process::Command::new(exe)
-            .arg("run")
-            .arg("--config")
-            .arg(&config)
-            .env("SHEETQ_LOG", "warn")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(stderr)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start {}", exe.display()))?;
-        let pid = child.id().context("the daemon process has no pid")?;
+        let (child, pid) = process::spawn_daemon(exe, &config, &log)?;
         Ok(Alone {
             child,
             pid,
@@ -852,26 +844,6 @@ fn finished_count(emu: &Emulator, columns: &ColumnMap, jobs: usize) -> usize {
         .iter()
         .filter(|r| is_final(&r.first().map(queue::cell_text).unwrap_or_default()))
         .count()
-}
-
-/// A process's peak resident set size (`VmHWM`) in KiB; 0 where unknown.
-fn rss_of(pid: u32) -> u64 {
-    vm_hwm(&format!("/proc/{pid}/status"))
-}
-
-/// `VmHWM` in KiB from a `/proc/*/status` file; 0 where unknown.
-fn vm_hwm(status: &str) -> u64 {
-    std::fs::read_to_string(status)
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
 }
 
 fn observers(config: &Config) -> Observers {
@@ -1056,20 +1028,6 @@ async fn saturate(
 
 fn account_email(name: &str) -> String {
     format!("{name}@sheetq-emulator.iam.gserviceaccount.com")
-}
-
-/// The most times in any window of 60 s (`times` in log order, which is time order).
-pub fn peak_per_minute(times: &[DateTime<Utc>]) -> usize {
-    let window = chrono::Duration::seconds(60);
-    let mut best = 0;
-    let mut start = 0;
-    for (end, t) in times.iter().enumerate() {
-        while *t - times[start] >= window {
-            start += 1;
-        }
-        best = best.max(end + 1 - start);
-    }
-    best
 }
 
 /// Ticks the first function of the demo panels in turn, `presses` times, and watches the
@@ -1404,21 +1362,6 @@ fn per(n: usize, jobs: usize) -> f64 {
     n as f64 / jobs.max(1) as f64
 }
 
-/// The nearest-rank percentile `p` (0–100) of `values`.
-pub fn percentile(values: &[Duration], p: f64) -> Duration {
-    if values.is_empty() {
-        return Duration::ZERO;
-    }
-    let mut v = values.to_vec();
-    v.sort_unstable();
-    let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
-    v[rank.min(v.len()) - 1]
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.2} s", d.as_secs_f64())
-}
-
 fn micros(d: Duration, n: usize) -> String {
     let us = d.as_secs_f64() * 1e6 / n.max(1) as f64;
     if us >= 10_000.0 {
@@ -1436,10 +1379,6 @@ fn kib(n: f64) -> String {
     } else {
         format!("{n:.0} B")
     }
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.0} MiB", kib as f64 / 1024.0)
 }
 
 /// The report as Markdown: the command, the set-up, the main table, where the requests

@@ -418,25 +418,13 @@ impl Config {
         };
         problems.extend(catalog.problems());
         let spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);
-        let idle_poll_interval = match (idle_set, spreadsheets.is_empty()) {
-            (true, _) => {
-                if idle_poll_interval < poll_interval {
-                    problems.push(format!(
-                        "idle_poll_interval ({}) must be at least poll_interval ({})",
-                        humantime::format_duration(idle_poll_interval),
-                        humantime::format_duration(poll_interval)
-                    ));
-                }
-                if idle_poll_interval > heartbeat_interval {
-                    problems.push(format!("idle_poll_interval ({}) must be at most heartbeat_interval ({}): a heartbeat goes out with a poll", humantime::format_duration(idle_poll_interval), humantime::format_duration(heartbeat_interval)));
-                }
-                idle_poll_interval
-            }
-            (false, true) => poll_interval,
-            (false, false) => idle_poll_interval
-                .min(heartbeat_interval)
-                .max(poll_interval),
-        };
+        let idle_poll_interval = idle_poll_interval_of(
+            problems,
+            idle_set.then_some(idle_poll_interval),
+            poll_interval,
+            heartbeat_interval,
+            !spreadsheets.is_empty(),
+        );
         Some(Self {
             spreadsheet_id,
             // An empty value (`SHEETQ_CREDENTIALS=`) means unset, as it does for Google's
@@ -517,6 +505,42 @@ impl Config {
             "--spreadsheet {which:?} names none of the config's spreadsheets: {}",
             known.join(", ")
         ))
+    }
+}
+
+/// `idle_poll_interval`: as `set` (at least `poll_interval`, at most `heartbeat_interval`,
+/// as a heartbeat goes out with a poll), else `poll_interval` for one spreadsheet (polls
+/// never space out) and 30 s within those bounds for a list of spreadsheets.
+fn idle_poll_interval_of(
+    problems: &mut Vec<String>,
+    set: Option<Duration>,
+    poll_interval: Duration,
+    heartbeat_interval: Duration,
+    listed: bool,
+) -> Duration {
+    let shown = humantime::format_duration;
+    match set {
+        Some(idle) => {
+            if idle < poll_interval {
+                problems.push(format!(
+                    "idle_poll_interval ({}) must be at least poll_interval ({})",
+                    shown(idle),
+                    shown(poll_interval)
+                ));
+            }
+            if idle > heartbeat_interval {
+                problems.push(format!(
+                    "idle_poll_interval ({}) must be at most heartbeat_interval ({}): a heartbeat goes out with a poll",
+                    shown(idle),
+                    shown(heartbeat_interval)
+                ));
+            }
+            idle
+        }
+        None if listed => Duration::from_secs(30)
+            .min(heartbeat_interval)
+            .max(poll_interval),
+        None => poll_interval,
     }
 }
 
@@ -949,6 +973,25 @@ command = "echo"
             unknown.contains("実行パネル (1Run)") && unknown.contains("1Approve"),
             "{unknown}"
         );
+    }
+
+    #[test]
+    fn idle_poll_interval_must_lie_between_poll_interval_and_heartbeat_interval() {
+        let problems = |text: &str| parse(text).err().map(|e| e.problems).unwrap_or_default();
+        let short = problems("spreadsheet_id = \"1A\"\nidle_poll_interval = \"1s\"\n");
+        assert!(
+            short.iter().any(|p| p.contains("at least poll_interval")),
+            "{short:?}"
+        );
+        let long = problems("spreadsheet_id = \"1A\"\nidle_poll_interval = \"5m\"\n");
+        assert!(
+            long.iter()
+                .any(|p| p.contains("at most heartbeat_interval")),
+            "{long:?}"
+        );
+        let c = parse("spreadsheet_id = \"1A\"\nidle_poll_interval = \"20s\"\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.idle_poll_interval, Duration::from_secs(20));
     }
 
     #[test]

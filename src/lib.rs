@@ -19,7 +19,8 @@
 //! - [`archive`]: the archive sheet `_ジョブ履歴`: which finished rows are past the retention,
 //!   the atomic batch that moves them out of the queue, and the check of where they landed.
 //! - [`bench`]: `sheetq bench`: saturation, press latency and idle-poll cost measured on the
-//!   embedded spreadsheet under Google's quota, printed as a Markdown table.
+//!   embedded spreadsheet under Google's quota, printed as a Markdown table; `fleet`, one
+//!   daemon serving many spreadsheets (`--fleet`); `figures` and `process`, what both share.
 //! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
 //!   row, its id from the claim token, and the pure decisions of where a result may go.
 //! - [`check`]: `sheetq check`: a deployment's problems with their fixes (credentials,
@@ -34,7 +35,9 @@
 //! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
 //!   (what one read covers), `claim_pass` (acquire, decide, commit, settle), `writeback`
 //!   (place, write, verify, repair; restart recovery, continuation), `archive`, `panel`
-//!   (panel jobs and hiding idle panels). Its state is split by owner: `Daemon` holds what
+//!   (panel jobs and hiding idle panels), `shared` (what the daemons of one process serving
+//!   several spreadsheets share: the slot pool and each account's budget split;
+//!   [`daemon::run_spreadsheets`]). Its state is split by owner: `Daemon` holds what
 //!   the process owns (slots, runner, outbox, observers), `Served` what it keeps of the
 //!   spreadsheet, and each pass's read (`Poll`) and decisions (`Commit`, `Settled`) live
 //!   for that pass. The decisions are free functions (`claim::plan_pass`,

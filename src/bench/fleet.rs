@@ -17,7 +17,8 @@ use serde_json::json;
 use crate::emulator::{Emulator, EmulatorOptions, Seed};
 use crate::queue::{self, ColumnMap, StateWords};
 
-use super::{mib, peak_per_minute, percentile, rss_of, secs};
+use super::figures::{mib, peak_per_minute, percentile, rss_of, secs};
+use super::process::spawn_daemon;
 
 /// What a fleet run is asked to do.
 #[derive(Debug, Clone)]
@@ -107,194 +108,254 @@ pub async fn measure(p: &FleetParams, out: &mut impl Write) -> anyhow::Result<Ve
     Ok(runs)
 }
 
+/// One run: the emulator with its spreadsheets, the daemon process serving them, and the
+/// presses made on them.
+struct Run {
+    emu: Emulator,
+    ids: Vec<String>,
+    columns: ColumnMap,
+    child: tokio::process::Child,
+    pid: u32,
+    log: PathBuf,
+    rss_kib: u64,
+    pending: Vec<Pending>,
+    _dir: tempfile::TempDir,
+}
+
 async fn one(p: &FleetParams, accounts: usize) -> anyhow::Result<FleetRun> {
-    let emu = Emulator::start(EmulatorOptions::default())
-        .await
-        .context("cannot start the embedded spreadsheet")?;
-    let mut ids = vec![emu.spreadsheet_id().to_string()];
-    ids.extend((1..p.spreadsheets).map(|_| emu.add_spreadsheet(Seed::Demo)));
-    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let config = write_config(&emu, dir.path(), &ids, accounts, p.slots)?;
-    let log = dir.path().join("daemon.log");
-    let stderr =
-        std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
-    let mut child = tokio::process::Command::new(&p.exe)
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .env("SHEETQ_LOG", "warn")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("cannot start {}", p.exe.display()))?;
-    let pid = child.id().context("the daemon process has no pid")?;
-    // Started once every spreadsheet shows its heartbeat.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ids.iter().all(|id| has_heartbeat(&emu, id)) {
-        if let Some(status) = child.try_wait()? {
-            let said = std::fs::read_to_string(&log).unwrap_or_default();
-            bail!("the fleet daemon stopped ({status}): {said}");
-        }
-        if Instant::now() > deadline {
-            bail!("the fleet daemon did not start on every spreadsheet within 120 s");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    emu.clear_requests();
-    let columns = queue_columns(&emu, &ids[0])?;
-    let started = Instant::now();
-    let mut run = FleetRun {
-        spreadsheets: ids.len(),
+    let mut run = Run::start(p, accounts).await?;
+    let mut figures = FleetRun {
+        spreadsheets: run.ids.len(),
         accounts,
         ..FleetRun::default()
     };
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut next_busy = started;
-    // Quiet spreadsheets take turns, spread over `quiet_every`.
-    let quiet: Vec<usize> = (2..ids.len()).collect();
-    let quiet_gap = p.quiet_every / u32::try_from(quiet.len().max(1)).unwrap_or(1);
-    let mut next_quiet = started + quiet_gap;
-    let mut quiet_turn = 0;
-    let mut burst_done = false;
-    let mut rss = 0;
-    while started.elapsed() < p.run_for || !pending.is_empty() {
-        rss = rss.max(rss_of(pid));
-        let now = Instant::now();
-        let pressing = started.elapsed() < p.run_for;
-        let mut ticks: Vec<(usize, &'static str)> = Vec::new();
-        if pressing && now >= next_busy {
-            next_busy = now + BUSY_EVERY;
-            let k = (started.elapsed().as_secs() / BUSY_EVERY.as_secs().max(1)) as usize;
-            ticks.push((0, PANELS[k % PANELS.len()]));
-        }
-        if pressing && !burst_done && started.elapsed() >= p.run_for / 2 {
-            burst_done = true;
-            ticks.extend(PANELS.iter().map(|panel| (1, *panel)));
-        }
-        if pressing && now >= next_quiet && !quiet.is_empty() {
-            next_quiet = now + quiet_gap;
-            ticks.push((quiet[quiet_turn % quiet.len()], PANELS[0]));
-            quiet_turn += 1;
-        }
-        for (s, panel) in ticks {
-            if pending
-                .iter()
-                .any(|q| q.spreadsheet == s && q.panel == panel)
-            {
-                continue;
+    run.press(p, &mut figures).await?;
+    run.settle().await;
+    run.stop(figures).await
+}
+
+impl Run {
+    /// The emulator with `p.spreadsheets` demo spreadsheets, and the daemon serving them,
+    /// once every spreadsheet shows its heartbeat; the request log starts empty then.
+    async fn start(p: &FleetParams, accounts: usize) -> anyhow::Result<Run> {
+        let emu = Emulator::start(EmulatorOptions::default())
+            .await
+            .context("cannot start the embedded spreadsheet")?;
+        let mut ids = vec![emu.spreadsheet_id().to_string()];
+        ids.extend((1..p.spreadsheets).map(|_| emu.add_spreadsheet(Seed::Demo)));
+        let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+        let config = write_config(&emu, dir.path(), &ids, accounts, p.slots)?;
+        let log = dir.path().join("daemon.log");
+        let (child, pid) = spawn_daemon(&p.exe, &config, &log)?;
+        let columns = queue_columns(&emu, &ids[0])?;
+        let mut run = Run {
+            emu,
+            ids,
+            columns,
+            child,
+            pid,
+            log,
+            rss_kib: 0,
+            pending: Vec::new(),
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !run.ids.iter().all(|id| has_heartbeat(&run.emu, id)) {
+            run.check_alive()?;
+            if Instant::now() > deadline {
+                bail!("the fleet daemon did not start on every spreadsheet within 120 s");
             }
-            // A panel whose last job is still on would be refused by the duplicate guard.
-            let rows = queue_rows(&emu, &ids[s], &columns);
-            if rows.iter().any(|r| r.target == panel && !is_finished(r)) {
-                continue;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        run.emu.clear_requests();
+        Ok(run)
+    }
+
+    /// Fails with the daemon's log if it stopped.
+    fn check_alive(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            let said = std::fs::read_to_string(&self.log).unwrap_or_default();
+            bail!("the fleet daemon stopped ({status}): {said}");
+        }
+        Ok(())
+    }
+
+    /// Ticks for `p.run_for` (the busy spreadsheet every [`BUSY_EVERY`], a burst of three
+    /// on the second half-way, the quiet ones in turn), then waits for every tick's job to
+    /// start; each tick → 実行中 goes into `figures`.
+    async fn press(&mut self, p: &FleetParams, figures: &mut FleetRun) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let mut next_busy = started;
+        // Quiet spreadsheets take turns, spread over `quiet_every`.
+        let quiet: Vec<usize> = (2..self.ids.len()).collect();
+        let quiet_gap = p.quiet_every / u32::try_from(quiet.len().max(1)).unwrap_or(1);
+        let mut next_quiet = started + quiet_gap;
+        let mut quiet_turn = 0;
+        let mut burst_done = false;
+        while started.elapsed() < p.run_for || !self.pending.is_empty() {
+            self.rss_kib = self.rss_kib.max(rss_of(self.pid));
+            let now = Instant::now();
+            let mut ticks: Vec<(usize, &'static str)> = Vec::new();
+            if started.elapsed() < p.run_for {
+                if now >= next_busy {
+                    next_busy = now + BUSY_EVERY;
+                    let k = (started.elapsed().as_secs() / BUSY_EVERY.as_secs().max(1)) as usize;
+                    ticks.push((0, PANELS[k % PANELS.len()]));
+                }
+                if !burst_done && started.elapsed() >= p.run_for / 2 {
+                    burst_done = true;
+                    ticks.extend(PANELS.iter().map(|panel| (1, *panel)));
+                }
+                if now >= next_quiet && !quiet.is_empty() {
+                    next_quiet = now + quiet_gap;
+                    ticks.push((quiet[quiet_turn % quiet.len()], PANELS[0]));
+                    quiet_turn += 1;
+                }
             }
-            let known = rows.len();
-            emu.set_values_in(
-                &ids[s],
+            for (s, panel) in ticks {
+                self.tick(s, panel)?;
+            }
+            self.take_started(figures);
+            if started.elapsed() > p.run_for + Duration::from_secs(120) {
+                bail!(
+                    "presses did not start within 120 s of the run's end: {}",
+                    self.stuck()
+                );
+            }
+            self.check_alive()?;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Ticks `panel` of spreadsheet `s`, unless its last press is still on (the duplicate
+    /// guard would refuse it).
+    fn tick(&mut self, s: usize, panel: &'static str) -> anyhow::Result<()> {
+        if self
+            .pending
+            .iter()
+            .any(|q| q.spreadsheet == s && q.panel == panel)
+        {
+            return Ok(());
+        }
+        let rows = queue_rows(&self.emu, &self.ids[s], &self.columns);
+        if rows.iter().any(|r| r.target == panel && !is_finished(r)) {
+            return Ok(());
+        }
+        self.emu
+            .set_values_in(
+                &self.ids[s],
                 &crate::a1::range(panel, &format!("A{ROW}")),
                 json!([[true]]),
                 false,
             )
             .map_err(|e| anyhow::anyhow!("cannot tick {panel}!A{ROW}: {e:?}"))?;
-            pending.push(Pending {
-                spreadsheet: s,
-                panel,
-                at: Instant::now(),
-                known,
-            });
-        }
-        pending.retain(|q| {
-            let rows = queue_rows(&emu, &ids[q.spreadsheet], &columns);
-            let started_job = rows.iter().skip(q.known).any(|r| {
+        self.pending.push(Pending {
+            spreadsheet: s,
+            panel,
+            at: Instant::now(),
+            known: rows.len(),
+        });
+        Ok(())
+    }
+
+    /// Takes the ticks whose job started out of the pending ones, with how long it took.
+    fn take_started(&mut self, figures: &mut FleetRun) {
+        let (emu, ids, columns) = (&self.emu, &self.ids, &self.columns);
+        self.pending.retain(|q| {
+            let rows = queue_rows(emu, &ids[q.spreadsheet], columns);
+            let started = rows.iter().skip(q.known).any(|r| {
                 r.target == q.panel && (r.state.is(queue::State::Running) || is_finished(r))
             });
-            if started_job {
-                let took = q.at.elapsed();
+            if started {
                 // The burst's spreadsheet (1) is busy while it lasts.
                 match q.spreadsheet {
-                    0 | 1 => run.busy.push(took),
-                    _ => run.quiet.push(took),
+                    0 | 1 => figures.busy.push(q.at.elapsed()),
+                    _ => figures.quiet.push(q.at.elapsed()),
                 }
             }
-            !started_job
+            !started
         });
-        if started.elapsed() > p.run_for + Duration::from_secs(120) {
-            let stuck: Vec<String> = pending
-                .iter()
-                .map(|q| {
-                    let rows = queue_rows(&emu, &ids[q.spreadsheet], &columns);
-                    let states: Vec<String> = rows
-                        .iter()
-                        .filter(|r| r.target == q.panel)
-                        .map(|r| format!("{:?}", r.state))
-                        .collect();
-                    format!(
-                        "ss{:02} {} ({})",
-                        q.spreadsheet + 1,
-                        q.panel,
-                        states.join(", ")
-                    )
-                })
-                .collect();
-            bail!(
-                "presses did not start within 120 s of the run's end: {}",
-                stuck.join("; ")
-            );
+    }
+
+    /// The pending ticks and what their panels' rows show.
+    fn stuck(&self) -> String {
+        let stuck: Vec<String> = self
+            .pending
+            .iter()
+            .map(|q| {
+                let rows = queue_rows(&self.emu, &self.ids[q.spreadsheet], &self.columns);
+                let states: Vec<String> = rows
+                    .iter()
+                    .filter(|r| r.target == q.panel)
+                    .map(|r| format!("{:?}", r.state))
+                    .collect();
+                format!(
+                    "ss{:02} {} ({})",
+                    q.spreadsheet + 1,
+                    q.panel,
+                    states.join(", ")
+                )
+            })
+            .collect();
+        stuck.join("; ")
+    }
+
+    /// Waits (up to a minute) for the last jobs to finish and land.
+    async fn settle(&mut self) {
+        let settle = Instant::now();
+        while settle.elapsed() < Duration::from_secs(60)
+            && self.ids.iter().any(|id| {
+                queue_rows(&self.emu, id, &self.columns)
+                    .iter()
+                    .any(|r| !is_finished(r))
+            })
+        {
+            self.rss_kib = self.rss_kib.max(rss_of(self.pid));
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        if let Some(status) = child.try_wait()? {
-            let said = std::fs::read_to_string(&log).unwrap_or_default();
-            bail!("the fleet daemon stopped ({status}): {said}");
+    }
+
+    /// Stops the daemon and completes `figures` from the store and the request log.
+    async fn stop(mut self, mut figures: FleetRun) -> anyhow::Result<FleetRun> {
+        figures.elapsed = self.emu.requests().first().map_or(Duration::ZERO, |r| {
+            (chrono::Utc::now() - r.at).to_std().unwrap_or_default()
+        });
+        figures.rss_kib = self.rss_kib.max(rss_of(self.pid));
+        self.child
+            .kill()
+            .await
+            .context("cannot stop the fleet daemon")?;
+        figures.jobs = (self.ids.iter())
+            .map(|id| {
+                let rows = queue_rows(&self.emu, id, &self.columns);
+                rows.iter().filter(|r| is_finished(r)).count()
+            })
+            .sum();
+        let log = self.emu.requests();
+        let mut users: Vec<&str> = (log.iter())
+            .filter(|r| !r.user.is_empty() && r.method != "oauth2.token")
+            .map(|r| r.user.as_str())
+            .collect();
+        users.sort_unstable();
+        users.dedup();
+        for user in users {
+            let peak = |write: bool| {
+                let times: Vec<_> = (log.iter())
+                    .filter(|r| r.user == user && r.write == write && r.status != 429)
+                    .map(|r| r.at)
+                    .collect();
+                peak_per_minute(&times)
+            };
+            figures
+                .peaks
+                .push((user.to_string(), peak(false), peak(true)));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        figures.refused = (self.emu.quota_refused().values())
+            .map(|r| r.read + r.write)
+            .sum();
+        Ok(figures)
     }
-    // Let the last jobs finish and land.
-    let settle = Instant::now();
-    while settle.elapsed() < Duration::from_secs(60)
-        && ids.iter().any(|id| {
-            queue_rows(&emu, id, &columns)
-                .iter()
-                .any(|r| !is_finished(r))
-        })
-    {
-        rss = rss.max(rss_of(pid));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    run.elapsed = started.elapsed();
-    rss = rss.max(rss_of(pid));
-    child.kill().await.context("cannot stop the fleet daemon")?;
-    run.rss_kib = rss;
-    run.jobs = ids
-        .iter()
-        .map(|id| {
-            queue_rows(&emu, id, &columns)
-                .iter()
-                .filter(|r| is_finished(r))
-                .count()
-        })
-        .sum();
-    let log = emu.requests();
-    let mut users: Vec<String> = log
-        .iter()
-        .filter(|r| !r.user.is_empty() && r.method != "oauth2.token")
-        .map(|r| r.user.clone())
-        .collect();
-    users.sort();
-    users.dedup();
-    for user in users {
-        let times = |write: bool| {
-            let t: Vec<_> = log
-                .iter()
-                .filter(|r| r.user == user && r.write == write && r.status != 429)
-                .map(|r| r.at)
-                .collect();
-            peak_per_minute(&t)
-        };
-        run.peaks.push((user.clone(), times(false), times(true)));
-    }
-    run.refused = emu.quota_refused().values().map(|r| r.read + r.write).sum();
-    Ok(run)
 }
 
 /// The daemon's config: every spreadsheet listed, half of them under a second key when
