@@ -596,6 +596,20 @@ fn pace(quiet_for: StdDuration, poll_interval: StdDuration, longest: StdDuration
     (quiet_for / 10).clamp(poll_interval, longest.max(poll_interval))
 }
 
+/// The period of one daemon's polls when `sharing` daemons of its account take turns, each
+/// at its own phase: `pace` × `sharing`. A quiet spreadsheet's spacing ([`pace`]) never
+/// stretches it past what the turns take at `poll_interval`, or `heartbeat_interval` if that
+/// is longer: a heartbeat goes out with a poll, and the other daemons judge liveness by it.
+fn poll_period(
+    pace: StdDuration,
+    poll_interval: StdDuration,
+    heartbeat_interval: StdDuration,
+    sharing: u32,
+) -> StdDuration {
+    let n = sharing.max(1);
+    (pace * n).min((poll_interval * n).max(heartbeat_interval))
+}
+
 /// How many of the results that landed in the last minute a heartbeat lists as done.
 const LANDED_LISTED: usize = 100;
 
@@ -1051,10 +1065,16 @@ impl Daemon {
             self.config.poll_interval,
             self.config.idle_poll_interval,
         );
-        let interval = u64::try_from(pace.as_millis()).unwrap_or(u64::MAX).max(1);
-        let n = u64::from(self.served.sharing.max(1));
-        let period = interval.saturating_mul(n);
-        let phase = interval.saturating_mul(u64::from(self.served.rank) % n);
+        let sharing = self.served.sharing.max(1);
+        let period = poll_period(
+            pace,
+            self.config.poll_interval,
+            self.config.heartbeat_interval,
+            sharing,
+        );
+        let n = u64::from(sharing);
+        let period = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(n);
+        let phase = (period / n).saturating_mul(u64::from(self.served.rank) % n);
         let wall = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
         let into = (wall + period - phase % period) % period;
         now + StdDuration::from_millis(period - into)
@@ -1546,5 +1566,28 @@ mod tests {
             poll,
             "idle_poll_interval = poll_interval: as before"
         );
+    }
+
+    #[test]
+    fn spacing_never_lets_a_heartbeat_lapse_however_many_daemons_take_turns() {
+        let s = StdDuration::from_secs;
+        let (poll, beat) = (s(2), s(30));
+        assert_eq!(
+            poll_period(poll, poll, beat, 3),
+            s(6),
+            "turns at poll_interval, as before"
+        );
+        assert_eq!(
+            poll_period(poll, poll, beat, 20),
+            s(40),
+            "as before, many daemons"
+        );
+        assert_eq!(poll_period(s(30), poll, beat, 1), s(30));
+        assert_eq!(
+            poll_period(s(30), poll, beat, 4),
+            beat,
+            "four quiet daemons would each poll every 2 min, past dead_after's 2 heartbeats"
+        );
+        assert_eq!(poll_period(s(30), poll, beat, 20), s(40));
     }
 }
