@@ -524,12 +524,9 @@ struct Served {
     fences: Vec<(i32, tokio::time::Instant)>,
     /// When to look next for fences that no daemon tracks (left by a stopped daemon).
     fence_sweep_at: tokio::time::Instant,
-    /// The budget's total wait when last sampled, and when ([`Daemon::watch_budget`]).
-    budget_sample: Option<(tokio::time::Instant, StdDuration)>,
-    /// Whether the account's budget held the polls back over the last sampled minute.
+    /// Whether the account's budget held the polls back over the last sampled minute
+    /// ([`Daemon::watch_budget`]).
     budget_bound: bool,
-    /// When that was last said in the log.
-    budget_bound_said: Option<tokio::time::Instant>,
     /// When a poll last showed work here (rows waiting or ticked, jobs of ours running,
     /// results or follow-ups to write): quiet spreadsheets are polled less often.
     busy_at: tokio::time::Instant,
@@ -684,9 +681,7 @@ impl Daemon {
                 lease_kept_until: None,
                 unsure: Vec::new(),
                 fences: Vec::new(),
-                budget_sample: None,
                 budget_bound: false,
-                budget_bound_said: None,
                 busy_at: tokio::time::Instant::now(),
             },
         };
@@ -976,39 +971,25 @@ impl Daemon {
     }
 
     /// Notices when the account's request budget holds the polls back: its calls (those of
-    /// every spreadsheet sharing it) waited a tenth of the last minute or more. Then polls
-    /// come further apart than `poll_interval`, evenly, instead of meeting 429s; the log says
-    /// so (at most every ten minutes), the status line while it lasts, and
-    /// `sheetq_throttled_wait_seconds_total` counts the waits.
+    /// every spreadsheet sharing it) waited a tenth of the last minute or more
+    /// ([`Share::watch_budget`]). Then polls come further apart than `poll_interval`,
+    /// evenly, instead of meeting 429s; the log says so (once per account, at most every ten
+    /// minutes), the status line while it lasts, and `sheetq_throttled_wait_seconds_total`
+    /// counts the waits.
     fn watch_budget(&mut self) {
-        const EVERY: StdDuration = StdDuration::from_secs(60);
-        let now = tokio::time::Instant::now();
-        let waited = self.sheets.budget_waited();
-        let Some((at, before)) = self.served.budget_sample else {
-            self.served.budget_sample = Some((now, waited));
-            return;
-        };
-        let span = now.duration_since(at);
-        if span < EVERY {
-            return;
-        }
-        let bound = waited.saturating_sub(before) >= span / 10;
-        let said_lately = self
-            .served
-            .budget_bound_said
-            .is_some_and(|t| t.elapsed() < 10 * EVERY);
-        if bound && !said_lately {
+        let seen = self
+            .share
+            .watch_budget(tokio::time::Instant::now(), self.sheets.budget_waited());
+        if let Some((waited, over)) = seen.say {
             warn!(
-                waited_s = waited.saturating_sub(before).as_secs(),
-                over_s = span.as_secs(),
+                waited_s = waited.as_secs(),
+                over_s = over.as_secs(),
                 requests_per_minute = self.config.requests_per_minute,
                 sharing = self.served.sharing,
                 "polls are slowed by the account's request budget: what its spreadsheets want is more than its share of Google's quota. Presses wait longer; raise poll_interval, or give some spreadsheets a key of another service account"
             );
-            self.served.budget_bound_said = Some(now);
         }
-        self.served.budget_bound = bound;
-        self.served.budget_sample = Some((now, waited));
+        self.served.budget_bound = seen.bound;
     }
 
     /// The heartbeat on its own: a `spreadsheets.batchUpdate` whose reply lists every sheet,

@@ -8,6 +8,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// The job slots of one process (`slots` in the config), numbered `0..slots`.
 #[derive(Debug)]
@@ -162,13 +165,40 @@ pub(crate) fn fair_shares(total: usize, desired: &[usize]) -> Vec<usize> {
 pub(crate) struct AccountShare {
     /// Per member spreadsheet: the other daemons on the account its last read showed.
     seen: Mutex<Vec<BTreeSet<String>>>,
+    /// Whether the budget holds the polls back, watched once for all its spreadsheets.
+    watch: Mutex<BudgetWatch>,
 }
+
+/// What the account's budget has waited, sampled about once a minute.
+#[derive(Debug, Default)]
+struct BudgetWatch {
+    /// The budget's total wait when last sampled, and when.
+    sample: Option<(Instant, Duration)>,
+    /// Whether the calls waited a tenth of the last sampled span or more.
+    bound: bool,
+    /// When that was last said in the log.
+    said: Option<Instant>,
+}
+
+/// What [`Share::watch_budget`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BudgetSeen {
+    /// The budget held the polls back over the last sampled minute.
+    pub(crate) bound: bool,
+    /// Say so now (at most every ten minutes per account): the wait and the span it is of.
+    pub(crate) say: Option<(Duration, Duration)>,
+}
+
+/// How often the budget's wait is sampled, and how long a warning stands for.
+const SAMPLE_EVERY: Duration = Duration::from_secs(60);
+const SAY_EVERY: Duration = Duration::from_secs(600);
 
 impl AccountShare {
     /// The account's part of `members` spreadsheets served under it: one handle each.
     pub(crate) fn shared(members: usize) -> Vec<Share> {
         let account = Arc::new(AccountShare {
             seen: Mutex::new(vec![BTreeSet::new(); members.max(1)]),
+            watch: Mutex::new(BudgetWatch::default()),
         });
         (0..members.max(1))
             .map(|me| Share {
@@ -200,6 +230,41 @@ impl Share {
         seen[self.me] = others.into_iter().collect();
         let all: BTreeSet<&String> = seen.iter().flatten().collect();
         u32::try_from(all.len() + 1).unwrap_or(u32::MAX)
+    }
+
+    /// Takes in, at `now`, the budget's total wait so far (`waited`, of every spreadsheet
+    /// sharing it): it holds the polls back when its calls waited a tenth of the last
+    /// minute or more. Said once per account, not once per spreadsheet.
+    pub(crate) fn watch_budget(&self, now: Instant, waited: Duration) -> BudgetSeen {
+        let mut w = self.account.watch.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((at, before)) = w.sample else {
+            w.sample = Some((now, waited));
+            return BudgetSeen {
+                bound: w.bound,
+                say: None,
+            };
+        };
+        let span = now.saturating_duration_since(at);
+        if span < SAMPLE_EVERY {
+            return BudgetSeen {
+                bound: w.bound,
+                say: None,
+            };
+        }
+        let wait = waited.saturating_sub(before);
+        w.bound = wait >= span / 10;
+        w.sample = Some((now, waited));
+        let said_lately = w
+            .said
+            .is_some_and(|t| now.saturating_duration_since(t) < SAY_EVERY);
+        let say = (w.bound && !said_lately).then_some((wait, span));
+        if say.is_some() {
+            w.said = Some(now);
+        }
+        BudgetSeen {
+            bound: w.bound,
+            say,
+        }
     }
 }
 
@@ -275,6 +340,48 @@ mod tests {
         assert!(!a.heavy_elsewhere(), "its own are counted by itself");
         a.heavy(false);
         assert!(!b.heavy_elsewhere());
+    }
+
+    #[test]
+    fn the_accounts_budget_is_said_to_slow_the_polls_once_for_all_its_spreadsheets() {
+        let [s1, s2]: [Share; 2] = AccountShare::shared(2)
+            .try_into()
+            .unwrap_or_else(|_| panic!("two handles"));
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(s1.watch_budget(t0, s(0)).say, None, "the first sample");
+        assert_eq!(
+            s2.watch_budget(t0 + s(30), s(10)).say,
+            None,
+            "within the minute"
+        );
+        let seen = s1.watch_budget(t0 + s(60), s(12));
+        assert_eq!(
+            seen,
+            BudgetSeen {
+                bound: true,
+                say: Some((s(12), s(60)))
+            }
+        );
+        let other = s2.watch_budget(t0 + s(61), s(13));
+        assert!(
+            other.bound && other.say.is_none(),
+            "said once per account: {other:?}"
+        );
+        let later = s2.watch_budget(t0 + s(125), s(40));
+        assert!(
+            later.bound && later.say.is_none(),
+            "not again within ten minutes"
+        );
+        let calm = s1.watch_budget(t0 + s(190), s(41));
+        assert!(
+            !calm.bound,
+            "a second's wait in a minute is not the budget's doing"
+        );
+        assert!(
+            s1.watch_budget(t0 + s(800), s(200)).say.is_some(),
+            "said again after ten minutes"
+        );
     }
 
     #[test]
