@@ -184,27 +184,20 @@ impl ConfigArgs {
     pub fn load(&self) -> anyhow::Result<Config> {
         let path = self.path()?;
         let config = Config::load(&path)?;
-        let fix = |problem: String| crate::config::ConfigError {
-            source_name: path.display().to_string(),
-            problems: vec![problem],
-        };
-        match (&self.spreadsheet, config.spreadsheets.len()) {
-            (Some(which), _) => Ok(config.spreadsheet(which).map_err(fix)?),
-            (None, 0) => Ok(config),
-            (None, 1) => Ok(config.each_spreadsheet().remove(0)),
-            (None, n) => {
-                let labels: Vec<String> = config
-                    .spreadsheets
-                    .iter()
-                    .map(|s| s.label.clone())
-                    .collect();
-                Err(fix(format!(
-                    "the config serves {n} spreadsheets ({}); name one with --spreadsheet LABEL_OR_ID",
-                    labels.join(", ")
-                ))
-                .into())
-            }
+        let mut each = self.select(&config, &path)?;
+        if each.len() == 1 {
+            return Ok(each.remove(0));
         }
+        let labels: Vec<&str> = each.iter().map(|c| c.label.as_str()).collect();
+        Err(problem_in(
+            &path,
+            format!(
+                "the config serves {} spreadsheets ({}); name one with --spreadsheet LABEL_OR_ID",
+                each.len(),
+                labels.join(", ")
+            ),
+        )
+        .into())
     }
 
     /// Finds and reads the config, for a command that acts on every spreadsheet it serves:
@@ -218,14 +211,19 @@ impl ConfigArgs {
     /// The spreadsheets of `config` (read from `path`) this command acts on.
     pub fn select(&self, config: &Config, path: &Path) -> anyhow::Result<Vec<Config>> {
         match &self.spreadsheet {
-            Some(which) => Ok(vec![config.spreadsheet(which).map_err(|problem| {
-                crate::config::ConfigError {
-                    source_name: path.display().to_string(),
-                    problems: vec![problem],
-                }
-            })?]),
+            Some(which) => Ok(vec![config
+                .spreadsheet(which)
+                .map_err(|p| problem_in(path, p))?]),
             None => Ok(config.each_spreadsheet()),
         }
+    }
+}
+
+/// A problem of the config at `path` (exit code 2, as for any bad config or argument).
+fn problem_in(path: &Path, problem: String) -> crate::config::ConfigError {
+    crate::config::ConfigError {
+        source_name: path.display().to_string(),
+        problems: vec![problem],
     }
 }
 

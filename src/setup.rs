@@ -59,11 +59,7 @@ pub async fn connect_with(
     dry_run: bool,
     stats: Arc<SheetsStats>,
 ) -> anyhow::Result<Arc<dyn Sheets>> {
-    let retry = RetryPolicy {
-        max_attempts: config.max_retries + 1,
-        ..RetryPolicy::default()
-    };
-    let budgets = budgets(config);
+    let (retry, budgets) = (daemon_retry(config), budgets(config));
     connect_retrying(config, credentials, dry_run, stats, retry, budgets).await
 }
 
@@ -88,10 +84,7 @@ pub async fn connect_each(
                 b
             }
         };
-        let retry = RetryPolicy {
-            max_attempts: config.max_retries + 1,
-            ..RetryPolicy::default()
-        };
+        let retry = daemon_retry(config);
         let client = connect_retrying(config, None, dry_run, stats.clone(), retry, budgets).await?;
         let account = client.account();
         if let Some((_, key, label)) = accounts
@@ -116,6 +109,14 @@ fn shown(key: &Option<std::path::PathBuf>) -> String {
         || "the default credentials".to_string(),
         |p| p.display().to_string(),
     )
+}
+
+/// The daemon's retries of a failing call: `max_retries` after the first attempt.
+fn daemon_retry(config: &Config) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: config.max_retries + 1,
+        ..RetryPolicy::default()
+    }
 }
 
 /// Two buckets: Google counts reads and writes apart. The daemon narrows both to its share
