@@ -189,8 +189,11 @@ function runtime({ apiBase, spreadsheetId, credentials, user, lockDir }) {
     return JSON.parse(r.text);
   }
 
+  // The spreadsheet's zone, read once: it does not change while one script runs.
+  let zone;
   function timeZone() {
-    return api('GET', '?fields=properties.timeZone').properties.timeZone;
+    if (zone === undefined) zone = api('GET', '?fields=properties.timeZone').properties.timeZone;
+    return zone;
   }
 
   function sheetsMeta() {
@@ -223,12 +226,11 @@ function runtime({ apiBase, spreadsheetId, credentials, user, lockDir }) {
       const got = api('GET', '?includeGridData=true&ranges=' + encodeURIComponent(this.a1()) +
         '&fields=' + fields);
       const rowData = (((got.sheets || [])[0] || {}).data || [{}])[0].rowData || [];
-      const tz = timeZone();
       const out = [];
       for (let r = 0; r < this.rows; r++) {
         const cells = (rowData[r] || {}).values || [];
         const row = [];
-        for (let c = 0; c < this.cols; c++) row.push(valueOf(cells[c] || {}, tz));
+        for (let c = 0; c < this.cols; c++) row.push(valueOf(cells[c] || {}));
         out.push(row);
       }
       return out;
@@ -241,14 +243,15 @@ function runtime({ apiBase, spreadsheetId, credentials, user, lockDir }) {
     }
   }
 
-  /** A cell as getValues gives it. */
-  function valueOf(cell, tz) {
+  /** A cell as getValues gives it (a date cell read in the spreadsheet's zone). */
+  function valueOf(cell) {
     const v = cell.effectiveValue;
     if (v === undefined) return '';
     if (v.numberValue !== undefined) {
       const type = ((cell.userEnteredFormat || {}).numberFormat || {}).type;
       if (type === 'DATE' || type === 'TIME' || type === 'DATE_TIME') {
-        return new Date(instantOfWallClock(v.numberValue * MS_PER_DAY + SERIAL_EPOCH_MS, tz));
+        return new Date(
+          instantOfWallClock(v.numberValue * MS_PER_DAY + SERIAL_EPOCH_MS, timeZone()));
       }
       return v.numberValue;
     }
