@@ -1041,8 +1041,15 @@ impl Daemon {
         if first {
             return now;
         }
+        // Work of our own (a job running, a result to write) keeps the pace, also while
+        // passes fail: a result must not wait out idle_poll_interval once the API is back.
+        let quiet_for = if self.has_work() {
+            StdDuration::ZERO
+        } else {
+            self.served.busy_at.elapsed()
+        };
         let pace = pace(
-            self.served.busy_at.elapsed(),
+            quiet_for,
             self.config.poll_interval,
             self.config.idle_poll_interval,
         );
