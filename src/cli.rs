@@ -451,7 +451,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(registry)
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let clients = crate::setup::connect_each(&configs, args.dry_run, stats.clone()).await?;
+        let clients = crate::setup::connect_each(&configs, args.dry_run).await?;
         Serving::Several(
             clients
                 .into_iter()
@@ -467,12 +467,19 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let observers = Observers {
-        metrics: Arc::new(Metrics::with_api_stats(stats.clone())),
-        health: Health::with_api_stats(
-            Health::limit_for(config.poll_interval, config.call_timeout),
-            stats,
+    let limit = Health::limit_for(config.poll_interval, config.call_timeout);
+    // Several spreadsheets: run_spreadsheets gives each its own registry and health, with
+    // its client's counters, under these.
+    let (metrics, health) = match &serving {
+        Serving::One(..) => (
+            Metrics::with_api_stats(stats.clone()),
+            Health::with_api_stats(limit, stats),
         ),
+        Serving::Several(_) => (Metrics::new(), Health::new(limit)),
+    };
+    let observers = Observers {
+        metrics: Arc::new(metrics),
+        health,
         notifier: Arc::new(Notifier::from_env().unwrap_or_else(|e| {
             tracing::warn!(error = %e, "systemd notification disabled");
             Notifier::disabled()

@@ -271,9 +271,16 @@ pub async fn run_spreadsheets(
         };
         let (tx, rx) = tokio::sync::watch::channel(None);
         senders.push((s.config.spreadsheet_id.clone(), tx));
+        // Each spreadsheet's counters and loop are its own, labelled in /metrics, and /livez
+        // names the one whose loop is stuck.
+        let label = &s.config.label;
+        let api = s.sheets.call_stats();
+        let limit = Health::limit_for(s.config.poll_interval, s.config.call_timeout);
         let observers = Observers {
+            metrics: observers.metrics.spreadsheet(label, api.clone()),
+            health: observers.health.spreadsheet(label, limit, api),
             reloads: Some(rx),
-            ..observers.clone()
+            notifier: observers.notifier.clone(),
         };
         let shared = Shared {
             slots,

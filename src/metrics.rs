@@ -17,7 +17,7 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
@@ -28,7 +28,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::sheets::stats::SheetsStats;
+use crate::sheets::stats::{SheetsStats, StatsSnapshot};
 
 /// The `Content-Type` of the text exposition format Prometheus scrapes.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -91,6 +91,9 @@ pub struct Metrics {
     job_duration: Histogram,
     /// Unix seconds of the last poll that read the queue; 0 until the first one.
     last_successful_poll: AtomicU64,
+    /// The registries of the spreadsheets a process serves, by label
+    /// ([`Metrics::spreadsheet`]); empty for a daemon of one spreadsheet.
+    parts: Mutex<Vec<(String, Arc<Metrics>)>>,
 }
 
 impl Default for Metrics {
@@ -115,6 +118,7 @@ impl Metrics {
             running_jobs: AtomicI64::new(0),
             job_duration: Histogram::new(),
             last_successful_poll: AtomicU64::new(0),
+            parts: Mutex::new(Vec::new()),
         }
     }
 
@@ -204,60 +208,102 @@ impl Metrics {
         self.jobs_finished[outcome.slot()].load(Ordering::Relaxed)
     }
 
+    /// The registry of one spreadsheet of a process that serves several (`[[spreadsheets]]`),
+    /// counting `api`, its client's calls. Once a registry has spreadsheets, [`Metrics::render`]
+    /// shows theirs, each sample labelled `spreadsheet="<label>"`, in place of its own.
+    pub fn spreadsheet(&self, label: &str, api: Option<Arc<SheetsStats>>) -> Arc<Metrics> {
+        let part = Arc::new(Self { api, ..Self::new() });
+        if let Ok(mut parts) = self.parts.lock() {
+            parts.push((label.to_string(), Arc::clone(&part)));
+        }
+        part
+    }
+
+    /// What one rendering shows: this registry alone, or each of its spreadsheets'.
+    fn sources(&self) -> Vec<(Option<String>, Arc<Metrics>)> {
+        self.parts
+            .lock()
+            .map(|parts| {
+                parts
+                    .iter()
+                    .map(|(label, m)| (Some(label.clone()), Arc::clone(m)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The API families; present (and zero) without a client too, so dashboards and alerts
     /// do not break on a missing series.
-    fn render_api(&self, out: &mut String) {
-        let api = self.api.as_ref().map(|a| a.snapshot()).unwrap_or_default();
+    fn render_api(out: &mut String, sources: &[Source<'_>]) {
         family(
             out,
             "sheetq_api_requests_total",
             "counter",
             "Sheets API attempts, by API method and outcome (ok, 429, 5xx, timeout, ...).",
         );
-        for r in &api.requests {
-            sample(
-                out,
-                "sheetq_api_requests_total",
-                &[("method", r.method), ("status", r.outcome)],
-                r.count,
-            );
+        let snapshots: Vec<_> = sources
+            .iter()
+            .map(|s| {
+                s.metrics
+                    .api
+                    .as_ref()
+                    .map(|a| a.snapshot())
+                    .unwrap_or_default()
+            })
+            .collect();
+        for (s, api) in sources.iter().zip(&snapshots) {
+            for r in &api.requests {
+                s.sample(
+                    out,
+                    "sheetq_api_requests_total",
+                    &[("method", r.method), ("status", r.outcome)],
+                    r.count,
+                );
+            }
         }
-        family(
-            out,
-            "sheetq_api_retries_total",
-            "counter",
-            "Sheets API attempts repeated after a retryable failure (429, 5xx, timeout).",
-        );
-        sample(out, "sheetq_api_retries_total", &[], api.retries);
-        family(
-            out,
-            "sheetq_throttled_waits_total",
-            "counter",
-            "Calls that waited for the client-side request budget (requests_per_minute).",
-        );
-        sample(
-            out,
-            "sheetq_throttled_waits_total",
-            &[],
-            api.throttled_waits,
-        );
-        family(
-            out,
-            "sheetq_throttled_wait_seconds_total",
-            "counter",
-            "Time spent waiting for the client-side request budget.",
-        );
-        sample(
-            out,
-            "sheetq_throttled_wait_seconds_total",
-            &[],
-            api.throttled_wait_total.as_secs_f64(),
-        );
+        let families: [Family<ApiValue>; 3] = [
+            Family {
+                name: "sheetq_api_retries_total",
+                help: "Sheets API attempts repeated after a retryable failure (429, 5xx, timeout).",
+                value: |a| a.retries as f64,
+            },
+            Family {
+                name: "sheetq_throttled_waits_total",
+                help: "Calls that waited for the client-side request budget (requests_per_minute).",
+                value: |a| a.throttled_waits as f64,
+            },
+            Family {
+                name: "sheetq_throttled_wait_seconds_total",
+                help: "Time spent waiting for the client-side request budget.",
+                value: |a| a.throttled_wait_total.as_secs_f64(),
+            },
+        ];
+        for f in families {
+            family(out, f.name, "counter", f.help);
+            for (s, api) in sources.iter().zip(&snapshots) {
+                s.sample(out, f.name, &[], (f.value)(api));
+            }
+        }
     }
 
     /// Everything, in the Prometheus text exposition format 0.0.4.
     pub fn render(&self) -> String {
-        let mut out = String::with_capacity(4096);
+        let parts = self.sources();
+        let sources: Vec<Source<'_>> = if parts.is_empty() {
+            vec![Source {
+                label: None,
+                metrics: self,
+            }]
+        } else {
+            parts
+                .iter()
+                .map(|(label, m)| Source {
+                    label: label.as_deref(),
+                    metrics: m,
+                })
+                .collect()
+        };
+        let mut out = String::with_capacity(4096 * sources.len());
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
 
         family(
@@ -266,100 +312,139 @@ impl Metrics {
             "counter",
             "Jobs finished, by outcome.",
         );
-        for outcome in Outcome::ALL {
-            sample(
-                &mut out,
-                "sheetq_jobs_finished_total",
-                &[("outcome", outcome.as_str())],
-                load(&self.jobs_finished[outcome.slot()]),
-            );
+        for s in &sources {
+            for outcome in Outcome::ALL {
+                s.sample(
+                    &mut out,
+                    "sheetq_jobs_finished_total",
+                    &[("outcome", outcome.as_str())],
+                    load(&s.metrics.jobs_finished[outcome.slot()]),
+                );
+            }
         }
-        let counters = [
-            (
-                "sheetq_claim_passes_total",
-                "Claim passes run under the sheet lease.",
-                &self.claim_passes,
-            ),
-            (
-                "sheetq_claim_conflicts_total",
-                "Claims found taken by another daemon on re-read.",
-                &self.claim_conflicts,
-            ),
-            (
-                "sheetq_write_incidents_total",
-                "Writes through a row binding that found another job's row (repaired).",
-                &self.write_incidents,
-            ),
-            (
-                "sheetq_results_unplaceable_total",
-                "Results whose queue row a person deleted; written nowhere.",
-                &self.results_unplaceable,
-            ),
-            (
-                "sheetq_rebinds_total",
-                "Row bindings moved back onto their job's row.",
-                &self.rebinds,
-            ),
-            (
-                "sheetq_lease_waits_total",
-                "Claim passes skipped because another daemon held the sheet lease.",
-                &self.lease_waits,
-            ),
-            (
-                "sheetq_lease_acquisitions_total",
-                "Sheet lease acquisitions and renewals by this daemon.",
-                &self.lease_acquisitions,
-            ),
+        let counters: [Family<Counter>; 7] = [
+            Family {
+                name: "sheetq_claim_passes_total",
+                help: "Claim passes run under the sheet lease.",
+                value: |m| &m.claim_passes,
+            },
+            Family {
+                name: "sheetq_claim_conflicts_total",
+                help: "Claims found taken by another daemon on re-read.",
+                value: |m| &m.claim_conflicts,
+            },
+            Family {
+                name: "sheetq_write_incidents_total",
+                help: "Writes through a row binding that found another job's row (repaired).",
+                value: |m| &m.write_incidents,
+            },
+            Family {
+                name: "sheetq_results_unplaceable_total",
+                help: "Results whose queue row a person deleted; written nowhere.",
+                value: |m| &m.results_unplaceable,
+            },
+            Family {
+                name: "sheetq_rebinds_total",
+                help: "Row bindings moved back onto their job's row.",
+                value: |m| &m.rebinds,
+            },
+            Family {
+                name: "sheetq_lease_waits_total",
+                help: "Claim passes skipped because another daemon held the sheet lease.",
+                value: |m| &m.lease_waits,
+            },
+            Family {
+                name: "sheetq_lease_acquisitions_total",
+                help: "Sheet lease acquisitions and renewals by this daemon.",
+                value: |m| &m.lease_acquisitions,
+            },
         ];
-        for (name, help, value) in counters {
-            family(&mut out, name, "counter", help);
-            sample(&mut out, name, &[], load(value));
+        for f in counters {
+            family(&mut out, f.name, "counter", f.help);
+            for s in &sources {
+                s.sample(&mut out, f.name, &[], load((f.value)(s.metrics)));
+            }
         }
 
-        self.render_api(&mut out);
-        family(
-            &mut out,
-            "sheetq_outbox_depth",
-            "gauge",
-            "Finished results waiting in the local outbox to be written to the sheet.",
-        );
-        sample(
-            &mut out,
-            "sheetq_outbox_depth",
-            &[],
-            load(&self.outbox_depth),
-        );
-        family(
-            &mut out,
-            "sheetq_running_jobs",
-            "gauge",
-            "Jobs running in this daemon now.",
-        );
-        sample(
-            &mut out,
-            "sheetq_running_jobs",
-            &[],
-            self.running_jobs.load(Ordering::Relaxed),
-        );
-        family(
-            &mut out,
-            "sheetq_last_successful_poll_timestamp_seconds",
-            "gauge",
-            "Unix time of the last poll that read the queue (0: none yet).",
-        );
-        sample(
-            &mut out,
-            "sheetq_last_successful_poll_timestamp_seconds",
-            &[],
-            load(&self.last_successful_poll),
-        );
+        Self::render_api(&mut out, &sources);
+        let gauges: [Family<Gauge>; 3] = [
+            Family {
+                name: "sheetq_outbox_depth",
+                help: "Finished results waiting in the local outbox to be written to the sheet.",
+                value: |m| {
+                    i64::try_from(m.outbox_depth.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+                },
+            },
+            Family {
+                name: "sheetq_running_jobs",
+                help: "Jobs running in this daemon now.",
+                value: |m| m.running_jobs.load(Ordering::Relaxed),
+            },
+            Family {
+                name: "sheetq_last_successful_poll_timestamp_seconds",
+                help: "Unix time of the last poll that read the queue (0: none yet).",
+                value: |m| {
+                    i64::try_from(m.last_successful_poll.load(Ordering::Relaxed))
+                        .unwrap_or(i64::MAX)
+                },
+            },
+        ];
+        for f in gauges {
+            family(&mut out, f.name, "gauge", f.help);
+            for s in &sources {
+                s.sample(&mut out, f.name, &[], (f.value)(s.metrics));
+            }
+        }
 
-        self.job_duration.render(
+        let name = "sheetq_job_duration_seconds";
+        family(
             &mut out,
-            "sheetq_job_duration_seconds",
+            name,
+            "histogram",
             "Running time of finished jobs.",
         );
+        for s in &sources {
+            s.metrics.job_duration.render(&mut out, name, s);
+        }
         out
+    }
+}
+
+/// A family of one sample per registry: its name, its help and how to read the value.
+struct Family<F> {
+    name: &'static str,
+    help: &'static str,
+    value: F,
+}
+
+type ApiValue = fn(&StatsSnapshot) -> f64;
+type Counter = fn(&Metrics) -> &AtomicU64;
+type Gauge = fn(&Metrics) -> i64;
+
+/// One registry's samples in a rendering, labelled with its spreadsheet when it is one of
+/// several.
+struct Source<'a> {
+    label: Option<&'a str>,
+    metrics: &'a Metrics,
+}
+
+impl Source<'_> {
+    fn sample(
+        &self,
+        out: &mut String,
+        name: &str,
+        labels: &[(&str, &str)],
+        value: impl SampleValue,
+    ) {
+        match self.label {
+            None => sample(out, name, labels, value),
+            Some(label) => {
+                let mut all = Vec::with_capacity(labels.len() + 1);
+                all.push(("spreadsheet", label));
+                all.extend_from_slice(labels);
+                sample(out, name, &all, value);
+            }
+        }
     }
 }
 
@@ -422,25 +507,26 @@ impl Histogram {
             .fetch_add(saturating_micros(value), Ordering::Relaxed);
     }
 
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        family(out, name, "histogram", help);
+    /// The samples of one registry's histogram (its family's `# HELP` and `# TYPE` are
+    /// written once, before the first).
+    fn render(&self, out: &mut String, name: &str, source: &Source<'_>) {
         let bucket = format!("{name}_bucket");
         let mut cumulative = 0u64;
         for (le, n) in JOB_DURATION_BUCKETS.iter().zip(&self.buckets) {
             cumulative += n.load(Ordering::Relaxed);
-            sample(out, &bucket, &[("le", &format_float(*le))], cumulative);
+            source.sample(out, &bucket, &[("le", &format_float(*le))], cumulative);
         }
         // Read after the buckets: a concurrent observe may make +Inf one higher than the
         // last bucket, never lower, which keeps the series monotonic.
         let count = self.count.load(Ordering::Relaxed).max(cumulative);
-        sample(out, &bucket, &[("le", "+Inf")], count);
-        sample(
+        source.sample(out, &bucket, &[("le", "+Inf")], count);
+        source.sample(
             out,
             &format!("{name}_sum"),
             &[],
             micros_as_secs(self.sum_micros.load(Ordering::Relaxed)),
         );
-        sample(out, &format!("{name}_count"), &[], count);
+        source.sample(out, &format!("{name}_count"), &[], count);
     }
 }
 
@@ -547,6 +633,9 @@ struct HealthInner {
     /// the client's retries in an outage).
     api: Option<Arc<SheetsStats>>,
     stopping: AtomicBool,
+    /// The loops of the spreadsheets a process serves, by label ([`Health::spreadsheet`]);
+    /// empty for a daemon of one spreadsheet.
+    parts: Mutex<Vec<(String, Health)>>,
 }
 
 /// What [`Health::liveness_at`] found: whether the poll loop turns.
@@ -554,10 +643,12 @@ struct HealthInner {
 pub enum Liveness {
     /// The loop turned, or the API client ended an attempt, this long ago.
     Turning { last_turn_age: Duration },
-    /// Neither happened within the limit: the loop is stuck.
+    /// Neither happened within the limit: the loop is stuck (of `spreadsheet`, in a process
+    /// that serves several).
     Stuck {
         last_turn_age: Duration,
         limit: Duration,
+        spreadsheet: Option<String>,
     },
     /// Shutdown has begun: the drain is governed by its own deadline.
     Stopping,
@@ -575,8 +666,10 @@ impl Liveness {
             Liveness::Stuck {
                 last_turn_age,
                 limit,
+                spreadsheet,
             } => format!(
-                "stuck: the poll loop last turned {} ago (limit {})",
+                "stuck: the poll loop{} last turned {} ago (limit {})",
+                of_spreadsheet(spreadsheet),
                 whole_secs(last_turn_age),
                 whole_secs(limit)
             ),
@@ -589,17 +682,29 @@ fn whole_secs(d: &Duration) -> humantime::FormattedDuration {
     humantime::format_duration(Duration::from_secs(d.as_secs()))
 }
 
+/// ` of spreadsheet "label"`, or nothing for a daemon of one spreadsheet.
+fn of_spreadsheet(spreadsheet: &Option<String>) -> String {
+    spreadsheet
+        .as_ref()
+        .map_or_else(String::new, |label| format!(" of spreadsheet {label:?}"))
+}
+
 /// What [`Health::verdict_at`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// A poll completed within the staleness limit.
     Healthy { last_poll_age: Duration },
-    /// No poll has completed yet, for `since`.
-    Starting { since: Duration },
-    /// The last completed poll is older than the limit.
+    /// No poll has completed yet (of `spreadsheet`, in a process that serves several), for
+    /// `since`.
+    Starting {
+        since: Duration,
+        spreadsheet: Option<String>,
+    },
+    /// The last completed poll (of `spreadsheet`) is older than the limit.
     Stale {
         last_poll_age: Duration,
         limit: Duration,
+        spreadsheet: Option<String>,
     },
     /// Shutdown has begun; the daemon no longer claims.
     Stopping,
@@ -615,14 +720,18 @@ impl Verdict {
         let secs = |d: &Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
         match self {
             Verdict::Healthy { .. } => "ok".into(),
-            Verdict::Starting { since } => {
-                format!("starting: no poll has completed yet ({} since start)", secs(since))
-            }
+            Verdict::Starting { since, spreadsheet } => format!(
+                "starting: no poll{} has completed yet ({} since start)",
+                of_spreadsheet(spreadsheet),
+                secs(since)
+            ),
             Verdict::Stale {
                 last_poll_age,
                 limit,
+                spreadsheet,
             } => format!(
-                "stale: the last completed poll was {} ago (limit {}); check the logs for API errors",
+                "stale: the last completed poll{} was {} ago (limit {}); check the logs for API errors",
+                of_spreadsheet(spreadsheet),
                 secs(last_poll_age),
                 secs(limit)
             ),
@@ -652,8 +761,35 @@ impl Health {
                 last_turn: AtomicU64::new(0),
                 api,
                 stopping: AtomicBool::new(false),
+                parts: Mutex::new(Vec::new()),
             }),
         }
+    }
+
+    /// The health of one spreadsheet's loop in a process that serves several
+    /// (`[[spreadsheets]]`): its turns, its polls and the attempts of its client (`api`),
+    /// judged against `stale_after`. Once a health has spreadsheets, it is stuck when any of
+    /// their loops is (naming it), so a loop wedged on one spreadsheet is restarted while the
+    /// others turn, and ready only while every one's polls complete.
+    pub fn spreadsheet(
+        &self,
+        label: &str,
+        stale_after: Duration,
+        api: Option<Arc<SheetsStats>>,
+    ) -> Health {
+        let part = Self::make(stale_after, api);
+        if let Ok(mut parts) = self.inner.parts.lock() {
+            parts.push((label.to_string(), part.clone()));
+        }
+        part
+    }
+
+    fn parts(&self) -> Vec<(String, Health)> {
+        self.inner
+            .parts
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_default()
     }
 
     fn stamp(&self, at: Instant) -> u64 {
@@ -685,6 +821,31 @@ impl Health {
         if self.inner.stopping.load(Ordering::Relaxed) {
             return Liveness::Stopping;
         }
+        let parts = self.parts();
+        if !parts.is_empty() {
+            let mut oldest = Duration::ZERO;
+            for (label, part) in parts {
+                match part.liveness_at(now) {
+                    // Shutdown is the process's: once one loop drains, all do.
+                    Liveness::Stopping => return Liveness::Stopping,
+                    Liveness::Stuck {
+                        last_turn_age,
+                        limit,
+                        ..
+                    } => {
+                        return Liveness::Stuck {
+                            last_turn_age,
+                            limit,
+                            spreadsheet: Some(label),
+                        }
+                    }
+                    Liveness::Turning { last_turn_age } => oldest = oldest.max(last_turn_age),
+                }
+            }
+            return Liveness::Turning {
+                last_turn_age: oldest,
+            };
+        }
         let turned = self.instant(self.inner.last_turn.load(Ordering::Relaxed));
         let attempted = self.inner.api.as_ref().and_then(|a| a.last_attempt());
         // Before the first turn the process is starting: counted from its creation.
@@ -700,6 +861,7 @@ impl Health {
             Liveness::Stuck {
                 last_turn_age: age,
                 limit: self.inner.stale_after,
+                spreadsheet: None,
             }
         }
     }
@@ -738,10 +900,41 @@ impl Health {
         if self.inner.stopping.load(Ordering::Relaxed) {
             return Verdict::Stopping;
         }
+        let parts = self.parts();
+        if !parts.is_empty() {
+            let mut oldest = Duration::ZERO;
+            for (label, part) in parts {
+                match part.verdict_at(now) {
+                    Verdict::Healthy { last_poll_age } => oldest = oldest.max(last_poll_age),
+                    Verdict::Stopping => return Verdict::Stopping,
+                    Verdict::Starting { since, .. } => {
+                        return Verdict::Starting {
+                            since,
+                            spreadsheet: Some(label),
+                        }
+                    }
+                    Verdict::Stale {
+                        last_poll_age,
+                        limit,
+                        ..
+                    } => {
+                        return Verdict::Stale {
+                            last_poll_age,
+                            limit,
+                            spreadsheet: Some(label),
+                        }
+                    }
+                }
+            }
+            return Verdict::Healthy {
+                last_poll_age: oldest,
+            };
+        }
         let stamp = self.inner.last_poll.load(Ordering::Relaxed);
         if stamp == 0 {
             return Verdict::Starting {
                 since: now.saturating_duration_since(self.inner.created),
+                spreadsheet: None,
             };
         }
         let last = self.inner.created + Duration::from_nanos(stamp - 1);
@@ -752,6 +945,7 @@ impl Health {
             Verdict::Stale {
                 last_poll_age: age,
                 limit: self.inner.stale_after,
+                spreadsheet: None,
             }
         }
     }
@@ -1154,6 +1348,111 @@ mod tests {
             Liveness::Stopping
         );
         assert!(Liveness::Stopping.is_live(), "a drain is not restarted");
+    }
+
+    #[test]
+    fn several_spreadsheets_show_their_own_counts_each_labelled_under_one_help() {
+        let process = Metrics::new();
+        let (api_a, api_b) = (Arc::new(SheetsStats::new()), Arc::new(SheetsStats::new()));
+        let a = process.spreadsheet("経理", Some(Arc::clone(&api_a)));
+        let b = process.spreadsheet("営業", Some(Arc::clone(&api_b)));
+        a.job_finished(Outcome::Done, Duration::from_secs(3));
+        a.job_finished(Outcome::Done, Duration::from_secs(4));
+        b.job_finished(Outcome::Error, Duration::from_secs(100));
+        b.set_outbox_depth(2);
+        let _running = b.job_started();
+        api_a.record_request(ApiMethod::ValuesBatchGet, ApiOutcome::Ok);
+        api_b.record_throttled_wait(Duration::from_secs(2));
+
+        // parse() refuses a family whose HELP comes twice.
+        let s = parse(&process.render());
+        let of = |name: &str, label: &str, more: &[(&str, &str)]| {
+            let mut labels = vec![("spreadsheet", label)];
+            labels.extend_from_slice(more);
+            value(&s, name, &labels)
+        };
+        let done = [("outcome", "done")];
+        assert_eq!(of("sheetq_jobs_finished_total", "経理", &done), Some(2.0));
+        assert_eq!(of("sheetq_jobs_finished_total", "営業", &done), Some(0.0));
+        assert_eq!(
+            of(
+                "sheetq_jobs_finished_total",
+                "営業",
+                &[("outcome", "error")]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(of("sheetq_outbox_depth", "営業", &[]), Some(2.0));
+        assert_eq!(of("sheetq_running_jobs", "営業", &[]), Some(1.0));
+        assert_eq!(of("sheetq_running_jobs", "経理", &[]), Some(0.0));
+        let reads = [("method", "values.batchGet"), ("status", "ok")];
+        assert_eq!(of("sheetq_api_requests_total", "経理", &reads), Some(1.0));
+        assert_eq!(of("sheetq_api_requests_total", "営業", &reads), None);
+        assert_eq!(
+            of("sheetq_throttled_wait_seconds_total", "営業", &[]),
+            Some(2.0)
+        );
+        assert_eq!(
+            of(
+                "sheetq_job_duration_seconds_bucket",
+                "営業",
+                &[("le", "+Inf")]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            of("sheetq_job_duration_seconds_count", "経理", &[]),
+            Some(2.0)
+        );
+        assert!(
+            s.iter().all(|x| x.labels.contains_key("spreadsheet")),
+            "no unlabelled sample beside the spreadsheets' own: {:?}",
+            s.iter().find(|x| !x.labels.contains_key("spreadsheet"))
+        );
+    }
+
+    #[test]
+    fn a_loop_stuck_on_one_spreadsheet_is_named_while_the_others_turn() {
+        let process = Health::new(Duration::from_secs(60));
+        let api_a = Arc::new(SheetsStats::new());
+        let a = process.spreadsheet("経理", Duration::from_secs(60), Some(Arc::clone(&api_a)));
+        let b = process.spreadsheet("営業", Duration::from_secs(60), None);
+        let t0 = Instant::now();
+        a.poll_completed_at(t0);
+        let at = t0 + Duration::from_secs(30);
+        assert!(
+            matches!(process.verdict_at(at), Verdict::Starting { spreadsheet: Some(ref l), .. } if l == "営業"),
+            "not ready until every spreadsheet has been polled: {:?}",
+            process.verdict_at(at)
+        );
+        b.poll_completed_at(t0);
+        assert!(process.verdict_at(at).is_healthy());
+        assert!(process.liveness_at(at).is_live());
+
+        // 営業's loop wedges; 経理's turns on, and its client's attempts count for it only.
+        a.poll_completed_at(t0 + Duration::from_secs(100));
+        api_a.record_request(ApiMethod::ValuesBatchGet, ApiOutcome::Ok);
+        let later = t0 + Duration::from_secs(110);
+        let live = process.liveness_at(later);
+        assert!(
+            !live.is_live(),
+            "a wedged loop is not hidden by another's turns: {live:?}"
+        );
+        assert!(
+            live.reason().contains("of spreadsheet \"営業\""),
+            "{}",
+            live.reason()
+        );
+        assert!(a.liveness_at(later).is_live());
+        let ready = process.verdict_at(later);
+        assert!(ready.reason().contains("営業"), "{}", ready.reason());
+
+        b.set_stopping();
+        assert_eq!(
+            process.liveness_at(later),
+            Liveness::Stopping,
+            "the drain is the process's"
+        );
     }
 
     #[test]

@@ -66,11 +66,11 @@ pub async fn connect_with(
 /// The clients of a config that serves several spreadsheets (`[[spreadsheets]]`), one per
 /// spreadsheet of `configs` ([`Config::each_spreadsheet`]): those that use one key file
 /// share one request budget, as they share the account's quota at Google. Two key files of
-/// one service account would each get the whole budget, so that is refused.
+/// one service account would each get the whole budget, so that is refused. Each client
+/// counts its calls apart ([`Sheets::call_stats`]), for its spreadsheet's metrics and liveness.
 pub async fn connect_each(
     configs: &[Config],
     dry_run: bool,
-    stats: Arc<SheetsStats>,
 ) -> anyhow::Result<Vec<Arc<dyn Sheets>>> {
     let mut by_key: Vec<(Option<std::path::PathBuf>, Budgets)> = Vec::new();
     let mut clients = Vec::new();
@@ -85,7 +85,8 @@ pub async fn connect_each(
             }
         };
         let retry = daemon_retry(config);
-        let client = connect_retrying(config, None, dry_run, stats.clone(), retry, budgets).await?;
+        let stats = Arc::new(SheetsStats::new());
+        let client = connect_retrying(config, None, dry_run, stats, retry, budgets).await?;
         let account = client.account();
         if let Some((_, key, label)) = accounts
             .iter()

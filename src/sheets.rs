@@ -481,6 +481,12 @@ pub trait Sheets: Send + Sync {
         None
     }
 
+    /// The counters of this client's calls (for the metrics, and for the liveness probe, to
+    /// which an attempt is progress); `None` where there is no API client.
+    fn call_stats(&self) -> Option<std::sync::Arc<stats::SheetsStats>> {
+        None
+    }
+
     /// Narrows the client-side budgets to this process's share of the account's: `reads` and
     /// `writes` per minute. No effect where there is no budget.
     fn set_budget_share(&self, _reads: u32, _writes: u32) {}

@@ -259,6 +259,10 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         self.inner.budget_waited()
     }
 
+    fn call_stats(&self) -> Option<std::sync::Arc<crate::sheets::stats::SheetsStats>> {
+        self.inner.call_stats()
+    }
+
     fn set_budget_share(&self, reads: u32, writes: u32) {
         self.inner.set_budget_share(reads, writes)
     }

@@ -420,6 +420,10 @@ impl Sheets for GoogleSheets {
         self.stats.clock_skew()
     }
 
+    fn call_stats(&self) -> Option<Arc<SheetsStats>> {
+        Some(self.stats())
+    }
+
     fn budget_waited(&self) -> std::time::Duration {
         self.budget.waited()
     }

@@ -282,14 +282,6 @@ async fn times_in_the_sheet_even_across_the_night_daylight_saving_falls_back_dec
     assert_once_each_and_one_at_a_time(&log, &[&long, &next]);
 }
 
-/// A port on 127.0.0.1 that was free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
-}
-
 /// The exit code of `sheetq health --listen LISTEN --path PATH`.
 fn sheetq_health(listen: &str, path: &str) -> Option<i32> {
     std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
@@ -303,21 +295,7 @@ fn sheetq_health(listen: &str, path: &str) -> Option<i32> {
 
 /// The status code of `GET path` on 127.0.0.1:`port` (0 when nothing answers).
 async fn status_of(port: u16, path: &str) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return 0;
-    };
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return 0;
-    }
-    let mut reply = String::new();
-    let _ = stream.read_to_string(&mut reply).await;
-    reply
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0)
+    http_get(port, path).await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,6 @@
 //! request budget per service account across them, checked against the emulator's quota,
 //! which refuses what Google would.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -10,7 +9,6 @@ use sheetq::config::Config;
 use sheetq::daemon::{Observers, RunReport, Spreadsheet};
 use sheetq::emulator::{Emulator, Quota, Seed};
 use sheetq::queue::{self, ColumnMap, QueueRow, State};
-use sheetq::sheets::stats::SheetsStats;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::*;
@@ -40,6 +38,20 @@ fn fleet_config(
     slots: usize,
     per_minute: u32,
 ) -> Config {
+    let text = fleet_config_text(emu, dir, worker, ids, slots, per_minute);
+    Config::parse(&text, "test config", &Default::default())
+        .unwrap_or_else(|e| panic!("the test config does not parse: {e}\n{text}"))
+}
+
+/// The text of [`fleet_config`], for the binary.
+fn fleet_config_text(
+    emu: &Emulator,
+    dir: &std::path::Path,
+    worker: &str,
+    ids: &[&str],
+    slots: usize,
+    per_minute: u32,
+) -> String {
     let key = dir.join("key.json");
     std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("key: {e}"));
     let mut text = format!(
@@ -54,8 +66,7 @@ fn fleet_config(
             i + 1
         ));
     }
-    Config::parse(&text, "test config", &Default::default())
-        .unwrap_or_else(|e| panic!("the test config does not parse: {e}\n{text}"))
+    text
 }
 
 /// Starts `sheetq run` for `config` in this process, as the binary does.
@@ -64,7 +75,7 @@ async fn serve(
     shutdown: &CancellationToken,
 ) -> tokio::task::JoinHandle<Result<RunReport, sheetq::daemon::DaemonError>> {
     let configs = config.each_spreadsheet();
-    let clients = sheetq::setup::connect_each(&configs, false, Arc::new(SheetsStats::new()))
+    let clients = sheetq::setup::connect_each(&configs, false)
         .await
         .unwrap_or_else(|e| panic!("cannot connect: {e:#}"));
     let spreadsheets = clients
@@ -221,11 +232,11 @@ async fn one_daemon_serves_three_spreadsheets_within_one_accounts_quota() {
     }
 }
 
-#[tokio::test]
-async fn two_daemons_serving_overlapping_spreadsheets_split_their_accounts_budget() {
-    // p1 serves s1 and s2, p2 serves s2 and s3, both as one service account with a budget
-    // of 250 a minute each: they see each other on s2, so each takes half, and the account
-    // as a whole stays within one budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemon_processes_serving_overlapping_spreadsheets_split_their_accounts_budget() {
+    // p1 serves s1 and s2, p2 serves s2 and s3: two `sheetq run` processes, both as one
+    // service account with a budget of 250 a minute each. They see each other on s2, so
+    // each takes half, and the account as a whole stays within one budget.
     let emu = start_with_quota(Quota::scaled(5)).await;
     let ids = [
         emu.spreadsheet_id().to_string(),
@@ -233,11 +244,36 @@ async fn two_daemons_serving_overlapping_spreadsheets_split_their_accounts_budge
         emu.add_spreadsheet(Seed::Demo),
     ];
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
-    let p1 = fleet_config(&emu, dir.path(), "p1", &[&ids[0], &ids[1]], 2, 250);
-    let p2 = fleet_config(&emu, dir.path(), "p2", &[&ids[1], &ids[2]], 2, 250);
-    let shutdown = CancellationToken::new();
-    let d1 = serve(&p1, &shutdown).await;
-    let d2 = serve(&p2, &shutdown).await;
+    let (mut daemons, mut logged) = (Vec::new(), Vec::new());
+    let port = free_port();
+    for (worker, served) in [("p1", [&ids[0], &ids[1]]), ("p2", [&ids[1], &ids[2]])] {
+        let text = fleet_config_text(
+            &emu,
+            dir.path(),
+            worker,
+            &served.map(String::as_str),
+            2,
+            250,
+        );
+        let path = dir.path().join(format!("{worker}.toml"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {worker}'s config: {e}"));
+        let log = dir.path().join(format!("{worker}.log"));
+        let listen = format!("127.0.0.1:{port}");
+        let args: &[&str] = if worker == "p1" {
+            &["--metrics-listen", &listen]
+        } else {
+            &[]
+        };
+        daemons.push(crate::daemon::Binary::start_with(&path, &log, args));
+        logged.push(log);
+    }
+    let logs = || {
+        logged
+            .iter()
+            .map(|log| std::fs::read_to_string(log).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
     // Both heartbeats on the shared spreadsheet: from then on each knows of the other.
     let both_seen = wait_for(
         "both daemons' heartbeats on the shared spreadsheet",
@@ -247,23 +283,41 @@ async fn two_daemons_serving_overlapping_spreadsheets_split_their_accounts_budge
             let has = |w: &str| beats.iter().any(|r| r == &vec![json!(w)]);
             (has("p1") && has("p2")).then(chrono::Utc::now)
         },
-        String::new,
+        logs,
     )
     .await;
+    let presser = fleet_config(
+        &emu,
+        dir.path(),
+        "presser",
+        &ids.each_ref().map(String::as_str),
+        1,
+        250,
+    );
     let mut jobs = Vec::new();
-    for (id, config) in [(&ids[0], &p1), (&ids[1], &p1), (&ids[2], &p2)] {
-        jobs.push(press(&emu, config, id, &["サーバーA", "サーバーB"], 3).await);
+    for id in &ids {
+        jobs.push(press(&emu, &presser, id, &["サーバーA", "サーバーB"], 3).await);
     }
     for (id, j) in ids.iter().zip(&jobs) {
         wait_all_done(&emu, id, j).await;
     }
     // Ten seconds more of polling, all of it shared.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    shutdown.cancel();
-    for d in [d1, d2] {
-        d.await
-            .unwrap_or_else(|e| panic!("a daemon panicked: {e}"))
-            .unwrap_or_else(|e| panic!("a daemon failed: {e}"));
+
+    // p1's endpoint counts each of its spreadsheets apart, by label; its loops all turn.
+    let (code, metrics) = http_get(port, "/metrics").await;
+    assert_eq!(code, 200, "GET /metrics of p1: {metrics}\n{}", logs());
+    assert!(
+        metrics.contains(r#"sheetq_jobs_finished_total{spreadsheet="s1",outcome="done"} 3"#),
+        "p1 alone serves s1 and ran its three jobs:\n{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"sheetq_api_requests_total{spreadsheet="s2",method="values.batchGetByDataFilter",status="ok"}"#),
+        "p1's polls of s2 are counted under s2:\n{metrics}"
+    );
+    assert_eq!(http_get(port, "/livez").await, (200, "ok\n".to_string()));
+    for daemon in &mut daemons {
+        assert_eq!(daemon.exited(), None, "a daemon exited:\n{}", logs());
     }
     assert_no_quota_refusals(&emu);
     // A second after both were seen, every stretch of their requests fits one budget (plus

@@ -603,3 +603,35 @@ pub fn panel_row(emu: &Emulator, title: &str, row: u32) -> Vec<String> {
     cells.resize(5, String::new());
     cells
 }
+
+/// `GET path` on 127.0.0.1:`port`: the status code and the body; 0 and nothing when nothing
+/// answers.
+pub async fn http_get(port: u16, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return (0, String::new());
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return (0, String::new());
+    }
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply).await;
+    let code = reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map_or_else(String::new, |(_, b)| b.to_string());
+    (code, body)
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
