@@ -95,6 +95,9 @@ pub struct EmulatorOptions {
     pub latency: Duration,
     /// Id of the seeded spreadsheet; random (Google-shaped) when `None`.
     pub spreadsheet_id: Option<String>,
+    /// More spreadsheets to hold besides that one, each seeded like it (`seed`, `time_zone`)
+    /// unless the state file already has it: a fleet to serve from one config.
+    pub also: Vec<String>,
     /// Time zone of the seeded spreadsheet (`properties.timeZone`); the seed's (Asia/Tokyo)
     /// when `None`.
     pub time_zone: Option<String>,
@@ -119,6 +122,7 @@ impl Default for EmulatorOptions {
             state: None,
             latency: Duration::ZERO,
             spreadsheet_id: None,
+            also: Vec::new(),
             time_zone: None,
             sort_metadata: SortMetadata::default(),
             quota: Some(Quota::google()),
@@ -142,9 +146,10 @@ pub struct EmulatorArgs {
     /// Latency added to every API request, in milliseconds.
     #[arg(long, default_value_t = 0)]
     pub latency_ms: u64,
-    /// Fixed id for the seeded spreadsheet (default: random).
+    /// Fixed id for the seeded spreadsheet (default: random). Repeat it for several
+    /// spreadsheets, each seeded alike; the web view opens the first and lists them all.
     #[arg(long)]
-    pub spreadsheet_id: Option<String>,
+    pub spreadsheet_id: Vec<String>,
     /// IANA time zone of the seeded spreadsheet, e.g. America/New_York (default: the seed's,
     /// Asia/Tokyo): to try a zone with daylight saving.
     #[arg(long, value_parser = parse_zone_arg)]
@@ -172,7 +177,8 @@ impl From<EmulatorArgs> for EmulatorOptions {
             seed: a.seed,
             state: a.state,
             latency: Duration::from_millis(a.latency_ms),
-            spreadsheet_id: a.spreadsheet_id,
+            spreadsheet_id: a.spreadsheet_id.first().cloned(),
+            also: a.spreadsheet_id.into_iter().skip(1).collect(),
             time_zone: a.time_zone,
             sort_metadata: SortMetadata::default(),
             quota: a.quota.0,
@@ -238,7 +244,7 @@ impl Emulator {
             Some(path) => load_state(path)?,
             None => None,
         };
-        let (store, spreadsheet_id, fresh) = match loaded {
+        let (mut store, spreadsheet_id, mut fresh) = match loaded {
             Some(store) => {
                 // The first spreadsheet of a state file is the one the handle names.
                 let id = match &opts.spreadsheet_id {
@@ -258,14 +264,16 @@ impl Emulator {
                     .clone()
                     .unwrap_or_else(store::fresh_spreadsheet_id);
                 let mut store = Store::default();
-                let mut seeded = seed::build(opts.seed, id.clone());
-                if let Some(zone) = &opts.time_zone {
-                    seeded.time_zone.clone_from(zone);
-                }
-                store.insert(seeded);
+                store.insert(seeded(&opts, id.clone()));
                 (store, id, true)
             }
         };
+        for id in &opts.also {
+            if !store.spreadsheets.contains_key(id) {
+                store.insert(seeded(&opts, id.clone()));
+                fresh = true;
+            }
+        }
         let listener = tokio::net::TcpListener::bind(opts.listen)
             .await
             .map_err(|source| EmulatorError::Bind {
@@ -643,7 +651,11 @@ pub async fn serve(
         }
     );
     println!("web view:       {} (open it in a browser)", emu.base_url());
+    let ids: Vec<String> = emu.shared.store().spreadsheets.keys().cloned().collect();
     println!("spreadsheet id: {}", emu.spreadsheet_id());
+    for other in ids.iter().filter(|id| *id != emu.spreadsheet_id()) {
+        println!("                {other}");
+    }
     println!("credentials:    {}_emulator/credentials", emu.base_url());
     match emu.quota() {
         Some(q) => println!(
@@ -654,6 +666,15 @@ pub async fn serve(
     }
     shutdown.cancelled().await;
     emu.shutdown().await
+}
+
+/// A spreadsheet of `opts.seed` with id `id`, in `opts.time_zone` when one is given.
+fn seeded(opts: &EmulatorOptions, id: String) -> store::Spreadsheet {
+    let mut ss = seed::build(opts.seed, id);
+    if let Some(zone) = &opts.time_zone {
+        ss.time_zone.clone_from(zone);
+    }
+    ss
 }
 
 /// Saves the store shortly after each change (changes within 50 ms share one write), and

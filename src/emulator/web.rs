@@ -6,15 +6,18 @@
 //!
 //! - `GET /`, `/_emulator/web/app.js`, `/_emulator/web/app.css`: the page, served from the
 //!   binary (no build step, no framework).
-//! - `GET /_emulator/web/view?sheet=ID&after=V`: the view of one sheet as JSON. With
-//!   `after`, it answers when the store's version passes `V`, or after a second anyway (so
-//!   the request log and rates stay current too): a long poll, the page's live channel.
-//! - `POST /_emulator/web/edit` with `{"requests": [...]}`: a person's edit (tick, sort,
-//!   insert, delete), as `spreadsheets.batchUpdate` requests applied through the same atomic
-//!   path as the API (`batch::run`).
-//! - `POST /_emulator/web/type` with `{"sheet": ID, "row": R, "col": C, "text": "..."}`: a
-//!   person typing into a cell, parsed as the Sheets UI parses typing (`values.update` with
-//!   `USER_ENTERED`: formulas, numbers, percentages, dates, a leading `'` for text).
+//! - `GET /_emulator/web/view?spreadsheet=ID&sheet=ID&after=V`: the view of one sheet of one
+//!   spreadsheet (the first one the emulator made when absent or unknown) as JSON, with the
+//!   list of every spreadsheet it holds. With `after`, it answers when the store's version
+//!   passes `V`, or after a second anyway (so the request log and rates stay current too): a
+//!   long poll, the page's live channel.
+//! - `POST /_emulator/web/edit?spreadsheet=ID` with `{"requests": [...]}`: a person's edit
+//!   (tick, sort, insert, delete), as `spreadsheets.batchUpdate` requests applied through the
+//!   same atomic path as the API (`batch::run`).
+//! - `POST /_emulator/web/type?spreadsheet=ID` with `{"sheet": ID, "row": R, "col": C,
+//!   "text": "..."}`: a person typing into a cell, parsed as the Sheets UI parses typing
+//!   (`values.update` with `USER_ENTERED`: formulas, numbers, percentages, dates, a leading
+//!   `'` for text).
 //!
 //! Both are recorded in the request log as `person.edit` by `person (web view)` and count
 //! against no account's quota, as at Google. They accept only JSON sent by the page itself
@@ -75,6 +78,8 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 #[derive(Debug, Deserialize)]
 pub struct ViewQuery {
+    /// Spreadsheet id; the first one the emulator made when absent or gone.
+    spreadsheet: Option<String>,
     /// Sheet id; the first visible sheet when absent or gone.
     sheet: Option<i32>,
     /// Answer when the version passes this one (or after a second).
@@ -125,12 +130,19 @@ pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> 
     // A long poll that saw no change answers without the grid: the page keeps the one it
     // has, and the store is not rendered under its lock once a second for nothing.
     let grid = q.after.is_none_or(|after| version > after);
-    let body = {
+    let (body, shown) = {
         let store = sh.store();
-        match store.get(&sh.home_id()) {
+        let home = sh.home_id();
+        let shown = q
+            .spreadsheet
+            .filter(|id| store.spreadsheets.contains_key(id))
+            .unwrap_or(home.clone());
+        let mut body = match store.get(&shown) {
             Ok(ss) => sheet_view(ss, q.sheet, grid),
             Err(_) => json!({ "error": "the emulator holds no spreadsheet" }),
-        }
+        };
+        body["spreadsheets"] = spreadsheets(&store, &home);
+        (body, shown)
     };
     let tz: chrono_tz::Tz = body["spreadsheet"]["timeZone"]
         .as_str()
@@ -138,10 +150,13 @@ pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> 
         .unwrap_or(chrono_tz::UTC);
     let (log, rates, quota) = {
         let c = sh.control();
+        // The log of the spreadsheet shown (and the token fetches, of none); the rates are
+        // each account's, over every spreadsheet, as Google counts its quota.
         let tail: Vec<Json> = c
             .log
             .iter()
             .rev()
+            .filter(|r| r.spreadsheet == shown || r.spreadsheet.is_empty())
             .take(LOG_TAIL)
             .map(|r| {
                 json!({
@@ -189,6 +204,16 @@ fn rates(log: &[RequestRecord], now: chrono::DateTime<chrono::Utc>) -> Vec<Json>
     by_user
         .into_iter()
         .map(|(user, (reads, writes))| json!({ "user": user, "reads": reads, "writes": writes }))
+        .collect()
+}
+
+/// Every spreadsheet the emulator holds, `home` (the one it was started with) first, then by
+/// title: what the page's spreadsheet picker lists.
+fn spreadsheets(store: &super::store::Store, home: &str) -> Json {
+    let mut all: Vec<&Spreadsheet> = store.spreadsheets.values().collect();
+    all.sort_by(|a, b| (a.id != home, &a.title, &a.id).cmp(&(b.id != home, &b.title, &b.id)));
+    all.iter()
+        .map(|ss| json!({ "id": ss.id, "title": ss.title }))
         .collect()
 }
 
@@ -275,9 +300,20 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool) -> Json {
     out
 }
 
+/// Which spreadsheet a person edits: `?spreadsheet=ID`, else the first one.
+#[derive(Debug, Deserialize)]
+pub struct EditQuery {
+    spreadsheet: Option<String>,
+}
+
 /// A person's edit: `spreadsheets.batchUpdate` requests, applied atomically like the API's.
-pub async fn edit(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    person_edit(&sh, &headers, &body, |ss| {
+pub async fn edit(
+    State(sh): State<Arc<Shared>>,
+    Query(q): Query<EditQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    person_edit(&sh, q, &headers, &body, |ss| {
         let req = batch::parse(&body)?;
         batch::run(ss, &req, &sh.rules).map(|_| describe(&req))
     })
@@ -292,8 +328,13 @@ struct Typed {
 }
 
 /// A person typing into one cell: `values.update` of that cell with `USER_ENTERED`.
-pub async fn type_in(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    person_edit(&sh, &headers, &body, |ss| {
+pub async fn type_in(
+    State(sh): State<Arc<Shared>>,
+    Query(q): Query<EditQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    person_edit(&sh, q, &headers, &body, |ss| {
         let typed: Typed = serde_json::from_slice(&body)
             .map_err(|e| ApiError::invalid(format!("Invalid JSON payload: {e}")))?;
         let title = ss
@@ -315,18 +356,22 @@ pub async fn type_in(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: By
     })
 }
 
-/// Applies a person's edit to the home spreadsheet under the store's lock, marks the store
-/// changed and logs the edit; refuses a request that is not the page's own JSON.
+/// Applies a person's edit to the spreadsheet `q` names under the store's lock, marks the
+/// store changed and logs the edit; refuses a request that is not the page's own JSON.
 fn person_edit(
     sh: &Shared,
+    q: EditQuery,
     headers: &HeaderMap,
     body: &[u8],
     apply: impl FnOnce(&mut Spreadsheet) -> Result<Vec<String>, ApiError>,
 ) -> Response {
     let started = chrono::Utc::now();
+    let target = q.spreadsheet.unwrap_or_else(|| sh.home_id());
     let result = same_origin(sh, headers).and_then(|()| {
         let mut store = sh.store();
-        let ss = store.get_mut(&sh.home_id())?;
+        let ss = store.get_mut(&target).map_err(|_| {
+            ApiError::new(404, format!("the emulator holds no spreadsheet {target:?}"))
+        })?;
         apply(ss)
     });
     let (status, reply, ranges) = match result {
@@ -342,7 +387,7 @@ fn person_edit(
     }
     sh.control().record(RequestRecord {
         method: PERSON_EDIT.into(),
-        spreadsheet: sh.home_id(),
+        spreadsheet: target,
         ranges,
         user: PERSON.into(),
         write: true,

@@ -333,3 +333,144 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
         "three ticks, a sort, typing, an insert and a delete; leaving a formula unchanged is no edit"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs Debian's chromium and chromium-driver; .ci/run runs it with --ignored"]
+async fn a_person_picks_another_spreadsheet_in_the_page_and_ticks_a_box_there() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let home = emu.spreadsheet_id().to_string();
+    let second = emu.add_spreadsheet(sheetq::emulator::Seed::Demo);
+    let driver = start_driver().await;
+    let page = browser(&driver).await;
+    page.goto(&emu.base_url())
+        .await
+        .unwrap_or_else(|e| panic!("cannot open the web view: {e}"));
+    let picker = page
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#spreadsheet:not([hidden])"))
+        .await
+        .unwrap_or_else(|e| panic!("no spreadsheet picker for two spreadsheets: {e}"));
+    let options = picker
+        .find_all(Locator::Css("option"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(options.len(), 2, "one option per spreadsheet");
+    assert_eq!(
+        picker.prop("value").await.ok().flatten().as_deref(),
+        Some(home.as_str()),
+        "the page opens the emulator's first spreadsheet"
+    );
+    picker
+        .select_by_value(&second)
+        .await
+        .unwrap_or_else(|e| panic!("cannot pick the second spreadsheet: {e}"));
+    let url = format!("spreadsheet={second}");
+    for _ in 0..50 {
+        if page
+            .current_url()
+            .await
+            .is_ok_and(|u| u.as_str().contains(&url))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        page.current_url()
+            .await
+            .is_ok_and(|u| u.as_str().contains(&url)),
+        "the address names the spreadsheet shown, so a reload keeps it"
+    );
+
+    // A tick on サーバーA's first ▶ lands in the spreadsheet picked, not the first one.
+    open_tab(&page, 1001).await;
+    click(
+        &page,
+        "#grid td[data-r=\"7\"][data-c=\"0\"] input[type=checkbox]",
+    )
+    .await;
+    let ticked = |id: &str| {
+        emu.values_in(id, "'サーバーA'!A8")
+            .unwrap_or_else(|e| panic!("{e:?}"))
+    };
+    for _ in 0..50 {
+        if ticked(&second) == vec![vec![json!(true)]] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        ticked(&second),
+        vec![vec![json!(true)]],
+        "the tick went to the picked spreadsheet"
+    );
+    assert_ne!(
+        ticked(&home),
+        vec![vec![json!(true)]],
+        "the first spreadsheet is untouched"
+    );
+    let edits: Vec<String> = emu
+        .requests()
+        .iter()
+        .filter(|r| r.method == "person.edit")
+        .map(|r| r.spreadsheet.clone())
+        .collect();
+    assert_eq!(
+        edits,
+        vec![second.clone()],
+        "the edit is logged against the picked spreadsheet"
+    );
+
+    // The request log beside it is the picked spreadsheet's, with its times shown.
+    let log_of_shown = || async {
+        page.find(Locator::Css("#log"))
+            .await
+            .unwrap_or_else(|e| panic!("no request log: {e}"))
+            .text()
+            .await
+            .unwrap_or_default()
+    };
+    let mut log = String::new();
+    for _ in 0..50 {
+        log = log_of_shown().await;
+        if log.contains("person.edit") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        log.contains("person.edit"),
+        "the edit is in the picked spreadsheet's log: {log}"
+    );
+    let first_time = page
+        .find(Locator::Css("#log time"))
+        .await
+        .unwrap_or_else(|e| panic!("no time in the log: {e}"))
+        .text()
+        .await
+        .unwrap_or_default();
+    assert!(
+        first_time.len() == 8 && first_time.as_bytes()[2] == b':',
+        "each log line shows its time as HH:MM:SS: {first_time:?}"
+    );
+    page.find(Locator::Css("#spreadsheet"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .select_by_value(&home)
+        .await
+        .unwrap_or_else(|e| panic!("cannot pick the first spreadsheet again: {e}"));
+    let mut log = String::new();
+    for _ in 0..50 {
+        log = log_of_shown().await;
+        if !log.contains("person.edit") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !log.contains("person.edit"),
+        "the first spreadsheet's log does not show the other's edit: {log}"
+    );
+    let _ = page.close().await;
+}

@@ -1410,6 +1410,47 @@ async fn state_file_persists_across_restarts() {
     assert_eq!(rows, vec![vec![json!("persisted")]]);
 }
 
+#[tokio::test]
+async fn spreadsheet_ids_named_after_the_first_are_seeded_alike_and_kept_across_restarts() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let opts = EmulatorOptions {
+        state: Some(dir.path().join("emulator.json")),
+        spreadsheet_id: Some("run-panel".into()),
+        also: vec!["approvals".into()],
+        ..EmulatorOptions::default()
+    };
+    let emu = support::start_with(opts.clone()).await;
+    assert_eq!(emu.spreadsheet_id(), "run-panel");
+    let hub = hub(&emu).await;
+    put(
+        &hub,
+        "approvals",
+        "'_ジョブキュー'!A2",
+        json!([["kept"]]),
+        "RAW",
+    )
+    .await;
+    emu.shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("shutdown: {e}"));
+
+    // A restart naming one more adds it, seeded, and keeps what the others hold.
+    let again = support::start_with(EmulatorOptions {
+        also: vec!["approvals".into(), "billing".into()],
+        ..opts
+    })
+    .await;
+    let hub = support::hub(&again).await;
+    let kept = get_values(&hub, "approvals", "'_ジョブキュー'!A2", "UNFORMATTED_VALUE").await;
+    assert_eq!(kept, vec![vec![json!("kept")]], "approvals kept its rows");
+    let header = get_values(&hub, "billing", "'_ジョブキュー'!A1", "UNFORMATTED_VALUE").await;
+    assert_eq!(
+        header,
+        vec![vec![json!("jobId")]],
+        "billing is seeded like the first"
+    );
+}
+
 /// An access token from the emulator's `/token`, obtained through yup-oauth2.
 async fn emu_token(emu: &sheetq::emulator::Emulator) -> String {
     let key = yup_oauth2::parse_service_account_key(emu.credentials_json())

@@ -1,11 +1,21 @@
-// The web view of sheetq's local spreadsheet: shows one sheet as Google Sheets displays it,
-// follows changes live (a long poll on /_emulator/web/view), and sends a person's edits
-// (tick, type, sort, insert, delete) to /_emulator/web/edit as spreadsheets.batchUpdate
-// requests. No framework, no build step: this file is served as it is from the binary.
+// The web view of sheetq's local spreadsheets: shows one sheet of one spreadsheet as Google
+// Sheets displays it (a picker switches between the spreadsheets the emulator holds; the
+// address keeps the one shown as ?spreadsheet=ID), follows changes live (a long poll on
+// /_emulator/web/view), and sends a person's edits (tick, type, sort, insert, delete) to
+// /_emulator/web/edit as spreadsheets.batchUpdate requests. No framework, no build step:
+// this file is served as it is from the binary.
 'use strict';
 
 const ROW_H = 24;
-const state = { sheet: null, version: 0, drawn: null, view: null, sel: null, editing: false };
+const state = {
+  spreadsheet: new URLSearchParams(location.search).get('spreadsheet'),
+  sheet: null,
+  version: 0,
+  drawn: null,
+  view: null,
+  sel: null,
+  editing: false,
+};
 const $ = (id) => document.getElementById(id);
 
 function letters(i) {
@@ -29,6 +39,7 @@ function setLive(up) {
 async function fetchView(after) {
   const params = new URLSearchParams();
   if (after !== undefined) params.set('after', String(after));
+  if (state.spreadsheet !== null) params.set('spreadsheet', state.spreadsheet);
   if (state.sheet !== null) params.set('sheet', String(state.sheet));
   const res = await fetch('/_emulator/web/view?' + params, { cache: 'no-store' });
   if (!res.ok) throw new Error('view: HTTP ' + res.status);
@@ -37,6 +48,18 @@ async function fetchView(after) {
 
 function take(view) {
   state.version = view.version;
+  // A long poll sent before the person picked another spreadsheet answers for the old one:
+  // take only what is the emulator's (the picker, each account's rates).
+  const shown = view.spreadsheet ? view.spreadsheet.id : null;
+  if (state.spreadsheet !== null && shown !== state.spreadsheet) {
+    if (state.view) {
+      state.view = Object.assign({}, state.view, { spreadsheets: view.spreadsheets, rates: view.rates, quota: view.quota });
+      renderPicker();
+      renderSide();
+    }
+    return;
+  }
+  state.spreadsheet = shown;
   // A long poll that saw no change sends no grid: keep the one shown.
   if (!view.sheet && state.view && state.view.sheet) view.sheet = state.view.sheet;
   // The sheet shown was deleted: follow the server to the first visible one.
@@ -51,7 +74,7 @@ function take(view) {
     state.view = view;
     if (view.sheet) state.sheet = view.sheet.id;
     // Redraw only what changed: a redraw every second would take the keyboard focus away.
-    const drawn = view.version + ':' + state.sheet;
+    const drawn = view.version + ':' + state.spreadsheet + ':' + state.sheet;
     if (!state.editing && drawn !== state.drawn) {
       renderSheet();
       state.drawn = drawn;
@@ -59,6 +82,7 @@ function take(view) {
   } else if (state.view) {
     state.view = Object.assign({}, view, { sheet: state.view.sheet });
   }
+  renderPicker();
   renderTabs();
   renderSide();
   document.body.dataset.version = String(view.version);
@@ -91,10 +115,15 @@ async function edit(requests, what) {
   return post('/_emulator/web/edit', { requests }, what);
 }
 
+/** The spreadsheet a person's edit goes to: the one shown. */
+function target(path) {
+  return state.spreadsheet === null ? path : path + '?spreadsheet=' + encodeURIComponent(state.spreadsheet);
+}
+
 async function post(path, body, what) {
   $('message').textContent = '';
   try {
-    const res = await fetch(path, {
+    const res = await fetch(target(path), {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
@@ -151,6 +180,42 @@ function deleteRow() {
 }
 
 // ---- rendering ----------------------------------------------------------------------
+
+/** The spreadsheet picker, shown when the emulator holds more than one. */
+function renderPicker() {
+  const list = state.view.spreadsheets || [];
+  const picker = $('spreadsheet');
+  picker.hidden = list.length < 2;
+  $('title').hidden = !picker.hidden;
+  // Spreadsheets seeded alike share a title: their id tells them apart.
+  const titles = list.map((s) => s.title || s.id);
+  const name = (s, i) => (titles.indexOf(titles[i]) !== titles.lastIndexOf(titles[i]) ? titles[i] + ' · ' + s.id : titles[i]);
+  const known = Array.from(picker.options).map((o) => o.value + '\u0000' + o.textContent).join('\u0001');
+  const wanted = list.map((s, i) => s.id + '\u0000' + name(s, i)).join('\u0001');
+  if (known !== wanted) {
+    picker.textContent = '';
+    list.forEach((s, i) => {
+      const o = document.createElement('option');
+      o.value = s.id;
+      o.textContent = name(s, i);
+      o.title = s.id;
+      picker.appendChild(o);
+    });
+  }
+  if (state.spreadsheet !== null) picker.value = state.spreadsheet;
+}
+
+function showSpreadsheet(id) {
+  state.spreadsheet = id;
+  state.sheet = null;
+  state.sel = null;
+  state.drawn = null;
+  const url = new URL(location.href);
+  url.searchParams.set('spreadsheet', id);
+  history.replaceState(null, '', url);
+  updateToolbar();
+  refresh();
+}
 
 function renderTabs() {
   const nav = $('tabs');
@@ -376,7 +441,7 @@ function renderSide() {
   for (const e of v.log || []) {
     const li = document.createElement('li');
     const t = document.createElement('time');
-    t.textContent = e.at.slice(11, 19);
+    t.textContent = e.at;
     li.appendChild(t);
     const what = document.createElement('span');
     const who = e.user ? e.user.split('@')[0] : 'anonymous';
@@ -390,6 +455,7 @@ function renderSide() {
   }
 }
 
+$('spreadsheet').addEventListener('change', (e) => showSpreadsheet(e.target.value));
 $('sort-asc').addEventListener('click', () => sortBy('ASCENDING'));
 $('sort-desc').addEventListener('click', () => sortBy('DESCENDING'));
 $('insert-row').addEventListener('click', insertRow);
