@@ -29,6 +29,17 @@ pub struct Findings {
     pub facts: Vec<String>,
     pub warnings: Vec<String>,
     pub problems: Vec<String>,
+    /// What the spreadsheet's `_ワーカー` showed of the account, for [`accounts`].
+    #[serde(skip)]
+    pub seen: Option<Seen>,
+}
+
+/// The live daemons other than this one that a spreadsheet's heartbeats show calling the API
+/// as `account`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Seen {
+    pub account: String,
+    pub others: std::collections::BTreeSet<String>,
 }
 
 impl Findings {
@@ -116,8 +127,12 @@ pub async fn deployment(
         let rows = read.first().map(|v| v.values.clone()).unwrap_or_default();
         let heartbeats = crate::workers::parse(&rows, tz);
         let google_now = Utc::now() + sheets.clock_skew().unwrap_or_default();
-        let live = live_on_account(&heartbeats, &account, config, google_now);
-        budget(config, &account, live, &mut f);
+        let others = live_on_account(&heartbeats, &account, config, google_now);
+        let daemons = u32::try_from(others.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(1);
+        budget(config, &account, daemons, &mut f);
+        f.seen = Some(Seen { account, others });
     }
     state_dir(&config.state_dir, &mut f);
     f.problems.extend(local_problems(config, registry));
@@ -163,22 +178,105 @@ fn clock(skew: Option<TimeDelta>, f: &mut Findings) {
     }
 }
 
-/// The daemons in `_ワーカー` that call the API as `account`, by the heartbeats' own times
-/// (`check` watches nothing, so it trusts their clocks, against Google's), plus the one
-/// this config would start if it is not among them.
+/// The daemons in `_ワーカー` other than this config's that call the API as `account`, by
+/// the heartbeats' own times (`check` watches nothing, so it trusts their clocks, against
+/// Google's).
 fn live_on_account(
     heartbeats: &[crate::workers::Heartbeat],
     account: &str,
     config: &Config,
     google_now: chrono::DateTime<Utc>,
-) -> u32 {
+) -> std::collections::BTreeSet<String> {
     let dead_after = TimeDelta::from_std(config.dead_after).unwrap_or(TimeDelta::MAX);
-    let others = heartbeats
+    heartbeats
         .iter()
         .filter(|h| h.account == account && !h.stopped && h.worker_id != config.worker_id)
         .filter(|h| h.seen.is_some_and(|seen| google_now - seen <= dead_after))
-        .count();
-    u32::try_from(others).unwrap_or(u32::MAX).saturating_add(1)
+        .map(|h| h.worker_id.clone())
+        .collect()
+}
+
+/// The budget of each service account across the spreadsheets of a config that serves
+/// several (`[[spreadsheets]]`), from what [`deployment`] saw on each (`None`: its heartbeats
+/// could not be read). One process serves them all on one budget per account, split with
+/// every other live daemon of the account on any of them (docs/design.md §6): what counts is
+/// what all of them together want of it, which no one spreadsheet's check can tell.
+pub fn accounts(spreadsheets: &[Checked<'_>]) -> Findings {
+    let mut f = Findings::default();
+    let mut groups: Vec<(&str, Vec<Checked<'_>>)> = Vec::new();
+    for &(config, seen) in spreadsheets {
+        let account = seen.map_or("", |s| s.account.as_str());
+        match groups.iter_mut().find(|(a, _)| *a == account) {
+            Some((_, members)) => members.push((config, seen)),
+            None => groups.push((account, vec![(config, seen)])),
+        }
+    }
+    for (account, members) in groups {
+        account_budget(account, &members, &mut f);
+    }
+    f
+}
+
+/// A spreadsheet's config, with what its check saw of the account.
+pub type Checked<'a> = (&'a Config, Option<&'a Seen>);
+
+/// [`accounts`] for the spreadsheets served as one account.
+fn account_budget(account: &str, members: &[Checked<'_>], f: &mut Findings) {
+    let Some(&(config, _)) = members.first() else {
+        return;
+    };
+    let account = if account.is_empty() {
+        "an account not known (its heartbeats were not read)"
+    } else {
+        account
+    };
+    let n = members.len();
+    let labels: Vec<&str> = members.iter().map(|(c, _)| c.label.as_str()).collect();
+    let others: std::collections::BTreeSet<&String> = members
+        .iter()
+        .filter_map(|(_, s)| *s)
+        .flat_map(|s| &s.others)
+        .collect();
+    // Each other daemon writes a heartbeat on every one of our spreadsheets it serves.
+    let their_rows: usize = members
+        .iter()
+        .filter_map(|(_, s)| *s)
+        .map(|s| s.others.len())
+        .sum();
+    let rpm = config.requests_per_minute;
+    let daemons = u32::try_from(others.len())
+        .unwrap_or(u32::MAX)
+        .saturating_add(1);
+    let share = rpm / daemons;
+    f.facts.push(format!(
+        "{account}: this daemon serves {n} spreadsheet(s) ({}) on one budget, requests_per_minute = {rpm}, shared with {} other live daemon(s) seen on them: {share} reads and {share} writes a minute for all {n}",
+        labels.join(", "),
+        others.len()
+    ));
+    let per_minute = |every: Duration| 60.0 / every.as_secs_f64().max(0.001);
+    let n_f = n as f64;
+    let busy = n_f * per_minute(config.poll_interval);
+    let quiet = n_f * per_minute(config.idle_poll_interval);
+    if quiet > f64::from(share) {
+        f.problems.push(format!(
+            "even when quiet, the {n} spreadsheets on {account} are polled {quiet:.0} times a minute (idle_poll_interval = {:?}), more than this daemon's {share} reads a minute: every press waits for the budget; raise idle_poll_interval, or give some of them a key of another service account (`credentials` in their entries)",
+            config.idle_poll_interval
+        ));
+    } else if busy > f64::from(share) {
+        f.warnings.push(format!(
+            "when all {n} spreadsheets on {account} have work, their polls want {busy:.0} reads a minute, more than this daemon's {share}: the polls then come further apart, evenly (each about every {:.1} s), and the daemon says so; quiet ones are polled less (idle_poll_interval = {:?})",
+            n_f * 60.0 / f64::from(share.max(1)),
+            config.idle_poll_interval
+        ));
+    }
+    let heartbeats = (n + their_rows) as f64 * per_minute(config.heartbeat_interval);
+    if heartbeats >= f64::from(rpm) {
+        f.problems.push(format!(
+            "the heartbeats on {account}'s spreadsheets ({} rows, each written every {:?}) take {heartbeats:.0} writes a minute, leaving nothing of requests_per_minute = {rpm} for claims and results; raise heartbeat_interval, or give some spreadsheets a key of another service account",
+            n + their_rows,
+            config.heartbeat_interval
+        ));
+    }
 }
 
 /// The account's request budget against what its live daemons need.
@@ -299,5 +397,108 @@ pub fn log_at_start(config: &Config, registry: &Registry, sheets: &dyn Sheets) {
     clock(sheets.clock_skew(), &mut f);
     for line in f.problems.iter().chain(&f.warnings) {
         tracing::warn!(problem = %line, "sheetq check: {line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The configs of `n` spreadsheets served by one process, with `settings` at the top.
+    fn fleet(n: usize, settings: &str) -> Vec<Config> {
+        let mut text = format!("worker_id = \"vm-1\"\n{settings}\n");
+        for i in 0..n {
+            text.push_str(&format!(
+                "[[spreadsheets]]\nlabel = \"s{i}\"\nspreadsheet_id = \"id{i}\"\n"
+            ));
+        }
+        Config::parse(&text, "test config", &Default::default())
+            .unwrap_or_else(|e| panic!("{e}\n{text}"))
+            .each_spreadsheet()
+    }
+
+    fn seen(account: &str, others: &[&str]) -> Seen {
+        Seen {
+            account: account.into(),
+            others: others.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn one_account_counts_every_daemon_seen_on_any_of_its_spreadsheets_once() {
+        let configs = fleet(3, "requests_per_minute = 50");
+        let saw = [
+            seen("ops@p", &["vm-2"]),
+            seen("ops@p", &["vm-2"]),
+            seen("ops@p", &[]),
+        ];
+        let each: Vec<_> = configs.iter().zip(saw.iter().map(Some)).collect();
+        let f = accounts(&each);
+        assert_eq!(f.facts.len(), 1, "{f:?}");
+        assert!(
+            f.facts[0].contains("serves 3 spreadsheet(s) (s0, s1, s2)")
+                && f.facts[0].contains("1 other live daemon(s)")
+                && f.facts[0].contains("25 reads and 25 writes a minute for all 3"),
+            "{}",
+            f.facts[0]
+        );
+        // Busy, three spreadsheets at poll_interval = 2 s want 90 reads a minute: they slow.
+        assert_eq!(f.warnings.len(), 1, "{f:?}");
+        assert!(
+            f.warnings[0].contains("90 reads a minute"),
+            "{}",
+            f.warnings[0]
+        );
+        assert!(f.ok(), "slowing down evenly is no problem: {f:?}");
+    }
+
+    #[test]
+    fn quiet_polls_or_heartbeats_beyond_the_accounts_budget_are_problems_named_with_a_fix() {
+        let configs = fleet(
+            10,
+            "idle_poll_interval = \"5s\"\nheartbeat_interval = \"10s\"",
+        );
+        let saw = vec![seen("ops@p", &[]); 10];
+        let each: Vec<_> = configs.iter().zip(saw.iter().map(Some)).collect();
+        let f = accounts(&each);
+        assert!(
+            f.problems.iter().any(|p| p.contains("120 times a minute")
+                && p.contains("raise idle_poll_interval")),
+            "{f:?}"
+        );
+        let configs = fleet(10, "heartbeat_interval = \"10s\"");
+        let each: Vec<_> = configs.iter().zip(saw.iter().map(Some)).collect();
+        let f = accounts(&each);
+        assert!(
+            f.problems
+                .iter()
+                .any(|p| p.contains("60 writes a minute") && p.contains("raise heartbeat_interval")),
+            "ten heartbeats every 10 s are the whole budget of 50: {f:?}"
+        );
+    }
+
+    #[test]
+    fn each_account_is_judged_on_its_own_spreadsheets() {
+        let configs = fleet(4, "");
+        let saw = [
+            seen("ops@p", &[]),
+            seen("approvals@p", &["vm-9"]),
+            seen("ops@p", &[]),
+            seen("approvals@p", &[]),
+        ];
+        let each: Vec<_> = configs.iter().zip(saw.iter().map(Some)).collect();
+        let f = accounts(&each);
+        assert_eq!(f.facts.len(), 2, "{f:?}");
+        assert!(
+            f.facts[0].starts_with("ops@p: this daemon serves 2 spreadsheet(s) (s0, s2)"),
+            "{}",
+            f.facts[0]
+        );
+        assert!(
+            f.facts[1].starts_with("approvals@p: this daemon serves 2 spreadsheet(s) (s1, s3)")
+                && f.facts[1].contains("25 reads"),
+            "{}",
+            f.facts[1]
+        );
     }
 }

@@ -365,17 +365,39 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Check(args) => {
             let configs = args.config.load_each()?;
-            let mut worst = ExitCode::SUCCESS;
+            let mut ok = true;
+            let mut seen = Vec::new();
             for config in configs.iter() {
                 if let Some(h) = heading(config, configs.len() > 1 && !args.json) {
                     println!("{h}");
                 }
-                let code = check(&args, config.clone()).await?;
-                if code != ExitCode::SUCCESS {
-                    worst = code;
-                }
+                let (passed, saw) = check(&args, config.clone()).await?;
+                ok &= passed;
+                seen.push(saw);
             }
-            Ok(worst)
+            if configs.len() > 1 {
+                // What one spreadsheet's check cannot tell: each account's budget across all.
+                let each: Vec<_> = configs
+                    .iter()
+                    .zip(seen.iter().map(Option::as_ref))
+                    .collect();
+                let findings = crate::check::accounts(&each);
+                if !args.json {
+                    println!(
+                        "== the service accounts' budgets, across the {} spreadsheets",
+                        configs.len()
+                    );
+                }
+                let fits = "ok: each account's budget fits what its spreadsheets need";
+                ok &= print_findings(&args, &findings, None, fits, |json| {
+                    json["accounts"] = serde_json::json!(true);
+                });
+            }
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_PROBLEMS)
+            })
         }
         Command::Status(args) => {
             let configs = args.config.load_each()?;
@@ -721,7 +743,10 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
 
 /// `sheetq check [--probe]`: the deployment's problems, then (with `--probe`) Google's
 /// behaviours on a temporary sheet; exit 3 when a problem is found or a probe did not pass.
-async fn check(args: &CheckArgs, config: Config) -> anyhow::Result<ExitCode> {
+async fn check(
+    args: &CheckArgs,
+    config: Config,
+) -> anyhow::Result<(bool, Option<crate::check::Seen>)> {
     let (registry, config_problems) = crate::setup::checked_registry(&config)
         .unwrap_or_else(|problems| (Registry::default(), problems));
     let only = args
@@ -762,7 +787,30 @@ async fn check(args: &CheckArgs, config: Config) -> anyhow::Result<ExitCode> {
         None
     };
     let probes_pass = probes.as_ref().is_none_or(crate::probe::Report::all_pass);
-    let ok = findings.ok() && probes_pass;
+    let matches = format!(
+        "ok: the spreadsheet matches {}",
+        args.config.path()?.display()
+    );
+    let ok = print_findings(args, &findings, probes.as_ref(), &matches, |out| {
+        // With several spreadsheets, one line each, naming it.
+        if !config.label.is_empty() {
+            out["spreadsheet"] = serde_json::json!(config.label);
+            out["spreadsheet_id"] = serde_json::json!(config.spreadsheet_id);
+        }
+    });
+    Ok((ok && probes_pass, findings.seen))
+}
+
+/// Prints what `check` found (and the probes' table), as text (`ok_line` when it found no
+/// problem) or as one JSON line that `name` completes; whether it found no problem.
+fn print_findings(
+    args: &CheckArgs,
+    findings: &crate::check::Findings,
+    probes: Option<&crate::probe::Report>,
+    ok_line: &str,
+    name: impl FnOnce(&mut serde_json::Value),
+) -> bool {
+    let ok = findings.ok() && probes.is_none_or(crate::probe::Report::all_pass);
     if args.json {
         let mut out = serde_json::json!({
             "ok": ok,
@@ -770,42 +818,31 @@ async fn check(args: &CheckArgs, config: Config) -> anyhow::Result<ExitCode> {
             "warnings": findings.warnings,
             "facts": findings.facts,
         });
-        if let Some(r) = &probes {
-            out["probes"] = serde_json::to_value(r)?;
+        if let Some(r) = probes {
+            out["probes"] = serde_json::to_value(r).unwrap_or_default();
         }
-        // With several spreadsheets, one line each, naming it.
-        if !config.label.is_empty() {
-            out["spreadsheet"] = serde_json::json!(config.label);
-            out["spreadsheet_id"] = serde_json::json!(config.spreadsheet_id);
-        }
+        name(&mut out);
         println!("{out}");
+        return ok;
+    }
+    for fact in &findings.facts {
+        println!("  {fact}");
+    }
+    for w in &findings.warnings {
+        eprintln!("warning: {w}");
+    }
+    if findings.ok() {
+        println!("{ok_line}");
     } else {
-        for fact in &findings.facts {
-            println!("  {fact}");
-        }
-        for w in &findings.warnings {
-            eprintln!("warning: {w}");
-        }
-        if findings.ok() {
-            println!(
-                "ok: the spreadsheet matches {}",
-                args.config.path()?.display()
-            );
-        } else {
-            eprintln!("{} problem(s):", findings.problems.len());
-            for p in &findings.problems {
-                eprintln!("  - {p}");
-            }
-        }
-        if let Some(r) = &probes {
-            print!("{}", r.table());
+        eprintln!("{} problem(s):", findings.problems.len());
+        for p in &findings.problems {
+            eprintln!("  - {p}");
         }
     }
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_PROBLEMS)
-    })
+    if let Some(r) = probes {
+        print!("{}", r.table());
+    }
+    ok
 }
 
 /// Cancels `token` on SIGTERM or SIGINT: the caller owns shutdown.

@@ -821,6 +821,16 @@ async fn a_config_of_two_spreadsheets_is_acted_on_each_or_by_spreadsheet() {
         serde_json::from_slice(&out.stdout).expect("status --json prints JSON");
     assert_eq!(list[1]["spreadsheet"], "west", "{list}");
     assert_eq!(list[1]["status"]["counts"][0], json!(["待機", 1]), "{list}");
+    let out = run(&["check"]).await.expect("join");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let accounts = shown
+        .split_once("== the service accounts' budgets, across the 2 spreadsheets")
+        .map(|(_, after)| after)
+        .unwrap_or_else(|| panic!("check adds up the account's budget after both:\n{shown}"));
+    assert!(
+        accounts.contains("serves 2 spreadsheet(s) (east, west) on one budget"),
+        "{accounts}"
+    );
     let out = run(&["status", "--spreadsheet", "nowhere"])
         .await
         .expect("join");
