@@ -592,7 +592,7 @@ async fn reload_on_hangup(
         tracing::info!(config = %path.display(), "SIGHUP: reading the config again");
         let read = Config::load(&path)
             .map_err(anyhow::Error::new)
-            .and_then(|config| Ok((registry(&config)?, config)));
+            .and_then(|config| Ok((registries(&config)?, config)));
         match read {
             Ok((registry, config)) => {
                 reloads.send_replace(Some(Arc::new(crate::daemon::Reload { config, registry })));
@@ -602,6 +602,21 @@ async fn reload_on_hangup(
             }
         }
     }
+}
+
+/// The command registry of `config`, checked as at start: with `[[spreadsheets]]`, each
+/// spreadsheet's functions (its own, or the top level's) against the commands, so a reload
+/// is refused for what would have stopped a start.
+fn registries(config: &Config) -> anyhow::Result<Registry> {
+    if config.spreadsheets.is_empty() {
+        return registry(config);
+    }
+    let mut first = None;
+    for part in config.each_spreadsheet() {
+        let checked = registry(&part).with_context(|| format!("spreadsheet {:?}", part.label))?;
+        first.get_or_insert(checked);
+    }
+    first.ok_or_else(|| anyhow::anyhow!("the config lists no spreadsheet"))
 }
 
 /// `sheetq panels sync|migrate`: one panel sync; exit 3 when something is left unresolved.

@@ -451,3 +451,68 @@ async fn a_quiet_spreadsheet_is_polled_at_most_every_idle_poll_interval_and_stil
         .unwrap_or_else(|e| panic!("the daemon failed: {e}"));
     assert_no_quota_refusals(&emu);
 }
+
+/// SIGHUP with a spreadsheet's own function naming a command the config lacks: refused as a
+/// start would be, naming the spreadsheet, and the config in force stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_whose_spreadsheet_function_names_no_command_is_refused_naming_it() {
+    let emu = start_emulator().await;
+    let ids = [
+        emu.spreadsheet_id().to_string(),
+        emu.add_spreadsheet(Seed::Demo),
+    ];
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let served = [ids[0].as_str(), ids[1].as_str()];
+    let text = fleet_config_text(&emu, dir.path(), "hup", &served, 2, 50);
+    let path = dir.path().join("sheetq.toml");
+    std::fs::write(&path, &text).unwrap_or_else(|e| panic!("write config: {e}"));
+    let log = dir.path().join("sheetq.log");
+    let show = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut daemon = crate::daemon::Binary::start(&path, &log);
+    wait_for(
+        "both spreadsheets' heartbeats",
+        WAIT,
+        || {
+            ids.iter()
+                .all(|id| {
+                    emu.values_in(id, "'_ワーカー'!A2:A")
+                        .is_ok_and(|b| b.iter().any(|r| r == &vec![json!("hup")]))
+                })
+                .then_some(())
+        },
+        show,
+    )
+    .await;
+    let broken =
+        format!("{text}[[spreadsheets.functions]]\nlabel = \"承認\"\ncommand = \"approve\"\n");
+    std::fs::write(&path, broken).unwrap_or_else(|e| panic!("write config: {e}"));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap_or_else(|e| panic!("SIGHUP: {e}"));
+    let refusal = wait_for(
+        "the daemon to refuse the reload",
+        WAIT,
+        || {
+            // The refusal's line and the problems listed under it.
+            let all = show();
+            let lines: Vec<&str> = all.lines().collect();
+            let at = lines.iter().position(|l| l.contains("was not reloaded"))?;
+            Some(lines[at..lines.len().min(at + 4)].join("\n"))
+        },
+        show,
+    )
+    .await;
+    assert!(
+        refusal.contains("spreadsheet \"s2\""),
+        "the refusal names the spreadsheet: {refusal}"
+    );
+    assert!(refusal.contains("approve"), "and the command: {refusal}");
+    assert!(
+        !show().contains("reloaded the config"),
+        "nothing of it was taken up:\n{}",
+        show()
+    );
+    assert_eq!(daemon.exited(), None, "the daemon runs on:\n{}", show());
+}
