@@ -17,7 +17,7 @@ use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, SheetsError, ValueRange};
 
 /// Header of the heartbeat rows in `_ワーカー` (row 2).
-pub const WORKER_HEADER: [&str; 9] = crate::workers::HEADER;
+pub const WORKER_HEADER: [&str; 10] = crate::workers::HEADER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
@@ -83,8 +83,8 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
             done.push(format!("created hidden sheet '{title}'"));
         }
     }
-    // Heartbeat rows grew from 6 to 9 columns (process, running jobs, account): widen an
-    // older sheet.
+    // Heartbeat rows grew from 6 to 10 columns (process, running jobs, account, sharers):
+    // widen an older sheet.
     if let Some(w) = meta
         .sheet(WORKER_SHEET)
         .filter(|w| w.column_count < worker_cols)

@@ -178,9 +178,9 @@ fn clock(skew: Option<TimeDelta>, f: &mut Findings) {
     }
 }
 
-/// The daemons in `_ワーカー` other than this config's that call the API as `account`, by
-/// the heartbeats' own times (`check` watches nothing, so it trusts their clocks, against
-/// Google's).
+/// The daemons other than this config's that call the API as `account`: those live in
+/// `_ワーカー`, by the heartbeats' own times (`check` watches nothing, so it trusts their
+/// clocks, against Google's), and those their heartbeats list, as the daemon counts them.
 fn live_on_account(
     heartbeats: &[crate::workers::Heartbeat],
     account: &str,
@@ -188,11 +188,14 @@ fn live_on_account(
     google_now: chrono::DateTime<Utc>,
 ) -> std::collections::BTreeSet<String> {
     let dead_after = TimeDelta::from_std(config.dead_after).unwrap_or(TimeDelta::MAX);
-    heartbeats
+    let live = heartbeats
         .iter()
-        .filter(|h| h.account == account && !h.stopped && h.worker_id != config.worker_id)
+        .filter(|h| h.account == account && !h.stopped)
         .filter(|h| h.seen.is_some_and(|seen| google_now - seen <= dead_after))
-        .map(|h| h.worker_id.clone())
+        .map(|h| (h.worker_id.as_str(), h.sharers.as_slice()));
+    crate::workers::sharers_known(&config.worker_id, live)
+        .into_iter()
+        .map(|s| s.worker_id)
         .collect()
 }
 

@@ -68,7 +68,7 @@ pub enum DaemonError {
     #[error(transparent)]
     WorkerIdInUse(#[from] crate::workers::WorkerIdInUse),
     #[error(
-        "'_ワーカー' has {columns} columns, but heartbeat rows now need 9 (A–I: their process, running jobs and account) and it could not be widened; run `sheetq init --config FILE` once to widen it"
+        "'_ワーカー' has {columns} columns, but heartbeat rows now need 10 (A–J: their process, running jobs, account and the daemons they share it with) and it could not be widened; run `sheetq init --config FILE` once to widen it"
     )]
     WorkerSheetTooNarrow { columns: i32 },
 }
@@ -1157,14 +1157,19 @@ impl Daemon {
             self.config.dead_after,
         );
         self.served.rank = rank;
-        // Every daemon on the account that any spreadsheet of this process shows.
-        let others = workers::others_on_account(
+        // Every daemon on the account that any spreadsheet of this process shows, and every
+        // one their heartbeats list.
+        let others = workers::live_on_account(
             &poll.workers,
             &self.config.worker_id,
             &self.served.account,
             self.config.dead_after,
-        );
-        let sharing = self.share.report(others.map(str::to_string)).max(sharing);
+        )
+        .map(|h| (h.worker_id.clone(), h.sharers.clone()));
+        let sharing = self
+            .share
+            .report(&self.config.worker_id, others)
+            .max(sharing);
         if sharing == self.served.sharing {
             return;
         }
@@ -1377,6 +1382,7 @@ impl Daemon {
             now,
             &self.process,
             &self.served.account,
+            &self.share.sharers(),
         )
     }
 

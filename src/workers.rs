@@ -18,8 +18,8 @@ use crate::queue::{self, QueueRow};
 use crate::sheet_time;
 use crate::sheets::Cell;
 
-/// Header of the heartbeat rows (row 2); the columns the daemon writes, A to I.
-pub const HEADER: [&str; 9] = [
+/// Header of the heartbeat rows (row 2); the columns the daemon writes, A to J.
+pub const HEADER: [&str; 10] = [
     "worker",
     "host",
     "version",
@@ -29,10 +29,33 @@ pub const HEADER: [&str; 9] = [
     "process",
     "running jobs",
     "account",
+    "sharers",
 ];
 
 /// Letter of the last heartbeat column.
-pub const LAST_COLUMN: &str = "I";
+pub const LAST_COLUMN: &str = "J";
+
+/// How far word of a daemon on one's account travels from heartbeat to heartbeat: a daemon
+/// heard of through more than this many others is not counted (docs/design.md §6). It
+/// bounds how long word of a daemon that died goes round a loop of daemons that keep telling
+/// each other of it.
+pub const MAX_HOPS: u32 = 4;
+
+/// A daemon on the lister's account that it knows of, listed in its heartbeat so that
+/// daemons whose spreadsheets overlap only through others' still count each other when they
+/// split the account's budget (docs/design.md §6).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Sharer {
+    #[serde(rename = "w")]
+    pub worker_id: String,
+    /// 1: the lister sees its heartbeat itself; n: it heard of it through n − 1 others.
+    #[serde(rename = "n")]
+    pub hops: u32,
+    /// Whom the lister heard of it from (empty: seen itself). A reader does not take back
+    /// word that came from itself, so two daemons do not keep a dead one alive between them.
+    #[serde(rename = "v", default, skip_serializing_if = "String::is_empty")]
+    pub via: String,
+}
 
 /// First sheet row of the heartbeat rows (1-based); row 1 holds the lease, row 2 the header.
 pub const FIRST_ROW: u32 = 3;
@@ -106,6 +129,8 @@ pub struct Heartbeat {
     /// The service account it calls the API as (empty from versions that did not say):
     /// daemons on one account share its quota.
     pub account: String,
+    /// The other daemons on its account it knows of (empty from versions that did not say).
+    pub sharers: Vec<Sharer>,
     /// Its last heartbeat says it stopped (0 slots, written as it shut down): it takes no
     /// share of the quota. Its listed jobs stay held until `dead_after`, as a crashed
     /// daemon's would, since its outbox may still hold their results.
@@ -149,6 +174,7 @@ pub fn parse(rows: &[Vec<Cell>], tz: Tz) -> Vec<Heartbeat> {
                 process: text(row, 6),
                 jobs: serde_json::from_str(&text(row, 7)).unwrap_or_default(),
                 account: text(row, 8),
+                sharers: serde_json::from_str(&text(row, 9)).unwrap_or_default(),
                 stopped: row.get(3).and_then(Cell::as_u64) == Some(0),
             })
         })
@@ -160,7 +186,7 @@ pub fn process_id(host: &str, pid: u32) -> String {
     format!("{host} {pid}")
 }
 
-/// The heartbeat cells A–I of a daemon.
+/// The heartbeat cells A–J of a daemon.
 #[allow(clippy::too_many_arguments)]
 pub fn row_cells(
     worker_id: &str,
@@ -170,6 +196,7 @@ pub fn row_cells(
     now: DateTime<Utc>,
     process: &str,
     account: &str,
+    sharers: &[Sharer],
 ) -> Vec<Cell> {
     vec![
         Cell::from(worker_id),
@@ -183,7 +210,49 @@ pub fn row_cells(
         Cell::from(process),
         Cell::from(serde_json::to_string(jobs).unwrap_or_else(|_| "[]".into())),
         Cell::from(account),
+        Cell::from(serde_json::to_string(sharers).unwrap_or_else(|_| "[]".into())),
     ]
+}
+
+/// The other daemons on `account` that `me` knows of, from the live ones it sees (`seen`,
+/// each with the daemons it lists): those it sees (1 hop), and those they list, one hop
+/// further, up to [`MAX_HOPS`], leaving out `me` and what they heard from `me`. Each at its
+/// fewest hops.
+pub fn sharers_known<'h>(
+    me: &str,
+    seen: impl IntoIterator<Item = (&'h str, &'h [Sharer])>,
+) -> Vec<Sharer> {
+    let mut known: std::collections::BTreeMap<&str, (u32, &str)> = Default::default();
+    let mut heard = Vec::new();
+    for (daemon, lists) in seen {
+        if daemon == me {
+            continue;
+        }
+        known.insert(daemon, (1, ""));
+        heard.push((daemon, lists));
+    }
+    for (daemon, lists) in heard {
+        for s in lists {
+            let hops = s.hops.saturating_add(1);
+            if s.worker_id == me || s.via == me || hops > MAX_HOPS {
+                continue;
+            }
+            let better = known
+                .get(s.worker_id.as_str())
+                .is_none_or(|(h, _)| hops < *h);
+            if better {
+                known.insert(&s.worker_id, (hops, daemon));
+            }
+        }
+    }
+    known
+        .into_iter()
+        .map(|(w, (hops, via))| Sharer {
+            worker_id: w.to_string(),
+            hops,
+            via: via.to_string(),
+        })
+        .collect()
 }
 
 /// Our place among the live daemons (`me` included) that call the API as `account`, and how
@@ -215,12 +284,19 @@ pub fn others_on_account<'h>(
     account: &'h str,
     dead_after: StdDuration,
 ) -> impl Iterator<Item = &'h str> {
-    heartbeats
-        .iter()
-        .filter(move |h| {
-            h.worker_id != me && h.account == account && !h.stopped && h.is_live(dead_after)
-        })
-        .map(|h| h.worker_id.as_str())
+    live_on_account(heartbeats, me, account, dead_after).map(|h| h.worker_id.as_str())
+}
+
+/// The heartbeats of [`others_on_account`].
+pub fn live_on_account<'h>(
+    heartbeats: &'h [Heartbeat],
+    me: &'h str,
+    account: &'h str,
+    dead_after: StdDuration,
+) -> impl Iterator<Item = &'h Heartbeat> {
+    heartbeats.iter().filter(move |h| {
+        h.worker_id != me && h.account == account && !h.stopped && h.is_live(dead_after)
+    })
 }
 
 /// The jobs that live daemons other than `me` say they are running: for the claim rules,
@@ -363,6 +439,7 @@ mod tests {
             process: process.into(),
             jobs: jobs.iter().map(|(j, t)| job(j, t)).collect(),
             account: "sheetq@p.iam.gserviceaccount.com".into(),
+            sharers: Vec::new(),
             stopped: false,
         }
     }
@@ -430,7 +507,21 @@ mod tests {
             .map(|t| t.with_timezone(&Utc))
             .unwrap_or_default();
         let account = "sheetq@p.iam.gserviceaccount.com";
-        let cells = row_cells("vm-1", "host-a", 2, &jobs, now, "host-a 4242", account);
+        let sharers = [Sharer {
+            worker_id: "vm-9".into(),
+            hops: 2,
+            via: "vm-2".into(),
+        }];
+        let cells = row_cells(
+            "vm-1",
+            "host-a",
+            2,
+            &jobs,
+            now,
+            "host-a 4242",
+            account,
+            &sharers,
+        );
         assert_eq!(
             cells[5],
             json!("2026-11-01T06:05:00.250Z"),
@@ -459,6 +550,11 @@ mod tests {
         assert_eq!(got[0].process, "host-a 4242");
         assert_eq!(got[0].jobs, jobs);
         assert_eq!(got[0].account, account);
+        assert_eq!(
+            got[0].sharers, sharers,
+            "the daemons it knows of, with how far"
+        );
+        assert!(got[1].sharers.is_empty(), "an older daemon lists none");
         assert_eq!(got[0].seen, Some(now));
         assert_ne!(got[0].fingerprint, got[1].fingerprint);
         assert_eq!(got[1].row, 5);

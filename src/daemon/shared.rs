@@ -1,16 +1,18 @@
 //! What the daemons of one process share when it serves several spreadsheets
 //! (`[[spreadsheets]]`, docs/design.md §6): the job slots, split fairly among the spreadsheets
 //! that have work to claim, and each service account's request budget, split with the other
-//! processes on that account as the heartbeats of every spreadsheet it serves show them.
+//! processes on that account as the heartbeats of every spreadsheet it serves show them (and
+//! the daemons those heartbeats list in turn).
 //!
 //! A process serving one spreadsheet has one member of each, and behaves as before: every
 //! free slot is its own, and its account's budget is split by its spreadsheet's heartbeats.
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::workers::{self, Sharer};
 
 /// The job slots of one process (`slots` in the config), numbered `0..slots`.
 #[derive(Debug)]
@@ -160,14 +162,23 @@ pub(crate) fn fair_shares(total: usize, desired: &[usize]) -> Vec<usize> {
 }
 
 /// One service account's request budget as this process splits it: with every other live
-/// daemon on the account that any of its spreadsheets' heartbeats show (docs/design.md §6).
+/// daemon on the account that any of its spreadsheets' heartbeats show, and every daemon
+/// those list in turn (docs/design.md §6).
 #[derive(Debug)]
 pub(crate) struct AccountShare {
-    /// Per member spreadsheet: the other daemons on the account its last read showed.
-    seen: Mutex<Vec<BTreeSet<String>>>,
+    /// Per member spreadsheet: the other live daemons on the account its last read showed,
+    /// each with the daemons its heartbeat lists.
+    seen: Mutex<Vec<Vec<Seen>>>,
+    /// The daemons on the account this process knows of, as the last report left them: what
+    /// its heartbeats list.
+    known: Mutex<Vec<Sharer>>,
     /// Whether the budget holds the polls back, watched once for all its spreadsheets.
     watch: Mutex<BudgetWatch>,
 }
+
+/// A live daemon of the account that a spreadsheet's heartbeats show (its worker id), with the
+/// daemons its heartbeat lists.
+pub(crate) type Seen = (String, Vec<Sharer>);
 
 /// What the account's budget has waited, sampled about once a minute.
 #[derive(Debug, Default)]
@@ -197,7 +208,8 @@ impl AccountShare {
     /// The account's part of `members` spreadsheets served under it: one handle each.
     pub(crate) fn shared(members: usize) -> Vec<Share> {
         let account = Arc::new(AccountShare {
-            seen: Mutex::new(vec![BTreeSet::new(); members.max(1)]),
+            seen: Mutex::new(vec![Vec::new(); members.max(1)]),
+            known: Mutex::new(Vec::new()),
             watch: Mutex::new(BudgetWatch::default()),
         });
         (0..members.max(1))
@@ -222,14 +234,35 @@ impl Share {
         AccountShare::shared(1).remove(0)
     }
 
-    /// Takes in the other live daemons on the account (worker ids) that this spreadsheet's
-    /// heartbeats show, and returns how many daemons share the account: this process and
-    /// every other one seen on any of its spreadsheets.
-    pub(crate) fn report(&self, others: impl IntoIterator<Item = String>) -> u32 {
+    /// Takes in the other live daemons on the account that this spreadsheet's heartbeats
+    /// show (worker ids, each with the daemons it lists), and returns how many daemons share
+    /// the account: this process (`me`), every other one seen on any of its spreadsheets,
+    /// and every one those know of ([`workers::sharers_known`]).
+    pub(crate) fn report(
+        &self,
+        me: &str,
+        others: impl IntoIterator<Item = (String, Vec<Sharer>)>,
+    ) -> u32 {
         let mut seen = self.account.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen[self.me] = others.into_iter().collect();
-        let all: BTreeSet<&String> = seen.iter().flatten().collect();
-        u32::try_from(all.len() + 1).unwrap_or(u32::MAX)
+        let known = workers::sharers_known(
+            me,
+            seen.iter()
+                .flatten()
+                .map(|(w, listed)| (w.as_str(), listed.as_slice())),
+        );
+        let sharing = u32::try_from(known.len() + 1).unwrap_or(u32::MAX);
+        *self.account.known.lock().unwrap_or_else(|e| e.into_inner()) = known;
+        sharing
+    }
+
+    /// The daemons on the account this process knows of, for its heartbeats.
+    pub(crate) fn sharers(&self) -> Vec<Sharer> {
+        self.account
+            .known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Takes in, at `now`, the budget's total wait so far (`waited`, of every spreadsheet
@@ -384,18 +417,91 @@ mod tests {
         );
     }
 
+    fn seen(ids: &[&str]) -> Vec<Seen> {
+        ids.iter().map(|w| (w.to_string(), Vec::new())).collect()
+    }
+
     #[test]
     fn an_account_is_shared_with_every_daemon_any_of_its_spreadsheets_shows() {
         let [s1, s2]: [Share; 2] = AccountShare::shared(2)
             .try_into()
             .unwrap_or_else(|_| panic!("two handles"));
-        assert_eq!(s1.report(["p2".to_string()]), 2);
+        assert_eq!(s1.report("p1", seen(&["p2"])), 2);
         assert_eq!(
-            s2.report(["p2".to_string(), "p3".to_string()]),
+            s2.report("p1", seen(&["p2", "p3"])),
             3,
             "p2 counted once, though both spreadsheets show it"
         );
-        assert_eq!(s1.report([]), 3, "s2 still shows p2 and p3");
-        assert_eq!(Share::alone().report([]), 1);
+        assert_eq!(s1.report("p1", []), 3, "s2 still shows p2 and p3");
+        assert_eq!(Share::alone().report("p1", []), 1);
+    }
+
+    #[test]
+    fn daemons_overlapping_only_through_a_third_count_each_other() {
+        // p1 serves {A, B}, p2 {B, C}, p3 {C, D}: p1 and p3 never read each other's
+        // heartbeats, but p2's lists both, so all three split the account three ways.
+        let (p1, p2, p3) = (Share::alone(), Share::alone(), Share::alone());
+        assert_eq!(p2.report("p2", seen(&["p1", "p3"])), 3);
+        let p2_lists = p2.sharers();
+        assert_eq!(
+            p1.report("p1", [("p2".to_string(), p2_lists.clone())]),
+            3,
+            "p1 hears of p3 through p2: {:?}",
+            p1.sharers()
+        );
+        assert_eq!(p3.report("p3", [("p2".to_string(), p2_lists)]), 3);
+        assert!(
+            p1.sharers()
+                .iter()
+                .any(|s| s.worker_id == "p3" && s.hops == 2 && s.via == "p2"),
+            "p1 lists p3 two hops away, through p2: {:?}",
+            p1.sharers()
+        );
+    }
+
+    #[test]
+    fn word_of_a_dead_daemon_does_not_go_round_between_two_that_heard_of_it() {
+        // p3 died: p2 no longer sees it, but p1 still lists it (heard through p2). p2 does
+        // not take back its own word, so it counts two, and p1 follows at its next read.
+        let (p1, p2) = (Share::alone(), Share::alone());
+        p1.report(
+            "p1",
+            [(
+                "p2".to_string(),
+                vec![Sharer {
+                    worker_id: "p3".into(),
+                    hops: 1,
+                    via: String::new(),
+                }],
+            )],
+        );
+        assert_eq!(
+            p2.report("p2", [("p1".to_string(), p1.sharers())]),
+            2,
+            "{:?}",
+            p1.sharers()
+        );
+        assert_eq!(p1.report("p1", [("p2".to_string(), p2.sharers())]), 2);
+    }
+
+    #[test]
+    fn word_travels_at_most_max_hops() {
+        let far = Sharer {
+            worker_id: "far".into(),
+            hops: workers::MAX_HOPS,
+            via: "x".into(),
+        };
+        let near = Sharer {
+            worker_id: "near".into(),
+            hops: workers::MAX_HOPS - 1,
+            via: "x".into(),
+        };
+        let p1 = Share::alone();
+        assert_eq!(
+            p1.report("p1", [("p2".to_string(), vec![far, near])]),
+            3,
+            "p2 and near, not far: {:?}",
+            p1.sharers()
+        );
     }
 }

@@ -156,11 +156,12 @@ async fn live_daemons_that_overrun_the_accounts_budget_are_named() {
                 Utc::now(),
                 &format!("vm {}", 1000 + i),
                 &account,
+                &[],
             )
         })
         .collect();
     sheets
-        .write(&[ValueRange::new("'_ワーカー'!A3:I31", rows)])
+        .write(&[ValueRange::new("'_ワーカー'!A3:J31", rows)])
         .await
         .expect("write the heartbeats");
     let f = findings(sheets.as_ref(), &config).await;

@@ -516,3 +516,75 @@ async fn a_reload_whose_spreadsheet_function_names_no_command_is_refused_naming_
     );
     assert_eq!(daemon.exited(), None, "the daemon runs on:\n{}", show());
 }
+
+/// Three `sheetq run` processes on one account whose spreadsheets overlap only in a chain
+/// (p1 on s1 and s2, p2 on s2 and s3, p3 on s3 and s4): p1 and p3 never read each other's
+/// heartbeats, but hear of each other through p2's, so all three split the budget three
+/// ways and the account stays within one budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemons_overlapping_only_through_a_third_split_their_accounts_budget_three_ways() {
+    let emu = start_with_quota(Quota::scaled(5)).await;
+    let ids = [
+        emu.spreadsheet_id().to_string(),
+        emu.add_spreadsheet(Seed::Demo),
+        emu.add_spreadsheet(Seed::Demo),
+        emu.add_spreadsheet(Seed::Demo),
+    ];
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let (mut daemons, mut logged) = (Vec::new(), Vec::new());
+    for (i, worker) in ["p1", "p2", "p3"].into_iter().enumerate() {
+        let served = [ids[i].as_str(), ids[i + 1].as_str()];
+        let text = fleet_config_text(&emu, dir.path(), worker, &served, 2, 250);
+        let path = dir.path().join(format!("{worker}.toml"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {worker}'s config: {e}"));
+        let log = dir.path().join(format!("{worker}.log"));
+        daemons.push(crate::daemon::Binary::start(&path, &log));
+        logged.push(log);
+    }
+    let log_of = |i: usize| std::fs::read_to_string(&logged[i]).unwrap_or_default();
+    let logs = || (0..3).map(log_of).collect::<Vec<_>>().join("\n---\n");
+    let three_ways = "now shared by 3 live daemon(s)";
+    let converged = wait_for(
+        "every daemon to split the account three ways",
+        WAIT,
+        || {
+            (0..3)
+                .all(|i| log_of(i).contains(three_ways))
+                .then(chrono::Utc::now)
+        },
+        logs,
+    )
+    .await;
+    // p1's heartbeat on s1 says, from its next write on, how it knows of p3: through p2,
+    // two hops away.
+    let p1_lists = || {
+        let rows = emu.values_in(&ids[0], "'_ワーカー'!A3:J").ok()?;
+        let cell = rows
+            .iter()
+            .find(|r| r.first() == Some(&json!("p1")))?
+            .get(9)?
+            .as_str()?
+            .to_string();
+        serde_json::from_str::<Vec<sheetq::workers::Sharer>>(&cell).ok()
+    };
+    wait_for(
+        "p1's heartbeat to list p3, heard of through p2",
+        WAIT,
+        || {
+            p1_lists()?
+                .iter()
+                .any(|s| s.worker_id == "p3" && s.hops == 2 && s.via == "p2")
+                .then_some(())
+        },
+        || format!("p1 lists {:?}", p1_lists()),
+    )
+    .await;
+    // Twenty seconds of all three polling their spreadsheets as fast as the budget lets them.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    for daemon in &mut daemons {
+        assert_eq!(daemon.exited(), None, "a daemon exited:\n{}", logs());
+    }
+    assert_no_quota_refusals(&emu);
+    let since = converged + chrono::Duration::seconds(2);
+    assert_within_budget_since(&emu, &Emulator::account("sheetq-emulator"), 250, 20, since);
+}
