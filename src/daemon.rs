@@ -724,13 +724,15 @@ impl Daemon {
         let mut reloads = self.observers.reloads.take();
         loop {
             self.observers.health.loop_turned();
+            let next = self.next_poll(first);
+            self.observers.health.turn_planned(next.into_std());
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 reload = next_reload(&mut reloads) => {
                     self.reload(&reload);
                     continue;
                 }
-                _ = tokio::time::sleep_until(self.next_poll(first)) => { first = false; }
+                _ = tokio::time::sleep_until(next) => { first = false; }
                 Some(joined) = self.jobs.join_next(), if !self.jobs.is_empty() => {
                     self.finished(joined)?;
                     continue;

@@ -629,6 +629,13 @@ struct HealthInner {
     last_poll: AtomicU64,
     /// The same for the last turn of the loop (an attempt to start counts).
     last_turn: AtomicU64,
+    /// The same for when the loop, going to sleep, planned to turn next: a loop that waits
+    /// its turn among many daemons (a poll every `poll_interval × n`) is not stuck until
+    /// that time has passed by the limit.
+    planned: AtomicU64,
+    /// Milliseconds the loop last planned to sleep: polls that far apart are not stale
+    /// until the limit has passed on top of it.
+    gap_ms: AtomicU64,
     /// The API client's counters: an attempt it ended is progress too (a pass waits through
     /// the client's retries in an outage).
     api: Option<Arc<SheetsStats>>,
@@ -759,6 +766,8 @@ impl Health {
                 stale_after,
                 last_poll: AtomicU64::new(0),
                 last_turn: AtomicU64::new(0),
+                planned: AtomicU64::new(0),
+                gap_ms: AtomicU64::new(0),
                 api,
                 stopping: AtomicBool::new(false),
                 parts: Mutex::new(Vec::new()),
@@ -806,6 +815,18 @@ impl Health {
         self.loop_turned_at(Instant::now());
     }
 
+    /// The loop goes to sleep until `next`, when it turns again: until then (and the limit
+    /// after it) it is not stuck, however long it waits. The latest plan counts, also when it
+    /// is sooner than the one before.
+    pub fn turn_planned(&self, next: Instant) {
+        let stamp = self.stamp(next);
+        self.inner.planned.store(stamp, Ordering::Relaxed);
+        let gap = next.saturating_duration_since(Instant::now()).as_millis();
+        self.inner
+            .gap_ms
+            .store(u64::try_from(gap).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
     /// [`Health::loop_turned`] with an explicit time, for tests.
     pub fn loop_turned_at(&self, at: Instant) {
         let stamp = self.stamp(at);
@@ -847,9 +868,10 @@ impl Health {
             };
         }
         let turned = self.instant(self.inner.last_turn.load(Ordering::Relaxed));
+        let planned = self.instant(self.inner.planned.load(Ordering::Relaxed));
         let attempted = self.inner.api.as_ref().and_then(|a| a.last_attempt());
         // Before the first turn the process is starting: counted from its creation.
-        let last = [turned, attempted]
+        let last = [turned, planned, attempted]
             .into_iter()
             .flatten()
             .max()
@@ -939,12 +961,15 @@ impl Health {
         }
         let last = self.inner.created + Duration::from_nanos(stamp - 1);
         let age = now.saturating_duration_since(last);
-        if age <= self.inner.stale_after {
+        // Polls planned further apart than the limit are not stale for that alone.
+        let gap = Duration::from_millis(self.inner.gap_ms.load(Ordering::Relaxed));
+        let limit = self.inner.stale_after + gap;
+        if age <= limit {
             Verdict::Healthy { last_poll_age: age }
         } else {
             Verdict::Stale {
                 last_poll_age: age,
-                limit: self.inner.stale_after,
+                limit,
                 spreadsheet: None,
             }
         }
@@ -1453,6 +1478,31 @@ mod tests {
             Liveness::Stopping,
             "the drain is the process's"
         );
+    }
+
+    #[test]
+    fn a_loop_waiting_its_turn_past_the_limit_is_live_and_ready_until_the_turn_is_late() {
+        // Twelve daemons share the account at poll_interval = 10 s: this one polls every
+        // 120 s, longer than the limit of 100 s.
+        let h = Health::new(Duration::from_secs(100));
+        let t0 = Instant::now();
+        h.loop_turned_at(t0);
+        h.turn_planned(t0 + Duration::from_secs(120));
+        assert!(h.liveness_at(t0 + Duration::from_secs(119)).is_live());
+        assert!(
+            h.liveness_at(t0 + Duration::from_secs(219)).is_live(),
+            "the limit counts from the planned turn"
+        );
+        let late = h.liveness_at(t0 + Duration::from_secs(221));
+        assert!(!late.is_live(), "a turn that never came is stuck: {late:?}");
+        // Nor is it unready while its polls complete a turn apart.
+        h.poll_completed_at(t0);
+        assert!(h.verdict_at(t0 + Duration::from_secs(210)).is_healthy());
+        assert!(!h.verdict_at(t0 + Duration::from_secs(225)).is_healthy());
+        // A sooner plan (a job finished) replaces the later one.
+        h.turn_planned(t0 + Duration::from_secs(5));
+        assert!(!h.liveness_at(t0 + Duration::from_secs(110)).is_live());
+        assert!(!h.verdict_at(t0 + Duration::from_secs(110)).is_healthy());
     }
 
     #[test]
