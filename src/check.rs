@@ -34,11 +34,13 @@ pub struct Findings {
     pub seen: Option<Seen>,
 }
 
-/// The live daemons other than this one that a spreadsheet's heartbeats show calling the API
-/// as `account`.
+/// The daemons other than this one that a spreadsheet's heartbeats show calling the API as
+/// `account`: those whose own rows are live there (`direct`), and all the daemon would count,
+/// with those their rows list (`others`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Seen {
     pub account: String,
+    pub direct: std::collections::BTreeSet<String>,
     pub others: std::collections::BTreeSet<String>,
 }
 
@@ -127,12 +129,12 @@ pub async fn deployment(
         let rows = read.first().map(|v| v.values.clone()).unwrap_or_default();
         let heartbeats = crate::workers::parse(&rows, tz);
         let google_now = Utc::now() + sheets.clock_skew().unwrap_or_default();
-        let others = live_on_account(&heartbeats, &account, config, google_now);
-        let daemons = u32::try_from(others.len())
+        let seen = seen_on_account(&heartbeats, account, config, google_now);
+        let daemons = u32::try_from(seen.others.len())
             .unwrap_or(u32::MAX)
             .saturating_add(1);
-        budget(config, &account, daemons, &mut f);
-        f.seen = Some(Seen { account, others });
+        budget(config, &seen.account, daemons, &mut f);
+        f.seen = Some(seen);
     }
     state_dir(&config.state_dir, &mut f);
     f.problems.extend(local_problems(config, registry));
@@ -181,22 +183,30 @@ fn clock(skew: Option<TimeDelta>, f: &mut Findings) {
 /// The daemons other than this config's that call the API as `account`: those live in
 /// `_ワーカー`, by the heartbeats' own times (`check` watches nothing, so it trusts their
 /// clocks, against Google's), and those their heartbeats list, as the daemon counts them.
-fn live_on_account(
+fn seen_on_account(
     heartbeats: &[crate::workers::Heartbeat],
-    account: &str,
+    account: String,
     config: &Config,
     google_now: chrono::DateTime<Utc>,
-) -> std::collections::BTreeSet<String> {
+) -> Seen {
     let dead_after = TimeDelta::from_std(config.dead_after).unwrap_or(TimeDelta::MAX);
-    let live = heartbeats
+    let (live, gone): (Vec<_>, Vec<_>) = heartbeats
         .iter()
-        .filter(|h| h.account == account && !h.stopped)
-        .filter(|h| h.seen.is_some_and(|seen| google_now - seen <= dead_after))
+        .filter(|h| h.account == account && h.worker_id != config.worker_id)
+        .partition(|h| !h.stopped && h.seen.is_some_and(|seen| google_now - seen <= dead_after));
+    let gone = gone.iter().map(|h| h.worker_id.as_str()).collect();
+    let heard = live
+        .iter()
         .map(|h| (h.worker_id.as_str(), h.sharers.as_slice()));
-    crate::workers::sharers_known(&config.worker_id, live)
+    let others = crate::workers::sharers_known(&config.worker_id, heard, &gone)
         .into_iter()
         .map(|s| s.worker_id)
-        .collect()
+        .collect();
+    Seen {
+        direct: live.iter().map(|h| h.worker_id.clone()).collect(),
+        others,
+        account,
+    }
 }
 
 /// The budget of each service account across the spreadsheets of a config that serves
@@ -240,11 +250,12 @@ fn account_budget(account: &str, members: &[Checked<'_>], f: &mut Findings) {
         .filter_map(|(_, s)| *s)
         .flat_map(|s| &s.others)
         .collect();
-    // Each other daemon writes a heartbeat on every one of our spreadsheets it serves.
+    // Each other daemon seen writes a heartbeat on every one of our spreadsheets it serves
+    // (those only heard of write theirs elsewhere).
     let their_rows: usize = members
         .iter()
         .filter_map(|(_, s)| *s)
-        .map(|s| s.others.len())
+        .map(|s| s.direct.len())
         .sum();
     let rpm = config.requests_per_minute;
     let daemons = u32::try_from(others.len())
@@ -252,7 +263,7 @@ fn account_budget(account: &str, members: &[Checked<'_>], f: &mut Findings) {
         .saturating_add(1);
     let share = rpm / daemons;
     f.facts.push(format!(
-        "{account}: this daemon serves {n} spreadsheet(s) ({}) on one budget, requests_per_minute = {rpm}, shared with {} other live daemon(s) seen on them: {share} reads and {share} writes a minute for all {n}",
+        "{account}: this daemon serves {n} spreadsheet(s) ({}) on one budget, requests_per_minute = {rpm}, shared with {} other live daemon(s) seen on them or listed by those: {share} reads and {share} writes a minute for all {n}",
         labels.join(", "),
         others.len()
     ));
@@ -423,6 +434,7 @@ mod tests {
     fn seen(account: &str, others: &[&str]) -> Seen {
         Seen {
             account: account.into(),
+            direct: others.iter().map(|s| s.to_string()).collect(),
             others: others.iter().map(|s| s.to_string()).collect(),
         }
     }
@@ -477,6 +489,24 @@ mod tests {
                 .iter()
                 .any(|p| p.contains("60 writes a minute") && p.contains("raise heartbeat_interval")),
             "ten heartbeats every 10 s are the whole budget of 50: {f:?}"
+        );
+    }
+
+    #[test]
+    fn daemons_only_heard_of_share_the_budget_but_write_no_heartbeat_here() {
+        let configs = fleet(2, "heartbeat_interval = \"10s\"");
+        let heard: Vec<String> = (1..=8).map(|i| format!("far-{i}")).collect();
+        let one = Seen {
+            account: "ops@p".into(),
+            direct: ["p2".to_string()].into(),
+            others: heard.iter().cloned().chain(["p2".to_string()]).collect(),
+        };
+        let each: Vec<_> = configs.iter().map(|c| (c, Some(&one))).collect();
+        let f = accounts(&each);
+        assert!(f.facts[0].contains("shared with 9 other"), "{}", f.facts[0]);
+        assert!(
+            !f.problems.iter().any(|p| p.contains("heartbeats")),
+            "four heartbeat rows every 10 s are 24 writes a minute: {f:?}"
         );
     }
 

@@ -724,8 +724,8 @@ impl Daemon {
         let mut reloads = self.observers.reloads.take();
         loop {
             self.observers.health.loop_turned();
-            let next = self.next_poll(first);
-            self.observers.health.turn_planned(next.into_std());
+            let (next, period) = self.next_poll(first);
+            self.observers.health.turn_planned(next.into_std(), period);
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 reload = next_reload(&mut reloads) => {
@@ -1044,11 +1044,12 @@ impl Daemon {
     /// When the next poll is due. The live daemons of one account take turns: each polls every
     /// `poll_interval × n` (n of them), at its own phase (`rank × poll_interval`) on the wall
     /// clock, so the group reads the queue about once per `poll_interval` whatever its size,
-    /// and their reads do not bunch up. The first poll is at once.
-    fn next_poll(&self, first: bool) -> tokio::time::Instant {
+    /// and their reads do not bunch up. The first poll is at once. Also returns the period:
+    /// how far apart this daemon's polls are now.
+    fn next_poll(&self, first: bool) -> (tokio::time::Instant, StdDuration) {
         let now = tokio::time::Instant::now();
         if first {
-            return now;
+            return (now, self.config.poll_interval);
         }
         // Work of our own (a job running, a result to write) keeps the pace, also while
         // passes fail: a result must not wait out idle_poll_interval once the API is back.
@@ -1070,11 +1071,12 @@ impl Daemon {
             sharing,
         );
         let n = u64::from(sharing);
+        let spacing = period;
         let period = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(n);
         let phase = (period / n).saturating_mul(u64::from(self.served.rank) % n);
         let wall = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
         let into = (wall + period - phase % period) % period;
-        now + StdDuration::from_millis(period - into)
+        (now + StdDuration::from_millis(period - into), spacing)
     }
 
     /// Whether this daemon has work of its own on the spreadsheet: jobs running or waiting
@@ -1168,9 +1170,21 @@ impl Daemon {
             self.config.dead_after,
         )
         .map(|h| (h.worker_id.clone(), h.sharers.clone()));
+        // Word of a daemon we see gone ourselves is old: it may still go round for a few
+        // heartbeats after its death.
+        let lately = self.config.dead_after
+            + self.config.heartbeat_interval * workers::MAX_HOPS.saturating_add(1);
+        let gone = workers::gone_on_account(
+            &poll.workers,
+            &self.config.worker_id,
+            &self.served.account,
+            self.config.dead_after,
+            lately,
+        )
+        .map(str::to_string);
         let sharing = self
             .share
-            .report(&self.config.worker_id, others)
+            .report(&self.config.worker_id, others, gone)
             .max(sharing);
         if sharing == self.served.sharing {
             return;

@@ -245,18 +245,26 @@ impl Emulator {
             None => None,
         };
         let (mut store, spreadsheet_id, mut fresh) = match loaded {
-            Some(store) => {
-                // The first spreadsheet of a state file is the one the handle names.
+            Some(mut store) => {
+                // The handle names the spreadsheet asked for, seeded if the state file lacks
+                // it, else the state file's first.
+                let mut added = false;
                 let id = match &opts.spreadsheet_id {
-                    Some(id) if store.spreadsheets.contains_key(id) => id.clone(),
-                    _ => store
+                    Some(id) => {
+                        if !store.spreadsheets.contains_key(id) {
+                            store.insert(seeded(&opts, id.clone()));
+                            added = true;
+                        }
+                        id.clone()
+                    }
+                    None => store
                         .spreadsheets
                         .keys()
                         .next()
                         .cloned()
                         .unwrap_or_default(),
                 };
-                (store, id, false)
+                (store, id, added)
             }
             None => {
                 let id = opts

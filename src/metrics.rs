@@ -633,8 +633,8 @@ struct HealthInner {
     /// its turn among many daemons (a poll every `poll_interval × n`) is not stuck until
     /// that time has passed by the limit.
     planned: AtomicU64,
-    /// Milliseconds the loop last planned to sleep: polls that far apart are not stale
-    /// until the limit has passed on top of it.
+    /// Milliseconds between the loop's polls, as it last planned them: polls that far apart
+    /// are not stale until the limit has passed on top of it.
     gap_ms: AtomicU64,
     /// The API client's counters: an attempt it ended is progress too (a pass waits through
     /// the client's retries in an outage).
@@ -815,16 +815,15 @@ impl Health {
         self.loop_turned_at(Instant::now());
     }
 
-    /// The loop goes to sleep until `next`, when it turns again: until then (and the limit
-    /// after it) it is not stuck, however long it waits. The latest plan counts, also when it
-    /// is sooner than the one before.
-    pub fn turn_planned(&self, next: Instant) {
+    /// The loop goes to sleep until `next`, when it turns again, polling every `period`:
+    /// until then (and the limit after it) it is not stuck, however long it waits, and its
+    /// polls are not stale until `period` and the limit have passed since the last. The
+    /// latest plan counts, also when it is sooner than the one before.
+    pub fn turn_planned(&self, next: Instant, period: Duration) {
         let stamp = self.stamp(next);
         self.inner.planned.store(stamp, Ordering::Relaxed);
-        let gap = next.saturating_duration_since(Instant::now()).as_millis();
-        self.inner
-            .gap_ms
-            .store(u64::try_from(gap).unwrap_or(u64::MAX), Ordering::Relaxed);
+        let gap = u64::try_from(period.as_millis()).unwrap_or(u64::MAX);
+        self.inner.gap_ms.store(gap, Ordering::Relaxed);
     }
 
     /// [`Health::loop_turned`] with an explicit time, for tests.
@@ -1486,8 +1485,9 @@ mod tests {
         // 120 s, longer than the limit of 100 s.
         let h = Health::new(Duration::from_secs(100));
         let t0 = Instant::now();
+        let period = Duration::from_secs(120);
         h.loop_turned_at(t0);
-        h.turn_planned(t0 + Duration::from_secs(120));
+        h.turn_planned(t0 + period, period);
         assert!(h.liveness_at(t0 + Duration::from_secs(119)).is_live());
         assert!(
             h.liveness_at(t0 + Duration::from_secs(219)).is_live(),
@@ -1495,12 +1495,15 @@ mod tests {
         );
         let late = h.liveness_at(t0 + Duration::from_secs(221));
         assert!(!late.is_live(), "a turn that never came is stuck: {late:?}");
-        // Nor is it unready while its polls complete a turn apart.
+        // Nor is it unready while its polls complete a turn apart, also when the loop plans
+        // again before the turn (a job finished): the period, not the time left, counts.
         h.poll_completed_at(t0);
+        h.turn_planned(t0 + period, period);
         assert!(h.verdict_at(t0 + Duration::from_secs(210)).is_healthy());
         assert!(!h.verdict_at(t0 + Duration::from_secs(225)).is_healthy());
-        // A sooner plan (a job finished) replaces the later one.
-        h.turn_planned(t0 + Duration::from_secs(5));
+        // A sooner plan, polls every 5 s again, replaces the later one.
+        let busy = Duration::from_secs(5);
+        h.turn_planned(t0 + busy, busy);
         assert!(!h.liveness_at(t0 + Duration::from_secs(110)).is_live());
         assert!(!h.verdict_at(t0 + Duration::from_secs(110)).is_healthy());
     }

@@ -36,10 +36,11 @@ pub const HEADER: [&str; 10] = [
 pub const LAST_COLUMN: &str = "J";
 
 /// How far word of a daemon on one's account travels from heartbeat to heartbeat: a daemon
-/// heard of through more than this many others is not counted (docs/design.md §6). It
-/// bounds how long word of a daemon that died goes round a loop of daemons that keep telling
-/// each other of it.
-pub const MAX_HOPS: u32 = 4;
+/// heard of through more than this many others is not counted (docs/design.md §6), so a
+/// chain of up to `MAX_HOPS + 1` processes, each overlapping the next, counts itself whole.
+/// It bounds how long word of a daemon that died can go round a loop of daemons that keep
+/// telling each other of it.
+pub const MAX_HOPS: u32 = 8;
 
 /// A daemon on the lister's account that it knows of, listed in its heartbeat so that
 /// daemons whose spreadsheets overlap only through others' still count each other when they
@@ -216,11 +217,13 @@ pub fn row_cells(
 
 /// The other daemons on `account` that `me` knows of, from the live ones it sees (`seen`,
 /// each with the daemons it lists): those it sees (1 hop), and those they list, one hop
-/// further, up to [`MAX_HOPS`], leaving out `me` and what they heard from `me`. Each at its
-/// fewest hops.
+/// further, up to [`MAX_HOPS`], leaving out `me`, what they heard from `me`, and the daemons
+/// `me` itself sees gone (`gone`, [`gone_on_account`]): what it sees of a daemon outweighs
+/// what others say of it. Each at its fewest hops.
 pub fn sharers_known<'h>(
     me: &str,
     seen: impl IntoIterator<Item = (&'h str, &'h [Sharer])>,
+    gone: &std::collections::BTreeSet<&str>,
 ) -> Vec<Sharer> {
     let mut known: std::collections::BTreeMap<&str, (u32, &str)> = Default::default();
     let mut heard = Vec::new();
@@ -234,7 +237,11 @@ pub fn sharers_known<'h>(
     for (daemon, lists) in heard {
         for s in lists {
             let hops = s.hops.saturating_add(1);
-            if s.worker_id == me || s.via == me || hops > MAX_HOPS {
+            if s.worker_id == me
+                || s.via == me
+                || hops > MAX_HOPS
+                || gone.contains(s.worker_id.as_str())
+            {
                 continue;
             }
             let better = known
@@ -285,6 +292,28 @@ pub fn others_on_account<'h>(
     dead_after: StdDuration,
 ) -> impl Iterator<Item = &'h str> {
     live_on_account(heartbeats, me, account, dead_after).map(|h| h.worker_id.as_str())
+}
+
+/// The daemons on `account` whose own heartbeat rows this observer reads and finds stopped,
+/// or dead to it, since `lately` at most (watched unchanged no longer than that): word of
+/// them from others' heartbeats is old. An old row standing still counts for nothing: its
+/// daemon may live on elsewhere, serving other spreadsheets.
+pub fn gone_on_account<'h>(
+    heartbeats: &'h [Heartbeat],
+    me: &'h str,
+    account: &'h str,
+    dead_after: StdDuration,
+    lately: StdDuration,
+) -> impl Iterator<Item = &'h str> {
+    heartbeats
+        .iter()
+        .filter(move |h| {
+            h.worker_id != me
+                && h.account == account
+                && (h.stopped || !h.is_live(dead_after))
+                && h.quiet <= lately
+        })
+        .map(|h| h.worker_id.as_str())
 }
 
 /// The heartbeats of [`others_on_account`].

@@ -167,8 +167,8 @@ pub(crate) fn fair_shares(total: usize, desired: &[usize]) -> Vec<usize> {
 #[derive(Debug)]
 pub(crate) struct AccountShare {
     /// Per member spreadsheet: the other live daemons on the account its last read showed,
-    /// each with the daemons its heartbeat lists.
-    seen: Mutex<Vec<Vec<Seen>>>,
+    /// each with the daemons its heartbeat lists, and those it showed gone lately.
+    seen: Mutex<Vec<(Vec<Seen>, Vec<String>)>>,
     /// The daemons on the account this process knows of, as the last report left them: what
     /// its heartbeats list.
     known: Mutex<Vec<Sharer>>,
@@ -208,7 +208,7 @@ impl AccountShare {
     /// The account's part of `members` spreadsheets served under it: one handle each.
     pub(crate) fn shared(members: usize) -> Vec<Share> {
         let account = Arc::new(AccountShare {
-            seen: Mutex::new(vec![Vec::new(); members.max(1)]),
+            seen: Mutex::new(vec![(Vec::new(), Vec::new()); members.max(1)]),
             known: Mutex::new(Vec::new()),
             watch: Mutex::new(BudgetWatch::default()),
         });
@@ -235,21 +235,28 @@ impl Share {
     }
 
     /// Takes in the other live daemons on the account that this spreadsheet's heartbeats
-    /// show (worker ids, each with the daemons it lists), and returns how many daemons share
-    /// the account: this process (`me`), every other one seen on any of its spreadsheets,
-    /// and every one those know of ([`workers::sharers_known`]).
+    /// show (worker ids, each with the daemons it lists) and those they show gone lately
+    /// ([`workers::gone_on_account`]), and returns how many daemons share the account: this
+    /// process (`me`), every other one seen on any of its spreadsheets, and every one those
+    /// know of ([`workers::sharers_known`]).
     pub(crate) fn report(
         &self,
         me: &str,
-        others: impl IntoIterator<Item = (String, Vec<Sharer>)>,
+        others: impl IntoIterator<Item = Seen>,
+        gone: impl IntoIterator<Item = String>,
     ) -> u32 {
         let mut seen = self.account.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen[self.me] = others.into_iter().collect();
+        seen[self.me] = (others.into_iter().collect(), gone.into_iter().collect());
+        let gone: std::collections::BTreeSet<&str> = seen
+            .iter()
+            .flat_map(|(_, gone)| gone.iter().map(String::as_str))
+            .collect();
         let known = workers::sharers_known(
             me,
             seen.iter()
-                .flatten()
+                .flat_map(|(live, _)| live)
                 .map(|(w, listed)| (w.as_str(), listed.as_slice())),
+            &gone,
         );
         let sharing = u32::try_from(known.len() + 1).unwrap_or(u32::MAX);
         *self.account.known.lock().unwrap_or_else(|e| e.into_inner()) = known;
@@ -426,14 +433,14 @@ mod tests {
         let [s1, s2]: [Share; 2] = AccountShare::shared(2)
             .try_into()
             .unwrap_or_else(|_| panic!("two handles"));
-        assert_eq!(s1.report("p1", seen(&["p2"])), 2);
+        assert_eq!(s1.report("p1", seen(&["p2"]), []), 2);
         assert_eq!(
-            s2.report("p1", seen(&["p2", "p3"])),
+            s2.report("p1", seen(&["p2", "p3"]), []),
             3,
             "p2 counted once, though both spreadsheets show it"
         );
-        assert_eq!(s1.report("p1", []), 3, "s2 still shows p2 and p3");
-        assert_eq!(Share::alone().report("p1", []), 1);
+        assert_eq!(s1.report("p1", [], []), 3, "s2 still shows p2 and p3");
+        assert_eq!(Share::alone().report("p1", [], []), 1);
     }
 
     #[test]
@@ -441,15 +448,15 @@ mod tests {
         // p1 serves {A, B}, p2 {B, C}, p3 {C, D}: p1 and p3 never read each other's
         // heartbeats, but p2's lists both, so all three split the account three ways.
         let (p1, p2, p3) = (Share::alone(), Share::alone(), Share::alone());
-        assert_eq!(p2.report("p2", seen(&["p1", "p3"])), 3);
+        assert_eq!(p2.report("p2", seen(&["p1", "p3"]), []), 3);
         let p2_lists = p2.sharers();
         assert_eq!(
-            p1.report("p1", [("p2".to_string(), p2_lists.clone())]),
+            p1.report("p1", [("p2".to_string(), p2_lists.clone())], []),
             3,
             "p1 hears of p3 through p2: {:?}",
             p1.sharers()
         );
-        assert_eq!(p3.report("p3", [("p2".to_string(), p2_lists)]), 3);
+        assert_eq!(p3.report("p3", [("p2".to_string(), p2_lists)], []), 3);
         assert!(
             p1.sharers()
                 .iter()
@@ -474,14 +481,34 @@ mod tests {
                     via: String::new(),
                 }],
             )],
+            [],
         );
         assert_eq!(
-            p2.report("p2", [("p1".to_string(), p1.sharers())]),
+            p2.report("p2", [("p1".to_string(), p1.sharers())], []),
             2,
             "{:?}",
             p1.sharers()
         );
-        assert_eq!(p1.report("p1", [("p2".to_string(), p2.sharers())]), 2);
+        assert_eq!(p1.report("p1", [("p2".to_string(), p2.sharers())], []), 2);
+    }
+
+    #[test]
+    fn a_daemon_seen_gone_is_not_counted_on_anothers_older_word() {
+        // p1, p2 and x serve one spreadsheet; x stopped. p2's heartbeat, written before it
+        // read x's last one, still lists x: p1 sees x's row stopped itself, and counts two,
+        // as a daemon that sees every other always did.
+        let p1 = Share::alone();
+        let p2_lists = vec![Sharer {
+            worker_id: "x".into(),
+            hops: 1,
+            via: String::new(),
+        }];
+        assert_eq!(
+            p1.report("p1", [("p2".to_string(), p2_lists)], ["x".to_string()]),
+            2,
+            "{:?}",
+            p1.sharers()
+        );
     }
 
     #[test]
@@ -498,7 +525,7 @@ mod tests {
         };
         let p1 = Share::alone();
         assert_eq!(
-            p1.report("p1", [("p2".to_string(), vec![far, near])]),
+            p1.report("p1", [("p2".to_string(), vec![far, near])], []),
             3,
             "p2 and near, not far: {:?}",
             p1.sharers()

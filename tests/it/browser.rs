@@ -342,9 +342,28 @@ async fn a_person_picks_another_spreadsheet_in_the_page_and_ticks_a_box_there() 
     let second = emu.add_spreadsheet(sheetq::emulator::Seed::Demo);
     let driver = start_driver().await;
     let page = browser(&driver).await;
-    page.goto(&emu.base_url())
+    // An address naming a spreadsheet the emulator does not hold (it was restarted with
+    // others) opens its first one, and says so.
+    page.goto(&format!("{}?spreadsheet=gone", emu.base_url()))
         .await
         .unwrap_or_else(|e| panic!("cannot open the web view: {e}"));
+    let home_url = format!("spreadsheet={home}");
+    for _ in 0..50 {
+        if page
+            .current_url()
+            .await
+            .is_ok_and(|u| u.as_str().contains(&home_url))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        page.current_url()
+            .await
+            .is_ok_and(|u| u.as_str().contains(&home_url)),
+        "the address follows to the first spreadsheet"
+    );
     let picker = page
         .wait()
         .at_most(Duration::from_secs(10))

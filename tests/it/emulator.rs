@@ -1449,6 +1449,25 @@ async fn spreadsheet_ids_named_after_the_first_are_seeded_alike_and_kept_across_
         vec![vec![json!("jobId")]],
         "billing is seeded like the first"
     );
+    again
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("shutdown: {e}"));
+
+    // A first id the state file lacks is seeded too, and is the one the emulator opens.
+    let third = support::start_with(EmulatorOptions {
+        spreadsheet_id: Some("new-first".into()),
+        also: Vec::new(),
+        state: Some(dir.path().join("emulator.json")),
+        ..EmulatorOptions::default()
+    })
+    .await;
+    assert_eq!(third.spreadsheet_id(), "new-first");
+    let hub = support::hub(&third).await;
+    let header = get_values(&hub, "new-first", "'_ジョブキュー'!A1", "UNFORMATTED_VALUE").await;
+    assert_eq!(header, vec![vec![json!("jobId")]], "new-first is seeded");
+    let kept = get_values(&hub, "approvals", "'_ジョブキュー'!A2", "UNFORMATTED_VALUE").await;
+    assert_eq!(kept, vec![vec![json!("kept")]], "and the others stay");
 }
 
 /// An access token from the emulator's `/token`, obtained through yup-oauth2.

@@ -36,22 +36,23 @@ function setLive(up) {
   el.classList.toggle('down', !up);
 }
 
+/** The view, and the spreadsheet it was asked for (`null`: the emulator's first). */
 async function fetchView(after) {
+  const asked = state.spreadsheet;
   const params = new URLSearchParams();
   if (after !== undefined) params.set('after', String(after));
-  if (state.spreadsheet !== null) params.set('spreadsheet', state.spreadsheet);
+  if (asked !== null) params.set('spreadsheet', asked);
   if (state.sheet !== null) params.set('sheet', String(state.sheet));
   const res = await fetch('/_emulator/web/view?' + params, { cache: 'no-store' });
   if (!res.ok) throw new Error('view: HTTP ' + res.status);
-  return res.json();
+  return { view: await res.json(), asked };
 }
 
-function take(view) {
+function take({ view, asked }) {
   state.version = view.version;
   // A long poll sent before the person picked another spreadsheet answers for the old one:
   // take only what is the emulator's (the picker, each account's rates).
-  const shown = view.spreadsheet ? view.spreadsheet.id : null;
-  if (state.spreadsheet !== null && shown !== state.spreadsheet) {
+  if (asked !== state.spreadsheet) {
     if (state.view) {
       state.view = Object.assign({}, state.view, { spreadsheets: view.spreadsheets, rates: view.rates, quota: view.quota });
       renderPicker();
@@ -59,7 +60,17 @@ function take(view) {
     }
     return;
   }
-  state.spreadsheet = shown;
+  // The emulator shows its first spreadsheet when the one asked for is not (or no longer)
+  // there: follow it, and say so in the address.
+  const shown = view.spreadsheet ? view.spreadsheet.id : null;
+  if (shown !== state.spreadsheet) {
+    state.spreadsheet = shown;
+    state.sel = null;
+    if (asked !== null) {
+      state.sheet = null;
+      remember(shown);
+    }
+  }
   // A long poll that saw no change sends no grid: keep the one shown.
   if (!view.sheet && state.view && state.view.sheet) view.sheet = state.view.sheet;
   // The sheet shown was deleted: follow the server to the first visible one.
@@ -210,11 +221,17 @@ function showSpreadsheet(id) {
   state.sheet = null;
   state.sel = null;
   state.drawn = null;
-  const url = new URL(location.href);
-  url.searchParams.set('spreadsheet', id);
-  history.replaceState(null, '', url);
+  remember(id);
   updateToolbar();
   refresh();
+}
+
+/** The address names the spreadsheet shown, so a reload keeps it. */
+function remember(id) {
+  const url = new URL(location.href);
+  if (id === null) url.searchParams.delete('spreadsheet');
+  else url.searchParams.set('spreadsheet', id);
+  history.replaceState(null, '', url);
 }
 
 function renderTabs() {
