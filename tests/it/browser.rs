@@ -334,6 +334,41 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
     );
 }
 
+/// Waits until the page's request log shows a person's edit (`edited`) or shows none.
+async fn wait_log(page: &Client, edited: bool, why: &str) {
+    let mut log = String::new();
+    for _ in 0..50 {
+        log = match page.find(Locator::Css("#log")).await {
+            Ok(el) => el.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if log.contains("person.edit") == edited {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{why}; the log shows:\n{log}");
+}
+
+/// Waits until the page's address names spreadsheet `id` (`?spreadsheet=ID`); `why` says
+/// what that shows.
+async fn wait_address(page: &Client, id: &str, why: &str) {
+    let wanted = format!("spreadsheet={id}");
+    let mut last = String::new();
+    for _ in 0..50 {
+        last = page
+            .current_url()
+            .await
+            .map(|u| u.to_string())
+            .unwrap_or_default();
+        if last.contains(&wanted) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{why}: the address never named {id}; it is {last}");
+}
+
 #[tokio::test]
 #[ignore = "needs Debian's chromium and chromium-driver; .ci/run runs it with --ignored"]
 async fn a_person_picks_another_spreadsheet_in_the_page_and_ticks_a_box_there() {
@@ -347,23 +382,7 @@ async fn a_person_picks_another_spreadsheet_in_the_page_and_ticks_a_box_there() 
     page.goto(&format!("{}?spreadsheet=gone", emu.base_url()))
         .await
         .unwrap_or_else(|e| panic!("cannot open the web view: {e}"));
-    let home_url = format!("spreadsheet={home}");
-    for _ in 0..50 {
-        if page
-            .current_url()
-            .await
-            .is_ok_and(|u| u.as_str().contains(&home_url))
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        page.current_url()
-            .await
-            .is_ok_and(|u| u.as_str().contains(&home_url)),
-        "the address follows to the first spreadsheet"
-    );
+    wait_address(&page, &home, "the address follows to the first spreadsheet").await;
     let picker = page
         .wait()
         .at_most(Duration::from_secs(10))
@@ -384,23 +403,12 @@ async fn a_person_picks_another_spreadsheet_in_the_page_and_ticks_a_box_there() 
         .select_by_value(&second)
         .await
         .unwrap_or_else(|e| panic!("cannot pick the second spreadsheet: {e}"));
-    let url = format!("spreadsheet={second}");
-    for _ in 0..50 {
-        if page
-            .current_url()
-            .await
-            .is_ok_and(|u| u.as_str().contains(&url))
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        page.current_url()
-            .await
-            .is_ok_and(|u| u.as_str().contains(&url)),
-        "the address names the spreadsheet shown, so a reload keeps it"
-    );
+    wait_address(
+        &page,
+        &second,
+        "the address names the spreadsheet shown, so a reload keeps it",
+    )
+    .await;
 
     // A tick on サーバーA's first ▶ lands in the spreadsheet picked, not the first one.
     open_tab(&page, 1001).await;
@@ -442,26 +450,7 @@ async fn a_person_picks_another_spreadsheet_in_the_page_and_ticks_a_box_there() 
     );
 
     // The request log beside it is the picked spreadsheet's, with its times shown.
-    let log_of_shown = || async {
-        page.find(Locator::Css("#log"))
-            .await
-            .unwrap_or_else(|e| panic!("no request log: {e}"))
-            .text()
-            .await
-            .unwrap_or_default()
-    };
-    let mut log = String::new();
-    for _ in 0..50 {
-        log = log_of_shown().await;
-        if log.contains("person.edit") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        log.contains("person.edit"),
-        "the edit is in the picked spreadsheet's log: {log}"
-    );
+    wait_log(&page, true, "the edit is in the picked spreadsheet's log").await;
     let first_time = page
         .find(Locator::Css("#log time"))
         .await
@@ -479,17 +468,11 @@ async fn a_person_picks_another_spreadsheet_in_the_page_and_ticks_a_box_there() 
         .select_by_value(&home)
         .await
         .unwrap_or_else(|e| panic!("cannot pick the first spreadsheet again: {e}"));
-    let mut log = String::new();
-    for _ in 0..50 {
-        log = log_of_shown().await;
-        if !log.contains("person.edit") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        !log.contains("person.edit"),
-        "the first spreadsheet's log does not show the other's edit: {log}"
-    );
+    wait_log(
+        &page,
+        false,
+        "the first spreadsheet's log does not show the other's edit",
+    )
+    .await;
     let _ = page.close().await;
 }
