@@ -390,6 +390,126 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
     assert_once_each_and_one_at_a_time(&log, &[&job]);
 }
 
+/// The outage above for a daemon serving two spreadsheets (`[[spreadsheets]]`): each
+/// spreadsheet's loop is judged alive on its own, through its own client's attempts, and
+/// neither is taken for stuck; the job running on each lands once Google is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_restarts_no_daemon_of_two_spreadsheets_and_both_running_jobs_land() {
+    let emu = start_with_quota(FAST).await;
+    let west_id = emu.add_spreadsheet(sheetq::emulator::Seed::Demo);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("runs.log");
+    let config = crate::daemon::binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-two",
+        "heartbeat_interval = \"500ms\"\ndead_after = \"3s\"\nlease_ttl = \"3s\"\n",
+        &recording_command(&log).replace("{worker}", "vm-two"),
+    );
+    // The same settings, serving both spreadsheets.
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    let listed = format!(
+        "{}[[spreadsheets]]\nlabel = \"east\"\nspreadsheet_id = {:?}\n[[spreadsheets]]\nlabel = \"west\"\nspreadsheet_id = {west_id:?}\n",
+        text.replace(&format!("spreadsheet_id = \"{}\"\n", emu.spreadsheet_id()), ""),
+        emu.spreadsheet_id(),
+    );
+    std::fs::write(&config, listed).unwrap_or_else(|e| panic!("{e}"));
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let out = dir.path().join("sheetq.log");
+    let mut daemon =
+        crate::daemon::Binary::start_with(&config, &out, &["--metrics-listen", &listen]);
+    let show = || {
+        format!(
+            "east:\n{}\nwest:\n{}\nlog:\n{}",
+            describe_queue(&queue_rows(&emu)),
+            describe_queue(&queue_rows_in(&emu, &west_id)),
+            std::fs::read_to_string(&out).unwrap_or_default()
+        )
+    };
+    let east = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let west = sheetq::config::Config {
+        spreadsheet_id: west_id.clone(),
+        ..east.clone()
+    };
+    let (east_sheets, west_sheets) = (client(&emu, &east).await, client(&emu, &west).await);
+    let east_job = record_job(
+        east_sheets.as_ref(),
+        &east,
+        "サーバーB",
+        "動作確認 (2秒)",
+        4,
+    )
+    .await;
+    let west_job = record_job(west_sheets.as_ref(), &west, "サーバーC", "再起動 (5秒)", 4).await;
+    let running = |rows: Vec<sheetq::queue::QueueRow>, job: &str| {
+        rows.iter()
+            .any(|r| r.job_id == job && r.state.is(State::Running))
+    };
+    wait_for(
+        "both jobs to run",
+        WAIT,
+        || {
+            (running(queue_rows(&emu), &east_job)
+                && running(queue_rows_in(&emu, &west_id), &west_job))
+            .then_some(())
+        },
+        show,
+    )
+    .await;
+    emu.add_fault(FaultRule {
+        method: None,
+        fault: Fault::Status(503),
+        remaining: None,
+        probability: None,
+        user: None,
+        body_contains: None,
+    });
+    let outage_ends = tokio::time::Instant::now() + Duration::from_secs(8);
+    while tokio::time::Instant::now() < outage_ends {
+        let (code, body) = http_get(port, "/livez").await;
+        assert_eq!(
+            code,
+            200,
+            "no loop is stuck in an outage: {body}\n{}",
+            show()
+        );
+        assert_eq!(daemon.exited(), None, "the daemon rides it out\n{}", show());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    emu.clear_faults();
+    let finished = |rows: Vec<sheetq::queue::QueueRow>, job: &str| {
+        rows.into_iter().find(|r| r.job_id == job && is_finished(r))
+    };
+    let (east_row, west_row) = wait_for(
+        "both jobs' results to land",
+        WAIT,
+        || {
+            let e = finished(queue_rows(&emu), &east_job)?;
+            let w = finished(queue_rows_in(&emu, &west_id), &west_job)?;
+            Some((e, w))
+        },
+        show,
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while http_get(port, "/readyz").await.0 != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the daemon is ready again once both spreadsheets' polls work: {}",
+            show()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(daemon.exited(), None, "{}", show());
+    drop(daemon);
+    for (row, job) in [(&east_row, &east_job), (&west_row, &west_job)] {
+        assert_done(row);
+        assert_eq!(&row.message, job, "its own result landed: {row:#?}");
+    }
+    assert_once_each_and_one_at_a_time(&log, &[&east_job, &west_job]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_commit_applied_after_its_reply_was_lost_cannot_take_effect() {
     let (emu, _dir, log) = lab().await;

@@ -8,25 +8,12 @@ use serde_json::json;
 use sheetq::config::Config;
 use sheetq::daemon::{Observers, RunReport, Spreadsheet};
 use sheetq::emulator::{Emulator, Quota, Seed};
-use sheetq::queue::{self, ColumnMap, QueueRow, State};
+use sheetq::queue::State;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// The queue of spreadsheet `id`, parsed by its header.
-fn queue_of(emu: &Emulator, id: &str) -> Vec<QueueRow> {
-    let values = emu
-        .values_in(id, "'_ジョブキュー'!A1:Z")
-        .unwrap_or_else(|e| panic!("cannot read the queue of {id}: {e:?}"));
-    let Some(header) = values.first() else {
-        return Vec::new();
-    };
-    let columns = ColumnMap::from_header(header, &Default::default())
-        .unwrap_or_else(|e| panic!("queue header of {id}: {e}"));
-    queue::parse_rows(&values[1..], 2, &columns, &Default::default(), TZ).rows
-}
 
 /// A config serving the spreadsheets `ids` (labelled s1, s2, …) as worker `worker`, as the
 /// emulator's service account, with `slots` slots and an account budget of `per_minute`.
@@ -130,7 +117,7 @@ async fn wait_all_done(emu: &Emulator, id: &str, jobs: &[String]) {
         &format!("{} jobs of spreadsheet {id} to finish", jobs.len()),
         WAIT,
         || {
-            let rows = queue_of(emu, id);
+            let rows = queue_rows_in(emu, id);
             jobs.iter()
                 .all(|j| {
                     rows.iter()
@@ -138,7 +125,7 @@ async fn wait_all_done(emu: &Emulator, id: &str, jobs: &[String]) {
                 })
                 .then_some(())
         },
-        || describe_queue(&queue_of(emu, id)),
+        || describe_queue(&queue_rows_in(emu, id)),
     )
     .await;
 }

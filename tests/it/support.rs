@@ -432,6 +432,19 @@ pub fn queue_rows(emu: &Emulator) -> Vec<QueueRow> {
     sheet_rows(emu, "_ジョブキュー")
 }
 
+/// The queue of spreadsheet `id` (one of several the emulator holds), parsed by its header.
+pub fn queue_rows_in(emu: &Emulator, id: &str) -> Vec<QueueRow> {
+    let values = emu
+        .values_in(id, "'_ジョブキュー'!A1:Z")
+        .unwrap_or_else(|e| panic!("cannot read the queue of {id}: {e:?}"));
+    let Some(header) = values.first() else {
+        return Vec::new();
+    };
+    let columns = ColumnMap::from_header(header, &Default::default())
+        .unwrap_or_else(|e| panic!("queue header of {id}: {e}"));
+    queue::parse_rows(&values[1..], 2, &columns, &Default::default(), TZ).rows
+}
+
 /// The rows of a sheet laid out like the queue (the queue, the archive), parsed by its header
 /// wherever its columns stand.
 pub fn sheet_rows(emu: &Emulator, title: &str) -> Vec<QueueRow> {
