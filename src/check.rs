@@ -4,7 +4,7 @@
 //! daemons of the account, the state directory and its outbox, the programs of `exec`
 //! commands on the `PATH` jobs run with, and the spreadsheet's own content
 //! ([`crate::admin::check`]). The daemon runs the checks that cost no request at start-up
-//! ([`local`]) and logs one line per problem.
+//! ([`local_problems`]) and logs one line per problem.
 //!
 //! Read-only but for one request: whether the account may write is asked with a
 //! compare-and-swap that cannot match anything (Google has no validate-only mode for

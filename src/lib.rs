@@ -72,7 +72,8 @@
 //!   `severity`.
 //! - [`metrics`]: the daemon's counters and gauges, their Prometheus text, the health verdict
 //!   of the poll loop (liveness: it turns; readiness: polls succeed), and the `/metrics`,
-//!   `/livez`, `/readyz` endpoint.
+//!   `/livez`, `/readyz` endpoint; with several spreadsheets, one part of each per
+//!   spreadsheet (labelled samples, each loop judged on its own).
 //! - [`notify`]: systemd readiness, watchdog, stopping and status notifications.
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
 //! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status
@@ -99,7 +100,8 @@
 //!   running row's claim stood still, in its own monotonic time while its reads succeed;
 //!   every liveness and staleness decision rests on it, never on another machine's clock.
 //! - [`workers`]: the `_ワーカー` heartbeat rows: columns, parsing, the jobs each daemon lists
-//!   as running, and the one-process-per-`worker_id` check.
+//!   as running, the daemons of its account it knows of (word passed from heartbeat to
+//!   heartbeat, for the budget split), and the one-process-per-`worker_id` check.
 
 pub mod a1;
 pub mod admin;

@@ -1,10 +1,12 @@
 //! The heartbeat rows of `_ワーカー` (docs/design.md §1.4): one row per daemon from row 3 down,
-//! their columns, parsing, and the two things they are trusted for beyond liveness:
+//! their columns, parsing, and the three things they are trusted for beyond liveness:
 //! - the jobs each daemon is running, so a claim sees every running job whichever queue row a
 //!   person sorted it to (people do not sort the hidden `_ワーカー`); a claim commit writes
 //!   the claiming daemon's list in the same atomic batch as its claims;
 //! - which process a `worker_id` belongs to, so a second live daemon started with the same
-//!   id is refused instead of failing the first one's jobs as "restarted".
+//!   id is refused instead of failing the first one's jobs as "restarted";
+//! - the daemons of its account each one knows of ([`Sharer`]), so daemons whose
+//!   spreadsheets overlap only through others' still split the account's budget among all.
 //!
 //! Pure: no I/O, every rule tested with plain values.
 
