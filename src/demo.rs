@@ -2,7 +2,9 @@
 //! config. It starts the emulator with the demo spreadsheet, presses functions on several
 //! panels as different people (two on one target, one that fails), runs two daemons against
 //! it, shows progress, and ends with a table of every job that makes the parallel and serial
-//! behaviour visible.
+//! behaviour visible. With `--spreadsheets 2`, a second spreadsheet (承認ボタン) gets presses
+//! of its own, and each daemon serves both (`[[spreadsheets]]`), each spreadsheet's jobs
+//! shown under its heading.
 //!
 //! The embedded spreadsheet enforces Google's quota (60 reads and 60 writes a minute per
 //! user), so the demo runs as it would on Google: each daemon is its own service account
@@ -36,6 +38,9 @@ pub struct DemoArgs {
     /// so you can go on pressing ▶ boxes in its web view.
     #[arg(long)]
     pub keep: bool,
+    /// 2: a second spreadsheet with presses of its own, both served by each daemon.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub spreadsheets: u8,
 }
 
 /// One finished job, as the closing table shows it.
@@ -51,8 +56,8 @@ pub struct DemoRow {
     pub message: String,
 }
 
-/// The presses of the demo: (target, function, command, args, requester).
-const PRESSES: [(&str, &str, &str, &str, &str); 5] = [
+/// The presses of the demo.
+const PRESSES: [Press; 5] = [
     (
         "サーバーA",
         "動作確認 (2秒)",
@@ -84,8 +89,42 @@ const PRESSES: [(&str, &str, &str, &str, &str); 5] = [
     ),
 ];
 
+/// The presses on the second spreadsheet of `--spreadsheets 2`: the same target as one of the
+/// first's, which another spreadsheet's target does not hold up, twice, which it does.
+const SECOND_PRESSES: [Press; 2] = [
+    (
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":2}"#,
+        "erin@example.com",
+    ),
+    (
+        "サーバーA",
+        "再起動 (5秒)",
+        "sleep",
+        r#"{"seconds":5}"#,
+        "frank@example.com",
+    ),
+];
+
+/// A press: (target, function, command, args, requester).
+type Press = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+/// The title of the second spreadsheet of `--spreadsheets 2`.
+const SECOND_TITLE: &str = "承認ボタン";
+
 /// Runs the demo, writing progress and the final table to `out`.
 pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<DemoRow>> {
+    if args.spreadsheets == 2 {
+        return run_two(args, out).await;
+    }
     let emulator = Emulator::start(EmulatorOptions::default())
         .await
         .context("cannot start the embedded spreadsheet")?;
@@ -106,7 +145,7 @@ pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
     let credentials = Credentials::KeyJson(emulator.credentials_json());
     let first = config("demo-1")?;
     let sheets = crate::setup::connect(&first, Some(credentials), false).await?;
-    press_all(sheets.as_ref(), &first, out).await?;
+    press_all(sheets.as_ref(), &first, &PRESSES, out).await?;
     let shutdown = CancellationToken::new();
     let mut daemons = Vec::new();
     for worker in ["demo-1", "demo-2"] {
@@ -123,7 +162,14 @@ pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
         )));
     }
     writeln!(out, "started two daemons (demo-1, demo-2), 2 slots each")?;
-    let finished = wait_done(sheets.as_ref(), &first, args.timeout_secs, out).await;
+    let finished = wait_done(
+        sheets.as_ref(),
+        &first,
+        PRESSES.len(),
+        args.timeout_secs,
+        out,
+    )
+    .await;
     let (rows, tz) = match finished {
         Ok(done) => done,
         Err(e) => {
@@ -140,7 +186,136 @@ pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
         out,
         "\nSame target (サーバーA, サーバーC): the second job starts after the first ends.\nDifferent targets: jobs overlap in time, on different workers/slots."
     )?;
-    write_panels(out, sheets.as_ref(), &first).await?;
+    write_panels(out, sheets.as_ref(), &first, &PRESSES).await?;
+    finish(out, &emulator, args.keep, &shutdown).await?;
+    for d in daemons {
+        d.await.context("a demo daemon panicked")??;
+    }
+    drop(emulator);
+    Ok(table)
+}
+
+/// The demo on two spreadsheets: each daemon serves both, one slot pool and one budget each.
+async fn run_two(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<DemoRow>> {
+    let emulator = Emulator::start(EmulatorOptions::default())
+        .await
+        .context("cannot start the embedded spreadsheet")?;
+    let second = emulator.add_spreadsheet(crate::emulator::Seed::Demo);
+    emulator.with_store(|store| {
+        if let Some(ss) = store.spreadsheets.get_mut(&second) {
+            ss.title = SECOND_TITLE.to_string();
+        }
+    });
+    let state_root = tempfile::tempdir().context("cannot create a temporary state directory")?;
+    writeln!(
+        out,
+        "embedded spreadsheets {} and {second} ({SECOND_TITLE}) at {}",
+        emulator.spreadsheet_id(),
+        emulator.base_url()
+    )?;
+    writeln!(
+        out,
+        "web view: open {} in a browser and pick a spreadsheet (--keep to go on pressing after the tables)",
+        emulator.base_url()
+    )?;
+    let ids = [emulator.spreadsheet_id().to_string(), second];
+    let labels = ["実行パネル", SECOND_TITLE];
+    let presses: [&[Press]; 2] = [&PRESSES, &SECOND_PRESSES];
+    // The presses and the progress display use the emulator's own service account.
+    let mut shown = Vec::new();
+    for (id, label) in ids.iter().zip(labels) {
+        let mut config = demo_config(&emulator, state_root.path(), "demo-1")?;
+        config.spreadsheet_id.clone_from(id);
+        config.label = label.to_string();
+        let key = Credentials::KeyJson(emulator.credentials_json());
+        let sheets = crate::setup::connect(&config, Some(key), false).await?;
+        shown.push((config, sheets));
+    }
+    for ((config, sheets), presses) in shown.iter().zip(presses) {
+        writeln!(out, "== {}", config.label)?;
+        press_all(sheets.as_ref(), config, presses, out).await?;
+    }
+    let shutdown = CancellationToken::new();
+    let mut daemons = Vec::new();
+    for worker in ["demo-1", "demo-2"] {
+        let listed: Vec<(&str, &str)> = labels
+            .iter()
+            .zip(&ids)
+            .map(|(l, id)| (*l, id.as_str()))
+            .collect();
+        let config = fleet_config(&emulator, state_root.path(), worker, &listed)?;
+        let configs = config.each_spreadsheet();
+        let clients = crate::setup::connect_each(&configs, false).await?;
+        let mut spreadsheets = Vec::new();
+        for (sheets, config) in clients.into_iter().zip(configs) {
+            let registry = crate::setup::registry(&config)?;
+            spreadsheets.push(crate::daemon::Spreadsheet {
+                sheets,
+                config,
+                registry,
+            });
+        }
+        daemons.push(tokio::spawn(crate::daemon::run_spreadsheets(
+            spreadsheets,
+            config.slots,
+            shutdown.clone(),
+            crate::daemon::Observers::default(),
+        )));
+    }
+    writeln!(
+        out,
+        "started two daemons (demo-1, demo-2), 2 slots each, each serving both spreadsheets"
+    )?;
+    let mut tables = Vec::new();
+    for ((config, sheets), presses) in shown.iter().zip(presses) {
+        writeln!(out, "== {}", config.label)?;
+        let finished = wait_done(
+            sheets.as_ref(),
+            config,
+            presses.len(),
+            args.timeout_secs,
+            out,
+        )
+        .await;
+        match finished {
+            Ok(done) => tables.push(done),
+            Err(e) => {
+                shutdown.cancel();
+                return Err(e);
+            }
+        }
+    }
+    if !args.keep {
+        shutdown.cancel();
+    }
+    let mut all = Vec::new();
+    for (((config, sheets), presses), (rows, tz)) in shown.iter().zip(presses).zip(tables) {
+        writeln!(out, "\n== {}", config.label)?;
+        let table: Vec<DemoRow> = rows.iter().map(|r| demo_row(r, config)).collect();
+        write_table(out, &table, tz)?;
+        write_panels(out, sheets.as_ref(), config, presses).await?;
+        all.extend(table);
+    }
+    writeln!(
+        out,
+        "\nサーバーA of {SECOND_TITLE} is another target than サーバーA of 実行パネル: their jobs overlap; within one spreadsheet, one after the other."
+    )?;
+    finish(out, &emulator, args.keep, &shutdown).await?;
+    for d in daemons {
+        d.await.context("a demo daemon panicked")??;
+    }
+    drop(emulator);
+    Ok(all)
+}
+
+/// The closing count of API requests; with `keep`, waits for Ctrl-C before cancelling
+/// `shutdown`.
+async fn finish(
+    out: &mut impl Write,
+    emulator: &Emulator,
+    keep: bool,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
     let counters = emulator.counters();
     writeln!(
         out,
@@ -148,7 +323,7 @@ pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
         counters.total - counters.by_method.get("oauth2.token").copied().unwrap_or(0),
         counters.quota_refused_total()
     )?;
-    if args.keep {
+    if keep {
         writeln!(
             out,
             "\nStill running: tick ▶ boxes at {} and watch the rows change. Ctrl-C stops.",
@@ -160,11 +335,54 @@ pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
             .context("cannot wait for Ctrl-C")?;
         shutdown.cancel();
     }
-    for d in daemons {
-        d.await.context("a demo daemon panicked")??;
+    Ok(())
+}
+
+/// The config of demo daemon `worker` serving the spreadsheets `listed` (label, id) of
+/// `emulator` as its own service account (its key written under `state_root`). Two
+/// spreadsheets at a poll every 3 s and a heartbeat every 10 s each keep inside the default
+/// budget of 50 requests a minute.
+fn fleet_config(
+    emulator: &Emulator,
+    state_root: &std::path::Path,
+    worker: &str,
+    listed: &[(&str, &str)],
+) -> anyhow::Result<Config> {
+    let key = state_root.join(format!("{worker}-key.json"));
+    write_key(&key, &emulator.credentials_json_for(worker))?;
+    let mut text = format!(
+        r#"
+api_base_url = "{url}"
+credentials = "{key}"
+worker_id = "{worker}"
+slots = 2
+intake = "poll"
+poll_interval = "3s"
+heartbeat_interval = "10s"
+dead_after = "30s"
+state_dir = "{state}"
+[commands.sleep]
+builtin = "sleep"
+"#,
+        url = emulator.base_url(),
+        key = key.display(),
+        state = state_root.join(worker).display(),
+    );
+    for (label, id) in listed {
+        text.push_str(&format!(
+            "[[spreadsheets]]\nlabel = \"{label}\"\nspreadsheet_id = \"{id}\"\n"
+        ));
     }
-    drop(emulator);
-    Ok(table)
+    Ok(Config::parse(&text, "demo config", &BTreeMap::new())?)
+}
+
+/// Writes a service-account key where only this user may read it, as sheetq asks of one.
+fn write_key(path: &std::path::Path, json: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot protect {}", path.display()))?;
+    Ok(())
 }
 
 /// The config of demo daemon `worker` on `emulator`, its state under `state_root`.
@@ -197,13 +415,14 @@ builtin = "sleep"
     Ok(Config::parse(&text, "demo config", &BTreeMap::new())?)
 }
 
-/// Presses every function of [`PRESSES`], saying so.
+/// Presses every function of `presses`, saying so.
 async fn press_all(
     sheets: &dyn Sheets,
     config: &Config,
+    presses: &[Press],
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    for (target, function, command, args_json, requester) in PRESSES {
+    for &(target, function, command, args_json, requester) in presses {
         let job = NewJob::pressed(target, function, command, args_json, requester);
         admin::enqueue(sheets, config, &job).await?;
         let who = if requester.is_empty() {
@@ -216,11 +435,12 @@ async fn press_all(
     Ok(())
 }
 
-/// Looks at the queue once a second, saying each change of its counts, until every press
-/// has ended (or `timeout_secs` passed): the rows then, and the spreadsheet's zone.
+/// Looks at the queue once a second, saying each change of its counts, until its `presses`
+/// have ended (or `timeout_secs` passed): the rows then, and the spreadsheet's zone.
 async fn wait_done(
     sheets: &dyn Sheets,
     config: &Config,
+    presses: usize,
     timeout_secs: u64,
     out: &mut impl Write,
 ) -> anyhow::Result<(Vec<QueueRow>, Tz)> {
@@ -242,7 +462,7 @@ async fn wait_done(
             last = line;
         }
         let open = count(State::Waiting) + count(State::Running);
-        if open == 0 && rows.len() >= PRESSES.len() {
+        if open == 0 && rows.len() >= presses {
             return Ok((rows, tz));
         }
         if tokio::time::Instant::now() > deadline {
@@ -296,9 +516,10 @@ async fn write_panels(
     out: &mut impl Write,
     sheets: &dyn Sheets,
     config: &Config,
+    presses: &[Press],
 ) -> anyhow::Result<()> {
     let layout = &config.panel;
-    let titles: Vec<&str> = PRESSES
+    let titles: Vec<&str> = presses
         .iter()
         .map(|p| p.0)
         .collect::<std::collections::BTreeSet<_>>()

@@ -43,6 +43,50 @@ fn table_rows(stdout: &str) -> Vec<(String, String, String, String, String)> {
 }
 
 #[test]
+fn demo_of_two_spreadsheets_runs_each_ones_presses_with_daemons_serving_both() {
+    let out = sheetq()
+        .args(["demo", "--spreadsheets", "2"])
+        .output()
+        .expect("run sheetq demo --spreadsheets 2");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (first, second) = stdout
+        .split_once("\n== 承認ボタン\n\n")
+        .unwrap_or_else(|| panic!("a table under each spreadsheet's heading:\n{stdout}"));
+    let (_, first) = first
+        .split_once("\n== 実行パネル\n\n")
+        .unwrap_or_else(|| panic!("実行パネル's table:\n{stdout}"));
+    let (run, approve) = (table_rows(first), table_rows(second));
+    assert_eq!(run.len(), 5, "実行パネル's five presses:\n{stdout}");
+    assert_eq!(approve.len(), 2, "承認ボタン's two presses:\n{stdout}");
+    assert!(
+        run.iter()
+            .chain(&approve)
+            .all(|r| r.4 == "完了" || r.4 == "エラー"),
+        "every job ended:\n{stdout}"
+    );
+    let (a, b) = (&approve[0], &approve[1]);
+    assert!(
+        b.2 >= a.3 || a.2 >= b.3,
+        "承認ボタン's two jobs on サーバーA ran one after the other:\n{stdout}"
+    );
+    assert!(
+        stdout.contains(" 0 refused by Google's quota"),
+        "two spreadsheets per daemon stay inside the quota:\n{stdout}"
+    );
+    let bad = sheetq()
+        .args(["demo", "--spreadsheets", "3"])
+        .output()
+        .expect("run sheetq demo --spreadsheets 3");
+    assert_eq!(bad.status.code(), Some(2), "one or two, as a bad argument");
+}
+
+#[test]
 fn demo_shows_a_serialised_same_target_pair_and_overlapping_different_targets() {
     let out = sheetq().arg("demo").output().expect("run sheetq demo");
     let stdout = String::from_utf8_lossy(&out.stdout);
