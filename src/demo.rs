@@ -340,7 +340,7 @@ async fn finish(
 
 /// The config of demo daemon `worker` serving the spreadsheets `listed` (label, id) of
 /// `emulator` as its own service account (its key written under `state_root`). Two
-/// spreadsheets at a poll every 3 s and a heartbeat every 10 s each keep inside the default
+/// spreadsheets polled every 3 s, each with a heartbeat every 10 s, keep inside the default
 /// budget of 50 requests a minute.
 fn fleet_config(
     emulator: &Emulator,
@@ -350,24 +350,11 @@ fn fleet_config(
 ) -> anyhow::Result<Config> {
     let key = state_root.join(format!("{worker}-key.json"));
     write_key(&key, &emulator.credentials_json_for(worker))?;
-    let mut text = format!(
-        r#"
-api_base_url = "{url}"
-credentials = "{key}"
-worker_id = "{worker}"
-slots = 2
-intake = "poll"
-poll_interval = "3s"
-heartbeat_interval = "10s"
-dead_after = "30s"
-state_dir = "{state}"
-[commands.sleep]
-builtin = "sleep"
-"#,
-        url = emulator.base_url(),
-        key = key.display(),
-        state = state_root.join(worker).display(),
+    let head = format!(
+        "credentials = \"{}\"\npoll_interval = \"3s\"",
+        key.display()
     );
+    let mut text = config_text(emulator, state_root, worker, &head);
     for (label, id) in listed {
         text.push_str(&format!(
             "[[spreadsheets]]\nlabel = \"{label}\"\nspreadsheet_id = \"{id}\"\n"
@@ -391,28 +378,41 @@ fn demo_config(
     state_root: &std::path::Path,
     worker: &str,
 ) -> anyhow::Result<Config> {
-    let text = format!(
-        r#"
-spreadsheet_id = "{id}"
+    // Polls and heartbeats stay inside the default budget (50 requests a minute): 40 polls
+    // and 6 heartbeats a minute leave room for claims and results.
+    let head = format!(
+        "spreadsheet_id = \"{}\"\npoll_interval = \"1500ms\"",
+        emulator.spreadsheet_id()
+    );
+    let text = config_text(emulator, state_root, worker, &head);
+    Ok(Config::parse(&text, "demo config", &BTreeMap::new())?)
+}
+
+/// What every demo daemon's config says, after `head` (which spreadsheets, as whom, how
+/// often polled): its worker id and state under `state_root`, 2 slots, ticks taken in by
+/// polling, and the `sleep` command.
+fn config_text(
+    emulator: &Emulator,
+    state_root: &std::path::Path,
+    worker: &str,
+    head: &str,
+) -> String {
+    format!(
+        r#"{head}
 api_base_url = "{url}"
 worker_id = "{worker}"
 slots = 2
 # Ticks in the web view are taken in by the daemons.
 intake = "poll"
-# Polls and heartbeats stay inside the default budget (50 requests a minute): 40 polls and
-# 6 heartbeats a minute leave room for claims and results.
-poll_interval = "1500ms"
 heartbeat_interval = "10s"
 dead_after = "30s"
 state_dir = "{state}"
 [commands.sleep]
 builtin = "sleep"
 "#,
-        id = emulator.spreadsheet_id(),
         url = emulator.base_url(),
         state = state_root.join(worker).display(),
-    );
-    Ok(Config::parse(&text, "demo config", &BTreeMap::new())?)
+    )
 }
 
 /// Presses every function of `presses`, saying so.
