@@ -469,23 +469,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let sheets = connect_with(&config, None, args.dry_run, stats.clone()).await?;
         Serving::One(sheets, registry)
     } else {
-        let registries = configs
-            .iter()
-            .map(registry)
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let clients = crate::setup::connect_each(&configs, args.dry_run).await?;
-        Serving::Several(
-            clients
-                .into_iter()
-                .zip(configs)
-                .zip(registries)
-                .map(|((sheets, config), registry)| crate::daemon::Spreadsheet {
-                    sheets,
-                    config,
-                    registry,
-                })
-                .collect(),
-        )
+        Serving::Several(crate::setup::spreadsheets(configs, args.dry_run).await?)
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));

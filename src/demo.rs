@@ -244,17 +244,7 @@ async fn run_two(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
             .map(|(l, id)| (*l, id.as_str()))
             .collect();
         let config = fleet_config(&emulator, state_root.path(), worker, &listed)?;
-        let configs = config.each_spreadsheet();
-        let clients = crate::setup::connect_each(&configs, false).await?;
-        let mut spreadsheets = Vec::new();
-        for (sheets, config) in clients.into_iter().zip(configs) {
-            let registry = crate::setup::registry(&config)?;
-            spreadsheets.push(crate::daemon::Spreadsheet {
-                sheets,
-                config,
-                registry,
-            });
-        }
+        let spreadsheets = crate::setup::spreadsheets(config.each_spreadsheet(), false).await?;
         daemons.push(tokio::spawn(crate::daemon::run_spreadsheets(
             spreadsheets,
             config.slots,

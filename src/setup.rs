@@ -105,6 +105,30 @@ pub async fn connect_each(
     Ok(clients)
 }
 
+/// What one process serves of a `[[spreadsheets]]` config: each of `configs`
+/// ([`Config::each_spreadsheet`]) with its commands, all checked before any request is made,
+/// and its client ([`connect_each`]).
+pub async fn spreadsheets(
+    configs: Vec<Config>,
+    dry_run: bool,
+) -> anyhow::Result<Vec<crate::daemon::Spreadsheet>> {
+    let registries = configs
+        .iter()
+        .map(registry)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let clients = connect_each(&configs, dry_run).await?;
+    Ok(clients
+        .into_iter()
+        .zip(configs)
+        .zip(registries)
+        .map(|((sheets, config), registry)| crate::daemon::Spreadsheet {
+            sheets,
+            config,
+            registry,
+        })
+        .collect())
+}
+
 fn shown(key: &Option<std::path::PathBuf>) -> String {
     key.as_ref().map_or_else(
         || "the default credentials".to_string(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sheetq::config::Config;
-use sheetq::daemon::{Observers, RunReport, Spreadsheet};
+use sheetq::daemon::{Observers, RunReport};
 use sheetq::emulator::{Emulator, Quota, Seed};
 use sheetq::queue::State;
 use tokio_util::sync::CancellationToken;
@@ -61,20 +61,9 @@ async fn serve(
     config: &Config,
     shutdown: &CancellationToken,
 ) -> tokio::task::JoinHandle<Result<RunReport, sheetq::daemon::DaemonError>> {
-    let configs = config.each_spreadsheet();
-    let clients = sheetq::setup::connect_each(&configs, false)
+    let spreadsheets = sheetq::setup::spreadsheets(config.each_spreadsheet(), false)
         .await
-        .unwrap_or_else(|e| panic!("cannot connect: {e:#}"));
-    let spreadsheets = clients
-        .into_iter()
-        .zip(configs)
-        .map(|(sheets, config)| Spreadsheet {
-            registry: sheetq::setup::registry(&config)
-                .unwrap_or_else(|e| panic!("commands: {e:#}")),
-            sheets,
-            config,
-        })
-        .collect();
+        .unwrap_or_else(|e| panic!("cannot serve the config's spreadsheets: {e:#}"));
     tokio::spawn(sheetq::daemon::run_spreadsheets(
         spreadsheets,
         config.slots,
