@@ -1071,12 +1071,11 @@ impl Daemon {
             sharing,
         );
         let n = u64::from(sharing);
-        let spacing = period;
-        let period = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(n);
-        let phase = (period / n).saturating_mul(u64::from(self.served.rank) % n);
+        let period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(n);
+        let phase = (period_ms / n).saturating_mul(u64::from(self.served.rank) % n);
         let wall = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
-        let into = (wall + period - phase % period) % period;
-        (now + StdDuration::from_millis(period - into), spacing)
+        let into = (wall + period_ms - phase % period_ms) % period_ms;
+        (now + StdDuration::from_millis(period_ms - into), period)
     }
 
     /// Whether this daemon has work of its own on the spreadsheet: jobs running or waiting
@@ -1398,7 +1397,7 @@ impl Daemon {
             now,
             &self.process,
             &self.served.account,
-            &self.share.sharers(),
+            &self.share.sharers(&self.config.worker_id),
         )
     }
 

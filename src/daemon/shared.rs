@@ -169,9 +169,6 @@ pub(crate) struct AccountShare {
     /// Per member spreadsheet: the other live daemons on the account its last read showed,
     /// each with the daemons its heartbeat lists, and those it showed gone lately.
     seen: Mutex<Vec<(Vec<Seen>, Vec<String>)>>,
-    /// The daemons on the account this process knows of, as the last report left them: what
-    /// its heartbeats list.
-    known: Mutex<Vec<Sharer>>,
     /// Whether the budget holds the polls back, watched once for all its spreadsheets.
     watch: Mutex<BudgetWatch>,
 }
@@ -209,7 +206,6 @@ impl AccountShare {
     pub(crate) fn shared(members: usize) -> Vec<Share> {
         let account = Arc::new(AccountShare {
             seen: Mutex::new(vec![(Vec::new(), Vec::new()); members.max(1)]),
-            known: Mutex::new(Vec::new()),
             watch: Mutex::new(BudgetWatch::default()),
         });
         (0..members.max(1))
@@ -245,31 +241,28 @@ impl Share {
         others: impl IntoIterator<Item = Seen>,
         gone: impl IntoIterator<Item = String>,
     ) -> u32 {
-        let mut seen = self.account.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen[self.me] = (others.into_iter().collect(), gone.into_iter().collect());
+        {
+            let mut seen = self.account.seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen[self.me] = (others.into_iter().collect(), gone.into_iter().collect());
+        }
+        u32::try_from(self.sharers(me).len() + 1).unwrap_or(u32::MAX)
+    }
+
+    /// The daemons on the account this process (`me`) knows of, as its last reports show
+    /// them: what it counts, and what its heartbeats list.
+    pub(crate) fn sharers(&self, me: &str) -> Vec<Sharer> {
+        let seen = self.account.seen.lock().unwrap_or_else(|e| e.into_inner());
         let gone: std::collections::BTreeSet<&str> = seen
             .iter()
             .flat_map(|(_, gone)| gone.iter().map(String::as_str))
             .collect();
-        let known = workers::sharers_known(
+        workers::sharers_known(
             me,
             seen.iter()
                 .flat_map(|(live, _)| live)
                 .map(|(w, listed)| (w.as_str(), listed.as_slice())),
             &gone,
-        );
-        let sharing = u32::try_from(known.len() + 1).unwrap_or(u32::MAX);
-        *self.account.known.lock().unwrap_or_else(|e| e.into_inner()) = known;
-        sharing
-    }
-
-    /// The daemons on the account this process knows of, for its heartbeats.
-    pub(crate) fn sharers(&self) -> Vec<Sharer> {
-        self.account
-            .known
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        )
     }
 
     /// Takes in, at `now`, the budget's total wait so far (`waited`, of every spreadsheet
@@ -449,20 +442,20 @@ mod tests {
         // heartbeats, but p2's lists both, so all three split the account three ways.
         let (p1, p2, p3) = (Share::alone(), Share::alone(), Share::alone());
         assert_eq!(p2.report("p2", seen(&["p1", "p3"]), []), 3);
-        let p2_lists = p2.sharers();
+        let p2_lists = p2.sharers("p2");
         assert_eq!(
             p1.report("p1", [("p2".to_string(), p2_lists.clone())], []),
             3,
             "p1 hears of p3 through p2: {:?}",
-            p1.sharers()
+            p1.sharers("p1")
         );
         assert_eq!(p3.report("p3", [("p2".to_string(), p2_lists)], []), 3);
         assert!(
-            p1.sharers()
+            p1.sharers("p1")
                 .iter()
                 .any(|s| s.worker_id == "p3" && s.hops == 2 && s.via == "p2"),
             "p1 lists p3 two hops away, through p2: {:?}",
-            p1.sharers()
+            p1.sharers("p1")
         );
     }
 
@@ -484,12 +477,15 @@ mod tests {
             [],
         );
         assert_eq!(
-            p2.report("p2", [("p1".to_string(), p1.sharers())], []),
+            p2.report("p2", [("p1".to_string(), p1.sharers("p1"))], []),
             2,
             "{:?}",
-            p1.sharers()
+            p1.sharers("p1")
         );
-        assert_eq!(p1.report("p1", [("p2".to_string(), p2.sharers())], []), 2);
+        assert_eq!(
+            p1.report("p1", [("p2".to_string(), p2.sharers("p2"))], []),
+            2
+        );
     }
 
     #[test]
@@ -507,7 +503,7 @@ mod tests {
             p1.report("p1", [("p2".to_string(), p2_lists)], ["x".to_string()]),
             2,
             "{:?}",
-            p1.sharers()
+            p1.sharers("p1")
         );
     }
 
@@ -528,7 +524,7 @@ mod tests {
             p1.report("p1", [("p2".to_string(), vec![far, near])], []),
             3,
             "p2 and near, not far: {:?}",
-            p1.sharers()
+            p1.sharers("p1")
         );
     }
 }
