@@ -85,6 +85,18 @@ impl FaultRule {
         }
     }
 
+    /// A rule firing for every API request until it is removed: Google is down for everyone.
+    pub fn always(fault: Fault) -> Self {
+        FaultRule {
+            method: None,
+            fault,
+            remaining: None,
+            probability: None,
+            user: None,
+            body_contains: None,
+        }
+    }
+
     /// A rule firing for every request of `user` (a service account's e-mail) until it is
     /// removed: that user is cut off from the API.
     pub fn cut_off(user: &str, fault: Fault) -> Self {

@@ -42,19 +42,26 @@ fn table_rows(stdout: &str) -> Vec<(String, String, String, String, String)> {
         .collect()
 }
 
-#[test]
-fn demo_of_two_spreadsheets_runs_each_ones_presses_with_daemons_serving_both() {
+/// What `sheetq demo ARGS` printed; it must have succeeded.
+fn demo(args: &[&str]) -> String {
     let out = sheetq()
-        .args(["demo", "--spreadsheets", "2"])
+        .arg("demo")
+        .args(args)
         .output()
-        .expect("run sheetq demo --spreadsheets 2");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .expect("run sheetq demo");
     assert!(
         out.status.success(),
-        "demo failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        "demo {args:?} failed: {}\nstdout:\n{}\nstderr:\n{}",
         out.status,
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn demo_of_two_spreadsheets_runs_each_ones_presses_with_daemons_serving_both() {
+    let stdout = demo(&["--spreadsheets", "2"]);
     let (first, second) = stdout
         .split_once("\n== 承認ボタン\n\n")
         .unwrap_or_else(|| panic!("a table under each spreadsheet's heading:\n{stdout}"));
@@ -88,14 +95,7 @@ fn demo_of_two_spreadsheets_runs_each_ones_presses_with_daemons_serving_both() {
 
 #[test]
 fn demo_shows_a_serialised_same_target_pair_and_overlapping_different_targets() {
-    let out = sheetq().arg("demo").output().expect("run sheetq demo");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "demo failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = demo(&[]);
     let rows = table_rows(&stdout);
     assert_eq!(rows.len(), 5, "five presses, five rows:\n{stdout}");
     assert!(

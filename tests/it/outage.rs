@@ -339,14 +339,7 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
     .await;
     // Google is down for everyone for 8 s: longer than dead_after, the lease's TTL and the
     // job itself, which ends during the outage.
-    emu.add_fault(FaultRule {
-        method: None,
-        fault: Fault::Status(503),
-        remaining: None,
-        probability: None,
-        user: None,
-        body_contains: None,
-    });
+    emu.add_fault(FaultRule::always(Fault::Status(503)));
     let outage_ends = tokio::time::Instant::now() + Duration::from_secs(8);
     while tokio::time::Instant::now() < outage_ends {
         assert_eq!(
@@ -457,14 +450,7 @@ async fn an_outage_restarts_no_daemon_of_two_spreadsheets_and_both_running_jobs_
         show,
     )
     .await;
-    emu.add_fault(FaultRule {
-        method: None,
-        fault: Fault::Status(503),
-        remaining: None,
-        probability: None,
-        user: None,
-        body_contains: None,
-    });
+    emu.add_fault(FaultRule::always(Fault::Status(503)));
     let outage_ends = tokio::time::Instant::now() + Duration::from_secs(8);
     while tokio::time::Instant::now() < outage_ends {
         let (code, body) = http_get(port, "/livez").await;
@@ -1085,21 +1071,10 @@ async fn ten_minutes_without_google_at_the_default_settings_restart_nothing_and_
     .await;
     // Unreachable: half the calls get no reply at all, the others a 503.
     emu.add_fault(FaultRule {
-        method: None,
-        fault: Fault::Drop,
-        remaining: None,
         probability: Some(0.5),
-        user: None,
-        body_contains: None,
+        ..FaultRule::always(Fault::Drop)
     });
-    emu.add_fault(FaultRule {
-        method: None,
-        fault: Fault::Status(503),
-        remaining: None,
-        probability: None,
-        user: None,
-        body_contains: None,
-    });
+    emu.add_fault(FaultRule::always(Fault::Status(503)));
     let ends = tokio::time::Instant::now() + OUTAGE;
     let mut unready_seen = false;
     while tokio::time::Instant::now() < ends {
