@@ -91,28 +91,37 @@ async fn browser(driver: &Driver) -> Client {
 
 /// The text of the page's cell at zero-based (`r`, `c`) of the sheet shown.
 async fn cell_text(page: &Client, r: u32, c: u32) -> String {
-    let css = format!("#grid td[data-r=\"{r}\"][data-c=\"{c}\"]");
-    match page.find(Locator::Css(&css)).await {
-        Ok(td) => td.text().await.unwrap_or_default(),
+    text_of(page, &format!("#grid td[data-r=\"{r}\"][data-c=\"{c}\"]")).await
+}
+
+/// The text of the element `css` finds, or "" when there is none (yet).
+async fn text_of(page: &Client, css: &str) -> String {
+    match page.find(Locator::Css(css)).await {
+        Ok(el) => el.text().await.unwrap_or_default(),
         Err(_) => String::new(),
     }
 }
 
 /// Waits until the page's cell (`r`, `c`) shows what `ok` accepts; returns the text.
 async fn wait_cell(page: &Client, r: u32, c: u32, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let css = format!("#grid td[data-r=\"{r}\"][data-c=\"{c}\"]");
+    let what = format!("row {} column {c} showing {what}", r + 1);
+    wait_text(page, &css, &what, ok).await
+}
+
+/// Waits until the element `css` finds shows what `ok` accepts; returns the text. The page
+/// redraws as the sheet changes, so each try finds the element afresh.
+async fn wait_text(page: &Client, css: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
     let deadline = tokio::time::Instant::now() + WAIT;
     let mut last = String::new();
     while tokio::time::Instant::now() < deadline {
-        last = cell_text(page, r, c).await;
+        last = text_of(page, css).await;
         if ok(&last) {
             return last;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!(
-        "the page's cell at row {} column {c} never showed {what}; last it showed {last:?}",
-        r + 1
-    );
+    panic!("the page never showed {what} ({css}); last it showed {last:?}");
 }
 
 /// Clicks the element `css` finds. The page redraws the grid on every change, so an element
@@ -188,19 +197,13 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
         .for_element(Locator::Css("#tabs button.active[data-id=\"0\"]"))
         .await
         .unwrap_or_else(|e| panic!("the index is not the first tab shown: {e}"));
-    let queue_tab = page
-        .wait()
-        .for_element(Locator::Css("#tabs button[data-id=\"2001\"]"))
-        .await
-        .unwrap_or_else(|e| panic!("no queue tab: {e}"));
-    assert!(
-        queue_tab
-            .text()
-            .await
-            .unwrap_or_default()
-            .contains("(hidden)"),
-        "the hidden queue sheet is shown as hidden"
-    );
+    wait_text(
+        &page,
+        "#tabs button.hidden[data-id=\"2001\"]",
+        "the hidden queue sheet's tab marked (hidden)",
+        |t| t.contains("(hidden)"),
+    )
+    .await;
 
     // Tick 再起動 on サーバーB, then 動作確認 and 再起動 on サーバーA, in the page.
     open_tab(&page, 1002).await;
@@ -338,10 +341,7 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
 async fn wait_log(page: &Client, edited: bool, why: &str) {
     let mut log = String::new();
     for _ in 0..50 {
-        log = match page.find(Locator::Css("#log")).await {
-            Ok(el) => el.text().await.unwrap_or_default(),
-            Err(_) => String::new(),
-        };
+        log = text_of(page, "#log").await;
         if log.contains("person.edit") == edited {
             return;
         }

@@ -236,8 +236,15 @@ function remember(id) {
 
 function renderTabs() {
   const nav = $('tabs');
+  // Rebuild only when the tabs changed: a rebuild on every poll would swap the buttons
+  // under a pointer (or a test) that is about to use them.
+  const tabs = state.view.tabs || [];
+  const drawn = JSON.stringify([state.sheet, tabs.map((t) => [t.id, t.title, !!t.hidden])]);
+  renderTitle();
+  if (nav.dataset.drawn === drawn) return;
+  nav.dataset.drawn = drawn;
   nav.textContent = '';
-  for (const t of state.view.tabs || []) {
+  for (const t of tabs) {
     const b = document.createElement('button');
     b.textContent = t.hidden ? t.title + ' (hidden)' : t.title;
     b.dataset.id = String(t.id);
@@ -248,6 +255,9 @@ function renderTabs() {
     b.addEventListener('click', () => showSheet(t.id));
     nav.appendChild(b);
   }
+}
+
+function renderTitle() {
   const ss = state.view.spreadsheet || {};
   $('title').textContent = ss.title || 'local spreadsheet';
   $('zone').textContent = ss.timeZone ? 'time zone ' + ss.timeZone : '';
