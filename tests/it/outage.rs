@@ -1169,11 +1169,12 @@ async fn body_of(port: u16, path: &str) -> String {
 }
 
 /// Every process of this test (the emulator, both daemons, `sheetq enqueue`) lives in New
-/// York at 01:59:20 EDT on 2026-11-01, forty seconds before the clocks there fall back to
+/// York at 01:58:30 EDT on 2026-11-01, ninety seconds before the clocks there fall back to
 /// 01:00 EST: their wall clock is offset by libfaketime (their monotonic clock is not, as
-/// no real clock jumps it). A job of 45 s runs across the fall-back, so the 開始日時 the daemon
-/// writes reads as 01:59 and its 終了日時 as 01:00 of the same night, and the target's next
-/// job waits behind it. Each runs once, one after the other, and ends 完了 with its own
+/// no real clock jumps it). A job of 100 s runs across the fall-back (the ninety seconds
+/// leave a loaded machine time to start both daemons and claim it first), so the 開始日時
+/// the daemon writes reads as 01:5x EDT and its 終了日時 as 01:00 EST of the same night,
+/// and the target's next job waits behind it. Each runs once, one after the other, and ends 完了 with its own
 /// result: no daemon judges the other, or itself, by a time read back from the sheet.
 /// Needs libfaketime, so `cargo test` leaves it out and `.ci/run` installs it and runs this
 /// (`cargo test --test it outage::fall_back -- --ignored`).
@@ -1188,7 +1189,7 @@ async fn fall_back_night_under_a_faked_clock_runs_each_job_once_and_one_at_a_tim
         .with_ymd_and_hms(2026, 11, 1, 6, 0, 0)
         .single()
         .unwrap_or_else(|| panic!("a UTC instant"));
-    let offset = (fall_back - chrono::TimeDelta::seconds(40) - chrono::Utc::now()).num_seconds();
+    let offset = (fall_back - chrono::TimeDelta::seconds(90) - chrono::Utc::now()).num_seconds();
     let faked = |cmd: &mut std::process::Command| {
         cmd.env("LD_PRELOAD", &lib)
             .env("FAKETIME", format!("{offset:+}"))
@@ -1248,11 +1249,11 @@ async fn fall_back_night_under_a_faked_clock_runs_each_job_once_and_one_at_a_tim
         let path = dir.path().join(format!("{worker}.toml"));
         let command = recording_command(&log)
             .replace("{worker}", worker)
-            .replace("timeout = \"12s\"", "timeout = \"70s\"");
+            .replace("timeout = \"12s\"", "timeout = \"150s\"");
         std::fs::write(
             &path,
             format!(
-                "spreadsheet_id = \"fall-back-night\"\napi_base_url = \"http://127.0.0.1:{port}/\"\ncredentials = \"{}\"\nworker_id = \"{worker}\"\nstate_dir = \"{}\"\npoll_interval = \"1s\"\nheartbeat_interval = \"500ms\"\ndead_after = \"3s\"\nlease_ttl = \"3s\"\nstale_after = \"100s\"\n{command}",
+                "spreadsheet_id = \"fall-back-night\"\napi_base_url = \"http://127.0.0.1:{port}/\"\ncredentials = \"{}\"\nworker_id = \"{worker}\"\nstate_dir = \"{}\"\npoll_interval = \"1s\"\nheartbeat_interval = \"500ms\"\ndead_after = \"3s\"\nlease_ttl = \"3s\"\nstale_after = \"200s\"\n{command}",
                 key_path.display(),
                 dir.path().join(worker).display(),
             ),
@@ -1293,7 +1294,7 @@ async fn fall_back_night_under_a_faked_clock_runs_each_job_once_and_one_at_a_tim
         faked(&mut cmd);
         tokio::task::spawn_blocking(move || cmd.output())
     };
-    let long = enqueue_wait(45);
+    let long = enqueue_wait(100);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let next = enqueue_wait(0);
     let show = || {
@@ -1310,9 +1311,9 @@ async fn fall_back_night_under_a_faked_clock_runs_each_job_once_and_one_at_a_tim
             .join("\n")
     };
     for (what, waited) in [("the long job", long), ("the next job", next)] {
-        let out = tokio::time::timeout(Duration::from_secs(150), waited)
+        let out = tokio::time::timeout(Duration::from_secs(240), waited)
             .await
-            .unwrap_or_else(|_| panic!("{what} did not finish in 150 s\n{}", show()))
+            .unwrap_or_else(|_| panic!("{what} did not finish in 240 s\n{}", show()))
             .unwrap_or_else(|e| panic!("{e}"))
             .unwrap_or_else(|e| panic!("cannot run sheetq enqueue: {e}"));
         assert_eq!(
