@@ -748,6 +748,20 @@ impl Binary {
         Binary { child }
     }
 
+    /// [`Binary::start`] serving `/metrics` and the health endpoints on a free local port,
+    /// which it returns.
+    pub(crate) fn start_listening(
+        config: &std::path::Path,
+        log: &std::path::Path,
+    ) -> (Binary, u16) {
+        let port = crate::support::free_port();
+        let listen = format!("127.0.0.1:{port}");
+        (
+            Self::start_with(config, log, &["--metrics-listen", &listen]),
+            port,
+        )
+    }
+
     /// The process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()

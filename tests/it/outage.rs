@@ -310,11 +310,9 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
         "heartbeat_interval = \"500ms\"\ndead_after = \"3s\"\nlease_ttl = \"3s\"\n",
         &recording_command(&log).replace("{worker}", "vm-out"),
     );
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
     let out = dir.path().join("sheetq.log");
-    let mut daemon =
-        crate::daemon::Binary::start_with(&config, &out, &["--metrics-listen", &listen]);
+    let (mut daemon, port) = crate::daemon::Binary::start_listening(&config, &out);
+    let listen = format!("127.0.0.1:{port}");
     let show = || {
         format!(
             "{}\nlog:\n{}",
@@ -407,11 +405,8 @@ async fn an_outage_restarts_no_daemon_of_two_spreadsheets_and_both_running_jobs_
         emu.spreadsheet_id(),
     );
     std::fs::write(&config, listed).unwrap_or_else(|e| panic!("{e}"));
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
     let out = dir.path().join("sheetq.log");
-    let mut daemon =
-        crate::daemon::Binary::start_with(&config, &out, &["--metrics-listen", &listen]);
+    let (mut daemon, port) = crate::daemon::Binary::start_listening(&config, &out);
     let show = || {
         format!(
             "east:\n{}\nwest:\n{}\nlog:\n{}",
@@ -988,10 +983,8 @@ fn default_daemon(
         ),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let port = free_port();
     let out = home.join("sheetq.log");
-    let listen = format!("127.0.0.1:{port}");
-    let daemon = crate::daemon::Binary::start_with(&config, &out, &["--metrics-listen", &listen]);
+    let (daemon, port) = crate::daemon::Binary::start_listening(&config, &out);
     (daemon, port, out)
 }
 
