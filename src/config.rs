@@ -741,7 +741,7 @@ fn check_liveness(
             humantime::format_duration(poll_interval)
         ));
     }
-    if dead_after <= heartbeat_interval * 2 {
+    if dead_after <= heartbeat_interval.saturating_mul(2) {
         problems.push(format!(
             "dead_after ({}) must be more than twice heartbeat_interval ({}), or live daemons would be declared dead",
             humantime::format_duration(dead_after),

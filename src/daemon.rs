@@ -1171,8 +1171,11 @@ impl Daemon {
         .map(|h| (h.worker_id.clone(), h.sharers.clone()));
         // Word of a daemon we see gone ourselves is old: it may still go round for a few
         // heartbeats after its death.
-        let lately = self.config.dead_after
-            + self.config.heartbeat_interval * workers::MAX_HOPS.saturating_add(1);
+        let lately = self.config.dead_after.saturating_add(
+            self.config
+                .heartbeat_interval
+                .saturating_mul(workers::MAX_HOPS.saturating_add(1)),
+        );
         let gone = workers::gone_on_account(
             &poll.workers,
             &self.config.worker_id,
