@@ -181,24 +181,38 @@ fn clock(skew: Option<TimeDelta>, f: &mut Findings) {
 }
 
 /// The daemons other than this config's that call the API as `account`: those live in
-/// `_ワーカー`, by the heartbeats' own times (`check` watches nothing, so it trusts their
-/// clocks, against Google's), and those their heartbeats list, as the daemon counts them.
+/// `_ワーカー`, and those their heartbeats list, as the daemon counts them
+/// ([`crate::workers::live_on_account`], [`crate::workers::gone_on_account`]). `check`
+/// watches nothing, so it takes each row's standing still from its own time, against
+/// Google's clock: for a report, never for a decision of the daemon.
 fn seen_on_account(
     heartbeats: &[crate::workers::Heartbeat],
     account: String,
     config: &Config,
     google_now: chrono::DateTime<Utc>,
 ) -> Seen {
-    let dead_after = TimeDelta::from_std(config.dead_after).unwrap_or(TimeDelta::MAX);
-    let (live, gone): (Vec<_>, Vec<_>) = heartbeats
+    use crate::workers;
+    let heartbeats: Vec<workers::Heartbeat> = heartbeats
         .iter()
-        .filter(|h| h.account == account && h.worker_id != config.worker_id)
-        .partition(|h| !h.stopped && h.seen.is_some_and(|seen| google_now - seen <= dead_after));
-    let gone = gone.iter().map(|h| h.worker_id.as_str()).collect();
+        .cloned()
+        .map(|mut h| {
+            // A row written "after" Google's now (a fast clock) has not stood still at all.
+            h.quiet = h.seen.map_or(Duration::MAX, |seen| {
+                (google_now - seen).to_std().unwrap_or_default()
+            });
+            h
+        })
+        .collect();
+    let me = config.worker_id.as_str();
+    let live: Vec<&workers::Heartbeat> =
+        workers::live_on_account(&heartbeats, me, &account, config.dead_after).collect();
+    let lately = workers::hearsay_lasts(config.dead_after, config.heartbeat_interval);
+    let gone =
+        workers::gone_on_account(&heartbeats, me, &account, config.dead_after, lately).collect();
     let heard = live
         .iter()
         .map(|h| (h.worker_id.as_str(), h.sharers.as_slice()));
-    let others = crate::workers::sharers_known(&config.worker_id, heard, &gone)
+    let others = workers::sharers_known(me, heard, &gone)
         .into_iter()
         .map(|s| s.worker_id)
         .collect();
@@ -507,6 +521,61 @@ mod tests {
         assert!(
             !f.problems.iter().any(|p| p.contains("heartbeats")),
             "four heartbeat rows every 10 s are 24 writes a minute: {f:?}"
+        );
+    }
+
+    /// A heartbeat row of `worker` on `account` written `ago` before Google's `now`.
+    fn row(worker: &str, ago: i64, now: chrono::DateTime<Utc>) -> crate::workers::Heartbeat {
+        crate::workers::Heartbeat {
+            row: 3,
+            worker_id: worker.into(),
+            host: String::new(),
+            seen: Some(now - TimeDelta::seconds(ago)),
+            quiet: Duration::ZERO,
+            changed: false,
+            fingerprint: String::new(),
+            process: String::new(),
+            jobs: Vec::new(),
+            account: "ops@p".into(),
+            sharers: Vec::new(),
+            stopped: false,
+        }
+    }
+
+    #[test]
+    fn check_counts_the_daemons_of_the_account_as_the_daemon_does() {
+        // dead_after = 60 s and heartbeat_interval = 5 s: word of a daemon outlasts its own
+        // row by 60 + 9 × 5 = 105 s at most.
+        let config = &fleet(1, "dead_after = \"60s\"\nheartbeat_interval = \"5s\"")[0];
+        let now = Utc::now();
+        let mut p2 = row("p2", 3, now);
+        p2.sharers = ["x", "y"]
+            .map(|w| crate::workers::Sharer {
+                worker_id: w.into(),
+                hops: 1,
+                via: String::new(),
+            })
+            .to_vec();
+        let mut x = row("x", 30, now);
+        x.stopped = true;
+        let beats = [
+            p2,
+            x,
+            row("y", 400, now),
+            row("z", 61, now),
+            row("vm-1", 1, now),
+        ];
+        let seen = seen_on_account(&beats, "ops@p".into(), config, now);
+        assert_eq!(
+            seen.direct,
+            ["p2".to_string()].into(),
+            "z's row is older than dead_after, and vm-1 is this daemon"
+        );
+        assert_eq!(
+            seen.others,
+            ["p2".to_string(), "y".to_string()].into(),
+            "x stopped 30 s ago outweighs p2's word of it; y's row stood still 400 s ago, so \
+             p2's word of y (serving elsewhere) counts"
         );
     }
 

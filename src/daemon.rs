@@ -1171,17 +1171,12 @@ impl Daemon {
         .map(|h| (h.worker_id.clone(), h.sharers.clone()));
         // Word of a daemon we see gone ourselves is old: it may still go round for a few
         // heartbeats after its death.
-        let lately = self.config.dead_after.saturating_add(
-            self.config
-                .heartbeat_interval
-                .saturating_mul(workers::MAX_HOPS.saturating_add(1)),
-        );
         let gone = workers::gone_on_account(
             &poll.workers,
             &self.config.worker_id,
             &self.served.account,
             self.config.dead_after,
-            lately,
+            workers::hearsay_lasts(self.config.dead_after, self.config.heartbeat_interval),
         )
         .map(str::to_string);
         let sharing = self

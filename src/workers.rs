@@ -318,6 +318,13 @@ pub fn gone_on_account<'h>(
         .map(|h| h.worker_id.as_str())
 }
 
+/// How long a daemon's own sight of another's row gone (stopped, or dead to it) outweighs
+/// others' word of that daemon ([`gone_on_account`]'s `lately`): word may still go round,
+/// one hop a heartbeat, for up to [`MAX_HOPS`] heartbeats after the death is seen.
+pub fn hearsay_lasts(dead_after: StdDuration, heartbeat_interval: StdDuration) -> StdDuration {
+    dead_after.saturating_add(heartbeat_interval.saturating_mul(MAX_HOPS.saturating_add(1)))
+}
+
 /// The heartbeats of [`others_on_account`].
 pub fn live_on_account<'h>(
     heartbeats: &'h [Heartbeat],
