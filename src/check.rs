@@ -524,7 +524,7 @@ mod tests {
         );
     }
 
-    /// A heartbeat row of `worker` on `account` written `ago` before Google's `now`.
+    /// A heartbeat row of `worker` on ops@p, written `ago` seconds before Google's `now`.
     fn row(worker: &str, ago: i64, now: chrono::DateTime<Utc>) -> crate::workers::Heartbeat {
         crate::workers::Heartbeat {
             row: 3,

@@ -187,10 +187,7 @@ pub async fn run(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
         "\nSame target (サーバーA, サーバーC): the second job starts after the first ends.\nDifferent targets: jobs overlap in time, on different workers/slots."
     )?;
     write_panels(out, sheets.as_ref(), &first, &PRESSES).await?;
-    finish(out, &emulator, args.keep, &shutdown).await?;
-    for d in daemons {
-        d.await.context("a demo daemon panicked")??;
-    }
+    finish(out, &emulator, args.keep, &shutdown, daemons).await?;
     drop(emulator);
     Ok(table)
 }
@@ -290,21 +287,21 @@ async fn run_two(args: DemoArgs, out: &mut impl Write) -> anyhow::Result<Vec<Dem
         out,
         "\nサーバーA of {SECOND_TITLE} is another target than サーバーA of 実行パネル: their jobs overlap; within one spreadsheet, one after the other."
     )?;
-    finish(out, &emulator, args.keep, &shutdown).await?;
-    for d in daemons {
-        d.await.context("a demo daemon panicked")??;
-    }
+    finish(out, &emulator, args.keep, &shutdown, daemons).await?;
     drop(emulator);
     Ok(all)
 }
 
 /// The closing count of API requests; with `keep`, waits for Ctrl-C before cancelling
-/// `shutdown`.
+/// `shutdown`; then waits for the `daemons` to stop.
 async fn finish(
     out: &mut impl Write,
     emulator: &Emulator,
     keep: bool,
     shutdown: &CancellationToken,
+    daemons: Vec<
+        tokio::task::JoinHandle<Result<crate::daemon::RunReport, crate::daemon::DaemonError>>,
+    >,
 ) -> anyhow::Result<()> {
     let counters = emulator.counters();
     writeln!(
@@ -324,6 +321,9 @@ async fn finish(
             .await
             .context("cannot wait for Ctrl-C")?;
         shutdown.cancel();
+    }
+    for d in daemons {
+        d.await.context("a demo daemon panicked")??;
     }
     Ok(())
 }
