@@ -61,17 +61,73 @@ pub struct JobSpec {
     pub panel_row: Option<u32>,
 }
 
+/// What kind of rule refused a job: the `reason` label of `sheetq_jobs_refused_total`, and
+/// the `reason` field of the log line every refusal gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Refusal {
+    /// The row names a command `sheetq.toml` does not configure, or none.
+    UnknownCommand,
+    /// The row's function is not among `[[functions]]`, or runs another command there.
+    Function,
+    /// `argsJSON` is not a JSON object, does not fit the command's checks, or differs from the
+    /// function's args in the config.
+    Args,
+    /// The target is not among `[[targets]]`.
+    Target,
+    /// A value put into argv through a placeholder could be read as an option, holds a
+    /// control character, is too long, or does not match the command's pattern.
+    Placeholder,
+    /// The requester is not allowed to run the function.
+    Requester,
+    /// The row cannot be read as a job at all.
+    Unreadable,
+}
+
+impl Refusal {
+    /// Every reason, in the order metrics list them.
+    pub const ALL: [Refusal; 7] = [
+        Refusal::UnknownCommand,
+        Refusal::Function,
+        Refusal::Args,
+        Refusal::Target,
+        Refusal::Placeholder,
+        Refusal::Requester,
+        Refusal::Unreadable,
+    ];
+
+    /// The label value, e.g. `unknown_command`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::UnknownCommand => "unknown_command",
+            Refusal::Function => "function",
+            Refusal::Args => "args",
+            Refusal::Target => "target",
+            Refusal::Placeholder => "placeholder",
+            Refusal::Requester => "requester",
+            Refusal::Unreadable => "unreadable",
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why a job was refused before anything ran. `message` names the problem and is written to
 /// the row's メッセージ cell as it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct JobRejected {
+    pub reason: Refusal,
     pub message: String,
 }
 
 impl JobRejected {
-    fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(reason: Refusal, message: impl Into<String>) -> Self {
         Self {
+            reason,
             message: output::limit_message(&message.into()),
         }
     }
@@ -300,13 +356,17 @@ impl Registry {
     pub fn prepare(&self, spec: &JobSpec) -> Result<PreparedJob, JobRejected> {
         let name = spec.command.trim();
         let Some(def) = self.lookup(name) else {
-            return Err(JobRejected::new(self.unknown_command_message(name)));
+            return Err(JobRejected::new(
+                Refusal::UnknownCommand,
+                self.unknown_command_message(name),
+            ));
         };
         if let Some(refusal) = self.catalog.refuse(&spec.function, &spec.command) {
-            return Err(JobRejected::new(refusal));
+            return Err(JobRejected::new(Refusal::Function, refusal));
         }
         if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
             return Err(JobRejected::new(
+                Refusal::Placeholder,
                 "a job field (target, function, requester, jobId, panel sheet or flags) \
                  contains a NUL character, which cannot be passed to a program",
             ));
@@ -341,11 +401,14 @@ impl Registry {
                 def: Arc::clone(def),
                 plan,
             }),
-            _ => Err(JobRejected::new(format!(
-                "argsJSON does not fit command \"{}\": {}",
-                def.name,
-                problems.join("; ")
-            ))),
+            _ => Err(JobRejected::new(
+                Refusal::Args,
+                format!(
+                    "argsJSON does not fit command \"{}\": {}",
+                    def.name,
+                    problems.join("; ")
+                ),
+            )),
         }
     }
 
@@ -389,11 +452,17 @@ fn parse_args(raw: &str) -> Result<serde_json::Map<String, serde_json::Value>, J
     }
     match serde_json::from_str::<serde_json::Value>(raw) {
         Ok(serde_json::Value::Object(map)) => Ok(map),
-        Ok(other) => Err(JobRejected::new(format!(
-            "argsJSON must be a JSON object like {{\"key\": \"value\"}}, found {}",
-            schema::describe_type(&other)
-        ))),
-        Err(e) => Err(JobRejected::new(format!("argsJSON is not valid JSON: {e}"))),
+        Ok(other) => Err(JobRejected::new(
+            Refusal::Args,
+            format!(
+                "argsJSON must be a JSON object like {{\"key\": \"value\"}}, found {}",
+                schema::describe_type(&other)
+            ),
+        )),
+        Err(e) => Err(JobRejected::new(
+            Refusal::Args,
+            format!("argsJSON is not valid JSON: {e}"),
+        )),
     }
 }
 
