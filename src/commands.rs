@@ -31,8 +31,11 @@ pub use config::{Builtin, CommandDef, CommandKind};
 pub use process::SAFE_PATH;
 pub use runner::{Opened, PanelOpener};
 
-use crate::panel::catalog::{Catalog, PANELS_COMMAND};
+use crate::panel::catalog::{Asked, Catalog, Refused, PANELS_COMMAND};
 pub use runner::{Outcome, OutcomeStatus, Runner};
+
+/// The システムフラグ of a row a command's `continue` appended: the next step of its job.
+pub const CONTINUATION_FLAG: &str = "continuation";
 
 /// Upper bound of `args.seconds` for the built-in `sleep`.
 pub const SLEEP_MAX_SECONDS: f64 = 3600.0;
@@ -220,6 +223,9 @@ pub struct Registry {
     catalog: Arc<Catalog>,
     /// The built-in command of the panel jobs ([`PANELS_COMMAND`]), always available.
     panels: Arc<CommandDef>,
+    /// Whether only sheetq's accounts and the owner can write the queue: a continuation
+    /// step's args (which its command handed back) are then trusted as they are.
+    queue_protected: bool,
 }
 
 impl Default for Registry {
@@ -229,6 +235,7 @@ impl Default for Registry {
             commands: BTreeMap::new(),
             catalog: Arc::default(),
             panels: Arc::new(config::panels_def(Duration::from_secs(15 * 60))),
+            queue_protected: false,
         }
     }
 }
@@ -245,6 +252,7 @@ impl Registry {
                 .collect(),
             catalog: Arc::default(),
             panels: Arc::new(config::panels_def(stale_after)),
+            queue_protected: false,
         })
     }
 
@@ -253,6 +261,18 @@ impl Registry {
     pub fn with_catalog(mut self, catalog: Catalog) -> Registry {
         self.catalog = Arc::new(catalog);
         self
+    }
+
+    /// This registry, knowing whether the queue is protected (only sheetq's accounts and the
+    /// owner write it), as the daemon read it at start or reload.
+    pub fn with_queue_protected(mut self, protected: bool) -> Registry {
+        self.queue_protected = protected;
+        self
+    }
+
+    /// The functions and targets jobs are checked against.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
     }
 
     /// Parses `toml_text` as the body of a `[commands]` table; for tests and tools.
@@ -315,6 +335,11 @@ impl Registry {
     /// command must be configured and its args must pass that command's checks, as a press
     /// would.
     pub fn check_functions(&self, catalog: &Catalog) -> Vec<String> {
+        // The command and its args alone: who presses, and on which target, is the press's.
+        let commands_only = Registry {
+            catalog: Arc::default(),
+            ..self.clone()
+        };
         catalog
             .functions
             .iter()
@@ -327,7 +352,7 @@ impl Registry {
                     function: f.label.clone(),
                     ..JobSpec::default()
                 };
-                self.prepare(&spec).err().map(|e| {
+                commands_only.prepare(&spec).err().map(|e| {
                     format!(
                         "[[functions]] entry {} (\"{}\"): {}",
                         i + 1,
@@ -361,9 +386,8 @@ impl Registry {
                 self.unknown_command_message(name),
             ));
         };
-        if let Some(refusal) = self.catalog.refuse(&spec.function, &spec.command) {
-            return Err(JobRejected::new(Refusal::Function, refusal));
-        }
+        let sheet_args = parse_args(&spec.args_json)?;
+        let args = self.admit(spec, sheet_args)?;
         if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
             return Err(JobRejected::new(
                 Refusal::Placeholder,
@@ -371,7 +395,6 @@ impl Registry {
                  contains a NUL character, which cannot be passed to a program",
             ));
         }
-        let args = parse_args(&spec.args_json)?;
         let mut problems = def.checks.check(&args);
         let plan = match &def.kind {
             CommandKind::Builtin(Builtin::Sleep) => match sleep_seconds(&args, def.timeout) {
@@ -383,7 +406,14 @@ impl Registry {
             },
             CommandKind::Builtin(Builtin::Echo) => Some(Plan::Echo),
             CommandKind::Builtin(Builtin::Panels) => match panel_labels(&args) {
-                Ok(labels) => Some(Plan::Panels(labels)),
+                Ok(labels) => {
+                    // A panel only for the targets that may run: on the index, people may
+                    // write any label.
+                    if let Some(why) = labels.iter().find_map(|l| self.catalog.refuse_target(l)) {
+                        return Err(JobRejected::new(Refusal::Target, why));
+                    }
+                    Some(Plan::Panels(labels))
+                }
                 Err(p) => {
                     problems.push(p);
                     None
@@ -409,6 +439,33 @@ impl Registry {
                     problems.join("; ")
                 ),
             )),
+        }
+    }
+
+    /// The args a job runs with, by the catalog's rules: its function's args from the
+    /// config (plus what people may set), or the sheet's when no functions are configured.
+    /// Refuses a job whose function, target, 依頼者 or args the config does not allow.
+    fn admit(
+        &self,
+        spec: &JobSpec,
+        sheet_args: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, JobRejected> {
+        let asked = Asked {
+            function: &spec.function,
+            command: &spec.command,
+            target: &spec.target,
+            requester: &spec.requester,
+            args: &sheet_args,
+            args_trusted: self.queue_protected
+                && spec.flags.iter().any(|f| f.trim() == CONTINUATION_FLAG),
+        };
+        match self.catalog.admit(&asked) {
+            Ok(Some(args)) => Ok(args),
+            Ok(None) => Ok(sheet_args),
+            Err(Refused::Function(m)) => Err(JobRejected::new(Refusal::Function, m)),
+            Err(Refused::Target(m)) => Err(JobRejected::new(Refusal::Target, m)),
+            Err(Refused::Requester(m)) => Err(JobRejected::new(Refusal::Requester, m)),
+            Err(Refused::Args(m)) => Err(JobRejected::new(Refusal::Args, m)),
         }
     }
 
@@ -588,6 +645,62 @@ mod tests {
             args_json: args.into(),
             ..JobSpec::default()
         }
+    }
+
+    #[test]
+    fn a_job_runs_its_functions_args_from_the_config_whatever_the_sheet_copy_says() {
+        let r = registry().with_catalog(catalog(
+            "[[functions]]\nlabel = \"月次レポート\"\ncommand = \"report\"\n\
+             args = { month = \"2026-11\" }",
+        ));
+        let job = r
+            .prepare(&spec("report", r#"{"month":"2026-11"}"#))
+            .unwrap_or_else(|e| panic!("the config's own args must pass: {e}"));
+        assert_eq!(job.args().get("month"), Some(&serde_json::json!("2026-11")));
+        let forged = r
+            .prepare(&spec("report", r#"{"month":"2026-11","path":"/etc"}"#))
+            .unwrap_err();
+        assert_eq!(forged.reason, Refusal::Args, "{forged}");
+        assert!(forged.message.contains("\"path\""), "{forged}");
+        let other = r.prepare(&spec("sleep", "{}")).unwrap_err();
+        assert_eq!(other.reason, Refusal::Function, "{other}");
+    }
+
+    #[test]
+    fn a_continuation_keeps_its_handed_back_args_only_on_a_protected_queue() {
+        let mut step = spec("report", r#"{"month":"2026-12"}"#);
+        step.flags = vec![CONTINUATION_FLAG.into()];
+        let r = registry().with_catalog(catalog(
+            "[[functions]]\nlabel = \"月次レポート\"\ncommand = \"report\"\n\
+             args = { month = \"2026-11\" }",
+        ));
+        let open = r.clone().prepare(&step).unwrap_err();
+        assert_eq!(
+            open.reason,
+            Refusal::Args,
+            "on an open queue anyone can write the continuation flag"
+        );
+        let job = r
+            .with_queue_protected(true)
+            .prepare(&step)
+            .unwrap_or_else(|e| panic!("a continuation on a protected queue must run: {e}"));
+        assert_eq!(job.args().get("month"), Some(&serde_json::json!("2026-12")));
+    }
+
+    #[test]
+    fn a_panel_job_opens_only_listed_targets() {
+        let mut c = catalog("[[functions]]\nlabel = \"確認\"\ncommand = \"echo\"");
+        c.targets = vec![crate::panel::catalog::TargetDef {
+            label: "サーバーA".into(),
+            position: String::new(),
+        }];
+        let r = registry().with_catalog(c);
+        let mut open = spec(PANELS_COMMAND, r#"{"open":["サーバーA","-oProxyCommand=x"]}"#);
+        open.target = crate::panel::catalog::PANELS_TARGET.into();
+        let refused = r.prepare(&open).unwrap_err();
+        assert_eq!(refused.reason, Refusal::Target, "{refused}");
+        open.args_json = r#"{"open":["サーバーA"]}"#.into();
+        assert!(r.prepare(&open).is_ok());
     }
 
     #[test]

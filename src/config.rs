@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::panel::catalog::{Catalog, FunctionDef, TargetDef};
+use crate::panel::catalog::{Catalog, FunctionDef, NotAllowed, TargetDef};
 use crate::panel::PanelLayout;
 use crate::queue::{HeaderNames, StateWords};
 
@@ -53,6 +53,9 @@ struct RawConfig {
     sweep_rows: Option<i64>,
     retention: Option<String>,
     hide_panels_after: Option<String>,
+    targets_from_index: Option<bool>,
+    #[serde(default)]
+    messages: RawMessages,
     /// Replaced by `sweep_rows`; kept only to name the fix when an old config has it.
     full_scan_every: Option<toml::Value>,
     #[serde(default)]
@@ -94,6 +97,13 @@ pub struct SpreadsheetEntry {
     pub intake: Intake,
     /// Its own `[[spreadsheets.functions]]`/`[[spreadsheets.targets]]`, else the top level's.
     pub catalog: Catalog,
+}
+
+/// `[messages]`: words sheetq writes to the sheet, for spreadsheets in other languages.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMessages {
+    not_allowed: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -415,6 +425,12 @@ impl Config {
             functions: raw.functions,
             targets: raw.targets,
             hide_after,
+            targets_from_index: raw.targets_from_index.unwrap_or(false),
+            not_allowed: raw
+                .messages
+                .not_allowed
+                .map(NotAllowed)
+                .unwrap_or_default(),
         };
         problems.extend(catalog.problems());
         let spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);
@@ -590,7 +606,7 @@ fn spreadsheet_entries(
             (functions, targets) => Some(Catalog {
                 functions: functions.unwrap_or_default(),
                 targets: targets.unwrap_or_default(),
-                hide_after: top_catalog.hide_after,
+                ..top_catalog.clone()
             }),
         };
         if let Some(c) = &catalog {

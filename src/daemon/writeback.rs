@@ -947,10 +947,10 @@ impl Daemon {
         let mut flags: Vec<String> = job
             .flags
             .iter()
-            .filter(|f| *f != "continuation")
+            .filter(|f| *f != crate::commands::CONTINUATION_FLAG)
             .cloned()
             .collect();
-        flags.push("continuation".into());
+        flags.push(crate::commands::CONTINUATION_FLAG.into());
         let row = panel::NewJob {
             job_id: cont.job_id.clone(),
             received_at: Utc::now(),

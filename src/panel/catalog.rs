@@ -1,7 +1,11 @@
 //! What panels offer and which targets get one: the config's `[[functions]]` and
-//! `[[targets]]` and `hide_panels_after` (README, "Panels"). The config is the one
-//! source of the functions; panels carry copies in their hidden columns, written by
-//! `sheetq panels sync`, and a job whose function the config no longer has is refused.
+//! `[[targets]]` and `hide_panels_after` (README, "Panels"), and what a job of the sheet may
+//! run by them (docs/design.md §5.1). The config is the one source of the functions; panels
+//! carry copies in their hidden columns, written by `sheetq panels sync`, and a job is
+//! checked against the config, never trusted: its function must be one the config has, it
+//! runs that function's command with that function's args (people set only the keys
+//! `args_from_sheet` names), its target must be listed (unless `targets_from_index`), and
+//! its 依頼者 must match the function's `allow`.
 //!
 //! Below the command registry: plain data and its own checks, importing nothing of
 //! `commands` (which holds a catalog to refuse such jobs, and checks each function's command
@@ -36,6 +40,14 @@ pub struct FunctionDef {
     /// システムフラグ, e.g. `["heavy"]`.
     #[serde(default)]
     pub flags: Vec<String>,
+    /// Who may run it: e-mail addresses, or patterns with `*` (`"*@ops.example.com"`),
+    /// matched against 依頼者 without regard to case. `None`: anyone who can press.
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
+    /// The keys of `argsJSON` a job may set itself (still checked by the command's
+    /// schema); every other key is the config's.
+    #[serde(default)]
+    pub args_from_sheet: Vec<String>,
 }
 
 impl FunctionDef {
@@ -68,6 +80,105 @@ pub struct Catalog {
     /// A panel whose target had no job for this long is hidden (never deleted); `None`:
     /// panels stay visible.
     pub hide_after: Option<Duration>,
+    /// Whether a job may name a target that `[[targets]]` does not list (one a person wrote
+    /// on the index): `targets_from_index = true`. Without `[[targets]]`, every target may.
+    pub targets_from_index: bool,
+    /// The words of a refusal by `allow` (`[messages] not_allowed`).
+    pub not_allowed: NotAllowed,
+}
+
+/// The message of a job whose 依頼者 a function's `allow` does not match, with `{requester}`
+/// and `{function}` in it: `[messages] not_allowed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAllowed(pub String);
+
+/// The default words of [`NotAllowed`].
+pub const NOT_ALLOWED: &str = "{requester} は {function} を実行できません";
+
+/// How an empty 依頼者 reads in a refusal.
+pub const NO_REQUESTER: &str = "(依頼者不明)";
+
+impl Default for NotAllowed {
+    fn default() -> Self {
+        NotAllowed(NOT_ALLOWED.to_string())
+    }
+}
+
+impl NotAllowed {
+    /// Problems of the words: a placeholder other than `{requester}` and `{function}`.
+    pub fn problems(&self) -> Vec<String> {
+        let mut rest = self.0.replace("{requester}", "").replace("{function}", "");
+        rest.retain(|c| c == '{' || c == '}');
+        if rest.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!(
+                "[messages] not_allowed = {:?} may hold only {{requester}} and {{function}} in braces",
+                self.0
+            )]
+        }
+    }
+
+    fn render(&self, requester: &str, function: &str) -> String {
+        let requester = if requester.is_empty() {
+            NO_REQUESTER.to_string()
+        } else {
+            shown(requester)
+        };
+        self.0
+            .replace("{requester}", &requester)
+            .replace("{function}", &shown(function))
+    }
+}
+
+/// Why a job must not run although its command is configured, by the catalog's rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Its function is not in `[[functions]]`, or runs another command there.
+    Function(String),
+    /// Its target is not in `[[targets]]`.
+    Target(String),
+    /// Its 依頼者 does not match the function's `allow`.
+    Requester(String),
+    /// Its `argsJSON` differs from the function's args in the config.
+    Args(String),
+}
+
+/// What a job of the sheet asks for, as the catalog judges it.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub function: &'a str,
+    pub command: &'a str,
+    pub target: &'a str,
+    pub requester: &'a str,
+    /// The job's `argsJSON`, parsed.
+    pub args: &'a serde_json::Map<String, serde_json::Value>,
+    /// Whether the job's args are trusted as they are: a continuation step on a queue only
+    /// sheetq's accounts (and the owner) can write carries the args its command handed back.
+    pub args_trusted: bool,
+}
+
+/// At most this many characters of a sheet value are shown in a message or a log line.
+const SHOWN_CHARS: usize = 40;
+
+/// A value from the sheet as a message or a log line shows it: quoted, with control and
+/// invisible characters escaped, cut to a few dozen characters. Sheet text is data: a line
+/// break in a 依頼者 must not start a new log line.
+pub fn shown(value: &str) -> String {
+    let mut out = String::from("\"");
+    for (i, c) in value.chars().enumerate() {
+        if i == SHOWN_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || matches!(c, '"' | '\\' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('"');
+    out
 }
 
 impl Catalog {
@@ -99,7 +210,27 @@ impl Catalog {
                     "{at}: flags must be non-empty words without commas, e.g. flags = [\"heavy\"]"
                 ));
             }
+            for who in f.allow.iter().flatten() {
+                if !is_allow_entry(who) {
+                    out.push(format!(
+                        "{at}: allow entry {who:?} must be an e-mail address or a pattern such as \"*@ops.example.com\" (no spaces)"
+                    ));
+                }
+            }
+            if f.allow.as_ref().is_some_and(Vec::is_empty) {
+                out.push(format!(
+                    "{at}: allow = [] lets nobody run it; list who may, or remove allow to let everyone"
+                ));
+            }
+            for key in &f.args_from_sheet {
+                if key.trim().is_empty() || key.trim() != key {
+                    out.push(format!(
+                        "{at}: args_from_sheet entry {key:?} must be a key name without spaces"
+                    ));
+                }
+            }
         }
+        out.extend(self.not_allowed.problems());
         let mut seen = HashSet::new();
         for (i, t) in self.targets.iter().enumerate() {
             if t.label.trim().is_empty() || t.label.trim() != t.label {
@@ -128,29 +259,191 @@ impl Catalog {
         self.functions.iter().find(|f| f.label == label.trim())
     }
 
-    /// Why a job must not run although its command is configured: the config lists
-    /// functions and the job's function is not one of them, or runs another command now
-    /// (the panel that sent it is older than the config). `None` when no functions are
-    /// configured (jobs then name their command freely) and for the panels' own jobs.
-    pub fn refuse(&self, function: &str, command: &str) -> Option<String> {
-        let command = command.trim();
-        if self.functions.is_empty() || command == PANELS_COMMAND {
+    /// Whether any function limits who may run it (`allow`): the daemon then needs a
+    /// protected queue, where 依頼者 can be trusted.
+    pub fn has_allow(&self) -> bool {
+        self.functions.iter().any(|f| f.allow.is_some())
+    }
+
+    /// Why `target` must not be run on: `[[targets]]` is set, does not list it, and
+    /// `targets_from_index` is off. `None` when it may.
+    pub fn refuse_target(&self, target: &str) -> Option<String> {
+        let target = target.trim();
+        if self.targets.is_empty()
+            || self.targets_from_index
+            || self.targets.iter().any(|t| t.label == target)
+        {
             return None;
         }
-        match self.function(function) {
-            None => Some(format!(
-                "function \"{}\" is not among the [[functions]] of sheetq.toml, so nothing ran; \
+        Some(format!(
+            "target {} is not among the [[targets]] of sheetq.toml, so nothing ran; list it there \
+             (or set targets_from_index = true to let people add targets on the index)",
+            shown(target)
+        ))
+    }
+
+    /// Checks a job against the config. `Ok(Some(args))`: run with these args (the
+    /// function's, plus the keys people may set); `Ok(None)`: no functions are configured,
+    /// or it is one of the panels' own jobs, and the job's args stand as they are.
+    pub fn admit(
+        &self,
+        asked: &Asked<'_>,
+    ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, Refused> {
+        let command = asked.command.trim();
+        if command == PANELS_COMMAND {
+            return Ok(None);
+        }
+        if let Some(why) = self.refuse_target(asked.target) {
+            return Err(Refused::Target(why));
+        }
+        if self.functions.is_empty() {
+            return Ok(None);
+        }
+        let Some(f) = self.function(asked.function) else {
+            return Err(Refused::Function(format!(
+                "function {} is not among the [[functions]] of sheetq.toml, so nothing ran; \
                  the panel is older than the config: run `sheetq panels sync`",
-                function.trim()
-            )),
-            Some(f) if f.command != command => Some(format!(
-                "function \"{}\" runs command \"{}\" in sheetq.toml but this job asks for \"{}\", \
+                shown(asked.function.trim())
+            )));
+        };
+        if f.command != command {
+            return Err(Refused::Function(format!(
+                "function \"{}\" runs command \"{}\" in sheetq.toml but this job asks for {}, \
                  so nothing ran; the panel is older than the config: run `sheetq panels sync`",
-                f.label, f.command, command
-            )),
-            Some(_) => None,
+                f.label,
+                f.command,
+                shown(command)
+            )));
+        }
+        if let Some(allow) = &f.allow {
+            let requester = asked.requester.trim();
+            if !allow.iter().any(|who| allow_matches(who, requester)) {
+                return Err(Refused::Requester(
+                    self.not_allowed.render(requester, &f.label),
+                ));
+            }
+        }
+        f.args_for(asked.args, asked.args_trusted)
+            .map(Some)
+            .map_err(Refused::Args)
+    }
+}
+
+impl FunctionDef {
+    /// The args a job of this function runs with: the config's, with the keys of
+    /// `args_from_sheet` taken from the job. Any other key of the job's args that differs
+    /// from the config's (added, missing or changed) refuses the job, naming the keys.
+    /// `trusted` (a continuation step on a protected queue): the job's args as they are.
+    fn args_for(
+        &self,
+        sheet: &serde_json::Map<String, serde_json::Value>,
+        trusted: bool,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+        if trusted {
+            return Ok(sheet.clone());
+        }
+        let mut args = match serde_json::to_value(&self.args) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        let from_sheet = |k: &str| self.args_from_sheet.iter().any(|a| a == k);
+        let mut differs: Vec<String> = Vec::new();
+        let keys: std::collections::BTreeSet<&String> = args.keys().chain(sheet.keys()).collect();
+        for key in keys {
+            if from_sheet(key) {
+                continue;
+            }
+            let (mine, theirs) = (args.get(key), sheet.get(key));
+            if !matches!((mine, theirs), (Some(a), Some(b)) if same_json(a, b)) {
+                differs.push(format!(
+                    "{} (sheet: {}, sheetq.toml: {})",
+                    shown(key),
+                    theirs.map_or("none".into(), |v| shown(&v.to_string())),
+                    mine.map_or("none".into(), |v| v.to_string())
+                ));
+            }
+        }
+        if !differs.is_empty() {
+            let may = if self.args_from_sheet.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (people may set only {})",
+                    self.args_from_sheet.join(", ")
+                )
+            };
+            return Err(format!(
+                "argsJSON differs from function \"{}\" in sheetq.toml at {}{may}, so nothing ran; \
+                 only the config says what runs: run `sheetq panels sync` if the panel is older than the config",
+                self.label,
+                differs.join(", ")
+            ));
+        }
+        for key in &self.args_from_sheet {
+            if let Some(v) = sheet.get(key) {
+                args.insert(key.clone(), v.clone());
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// JSON equality with numbers compared by value: `5` in the config is `5.0` in a cell.
+fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value as J;
+    match (a, b) {
+        (J::Number(x), J::Number(y)) => x.as_f64() == y.as_f64(),
+        (J::Array(x), J::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_json(a, b))
+        }
+        (J::Object(x), J::Object(y)) => {
+            x.len() == y.len()
+                && x
+                    .iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Whether an `allow` entry is well formed: no spaces, and an `@` unless it is `*`.
+fn is_allow_entry(who: &str) -> bool {
+    !who.is_empty()
+        && !who.chars().any(char::is_whitespace)
+        && (who == "*" || who.contains('@'))
+}
+
+/// Whether 依頼者 `requester` matches the `allow` entry `who`: letters without regard to
+/// case, `*` any run of characters. An empty 依頼者 matches nothing, not even `*`.
+pub fn allow_matches(who: &str, requester: &str) -> bool {
+    if requester.is_empty() {
+        return false;
+    }
+    let who: Vec<char> = who.to_lowercase().chars().collect();
+    let text: Vec<char> = requester.to_lowercase().chars().collect();
+    glob(&who, &text)
+}
+
+/// `*`-only glob matching, iterative with one backtrack point (linear in practice).
+fn glob(pattern: &[char], text: &[char]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && pattern[p] == '*' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == text[t] {
+            p += 1;
+            t += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
         }
     }
+    pattern[p..].iter().all(|&c| c == '*')
 }
 
 #[cfg(test)]
@@ -169,8 +462,32 @@ mod tests {
         Catalog {
             functions: raw.functions,
             targets: raw.targets,
-            hide_after: None,
+            ..Catalog::default()
         }
+    }
+
+    fn args(json: &str) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::from_str(json) {
+            Ok(serde_json::Value::Object(m)) => m,
+            other => panic!("{json} is no JSON object: {other:?}"),
+        }
+    }
+
+    /// A job pressed by alice on サーバーA, asking for `function` with `command` and `args`.
+    fn admit(
+        c: &Catalog,
+        function: &str,
+        command: &str,
+        json: &str,
+    ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, Refused> {
+        c.admit(&Asked {
+            function,
+            command,
+            target: "サーバーA",
+            requester: "alice@example.com",
+            args: &args(json),
+            args_trusted: false,
+        })
     }
 
     #[test]
@@ -201,23 +518,179 @@ mod tests {
     #[test]
     fn a_job_for_a_function_the_config_dropped_is_refused_before_it_runs() {
         let c = catalog("[[functions]]\nlabel = \"確認\"\ncommand = \"echo\"");
-        assert_eq!(c.refuse("確認", "echo"), None);
-        let gone = c.refuse("削除済み", "echo").unwrap_or_default();
+        assert_eq!(admit(&c, "確認", "echo", "{}"), Ok(Some(args("{}"))));
+        let Err(Refused::Function(gone)) = admit(&c, "削除済み", "echo", "{}") else {
+            panic!("a function the config does not have must be refused");
+        };
         assert!(
             gone.contains("\"削除済み\"") && gone.contains("sheetq panels sync"),
             "{gone}"
         );
-        let moved = c.refuse("確認", "sleep").unwrap_or_default();
+        let Err(Refused::Function(moved)) = admit(&c, "確認", "sleep", "{}") else {
+            panic!("a function asking for another command must be refused");
+        };
         assert!(moved.contains("runs command \"echo\""), "{moved}");
         assert_eq!(
-            c.refuse("x", PANELS_COMMAND),
-            None,
+            admit(&c, "x", PANELS_COMMAND, "{}"),
+            Ok(None),
             "the panels' own jobs always pass"
         );
         assert_eq!(
-            Catalog::default().refuse("any", "echo"),
-            None,
-            "no functions configured: no check"
+            admit(&Catalog::default(), "any", "echo", r#"{"a":1}"#),
+            Ok(None),
+            "no functions configured: the job's args stand"
         );
+    }
+
+    #[test]
+    fn a_job_runs_its_functions_args_from_the_config_and_forged_args_are_refused() {
+        let c = catalog(
+            "[[functions]]\nlabel = \"再起動\"\ncommand = \"sleep\"\nargs = { seconds = 5 }",
+        );
+        assert_eq!(
+            admit(&c, "再起動", "sleep", r#"{"seconds":5.0}"#),
+            Ok(Some(args(r#"{"seconds":5}"#))),
+            "the same number written as 5.0 is the same args"
+        );
+        let Err(Refused::Args(changed)) = admit(&c, "再起動", "sleep", r#"{"seconds":3000}"#)
+        else {
+            panic!("a changed arg must be refused");
+        };
+        assert!(
+            changed.contains("\"seconds\" (sheet: \"3000\", sheetq.toml: 5)"),
+            "the message names the key and both values: {changed}"
+        );
+        let Err(Refused::Args(added)) =
+            admit(&c, "再起動", "sleep", r#"{"seconds":5,"extra":"x"}"#)
+        else {
+            panic!("an added arg must be refused");
+        };
+        assert!(added.contains("\"extra\""), "{added}");
+        assert!(
+            matches!(admit(&c, "再起動", "sleep", "{}"), Err(Refused::Args(_))),
+            "a missing arg differs too"
+        );
+    }
+
+    #[test]
+    fn keys_people_may_set_come_from_the_sheet_and_the_rest_from_the_config() {
+        let c = catalog(
+            "[[functions]]\nlabel = \"報告\"\ncommand = \"report\"\n\
+             args = { month = \"2026-11\", comment = \"\" }\nargs_from_sheet = [\"comment\"]",
+        );
+        assert_eq!(
+            admit(&c, "報告", "report", r#"{"month":"2026-11","comment":"至急"}"#),
+            Ok(Some(args(r#"{"month":"2026-11","comment":"至急"}"#)))
+        );
+        assert_eq!(
+            admit(&c, "報告", "report", r#"{"month":"2026-11"}"#),
+            Ok(Some(args(r#"{"month":"2026-11","comment":""}"#))),
+            "a key people may set keeps the config's value when the job leaves it out"
+        );
+        let Err(Refused::Args(why)) = admit(&c, "報告", "report", r#"{"month":"1999-01"}"#)
+        else {
+            panic!("a key people may not set must be refused");
+        };
+        assert!(why.contains("people may set only comment"), "{why}");
+        let trusted = c.admit(&Asked {
+            function: "報告",
+            command: "report",
+            target: "サーバーA",
+            requester: "",
+            args: &args(r#"{"month":"2026-12","step":2}"#),
+            args_trusted: true,
+        });
+        assert_eq!(
+            trusted,
+            Ok(Some(args(r#"{"month":"2026-12","step":2}"#))),
+            "a continuation on a protected queue runs with the args its command handed back"
+        );
+    }
+
+    #[test]
+    fn only_listed_targets_run_unless_the_index_may_add_them() {
+        let mut c = catalog(
+            "[[functions]]\nlabel = \"確認\"\ncommand = \"echo\"\n[[targets]]\nlabel = \"サーバーB\"",
+        );
+        let Err(Refused::Target(why)) = admit(&c, "確認", "echo", "{}") else {
+            panic!("サーバーA is not listed and must be refused");
+        };
+        assert!(
+            why.contains("\"サーバーA\"") && why.contains("targets_from_index"),
+            "{why}"
+        );
+        c.targets_from_index = true;
+        assert!(admit(&c, "確認", "echo", "{}").is_ok());
+        assert_eq!(
+            Catalog::default().refuse_target("anything"),
+            None,
+            "without [[targets]] every target may run"
+        );
+    }
+
+    #[test]
+    fn allow_lets_only_the_listed_requesters_run_a_function() {
+        let c = catalog(
+            "[[functions]]\nlabel = \"再起動\"\ncommand = \"echo\"\n\
+             allow = [\"alice@example.com\", \"*@ops.example.com\"]",
+        );
+        let ask = |requester: &str| {
+            c.admit(&Asked {
+                function: "再起動",
+                command: "echo",
+                target: "サーバーA",
+                requester,
+                args: &args("{}"),
+                args_trusted: false,
+            })
+        };
+        assert!(ask("Alice@Example.com").is_ok(), "case does not matter");
+        assert!(ask("carol@ops.example.com").is_ok(), "a domain pattern matches");
+        assert_eq!(
+            ask("mallory@example.com"),
+            Err(Refused::Requester(
+                "\"mallory@example.com\" は \"再起動\" を実行できません".into()
+            ))
+        );
+        assert_eq!(
+            ask(""),
+            Err(Refused::Requester(
+                "(依頼者不明) は \"再起動\" を実行できません".into()
+            )),
+            "an empty 依頼者 matches nothing"
+        );
+        assert!(
+            matches!(ask("x@ops.example.com.evil.test"), Err(Refused::Requester(_))),
+            "a pattern matches the whole address, not a prefix"
+        );
+    }
+
+    #[test]
+    fn allow_patterns_match_whole_addresses() {
+        assert!(allow_matches("*", "a@b"));
+        assert!(!allow_matches("*", ""));
+        assert!(allow_matches("*@ops.example.com", "bob@ops.example.com"));
+        assert!(!allow_matches("*@ops.example.com", "bob@ops.example.com.x"));
+        assert!(!allow_matches("*@ops.example.com", "bob@xops.example.co"));
+        assert!(allow_matches("a*b*c@x", "aXXbYYc@x"));
+        assert!(!allow_matches("alice@example.com", "alice@example.co"));
+    }
+
+    #[test]
+    fn sheet_values_are_shown_escaped_and_cut() {
+        assert_eq!(shown("a\nb"), "\"a\\nb\"");
+        assert_eq!(shown("\u{202e}x"), "\"\\u{202e}x\"");
+        assert!(shown(&"x".repeat(100)).ends_with("…\""));
+    }
+
+    #[test]
+    fn bad_allow_entries_and_words_are_problems() {
+        let mut c = catalog(
+            "[[functions]]\nlabel = \"A\"\ncommand = \"echo\"\nallow = [\"alice\", \"a b@x\"]\n\
+             [[functions]]\nlabel = \"B\"\ncommand = \"echo\"\nallow = []",
+        );
+        c.not_allowed = NotAllowed("{who} may not".into());
+        let p = c.problems();
+        assert_eq!(p.len(), 4, "{p:#?}");
     }
 }

@@ -1364,6 +1364,8 @@ mod tests {
                 command: "echo".into(),
                 args: toml::Table::new(),
                 flags: vec![],
+                allow: None,
+                args_from_sheet: vec![],
             }],
             targets: vec![
                 TargetDef {
@@ -1375,7 +1377,7 @@ mod tests {
                     position: String::new(),
                 },
             ],
-            hide_after: None,
+            ..Catalog::default()
         }
     }
 
