@@ -12,7 +12,7 @@
 //! finished since the last poll go back in one `values.batchUpdate`, which also carries the
 //! heartbeat.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
@@ -72,6 +72,9 @@ pub enum DaemonError {
     )]
     WorkerSheetTooNarrow { columns: i32 },
 }
+
+/// How many reported row problems a daemon remembers, so as not to report them again.
+const REPORTED_KEPT: usize = 1000;
 
 /// How many passes in a row may fail on a changed layout before the daemon gives up.
 const MAX_LAYOUT_FAILURES: u32 = 3;
@@ -537,6 +540,8 @@ struct Served {
     /// When a poll last showed work here (rows waiting or ticked, jobs of ours running,
     /// results or follow-ups to write): quiet spreadsheets are polled less often.
     busy_at: tokio::time::Instant,
+    /// The row problems already reported ([`Daemon::report_row_problems`]).
+    reported: HashSet<String>,
 }
 
 /// What one spreadsheet's daemon shares with the others its process serves: the job slots,
@@ -690,6 +695,7 @@ impl Daemon {
                 fences: Vec::new(),
                 budget_bound: false,
                 busy_at: tokio::time::Instant::now(),
+                reported: HashSet::new(),
             },
         };
         daemon.discover_panels().await?;
@@ -877,9 +883,7 @@ impl Daemon {
             self.find_window().await?;
         }
         let poll = self.poll(false).await?;
-        for p in &poll.snapshot.problems {
-            debug!(problem = %p, "queue row not understood");
-        }
+        self.report_row_problems(&poll);
         // Someone else now writes the heartbeat row of our worker_id: two processes share
         // it, and neither may touch the other's jobs. Stop claiming (jobs drain first).
         if let workers::IdCheck::InUse(e) = workers::check_worker_id(
@@ -1198,6 +1202,34 @@ impl Daemon {
         self.served.sharing = sharing;
     }
 
+    /// Rows the queue holds that sheetq does not understand. A waiting row that can never
+    /// run as it stands (no jobId, or another row's) is a refused press: warned of and counted
+    /// once (`sheetq_jobs_refused_total{reason="unreadable"}`), since it has no identity a
+    /// write could find it by; other problems are for debugging.
+    fn report_row_problems(&mut self, poll: &Poll) {
+        for p in &poll.snapshot.problems {
+            if !p.never_runs {
+                debug!(problem = %p, "queue row not understood");
+                continue;
+            }
+            let text = p.to_string();
+            if self.served.reported.contains(&text) {
+                continue;
+            }
+            if self.served.reported.len() >= REPORTED_KEPT {
+                self.served.reported.clear();
+            }
+            self.served.reported.insert(text);
+            self.observers.metrics.job_refused(crate::commands::Refusal::Unreadable);
+            warn!(
+                reason = %crate::commands::Refusal::Unreadable,
+                row = p.row,
+                problem = ?p.what,
+                "a waiting queue row cannot be run as a job; nothing ran"
+            );
+        }
+    }
+
     /// Notes that a person's edit moved rows under our claims or bindings (a sort, a
     /// cut-and-paste): for a while every read covers the whole queue, so that a row such an
     /// edit puts under a write, finished or not, is in the read just before and can be
@@ -1228,7 +1260,21 @@ impl Daemon {
         };
         let span = tracing::info_span!("job", job.id = %row.job_id, target = %row.target_key(), worker = %claimed.tag);
         span.in_scope(|| info!(command = %row.command, "claimed"));
-        let prepared = self.registry.prepare(&spec);
+        let prepared = if spec.target.is_empty() {
+            // Nothing to serialise it by, nothing for `{target}`: not a job as it stands.
+            Err(crate::commands::JobRejected::new(
+                crate::commands::Refusal::Unreadable,
+                format!(
+                    "the row names no target ({} and {} are empty), so nothing ran",
+                    self.config.headers.target, self.config.headers.panel_sheet
+                ),
+            ))
+        } else {
+            self.registry.prepare(&spec)
+        };
+        if let Err(rejected) = &prepared {
+            refused(&self.observers.metrics, &spec, rejected, &span);
+        }
         let runner = self.runner.clone();
         let cancel = self.job_cancel.child_token();
         if self.is_heavy(row) {
@@ -1241,10 +1287,7 @@ impl Daemon {
             async move {
                 let outcome = match prepared {
                     Ok(job) => runner.run(job, cancel).await,
-                    Err(rejected) => {
-                        warn!(reason = %rejected, "job rejected before running");
-                        rejected.into_outcome()
-                    }
+                    Err(rejected) => rejected.into_outcome(),
                 };
                 (claimed, outcome, running)
             }
@@ -1553,6 +1596,29 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Layout, Dae
         last_col,
         columns,
     })
+}
+
+/// A job the config does not allow: logged with who asked for what, and counted by reason.
+/// Its row and panel show the refusal as the job's エラー message. Sheet values go to the log
+/// escaped (`?`), never as raw text: a line break in a 依頼者 must not forge a log line.
+fn refused(
+    metrics: &metrics::Metrics,
+    spec: &JobSpec,
+    rejected: &crate::commands::JobRejected,
+    span: &tracing::Span,
+) {
+    metrics.job_refused(rejected.reason);
+    span.in_scope(|| {
+        warn!(
+            reason = %rejected.reason,
+            requester = ?spec.requester,
+            target = ?spec.target,
+            function = ?spec.function,
+            command = ?spec.command,
+            refused = %rejected.message,
+            "job refused; nothing ran"
+        )
+    });
 }
 
 #[cfg(test)]

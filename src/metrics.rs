@@ -28,7 +28,13 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::commands::Refusal;
 use crate::sheets::stats::{SheetsStats, StatsSnapshot};
+
+/// The index of `reason` in [`Refusal::ALL`].
+fn refusal_slot(reason: Refusal) -> usize {
+    Refusal::ALL.iter().position(|r| *r == reason).unwrap_or(0)
+}
 
 /// The `Content-Type` of the text exposition format Prometheus scrapes.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -77,6 +83,8 @@ impl Outcome {
 #[derive(Debug)]
 pub struct Metrics {
     jobs_finished: [AtomicU64; 4],
+    /// By [`Refusal`], in the order of [`Refusal::ALL`].
+    jobs_refused: [AtomicU64; Refusal::ALL.len()],
     claim_passes: AtomicU64,
     claim_conflicts: AtomicU64,
     write_incidents: AtomicU64,
@@ -106,6 +114,7 @@ impl Metrics {
     pub fn new() -> Self {
         Self {
             jobs_finished: Default::default(),
+            jobs_refused: Default::default(),
             claim_passes: AtomicU64::new(0),
             claim_conflicts: AtomicU64::new(0),
             write_incidents: AtomicU64::new(0),
@@ -148,6 +157,16 @@ impl Metrics {
     pub fn job_finished(&self, outcome: Outcome, duration: Duration) {
         self.jobs_finished[outcome.slot()].fetch_add(1, Ordering::Relaxed);
         self.job_duration.observe(duration);
+    }
+
+    /// A claimed job was refused before anything ran (it also finishes as an error).
+    pub fn job_refused(&self, reason: Refusal) {
+        self.jobs_refused[refusal_slot(reason)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Jobs refused so far for `reason`.
+    pub fn jobs_refused(&self, reason: Refusal) -> u64 {
+        self.jobs_refused[refusal_slot(reason)].load(Ordering::Relaxed)
     }
 
     /// One claim pass ran (lease held, queue read, claims committed or none to make).
@@ -319,6 +338,22 @@ impl Metrics {
                     "sheetq_jobs_finished_total",
                     &[("outcome", outcome.as_str())],
                     load(&s.metrics.jobs_finished[outcome.slot()]),
+                );
+            }
+        }
+        family(
+            &mut out,
+            "sheetq_jobs_refused_total",
+            "counter",
+            "Jobs refused before anything ran (the config does not allow them), by reason.",
+        );
+        for s in &sources {
+            for reason in Refusal::ALL {
+                s.sample(
+                    &mut out,
+                    "sheetq_jobs_refused_total",
+                    &[("reason", reason.as_str())],
+                    load(&s.metrics.jobs_refused[refusal_slot(reason)]),
                 );
             }
         }
@@ -1235,10 +1270,21 @@ mod tests {
         m.job_finished(Outcome::Done, Duration::from_millis(500));
         m.job_finished(Outcome::Done, Duration::from_secs(45));
         m.job_finished(Outcome::Timeout, Duration::from_secs(7200));
+        m.job_refused(Refusal::Requester);
+        m.job_refused(Refusal::Requester);
+        m.job_refused(Refusal::Placeholder);
         let running = m.job_started();
 
         let s = parse(&m.render());
         assert_eq!(value(&s, "sheetq_claim_passes_total", &[]), Some(2.0));
+        let refused = |reason| value(&s, "sheetq_jobs_refused_total", &[("reason", reason)]);
+        assert_eq!(refused("requester"), Some(2.0));
+        assert_eq!(refused("placeholder"), Some(1.0));
+        assert_eq!(
+            refused("target"),
+            Some(0.0),
+            "every reason is shown, counted or not"
+        );
         assert_eq!(value(&s, "sheetq_claim_conflicts_total", &[]), Some(1.0));
         assert_eq!(value(&s, "sheetq_lease_waits_total", &[]), Some(1.0));
         assert_eq!(value(&s, "sheetq_lease_acquisitions_total", &[]), Some(1.0));

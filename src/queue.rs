@@ -497,6 +497,9 @@ pub fn append_anchor(rows: &[(u32, bool)]) -> u32 {
 pub struct RowProblem {
     pub row: u32,
     pub what: String,
+    /// Whether the row waits (待機) for a job that will never run as it stands (no jobId, or
+    /// another row's): a press nobody would hear of unless it is reported.
+    pub never_runs: bool,
 }
 
 /// The queue as read in one pass.
@@ -544,6 +547,7 @@ pub fn parse_rows(
         if let Some(first) = seen_at.insert(&r.job_id, r.row) {
             copies.push(RowProblem {
                 row: r.row,
+                never_runs: r.state.is(State::Waiting),
                 what: format!(
                     "jobId {} is also on row {first}; a copied row is never claimed: give it a new jobId",
                     r.job_id
@@ -569,6 +573,7 @@ fn parse_row(
     if job_id.is_empty() {
         problems.push(RowProblem {
             row,
+            never_runs: states.parse(&cell_text(get(Column::State))) == Some(State::Waiting),
             what: format!(
                 "{} is empty; the row is ignored until it has one",
                 columns.names.job_id
@@ -583,6 +588,7 @@ fn parse_row(
         Err(e) => {
             problems.push(RowProblem {
                 row,
+                never_runs: false,
                 what: format!(
                     "{} (column {}): {e}",
                     columns.names.name(c),
@@ -601,6 +607,7 @@ fn parse_row(
         None => {
             problems.push(RowProblem {
                 row,
+                never_runs: false,
                 what: format!(
                     "{} \"{state_text}\" is not one of {}, {}, {}, {}, {}; the row is left alone",
                     columns.names.state,
