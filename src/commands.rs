@@ -695,7 +695,10 @@ mod tests {
             position: String::new(),
         }];
         let r = registry().with_catalog(c);
-        let mut open = spec(PANELS_COMMAND, r#"{"open":["サーバーA","-oProxyCommand=x"]}"#);
+        let mut open = spec(
+            PANELS_COMMAND,
+            r#"{"open":["サーバーA","-oProxyCommand=x"]}"#,
+        );
         open.target = crate::panel::catalog::PANELS_TARGET.into();
         let refused = r.prepare(&open).unwrap_err();
         assert_eq!(refused.reason, Refusal::Target, "{refused}");

@@ -426,11 +426,7 @@ impl Config {
             targets: raw.targets,
             hide_after,
             targets_from_index: raw.targets_from_index.unwrap_or(false),
-            not_allowed: raw
-                .messages
-                .not_allowed
-                .map(NotAllowed)
-                .unwrap_or_default(),
+            not_allowed: raw.messages.not_allowed.map(NotAllowed).unwrap_or_default(),
         };
         problems.extend(catalog.problems());
         let spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);

@@ -1220,7 +1220,9 @@ impl Daemon {
                 self.served.reported.clear();
             }
             self.served.reported.insert(text);
-            self.observers.metrics.job_refused(crate::commands::Refusal::Unreadable);
+            self.observers
+                .metrics
+                .job_refused(crate::commands::Refusal::Unreadable);
             warn!(
                 reason = %crate::commands::Refusal::Unreadable,
                 row = p.row,

@@ -171,7 +171,9 @@ pub fn shown(value: &str) -> String {
             out.push('…');
             break;
         }
-        if c.is_control() || matches!(c, '"' | '\\' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+        if c.is_control()
+            || matches!(c, '"' | '\\' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -367,10 +369,7 @@ impl FunctionDef {
             let may = if self.args_from_sheet.is_empty() {
                 String::new()
             } else {
-                format!(
-                    " (people may set only {})",
-                    self.args_from_sheet.join(", ")
-                )
+                format!(" (people may set only {})", self.args_from_sheet.join(", "))
             };
             return Err(format!(
                 "argsJSON differs from function \"{}\" in sheetq.toml at {}{may}, so nothing ran; \
@@ -398,8 +397,7 @@ fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
         }
         (J::Object(x), J::Object(y)) => {
             x.len() == y.len()
-                && x
-                    .iter()
+                && x.iter()
                     .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
         }
         _ => a == b,
@@ -408,9 +406,7 @@ fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
 
 /// Whether an `allow` entry is well formed: no spaces, and an `@` unless it is `*`.
 fn is_allow_entry(who: &str) -> bool {
-    !who.is_empty()
-        && !who.chars().any(char::is_whitespace)
-        && (who == "*" || who.contains('@'))
+    !who.is_empty() && !who.chars().any(char::is_whitespace) && (who == "*" || who.contains('@'))
 }
 
 /// Whether 依頼者 `requester` matches the `allow` entry `who`: letters without regard to
@@ -579,7 +575,12 @@ mod tests {
              args = { month = \"2026-11\", comment = \"\" }\nargs_from_sheet = [\"comment\"]",
         );
         assert_eq!(
-            admit(&c, "報告", "report", r#"{"month":"2026-11","comment":"至急"}"#),
+            admit(
+                &c,
+                "報告",
+                "report",
+                r#"{"month":"2026-11","comment":"至急"}"#
+            ),
             Ok(Some(args(r#"{"month":"2026-11","comment":"至急"}"#)))
         );
         assert_eq!(
@@ -645,7 +646,10 @@ mod tests {
             })
         };
         assert!(ask("Alice@Example.com").is_ok(), "case does not matter");
-        assert!(ask("carol@ops.example.com").is_ok(), "a domain pattern matches");
+        assert!(
+            ask("carol@ops.example.com").is_ok(),
+            "a domain pattern matches"
+        );
         assert_eq!(
             ask("mallory@example.com"),
             Err(Refused::Requester(
@@ -660,7 +664,10 @@ mod tests {
             "an empty 依頼者 matches nothing"
         );
         assert!(
-            matches!(ask("x@ops.example.com.evil.test"), Err(Refused::Requester(_))),
+            matches!(
+                ask("x@ops.example.com.evil.test"),
+                Err(Refused::Requester(_))
+            ),
             "a pattern matches the whole address, not a prefix"
         );
     }

@@ -1,6 +1,7 @@
 //! The integration test binary: one binary, one module per area, sharing
 //! [`support`] to start the emulator, run daemons against it and read the sheet back.
 
+mod access;
 mod admin;
 mod apps_script;
 mod archive;

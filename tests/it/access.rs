@@ -1,0 +1,167 @@
+//! Who may run what (docs/design.md §5.1), with the real binary against the emulator under
+//! Google's quota: a spreadsheet editor can make sheetq run only what its config allows. Rows
+//! are written as any editor could write them (the hidden queue, any args, any command, any
+//! target, any 依頼者), and each refusal must show on the queue row, the panel row, the log
+//! and `sheetq_jobs_refused_total`, with nothing run.
+
+use std::time::Duration;
+
+use sheetq::emulator::Quota;
+use sheetq::queue::State;
+
+use crate::daemon::{binary_config_with, Binary};
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(40);
+
+/// Fast enough to run quickly, still enforced per account as Google does.
+const FAST: Quota = Quota::scaled(50);
+
+/// `[[functions]]` and `[[targets]]` of the tests: 動作確認 echoes the config's args, and people
+/// may set only `comment`.
+const CATALOG: &str = r#"
+[commands.echo]
+builtin = "echo"
+[commands.sleep]
+builtin = "sleep"
+
+[[functions]]
+label = "動作確認 (2秒)"
+command = "echo"
+args = { greeting = "hello from sheetq.toml" }
+args_from_sheet = ["comment"]
+
+[[targets]]
+label = "サーバーA"
+[[targets]]
+label = "サーバーB"
+[[targets]]
+label = "サーバーC"
+"#;
+
+/// The value of the sample `name{labels}` in a Prometheus text, if shown.
+fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        l.strip_prefix(name_and_labels)
+            .and_then(|rest| rest.trim().parse().ok())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_args_commands_and_targets_are_refused_visibly_and_only_the_configs_args_run() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = binary_config_with(&emu, dir.path(), "vm-access", "", CATALOG);
+    let log = dir.path().join("sheetq.log");
+    let editor = daemon_config(&emu, "editor", dir.path(), &[], "");
+    let sheets = client(&emu, &editor).await;
+    let press = |target: &'static str, command: &'static str, args: &'static str| {
+        let sheets = std::sync::Arc::clone(&sheets);
+        let editor = editor.clone();
+        async move {
+            enqueue(
+                sheets.as_ref(),
+                &editor,
+                target,
+                "動作確認 (2秒)",
+                command,
+                args,
+                "alice@example.com",
+            )
+            .await
+        }
+    };
+    let legit = press(
+        "サーバーA",
+        "echo",
+        r#"{"greeting":"hello from sheetq.toml","comment":"朝の確認"}"#,
+    )
+    .await;
+    let forged_args = press("サーバーB", "echo", r#"{"greeting":"$(id)","comment":"x"}"#).await;
+    let forged_command = press("サーバーC", "sleep", r#"{"seconds":3000}"#).await;
+    let unlisted = press("本番DB", "echo", r#"{"greeting":"hello from sheetq.toml"}"#).await;
+
+    let (daemon, port) = Binary::start_listening(&config, &log);
+    let jobs = [
+        legit.clone(),
+        forged_args.clone(),
+        forged_command.clone(),
+        unlisted.clone(),
+    ];
+    let rows = wait_finished(&emu, &jobs, WAIT).await;
+    let show = || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&rows),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    };
+
+    let ok = row_of(&rows, &legit);
+    assert!(
+        ok.state.is(State::Done),
+        "the press as configured must run: {}",
+        show()
+    );
+    assert!(
+        ok.message.contains("hello from sheetq.toml") && ok.message.contains("朝の確認"),
+        "it runs with the config's args plus the comment people may set: {:?}",
+        ok.message
+    );
+    for (job, what, words) in [
+        (&forged_args, "forged argsJSON", "\"greeting\""),
+        (&forged_command, "a forged command", "runs command \"echo\""),
+        (
+            &unlisted,
+            "a target not in [[targets]]",
+            "\"本番DB\" is not among the [[targets]]",
+        ),
+    ] {
+        let r = row_of(&rows, job);
+        assert!(
+            r.state.is(State::Error)
+                && r.message.contains(words)
+                && r.message.contains("nothing ran"),
+            "{what} must end エラー naming what was refused ({words}): {:?}\n{}",
+            r.message,
+            show()
+        );
+    }
+    let panel = panel_row(&emu, "サーバーB", 8);
+    assert!(
+        panel[2].starts_with("❌ エラー") && panel.iter().any(|c| c.contains("greeting")),
+        "the panel row of the forged press shows the refusal: {panel:?}"
+    );
+
+    let (status, metrics) = http_get(port, "/metrics").await;
+    assert_eq!(status, 200, "{metrics}");
+    for (reason, n) in [
+        ("args", 1.0),
+        ("function", 1.0),
+        ("target", 1.0),
+        ("requester", 0.0),
+    ] {
+        assert_eq!(
+            sample(
+                &metrics,
+                &format!("sheetq_jobs_refused_total{{reason=\"{reason}\"}}")
+            ),
+            Some(n),
+            "refusals counted by reason {reason}:\n{metrics}"
+        );
+    }
+    drop(daemon);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let refusals: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("job refused; nothing ran"))
+        .collect();
+    assert_eq!(refusals.len(), 3, "one log line per refusal:\n{text}");
+    assert!(
+        refusals
+            .iter()
+            .all(|l| l.contains("alice@example.com") && l.contains("reason=")),
+        "each names the requester and the reason:\n{text}"
+    );
+    assert_no_quota_refusals(&emu);
+}
