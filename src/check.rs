@@ -2,8 +2,9 @@
 //! the credentials and the account they are, whether the spreadsheet is shared with it (and
 //! writable), this machine's clock against Google's, the request budget against the live
 //! daemons of the account, the state directory and its outbox, the programs of `exec`
-//! commands on the `PATH` jobs run with, and the spreadsheet's own content
-//! ([`crate::admin::check`]). The daemon runs the checks that cost no request at start-up
+//! commands on the `PATH` jobs run with, `exec` argv that puts a placeholder where the program
+//! reads options (a warning: [`Registry::option_positions`]), and the spreadsheet's own
+//! content ([`crate::admin::check`]). The daemon runs the checks that cost no request at start-up
 //! ([`local_problems`]) and logs one line per problem.
 //!
 //! Read-only but for one request: whether the account may write is asked with a
@@ -138,6 +139,10 @@ pub async fn deployment(
     }
     state_dir(&config.state_dir, &mut f);
     f.problems.extend(local_problems(config, registry));
+    // Warnings, not problems (exit 3): a value that would be an option there is refused
+    // before the job runs, so the deployment is safe, only fragile: such a value ends エラー
+    // where a safely written argv would have run it as data.
+    f.warnings.extend(registry.option_positions());
     Ok(f)
 }
 

@@ -658,8 +658,10 @@ async fn panels(command: PanelsCommand) -> anyhow::Result<ExitCode> {
 /// with `--wait` waits for the outcome (exit 4 for エラー or タイムアウト).
 async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load()?;
-    // What the daemon would refuse is refused here, before a row exists.
+    // What the daemon would refuse is refused here, before a row exists. `enqueue` makes the
+    // row's jobId; one of the same shape stands in for it (a `{job_id}` pattern sees a UUID).
     let spec = crate::commands::JobSpec {
+        job_id: uuid::Uuid::new_v4().to_string(),
         target: args.target.clone(),
         function: args.function.clone(),
         requester: args.requester.clone(),

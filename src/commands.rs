@@ -7,15 +7,19 @@
 //! editor chooses a command *name* and its arguments; [`Registry::prepare`] refuses anything
 //! not configured, and sheet values only ever reach a program as data: JSON on stdin,
 //! `SHEETQ_*` environment variables, or whole-text substitution into configured argv
-//! elements. No shell ever sees a value from the sheet.
+//! elements, where a value is never an option nor a control character ([`argv`]). No shell
+//! ever sees a value from the sheet.
 //!
 //! - [`config`]: the `[commands.NAME]` tables, validated all at once.
+//! - [`argv`]: `exec` argv templates and the rules a placeholder value passes to go there
+//!   (pure).
 //! - [`schema`]: `args_required` and the supported subset of JSON Schema.
 //! - [`output`]: bounded capture of a child's output and the `exec` result protocol (pure).
 //! - [`runner`]: running prepared jobs, the heavy-job gate, timeouts and cancellation.
 //! - `process`: spawning a child in its own process group that cannot outlive the daemon.
 //! - [`reaper`]: `sheetq run` as the child subreaper, reaping what commands leave behind.
 
+pub mod argv;
 pub mod config;
 pub mod output;
 mod process;
@@ -352,14 +356,46 @@ impl Registry {
                     function: f.label.clone(),
                     ..JobSpec::default()
                 };
-                commands_only.prepare(&spec).err().map(|e| {
-                    format!(
-                        "[[functions]] entry {} (\"{}\"): {}",
-                        i + 1,
-                        f.label,
-                        e.message
-                    )
-                })
+                let refused = commands_only.prepare(&spec).err()?;
+                let message = match refused.reason {
+                    // A press brings the target, requester and jobId; only the label is
+                    // known here.
+                    Refusal::Placeholder => self.unfit_label(&spec)?,
+                    _ => refused.message,
+                };
+                Some(format!(
+                    "[[functions]] entry {} (\"{}\"): {message}",
+                    i + 1,
+                    f.label
+                ))
+            })
+            .collect()
+    }
+
+    /// Why the function label of `spec` cannot go where its command's argv puts `{function}`.
+    fn unfit_label(&self, spec: &JobSpec) -> Option<String> {
+        let def = self.get(&spec.command)?;
+        let CommandKind::Exec { argv: templates } = &def.kind else {
+            return None;
+        };
+        argv::unfit(&def.name, templates, &def.patterns, |p| {
+            (p == argv::Placeholder::Function).then_some(spec.function.as_str())
+        })
+    }
+
+    /// Every `exec` element that puts a placeholder where its program reads options (it
+    /// begins the element, and no `--` comes before it), one line per command and element
+    /// saying how to write it safely. Jobs are safe all the same, since a value starting with
+    /// `-` is refused there; `sheetq check` warns, so the argv can be written to take any
+    /// value.
+    pub fn option_positions(&self) -> Vec<String> {
+        self.commands
+            .values()
+            .flat_map(|def| match &def.kind {
+                CommandKind::Exec { argv: templates } => {
+                    argv::option_warnings(&def.name, templates)
+                }
+                CommandKind::Builtin(_) => Vec::new(),
             })
             .collect()
     }
@@ -419,8 +455,16 @@ impl Registry {
                     None
                 }
             },
-            CommandKind::Exec { argv } => {
-                let argv = argv.iter().map(|t| t.render(spec)).collect();
+            CommandKind::Exec { argv: templates } => {
+                // After the args checks, so that `check_functions`, which knows no target
+                // yet, still hears of bad args.
+                if problems.is_empty() {
+                    let value = |p: argv::Placeholder| Some(p.value(spec));
+                    if let Some(why) = argv::unfit(&def.name, templates, &def.patterns, value) {
+                        return Err(JobRejected::new(Refusal::Placeholder, why));
+                    }
+                }
+                let argv = templates.iter().map(|t| t.render(spec)).collect();
                 Some(Plan::Exec { argv })
             }
         };
@@ -812,6 +856,113 @@ mod tests {
         assert!(!r.prepare(&s).unwrap().is_heavy());
         s.flags = vec!["continuation".into(), " heavy".into()];
         assert!(r.prepare(&s).unwrap().is_heavy());
+    }
+
+    /// A "check a server" button configured the usual way.
+    fn uptime() -> Registry {
+        Registry::from_toml_str(
+            "[uptime]\nexec = [\"/usr/bin/ssh\", \"-o\", \"BatchMode=yes\", \"{target}\", \"uptime\"]",
+            STALE,
+        )
+        .unwrap_or_else(|e| panic!("{e:#?}"))
+    }
+
+    #[test]
+    fn a_target_that_would_be_an_option_is_refused_before_anything_runs() {
+        let mut s = spec("uptime", "");
+        s.target = "-oProxyCommand=sh -c 'id > /tmp/x'".into();
+        let err = uptime().prepare(&s).unwrap_err();
+        assert_eq!(err.reason, Refusal::Placeholder);
+        assert!(
+            err.message
+                .contains("\"-oProxyCommand=sh -c 'id > /tmp/x'\"")
+                && err.message.contains("reads options"),
+            "the message names the value and the rule: {err}"
+        );
+        s.target = "web-1.example".into();
+        let job = uptime().prepare(&s).unwrap();
+        assert_eq!(
+            job.argv().unwrap(),
+            [
+                "/usr/bin/ssh",
+                "-o",
+                "BatchMode=yes",
+                "web-1.example",
+                "uptime"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_placeholder_refusal_comes_after_the_args_checks() {
+        let r = Registry::from_toml_str(
+            "[r]\nexec = [\"/opt/r\", \"{target}\"]\nargs_required = [\"month\"]",
+            STALE,
+        )
+        .unwrap();
+        let mut s = spec("r", "{}");
+        s.target = "-x".into();
+        assert_eq!(r.prepare(&s).unwrap_err().reason, Refusal::Args);
+        s.args_json = r#"{"month":"x"}"#.into();
+        assert_eq!(r.prepare(&s).unwrap_err().reason, Refusal::Placeholder);
+    }
+
+    #[test]
+    fn functions_are_not_judged_by_a_target_they_cannot_know_but_by_their_label() {
+        let r = Registry::from_toml_str(
+            r#"
+            [uptime]
+            exec = ["/usr/bin/ssh", "--", "{target}", "run", "{function}"]
+            placeholder_patterns = { target = "[a-z0-9.-]+", function = "[a-z]+" }
+            "#,
+            STALE,
+        )
+        .unwrap();
+        let c = catalog(
+            "[[functions]]\nlabel = \"uptime\"\ncommand = \"uptime\"\n\
+             [[functions]]\nlabel = \"稼働時間\"\ncommand = \"uptime\"",
+        );
+        let problems = r.check_functions(&c);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(
+            problems[0].starts_with("[[functions]] entry 2 (\"稼働時間\"): {function} value")
+                && problems[0].contains("\"[a-z]+\""),
+            "a label its command's pattern refuses is named; the empty target is not: {}",
+            problems[0]
+        );
+    }
+
+    #[test]
+    fn option_positions_name_each_command_and_element() {
+        let r = Registry::from_toml_str(
+            r#"
+            [uptime]
+            exec = ["/usr/bin/ssh", "-o", "BatchMode=yes", "{target}", "uptime"]
+            [safe]
+            exec = ["/usr/bin/ssh", "-o", "BatchMode=yes", "--", "{target}", "uptime"]
+            [report]
+            exec = ["/opt/tools/report", "--target", "{target}", "--who={requester}"]
+            [sleep]
+            builtin = "sleep"
+            "#,
+            STALE,
+        )
+        .unwrap();
+        let lines = r.option_positions();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("commands.report.exec[2] = \"{target}\"")
+                && lines[0].contains("\"--target={target}\""),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1]
+                .starts_with("commands.uptime.exec[3] = \"{target}\" is where ssh reads options")
+                && lines[1].contains("(\"--\", \"{target}\")"),
+            "{}",
+            lines[1]
+        );
     }
 
     #[test]

@@ -29,8 +29,10 @@
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
 //! - [`cli`]: the command line (clap) and its dispatch; the binary's edge.
-//! - [`commands`]: the configured commands, the checks on a job's args, and running a job
-//!   (built-ins, `exec` process groups, timeouts, the heavy gate) into an outcome.
+//! - [`commands`]: the configured commands, the checks on a job's args, the rules a
+//!   placeholder value passes to go into argv (`commands::argv`: never an option, never a
+//!   control character), and running a job (built-ins, `exec` process groups, timeouts, the
+//!   heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
 //!   (what one read covers), `claim_pass` (acquire, decide, commit, settle), `writeback`

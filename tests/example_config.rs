@@ -23,6 +23,16 @@ fn the_example_loads_as_it_is() {
 }
 
 #[test]
+fn the_examples_commands_take_any_value_as_data() {
+    let registry = sheetq::setup::registry(&example()).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(
+        registry.option_positions(),
+        Vec::<String>::new(),
+        "an example an operator copies must not put a placeholder where options are read"
+    );
+}
+
+#[test]
 fn the_example_shows_every_setting() {
     let table: toml::Table = toml::from_str(EXAMPLE).unwrap();
     for key in [

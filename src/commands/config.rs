@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::argv::{ArgTemplate, Pattern, Patterns, Placeholder};
 use super::schema::{self, ArgsChecks, Schema};
-use super::JobSpec;
 
 /// The keys a command table may have.
 const KEYS: &[&str] = &[
@@ -21,6 +21,7 @@ const KEYS: &[&str] = &[
     "env",
     "args_required",
     "args_schema",
+    "placeholder_patterns",
     "description",
 ];
 
@@ -54,6 +55,9 @@ pub struct CommandDef {
     pub env: Vec<String>,
     pub description: Option<String>,
     pub(crate) checks: ArgsChecks,
+    /// `placeholder_patterns`: what each placeholder's value must match, whole, to be put
+    /// into argv (besides the rules every value passes, [`super::argv::unfit`]).
+    pub(crate) patterns: Patterns,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -90,95 +94,7 @@ pub(crate) fn panels_def(stale_after: Duration) -> CommandDef {
         env: Vec::new(),
         description: Some("creates or shows panels asked for on the index".into()),
         checks: ArgsChecks::default(),
-    }
-}
-
-/// One argv element: literal text with `{target}`, `{function}`, `{job_id}`, `{requester}`
-/// placeholders. A placeholder becomes part of this one element's text, whatever the value
-/// holds (spaces, quotes, `;`): the element is never split and never seen by a shell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgTemplate {
-    parts: Vec<Part>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Text(String),
-    Field(Field),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Field {
-    Target,
-    Function,
-    JobId,
-    Requester,
-}
-
-const PLACEHOLDERS: &str = "{target}, {function}, {job_id}, {requester}";
-
-impl ArgTemplate {
-    /// Parses one element. `{word}` with `word` made of letters, digits and `_` is a
-    /// placeholder and must be a known one (typo protection); any other brace is literal
-    /// text, so `{print $1}` or `{"a":1}` need no escaping.
-    pub fn parse(text: &str) -> Result<ArgTemplate, String> {
-        let mut parts = Vec::new();
-        let mut literal = String::new();
-        let mut rest = text;
-        while let Some(open) = rest.find('{') {
-            let after = &rest[open + 1..];
-            let word_len = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            let is_placeholder = word_len > 0 && after[word_len..].starts_with('}');
-            if !is_placeholder {
-                literal.push_str(&rest[..=open]);
-                rest = after;
-                continue;
-            }
-            let word = &after[..word_len];
-            let field = match word {
-                "target" => Field::Target,
-                "function" => Field::Function,
-                "job_id" => Field::JobId,
-                "requester" => Field::Requester,
-                other => {
-                    return Err(format!(
-                        "unknown placeholder {{{other}}} (known: {PLACEHOLDERS})"
-                    ))
-                }
-            };
-            literal.push_str(&rest[..open]);
-            if !literal.is_empty() {
-                parts.push(Part::Text(std::mem::take(&mut literal)));
-            }
-            parts.push(Part::Field(field));
-            rest = &after[word_len + 1..];
-        }
-        literal.push_str(rest);
-        if !literal.is_empty() || parts.is_empty() {
-            parts.push(Part::Text(literal));
-        }
-        Ok(ArgTemplate { parts })
-    }
-
-    fn has_placeholder(&self) -> bool {
-        self.parts.iter().any(|p| matches!(p, Part::Field(_)))
-    }
-
-    /// The element's text for `spec`.
-    pub fn render(&self, spec: &JobSpec) -> String {
-        let mut out = String::new();
-        for part in &self.parts {
-            out.push_str(match part {
-                Part::Text(t) => t,
-                Part::Field(Field::Target) => &spec.target,
-                Part::Field(Field::Function) => &spec.function,
-                Part::Field(Field::JobId) => &spec.job_id,
-                Part::Field(Field::Requester) => &spec.requester,
-            });
-        }
-        out
+        patterns: Patterns::new(),
     }
 }
 
@@ -260,6 +176,10 @@ fn parse_one(
         errors.push(format!("{at}.env only applies to exec commands: remove it"));
     }
     let checks = parse_checks(at, t, errors);
+    let patterns = t
+        .get("placeholder_patterns")
+        .map(|v| parse_patterns(at, v, kind.as_ref(), is_builtin, errors))
+        .unwrap_or_default();
     let description = match t.get("description") {
         None => None,
         Some(toml::Value::String(s)) => Some(s.clone()),
@@ -281,6 +201,7 @@ fn parse_one(
         env,
         description,
         checks,
+        patterns,
     })
 }
 
@@ -402,6 +323,64 @@ fn parse_checks(at: &str, t: &toml::Table, errors: &mut Vec<String>) -> ArgsChec
         checks.schema = parse_schema(at, v, errors);
     }
     checks
+}
+
+/// `placeholder_patterns = { target = "[a-z0-9][a-z0-9.-]*" }`: a regex per placeholder
+/// that `exec` puts into argv, which its whole value must match.
+fn parse_patterns(
+    at: &str,
+    v: &toml::Value,
+    kind: Option<&CommandKind>,
+    is_builtin: bool,
+    errors: &mut Vec<String>,
+) -> Patterns {
+    let here = format!("{at}.placeholder_patterns");
+    if is_builtin {
+        errors.push(format!("{here} only applies to exec commands: remove it"));
+        return Patterns::new();
+    }
+    let Some(table) = v.as_table() else {
+        errors.push(format!(
+            "{here} = {v} must be a table of placeholder name to regex, e.g. \
+             placeholder_patterns = {{ target = \"[a-z0-9][a-z0-9.-]*\" }}"
+        ));
+        return Patterns::new();
+    };
+    let argv = match kind {
+        Some(CommandKind::Exec { argv }) => Some(argv.as_slice()),
+        _ => None,
+    };
+    let mut patterns = Patterns::new();
+    for (key, value) in table {
+        let at_key = format!("{here}.{}", key_text(key));
+        let Some(p) = Placeholder::from_name(key) else {
+            errors.push(format!(
+                "{at_key} is not a placeholder (known: {})",
+                Placeholder::ALL.map(Placeholder::name).join(", ")
+            ));
+            continue;
+        };
+        let Some(source) = value.as_str() else {
+            errors.push(format!(
+                "{at_key} = {value} must be a regex string, e.g. \"[a-z0-9][a-z0-9.-]*\""
+            ));
+            continue;
+        };
+        if argv.is_some_and(|argv| !argv.iter().any(|e| e.placeholders().any(|q| q == p))) {
+            errors.push(format!(
+                "{at_key}: exec never puts {p} into argv, so the pattern would check nothing; \
+                 remove it, or use {p} in exec"
+            ));
+            continue;
+        }
+        match Pattern::new(source) {
+            Ok(pattern) => {
+                patterns.insert(p, pattern);
+            }
+            Err(e) => errors.push(format!("{at_key} = {value} is not a valid regex: {e}")),
+        }
+    }
+    patterns
 }
 
 fn parse_exec(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Option<Vec<ArgTemplate>> {
@@ -681,26 +660,63 @@ mod tests {
     }
 
     #[test]
-    fn braces_that_are_not_placeholders_stay_literal() {
-        let spec = JobSpec {
-            target: "T".into(),
-            job_id: "J".into(),
-            ..JobSpec::default()
-        };
-        for (tpl, want) in [
-            ("{print $1}", "{print $1}"),
-            ("{\"a\":1}", "{\"a\":1}"),
-            ("x{target}y{job_id}", "xTyJ"),
-            ("{}{target}{", "{}T{"),
-            ("", ""),
-            ("{requester}", ""),
-        ] {
-            assert_eq!(
-                ArgTemplate::parse(tpl).unwrap().render(&spec),
-                want,
-                "{tpl}"
+    fn placeholder_patterns_are_kept_for_the_placeholders_exec_uses() {
+        let r = Registry::from_toml_str(
+            r#"
+            [uptime]
+            exec = ["/usr/bin/ssh", "--", "{target}", "uptime", "{requester}"]
+            placeholder_patterns = { target = "[a-z0-9][a-z0-9.-]*", requester = '.+@example\.com' }
+            "#,
+            STALE,
+        )
+        .unwrap_or_else(|e| panic!("{e:#?}"));
+        let patterns = &r.get("uptime").unwrap().patterns;
+        let shown: Vec<(&str, &str)> = patterns
+            .iter()
+            .map(|(p, pattern)| (p.name(), pattern.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("target", "[a-z0-9][a-z0-9.-]*"),
+                ("requester", ".+@example\\.com")
+            ]
+        );
+    }
+
+    #[test]
+    fn every_placeholder_patterns_problem_is_listed_at_once() {
+        let e = errors(
+            r#"
+            [a]
+            exec = ["/usr/bin/ssh", "{target}", "{requester}"]
+            placeholder_patterns = { target = "[a-z", host = ".*", requester = 5, function = ".*" }
+            [b]
+            builtin = "sleep"
+            placeholder_patterns = { target = ".*" }
+            [c]
+            exec = ["/bin/true"]
+            placeholder_patterns = "[a-z]+"
+            "#,
+        );
+        let expect = [
+            "commands.a.placeholder_patterns.function: exec never puts {function} into argv, \
+             so the pattern would check nothing; remove it, or use {function} in exec",
+            "commands.a.placeholder_patterns.host is not a placeholder (known: target, \
+             function, job_id, requester)",
+            "commands.a.placeholder_patterns.requester = 5 must be a regex string",
+            "commands.a.placeholder_patterns.target = \"[a-z\" is not a valid regex",
+            "commands.b.placeholder_patterns only applies to exec commands: remove it",
+            "commands.c.placeholder_patterns = \"[a-z]+\" must be a table of placeholder name \
+             to regex",
+        ];
+        for want in expect {
+            assert!(
+                e.iter().any(|got| got.starts_with(want)),
+                "missing {want:?} in {e:#?}"
             );
         }
+        assert_eq!(e.len(), expect.len(), "{e:#?}");
     }
 
     #[test]

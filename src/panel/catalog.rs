@@ -159,27 +159,17 @@ pub struct Asked<'a> {
 }
 
 /// At most this many characters of a sheet value are shown in a message or a log line.
-const SHOWN_CHARS: usize = 40;
+pub const SHOWN_CHARS: usize = 40;
 
-/// A value from the sheet as a message or a log line shows it: quoted, with control and
-/// invisible characters escaped, cut to a few dozen characters. Sheet text is data: a line
-/// break in a 依頼者 must not start a new log line.
+/// A value from the sheet as a message or a log line shows it: quoted, escaped (`\n`,
+/// `\u{202e}`: never raw, so a cell or log line cannot be broken or disguised by it), cut
+/// after a few dozen characters. Sheet text is data.
 pub fn shown(value: &str) -> String {
-    let mut out = String::from("\"");
-    for (i, c) in value.chars().enumerate() {
-        if i == SHOWN_CHARS {
-            out.push('…');
-            break;
-        }
-        if c.is_control()
-            || matches!(c, '"' | '\\' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+    let cut: String = value.chars().take(SHOWN_CHARS).collect();
+    let mut out = format!("{cut:?}");
+    if cut.len() < value.len() {
+        out.insert(out.len() - 1, '…');
     }
-    out.push('"');
     out
 }
 

@@ -207,3 +207,32 @@ async fn an_exec_program_missing_on_the_path_jobs_run_with_is_named() {
         f.problems
     );
 }
+
+#[tokio::test]
+async fn a_placeholder_where_the_program_reads_options_is_a_warning_with_the_fix() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = config_for(
+        &emu,
+        dir.path(),
+        "[commands.uptime]\nexec = [\"/bin/true\", \"-o\", \"BatchMode=yes\", \"{target}\", \"uptime\"]\n\
+         [commands.safe]\nexec = [\"/bin/true\", \"--target={target}\", \"--\", \"{requester}\"]\n",
+    );
+    let sheets = ready(&emu, &config).await;
+    let f = findings(sheets.as_ref(), &config).await;
+    assert_eq!(
+        f.warnings.len(),
+        1,
+        "only commands.uptime puts a placeholder where options are read: {f:#?}"
+    );
+    assert!(
+        f.warnings[0].starts_with("commands.uptime.exec[3] = \"{target}\"")
+            && f.warnings[0].contains("\"--\", \"{target}\""),
+        "the warning names the command, the element and the fix: {}",
+        f.warnings[0]
+    );
+    assert!(
+        f.ok(),
+        "jobs are refused a value that would be an option, so it is no problem: {f:#?}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Commands end to end through the public API: configured `/bin/sh -c` scripts stand in for
 //! an operator's programs (the script is configuration; sheet values only reach it as data).
-//! Evidence is files the scripts write in their workdir, never wall-clock speed.
+//! Evidence is files the scripts write in their workdir, never wall-clock speed. The last
+//! test runs the real binary against the emulator, as a sheet editor would meet it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -285,7 +286,8 @@ echo ok"#,
         "",
     );
     let mut s = spec("data", &args.to_string());
-    s.target = format!("=1+1 {nasty}");
+    // argv refuses line breaks and tabs; the args carry them to stdin and SHEETQ_ARGS_JSON.
+    s.target = format!("=1+1 {}", nasty.trim_end());
     s.function = "=SUM(A1:A9)".into();
     s.requester = "`touch pwned3`$(touch pwned4)".into();
     let out = run(&r, &s).await;
@@ -521,4 +523,109 @@ async fn builtin_sleep_honours_the_timeout_while_waiting_for_the_heavy_gate() {
     // Waited 8s for the gate, then had 2s left of its 10s: timed out, never overlapping.
     assert_eq!(b.status, OutcomeStatus::TimedOut, "{b:?}");
     assert_eq!(b.duration, Duration::from_secs(10));
+}
+
+/// A person who may edit the spreadsheet writes a queue row whose 対象ラベル is an ssh option
+/// carrying a shell command, for a "check a server" button configured the usual way. The real
+/// binary runs against the emulator, with a stand-in for ssh that records its argv: the row
+/// must end エラー naming the value and the rule, the stand-in must never start, and a plain
+/// target must still run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_written_as_an_option_is_refused_and_the_program_never_starts() {
+    use crate::support::{self, *};
+    use sheetq::queue::State;
+
+    let emu = start_with_quota(sheetq::emulator::Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let record = dir.path().join("argv.log");
+    let ssh = dir.path().join("fake-ssh");
+    std::fs::write(
+        &ssh,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]' \"$a\"; done >> '{}'\necho >> '{}'\n",
+            record.display(),
+            record.display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let commands = format!(
+        "[commands.uptime]\nexec = [{}, \"-o\", \"BatchMode=yes\", \"{{target}}\", \"uptime\"]\n",
+        toml_str(&ssh.display().to_string())
+    );
+    let config = crate::daemon::binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-argv",
+        "heartbeat_interval = \"1s\"\n",
+        &commands,
+    );
+    let log = dir.path().join("sheetq.log");
+    let enqueuer = daemon_config(&emu, "enqueuer", &dir.path().join("enqueuer"), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let show = || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&queue_rows(&emu)),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    };
+
+    let proxy = "-oProxyCommand=sh -c 'id > /tmp/x'";
+    let attempt = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        proxy,
+        "稼働時間",
+        "uptime",
+        "",
+        "",
+    )
+    .await;
+    let _daemon = crate::daemon::Binary::start(&config, &log);
+    let rows = wait_finished(&emu, std::slice::from_ref(&attempt), PATIENCE).await;
+    let r = support::row_of(&rows, &attempt);
+    assert!(
+        r.state.is(State::Error),
+        "the ProxyCommand row should be エラー: {r:#?}\n{}",
+        show()
+    );
+    assert!(
+        r.message.contains(&format!("{proxy:?}")) && r.message.contains("reads options"),
+        "the message names the value and the rule: {:?}",
+        r.message
+    );
+    assert!(
+        !record.exists(),
+        "the program started with {:?}",
+        std::fs::read_to_string(&record).unwrap_or_default()
+    );
+
+    let plain = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "web-1",
+        "稼働時間",
+        "uptime",
+        "",
+        "",
+    )
+    .await;
+    let rows = wait_finished(&emu, std::slice::from_ref(&plain), PATIENCE).await;
+    let r = support::row_of(&rows, &plain);
+    assert!(
+        r.state.is(State::Done),
+        "a plain target runs: {r:#?}\n{}",
+        show()
+    );
+    assert_eq!(
+        read(&record),
+        "[-o][BatchMode=yes][web-1][uptime]\n",
+        "the program ran once, for web-1 only"
+    );
+    assert_no_quota_refusals(&emu);
 }
