@@ -1,10 +1,16 @@
 // node --test apps-script/: the Apps Script runtime that runs Code.js in tests (runtime/gas.js),
-// its date handling checked against what Apps Script documents.
+// its date handling, who a script may see, and its triggers and script properties checked
+// against what Apps Script documents.
 'use strict';
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { formatDate, instantOfWallClock, wallClockMs } = require('./runtime/gas.js');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const {
+  formatDate, instantOfWallClock, wallClockMs, visibleEmail, runtime, projectStore,
+} = require('./runtime/gas.js');
 
 test('formatDate writes SimpleDateFormat patterns in the given zone', () => {
   const d = new Date(Date.UTC(2026, 11, 2, 1, 4, 5, 67));
@@ -27,8 +33,6 @@ test('a wall clock read in a zone is the instant that shows it, the earlier one 
   assert.equal(wallClockMs(first, 'America/New_York'), twice);
 });
 
-const { visibleEmail } = require('./runtime/gas.js');
-
 test('a script run without a person\'s authorisation sees their e-mail only within the owner\'s Workspace domain', () => {
   assert.equal(visibleEmail('alice@example.com', 'owner@example.com'), 'alice@example.com');
   assert.equal(visibleEmail('bob@elsewhere.example', 'owner@example.com'), '');
@@ -39,11 +43,6 @@ test('a script run without a person\'s authorisation sees their e-mail only with
   assert.equal(visibleEmail('alice@EXAMPLE.com', 'owner@example.com'), 'alice@EXAMPLE.com',
     'domains compare without case');
 });
-
-const fs = require('node:fs');
-const os = require('node:os');
-const path = require('node:path');
-const { runtime, projectStore } = require('./runtime/gas.js');
 
 function run(store, who, authorized) {
   return runtime({
