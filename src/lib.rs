@@ -59,8 +59,10 @@
 //!   - `emulator/data_filter.rs`: `DataFilter` resolution to metadata and grid ranges.
 //!   - `emulator/by_filter.rs`: `values.batchGet/Update/ClearByDataFilter`.
 //!   - `emulator/api.rs`: `spreadsheets.create` and `values.*` (append's table detection).
-//!   - `emulator/quota.rs`: Google's per-minute quotas (per user = service account, per
-//!     project; reads and writes apart), their sliding window, the `--quota` syntax.
+//!   - `emulator/quota.rs`: Google's per-minute quotas (per user, a service account or a
+//!     person; per project; reads and writes apart), their sliding window, the `--quota` syntax.
+//!   - `emulator/people.rs`: the accounts that are not service accounts (the spreadsheet's
+//!     owner, a team): what makes an address a person's; their tokens come from `auth.rs`.
 //!   - `emulator/grid.rs`: spreadsheet JSON with grid data and row/column metadata.
 //!   - `emulator/web.rs`: the web view at `/` (page, live view, a person's edits); its
 //!     assets in `emulator/web/`.

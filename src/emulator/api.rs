@@ -572,13 +572,15 @@ pub fn batch_clear(ss: &mut Spreadsheet, ranges: &[String]) -> Result<Json, ApiE
 }
 
 /// `spreadsheets.create`: title, time zone, locale and sheets from the request; a sheet
-/// `Sheet1` when none is given. Returns the new spreadsheet's JSON.
-pub fn create(store: &mut Store, body: &Json, id: String) -> Result<Json, ApiError> {
+/// `Sheet1` when none is given. The account that creates a file owns it, as with Drive.
+/// Returns the new spreadsheet's JSON.
+pub fn create(store: &mut Store, body: &Json, id: String, owner: &str) -> Result<Json, ApiError> {
     let title = body
         .pointer("/properties/title")
         .and_then(Json::as_str)
         .unwrap_or("Untitled spreadsheet");
     let mut ss = Spreadsheet::new(id, title);
+    ss.owner = owner.to_string();
     if let Some(tz) = body.pointer("/properties/timeZone").and_then(Json::as_str) {
         if tz.parse::<chrono_tz::Tz>().is_err() {
             return Err(ApiError::invalid(format!("Invalid timeZone: {tz}")));

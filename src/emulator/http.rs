@@ -71,6 +71,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/_emulator/quota", get(admin::quota).post(admin::set_quota))
         .route("/_emulator/reset", post(admin::reset))
         .route("/_emulator/credentials", get(admin::credentials))
+        .route("/_emulator/people/token", post(admin::person_token))
         .fallback(api_call)
         // Google recommends payloads under 2 MB but accepts more; tests write large sheets.
         .layer(DefaultBodyLimit::disable())
@@ -380,14 +381,15 @@ fn to_bytes<T: serde::Serialize>(view: &T) -> Result<Reply, ApiError> {
         .map_err(|e| ApiError::new(500, e.to_string()))
 }
 
-/// Runs a call against the store. Returns the reply and whether the store changed. Reads are
-/// serialised to bytes directly unless a `fields` selection needs the JSON tree.
+/// Runs a call of `user` against the store. Returns the reply and whether the store changed.
+/// Reads are serialised to bytes directly unless a `fields` selection needs the JSON tree.
 fn execute(
     store: &mut Store,
     call: &Call,
     q: &Query,
     body: &[u8],
     rules: &Rules,
+    user: &str,
 ) -> Result<(Reply, bool), ApiError> {
     let direct = q.one("fields").is_none();
     if let (true, Call::ValuesGet(id, range)) = (direct, call) {
@@ -406,7 +408,7 @@ fn execute(
         let view = api::BatchGetView::new(ss, &q.all("ranges"), render, major)?;
         return Ok((to_bytes(&view)?, false));
     }
-    execute_json(store, call, q, body, rules).map(|(j, changed)| (Reply::Json(j), changed))
+    execute_json(store, call, q, body, rules, user).map(|(j, changed)| (Reply::Json(j), changed))
 }
 
 fn execute_json(
@@ -415,6 +417,7 @@ fn execute_json(
     q: &Query,
     body: &[u8],
     rules: &Rules,
+    user: &str,
 ) -> Result<(Json, bool), ApiError> {
     let major = || Major::parse(q.one("majorDimension"));
     let echo = |q: &Query| -> Result<Option<(Render, Major)>, ApiError> {
@@ -429,7 +432,8 @@ fn execute_json(
     };
     match call {
         Call::Create => {
-            let reply = api::create(store, &json_body(body)?, store::fresh_spreadsheet_id())?;
+            let id = store::fresh_spreadsheet_id();
+            let reply = api::create(store, &json_body(body)?, id, user)?;
             Ok((reply, true))
         }
         Call::Get(id) => {
@@ -639,8 +643,8 @@ async fn api_call(
     pending.user = user.clone();
     // Google checks sharing before anything else: 403 PERMISSION_DENIED, "The caller does
     // not have permission", for an account the spreadsheet is not shared with and for a
-    // viewer's write.
-    match sh.access_of(&user) {
+    // viewer's write. The owner always has the file.
+    match sh.access_to(call.spreadsheet_id(), &user) {
         Access::None => return pending.finish(Err(ApiError::for_status(403, call.is_write()))),
         Access::Reader if call.is_write() => {
             return pending.finish(Err(ApiError::for_status(403, true)))
@@ -663,7 +667,10 @@ async fn api_call(
                 tokio::time::sleep(d).await;
                 let changed = {
                     let mut store = late.store();
-                    matches!(execute(&mut store, &call, &q, &body, &rules), Ok((_, true)))
+                    matches!(
+                        execute(&mut store, &call, &q, &body, &rules, &user),
+                        Ok((_, true))
+                    )
                 };
                 if changed {
                     late.mark_changed();
@@ -695,7 +702,7 @@ async fn api_call(
         }
         _ => {
             let mut store = sh.store();
-            execute(&mut store, &call, &q, &body, &sh.rules)
+            execute(&mut store, &call, &q, &body, &sh.rules, &user)
         }
     };
     let result = match result {

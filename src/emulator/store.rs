@@ -446,6 +446,15 @@ impl Sheet {
     }
 }
 
+/// The owner of a spreadsheet the emulator seeds: a person. sheetq's service account is an
+/// editor of the file, never its owner, as in a deployment where a person shares their
+/// spreadsheet with the service account.
+pub const DEFAULT_OWNER: &str = "owner@example.com";
+
+fn default_owner() -> String {
+    DEFAULT_OWNER.to_string()
+}
+
 /// One spreadsheet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spreadsheet {
@@ -453,6 +462,11 @@ pub struct Spreadsheet {
     pub title: String,
     pub time_zone: String,
     pub locale: String,
+    /// Who owns the file: a person for a seeded spreadsheet, the creating account for one
+    /// made through `spreadsheets.create`. The owner is always able to edit protected ranges
+    /// (https://developers.google.com/apps-script/reference/spreadsheet/protection#canedit).
+    #[serde(default = "default_owner")]
+    pub owner: String,
     pub sheets: Vec<Sheet>,
     /// Every developer metadata of the spreadsheet, by id. Where a row or column metadata is
     /// right now is known from the row or column carrying its id (`metadata::locate`).
@@ -467,6 +481,7 @@ impl Spreadsheet {
             title: title.into(),
             time_zone: "Asia/Tokyo".into(),
             locale: "ja_JP".into(),
+            owner: default_owner(),
             sheets: Vec::new(),
             developer_metadata: BTreeMap::new(),
         }

@@ -19,8 +19,11 @@
 //!   (`values.update` with `USER_ENTERED`: formulas, numbers, percentages, dates, a leading
 //!   `'` for text).
 //!
-//! Both are recorded in the request log as `person.edit` by `person (web view)` and count
-//! against no account's quota, as at Google. They accept only JSON sent by the page itself
+//! Both take `&as=EMAIL`, the person making the edit (the page lets one pick: the owner, or
+//! another person); without it, the spreadsheet's owner. The spreadsheet's sharing applies
+//! to them as to an API call (403 for a person it is not shared with, or a viewer). Both are
+//! recorded in the request log as `person.edit` by that person's address and count against
+//! no account's quota, as at Google. They accept only JSON sent by the page itself
 //! (`Content-Type: application/json`, and an `Origin`, when sent, of the emulator's own
 //! address), so another web page open in the same browser cannot edit the sheet.
 
@@ -38,12 +41,11 @@ use super::api;
 use super::batch;
 use super::control::RequestRecord;
 use super::error::ApiError;
-use super::shared::Shared;
+use super::people;
+use super::shared::{Access, Shared};
 use super::store::Spreadsheet;
 use super::values::{self, DateRender, Input, Render, ValueRender};
 
-/// The user a person's edits are logged as.
-pub const PERSON: &str = "person (web view)";
 /// The method a person's edits are logged as.
 pub const PERSON_EDIT: &str = "person.edit";
 /// Rows of one sheet the view sends at most.
@@ -229,7 +231,7 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool) -> Json {
         .or_else(|| ss.sheets.iter().position(|s| !s.hidden))
         .unwrap_or(0);
     let mut out = json!({
-        "spreadsheet": { "id": ss.id, "title": ss.title, "timeZone": ss.time_zone },
+        "spreadsheet": { "id": ss.id, "title": ss.title, "timeZone": ss.time_zone, "owner": ss.owner },
         "tabs": tabs,
     });
     let Some(sheet) = ss.sheets.get(index).filter(|_| grid) else {
@@ -300,10 +302,13 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool) -> Json {
     out
 }
 
-/// Which spreadsheet a person edits: `?spreadsheet=ID`, else the first one.
+/// Which spreadsheet a person edits (`?spreadsheet=ID`, else the first one) and who they
+/// are (`&as=EMAIL`, else the spreadsheet's owner).
 #[derive(Debug, Deserialize)]
 pub struct EditQuery {
     spreadsheet: Option<String>,
+    #[serde(rename = "as")]
+    person: Option<String>,
 }
 
 /// A person's edit: `spreadsheets.batchUpdate` requests, applied atomically like the API's.
@@ -313,7 +318,7 @@ pub async fn edit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    person_edit(&sh, q, &headers, &body, |ss| {
+    person_edit(&sh, q, &headers, &body, |ss, _person| {
         let req = batch::parse(&body)?;
         batch::run(ss, &req, &sh.rules).map(|_| describe(&req))
     })
@@ -334,7 +339,7 @@ pub async fn type_in(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    person_edit(&sh, q, &headers, &body, |ss| {
+    person_edit(&sh, q, &headers, &body, |ss, _person| {
         let typed: Typed = serde_json::from_slice(&body)
             .map_err(|e| ApiError::invalid(format!("Invalid JSON payload: {e}")))?;
         let title = ss
@@ -356,23 +361,38 @@ pub async fn type_in(
     })
 }
 
-/// Applies a person's edit to the spreadsheet `q` names under the store's lock, marks the
-/// store changed and logs the edit; refuses a request that is not the page's own JSON.
+/// Applies the edit of the person `q` names to the spreadsheet it names under the store's
+/// lock, marks the store changed and logs the edit; refuses a request that is not the
+/// page's own JSON, and a person the spreadsheet is not shared with for editing.
 fn person_edit(
     sh: &Shared,
     q: EditQuery,
     headers: &HeaderMap,
     body: &[u8],
-    apply: impl FnOnce(&mut Spreadsheet) -> Result<Vec<String>, ApiError>,
+    apply: impl FnOnce(&mut Spreadsheet, &str) -> Result<Vec<String>, ApiError>,
 ) -> Response {
     let started = chrono::Utc::now();
     let target = q.spreadsheet.unwrap_or_else(|| sh.home_id());
+    let mut person = String::new();
     let result = same_origin(sh, headers).and_then(|()| {
         let mut store = sh.store();
         let ss = store.get_mut(&target).map_err(|_| {
             ApiError::new(404, format!("the emulator holds no spreadsheet {target:?}"))
         })?;
-        apply(ss)
+        person = match &q.person {
+            Some(p) => people::person_email(p).map_err(ApiError::invalid)?,
+            None => ss.owner.clone(),
+        };
+        // As for an API call: the file must be shared with the person for editing.
+        let shared_as = if ss.owner == person {
+            Access::Writer
+        } else {
+            sh.access_of(&person)
+        };
+        if shared_as != Access::Writer {
+            return Err(ApiError::for_status(403, true));
+        }
+        apply(ss, &person)
     });
     let (status, reply, ranges) = match result {
         Ok(what) => (StatusCode::OK, json!({ "ok": true }), what),
@@ -389,7 +409,7 @@ fn person_edit(
         method: PERSON_EDIT.into(),
         spreadsheet: target,
         ranges,
-        user: PERSON.into(),
+        user: person,
         write: true,
         status: status.as_u16(),
         bytes_in: body.len(),
@@ -501,7 +521,7 @@ mod tests {
             rec("a", "spreadsheets.values.batchGet", false, 30),
             rec("a", "spreadsheets.batchUpdate", true, 20),
             rec("b", "spreadsheets.values.batchGet", false, 10),
-            rec(PERSON, PERSON_EDIT, true, 5),
+            rec("alice@example.com", PERSON_EDIT, true, 5),
             rec("", "oauth2.token", false, 1),
         ];
         assert_eq!(

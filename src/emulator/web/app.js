@@ -2,13 +2,18 @@
 // Sheets displays it (a picker switches between the spreadsheets the emulator holds; the
 // address keeps the one shown as ?spreadsheet=ID), follows changes live (a long poll on
 // /_emulator/web/view), and sends a person's edits (tick, type, sort, insert, delete) to
-// /_emulator/web/edit as spreadsheets.batchUpdate requests. No framework, no build step:
-// this file is served as it is from the binary.
+// /_emulator/web/edit as spreadsheets.batchUpdate requests, as the person picked in the
+// toolbar (the owner unless another address is given; the address keeps it as ?as=EMAIL).
+// No framework, no build step: this file is served as it is from the binary.
 'use strict';
 
 const ROW_H = 24;
+/** People the identity picker offers besides the owner; any other address may be typed. */
+const PEOPLE = ['alice@example.com', 'bob@example.com'];
 const state = {
   spreadsheet: new URLSearchParams(location.search).get('spreadsheet'),
+  // The person editing: null for the spreadsheet's owner.
+  person: new URLSearchParams(location.search).get('as'),
   sheet: null,
   version: 0,
   drawn: null,
@@ -94,6 +99,7 @@ function take({ view, asked }) {
     state.view = Object.assign({}, view, { sheet: state.view.sheet });
   }
   renderPicker();
+  renderPeople();
   renderTabs();
   renderSide();
   document.body.dataset.version = String(view.version);
@@ -126,9 +132,13 @@ async function edit(requests, what) {
   return post('/_emulator/web/edit', { requests }, what);
 }
 
-/** The spreadsheet a person's edit goes to: the one shown. */
+/** The spreadsheet a person's edit goes to (the one shown), and who makes it. */
 function target(path) {
-  return state.spreadsheet === null ? path : path + '?spreadsheet=' + encodeURIComponent(state.spreadsheet);
+  const params = new URLSearchParams();
+  if (state.spreadsheet !== null) params.set('spreadsheet', state.spreadsheet);
+  if (state.person !== null) params.set('as', state.person);
+  const query = params.toString();
+  return query ? path + '?' + query : path;
 }
 
 async function post(path, body, what) {
@@ -140,7 +150,7 @@ async function post(path, body, what) {
       body: JSON.stringify(body),
     });
     const reply = await res.json();
-    if (!res.ok) $('message').textContent = what + ' failed: ' + (reply.error || res.status);
+    if (!res.ok) $('message').textContent = what + ' as ' + who() + ' failed: ' + (reply.error || res.status);
   } catch (e) {
     $('message').textContent = what + ' failed: ' + e.message;
   }
@@ -191,6 +201,42 @@ function deleteRow() {
 }
 
 // ---- rendering ----------------------------------------------------------------------
+
+/** Who the edits are made as: the address picked, else the owner. */
+function who() {
+  const owner = state.view && state.view.spreadsheet ? state.view.spreadsheet.owner : null;
+  return state.person !== null ? state.person : owner || 'the owner';
+}
+
+/** The identity picker: the owner and a few people to choose from; any address may be typed. */
+function renderPeople() {
+  const owner = state.view.spreadsheet ? state.view.spreadsheet.owner : null;
+  const list = $('people');
+  const wanted = [owner].concat(PEOPLE).filter((p, i, all) => p && all.indexOf(p) === i);
+  if (list.dataset.drawn !== wanted.join(',')) {
+    list.dataset.drawn = wanted.join(',');
+    list.textContent = '';
+    for (const p of wanted) {
+      const o = document.createElement('option');
+      o.value = p;
+      o.label = p === owner ? 'owner' : 'person';
+      list.appendChild(o);
+    }
+  }
+  const input = $('person');
+  if (document.activeElement !== input) input.value = who();
+}
+
+function setPerson(value) {
+  const owner = state.view && state.view.spreadsheet ? state.view.spreadsheet.owner : null;
+  const picked = value.trim();
+  state.person = picked === '' || picked === owner ? null : picked;
+  const url = new URL(location.href);
+  if (state.person === null) url.searchParams.delete('as');
+  else url.searchParams.set('as', state.person);
+  history.replaceState(null, '', url);
+  $('person').value = who();
+}
 
 /** The spreadsheet picker, shown when the emulator holds more than one. */
 function renderPicker() {
@@ -483,6 +529,7 @@ function renderSide() {
 }
 
 $('spreadsheet').addEventListener('change', (e) => showSpreadsheet(e.target.value));
+$('person').addEventListener('change', (e) => setPerson(e.target.value));
 $('sort-asc').addEventListener('click', () => sortBy('ASCENDING'));
 $('sort-desc').addEventListener('click', () => sortBy('DESCENDING'));
 $('insert-row').addEventListener('click', insertRow);
