@@ -3,8 +3,8 @@
 //! `google-sheets4` client and `yup-oauth2` talk to it (docs/design.md §7–§8).
 //!
 //! Parts:
-//! - [`store`]: spreadsheets, sheets, rows as objects (cells + metadata ids), and the grid
-//!   edits shared by API and tests.
+//! - [`store`]: spreadsheets, sheets, rows as objects (cells + metadata ids), protected
+//!   ranges on their sheets, and the grid edits shared by API and tests.
 //! - [`metadata`]: developer metadata: where each entry is, create and get.
 //! - [`lookup`]: the metadata requests that select by `DataFilter` (update, delete, search).
 //! - [`data_filter`]: `DataFilter` resolution to metadata and to grid ranges.
@@ -18,6 +18,9 @@
 //! - [`dimension`]: insert/delete/move of rows and columns, `sortRange`.
 //! - [`paste`]: `cutPaste`, `copyPaste`.
 //! - [`find_replace`]: `findReplace`, the lease's compare-and-swap.
+//! - [`protection`]: protected ranges: their requests and JSON, who may edit through one
+//!   (the owner always), and the guard every write passes; [`footprint`], what each
+//!   `batchUpdate` request would change, for that guard.
 //! - [`request`]: the checked parts of a request every operation reads (fields, indexes,
 //!   sheet ids, grid ranges, field masks).
 //! - [`auth`]: test key pair, credentials JSON, `/token`, bearer tokens.
@@ -49,6 +52,7 @@ pub mod dimension;
 pub mod error;
 pub mod fields;
 pub mod find_replace;
+pub mod footprint;
 pub mod formula;
 pub mod grid;
 pub mod http;
@@ -56,6 +60,7 @@ pub mod lookup;
 pub mod metadata;
 pub mod paste;
 pub mod people;
+pub mod protection;
 pub mod quota;
 pub mod request;
 pub mod seed;
@@ -530,9 +535,9 @@ impl Emulator {
     }
 
     /// Applies `spreadsheets.batchUpdate` requests (a JSON array of `Request`) to the
-    /// handle's spreadsheet without HTTP, auth or accounting: the same code path and rules
-    /// (`sort_metadata`) the API uses, atomic like it, but not counted against the quota
-    /// nor written to the request log. For tests playing a person who sorts,
+    /// handle's spreadsheet without HTTP, auth or accounting, as its owner: the same code
+    /// path and rules (`sort_metadata`) the API uses, atomic like it, but not counted against
+    /// the quota nor written to the request log. For tests playing a person who sorts,
     /// inserts, deletes, moves or cut-and-pastes rows (`sortRange`, `insertDimension`,
     /// `deleteDimension`, `moveDimension`, `cutPaste`, ...). Returns the batch's reply.
     pub fn batch_update(&self, requests: Json) -> Result<Json, ApiError> {
@@ -540,7 +545,10 @@ impl Emulator {
             .map_err(|e| ApiError::invalid(e.to_string()))?;
         let req = batch::parse(&body)?;
         let rules = self.shared.rules;
-        self.with_spreadsheet(|ss| batch::run(ss, &req, &rules))?
+        self.with_spreadsheet(|ss| {
+            let owner = ss.owner.clone();
+            batch::run(ss, &req, &rules, &owner)
+        })?
     }
 
     /// Every developer metadata of the handle's spreadsheet as `DeveloperMetadata` JSON at
@@ -592,7 +600,7 @@ impl Emulator {
     }
 
     /// Writes rows at a range of the handle's spreadsheet, as `values.update` with `RAW`
-    /// (`user_entered = false`) or `USER_ENTERED`.
+    /// (`user_entered = false`) or `USER_ENTERED`, by its owner.
     pub fn set_values(&self, range: &str, rows: Json, user_entered: bool) -> Result<(), ApiError> {
         let id = self.spreadsheet_id.clone();
         self.set_values_in(&id, range, rows, user_entered)
@@ -614,7 +622,8 @@ impl Emulator {
         let body = serde_json::json!({ "values": rows });
         self.with_store(|store| {
             let ss = store.get_mut(id)?;
-            api::update(ss, range, &body, input, None).map(|_| ())
+            let owner = ss.owner.clone();
+            api::update(ss, range, &body, input, None, &owner).map(|_| ())
         })
     }
 

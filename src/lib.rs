@@ -52,7 +52,12 @@
 //!   request), `metadata`, `data_filter`, `lookup` and the operations (`batch`, `values`,
 //!   `by_filter`, …) above it; `shared` (what handlers share) below `admin`, `web` and
 //!   `http`, which routes on top.
-//!   - `emulator/store.rs`: spreadsheets, sheets, rows as objects (cells + metadata ids).
+//!   - `emulator/store.rs`: spreadsheets, sheets, rows as objects (cells + metadata ids);
+//!     `store/protected.rs` a protected range's data, kept on its sheet and moved by row and
+//!     column edits.
+//!   - `emulator/protection.rs`: protected ranges' requests and JSON, who may edit through
+//!     one (the owner always), and the guard every write passes; `emulator/footprint.rs`
+//!     what each `batchUpdate` request would change, for that guard.
 //!   - `emulator/metadata.rs`: developer metadata: where each entry is, create, get, limits;
 //!     `emulator/lookup.rs` the requests that select it by `DataFilter` (update, delete,
 //!     search).

@@ -438,13 +438,14 @@ fn execute_json(
         }
         Call::Get(id) => {
             let ss = store.get(id)?;
-            let reply = api::spreadsheet_json(ss, &q.all("ranges"), q.flag("includeGridData"))?;
+            let reply =
+                api::spreadsheet_json(ss, &q.all("ranges"), q.flag("includeGridData"), user)?;
             Ok((reply, false))
         }
         Call::BatchUpdate(id) => {
             let req = batch::parse(body)?;
             let ss = store.get_mut(id)?;
-            let reply = batch::run(ss, &req, rules)?;
+            let reply = batch::run(ss, &req, rules, user)?;
             let changed = req.requests.as_ref().is_some_and(|r| !r.is_empty());
             Ok((reply, changed))
         }
@@ -464,7 +465,7 @@ fn execute_json(
         Call::ValuesUpdate(id, range) => {
             let ss = store.get_mut(id)?;
             let input = Input::parse(q.one("valueInputOption"))?;
-            let reply = api::update(ss, range, &json_body(body)?, input, echo(q)?)?;
+            let reply = api::update(ss, range, &json_body(body)?, input, echo(q)?, user)?;
             Ok((reply, true))
         }
         Call::ValuesAppend(id, range) => {
@@ -478,16 +479,17 @@ fn execute_json(
                 q.one("insertDataOption"),
                 echo(q)?,
                 rules.deviates(Deviation::AppendFromTop),
+                user,
             )?;
             Ok((reply, true))
         }
         Call::ValuesBatchUpdate(id) => {
             let ss = store.get_mut(id)?;
-            Ok((api::batch_update(ss, &json_body(body)?)?, true))
+            Ok((api::batch_update(ss, &json_body(body)?, user)?, true))
         }
         Call::ValuesClear(id, range) => {
             let ss = store.get_mut(id)?;
-            let cleared = api::clear(ss, range)?;
+            let cleared = api::clear(ss, range, user)?;
             Ok((
                 json!({ "spreadsheetId": id, "clearedRange": cleared }),
                 true,
@@ -496,7 +498,7 @@ fn execute_json(
         Call::ValuesBatchClear(id) => {
             let ss = store.get_mut(id)?;
             let ranges = strings_at(body, "ranges");
-            Ok((api::batch_clear(ss, &ranges)?, true))
+            Ok((api::batch_clear(ss, &ranges, user)?, true))
         }
         Call::ValuesBatchGetByDataFilter(id) => {
             let ss = store.get(id)?;
@@ -504,11 +506,14 @@ fn execute_json(
         }
         Call::ValuesBatchUpdateByDataFilter(id) => {
             let ss = store.get_mut(id)?;
-            Ok((by_filter::batch_update(ss, &json_body(body)?, rules)?, true))
+            Ok((
+                by_filter::batch_update(ss, &json_body(body)?, rules, user)?,
+                true,
+            ))
         }
         Call::ValuesBatchClearByDataFilter(id) => {
             let ss = store.get_mut(id)?;
-            Ok((by_filter::batch_clear(ss, &json_body(body)?)?, true))
+            Ok((by_filter::batch_clear(ss, &json_body(body)?, user)?, true))
         }
         Call::MetadataGet(id, mid) => {
             let ss = store.get(id)?;
@@ -698,7 +703,7 @@ async fn api_call(
     };
     let result = match &call {
         Call::BatchUpdate(id) if sh.rules.deviates(Deviation::UnserialisedBatches) => {
-            unserialised_batch(&sh, id, &body).await
+            unserialised_batch(&sh, id, &body, &user).await
         }
         _ => {
             let mut store = sh.store();
@@ -725,11 +730,16 @@ async fn api_call(
 
 /// A `batchUpdate` under [`Deviation::UnserialisedBatches`]: applied to a copy taken on
 /// arrival, stored a moment later over whatever happened meanwhile.
-async fn unserialised_batch(sh: &Shared, id: &str, body: &[u8]) -> Result<(Reply, bool), ApiError> {
+async fn unserialised_batch(
+    sh: &Shared,
+    id: &str,
+    body: &[u8],
+    user: &str,
+) -> Result<(Reply, bool), ApiError> {
     let req = batch::parse(body)?;
     let mut copy = sh.store().get(id)?.clone();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let reply = batch::run(&mut copy, &req, &sh.rules)?;
+    let reply = batch::run(&mut copy, &req, &sh.rules, user)?;
     sh.store().insert(copy);
     Ok((Reply::Json(reply), true))
 }

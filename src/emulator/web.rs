@@ -6,9 +6,10 @@
 //!
 //! - `GET /`, `/_emulator/web/app.js`, `/_emulator/web/app.css`: the page, served from the
 //!   binary (no build step, no framework).
-//! - `GET /_emulator/web/view?spreadsheet=ID&sheet=ID&after=V`: the view of one sheet of one
-//!   spreadsheet (the first one the emulator made when absent or unknown) as JSON, with the
-//!   list of every spreadsheet it holds. With `after`, it answers when the store's version
+//! - `GET /_emulator/web/view?spreadsheet=ID&sheet=ID&after=V&as=EMAIL`: the view of one
+//!   sheet of one spreadsheet (the first one the emulator made when absent or unknown) as
+//!   JSON, with the list of every spreadsheet it holds and the blocks protected against the
+//!   person `as` names (the owner, who may edit everything, when absent). With `after`, it answers when the store's version
 //!   passes `V`, or after a second anyway (so the request log and rates stay current too): a
 //!   long poll, the page's live channel.
 //! - `POST /_emulator/web/edit?spreadsheet=ID` with `{"requests": [...]}`: a person's edit
@@ -42,6 +43,7 @@ use super::batch;
 use super::control::RequestRecord;
 use super::error::ApiError;
 use super::people;
+use super::protection;
 use super::shared::{Access, Shared};
 use super::store::Spreadsheet;
 use super::values::{self, DateRender, Input, Render, ValueRender};
@@ -86,6 +88,9 @@ pub struct ViewQuery {
     sheet: Option<i32>,
     /// Answer when the version passes this one (or after a second).
     after: Option<u64>,
+    /// The person looking: the blocks protected against them are marked.
+    #[serde(rename = "as")]
+    person: Option<String>,
 }
 
 /// One cell as the grid shows it.
@@ -140,7 +145,14 @@ pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> 
             .filter(|id| store.spreadsheets.contains_key(id))
             .unwrap_or(home.clone());
         let mut body = match store.get(&shown) {
-            Ok(ss) => sheet_view(ss, q.sheet, grid),
+            Ok(ss) => {
+                let viewer = q
+                    .person
+                    .as_deref()
+                    .and_then(|p| people::person_email(p).ok())
+                    .unwrap_or_else(|| ss.owner.clone());
+                sheet_view(ss, q.sheet, grid, &viewer)
+            }
             Err(_) => json!({ "error": "the emulator holds no spreadsheet" }),
         };
         body["spreadsheets"] = spreadsheets(&store, &home);
@@ -219,8 +231,9 @@ fn spreadsheets(store: &super::store::Store, home: &str) -> Json {
         .collect()
 }
 
-/// The tabs, and (with `grid`) the grid of the sheet asked for.
-fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool) -> Json {
+/// The tabs, and (with `grid`) the grid of the sheet asked for, with the blocks of it that
+/// `viewer` may not edit (`locked`: `[r0, r1, c0, c1]`, half open, `null` for an open end).
+fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool, viewer: &str) -> Json {
     let tabs: Vec<Json> = ss
         .sheets
         .iter()
@@ -298,8 +311,19 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool) -> Json {
         "hiddenColumns": sheet.hidden_columns,
         "rows": rows,
         "truncated": sheet.rows.len() as u32 > MAX_ROWS,
+        "locked": locked(ss, index, viewer),
     });
     out
+}
+
+/// The blocks of sheet index `sheet` protected against `viewer`, as `[r0, r1, c0, c1]`
+/// (half open; `null` for a side open to the grid's edge).
+fn locked(ss: &Spreadsheet, sheet: usize, viewer: &str) -> Json {
+    let side = |v: u32| if v == u32::MAX { Json::Null } else { json!(v) };
+    protection::closed_areas(ss, sheet, viewer)
+        .iter()
+        .map(|b| json!([b.r0, side(b.r1), b.c0, side(b.c1)]))
+        .collect()
 }
 
 /// Which spreadsheet a person edits (`?spreadsheet=ID`, else the first one) and who they
@@ -318,9 +342,9 @@ pub async fn edit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    person_edit(&sh, q, &headers, &body, |ss, _person| {
+    person_edit(&sh, q, &headers, &body, |ss, person| {
         let req = batch::parse(&body)?;
-        batch::run(ss, &req, &sh.rules).map(|_| describe(&req))
+        batch::run(ss, &req, &sh.rules, person).map(|_| describe(&req))
     })
 }
 
@@ -339,7 +363,7 @@ pub async fn type_in(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    person_edit(&sh, q, &headers, &body, |ss, _person| {
+    person_edit(&sh, q, &headers, &body, |ss, person| {
         let typed: Typed = serde_json::from_slice(&body)
             .map_err(|e| ApiError::invalid(format!("Invalid JSON payload: {e}")))?;
         let title = ss
@@ -356,6 +380,7 @@ pub async fn type_in(
             &json!({ "values": [[typed.text]] }),
             Input::UserEntered,
             None,
+            person,
         )?;
         Ok(vec![format!("typed into {range}")])
     })
@@ -468,7 +493,7 @@ mod tests {
     #[test]
     fn the_view_shows_checkboxes_formatted_dates_and_frozen_rows() {
         let ss = seed::build(Seed::Demo, "x".into());
-        let panel = json!(sheet_view(&ss, Some(1001), true));
+        let panel = json!(sheet_view(&ss, Some(1001), true, &ss.owner));
         assert_eq!(panel["sheet"]["title"], "サーバーA");
         assert_eq!(panel["sheet"]["frozenRows"], 7);
         let tick = &panel["sheet"]["rows"][7][0];
@@ -487,7 +512,7 @@ mod tests {
                 .any(|t| t["title"] == "_ジョブキュー" && t["hidden"] == true),
             "hidden sheets are listed as hidden: {tabs:?}"
         );
-        let index = json!(sheet_view(&ss, Some(0), true));
+        let index = json!(sheet_view(&ss, Some(0), true, &ss.owner));
         assert_eq!(
             index["sheet"]["rows"][1][3]["g"], 1001,
             "the index's link opens サーバーA's tab: {}",
@@ -495,7 +520,7 @@ mod tests {
         );
         assert_eq!(gid_link("=hyperlink(\"#gid=42\", \"x\")"), Some(42));
         assert_eq!(gid_link("=LEN(\"#gid=42\")"), None);
-        let first = json!(sheet_view(&ss, Some(424242), true));
+        let first = json!(sheet_view(&ss, Some(424242), true, &ss.owner));
         assert_eq!(
             first["sheet"]["title"], "▶パネル",
             "an unknown id shows the first sheet"

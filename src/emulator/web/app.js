@@ -48,6 +48,7 @@ async function fetchView(after) {
   if (after !== undefined) params.set('after', String(after));
   if (asked !== null) params.set('spreadsheet', asked);
   if (state.sheet !== null) params.set('sheet', String(state.sheet));
+  if (state.person !== null) params.set('as', state.person);
   const res = await fetch('/_emulator/web/view?' + params, { cache: 'no-store' });
   if (!res.ok) throw new Error('view: HTTP ' + res.status);
   return { view: await res.json(), asked };
@@ -236,6 +237,9 @@ function setPerson(value) {
   else url.searchParams.set('as', state.person);
   history.replaceState(null, '', url);
   $('person').value = who();
+  // The protected blocks marked are the new person's.
+  state.drawn = null;
+  refresh();
 }
 
 /** The spreadsheet picker, shown when the emulator holds more than one. */
@@ -326,6 +330,9 @@ function renderSheet() {
   const cols = Math.min(s.columnCount, Math.max(width + 1, 8));
   const rows = s.truncated ? height : Math.min(s.rowCount, Math.max(height + 20, 30));
   const hidden = new Set(s.hiddenColumns || []);
+  // Blocks the person editing may not change: [r0, r1, c0, c1], null for an open end.
+  const locked = (r, c) => (s.locked || []).some(([r0, r1, c0, c1]) =>
+    r >= r0 && (r1 === null || r < r1) && c >= c0 && (c1 === null || c < c1));
   const head = table.createTHead().insertRow();
   const corner = document.createElement('th');
   corner.className = 'rownum';
@@ -388,6 +395,10 @@ function renderSheet() {
         td.appendChild(text);
         td.title = cell.t;
         if (cell.n) td.classList.add('num');
+      }
+      if (locked(r, c)) {
+        td.classList.add('locked');
+        td.title = 'protected: ' + who() + ' may not edit this cell';
       }
       if (state.sel && state.sel.r === r && state.sel.c === c) td.classList.add('selected');
       td.addEventListener('click', () => select(r, c));
