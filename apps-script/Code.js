@@ -1,20 +1,102 @@
 /**
- * The onEdit trigger of a panel spreadsheet: a ▶ tick on a PANEL_V2 panel becomes one
- * 待機 row of `_ジョブキュー`, which the sheetq daemon runs; a tick on the index (▶パネル)
- * becomes a panel job that creates or shows that target's panel. A simple trigger: it
- * needs no authorisation, runs as the person who ticked, and answers at once with a toast.
+ * The edit triggers of a panel spreadsheet: a ▶ tick on a PANEL_V2 panel becomes one 待機
+ * row of `_ジョブキュー`, which the sheetq daemon runs; a tick on the index (▶パネル) becomes
+ * a panel job that creates or shows that target's panel. Each press is answered at once
+ * with a toast.
+ *
+ * Two ways to take presses (README.md, "The Apps Script intake", says what each gives):
+ *
+ * - The simple trigger `onEdit`: nothing to install or authorise. Apps Script runs it as
+ *   the person who edited, with no authorisation of its own; it may change this spreadsheet
+ *   only as that person may (https://developers.google.com/apps-script/guides/triggers#restrictions).
+ *   Once `_ジョブキュー` is protected for sheetq's service account, Google refuses the row
+ *   ("You are trying to edit a protected cell or object…") and the person is told so in a
+ *   toast; nothing is queued. It serves only an open queue, which every editor can also
+ *   write by hand, 依頼者 included.
+ * - The installable trigger: the spreadsheet's owner (or an account that is an editor of
+ *   the protected ranges) runs installSheetqTrigger() once from the script editor. Edits
+ *   then also run onSheetqEdit, as that account: "Installable triggers always run under the
+ *   account of the person who created them"
+ *   (https://developers.google.com/apps-script/guides/triggers/installable#restrictions).
+ *   It writes the protected queue, and takes 依頼者 from the event's `user`, which Google
+ *   fills for people of the owner's Google Workspace domain and leaves blank for others
+ *   (intake.js, requesterOf). Never from Session.getActiveUser(): the script runs as the
+ *   trigger's owner (Session.getEffectiveUser(),
+ *   https://developers.google.com/apps-script/reference/base/session#getEffectiveUser()),
+ *   and a blank 依頼者 is honest where a guess is not.
+ *
+ * Both kinds fire on every edit. So that one press is never queued twice, the install
+ * records the trigger's owner in the script property SHEETQ_TRIGGER_OWNER (intake.js,
+ * TRIGGER), which a simple trigger may read, and `onEdit` does nothing while it is set.
+ * uninstallSheetqTrigger() removes the trigger and the property, and the simple trigger
+ * takes presses again. A trigger made by hand in the Triggers page is not recorded: use
+ * the functions. Edits made by a script (the tick set back to FALSE here) run no trigger
+ * (https://developers.google.com/apps-script/guides/triggers#restrictions).
  *
  * The decisions live in intake.js (pure, tested with node --test); this file only reads
  * the sheets, takes the document lock and writes.
  */
 
+/** The simple trigger, run as the person who edited: stands down once the installable one is in. */
 function onEdit(e) {
+  var owner = PropertiesService.getScriptProperties().getProperty(TRIGGER.ownerProperty);
+  if (simpleStandsDown(owner)) return;
+  takePress(e, false);
+}
+
+/** The installable trigger's handler (installSheetqTrigger), run as the trigger's owner. */
+function onSheetqEdit(e) {
+  takePress(e, true);
+}
+
+/**
+ * Run once from the script editor by the spreadsheet's owner (or an editor of the protected
+ * ranges): installs the installable onEdit trigger owned by whoever runs it, unless that
+ * account has one already; refuses (throws, naming the owner) when another account has.
+ */
+function installSheetqTrigger() {
+  var me = Session.getEffectiveUser().getEmail();
+  var props = PropertiesService.getScriptProperties();
+  var plan = installPlan(projectTriggers(), props.getProperty(TRIGGER.ownerProperty), me);
+  if (plan.refuse) throw new Error(plan.message);
+  if (plan.create) {
+    ScriptApp.newTrigger(TRIGGER.handler).forSpreadsheet(SpreadsheetApp.getActive()).onEdit().create();
+  }
+  props.setProperty(TRIGGER.ownerProperty, me);
+  console.log(plan.message);
+}
+
+/** Removes the caller's installable trigger, and hands presses back to the simple `onEdit`. */
+function uninstallSheetqTrigger() {
+  var me = Session.getEffectiveUser().getEmail();
+  var props = PropertiesService.getScriptProperties();
+  var plan = uninstallPlan(props.getProperty(TRIGGER.ownerProperty), me);
+  ScriptApp.getProjectTriggers().forEach(function (t) {
+    if (isIntakeTrigger({ handler: t.getHandlerFunction(), eventType: t.getEventType() })) {
+      ScriptApp.deleteTrigger(t);
+    }
+  });
+  if (plan.clear) props.deleteProperty(TRIGGER.ownerProperty);
+  console.log(plan.message);
+}
+
+/** The project's triggers the running account owns, as { handler, eventType }. */
+function projectTriggers() {
+  return ScriptApp.getProjectTriggers().map(function (t) {
+    return { handler: t.getHandlerFunction(), eventType: t.getEventType() };
+  });
+}
+
+/**
+ * A tick, from either trigger: which sheet it is on decides what it asks for. `installable`:
+ * whether this runs as the installable trigger's owner rather than as the person.
+ */
+function takePress(e, installable) {
   var range = e.range;
   if (range.getNumRows() !== 1 || range.getNumColumns() !== 1) return;
   if (range.getValue() !== true) return;
   var sheet = range.getSheet();
   var marker = String(sheet.getRange(PANEL.markerCell).getValue()).trim();
-  var ss = e.source;
   var take;
   if (marker === PANEL.marker && range.getColumn() === PANEL.tickColumn &&
       range.getRow() >= PANEL.firstRow) {
@@ -25,16 +107,35 @@ function onEdit(e) {
   } else {
     return;
   }
+  var press = { ss: e.source, requester: requesterOf(e), installable: installable };
   try {
-    take(ss, sheet, range.getRow());
+    take(press, sheet, range.getRow());
   } finally {
     // The tick is a button: it goes back whatever the outcome.
     range.setValue(false);
   }
 }
 
+/**
+ * Appends `row` to the queue; false, with a toast that says why and what to do, when
+ * Google refuses it because the queue is protected. Any other failure is thrown.
+ */
+function appendToQueue(press, queue, row) {
+  try {
+    queue.appendRow(row);
+    return true;
+  } catch (err) {
+    var runner = press.installable ? Session.getEffectiveUser().getEmail() : '';
+    var message = queueRefusedMessage(err && err.message, press.installable, runner);
+    if (message === null) throw err;
+    press.ss.toast(message, 'sheetq');
+    return false;
+  }
+}
+
 /** A tick on the index: one panel job for that row's target, unless one is asked already. */
-function takeInIndex(ss, sheet, row) {
+function takeInIndex(press, sheet, row) {
+  var ss = press.ss;
   var label = String(sheet.getRange(row, INDEX.labelColumn).getValue()).trim();
   if (label === '') {
     ss.toast(noLabelMessage(row), 'sheetq');
@@ -56,20 +157,22 @@ function takeInIndex(ss, sheet, row) {
       return;
     }
     var wall = Utilities.formatDate(new Date(), tz, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'");
-    queue.appendRow(queueRow(header, indexPress({
+    var queued = appendToQueue(press, queue, queueRow(header, indexPress({
       jobId: Utilities.getUuid(),
       wallMs: Date.parse(wall),
-      requester: Session.getActiveUser().getEmail(),
+      requester: press.requester,
       indexSheet: sheet.getName(),
       label: label,
     })));
   } finally {
     lock.releaseLock();
   }
-  ss.toast(panelQueuedMessage(label), 'sheetq');
+  if (queued) ss.toast(panelQueuedMessage(label), 'sheetq');
 }
 
-function takeIn(ss, sheet, row) {
+/** A ▶ tick on a panel: one 待機 row for that row's function, unless one is waiting already. */
+function takeIn(press, sheet, row) {
+  var ss = press.ss;
   var tz = ss.getSpreadsheetTimeZone();
   var label = String(sheet.getRange(PANEL.labelCell).getValue()).trim();
   var panels = ss.getSheets().map(function (s) {
@@ -107,10 +210,10 @@ function takeIn(ss, sheet, row) {
     }
     // The wall clock of the spreadsheet's zone, as if it were UTC: what a date serial counts.
     var wall = Utilities.formatDate(new Date(), tz, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'");
-    queue.appendRow(queueRow(header, {
+    var queued = appendToQueue(press, queue, queueRow(header, {
       jobId: Utilities.getUuid(),
       wallMs: Date.parse(wall),
-      requester: Session.getActiveUser().getEmail(),
+      requester: press.requester,
       panelSheet: sheet.getName(),
       panelRow: row,
       target: label,
@@ -122,5 +225,5 @@ function takeIn(ss, sheet, row) {
   } finally {
     lock.releaseLock();
   }
-  ss.toast(queuedMessage(fn, label), 'sheetq');
+  if (queued) ss.toast(queuedMessage(fn, label), 'sheetq');
 }

@@ -1,8 +1,9 @@
 /**
  * sheetq's intake for a PANEL_V2 panel, as pure functions: the queue row a ▶ press becomes,
- * the duplicate guard, the resolution of the panel's target label, and the toast texts.
+ * the duplicate guard, the resolution of the panel's target label, who pressed, the plan of
+ * installing or removing the installable trigger, and the toast texts.
  *
- * Code.js calls these from the onEdit trigger; `node --test apps-script/` checks them. No
+ * Code.js calls these from its edit triggers; `node --test apps-script/` checks them. No
  * Apps Script service is used here, so both runtimes load this file unchanged. The layout
  * follows the daemon's defaults (sheetq.example.toml: [queue.headers], [queue.states],
  * [panel]); change both together.
@@ -272,6 +273,112 @@ function queuedMessage(fn, target) {
   return '受け付けました: ' + fn + '（' + target + '）';
 }
 
+/**
+ * Who pressed, for 依頼者: the e-mail of the edit event's `user`, or '' when Google does not
+ * say. Google fills it for the spreadsheet's own Workspace domain and leaves it blank
+ * otherwise ("A User object, representing the active user, if available (depending on a
+ * complex set of security restrictions)",
+ * https://developers.google.com/apps-script/guides/triggers/events#edit; the rules are
+ * those of User.getEmail(), https://developers.google.com/apps-script/reference/base/user#getEmail()).
+ * Never a guess: in an installable trigger the script runs as the trigger's owner, so
+ * anything but the event would name the owner for everyone.
+ */
+function requesterOf(e) {
+  var user = e && e.user;
+  if (user === undefined || user === null) return '';
+  var email = typeof user.getEmail === 'function' ? user.getEmail() : user;
+  return email === undefined || email === null ? '' : String(email).trim();
+}
+
+/**
+ * The installable-trigger intake: its handler, and the script property that says it is
+ * installed (its value is the e-mail of the account that owns the trigger). Script
+ * properties are one store for every user of the project, and a simple trigger may read
+ * them (AuthMode.LIMITED; https://developers.google.com/apps-script/reference/script/auth-mode),
+ * which is how the simple `onEdit` learns to stand down.
+ */
+var TRIGGER = {
+  handler: 'onSheetqEdit',
+  eventType: 'ON_EDIT',
+  ownerProperty: 'SHEETQ_TRIGGER_OWNER',
+};
+
+/** Whether the simple `onEdit` leaves presses to the installable trigger: it is installed. */
+function simpleStandsDown(ownerProperty) {
+  return ownerProperty !== null && ownerProperty !== undefined && String(ownerProperty).trim() !== '';
+}
+
+/** Whether a project trigger ({ handler, eventType }) is the intake's installable onEdit. */
+function isIntakeTrigger(t) {
+  return String(t.handler) === TRIGGER.handler && String(t.eventType) === TRIGGER.eventType;
+}
+
+/**
+ * What installSheetqTrigger does, run by `me`: `mine` the project's triggers that `me` owns
+ * (Apps Script shows no one another account's triggers), `recorded` the owner the script
+ * property names ('' or null when none). Returns
+ *   { create: true, message }           no intake trigger yet: create one, record `me`;
+ *   { create: false, message }          `me` has one already: keep it (and record `me`);
+ *   { refuse: true, message }           another account has one: a second would queue
+ *                                       every press twice.
+ */
+function installPlan(mine, recorded, me) {
+  var owner = recorded === null || recorded === undefined ? '' : String(recorded).trim();
+  if (mine.some(isIntakeTrigger)) {
+    return { create: false, message: 'sheetq の onEdit トリガーは ' + me + ' のものが既にあります（' + TRIGGER.handler + '）。何もしません' };
+  }
+  if (owner !== '' && owner !== me) {
+    return {
+      refuse: true,
+      message: 'sheetq の onEdit トリガーは既に ' + owner + ' が入れています。二つあると一回の押下が二度キューに入ります。' +
+        owner + ' が uninstallSheetqTrigger を実行してから、もう一度実行してください' +
+        '（' + owner + ' のトリガーがもう無いときは、プロジェクトの設定 → スクリプト プロパティで ' +
+        TRIGGER.ownerProperty + ' を削除してください）',
+    };
+  }
+  return {
+    create: true,
+    message: 'sheetq の onEdit トリガーを入れました。押下は ' + me + ' の権限でキューに書かれ、依頼者は押した人です（同じ Google Workspace ドメインの人のみ。他は空）',
+  };
+}
+
+/**
+ * What uninstallSheetqTrigger does besides deleting `me`'s intake triggers (`recorded` as
+ * installPlan's): clear the property when it names `me` or no one, so the simple trigger
+ * takes presses again; leave another owner's in place. Returns { clear, message }.
+ */
+function uninstallPlan(recorded, me) {
+  var owner = recorded === null || recorded === undefined ? '' : String(recorded).trim();
+  var clear = owner === '' || owner === me;
+  var message;
+  if (clear) {
+    message = 'sheetq の onEdit トリガーを外しました。押下は単純トリガー（押した人の権限）で受け付けます';
+  } else {
+    message = 'sheetq の onEdit トリガーは ' + owner + ' のものです。' + owner + ' が uninstallSheetqTrigger を実行してください';
+  }
+  return { clear: clear, message: message };
+}
+
+/**
+ * The toast of a press whose queue row Google refused because `_ジョブキュー` is protected
+ * (its message: "You are trying to edit a protected cell or object. Please contact the
+ * spreadsheet owner to remove protection if you need to edit.",
+ * https://github.com/theoephraim/node-google-spreadsheet/pull/20), or null for any other
+ * error. `runner`: the account the script ran as; `installable`: whether it ran as the
+ * installable trigger (whose owner must be an editor of the queue's protection) rather than
+ * as the person who pressed (who never should be).
+ */
+function queueRefusedMessage(errorMessage, installable, runner) {
+  if (!/protected cell or object/i.test(String(errorMessage))) return null;
+  if (installable) {
+    return '受け付けられませんでした: トリガーの所有者 ' + runner + ' は ' + QUEUE_SHEET +
+      ' の保護範囲の編集者ではありません。' + runner + ' が uninstallSheetqTrigger を実行し、' +
+      'スプレッドシートのオーナーが installSheetqTrigger を実行してください';
+  }
+  return '受け付けられませんでした: ' + QUEUE_SHEET + ' は保護されていて、押した人の権限では書き込めません。' +
+    'スプレッドシートのオーナーが Apps Script エディタで installSheetqTrigger を一度実行してください';
+}
+
 if (typeof module !== 'undefined') {
   module.exports = {
     QUEUE_SHEET: QUEUE_SHEET,
@@ -295,5 +402,12 @@ if (typeof module !== 'undefined') {
     resolveLabel: resolveLabel,
     noFunctionMessage: noFunctionMessage,
     queuedMessage: queuedMessage,
+    requesterOf: requesterOf,
+    TRIGGER: TRIGGER,
+    simpleStandsDown: simpleStandsDown,
+    isIntakeTrigger: isIntakeTrigger,
+    installPlan: installPlan,
+    uninstallPlan: uninstallPlan,
+    queueRefusedMessage: queueRefusedMessage,
   };
 }

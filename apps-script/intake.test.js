@@ -161,3 +161,70 @@ test('a panel already asked for is not asked again, whatever else the queue hold
   assert.match(intake.panelAskedMessage('B'), /「B」は準備中/);
   assert.match(intake.noLabelMessage(4), /^4 行目/);
 });
+
+test('who pressed is the event\'s user, or empty when Google does not say', () => {
+  const user = (email) => ({ user: { getEmail: () => email } });
+  assert.equal(intake.requesterOf(user('alice@example.com')), 'alice@example.com');
+  assert.equal(intake.requesterOf(user('')), '', 'Google blanks people outside the domain');
+  assert.equal(intake.requesterOf({}), '', 'an event without a user names no one');
+  assert.equal(intake.requesterOf({ user: null }), '');
+  assert.equal(intake.requesterOf({ user: ' bob@example.com ' }), 'bob@example.com',
+    'a user given as text is taken as its e-mail');
+});
+
+test('the simple trigger stands down exactly while an installable trigger is recorded', () => {
+  assert.equal(intake.simpleStandsDown('owner@example.com'), true);
+  assert.equal(intake.simpleStandsDown(null), false, 'getProperty answers null when unset');
+  assert.equal(intake.simpleStandsDown(''), false);
+  assert.equal(intake.simpleStandsDown('  '), false);
+});
+
+test('only an edit trigger of onSheetqEdit is the intake\'s trigger', () => {
+  assert.equal(intake.isIntakeTrigger({ handler: 'onSheetqEdit', eventType: 'ON_EDIT' }), true);
+  const enumLike = { toString: () => 'ON_EDIT' };
+  assert.equal(intake.isIntakeTrigger({ handler: 'onSheetqEdit', eventType: enumLike }), true,
+    'ScriptApp.EventType values compare by name');
+  assert.equal(intake.isIntakeTrigger({ handler: 'onSheetqEdit', eventType: 'ON_CHANGE' }), false);
+  assert.equal(intake.isIntakeTrigger({ handler: 'backup', eventType: 'ON_EDIT' }), false);
+});
+
+test('install: creates once, keeps its own, refuses another account\'s naming it', () => {
+  const me = 'owner@example.com';
+  const mine = [{ handler: 'onSheetqEdit', eventType: 'ON_EDIT' }];
+  const fresh = intake.installPlan([], null, me);
+  assert.equal(fresh.create, true, 'nothing installed: create');
+  assert.match(fresh.message, /owner@example\.com の権限/);
+  assert.equal(intake.installPlan([], me, me).create, true,
+    'recorded as mine but deleted by hand in the Triggers page: create it again');
+  const again = intake.installPlan(mine, me, me);
+  assert.equal(again.create, false, 'one of mine exists: never a second');
+  assert.notEqual(again.refuse, true);
+  assert.equal(intake.installPlan([{ handler: 'other', eventType: 'ON_EDIT' }], null, me).create, true,
+    'another handler is not ours');
+  const theirs = intake.installPlan([], 'admin@example.com', me);
+  assert.equal(theirs.refuse, true, 'a second account\'s trigger would queue each press twice');
+  assert.notEqual(theirs.create, true);
+  assert.match(theirs.message, /admin@example\.com が入れています/);
+  assert.match(theirs.message, /uninstallSheetqTrigger/);
+  assert.match(theirs.message, /SHEETQ_TRIGGER_OWNER/, 'names the property to delete when it is stale');
+});
+
+test('uninstall clears the record only when it is the caller\'s or no one\'s', () => {
+  assert.equal(intake.uninstallPlan('owner@example.com', 'owner@example.com').clear, true);
+  assert.equal(intake.uninstallPlan(null, 'owner@example.com').clear, true);
+  const theirs = intake.uninstallPlan('admin@example.com', 'owner@example.com');
+  assert.equal(theirs.clear, false, 'another account\'s trigger stays recorded while it runs');
+  assert.match(theirs.message, /admin@example\.com が uninstallSheetqTrigger/);
+});
+
+test('a write refused by the queue\'s protection is told plainly; other errors are not taken for it', () => {
+  const google = 'Exception: You are trying to edit a protected cell or object. Please contact ' +
+    'the spreadsheet owner to remove protection if you need to edit. (POST :batchUpdate answered 400)';
+  const simple = intake.queueRefusedMessage(google, false, '');
+  assert.match(simple, /_ジョブキュー は保護されていて/);
+  assert.match(simple, /installSheetqTrigger/, 'says what fixes it');
+  const installable = intake.queueRefusedMessage(google, true, 'ed@example.com');
+  assert.match(installable, /トリガーの所有者 ed@example\.com は _ジョブキュー の保護範囲の編集者ではありません/);
+  assert.equal(intake.queueRefusedMessage('Exception: Service Spreadsheets failed', false, ''), null);
+  assert.equal(intake.queueRefusedMessage(undefined, false, ''), null);
+});

@@ -1,8 +1,11 @@
 /**
  * The Apps Script services that Code.js calls, for Node, over the Sheets API v4 (the sheetq
  * emulator in tests): SpreadsheetApp's Spreadsheet, Sheet and Range, LockService's document
- * lock, Session and Utilities. Each call is one synchronous HTTP request, as each service
- * call of Apps Script is, so Code.js runs unmodified and in its own order.
+ * lock, PropertiesService's script properties, ScriptApp's installable triggers, Session and
+ * Utilities. Each Sheets call is one synchronous HTTP request, as each service call of Apps
+ * Script is, so Code.js runs unmodified and in its own order. One `runtime` is one execution
+ * of the script, as one account; what outlives an execution (the document lock, script
+ * properties, installable triggers) lives in the project's directory (`projectStore`).
  *
  * Only what Code.js uses is here, and each piece behaves as Apps Script documents it:
  *   - Range.getValues(): '' for an empty cell, numbers, booleans and strings as they are, and
@@ -13,10 +16,26 @@
  *     appendRow is atomic, writes after the last row with content and adds a row to the
  *     grid when it is full (one AppendCellsRequest).
  *     https://developers.google.com/apps-script/reference/spreadsheet/sheet#appendRow(Object)
+ *     A write Google refuses throws an Exception carrying Google's message (for a protected
+ *     range: "You are trying to edit a protected cell or object…").
  *   - Sheet.getDataRange(): A1 to the last row and column with content.
  *   - LockService.getDocumentLock(): one lock per document across every running script;
  *     waitLock(ms) throws when it is not had within ms.
  *     https://developers.google.com/apps-script/reference/lock/lock#waitLock(Integer)
+ *   - PropertiesService.getScriptProperties(): one store shared by every user of the
+ *     project; a simple trigger may read it (AuthMode.LIMITED).
+ *     https://developers.google.com/apps-script/reference/properties/properties-service
+ *   - ScriptApp: newTrigger(fn).forSpreadsheet(ss).onEdit().create(), getProjectTriggers()
+ *     (the triggers of the current user only: "A given account cannot see triggers
+ *     installed from a second account") and deleteTrigger(). Needs authorisation, so a
+ *     simple trigger's call throws.
+ *     https://developers.google.com/apps-script/reference/script/script-app
+ *     https://developers.google.com/apps-script/guides/triggers/installable#restrictions
+ *   - Session: getActiveUser() in a simple trigger or a run from the editor,
+ *     getEffectiveUser() where the script runs with authorisation (the trigger's owner for
+ *     an installable trigger). Where this runtime does not know Google's answer (the active
+ *     user of an installable trigger, the effective user of a simple one) the call throws.
+ *     https://developers.google.com/apps-script/reference/base/session
  *   - Utilities.formatDate(): SimpleDateFormat patterns (the letters Code.js uses; any other
  *     letter is an error here rather than a guess).
  */
@@ -29,7 +48,6 @@ const path = require('node:path');
 
 const SERIAL_EPOCH_MS = Date.UTC(1899, 11, 30);
 const MS_PER_DAY = 86400000;
-const SCOPE = 'https://www.googleapis.com/auth/spreadsheets';
 
 /** One HTTP request, synchronously: a child Node process sends it with fetch. */
 function httpSync(method, url, headers, body) {
@@ -57,27 +75,85 @@ function sleep(ms) {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-function base64url(data) {
-  return Buffer.from(data).toString('base64url');
+/**
+ * An access token for the person `email`, from the emulator's people endpoint
+ * (`POST /_emulator/people/token`): people sign in with Google, not with a key, so the
+ * emulator hands their tokens out directly.
+ */
+function personToken(tokenUrl, email) {
+  const r = httpSync('POST', tokenUrl, { 'content-type': 'application/json' },
+    JSON.stringify({ email }));
+  if (r.status !== 200) {
+    throw new Error('no token for ' + email + ': ' + tokenUrl + ' answered ' + r.status + ': ' + r.text);
+  }
+  return JSON.parse(r.text).access_token;
 }
 
-/** An access token for the service account of `key`, by the JWT bearer grant (RFC 7523). */
-function accessToken(key) {
-  const now = Math.floor(Date.now() / 1000);
-  const header = base64url(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid: key.private_key_id }));
-  const claims = base64url(JSON.stringify({
-    iss: key.client_email, scope: SCOPE, aud: key.token_uri, iat: now, exp: now + 3600,
-  }));
-  const signature = crypto.createSign('RSA-SHA256').update(header + '.' + claims)
-    .sign(key.private_key, 'base64url');
-  const body = new URLSearchParams({
-    grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
-    assertion: header + '.' + claims + '.' + signature,
-  }).toString();
-  const r = httpSync('POST', key.token_uri,
-    { 'content-type': 'application/x-www-form-urlencoded' }, body);
-  if (r.status !== 200) throw new Error('token endpoint answered ' + r.status + ': ' + r.text);
-  return JSON.parse(r.text).access_token;
+/** Consumer Google accounts: no Workspace domain, so no one shares one with them. */
+const CONSUMER_DOMAINS = ['gmail.com', 'googlemail.com'];
+
+function domainOf(email) {
+  const at = String(email).lastIndexOf('@');
+  return at < 0 ? '' : String(email).slice(at + 1).toLowerCase();
+}
+
+/**
+ * The e-mail a script run without `user`'s own authorisation may see of them (an edit
+ * event's `user`, Session.getActiveUser() in a simple trigger): theirs when they own the
+ * script or share its owner's Google Workspace domain, else ''. "The user's email address
+ * is not available in any context that allows a script to run without that user's
+ * authorization … However, these restrictions generally do not apply if the developer runs
+ * the script themselves or belongs to the same Google Workspace domain as the user."
+ * https://developers.google.com/apps-script/reference/base/user#getEmail()
+ */
+function visibleEmail(user, scriptOwner) {
+  if (user === scriptOwner) return user;
+  const domain = domainOf(user);
+  if (domain === '' || CONSUMER_DOMAINS.includes(domain)) return '';
+  return domain === domainOf(scriptOwner) ? user : '';
+}
+
+/** A User, as Session and edit events give one. */
+function userObject(email) {
+  return { getEmail: () => email, toString: () => email };
+}
+
+/** An Apps Script enum value: compares by identity, prints as its name. */
+function enumValue(name) {
+  return Object.freeze({ name: () => name, toString: () => name, toJSON: () => name });
+}
+
+const EventType = Object.freeze({ ON_EDIT: enumValue('ON_EDIT') });
+const TriggerSource = Object.freeze({ SPREADSHEETS: enumValue('SPREADSHEETS') });
+
+/**
+ * What outlives one execution of the project, kept in `dir`: the document lock (a
+ * directory), the script properties and the installable triggers (JSON files, each
+ * replaced whole by a rename).
+ */
+function projectStore(dir) {
+  const file = (name) => path.join(dir, name);
+  function read(name, empty) {
+    try {
+      return JSON.parse(fs.readFileSync(file(name), 'utf8'));
+    } catch (e) {
+      if (e.code === 'ENOENT') return empty;
+      throw e;
+    }
+  }
+  function write(name, value) {
+    const tmp = file(name + '.' + process.pid + '.tmp');
+    fs.writeFileSync(tmp, JSON.stringify(value, null, 2));
+    fs.renameSync(tmp, file(name));
+  }
+  return {
+    lockPath: file('document.lock'),
+    properties: () => read('script-properties.json', {}),
+    setProperties: (p) => write('script-properties.json', p),
+    /** Every installable trigger: { uid, owner, handler, eventType, sourceId }. */
+    triggers: () => read('triggers.json', []),
+    setTriggers: (t) => write('triggers.json', t),
+  };
 }
 
 /** Column letters of 1-based column `n`. */
@@ -167,13 +243,16 @@ function formatDate(date, timeZone, pattern) {
 }
 
 /**
- * The services, for the spreadsheet `spreadsheetId` at `apiBase` (…/v4/), called as the
- * service account of `credentials` (standing for the person who edits), `user` being that
- * person's e-mail, the document lock kept under `lockDir`.
+ * The services of one execution, for the spreadsheet `spreadsheetId` at `apiBase` (…/v4/):
+ *   token          the access token of the account the script runs as;
+ *   effectiveUser  that account's e-mail (Session.getEffectiveUser());
+ *   activeUser     what Session.getActiveUser() gives ('' when hidden), or undefined where
+ *                  this runtime does not know;
+ *   authorized     whether the run has the script's authorisation (an installable trigger,
+ *                  a run from the editor) or not (a simple trigger);
+ *   project        the project's lasting state (projectStore).
  */
-function runtime({ apiBase, spreadsheetId, credentials, user, lockDir }) {
-  const key = JSON.parse(fs.readFileSync(credentials, 'utf8'));
-  const token = accessToken(key);
+function runtime({ apiBase, spreadsheetId, token, effectiveUser, activeUser, authorized, project }) {
   const toasts = [];
 
   function api(method, pathAndQuery, body) {
@@ -183,8 +262,15 @@ function runtime({ apiBase, spreadsheetId, credentials, user, lockDir }) {
     if (body !== undefined) headers['content-type'] = 'application/json';
     const r = httpSync(method, url, headers, body === undefined ? undefined : JSON.stringify(body));
     if (r.status !== 200) {
-      throw new Error('Exception: Service Spreadsheets failed (' + method + ' ' + pathAndQuery +
-        ' answered ' + r.status + '): ' + r.text);
+      // Apps Script throws with Google's own message, as the person sees it in the editor.
+      let said = '';
+      try {
+        said = JSON.parse(r.text).error.message || '';
+      } catch (e) {
+        said = '';
+      }
+      throw new Error('Exception: ' + (said || 'Service Spreadsheets failed') + ' (' + method + ' ' +
+        pathAndQuery + ' answered ' + r.status + '): ' + r.text);
     }
     return JSON.parse(r.text);
   }
@@ -339,14 +425,13 @@ function runtime({ apiBase, spreadsheetId, credentials, user, lockDir }) {
     toast(message, title) { toasts.push({ message: String(message), title: String(title) }); },
   };
 
-  const lockPath = path.join(lockDir, 'document.lock');
   let held = false;
   const documentLock = {
     tryLock(ms) {
       const until = Date.now() + ms;
       for (;;) {
         try {
-          fs.mkdirSync(lockPath);
+          fs.mkdirSync(project.lockPath);
           held = true;
           return true;
         } catch (e) {
@@ -363,28 +448,138 @@ function runtime({ apiBase, spreadsheetId, credentials, user, lockDir }) {
     },
     hasLock() { return held; },
     releaseLock() {
-      if (held) fs.rmdirSync(lockPath);
+      if (held) fs.rmdirSync(project.lockPath);
       held = false;
     },
   };
 
+  const scriptProperties = {
+    getProperty(key) {
+      const v = project.properties()[key];
+      return v === undefined ? null : v;
+    },
+    getProperties() { return { ...project.properties() }; },
+    setProperty(key, value) {
+      project.setProperties({ ...project.properties(), [key]: String(value) });
+      return this;
+    },
+    deleteProperty(key) {
+      const p = project.properties();
+      delete p[key];
+      project.setProperties(p);
+      return this;
+    },
+  };
+
+  /** A service call that needs the script's authorisation, which a simple trigger lacks. */
+  function authorised(what, scope) {
+    if (!authorized) {
+      throw new Error('Exception: You do not have permission to call ' + what +
+        '. Required permissions: ' + scope);
+    }
+  }
+  const SCRIPTAPP_SCOPE = 'https://www.googleapis.com/auth/script.scriptapp';
+
+  function triggerObject(t) {
+    return {
+      getUniqueId: () => t.uid,
+      getHandlerFunction: () => t.handler,
+      getEventType: () => EventType[t.eventType],
+      getTriggerSource: () => TriggerSource.SPREADSHEETS,
+      getTriggerSourceId: () => t.sourceId,
+    };
+  }
+
+  const scriptApp = {
+    EventType,
+    TriggerSource,
+    newTrigger(handler) {
+      authorised('ScriptApp.newTrigger', SCRIPTAPP_SCOPE);
+      return {
+        forSpreadsheet(ss) {
+          return {
+            onEdit() {
+              return {
+                create() {
+                  const t = {
+                    uid: String(crypto.randomInt(2 ** 47)), owner: effectiveUser, handler: String(handler),
+                    eventType: 'ON_EDIT', sourceId: ss.getId(),
+                  };
+                  project.setTriggers(project.triggers().concat([t]));
+                  return triggerObject(t);
+                },
+              };
+            },
+          };
+        },
+      };
+    },
+    getProjectTriggers() {
+      authorised('ScriptApp.getProjectTriggers', SCRIPTAPP_SCOPE);
+      return project.triggers().filter((t) => t.owner === effectiveUser).map(triggerObject);
+    },
+    deleteTrigger(trigger) {
+      authorised('ScriptApp.deleteTrigger', SCRIPTAPP_SCOPE);
+      const uid = trigger.getUniqueId();
+      project.setTriggers(project.triggers().filter((t) => !(t.uid === uid && t.owner === effectiveUser)));
+    },
+  };
+
+  const session = {
+    getActiveUser() {
+      if (activeUser === undefined) {
+        throw new Error('Session.getActiveUser() in this kind of run is not modelled here; ' +
+          'an installable trigger learns who edited from the event\'s user');
+      }
+      return userObject(activeUser);
+    },
+    getEffectiveUser() {
+      if (!authorized) {
+        throw new Error('Session.getEffectiveUser() in a simple trigger is not modelled here');
+      }
+      return userObject(effectiveUser);
+    },
+  };
+
   const globals = {
-    SpreadsheetApp: { getActiveSpreadsheet: () => spreadsheet, openById: () => spreadsheet },
+    SpreadsheetApp: {
+      getActive: () => spreadsheet, getActiveSpreadsheet: () => spreadsheet, openById: () => spreadsheet,
+    },
     LockService: { getDocumentLock: () => documentLock },
-    Session: { getActiveUser: () => ({ getEmail: () => user }) },
+    PropertiesService: { getScriptProperties: () => scriptProperties },
+    ScriptApp: scriptApp,
+    Session: session,
     Utilities: { getUuid: () => crypto.randomUUID(), formatDate, sleep },
   };
 
-  /** The event of a person setting `a1` of sheet `title` to `value` (which this writes first, as their edit did). */
-  function edit(title, a1, value) {
+  /** The range `a1` of sheet `title` (which must exist). */
+  function rangeOf(title, a1) {
     const sheet = spreadsheet.getSheetByName(title);
     if (sheet === null) throw new Error('no sheet ' + title);
-    const range = sheet.getRange(a1);
-    range.setValue(value);
-    return { range, source: spreadsheet, value: String(value).toUpperCase(), user: { getEmail: () => user } };
+    return sheet.getRange(a1);
   }
 
-  return { globals, toasts, edit, documentLock };
+  /**
+   * The event of an edit that set `a1` of sheet `title` to `value`, seen by this execution:
+   * `user` the e-mail it may see of the person who edited ('' when hidden), `triggerUid`
+   * the installable trigger that fired (none for a simple trigger).
+   * https://developers.google.com/apps-script/guides/triggers/events#edit
+   */
+  function editEvent(title, a1, value, { user, triggerUid }) {
+    const e = {
+      authMode: authorized ? 'FULL' : 'LIMITED',
+      range: rangeOf(title, a1),
+      source: spreadsheet,
+      value: String(value).toUpperCase(),
+      user: userObject(user),
+    };
+    if (triggerUid !== undefined) e.triggerUid = triggerUid;
+    return e;
+  }
+
+  return { globals, toasts, rangeOf, editEvent, documentLock };
 }
 
-module.exports = { runtime, formatDate, instantOfWallClock, wallClockMs };
+module.exports = {
+  runtime, projectStore, personToken, visibleEmail, formatDate, instantOfWallClock, wallClockMs,
+};

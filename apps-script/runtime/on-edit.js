@@ -1,65 +1,54 @@
 #!/usr/bin/env node
 /**
- * Runs the Apps Script project's onEdit, unmodified, for one person's edit, against a
- * spreadsheet served over the Sheets API v4 (the sheetq emulator in tests):
+ * One person's edit of a spreadsheet served over the Sheets API v4 (the sheetq emulator in
+ * tests), and every trigger Apps Script runs for it, each as its own execution of the
+ * unmodified project:
  *
- *   node on-edit.js --api URL --spreadsheet ID --credentials KEY.json --user EMAIL \
- *                   --lock-dir DIR --sheet TITLE --cell A1 [--value true]
+ *   node on-edit.js --api URL --spreadsheet ID --people-token URL --project-dir DIR \
+ *                   --script-owner EMAIL --editor EMAIL --sheet TITLE --cell A1 [--value true]
  *
- * It writes the edit itself (as the person's tick did), loads intake.js and Code.js into
- * one global scope as Apps Script does, calls onEdit(e), and prints the toasts shown as
- * JSON on stdout. An exception thrown by the script exits with status 1, its message on
- * stderr.
+ * First the edit itself, written with the editor's own token (as their tick was). Then the
+ * simple trigger `onEdit`, as the editor, without the script's authorisation; then each
+ * installable edit trigger of the spreadsheet in the project (run.js installs them), as the
+ * account that owns it ("Installable triggers always run under the account of the person
+ * who created them",
+ * https://developers.google.com/apps-script/guides/triggers/installable#restrictions).
+ * Either sees the editor's e-mail only as Google shows it to a script that runs without
+ * their authorisation (gas.js, visibleEmail; --script-owner is the project's owner).
+ *
+ * Prints { "runs": [ { function, as, ran, toasts, logs, error } ] } as JSON. An exception
+ * thrown by the script is reported in its run; an edit the editor may not make, or a
+ * failure of the runner, exits with status 1.
  */
 'use strict';
 
-const fs = require('node:fs');
-const path = require('node:path');
-const vm = require('node:vm');
-const { runtime } = require('./gas.js');
+const { runtime, projectStore, personToken, visibleEmail } = require('./gas.js');
+const { execute, args, cli } = require('./execution.js');
 
-function args(argv) {
-  const out = {};
-  for (let i = 0; i < argv.length; i += 2) {
-    if (!argv[i].startsWith('--') || argv[i + 1] === undefined) {
-      throw new Error('usage: on-edit.js --api URL --spreadsheet ID --credentials FILE --user EMAIL ' +
-        '--lock-dir DIR --sheet TITLE --cell A1 [--value true]; got ' + argv.slice(i).join(' '));
-    }
-    out[argv[i].slice(2)] = argv[i + 1];
-  }
-  for (const k of ['api', 'spreadsheet', 'credentials', 'user', 'lock-dir', 'sheet', 'cell']) {
-    if (out[k] === undefined) throw new Error('on-edit.js needs --' + k);
-  }
-  return out;
-}
+const USAGE = 'on-edit.js --api URL --spreadsheet ID --people-token URL --project-dir DIR ' +
+  '--script-owner EMAIL --editor EMAIL --sheet TITLE --cell A1 [--value true]';
 
-function main() {
-  const a = args(process.argv.slice(2));
-  const gas = runtime({
-    apiBase: a.api, spreadsheetId: a.spreadsheet, credentials: a.credentials, user: a.user,
-    lockDir: a['lock-dir'],
-  });
-  const context = vm.createContext({ ...gas.globals, console });
-  const project = path.join(__dirname, '..');
-  for (const file of ['intake.js', 'Code.js']) {
-    const source = fs.readFileSync(path.join(project, file), 'utf8');
-    vm.runInContext(source, context, { filename: file });
-  }
+cli((argv) => {
+  const a = args(argv, ['api', 'spreadsheet', 'people-token', 'project-dir', 'script-owner',
+    'editor', 'sheet', 'cell'], USAGE);
+  const project = projectStore(a['project-dir']);
   const value = a.value === undefined ? true : JSON.parse(a.value);
-  const e = gas.edit(a.sheet, a.cell, value);
-  try {
-    context.onEdit(e);
-  } finally {
-    // Apps Script releases a script's locks when it ends, thrown or not.
-    gas.documentLock.releaseLock();
-  }
-  process.stdout.write(JSON.stringify({ toasts: gas.toasts }) + '\n');
-}
+  const seen = visibleEmail(a.editor, a['script-owner']);
+  const as = (email, authorized, activeUser) => runtime({
+    apiBase: a.api, spreadsheetId: a.spreadsheet, token: personToken(a['people-token'], email),
+    effectiveUser: email, activeUser, authorized, project,
+  });
 
-try {
-  main();
-} catch (e) {
-  process.stderr.write((e && e.stack) || String(e));
-  process.stderr.write('\n');
-  process.exit(1);
-}
+  const simple = as(a.editor, false, seen);
+  simple.rangeOf(a.sheet, a.cell).setValue(value);
+  const runs = [execute(simple, 'onEdit', simple.editEvent(a.sheet, a.cell, value, { user: seen }), a.editor)];
+
+  const installed = project.triggers()
+    .filter((t) => t.eventType === 'ON_EDIT' && t.sourceId === a.spreadsheet);
+  for (const t of installed) {
+    const gas = as(t.owner, true, undefined);
+    const e = gas.editEvent(a.sheet, a.cell, value, { user: seen, triggerUid: t.uid });
+    runs.push(execute(gas, t.handler, e, t.owner));
+  }
+  return { runs };
+});

@@ -1,16 +1,22 @@
 //! The Apps Script intake run for real: `apps-script/Code.js` and `intake.js`, unmodified,
 //! executed by Node on `apps-script/runtime/gas.js` (the `SpreadsheetApp`, `LockService`,
-//! `Session` and `Utilities` calls Code.js makes, each one request to the emulator's HTTP
-//! API, as the person who ticked), then a sheetq daemon running what the script queued.
+//! `PropertiesService`, `ScriptApp`, `Session` and `Utilities` calls Code.js makes, each
+//! Sheets call one request to the emulator's HTTP API), then a sheetq daemon running what the
+//! script queued. A tick is the person's own write, then every trigger Apps Script runs for
+//! it: the simple `onEdit` as that person, each installable trigger as its owner
+//! (`runtime/on-edit.js`); `installSheetqTrigger` is run from the script editor by an
+//! account (`runtime/run.js`).
 //!
 //! Ignored by a plain `cargo test` (it needs Node); `.ci/run` runs it with
 //! `cargo test --test it apps_script -- --ignored`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value as Json;
+use serde_json::{json, Value as Json};
+use sheetq::emulator::auth::CLIENT_EMAIL;
+use sheetq::emulator::seed::QUEUE_SHEET_ID;
 use sheetq::emulator::{Emulator, Quota};
 use sheetq::queue::{QueueRow, State};
 
@@ -18,68 +24,143 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(40);
 
-/// A person of the spreadsheet who ticks boxes: their credentials (a service account of
-/// the emulator standing for them), e-mail and the document lock's home.
-struct Person {
-    dir: tempfile::TempDir,
-    credentials: PathBuf,
-    email: String,
+/// People of the spreadsheet's Workspace domain (the emulator's owner is `owner@example.com`).
+const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+/// Someone the spreadsheet is shared with from outside that domain.
+const OUTSIDER: &str = "carol@elsewhere.example";
+
+/// What one execution of the script did (`runtime/execution.js`).
+#[derive(Debug, serde::Deserialize)]
+struct Run {
+    function: String,
+    #[serde(rename = "as")]
+    account: String,
+    ran: bool,
+    toasts: Vec<Toast>,
+    logs: Vec<String>,
+    error: Option<String>,
 }
 
-impl Person {
-    fn new(emu: &Emulator, name: &str) -> Self {
+#[derive(Debug, serde::Deserialize)]
+struct Toast {
+    message: String,
+}
+
+impl Run {
+    fn toasts(&self) -> Vec<String> {
+        self.toasts.iter().map(|t| t.message.clone()).collect()
+    }
+}
+
+/// The Apps Script project bound to the emulator's spreadsheet: what outlives one execution
+/// (the document lock, script properties, installable triggers) lives in its directory.
+struct Project<'a> {
+    emu: &'a Emulator,
+    dir: tempfile::TempDir,
+}
+
+impl<'a> Project<'a> {
+    fn new(emu: &'a Emulator) -> Self {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("no temp dir: {e}"));
-        let credentials = dir.path().join("key.json");
-        std::fs::write(&credentials, emu.credentials_json_for(name))
-            .unwrap_or_else(|e| panic!("cannot write {}: {e}", credentials.display()));
-        Person {
-            dir,
-            credentials,
-            email: Emulator::account(name),
-        }
+        Project { emu, dir }
     }
 
-    /// Ticks `cell` of sheet `title` and runs the project's onEdit for that edit, with the
-    /// document lock under `lock_dir`; returns the toasts it showed.
-    async fn tick(&self, emu: &Emulator, lock_dir: &Path, title: &str, cell: &str) -> Vec<String> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("apps-script/runtime/on-edit.js");
+    /// `node apps-script/runtime/<script>` with the arguments every run needs.
+    fn node(&self, script: &str) -> Command {
+        let base = self.emu.base_url();
+        let base = base.trim_end_matches('/');
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("apps-script/runtime")
+            .join(script);
         let mut cmd = Command::new(std::env::var("NODE").unwrap_or_else(|_| "node".into()));
-        cmd.arg(&script)
-            .args([
-                "--api",
-                &format!("{}/v4", emu.base_url().trim_end_matches('/')),
-            ])
-            .args(["--spreadsheet", emu.spreadsheet_id()])
-            .arg("--credentials")
-            .arg(&self.credentials)
-            .args(["--user", &self.email])
-            .arg("--lock-dir")
-            .arg(lock_dir)
-            .args(["--sheet", title, "--cell", cell]);
+        cmd.arg(path)
+            .args(["--api", &format!("{base}/v4")])
+            .args(["--spreadsheet", self.emu.spreadsheet_id()])
+            .args(["--people-token", &format!("{base}/_emulator/people/token")])
+            .arg("--project-dir")
+            .arg(self.dir.path());
+        cmd
+    }
+
+    /// Runs `cmd` and parses what it printed.
+    async fn output<T: serde::de::DeserializeOwned>(what: String, mut cmd: Command) -> T {
         let out = tokio::task::spawn_blocking(move || cmd.output())
             .await
-            .unwrap_or_else(|e| panic!("the onEdit run panicked: {e}"))
+            .unwrap_or_else(|e| panic!("{what} panicked: {e}"))
             .unwrap_or_else(|e| panic!("cannot run node (install Node.js; .ci/run does): {e}"));
         assert!(
             out.status.success(),
-            "onEdit for {title}!{cell} failed: {}",
+            "{what} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let printed: Json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
-                "on-edit.js printed no JSON ({e}): {}",
-                String::from_utf8_lossy(&out.stdout)
+                "{what} printed no JSON of a run ({e}): {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
             )
-        });
-        printed["toasts"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .map(|t| t["message"].as_str().unwrap_or_default().to_string())
-                    .collect()
-            })
-            .unwrap_or_default()
+        })
     }
+
+    /// `who` runs `function` from the script editor.
+    async fn run(&self, who: &str, function: &str) -> Run {
+        let mut cmd = self.node("run.js");
+        cmd.args(["--as", who, "--function", function]);
+        Self::output(format!("{function} run by {who}"), cmd).await
+    }
+
+    /// `editor` ticks `cell` of sheet `title`: every run of a trigger it caused, the simple
+    /// one first.
+    async fn tick(&self, editor: &str, title: &str, cell: &str) -> Vec<Run> {
+        let mut cmd = self.node("on-edit.js");
+        cmd.args(["--script-owner", &self.emu.owner()])
+            .args(["--editor", editor])
+            .args(["--sheet", title, "--cell", cell]);
+        #[derive(serde::Deserialize)]
+        struct Runs {
+            runs: Vec<Run>,
+        }
+        let runs: Runs = Self::output(format!("{editor}'s tick of {title}!{cell}"), cmd).await;
+        for r in &runs.runs {
+            assert!(
+                r.error.is_none(),
+                "{} as {} threw on {editor}'s tick of {title}!{cell}: {:?}",
+                r.function,
+                r.account,
+                r.error
+            );
+        }
+        runs.runs
+    }
+
+    /// The toasts of a tick's runs, in order: what the person is told.
+    async fn tick_toasts(&self, editor: &str, title: &str, cell: &str) -> Vec<String> {
+        self.tick(editor, title, cell)
+            .await
+            .iter()
+            .flat_map(Run::toasts)
+            .collect()
+    }
+}
+
+/// Protects `_ジョブキュー` as `sheetq init` does: a protected range whose only editor is the
+/// service account (the owner can always edit), set by the service account itself.
+async fn protect_queue(emu: &Emulator) {
+    let request = json!({"requests": [{"addProtectedRange": {"protectedRange": {
+        "range": {"sheetId": QUEUE_SHEET_ID},
+        "description": "sheetq: only the daemon writes the queue",
+        "editors": {"users": [CLIENT_EMAIL]},
+    }}}]});
+    ok(
+        "addProtectedRange on the queue",
+        hub(emu)
+            .await
+            .spreadsheets()
+            .batch_update(from_json(request), emu.spreadsheet_id())
+            .doit()
+            .await,
+    );
 }
 
 fn rows_of(emu: &Emulator, command: &str) -> Vec<QueueRow> {
@@ -89,19 +170,27 @@ fn rows_of(emu: &Emulator, command: &str) -> Vec<QueueRow> {
         .collect()
 }
 
+/// How many `spreadsheets.batchUpdate` calls `user` made that were answered `status` (the
+/// runtime's appendRow is one).
+fn batch_updates_by(emu: &Emulator, user: &str, status: u16) -> usize {
+    emu.requests()
+        .iter()
+        .filter(|r| r.method == "spreadsheets.batchUpdate" && r.user == user && r.status == status)
+        .count()
+}
+
 #[tokio::test]
 #[ignore = "needs Node.js; .ci/run runs it with --ignored"]
 async fn a_tick_run_through_code_js_is_queued_once_and_a_daemon_runs_it_to_done_on_its_panel_row() {
     let emu = start_with_quota(Quota::scaled(20)).await;
-    let alice = Person::new(&emu, "alice");
-    let lock_dir = alice.dir.path().to_path_buf();
+    let project = Project::new(&emu);
     let function = panel_row(&emu, "サーバーA", 8)[1].clone();
     assert!(
         !function.is_empty(),
         "the demo's panel row 8 names a function"
     );
 
-    let toasts = alice.tick(&emu, &lock_dir, "サーバーA", "A8").await;
+    let toasts = project.tick_toasts(ALICE, "サーバーA", "A8").await;
     assert_eq!(
         toasts,
         [format!("受け付けました: {function}（サーバーA）")],
@@ -116,7 +205,7 @@ async fn a_tick_run_through_code_js_is_queued_once_and_a_daemon_runs_it_to_done_
     assert_eq!(row.function, function);
     assert_eq!(row.panel_sheet, "サーバーA");
     assert_eq!(row.panel_row, Some(8));
-    assert_eq!(row.requester, alice.email, "the press names who ticked");
+    assert_eq!(row.requester, ALICE, "the press names who ticked");
     let received = row.received_at.unwrap_or_else(|| {
         panic!(
             "受付日時 is not a time sheetq reads: {}",
@@ -135,14 +224,14 @@ async fn a_tick_run_through_code_js_is_queued_once_and_a_daemon_runs_it_to_done_
     );
 
     // A second tick of the same button while the first waits: the duplicate guard answers.
-    let toasts = alice.tick(&emu, &lock_dir, "サーバーA", "A8").await;
+    let toasts = project.tick_toasts(ALICE, "サーバーA", "A8").await;
     let hhmm = received
         .with_timezone(&chrono_tz::Asia::Tokyo)
         .format("%H:%M")
         .to_string();
     assert_eq!(
         toasts,
-        [format!("既に実行中です（依頼: {} / {hhmm}）", alice.email)],
+        [format!("既に実行中です（依頼: {ALICE} / {hhmm}）")],
         "the second tick is refused, naming who asked first and when"
     );
     assert_eq!(
@@ -178,13 +267,11 @@ async fn a_tick_run_through_code_js_is_queued_once_and_a_daemon_runs_it_to_done_
 #[ignore = "needs Node.js; .ci/run runs it with --ignored"]
 async fn two_people_ticking_one_button_at_once_queue_one_row_under_the_document_lock() {
     let emu = start_with_quota(Quota::scaled(20)).await;
-    let alice = Person::new(&emu, "alice");
-    let bob = Person::new(&emu, "bob");
-    // One document, one lock, whoever runs the script.
-    let lock_dir = alice.dir.path().to_path_buf();
+    // One project, one document lock, whoever runs the script.
+    let project = Project::new(&emu);
     let (a, b) = tokio::join!(
-        alice.tick(&emu, &lock_dir, "サーバーB", "A8"),
-        bob.tick(&emu, &lock_dir, "サーバーB", "A8"),
+        project.tick_toasts(ALICE, "サーバーB", "A8"),
+        project.tick_toasts(BOB, "サーバーB", "A8"),
     );
     let queued = queue_rows(&emu);
     assert_eq!(
@@ -214,8 +301,7 @@ async fn two_people_ticking_one_button_at_once_queue_one_row_under_the_document_
 #[ignore = "needs Node.js; .ci/run runs it with --ignored"]
 async fn an_index_tick_run_through_code_js_queues_a_panel_job_that_a_daemon_runs() {
     let emu = start_with_quota(Quota::scaled(20)).await;
-    let alice = Person::new(&emu, "alice");
-    let lock_dir = alice.dir.path().to_path_buf();
+    let project = Project::new(&emu);
     let index = sheet_values(&emu, "▶パネル");
     let label = index
         .get(1)
@@ -224,7 +310,7 @@ async fn an_index_tick_run_through_code_js_queues_a_panel_job_that_a_daemon_runs
         .unwrap_or_else(|| panic!("the demo's index row 2 has a label: {index:?}"))
         .to_string();
 
-    let toasts = alice.tick(&emu, &lock_dir, "▶パネル", "A2").await;
+    let toasts = project.tick_toasts(ALICE, "▶パネル", "A2").await;
     assert_eq!(
         toasts,
         [format!(
@@ -244,7 +330,7 @@ async fn an_index_tick_run_through_code_js_queues_a_panel_job_that_a_daemon_runs
         .unwrap_or_else(|e| panic!("argsJSON {:?} is not JSON: {e}", job.args_json));
     assert_eq!(open, serde_json::json!({ "open": [label] }));
 
-    let toasts = alice.tick(&emu, &lock_dir, "▶パネル", "A2").await;
+    let toasts = project.tick_toasts(ALICE, "▶パネル", "A2").await;
     assert_eq!(toasts, [format!("パネル「{label}」は準備中です")]);
     assert_eq!(rows_of(&emu, "sheetq.panels").len(), 1);
 
@@ -257,4 +343,155 @@ async fn an_index_tick_run_through_code_js_queues_a_panel_job_that_a_daemon_runs
         describe_queue(&done)
     );
     fleet.stop(&emu).await;
+}
+
+#[tokio::test]
+#[ignore = "needs Node.js; .ci/run runs it with --ignored"]
+async fn installed_by_the_owner_the_trigger_writes_the_protected_queue_naming_who_ticked_and_a_daemon_runs_it(
+) {
+    let emu = start_with_quota(Quota::scaled(20)).await;
+    protect_queue(&emu).await;
+    let project = Project::new(&emu);
+    let owner = emu.owner();
+
+    let installed = project.run(&owner, "installSheetqTrigger").await;
+    assert!(installed.ran && installed.error.is_none(), "{installed:?}");
+    assert!(
+        installed
+            .logs
+            .iter()
+            .any(|l| l.contains("トリガーを入れました")),
+        "the owner is told the trigger is in: {installed:?}"
+    );
+    let again = project.run(&owner, "installSheetqTrigger").await;
+    assert!(
+        again.error.is_none() && again.logs.iter().any(|l| l.contains("既にあります")),
+        "running it twice keeps the one trigger: {again:?}"
+    );
+    let other = project.run(ALICE, "installSheetqTrigger").await;
+    assert!(
+        other.error.as_deref().is_some_and(|e| e.contains(&owner)),
+        "a second account's install is refused, naming the owner: {other:?}"
+    );
+
+    let function = panel_row(&emu, "サーバーA", 8)[1].clone();
+    let runs = project.tick(ALICE, "サーバーA", "A8").await;
+    let [simple, installable] = &runs[..] else {
+        panic!("one tick runs the simple trigger and the one installable trigger: {runs:?}");
+    };
+    assert_eq!(
+        (simple.function.as_str(), simple.account.as_str()),
+        ("onEdit", ALICE)
+    );
+    assert!(
+        simple.toasts.is_empty(),
+        "the simple trigger stands down while the installable one is in: {simple:?}"
+    );
+    assert_eq!(
+        (installable.function.as_str(), installable.account.as_str()),
+        ("onSheetqEdit", owner.as_str()),
+        "the installable trigger runs as its owner"
+    );
+    assert_eq!(
+        installable.toasts(),
+        [format!("受け付けました: {function}（サーバーA）")]
+    );
+
+    let queued = queue_rows(&emu);
+    let [row] = &queued[..] else {
+        panic!("one tick must queue one row:\n{}", describe_queue(&queued));
+    };
+    assert!(row.state.is(State::Waiting), "{}", describe_queue(&queued));
+    assert_eq!(
+        row.requester, ALICE,
+        "依頼者 is who ticked (the event's user), not the trigger's owner"
+    );
+    assert_eq!(row.function, function);
+    assert_eq!(
+        batch_updates_by(&emu, &owner, 200),
+        1,
+        "the row was appended by the trigger's owner"
+    );
+    assert_eq!(
+        batch_updates_by(&emu, ALICE, 200) + batch_updates_by(&emu, ALICE, 400),
+        0,
+        "the person who ticked never wrote the queue"
+    );
+    assert_eq!(
+        panel_row(&emu, "サーバーA", 8)[0],
+        "FALSE",
+        "the ▶ box goes back after the press"
+    );
+
+    let fleet = Fleet::start(&emu, &["d1"], &[], "").await;
+    let job = row.job_id.clone();
+    let done = wait_finished(&emu, std::slice::from_ref(&job), WAIT).await;
+    let finished = row_of(&done, &job);
+    assert!(finished.state.is(State::Done), "{}", describe_queue(&done));
+    assert_eq!(finished.requester, ALICE);
+    fleet.stop(&emu).await;
+}
+
+#[tokio::test]
+#[ignore = "needs Node.js; .ci/run runs it with --ignored"]
+async fn a_person_outside_the_owners_domain_is_queued_with_an_empty_requester_never_the_owners() {
+    let emu = start_with_quota(Quota::scaled(20)).await;
+    protect_queue(&emu).await;
+    let project = Project::new(&emu);
+    let owner = emu.owner();
+    let installed = project.run(&owner, "installSheetqTrigger").await;
+    assert!(installed.error.is_none(), "{installed:?}");
+
+    let toasts = project.tick_toasts(OUTSIDER, "サーバーB", "A8").await;
+    assert_eq!(toasts.len(), 1, "one press, one answer: {toasts:?}");
+    assert!(toasts[0].starts_with("受け付けました"), "{toasts:?}");
+    let queued = queue_rows(&emu);
+    let [row] = &queued[..] else {
+        panic!("one tick must queue one row:\n{}", describe_queue(&queued));
+    };
+    assert_eq!(
+        row.requester, "",
+        "Google does not show the script who ticked from outside the domain: 依頼者 stays empty, never {owner}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs Node.js; .ci/run runs it with --ignored"]
+async fn the_simple_trigger_cannot_write_a_protected_queue_and_tells_the_person_so() {
+    let emu = start_with_quota(Quota::scaled(20)).await;
+    protect_queue(&emu).await;
+    let project = Project::new(&emu);
+
+    let runs = project.tick(ALICE, "サーバーA", "A8").await;
+    let [simple] = &runs[..] else {
+        panic!("with no installable trigger only the simple one runs: {runs:?}");
+    };
+    assert_eq!(
+        (simple.function.as_str(), simple.account.as_str()),
+        ("onEdit", ALICE),
+        "the simple trigger runs as the person"
+    );
+    let [told] = &simple.toasts()[..] else {
+        panic!("the person is told once: {simple:?}");
+    };
+    assert!(
+        told.contains("_ジョブキュー は保護されていて") && told.contains("installSheetqTrigger"),
+        "the toast says the queue refused the row and what fixes it: {told}"
+    );
+    assert_eq!(
+        batch_updates_by(&emu, ALICE, 400),
+        1,
+        "Google refused the person's append with a 400"
+    );
+    let queued = queue_rows(&emu);
+    assert!(
+        queued.is_empty(),
+        "no row is queued:\n{}",
+        describe_queue(&queued)
+    );
+    assert_eq!(
+        panel_row(&emu, "サーバーA", 8)[0],
+        "FALSE",
+        "the ▶ box goes back, refused or not"
+    );
 }
