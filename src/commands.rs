@@ -274,6 +274,11 @@ impl Registry {
         self
     }
 
+    /// Whether the queue was found protected ([`Registry::with_queue_protected`]).
+    pub fn queue_protected(&self) -> bool {
+        self.queue_protected
+    }
+
     /// The functions and targets jobs are checked against.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog

@@ -71,6 +71,10 @@ pub enum DaemonError {
         "'_ワーカー' has {columns} columns, but heartbeat rows now need 10 (A–J: their process, running jobs, account and the daemons they share it with) and it could not be widened; run `sheetq init --config FILE` once to widen it"
     )]
     WorkerSheetTooNarrow { columns: i32 },
+    #[error(
+        "a function of sheetq.toml limits who may run it (allow), but 依頼者 cannot be trusted on this spreadsheet: {0}. Protect the queue, or remove allow from [[functions]]"
+    )]
+    AllowOnOpenQueue(String),
 }
 
 /// How many reported row problems a daemon remembers, so as not to report them again.
@@ -94,7 +98,8 @@ impl DaemonError {
             | DaemonError::Layout(_)
             | DaemonError::TimeZone(_)
             | DaemonError::WorkerIdInUse(_)
-            | DaemonError::WorkerSheetTooNarrow { .. } => true,
+            | DaemonError::WorkerSheetTooNarrow { .. }
+            | DaemonError::AllowOnOpenQueue(_) => true,
             DaemonError::Outbox(_) => false,
         }
     }
@@ -630,7 +635,8 @@ impl Daemon {
         observers: Observers,
         shared: Shared,
     ) -> Result<Self, DaemonError> {
-        let layout = load_layout(sheets.as_ref(), &config).await?;
+        let (layout, queue_protection) = load_layout(sheets.as_ref(), &config).await?;
+        let registry = trust_queue(registry, &config, queue_protection)?;
         let outbox = Outbox::open(&config.state_dir)?;
         let policy = claim_policy(&config);
         let Shared {
@@ -735,7 +741,7 @@ impl Daemon {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 reload = next_reload(&mut reloads) => {
-                    self.reload(&reload);
+                    self.reload(&reload).await;
                     continue;
                 }
                 _ = tokio::time::sleep_until(next) => { first = false; }
@@ -807,7 +813,32 @@ impl Daemon {
     /// intake, timing, budget and retention apply from the next pass on; running jobs go
     /// on as they started. A setting of [`RESTART_ONLY`] that changed is named and keeps
     /// its running value.
-    fn reload(&mut self, reload: &Reload) {
+    async fn reload(&mut self, reload: &Reload) {
+        // Who may press is honoured only on a protected queue: read its protection afresh
+        // (one read, only on a reload), and refuse a config that asks for `allow` without it.
+        let registry = match self.sheets.metadata().await {
+            Ok(meta) => {
+                let protection = queue_protection(&meta, self.sheets.as_ref(), &reload.config);
+                match trust_queue(reload.registry.clone(), &reload.config, protection) {
+                    Ok(registry) => registry,
+                    Err(e) => {
+                        error!(error = %e, "the config was not reloaded, the one in force stays");
+                        return;
+                    }
+                }
+            }
+            Err(e) if reload.registry.catalog().has_allow() => {
+                error!(error = %e, "the config was not reloaded, the one in force stays: its allow needs the queue's protection, which could not be read; send SIGHUP again");
+                return;
+            }
+            Err(e) => {
+                warn!(error = %e, "could not read the queue's protection; continuation steps keep the trust they had");
+                reload
+                    .registry
+                    .clone()
+                    .with_queue_protected(self.registry.queue_protected())
+            }
+        };
         let new = &reload.config;
         let old = &self.config;
         let changed: Vec<&str> = [
@@ -846,7 +877,7 @@ impl Daemon {
             retention: new.retention,
             ..self.config.clone()
         };
-        self.registry = reload.registry.clone();
+        self.registry = registry;
         self.policy = claim_policy(&self.config);
         // The account's budget is split again at the next pass, from the new total.
         self.served.sharing = 0;
@@ -1555,8 +1586,12 @@ fn pid_alive(pid: u32) -> bool {
 }
 
 /// Reads the spreadsheet's metadata and the queue header: the fatal checks of start-up.
-async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Layout, DaemonError> {
+async fn load_layout(
+    sheets: &dyn Sheets,
+    config: &Config,
+) -> Result<(Layout, QueueProtection), DaemonError> {
     let meta = sheets.metadata().await?;
+    let protection = queue_protection(&meta, sheets, config);
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
     let queue = meta
         .sheet(QUEUE_SHEET)
@@ -1591,13 +1626,52 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Layout, Dae
         .await?;
     let header_row = crate::sheets::first_row(&header);
     let columns = ColumnMap::from_header(&header_row, &config.headers)?;
-    Ok(Layout {
-        tz,
-        worker_sheet_id: worker.sheet_id,
-        queue_sheet_id: queue.sheet_id,
-        last_col,
-        columns,
-    })
+    Ok((
+        Layout {
+            tz,
+            worker_sheet_id: worker.sheet_id,
+            queue_sheet_id: queue.sheet_id,
+            last_col,
+            columns,
+        },
+        protection,
+    ))
+}
+
+/// Whether only sheetq's service accounts (and the owner) can write the queue, as the
+/// spreadsheet's protected ranges say: `Err` says why not, with the fix.
+type QueueProtection = Result<(), String>;
+
+/// The queue's protection, from metadata read anyway (at start, or on a reload).
+fn queue_protection(
+    meta: &crate::sheets::SpreadsheetMeta,
+    sheets: &dyn Sheets,
+    config: &Config,
+) -> QueueProtection {
+    let editors = crate::protection::Editors::new(&sheets.account(), &config.protect_editors)?;
+    crate::protection::queue_protected(meta, QUEUE_SHEET, editors.accounts())
+}
+
+/// The registry that trusts the queue as far as `protection` allows: a continuation's args
+/// only on a protected queue; and `allow` (who may press) only there, since anyone may write
+/// any 依頼者 into an open queue. A config with `allow` on an open queue cannot run.
+fn trust_queue(
+    registry: Registry,
+    config: &Config,
+    protection: QueueProtection,
+) -> Result<Registry, DaemonError> {
+    match protection {
+        Ok(()) => Ok(registry.with_queue_protected(true)),
+        Err(why) if registry.catalog().has_allow() => Err(DaemonError::AllowOnOpenQueue(why)),
+        Err(why) => {
+            if config.protect {
+                warn!(why = %why, "the queue is not protected: any editor of the spreadsheet can write any job into it (sheetq still checks each against the config)");
+            } else {
+                warn!("protect = false: the queue is open to every editor of the spreadsheet; 依頼者 can be forged, and allow cannot be used");
+            }
+            Ok(registry.with_queue_protected(false))
+        }
+    }
 }
 
 /// A job the config does not allow: logged with who asked for what, and counted by reason.

@@ -165,3 +165,167 @@ async fn forged_args_commands_and_targets_are_refused_visibly_and_only_the_confi
     );
     assert_no_quota_refusals(&emu);
 }
+
+/// `[[functions]]` with `allow`: 動作確認 only for alice and the ops domain.
+const ALLOW: &str = r#"
+[commands.echo]
+builtin = "echo"
+
+[[functions]]
+label = "動作確認 (2秒)"
+command = "echo"
+args = { greeting = "hello" }
+allow = ["alice@example.com", "*@ops.example.com"]
+"#;
+
+/// Protects the whole queue sheet for the emulator's service account alone, as `sheetq init`
+/// does, so that 依頼者 can be trusted.
+fn protect_queue(emu: &sheetq::emulator::Emulator) {
+    emu.batch_update_as(
+        sheetq::emulator::auth::CLIENT_EMAIL,
+        serde_json::json!([{ "addProtectedRange": { "protectedRange": {
+            "range": { "sheetId": sheetq::emulator::seed::QUEUE_SHEET_ID },
+            "description": "sheetq",
+            "editors": { "users": [sheetq::emulator::auth::CLIENT_EMAIL] },
+        }}}]),
+    )
+    .unwrap_or_else(|e| panic!("cannot protect the queue: {e:?}"));
+}
+
+/// Waits up to [`WAIT`] for the process to exit; its exit code.
+fn exit_code(daemon: &mut Binary) -> Option<i32> {
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = daemon.exited() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_on_an_unprotected_queue_refuses_to_start_and_to_reload() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("sheetq.log");
+    let show = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    let config = binary_config_with(&emu, dir.path(), "vm-allow", "", ALLOW);
+    let mut daemon = Binary::start(&config, &log);
+    assert_eq!(
+        exit_code(&mut daemon),
+        Some(2),
+        "allow on an open queue must stop the daemon as a setup problem:\n{}",
+        show()
+    );
+    let text = show();
+    assert!(
+        text.contains("allow") && text.contains("sheetq init"),
+        "the error names allow and the fix:\n{text}"
+    );
+
+    // Started without allow, then reloaded with it: the reload is refused, the daemon runs on.
+    let without = ALLOW.replace("allow = [\"alice@example.com\", \"*@ops.example.com\"]\n", "");
+    binary_config_with(&emu, dir.path(), "vm-allow", "", &without);
+    let mut daemon = Binary::start(&config, &log);
+    wait_for(
+        "the daemon to start without allow",
+        WAIT,
+        || show().contains("the queue is not protected").then_some(()),
+        show,
+    )
+    .await;
+    binary_config_with(&emu, dir.path(), "vm-allow", "", ALLOW);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap_or_else(|e| panic!("SIGHUP: {e}"));
+    wait_for(
+        "the reload with allow to be refused",
+        WAIT,
+        || {
+            show()
+                .contains("the config was not reloaded, the one in force stays")
+                .then_some(())
+        },
+        show,
+    )
+    .await;
+    assert_eq!(daemon.exited(), None, "a refused reload leaves the daemon running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_protected_queue_only_allowed_requesters_run_and_an_empty_one_is_refused() {
+    let emu = start_with_quota(FAST).await;
+    protect_queue(&emu);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = binary_config_with(&emu, dir.path(), "vm-allow", "", ALLOW);
+    let log = dir.path().join("sheetq.log");
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let mut jobs = Vec::new();
+    for (target, requester) in [
+        ("サーバーA", "Alice@Example.com"),
+        ("サーバーB", "carol@ops.example.com"),
+        ("サーバーC", "mallory@example.com"),
+        ("サーバーD", ""),
+    ] {
+        jobs.push(
+            enqueue(
+                sheets.as_ref(),
+                &enqueuer,
+                target,
+                "動作確認 (2秒)",
+                "echo",
+                r#"{"greeting":"hello"}"#,
+                requester,
+            )
+            .await,
+        );
+    }
+    let (daemon, port) = Binary::start_listening(&config, &log);
+    let rows = wait_finished(&emu, &jobs, WAIT).await;
+    let show = || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&rows),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    };
+    for job in &jobs[..2] {
+        assert!(
+            row_of(&rows, job).state.is(State::Done),
+            "an allowed requester's job runs:\n{}",
+            show()
+        );
+    }
+    let mallory = row_of(&rows, &jobs[2]);
+    assert!(
+        mallory.state.is(State::Error)
+            && mallory.message == "\"mallory@example.com\" は \"動作確認 (2秒)\" を実行できません",
+        "a requester allow does not list is refused in the configured words: {:?}\n{}",
+        mallory.message,
+        show()
+    );
+    let nobody = row_of(&rows, &jobs[3]);
+    assert!(
+        nobody.state.is(State::Error) && nobody.message.starts_with("(依頼者不明) は"),
+        "an empty 依頼者 matches nothing: {:?}",
+        nobody.message
+    );
+    let panel = panel_row(&emu, "サーバーC", 8);
+    assert!(
+        panel.iter().any(|c| c.contains("を実行できません")),
+        "the refused press shows on its panel row: {panel:?}"
+    );
+    let (_, metrics) = http_get(port, "/metrics").await;
+    assert_eq!(
+        sample(&metrics, "sheetq_jobs_refused_total{reason=\"requester\"}"),
+        Some(2.0),
+        "{metrics}"
+    );
+    drop(daemon);
+    assert_no_quota_refusals(&emu);
+}
