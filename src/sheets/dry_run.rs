@@ -200,7 +200,44 @@ fn describe(request: &Request) -> String {
         Request::SetRowCount { sheet_id, rows } => {
             format!("grow sheet {sheet_id} to {rows} rows")
         }
+        Request::AddProtectedRange {
+            area,
+            description,
+            editors,
+        } => format!(
+            "protect {} ({description:?}), editors {}",
+            area_text(area),
+            editors.join(", ")
+        ),
+        Request::UpdateProtectedRange {
+            id,
+            editors,
+            clear_unprotected,
+        } => format!(
+            "protected range #{id}: not warning-only, editors {}{}",
+            editors.join(", "),
+            if *clear_unprotected {
+                ", no unprotected holes"
+            } else {
+                ""
+            }
+        ),
+        Request::DeleteProtectedRange { id } => format!("remove protected range #{id}"),
     }
+}
+
+/// `sheet 5 rows 1.. cols 8..10`: an area as the dry-run log names it (1-based, inclusive;
+/// an open end left blank).
+fn area_text(area: &crate::sheets::Area) -> String {
+    let end = |e: Option<u32>| e.map_or(String::new(), |e| e.to_string());
+    format!(
+        "sheet {} rows {}..{} cols {}..{}",
+        area.sheet_id,
+        area.start_row + 1,
+        end(area.end_row),
+        area.start_col + 1,
+        end(area.end_col)
+    )
 }
 
 /// `sheet 5 rows 8..12 cols 1..1`: a block as the dry-run log names it (1-based, inclusive).
@@ -239,6 +276,7 @@ impl<S: Sheets> DryRunSheets<S> {
             hidden,
             row_count,
             column_count,
+            protected_ranges: Vec::new(),
         };
         meta.sheets.push(sheet.clone());
         Ok(sheet)

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use crate::a1::A1Range;
 use crate::sheets::{
-    Cell, Filter, FilterRead, FilterWrite, FilterWritten, GridRange, MetadataEntry, Reply, Request,
-    SheetMeta, SpreadsheetMeta, ValueRange,
+    Area, Cell, Filter, FilterRead, FilterWrite, FilterWritten, GridRange, MetadataEntry,
+    ProtectedRange, Reply, Request, SheetMeta, SpreadsheetMeta, ValueRange,
 };
 
 /// Everything but RFC 3986 unreserved characters. `google-sheets4` substitutes `{range}` and
@@ -277,8 +277,81 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 data_filter: Some(to_api_filter(&Filter::Metadata(*id))),
             });
         }
+        R::AddProtectedRange {
+            area,
+            description,
+            editors,
+        } => {
+            out.add_protected_range = Some(api::AddProtectedRangeRequest {
+                protected_range: Some(api::ProtectedRange {
+                    range: Some(to_api_area(area)),
+                    description: Some(description.clone()),
+                    warning_only: Some(false),
+                    editors: Some(only_editors(editors)),
+                    ..Default::default()
+                }),
+            });
+        }
+        R::UpdateProtectedRange {
+            id,
+            editors,
+            clear_unprotected,
+        } => out.update_protected_range = Some(fix_protection(*id, editors, *clear_unprotected)),
+        R::DeleteProtectedRange { id } => {
+            out.delete_protected_range = Some(api::DeleteProtectedRangeRequest {
+                protected_range_id: Some(*id),
+            });
+        }
     }
     out
+}
+
+/// An area as the API's `GridRange`: an open end is left out, which Google reads as the
+/// sheet's edge.
+pub fn to_api_area(area: &Area) -> api::GridRange {
+    let idx = |v: u32| Some(i32::try_from(v).unwrap_or(i32::MAX));
+    api::GridRange {
+        sheet_id: Some(area.sheet_id),
+        start_row_index: idx(area.start_row),
+        end_row_index: area.end_row.and_then(idx),
+        start_column_index: idx(area.start_col),
+        end_column_index: area.end_col.and_then(idx),
+    }
+}
+
+/// Exactly these users may edit: no group, not the whole domain (which Google may
+/// otherwise let edit a range protected in a Workspace document).
+fn only_editors(users: &[String]) -> api::Editors {
+    api::Editors {
+        users: Some(users.to_vec()),
+        groups: Some(Vec::new()),
+        domain_users_can_edit: Some(false),
+    }
+}
+
+/// Protected range `id` made a real protection for `editors` only. `warningOnly` and
+/// `editors` go in one field mask: Google makes every editor of the file an editor of a
+/// range whose `warningOnly` turns false without `editors` in the mask (the field's
+/// reference, https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/sheets#protectedrange).
+fn fix_protection(
+    id: i32,
+    editors: &[String],
+    clear_unprotected: bool,
+) -> api::UpdateProtectedRangeRequest {
+    let mut fields = vec!["warningOnly", "editors"];
+    if clear_unprotected {
+        fields.push("unprotectedRanges");
+    }
+    api::UpdateProtectedRangeRequest {
+        protected_range: Some(api::ProtectedRange {
+            protected_range_id: Some(id),
+            warning_only: Some(false),
+            editors: Some(only_editors(editors)),
+            unprotected_ranges: clear_unprotected.then(Vec::new),
+            ..Default::default()
+        }),
+        fields: Some(FieldMask::new(&fields)),
+    }
 }
 
 /// A compare-and-swap (docs/design.md §3): a `findReplace` of the whole cell, case and all,
@@ -606,7 +679,50 @@ pub fn sheet_meta(p: &api::SheetProperties) -> SheetMeta {
         hidden: p.hidden.unwrap_or(false),
         row_count: grid.and_then(|g| g.row_count).unwrap_or(0),
         column_count: grid.and_then(|g| g.column_count).unwrap_or(0),
+        protected_ranges: Vec::new(),
     }
+}
+
+/// A grid range as Google describes a protected area, on sheet `sheet_id` when it leaves the
+/// id out (proto3 JSON omits a zero): a start left out is 0, an end left out is open.
+pub fn area_of(g: &api::GridRange, sheet_id: i32) -> Area {
+    let at = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok());
+    Area {
+        sheet_id: g.sheet_id.unwrap_or(sheet_id),
+        start_row: at(g.start_row_index).unwrap_or(0),
+        end_row: at(g.end_row_index),
+        start_col: at(g.start_column_index).unwrap_or(0),
+        end_col: at(g.end_column_index),
+    }
+}
+
+/// A sheet's protected ranges as sheetq reads them: one without a `range` (backed by a
+/// named range or a table) is left out.
+pub fn protected_ranges(sheet_id: i32, ranges: &[api::ProtectedRange]) -> Vec<ProtectedRange> {
+    ranges
+        .iter()
+        .filter_map(|p| {
+            let editors = p.editors.as_ref();
+            Some(ProtectedRange {
+                id: p.protected_range_id.unwrap_or(0),
+                area: area_of(p.range.as_ref()?, sheet_id),
+                description: p.description.clone().unwrap_or_default(),
+                warning_only: p.warning_only.unwrap_or(false),
+                editors: editors.and_then(|e| e.users.clone()).unwrap_or_default(),
+                groups: editors.and_then(|e| e.groups.clone()).unwrap_or_default(),
+                domain_users_can_edit: editors
+                    .and_then(|e| e.domain_users_can_edit)
+                    .unwrap_or(false),
+                unprotected: p
+                    .unprotected_ranges
+                    .iter()
+                    .flatten()
+                    .map(|g| area_of(g, sheet_id))
+                    .collect(),
+                requesting_user_can_edit: p.requesting_user_can_edit.unwrap_or(false),
+            })
+        })
+        .collect()
 }
 
 pub fn spreadsheet_meta(spreadsheet_id: &str, s: &api::Spreadsheet) -> SpreadsheetMeta {
@@ -624,8 +740,12 @@ pub fn spreadsheet_meta(spreadsheet_id: &str, s: &api::Spreadsheet) -> Spreadshe
             .sheets
             .iter()
             .flatten()
-            .filter_map(|sh| sh.properties.as_ref())
-            .map(sheet_meta)
+            .filter_map(|sh| {
+                let mut meta = sheet_meta(sh.properties.as_ref()?);
+                meta.protected_ranges =
+                    protected_ranges(meta.sheet_id, sh.protected_ranges.as_deref().unwrap_or(&[]));
+                Some(meta)
+            })
             .collect(),
     }
 }
@@ -725,6 +845,17 @@ pub fn replies(requests: &[Request], replies: &[api::Response]) -> Result<Vec<Re
                         .map(sheet_meta)
                         .ok_or_else(|| {
                             format!("the reply to adding sheet '{title}' has no sheet properties")
+                        })?,
+                },
+                Request::AddProtectedRange { description, .. } => Reply::AddProtectedRange {
+                    id: reply
+                        .and_then(|r| r.add_protected_range.as_ref())
+                        .and_then(|a| a.protected_range.as_ref())
+                        .and_then(|p| p.protected_range_id)
+                        .ok_or_else(|| {
+                            format!(
+                                "the reply to adding the protected range {description:?} has no protectedRangeId"
+                            )
                         })?,
                 },
                 _ => Reply::Empty,
