@@ -82,6 +82,10 @@
 //!   (`sync`), all pure.
 //! - [`probe`]: `sheetq check --probe`: one probe per Google behaviour sheetq relies on, run
 //!   through the `Sheets` port on a temporary sheet (against Google, or the emulator in tests).
+//! - [`protection`]: what only sheetq may write (the hidden sheets whole; each panel's
+//!   markers and hidden columns; the index's hidden column), its editors (the service
+//!   accounts serving the spreadsheet, never people), the requests that protect it, `check`'s
+//!   verdicts, and whether the queue is protected enough to trust its 依頼者; pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`setup`]: the spreadsheet client and the command registry built from a config, for the
 //!   command line, the demo and the bench.
@@ -127,6 +131,7 @@ pub mod notify;
 pub mod outbox;
 pub mod panel;
 pub mod probe;
+pub mod protection;
 pub mod queue;
 pub mod setup;
 pub mod sheet_time;

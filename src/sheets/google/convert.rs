@@ -1123,6 +1123,128 @@ mod tests {
         );
     }
 
+    #[test]
+    fn protection_requests_name_only_sheetqs_editors_and_their_field_mask() {
+        let v = wire(to_api_request(&Request::AddProtectedRange {
+            area: Area::sheet(7),
+            description: "sheetq: queue".into(),
+            editors: vec!["sa@p.iam.gserviceaccount.com".into()],
+        }));
+        assert_eq!(
+            v["addProtectedRange"]["protectedRange"],
+            json!({
+                "range": {"sheetId": 7, "startRowIndex": 0, "startColumnIndex": 0},
+                "description": "sheetq: queue",
+                "warningOnly": false,
+                "editors": {"users": ["sa@p.iam.gserviceaccount.com"], "groups": [],
+                            "domainUsersCanEdit": false}
+            }),
+            "a whole sheet leaves its ends out"
+        );
+        let v = wire(to_api_request(&Request::AddProtectedRange {
+            area: Area::columns(7, 7, 10),
+            description: String::new(),
+            editors: vec![],
+        }));
+        assert_eq!(
+            v["addProtectedRange"]["protectedRange"]["range"],
+            json!({"sheetId": 7, "startRowIndex": 0, "startColumnIndex": 7, "endColumnIndex": 10})
+        );
+        let v = wire(to_api_request(&Request::UpdateProtectedRange {
+            id: 42,
+            editors: vec!["sa@p".into()],
+            clear_unprotected: false,
+        }));
+        assert_eq!(
+            v["updateProtectedRange"],
+            json!({
+                "protectedRange": {"protectedRangeId": 42, "warningOnly": false,
+                    "editors": {"users": ["sa@p"], "groups": [], "domainUsersCanEdit": false}},
+                "fields": "warningOnly,editors"
+            })
+        );
+        let v = wire(to_api_request(&Request::UpdateProtectedRange {
+            id: 42,
+            editors: vec![],
+            clear_unprotected: true,
+        }));
+        assert_eq!(
+            v["updateProtectedRange"]["fields"],
+            json!("warningOnly,editors,unprotectedRanges")
+        );
+        assert_eq!(
+            v["updateProtectedRange"]["protectedRange"]["unprotectedRanges"],
+            json!([])
+        );
+        let v = wire(to_api_request(&Request::DeleteProtectedRange { id: 42 }));
+        assert_eq!(v["deleteProtectedRange"], json!({"protectedRangeId": 42}));
+    }
+
+    #[test]
+    fn protected_ranges_are_read_with_their_sheet_and_open_ends() {
+        let s: api::Spreadsheet = from(json!({"sheets": [
+            {"properties": {"title": "▶パネル"},
+             "protectedRanges": [
+                {"protectedRangeId": 1, "range": {"startColumnIndex": 6, "endColumnIndex": 7},
+                 "description": "idx", "requestingUserCanEdit": true,
+                 "editors": {"users": ["owner@example.com", "sa@p"]}}
+             ]},
+            {"properties": {"sheetId": 5, "title": "_ジョブキュー"},
+             "protectedRanges": [
+                {"protectedRangeId": 2, "range": {"sheetId": 5}, "warningOnly": true},
+                {"protectedRangeId": 3, "namedRangeId": "n1"},
+                {"protectedRangeId": 4, "range": {"sheetId": 5, "startRowIndex": 1, "endRowIndex": 3},
+                 "editors": {"groups": ["g@example.com"], "domainUsersCanEdit": true},
+                 "unprotectedRanges": [{"sheetId": 5, "startColumnIndex": 2, "endColumnIndex": 3}]}
+             ]}
+        ]}));
+        let meta = spreadsheet_meta("id", &s);
+        let index = &meta.sheets[0].protected_ranges;
+        assert_eq!(
+            index,
+            &vec![ProtectedRange {
+                id: 1,
+                area: Area::columns(0, 6, 7),
+                description: "idx".into(),
+                editors: vec!["owner@example.com".into(), "sa@p".into()],
+                requesting_user_can_edit: true,
+                ..Default::default()
+            }],
+            "a range without sheetId is on sheet 0, whose id proto3 leaves out"
+        );
+        let queue = &meta.sheets[1].protected_ranges;
+        assert_eq!(
+            queue.len(),
+            2,
+            "the named-range one has no range: {queue:?}"
+        );
+        assert!(queue[0].area.is_sheet() && queue[0].area.sheet_id == 5);
+        assert!(queue[0].warning_only && !queue[0].requesting_user_can_edit);
+        assert_eq!(queue[1].area.start_row, 1);
+        assert_eq!(queue[1].area.end_row, Some(3));
+        assert_eq!(queue[1].area.end_col, None);
+        assert_eq!(queue[1].groups, vec!["g@example.com".to_string()]);
+        assert!(queue[1].domain_users_can_edit);
+        assert_eq!(queue[1].unprotected, vec![Area::columns(5, 2, 3)]);
+    }
+
+    #[test]
+    fn an_added_protection_replies_with_its_id() {
+        let req = vec![Request::AddProtectedRange {
+            area: Area::sheet(1),
+            description: "q".into(),
+            editors: vec![],
+        }];
+        let got = replies(
+            &req,
+            &[api_response(
+                json!({"addProtectedRange": {"protectedRange": {"protectedRangeId": 99}}}),
+            )],
+        );
+        assert_eq!(got, Ok(vec![Reply::AddProtectedRange { id: 99 }]));
+        assert!(replies(&req, &[api_response(json!({}))]).is_err_and(|e| e.contains("\"q\"")));
+    }
+
     /// The JSON the hub sends: it strips `null`s before sending.
     fn wire(req: api::Request) -> Value {
         let mut v = serde_json::to_value(&req).unwrap_or_default();
