@@ -147,6 +147,22 @@ pub fn index(sheet_id: i32, title: &str, layout: &PanelLayout) -> Vec<Wanted> {
     }]
 }
 
+/// What sheetq protects on every panel of `panels` (sheet id, title) and on the index.
+pub fn panels_and_index(
+    panels: &[(i32, String)],
+    index_sheet: Option<&(i32, String)>,
+    layout: &PanelLayout,
+) -> Vec<Wanted> {
+    let mut out: Vec<Wanted> = panels
+        .iter()
+        .flat_map(|(id, title)| panel(*id, title, layout))
+        .collect();
+    if let Some((id, title)) = index_sheet {
+        out.extend(index(*id, title, layout));
+    }
+    out
+}
+
 /// Runs of adjacent values (sorted, each once), as half-open ranges.
 fn runs(values: &[u32]) -> Vec<std::ops::Range<u32>> {
     let set: BTreeSet<u32> = values.iter().copied().collect();
@@ -221,6 +237,15 @@ impl Editors {
                  list the account in protect_editors (its e-mail, as in \"sheetq@project.iam.gserviceaccount.com\"), or set protect = false to leave the hidden sheets open".to_string());
         }
         Ok(Self { accounts })
+    }
+
+    /// Who may write what `config`'s sheetq protects, when it calling as `account`: `None`
+    /// when the config turns protection off (`protect = false`).
+    pub fn of(config: &crate::config::Config, account: &str) -> Result<Option<Self>, String> {
+        if !config.protect {
+            return Ok(None);
+        }
+        Self::new(account, &config.protect_editors).map(Some)
     }
 
     /// The accounts, lower-cased, this sheetq's first.

@@ -10,7 +10,10 @@
 //! - `write` and `append` report success; an append reports the range it was given, since
 //!   no row was added;
 //! - `AddSheet` replies with the existing sheet of that title if there is one, otherwise a
-//!   placeholder with a sheet id that no sheet has.
+//!   placeholder with a sheet id that no sheet has; a sheet list asked for with the batch
+//!   shows the sheets its `AddSheetWithId` requests would have added;
+//! - protected-range requests reply as if applied, with nothing to say (`Empty`): the
+//!   spreadsheet's protections are as they were.
 //!
 //! The daemon should still skip claiming entirely in dry-run, so its log shows the waits
 //! and results it would write rather than a stream of lost leases.
@@ -356,9 +359,32 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         } else {
             self.inner.read(&batch.response_ranges).await?
         };
-        // The sheet list is a read of what is there; a dry run may make that read.
+        // The sheet list is a read of what is there, with the sheets the batch would have
+        // added by id (so a caller that names its new sheet finds it, as after a real batch).
         let sheets = if batch.sheet_list && batch.response_ranges.is_empty() {
-            self.inner.metadata().await?.sheets
+            let mut sheets = self.inner.metadata().await?.sheets;
+            for request in &batch.requests {
+                if let Request::AddSheetWithId {
+                    sheet_id,
+                    title,
+                    row_count,
+                    column_count,
+                    ..
+                } = request
+                {
+                    if !sheets.iter().any(|s| s.title == *title) {
+                        sheets.push(SheetMeta {
+                            sheet_id: *sheet_id,
+                            title: title.clone(),
+                            index: i32::try_from(sheets.len()).unwrap_or(i32::MAX),
+                            row_count: i32::try_from(*row_count).unwrap_or(i32::MAX),
+                            column_count: i32::try_from(*column_count).unwrap_or(i32::MAX),
+                            ..SheetMeta::default()
+                        });
+                    }
+                }
+            }
+            sheets
         } else {
             Vec::new()
         };
