@@ -3,8 +3,8 @@
 //! `google-sheets4` client and `yup-oauth2` talk to it (docs/design.md §7–§8).
 //!
 //! Parts:
-//! - [`store`]: spreadsheets, sheets, rows as objects (cells + metadata ids), and the grid
-//!   edits shared by API and tests.
+//! - [`store`]: spreadsheets, sheets, rows as objects (cells + metadata ids), protected
+//!   ranges on their sheets, and the grid edits shared by API and tests.
 //! - [`metadata`]: developer metadata: where each entry is, create and get.
 //! - [`lookup`]: the metadata requests that select by `DataFilter` (update, delete, search).
 //! - [`data_filter`]: `DataFilter` resolution to metadata and to grid ranges.
@@ -18,9 +18,14 @@
 //! - [`dimension`]: insert/delete/move of rows and columns, `sortRange`.
 //! - [`paste`]: `cutPaste`, `copyPaste`.
 //! - [`find_replace`]: `findReplace`, the lease's compare-and-swap.
+//! - [`protection`]: protected ranges: their requests and JSON, who may edit through one
+//!   (the owner always), and the guard every write passes; [`footprint`], what each
+//!   `batchUpdate` request would change, for that guard.
 //! - [`request`]: the checked parts of a request every operation reads (fields, indexes,
 //!   sheet ids, grid ranges, field masks).
 //! - [`auth`]: test key pair, credentials JSON, `/token`, bearer tokens.
+//! - [`people`]: the accounts that are not service accounts (the owner, a team): what makes
+//!   an e-mail address a person's.
 //! - [`quota`]: Google's per-minute quotas (per user, per project; reads and writes apart),
 //!   their sliding window and the `--quota` syntax.
 //! - [`control`]: fault plan, the quota's limits and windows, request log and counters.
@@ -28,7 +33,8 @@
 //! - [`shared`]: the state every handler shares (store, tokens, faults and quota, rules,
 //!   sharing, the replies' clock) and the JSON reply.
 //! - [`http`]: routing, accounting and the accept loop, on top of everything else.
-//! - [`admin`]: the `/_emulator/...` endpoints (log, faults, quota, reset, credentials).
+//! - [`admin`]: the `/_emulator/...` endpoints (log, faults, quota, reset, credentials, a
+//!   person's token).
 //! - [`seed`]: the `demo` and `empty` starting spreadsheets.
 //!
 //! This file holds the [`Emulator`] handle that tests start and stop, state-file
@@ -46,12 +52,15 @@ pub mod dimension;
 pub mod error;
 pub mod fields;
 pub mod find_replace;
+pub mod footprint;
 pub mod formula;
 pub mod grid;
 pub mod http;
 pub mod lookup;
 pub mod metadata;
 pub mod paste;
+pub mod people;
+pub mod protection;
 pub mod quota;
 pub mod request;
 pub mod seed;
@@ -78,7 +87,7 @@ pub use error::ApiError;
 pub use quota::{Limits, Quota, QuotaSpec};
 pub use seed::Seed;
 pub use shared::Access;
-pub use store::{Cell, Sheet, Spreadsheet, Store, Value};
+pub use store::{Cell, Sheet, Spreadsheet, Store, Value, DEFAULT_OWNER};
 
 use shared::Shared;
 
@@ -112,6 +121,10 @@ pub struct EmulatorOptions {
     /// A behaviour gotten wrong on purpose ([`Deviation`]), for the test that shows a
     /// `check --probe` probe can fail. `None` (the default) in every other use.
     pub deviation: Option<Deviation>,
+    /// The owner (a person's e-mail) of every spreadsheet the emulator holds: seeded ones
+    /// get it, and those loaded from the state file are handed over to it. `None`: seeded
+    /// ones are owned by [`DEFAULT_OWNER`], loaded ones keep the owner the state file names.
+    pub owner: Option<String>,
 }
 
 impl Default for EmulatorOptions {
@@ -127,6 +140,7 @@ impl Default for EmulatorOptions {
             sort_metadata: SortMetadata::default(),
             quota: Some(Quota::google()),
             deviation: None,
+            owner: None,
         }
     }
 }
@@ -163,6 +177,11 @@ pub struct EmulatorArgs {
         default_value = "google"
     )]
     pub quota: QuotaSpec,
+    /// The person who owns the spreadsheets (default owner@example.com; kept in --state).
+    /// The owner can always edit, whatever the protected ranges say; sheetq's service
+    /// account is an editor, never the owner.
+    #[arg(long, value_name = "EMAIL", value_parser = parse_owner_arg)]
+    pub owner: Option<String>,
     /// Listen on an address other machines can reach. The emulator has no real
     /// authentication (it hands out its key at /_emulator/credentials) and its web view
     /// edits the sheet without asking: only for a trusted network.
@@ -183,6 +202,7 @@ impl From<EmulatorArgs> for EmulatorOptions {
             sort_metadata: SortMetadata::default(),
             quota: a.quota.0,
             deviation: None,
+            owner: a.owner,
         }
     }
 }
@@ -192,6 +212,11 @@ fn parse_zone_arg(zone: &str) -> Result<String, String> {
     crate::sheet_time::parse_zone(zone)
         .map(|_| zone.to_string())
         .map_err(|e| e.to_string())
+}
+
+/// `--owner`: a person's e-mail address (not a service account's).
+fn parse_owner_arg(email: &str) -> Result<String, String> {
+    people::person_email(email)
 }
 
 /// Why the emulator could not start or save.
@@ -282,6 +307,14 @@ impl Emulator {
                 fresh = true;
             }
         }
+        if let Some(owner) = &opts.owner {
+            for ss in store.spreadsheets.values_mut() {
+                if &ss.owner != owner {
+                    ss.owner.clone_from(owner);
+                    fresh = true;
+                }
+            }
+        }
         let listener = tokio::net::TcpListener::bind(opts.listen)
             .await
             .map_err(|source| EmulatorError::Bind {
@@ -344,11 +377,13 @@ impl Emulator {
         self.addr
     }
 
-    /// Adds a spreadsheet laid out as `seed` (with a fresh id, the seed's time zone) to the
-    /// store, as a person's other spreadsheet would be; returns its id.
+    /// Adds a spreadsheet laid out as `seed` (with a fresh id, the seed's time zone, the
+    /// handle's owner) to the store, as a person's other spreadsheet would be; returns its id.
     pub fn add_spreadsheet(&self, seed: Seed) -> String {
         let id = store::fresh_spreadsheet_id();
-        self.with_store(|s| s.insert(seed::build(seed, id.clone())));
+        let mut ss = seed::build(seed, id.clone());
+        ss.owner = self.owner();
+        self.with_store(|s| s.insert(ss));
         id
     }
 
@@ -375,6 +410,24 @@ impl Emulator {
     /// what the request log and per-user fault rules name it by.
     pub fn account(name: &str) -> String {
         format!("{name}@sheetq-emulator.iam.gserviceaccount.com")
+    }
+
+    /// The owner of the handle's spreadsheet: a person ([`DEFAULT_OWNER`] unless
+    /// `EmulatorOptions::owner` or the state file says otherwise).
+    pub fn owner(&self) -> String {
+        self.shared
+            .store()
+            .get(&self.spreadsheet_id)
+            .map(|ss| ss.owner.clone())
+            .unwrap_or_else(|_| DEFAULT_OWNER.to_string())
+    }
+
+    /// A bearer token for the person `email`, as `POST /_emulator/people/token` issues one
+    /// (but without checking the address): Sheets API calls made with it are that person's,
+    /// with their own per-user quota, and protected ranges judge them as that person. The
+    /// owner's address gives the owner's token.
+    pub fn person_token(&self, email: &str) -> String {
+        self.shared.auth.issue(&email.trim().to_ascii_lowercase())
     }
 
     /// Puts the clock of the emulator's replies (their `Date` header) `skew` ahead of this
@@ -482,9 +535,9 @@ impl Emulator {
     }
 
     /// Applies `spreadsheets.batchUpdate` requests (a JSON array of `Request`) to the
-    /// handle's spreadsheet without HTTP, auth or accounting: the same code path and rules
-    /// (`sort_metadata`) the API uses, atomic like it, but not counted against the quota
-    /// nor written to the request log. For tests playing a person who sorts,
+    /// handle's spreadsheet without HTTP, auth or accounting, as its owner: the same code
+    /// path and rules (`sort_metadata`) the API uses, atomic like it, but not counted against
+    /// the quota nor written to the request log. For tests playing a person who sorts,
     /// inserts, deletes, moves or cut-and-pastes rows (`sortRange`, `insertDimension`,
     /// `deleteDimension`, `moveDimension`, `cutPaste`, ...). Returns the batch's reply.
     pub fn batch_update(&self, requests: Json) -> Result<Json, ApiError> {
@@ -492,7 +545,10 @@ impl Emulator {
             .map_err(|e| ApiError::invalid(e.to_string()))?;
         let req = batch::parse(&body)?;
         let rules = self.shared.rules;
-        self.with_spreadsheet(|ss| batch::run(ss, &req, &rules))?
+        self.with_spreadsheet(|ss| {
+            let owner = ss.owner.clone();
+            batch::run(ss, &req, &rules, &owner)
+        })?
     }
 
     /// Every developer metadata of the handle's spreadsheet as `DeveloperMetadata` JSON at
@@ -544,7 +600,7 @@ impl Emulator {
     }
 
     /// Writes rows at a range of the handle's spreadsheet, as `values.update` with `RAW`
-    /// (`user_entered = false`) or `USER_ENTERED`.
+    /// (`user_entered = false`) or `USER_ENTERED`, by its owner.
     pub fn set_values(&self, range: &str, rows: Json, user_entered: bool) -> Result<(), ApiError> {
         let id = self.spreadsheet_id.clone();
         self.set_values_in(&id, range, rows, user_entered)
@@ -566,7 +622,8 @@ impl Emulator {
         let body = serde_json::json!({ "values": rows });
         self.with_store(|store| {
             let ss = store.get_mut(id)?;
-            api::update(ss, range, &body, input, None).map(|_| ())
+            let owner = ss.owner.clone();
+            api::update(ss, range, &body, input, None, &owner).map(|_| ())
         })
     }
 
@@ -665,6 +722,11 @@ pub async fn serve(
         println!("                {other}");
     }
     println!("credentials:    {}_emulator/credentials", emu.base_url());
+    println!(
+        "owner:          {} (a person; tokens for people: POST {}_emulator/people/token)",
+        emu.owner(),
+        emu.base_url()
+    );
     match emu.quota() {
         Some(q) => println!(
             "quota:          {} read/write requests a minute per user, {} per project (--quota off to lift)",
@@ -676,11 +738,15 @@ pub async fn serve(
     emu.shutdown().await
 }
 
-/// A spreadsheet of `opts.seed` with id `id`, in `opts.time_zone` when one is given.
+/// A spreadsheet of `opts.seed` with id `id`, in `opts.time_zone` and owned by `opts.owner`
+/// when they are given.
 fn seeded(opts: &EmulatorOptions, id: String) -> store::Spreadsheet {
     let mut ss = seed::build(opts.seed, id);
     if let Some(zone) = &opts.time_zone {
         ss.time_zone.clone_from(zone);
+    }
+    if let Some(owner) = &opts.owner {
+        ss.owner.clone_from(owner);
     }
     ss
 }
@@ -804,6 +870,29 @@ mod tests {
         assert!(
             bad.contains("--quota") && bad.contains("expected off, google"),
             "the error names the flag and the syntax: {bad}"
+        );
+        assert_eq!(
+            EmulatorOptions::from(defaults.args).owner,
+            None,
+            "without --owner, seeded spreadsheets are owner@example.com's"
+        );
+        let owned = Cli::try_parse_from(["emulator", "--owner", "Carol@Example.com"])
+            .unwrap_or_else(|e| panic!("parse: {e}"));
+        assert_eq!(
+            EmulatorOptions::from(owned.args).owner.as_deref(),
+            Some("carol@example.com")
+        );
+        let robot = Cli::try_parse_from([
+            "emulator",
+            "--owner",
+            "sheetq@project.iam.gserviceaccount.com",
+        ])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            robot.contains("--owner") && robot.contains("is a service account"),
+            "the owner is a person: {robot}"
         );
     }
 

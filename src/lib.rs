@@ -52,15 +52,22 @@
 //!   request), `metadata`, `data_filter`, `lookup` and the operations (`batch`, `values`,
 //!   `by_filter`, …) above it; `shared` (what handlers share) below `admin`, `web` and
 //!   `http`, which routes on top.
-//!   - `emulator/store.rs`: spreadsheets, sheets, rows as objects (cells + metadata ids).
+//!   - `emulator/store.rs`: spreadsheets, sheets, rows as objects (cells + metadata ids);
+//!     `store/protected.rs` a protected range's data, kept on its sheet and moved by row and
+//!     column edits.
+//!   - `emulator/protection.rs`: protected ranges' requests and JSON, who may edit through
+//!     one (the owner always), and the guard every write passes; `emulator/footprint.rs`
+//!     what each `batchUpdate` request would change, for that guard.
 //!   - `emulator/metadata.rs`: developer metadata: where each entry is, create, get, limits;
 //!     `emulator/lookup.rs` the requests that select it by `DataFilter` (update, delete,
 //!     search).
 //!   - `emulator/data_filter.rs`: `DataFilter` resolution to metadata and grid ranges.
 //!   - `emulator/by_filter.rs`: `values.batchGet/Update/ClearByDataFilter`.
 //!   - `emulator/api.rs`: `spreadsheets.create` and `values.*` (append's table detection).
-//!   - `emulator/quota.rs`: Google's per-minute quotas (per user = service account, per
-//!     project; reads and writes apart), their sliding window, the `--quota` syntax.
+//!   - `emulator/quota.rs`: Google's per-minute quotas (per user, a service account or a
+//!     person; per project; reads and writes apart), their sliding window, the `--quota` syntax.
+//!   - `emulator/people.rs`: the accounts that are not service accounts (the spreadsheet's
+//!     owner, a team): what makes an address a person's; their tokens come from `auth.rs`.
 //!   - `emulator/grid.rs`: spreadsheet JSON with grid data and row/column metadata.
 //!   - `emulator/web.rs`: the web view at `/` (page, live view, a person's edits); its
 //!     assets in `emulator/web/`.

@@ -1,6 +1,6 @@
 //! The `/_emulator/...` admin endpoints: the request log and counters, the fault plan, the
-//! quota, a reset, and the credentials file of this emulator. For people and
-//! scripts; tests use the `Emulator` handle instead.
+//! quota, a reset, the credentials file of this emulator, and a person's token. For people
+//! and scripts; tests use the `Emulator` handle instead.
 
 use std::sync::Arc;
 
@@ -10,8 +10,10 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value as Json};
 
+use super::auth::token_reply;
 use super::control::FaultRule;
 use super::error::ApiError;
+use super::people;
 use super::quota::Quota;
 use super::shared::{json_response, Shared};
 
@@ -111,4 +113,25 @@ pub async fn credentials(
         None => super::auth::credentials_json(&base),
     };
     ([(header::CONTENT_TYPE, "application/json")], creds).into_response()
+}
+
+/// `POST /_emulator/people/token` with `{"email": "alice@example.com"}`: a bearer token for
+/// that person, in the token endpoint's reply shape (`access_token`, `token_type`,
+/// `expires_in`). Sheets API calls with it are the person's own: their quota, their
+/// standing before protected ranges. 400 for a body without a person's address.
+pub async fn person_token(State(sh): State<Arc<Shared>>, body: Bytes) -> Response {
+    let email = serde_json::from_slice::<Json>(&body)
+        .map_err(|e| {
+            format!("the body is not JSON ({e}); send {{\"email\": \"alice@example.com\"}}")
+        })
+        .and_then(|v| match v.get("email") {
+            Some(Json::String(e)) => people::person_email(e),
+            _ => Err(
+                "the body has no \"email\" string; send {\"email\": \"alice@example.com\"}".into(),
+            ),
+        });
+    match email {
+        Ok(email) => json_response(200, &token_reply(&sh.auth.issue(&email))).0,
+        Err(e) => json_response(400, &ApiError::invalid(e).body()).0,
+    }
 }

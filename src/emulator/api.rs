@@ -1,7 +1,9 @@
 //! The Sheets API v4 methods other than `spreadsheets.batchUpdate`, as pure functions over
 //! the store: `spreadsheets.create`, `spreadsheets.get` and the `spreadsheets.values.*`
-//! family. They take parsed parameters and return the reply JSON (camelCase, as the
-//! discovery document defines it); HTTP, auth and accounting live in `http.rs`.
+//! family. They take parsed parameters and the account making the call, and return the reply
+//! JSON (camelCase, as the discovery document defines it); HTTP, auth and accounting live in
+//! `http.rs`. Every write passes the protection guard (`protection.rs`) with the block it
+//! targets before anything is written: a refused call changes nothing.
 //!
 //! Reference: https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.values
 
@@ -11,6 +13,7 @@ use serde_json::{json, Map, Value as Json};
 
 use super::error::ApiError;
 pub use super::grid::{cell_json, extended_value, grid_data, sheet_properties, spreadsheet_json};
+use super::protection::{self, Touch};
 use super::store::{range_a1, Bounds, Sheet, Spreadsheet, Store};
 use super::values::{self, Input, Out, Render};
 
@@ -327,6 +330,19 @@ pub(super) fn write_rows(
     })
 }
 
+/// The block `rows` written from (`b.r0`, `b.c0`) cover: as many rows as sent, as wide as
+/// the widest, all counted (a `null` that leaves a cell alone still aims at it).
+fn target(b: &Bounds, rows: &[Vec<Json>]) -> Bounds {
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0) as u32;
+    Bounds {
+        sheet: b.sheet,
+        r0: b.r0,
+        r1: b.r0 + rows.len() as u32,
+        c0: b.c0,
+        c1: b.c0 + width,
+    }
+}
+
 /// Checks that data fits the bounded sides of the target range, with Google's message.
 /// (https://developers.google.com/sheets/api/guides/values#writing: a single-cell range
 /// is the top-left corner of the write.)
@@ -354,22 +370,24 @@ fn check_fits(ss: &Spreadsheet, range: &str, rows: &[Vec<Json>]) -> Result<Bound
     Ok(b)
 }
 
-/// `values.update`.
+/// `values.update` by `user`.
 pub fn update(
     ss: &mut Spreadsheet,
     range: &str,
     body: &Json,
     input: Input,
     echo: Option<(Render, Major)>,
+    user: &str,
 ) -> Result<Json, ApiError> {
     let rows = rows_of(body)?;
     let b = check_fits(ss, range, &rows)?;
+    protection::guard(ss, user, &[Touch::Cells(target(&b, &rows))])?;
     let w = write_rows(ss, b.sheet, b.r0, b.c0, &rows, input)?;
     w.reply(ss, echo)
 }
 
-/// `values.batchUpdate`: every range is checked before any is written.
-pub fn batch_update(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError> {
+/// `values.batchUpdate` by `user`: every range is checked before any is written.
+pub fn batch_update(ss: &mut Spreadsheet, body: &Json, user: &str) -> Result<Json, ApiError> {
     let input = Input::parse(body.get("valueInputOption").and_then(Json::as_str))?;
     let echo = if body.get("includeValuesInResponse").and_then(Json::as_bool) == Some(true) {
         Some((
@@ -402,6 +420,11 @@ pub fn batch_update(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError>
         }
         plan.push((b, rows));
     }
+    let touched: Vec<Touch> = plan
+        .iter()
+        .map(|(b, rows)| Touch::Cells(target(b, rows)))
+        .collect();
+    protection::guard(ss, user, &touched)?;
     let mut responses = Vec::new();
     let (mut t_rows, mut t_cols, mut t_cells) = (0, 0, 0);
     let mut sheets = std::collections::BTreeSet::new();
@@ -445,7 +468,10 @@ pub fn batch_update(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError>
 /// with their developer metadata, move down; rows of the table are not touched);
 /// `OVERWRITE` (the default) writes over whatever is there. Without a table, data goes to
 /// the range's top-left cell. "Data" means a cell with a value: a format or a checkbox rule
-/// alone is not data.
+/// alone is not data. The new rows are cells of the sheet like any other: a protected sheet
+/// (open at its end) covers them, so an append below it by someone who may not edit it is
+/// refused.
+#[allow(clippy::too_many_arguments)]
 pub fn append(
     ss: &mut Spreadsheet,
     range: &str,
@@ -454,6 +480,7 @@ pub fn append(
     insert: Option<&str>,
     echo: Option<(Render, Major)>,
     from_top: bool,
+    user: &str,
 ) -> Result<Json, ApiError> {
     let insert_rows = match insert {
         None | Some("") | Some("OVERWRITE") => false,
@@ -480,6 +507,20 @@ pub fn append(
         None => (b.r0, b.c0),
     };
     let n = rows.len() as u32;
+    let at = Bounds {
+        r0: at_row,
+        c0: at_col,
+        ..b
+    };
+    let mut touched = vec![Touch::Cells(target(&at, &rows))];
+    if insert_rows && n > 0 && at_row < ss.sheets[b.sheet].row_count {
+        touched.push(Touch::Insert {
+            sheet: b.sheet,
+            rows: true,
+            at: at_row,
+        });
+    }
+    protection::guard(ss, user, &touched)?;
     if insert_rows && n > 0 {
         let s = &mut ss.sheets[b.sheet];
         if at_row < s.row_count {
@@ -552,33 +593,53 @@ fn find_table(sheet: &Sheet, b: &Bounds) -> Option<Bounds> {
     })
 }
 
-/// `values.clear`: values go, formats and validation stay. Replies with the cleared range.
-pub fn clear(ss: &mut Spreadsheet, range: &str) -> Result<String, ApiError> {
-    let b = ss.resolve_read(range)?;
-    ss.sheets[b.sheet].clear_values(&b);
-    Ok(range_a1(&ss.sheets[b.sheet].title, &b))
+/// `values.clear` by `user`: values go, formats and validation stay. Replies with the
+/// cleared range.
+pub fn clear(ss: &mut Spreadsheet, range: &str, user: &str) -> Result<String, ApiError> {
+    batch_clear_blocks(ss, &[range.to_string()], user)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::new(500, format!("clearing {range} cleared nothing")))
 }
 
-/// `values.batchClear`: all ranges are checked first.
-pub fn batch_clear(ss: &mut Spreadsheet, ranges: &[String]) -> Result<Json, ApiError> {
-    for r in ranges {
-        ss.resolve_read(r)?;
-    }
-    let mut cleared = Vec::new();
-    for r in ranges {
-        cleared.push(clear(ss, r)?);
-    }
+/// `values.batchClear` by `user`: all ranges are checked first.
+pub fn batch_clear(ss: &mut Spreadsheet, ranges: &[String], user: &str) -> Result<Json, ApiError> {
+    let cleared = batch_clear_blocks(ss, ranges, user)?;
     Ok(json!({ "spreadsheetId": ss.id, "clearedRanges": cleared }))
 }
 
+/// Resolves every range, passes them all through the guard, then clears them; returns the
+/// cleared ranges as Google echoes them.
+fn batch_clear_blocks(
+    ss: &mut Spreadsheet,
+    ranges: &[String],
+    user: &str,
+) -> Result<Vec<String>, ApiError> {
+    let blocks = ranges
+        .iter()
+        .map(|r| ss.resolve_read(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let touched: Vec<Touch> = blocks.iter().copied().map(Touch::Cells).collect();
+    protection::guard(ss, user, &touched)?;
+    Ok(blocks
+        .iter()
+        .map(|b| {
+            ss.sheets[b.sheet].clear_values(b);
+            range_a1(&ss.sheets[b.sheet].title, b)
+        })
+        .collect())
+}
+
 /// `spreadsheets.create`: title, time zone, locale and sheets from the request; a sheet
-/// `Sheet1` when none is given. Returns the new spreadsheet's JSON.
-pub fn create(store: &mut Store, body: &Json, id: String) -> Result<Json, ApiError> {
+/// `Sheet1` when none is given. The account that creates a file owns it, as with Drive.
+/// Returns the new spreadsheet's JSON.
+pub fn create(store: &mut Store, body: &Json, id: String, owner: &str) -> Result<Json, ApiError> {
     let title = body
         .pointer("/properties/title")
         .and_then(Json::as_str)
         .unwrap_or("Untitled spreadsheet");
     let mut ss = Spreadsheet::new(id, title);
+    ss.owner = owner.to_string();
     if let Some(tz) = body.pointer("/properties/timeZone").and_then(Json::as_str) {
         if tz.parse::<chrono_tz::Tz>().is_err() {
             return Err(ApiError::invalid(format!("Invalid timeZone: {tz}")));
@@ -622,7 +683,7 @@ pub fn create(store: &mut Store, body: &Json, id: String) -> Result<Json, ApiErr
     if ss.sheets.is_empty() {
         ss.sheets.push(Sheet::new(0, "Sheet1"));
     }
-    let reply = spreadsheet_json(&ss, &[], false)?;
+    let reply = spreadsheet_json(&ss, &[], false, owner)?;
     store.insert(ss);
     Ok(reply)
 }
@@ -644,8 +705,16 @@ mod tests {
     }
 
     fn put(ss: &mut Spreadsheet, range: &str, rows: Json) {
-        update(ss, range, &json!({ "values": rows }), Input::Raw, None)
-            .unwrap_or_else(|e| panic!("write {range}: {e}"));
+        let owner = ss.owner.clone();
+        update(
+            ss,
+            range,
+            &json!({ "values": rows }),
+            Input::Raw,
+            None,
+            &owner,
+        )
+        .unwrap_or_else(|e| panic!("write {range}: {e}"));
     }
 
     #[test]
@@ -685,6 +754,7 @@ mod tests {
             Some("INSERT_ROWS"),
             None,
             false,
+            crate::emulator::DEFAULT_OWNER,
         )
         .unwrap_or_else(|e| panic!("append: {e}"));
         assert_eq!(got["tableRange"], "Sheet1!A1:B2");
@@ -708,6 +778,7 @@ mod tests {
             Some("INSERT_ROWS"),
             None,
             false,
+            crate::emulator::DEFAULT_OWNER,
         )
         .unwrap_or_else(|e| panic!("append: {e}"));
         assert_eq!(
@@ -727,6 +798,7 @@ mod tests {
             &json!({"values": [["a","b","c"]]}),
             Input::Raw,
             None,
+            crate::emulator::DEFAULT_OWNER,
         )
         .err()
         .map(|e| e.message);

@@ -1,7 +1,7 @@
 //! The OAuth2 side of the service-account flow: the test-only key pair, the credentials JSON
 //! that points `token_uri` at the emulator, the token endpoint's JWT-bearer grant
 //! (https://developers.google.com/identity/protocols/oauth2/service-account#httprest) and the
-//! bearer tokens it issues.
+//! bearer tokens it issues, to service accounts and to people (`people.rs`).
 //!
 //! The key pair in `test-key.pem` / `test-key.pub.pem` exists only for the emulator. It is
 //! public by design and must never be trusted anywhere else.
@@ -52,6 +52,16 @@ pub fn credentials_json_for(base_url: &str, client_email: &str) -> String {
     serde_json::to_string_pretty(&v).unwrap_or_default()
 }
 
+/// The token endpoint's reply for an issued token, as Google's:
+/// `{"access_token": "...", "token_type": "Bearer", "expires_in": 3600}`.
+pub fn token_reply(token: &str) -> Json {
+    json!({
+        "access_token": token,
+        "token_type": "Bearer",
+        "expires_in": TOKEN_LIFETIME.as_secs(),
+    })
+}
+
 /// Why a token request was refused: OAuth2's `{"error", "error_description"}` body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantError {
@@ -72,8 +82,8 @@ impl GrantError {
     }
 }
 
-/// An issued access token: until when it is good and the service account it was issued to
-/// (the "user" Google counts quota for).
+/// An issued access token: until when it is good and the account it was issued to (a
+/// service account or a person: the "user" Google counts quota for).
 struct Issued {
     expires: Instant,
     user: String,
@@ -141,11 +151,13 @@ impl Auth {
         if scopes.is_empty() {
             return Err(GrantError::grant("Missing scope."));
         }
-        let user = claims
-            .get("iss")
-            .and_then(Json::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let user = claims.get("iss").and_then(Json::as_str).unwrap_or_default();
+        Ok((token_reply(&self.issue(user)), scopes))
+    }
+
+    /// Issues a bearer token to `user` (a service account whose grant was verified, or a
+    /// person by e-mail) for [`TOKEN_LIFETIME`]; returns the token.
+    pub fn issue(&self, user: &str) -> String {
         let token = format!("ya29.emulator-{}", uuid::Uuid::new_v4().simple());
         let now = Instant::now();
         if let Ok(mut tokens) = self.tokens.lock() {
@@ -154,16 +166,11 @@ impl Auth {
                 token.clone(),
                 Issued {
                     expires: now + TOKEN_LIFETIME,
-                    user,
+                    user: user.to_string(),
                 },
             );
         }
-        let reply = json!({
-            "access_token": token,
-            "token_type": "Bearer",
-            "expires_in": TOKEN_LIFETIME.as_secs(),
-        });
-        Ok((reply, scopes))
+        token
     }
 
     /// Verifies the RS256 signature and the claims Google checks (`iss`, `aud`, `exp`, `iat`).
@@ -219,8 +226,8 @@ impl Auth {
         Ok(claims)
     }
 
-    /// The service account of the live token an `Authorization` header value carries;
-    /// `None` when it carries none we issued (or it expired).
+    /// The account (service account or person) of the live token an `Authorization` header
+    /// value carries; `None` when it carries none we issued (or it expired).
     pub fn user(&self, header: Option<&str>) -> Option<String> {
         let token = header.and_then(|h| h.strip_prefix("Bearer "))?;
         let now = Instant::now();

@@ -11,10 +11,17 @@
 //! Replies follow proto3 JSON: zero counts are omitted, so a `findReplace` that changed
 //! nothing replies `{"findReplace": {}}`. Clients must read a missing count as 0.
 //!
+//! Every request is made by someone (the token's account, or the person of the web view):
+//! before it is applied, the protection guard (`protection.rs`) judges what it would change
+//! (`footprint.rs`), and a request touching a protected cell its author may not edit fails
+//! the whole batch with Google's 400, without the `Invalid requests[i]` prefix of a
+//! malformed request.
+//!
 //! This file holds the dispatch, the cell and sheet requests and the helpers they share;
 //! row/column edits are in `dimension.rs`, `cutPaste`/`copyPaste` in `paste.rs`,
-//! `findReplace` in `find_replace.rs` and the developer metadata requests in `metadata.rs`.
-//! After every request, metadata whose row, column or sheet was deleted is dropped.
+//! `findReplace` in `find_replace.rs`, the developer metadata requests in `metadata.rs` and
+//! the protected range requests in `protection.rs`. After every request, metadata whose
+//! row, column or sheet was deleted is dropped.
 
 use google_sheets4::api::{
     AppendCellsRequest, BatchUpdateSpreadsheetRequest, CellData, DuplicateSheetRequest,
@@ -28,9 +35,11 @@ use super::deviation::{self, Deviation, Rules};
 use super::dimension;
 use super::error::ApiError;
 use super::find_replace::find_replace;
+use super::footprint;
 use super::lookup;
 use super::metadata;
 use super::paste;
+use super::protection;
 use super::request::{exceeds, fields, grid_range, need, nonneg, sheet_of};
 use super::store::{range_a1, Bounds, Cell, NumberFormat, Sheet, Spreadsheet, Value};
 
@@ -40,12 +49,13 @@ pub fn parse(body: &[u8]) -> Result<BatchUpdateSpreadsheetRequest, ApiError> {
         .map_err(|e| ApiError::invalid(format!("Invalid JSON payload received. {e}")))
 }
 
-/// Runs a whole batch against `ss`: on success `ss` holds the result and the reply is
-/// returned; on failure `ss` is untouched.
+/// Runs a whole batch of `user` (a service account or a person) against `ss`: on success
+/// `ss` holds the result and the reply is returned; on failure `ss` is untouched.
 pub fn run(
     ss: &mut Spreadsheet,
     req: &BatchUpdateSpreadsheetRequest,
     rules: &Rules,
+    user: &str,
 ) -> Result<Json, ApiError> {
     let mut work = ss.clone();
     let requests = req.requests.as_deref().unwrap_or_default();
@@ -53,16 +63,19 @@ pub fn run(
     for (i, r) in requests.iter().enumerate() {
         let kind =
             kind_of(r).map_err(|m| ApiError::invalid(format!("Invalid requests[{i}]: {m}")))?;
-        let reply = match apply(&mut work, r, &kind, rules) {
+        let invalid = |m: String| ApiError::invalid(format!("Invalid requests[{i}].{kind}: {m}"));
+        let step = footprint::of_request(&work, r, &kind)
+            .map_err(invalid)
+            .and_then(|touches| protection::guard(&work, user, &touches))
+            .and_then(|()| apply(&mut work, r, &kind, rules, user).map_err(invalid));
+        let reply = match step {
             Ok(reply) => reply,
-            Err(m) => {
+            Err(e) => {
                 if rules.deviates(Deviation::PartialBatch) {
                     metadata::prune(&mut work);
                     *ss = work;
                 }
-                return Err(ApiError::invalid(format!(
-                    "Invalid requests[{i}].{kind}: {m}"
-                )));
+                return Err(e);
             }
         };
         metadata::prune(&mut work);
@@ -77,7 +90,7 @@ pub fn run(
         } else {
             &work
         };
-        out["updatedSpreadsheet"] = api::spreadsheet_json(shown, &ranges, grid)?;
+        out["updatedSpreadsheet"] = api::spreadsheet_json(shown, &ranges, grid, user)?;
     }
     *ss = work;
     Ok(out)
@@ -89,6 +102,7 @@ fn deviate(
     r: &Request,
     kind: &str,
     rules: &Rules,
+    user: &str,
 ) -> Result<Option<Json>, String> {
     let usual = Rules {
         deviation: None,
@@ -119,7 +133,7 @@ fn deviate(
             };
             let sheet = sheet_of(ss, sheet_id)?;
             let before = deviation::row_metadata(ss, sheet);
-            let reply = apply(ss, r, kind, &usual)?;
+            let reply = apply(ss, r, kind, &usual, user)?;
             deviation::pin_row_metadata(ss, sheet, before);
             reply
         }
@@ -129,14 +143,14 @@ fn deviate(
             let dest = need(&c.destination)?;
             let to = sheet_of(ss, dest.sheet_id)?;
             let row = nonneg(dest.row_index)?;
-            let reply = apply(ss, r, kind, &usual)?;
+            let reply = apply(ss, r, kind, &usual, user)?;
             if to == src.sheet {
                 deviation::carry_row_metadata(ss, src.sheet, src.r0, row, src.r1 - src.r0);
             }
             reply
         }
         (Some(Deviation::DeleteMissingMetadataFails), "deleteDeveloperMetadata") => {
-            let reply = apply(ss, r, kind, &usual)?;
+            let reply = apply(ss, r, kind, &usual, user)?;
             if reply["deleteDeveloperMetadata"]
                 .get("deletedDeveloperMetadata")
                 .is_none()
@@ -164,7 +178,7 @@ fn deviate(
                 };
                 lookup::delete(ss, &by_id)?;
             }
-            apply(ss, r, kind, &usual)?
+            apply(ss, r, kind, &usual, user)?
         }
         _ => return Ok(None),
     }))
@@ -188,9 +202,15 @@ fn kind_of(r: &Request) -> Result<String, String> {
     }
 }
 
-fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result<Json, String> {
+fn apply(
+    ss: &mut Spreadsheet,
+    r: &Request,
+    kind: &str,
+    rules: &Rules,
+    user: &str,
+) -> Result<Json, String> {
     if rules.deviation.is_some() {
-        if let Some(reply) = deviate(ss, r, kind, rules)? {
+        if let Some(reply) = deviate(ss, r, kind, rules, user)? {
             return Ok(reply);
         }
     }
@@ -233,6 +253,9 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result
         "createDeveloperMetadata" => metadata::create(ss, need(&r.create_developer_metadata)?)?,
         "updateDeveloperMetadata" => lookup::update(ss, need(&r.update_developer_metadata)?)?,
         "deleteDeveloperMetadata" => lookup::delete(ss, need(&r.delete_developer_metadata)?)?,
+        "addProtectedRange" => protection::add(ss, need(&r.add_protected_range)?, user)?,
+        "updateProtectedRange" => protection::update(ss, need(&r.update_protected_range)?, user)?,
+        "deleteProtectedRange" => protection::delete(ss, need(&r.delete_protected_range)?)?,
         "autoResizeDimensions" => {
             // Column widths are not modelled.
             need(&r.auto_resize_dimensions)?;
@@ -245,7 +268,8 @@ fn apply(ss: &mut Spreadsheet, r: &Request, kind: &str, rules: &Rules) -> Result
                  repeatCell, setDataValidation, insertDimension, deleteDimension, \
                  moveDimension, sortRange, updateDimensionProperties, autoResizeDimensions, \
                  cutPaste, copyPaste, createDeveloperMetadata, updateDeveloperMetadata, \
-                 deleteDeveloperMetadata)"
+                 deleteDeveloperMetadata, addProtectedRange, updateProtectedRange, \
+                 deleteProtectedRange)"
             ))
         }
     })
@@ -277,12 +301,7 @@ fn append_cells(ss: &mut Spreadsheet, a: &AppendCellsRequest) -> Result<Json, St
     let sheet = sheet_of(ss, a.sheet_id)?;
     // "After the last row with data": a cell that only carries a number format or a data
     // validation rule (or a row that only carries metadata) is not data.
-    let s = &ss.sheets[sheet];
-    let at = s
-        .rows
-        .iter()
-        .rposition(|row| row.iter().any(|c| c.value.is_some()))
-        .map_or(0, |i| i as u32 + 1);
+    let at = ss.sheets[sheet].data_end();
     let rows = a.rows.as_deref().unwrap_or_default();
     let s = &mut ss.sheets[sheet];
     let width = rows
@@ -305,6 +324,19 @@ fn duplicate_sheet(ss: &mut Spreadsheet, d: &DuplicateSheetRequest) -> Result<Js
         row.meta.clear();
     }
     copy.column_meta.clear();
+    // The copy keeps the sheet's protection (assumed, as the Sheets UI's copy does), under
+    // ids of its own: a protected range's id is unique in the spreadsheet.
+    let mut taken = Vec::with_capacity(copy.protected.len());
+    for p in &mut copy.protected {
+        let id = loop {
+            let id = ss.fresh_protected_id();
+            if !taken.contains(&id) {
+                break id;
+            }
+        };
+        taken.push(id);
+        p.id = id;
+    }
     copy.trim();
     copy.id = match d.new_sheet_id {
         Some(id) if ss.sheet_index(id).is_some() => {
@@ -652,7 +684,12 @@ mod tests {
 
     fn batch(ss: &mut Spreadsheet, requests: Json) -> Result<Json, ApiError> {
         let body = serde_json::to_vec(&json!({ "requests": requests })).unwrap_or_default();
-        run(ss, &parse(&body)?, &Rules::default())
+        run(
+            ss,
+            &parse(&body)?,
+            &Rules::default(),
+            crate::emulator::DEFAULT_OWNER,
+        )
     }
 
     fn cas(from: &str, to: &str) -> Json {

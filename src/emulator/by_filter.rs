@@ -19,6 +19,8 @@
 //! that went nowhere for a success.
 //!
 //! Every method works on a copy and keeps it only when everything succeeded: all or nothing.
+//! The writes pass the protection guard (`protection.rs`) with every matched block before
+//! any is written.
 
 use std::collections::BTreeSet;
 
@@ -29,6 +31,7 @@ use super::data_filter;
 use super::deviation::{Deviation, Rules};
 use super::error::ApiError;
 use super::metadata;
+use super::protection::{self, Touch};
 use super::store::{Bounds, Spreadsheet};
 use super::values::{self, Input, Render};
 
@@ -86,8 +89,13 @@ fn no_match(what: &str, i: usize) -> ApiError {
     ))
 }
 
-/// `values.batchUpdateByDataFilter`.
-pub fn batch_update(ss: &mut Spreadsheet, body: &Json, rules: &Rules) -> Result<Json, ApiError> {
+/// `values.batchUpdateByDataFilter` by `user`.
+pub fn batch_update(
+    ss: &mut Spreadsheet,
+    body: &Json,
+    rules: &Rules,
+    user: &str,
+) -> Result<Json, ApiError> {
     let input = Input::parse(body.get("valueInputOption").and_then(Json::as_str))?;
     let echo = if body.get("includeValuesInResponse").and_then(Json::as_bool) == Some(true) {
         Some(Render::parse(
@@ -150,6 +158,18 @@ pub fn batch_update(ss: &mut Spreadsheet, body: &Json, rules: &Rules) -> Result<
             plan.push((echo_filter.clone(), b, rows.clone()));
         }
     }
+    let touched: Vec<Touch> = plan
+        .iter()
+        .map(|(_, b, rows)| {
+            let width = rows.iter().map(Vec::len).max().unwrap_or(0) as u32;
+            Touch::Cells(Bounds {
+                r1: b.r0 + rows.len() as u32,
+                c1: b.c0 + width,
+                ..*b
+            })
+        })
+        .collect();
+    protection::guard(ss, user, &touched)?;
     let mut work = ss.clone();
     let (mut t_rows, mut t_cols, mut t_cells) = (0, 0, 0);
     let mut sheets = BTreeSet::new();
@@ -197,8 +217,8 @@ pub fn batch_update(ss: &mut Spreadsheet, body: &Json, rules: &Rules) -> Result<
     Ok(Json::Object(m))
 }
 
-/// `values.batchClearByDataFilter`: values go, formats and validation stay.
-pub fn batch_clear(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError> {
+/// `values.batchClearByDataFilter` by `user`: values go, formats and validation stay.
+pub fn batch_clear(ss: &mut Spreadsheet, body: &Json, user: &str) -> Result<Json, ApiError> {
     let filters = data_filter::parse_filters(body.get("dataFilters"), "dataFilters")?;
     let located = metadata::locate(ss);
     let mut blocks = Vec::new();
@@ -210,6 +230,8 @@ pub fn batch_clear(ss: &mut Spreadsheet, body: &Json) -> Result<Json, ApiError> 
         }
         blocks.extend(ranges);
     }
+    let touched: Vec<Touch> = blocks.iter().copied().map(Touch::Cells).collect();
+    protection::guard(ss, user, &touched)?;
     let mut cleared = Vec::with_capacity(blocks.len());
     for b in &blocks {
         ss.sheets[b.sheet].clear_values(b);

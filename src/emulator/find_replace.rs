@@ -22,6 +22,51 @@ use super::values;
 /// a string after replacement, while a number or boolean is re-read as if typed.
 /// https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/request#findreplacerequest
 pub fn find_replace(ss: &mut Spreadsheet, f: &FindReplaceRequest) -> Result<Json, String> {
+    let plan = plan(ss, f)?;
+    let mut changed = BTreeSet::new();
+    for (sheet, r, c, v) in plan.changes {
+        ss.sheets[sheet].cell_mut(r, c).value = v;
+        changed.insert(sheet);
+    }
+    for sheet in changed {
+        ss.sheets[sheet].trim();
+    }
+    let mut m = serde_json::Map::new();
+    for (k, v) in [
+        ("valuesChanged", plan.values_changed),
+        ("formulasChanged", plan.formulas),
+        ("rowsChanged", plan.rows),
+        ("sheetsChanged", plan.sheets),
+        ("occurrencesChanged", plan.occurrences),
+    ] {
+        if v > 0 {
+            m.insert(k.into(), json!(v));
+        }
+    }
+    Ok(json!({ "findReplace": m }))
+}
+
+/// The cells (sheet index, row, column) a `findReplace` would change, as it sees the
+/// spreadsheet now: every matched cell, even one whose replacement equals what is there.
+pub fn cells(ss: &Spreadsheet, f: &FindReplaceRequest) -> Result<Vec<(usize, u32, u32)>, String> {
+    Ok(plan(ss, f)?
+        .changes
+        .into_iter()
+        .map(|(sheet, r, c, _)| (sheet, r, c))
+        .collect())
+}
+
+/// What a `findReplace` does: each matched cell's new value, and the reply's counts.
+struct Plan {
+    changes: Vec<(usize, u32, u32, Option<Value>)>,
+    occurrences: u32,
+    values_changed: u32,
+    formulas: u32,
+    rows: u32,
+    sheets: u32,
+}
+
+fn plan(ss: &Spreadsheet, f: &FindReplaceRequest) -> Result<Plan, String> {
     let find = f.find.clone().unwrap_or_default();
     if find.is_empty() {
         return Err("find must not be empty.".into());
@@ -62,76 +107,64 @@ pub fn find_replace(ss: &mut Spreadsheet, f: &FindReplaceRequest) -> Result<Json
     let (mut occurrences, mut values_changed, mut formulas) = (0u32, 0u32, 0u32);
     let mut rows = BTreeSet::new();
     let mut sheets = BTreeSet::new();
+    let mut changes = Vec::new();
     for b in blocks {
-        let mut changes = Vec::new();
-        {
-            let s = &ss.sheets[b.sheet];
-            let end = b.r1.min(s.rows.len() as u32);
-            for r in b.r0..end {
-                let row = &s.rows[r as usize];
-                for c in b.c0..b.c1.min(row.len() as u32) {
-                    let cell = &row[c as usize];
-                    let Some(v) = &cell.value else { continue };
-                    let text = match v {
-                        Value::Formula(t) if include_formulas => t.clone(),
-                        Value::Formula(_) => continue,
-                        Value::String(t) => t.clone(),
-                        Value::Number(_) | Value::Bool(_) => values::format_value(
-                            &formula::effective(ss, b.sheet, v),
-                            cell.number_format.as_deref(),
-                        ),
-                    };
-                    let n = re.find_iter(&text).count() as u32;
-                    if n == 0 {
-                        continue;
-                    }
-                    let new_text = if regex_replacement {
-                        re.replace_all(&text, replacement.as_str()).into_owned()
-                    } else {
-                        re.replace_all(&text, NoExpand(&replacement)).into_owned()
-                    };
-                    let new_value = match v {
-                        Value::Formula(_) => {
-                            formulas += 1;
-                            if new_text.starts_with('=') {
-                                Some(Value::Formula(new_text))
-                            } else {
-                                Some(values::parse_user_entered(&new_text).0)
-                            }
-                        }
-                        Value::String(_) => {
-                            values_changed += 1;
-                            (!new_text.is_empty()).then_some(Value::String(new_text))
-                        }
-                        _ => {
-                            values_changed += 1;
-                            (!new_text.is_empty()).then(|| values::parse_user_entered(&new_text).0)
-                        }
-                    };
-                    occurrences += n;
-                    rows.insert((b.sheet, r));
-                    sheets.insert(b.sheet);
-                    changes.push((r, c, new_value));
+        let s = &ss.sheets[b.sheet];
+        let end = b.r1.min(s.rows.len() as u32);
+        for r in b.r0..end {
+            let row = &s.rows[r as usize];
+            for c in b.c0..b.c1.min(row.len() as u32) {
+                let cell = &row[c as usize];
+                let Some(v) = &cell.value else { continue };
+                let text = match v {
+                    Value::Formula(t) if include_formulas => t.clone(),
+                    Value::Formula(_) => continue,
+                    Value::String(t) => t.clone(),
+                    Value::Number(_) | Value::Bool(_) => values::format_value(
+                        &formula::effective(ss, b.sheet, v),
+                        cell.number_format.as_deref(),
+                    ),
+                };
+                let n = re.find_iter(&text).count() as u32;
+                if n == 0 {
+                    continue;
                 }
+                let new_text = if regex_replacement {
+                    re.replace_all(&text, replacement.as_str()).into_owned()
+                } else {
+                    re.replace_all(&text, NoExpand(&replacement)).into_owned()
+                };
+                let new_value = match v {
+                    Value::Formula(_) => {
+                        formulas += 1;
+                        if new_text.starts_with('=') {
+                            Some(Value::Formula(new_text))
+                        } else {
+                            Some(values::parse_user_entered(&new_text).0)
+                        }
+                    }
+                    Value::String(_) => {
+                        values_changed += 1;
+                        (!new_text.is_empty()).then_some(Value::String(new_text))
+                    }
+                    _ => {
+                        values_changed += 1;
+                        (!new_text.is_empty()).then(|| values::parse_user_entered(&new_text).0)
+                    }
+                };
+                occurrences += n;
+                rows.insert((b.sheet, r));
+                sheets.insert(b.sheet);
+                changes.push((b.sheet, r, c, new_value));
             }
         }
-        let s = &mut ss.sheets[b.sheet];
-        for (r, c, v) in changes {
-            s.cell_mut(r, c).value = v;
-        }
-        s.trim();
     }
-    let mut m = serde_json::Map::new();
-    for (k, v) in [
-        ("valuesChanged", values_changed),
-        ("formulasChanged", formulas),
-        ("rowsChanged", rows.len() as u32),
-        ("sheetsChanged", sheets.len() as u32),
-        ("occurrencesChanged", occurrences),
-    ] {
-        if v > 0 {
-            m.insert(k.into(), json!(v));
-        }
-    }
-    Ok(json!({ "findReplace": m }))
+    Ok(Plan {
+        changes,
+        occurrences,
+        values_changed,
+        formulas,
+        rows: rows.len() as u32,
+        sheets: sheets.len() as u32,
+    })
 }

@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value as Json};
 use super::error::ApiError;
 use super::formula::{self, Eff};
 use super::metadata::{self, Placed};
+use super::protection;
 use super::store::{Bounds, Cell, Sheet, Spreadsheet, Value};
 use super::values;
 
@@ -19,10 +20,16 @@ use super::values;
 pub const ROW_PIXELS: u32 = 21;
 pub const COLUMN_PIXELS: u32 = 100;
 
-/// `spreadsheets.get` (and the `updatedSpreadsheet` of a batch). With `ranges`, only the
-/// sheets they touch are listed; with grid data, each range's cells are included as
-/// `data[]`, else the whole sheet's.
-pub fn spreadsheet_json(ss: &Spreadsheet, ranges: &[String], grid: bool) -> Result<Json, ApiError> {
+/// `spreadsheets.get` (and the `updatedSpreadsheet` of a batch) as `viewer` reads it. With
+/// `ranges`, only the sheets they touch are listed; with grid data, each range's cells are
+/// included as `data[]`, else the whole sheet's. Each sheet lists its `protectedRanges`,
+/// their editors only to the viewers who may edit them.
+pub fn spreadsheet_json(
+    ss: &Spreadsheet,
+    ranges: &[String],
+    grid: bool,
+    viewer: &str,
+) -> Result<Json, ApiError> {
     let mut per_sheet: Vec<Vec<Bounds>> = vec![Vec::new(); ss.sheets.len()];
     for r in ranges {
         let b = ss.resolve_read(r)?;
@@ -37,6 +44,9 @@ pub fn spreadsheet_json(ss: &Spreadsheet, ranges: &[String], grid: bool) -> Resu
         let own = metadata::at(ss, Placed::Sheet(i));
         if !own.is_empty() {
             sheet["developerMetadata"] = Json::Array(own);
+        }
+        if let Some(protected) = protection::sheet_json(ss, i, viewer) {
+            sheet["protectedRanges"] = protected;
         }
         if grid {
             let blocks = if ranges.is_empty() {

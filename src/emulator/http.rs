@@ -71,6 +71,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/_emulator/quota", get(admin::quota).post(admin::set_quota))
         .route("/_emulator/reset", post(admin::reset))
         .route("/_emulator/credentials", get(admin::credentials))
+        .route("/_emulator/people/token", post(admin::person_token))
         .fallback(api_call)
         // Google recommends payloads under 2 MB but accepts more; tests write large sheets.
         .layer(DefaultBodyLimit::disable())
@@ -380,14 +381,15 @@ fn to_bytes<T: serde::Serialize>(view: &T) -> Result<Reply, ApiError> {
         .map_err(|e| ApiError::new(500, e.to_string()))
 }
 
-/// Runs a call against the store. Returns the reply and whether the store changed. Reads are
-/// serialised to bytes directly unless a `fields` selection needs the JSON tree.
+/// Runs a call of `user` against the store. Returns the reply and whether the store changed.
+/// Reads are serialised to bytes directly unless a `fields` selection needs the JSON tree.
 fn execute(
     store: &mut Store,
     call: &Call,
     q: &Query,
     body: &[u8],
     rules: &Rules,
+    user: &str,
 ) -> Result<(Reply, bool), ApiError> {
     let direct = q.one("fields").is_none();
     if let (true, Call::ValuesGet(id, range)) = (direct, call) {
@@ -406,7 +408,7 @@ fn execute(
         let view = api::BatchGetView::new(ss, &q.all("ranges"), render, major)?;
         return Ok((to_bytes(&view)?, false));
     }
-    execute_json(store, call, q, body, rules).map(|(j, changed)| (Reply::Json(j), changed))
+    execute_json(store, call, q, body, rules, user).map(|(j, changed)| (Reply::Json(j), changed))
 }
 
 fn execute_json(
@@ -415,6 +417,7 @@ fn execute_json(
     q: &Query,
     body: &[u8],
     rules: &Rules,
+    user: &str,
 ) -> Result<(Json, bool), ApiError> {
     let major = || Major::parse(q.one("majorDimension"));
     let echo = |q: &Query| -> Result<Option<(Render, Major)>, ApiError> {
@@ -429,18 +432,20 @@ fn execute_json(
     };
     match call {
         Call::Create => {
-            let reply = api::create(store, &json_body(body)?, store::fresh_spreadsheet_id())?;
+            let id = store::fresh_spreadsheet_id();
+            let reply = api::create(store, &json_body(body)?, id, user)?;
             Ok((reply, true))
         }
         Call::Get(id) => {
             let ss = store.get(id)?;
-            let reply = api::spreadsheet_json(ss, &q.all("ranges"), q.flag("includeGridData"))?;
+            let reply =
+                api::spreadsheet_json(ss, &q.all("ranges"), q.flag("includeGridData"), user)?;
             Ok((reply, false))
         }
         Call::BatchUpdate(id) => {
             let req = batch::parse(body)?;
             let ss = store.get_mut(id)?;
-            let reply = batch::run(ss, &req, rules)?;
+            let reply = batch::run(ss, &req, rules, user)?;
             let changed = req.requests.as_ref().is_some_and(|r| !r.is_empty());
             Ok((reply, changed))
         }
@@ -460,7 +465,7 @@ fn execute_json(
         Call::ValuesUpdate(id, range) => {
             let ss = store.get_mut(id)?;
             let input = Input::parse(q.one("valueInputOption"))?;
-            let reply = api::update(ss, range, &json_body(body)?, input, echo(q)?)?;
+            let reply = api::update(ss, range, &json_body(body)?, input, echo(q)?, user)?;
             Ok((reply, true))
         }
         Call::ValuesAppend(id, range) => {
@@ -474,16 +479,17 @@ fn execute_json(
                 q.one("insertDataOption"),
                 echo(q)?,
                 rules.deviates(Deviation::AppendFromTop),
+                user,
             )?;
             Ok((reply, true))
         }
         Call::ValuesBatchUpdate(id) => {
             let ss = store.get_mut(id)?;
-            Ok((api::batch_update(ss, &json_body(body)?)?, true))
+            Ok((api::batch_update(ss, &json_body(body)?, user)?, true))
         }
         Call::ValuesClear(id, range) => {
             let ss = store.get_mut(id)?;
-            let cleared = api::clear(ss, range)?;
+            let cleared = api::clear(ss, range, user)?;
             Ok((
                 json!({ "spreadsheetId": id, "clearedRange": cleared }),
                 true,
@@ -492,7 +498,7 @@ fn execute_json(
         Call::ValuesBatchClear(id) => {
             let ss = store.get_mut(id)?;
             let ranges = strings_at(body, "ranges");
-            Ok((api::batch_clear(ss, &ranges)?, true))
+            Ok((api::batch_clear(ss, &ranges, user)?, true))
         }
         Call::ValuesBatchGetByDataFilter(id) => {
             let ss = store.get(id)?;
@@ -500,11 +506,14 @@ fn execute_json(
         }
         Call::ValuesBatchUpdateByDataFilter(id) => {
             let ss = store.get_mut(id)?;
-            Ok((by_filter::batch_update(ss, &json_body(body)?, rules)?, true))
+            Ok((
+                by_filter::batch_update(ss, &json_body(body)?, rules, user)?,
+                true,
+            ))
         }
         Call::ValuesBatchClearByDataFilter(id) => {
             let ss = store.get_mut(id)?;
-            Ok((by_filter::batch_clear(ss, &json_body(body)?)?, true))
+            Ok((by_filter::batch_clear(ss, &json_body(body)?, user)?, true))
         }
         Call::MetadataGet(id, mid) => {
             let ss = store.get(id)?;
@@ -639,8 +648,8 @@ async fn api_call(
     pending.user = user.clone();
     // Google checks sharing before anything else: 403 PERMISSION_DENIED, "The caller does
     // not have permission", for an account the spreadsheet is not shared with and for a
-    // viewer's write.
-    match sh.access_of(&user) {
+    // viewer's write. The owner always has the file.
+    match sh.access_to(call.spreadsheet_id(), &user) {
         Access::None => return pending.finish(Err(ApiError::for_status(403, call.is_write()))),
         Access::Reader if call.is_write() => {
             return pending.finish(Err(ApiError::for_status(403, true)))
@@ -663,7 +672,10 @@ async fn api_call(
                 tokio::time::sleep(d).await;
                 let changed = {
                     let mut store = late.store();
-                    matches!(execute(&mut store, &call, &q, &body, &rules), Ok((_, true)))
+                    matches!(
+                        execute(&mut store, &call, &q, &body, &rules, &user),
+                        Ok((_, true))
+                    )
                 };
                 if changed {
                     late.mark_changed();
@@ -691,11 +703,11 @@ async fn api_call(
     };
     let result = match &call {
         Call::BatchUpdate(id) if sh.rules.deviates(Deviation::UnserialisedBatches) => {
-            unserialised_batch(&sh, id, &body).await
+            unserialised_batch(&sh, id, &body, &user).await
         }
         _ => {
             let mut store = sh.store();
-            execute(&mut store, &call, &q, &body, &sh.rules)
+            execute(&mut store, &call, &q, &body, &sh.rules, &user)
         }
     };
     let result = match result {
@@ -718,11 +730,16 @@ async fn api_call(
 
 /// A `batchUpdate` under [`Deviation::UnserialisedBatches`]: applied to a copy taken on
 /// arrival, stored a moment later over whatever happened meanwhile.
-async fn unserialised_batch(sh: &Shared, id: &str, body: &[u8]) -> Result<(Reply, bool), ApiError> {
+async fn unserialised_batch(
+    sh: &Shared,
+    id: &str,
+    body: &[u8],
+    user: &str,
+) -> Result<(Reply, bool), ApiError> {
     let req = batch::parse(body)?;
     let mut copy = sh.store().get(id)?.clone();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let reply = batch::run(&mut copy, &req, &sh.rules)?;
+    let reply = batch::run(&mut copy, &req, &sh.rules, user)?;
     sh.store().insert(copy);
     Ok((Reply::Json(reply), true))
 }

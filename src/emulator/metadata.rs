@@ -399,7 +399,12 @@ mod tests {
 
     fn run(ss: &mut Spreadsheet, requests: Json) -> Result<Json, ApiError> {
         let body = serde_json::to_vec(&json!({ "requests": requests })).unwrap_or_default();
-        batch::run(ss, &batch::parse(&body)?, &Rules::default())
+        batch::run(
+            ss,
+            &batch::parse(&body)?,
+            &Rules::default(),
+            crate::emulator::DEFAULT_OWNER,
+        )
     }
 
     fn create(id: i32, location: Json) -> Json {

@@ -144,19 +144,70 @@ pub fn cut(ss: &mut Spreadsheet, req: &CutPasteRequest) -> Result<Json, String> 
     Ok(json!({}))
 }
 
+/// The blocks a `cutPaste` changes: its source, and the block of the same size at its
+/// destination.
+pub fn cut_blocks(ss: &Spreadsheet, req: &CutPasteRequest) -> Result<[Bounds; 2], String> {
+    let src = grid_range(ss, need(&req.source)?)?;
+    let dest = need(&req.destination)?;
+    let sheet = sheet_of(ss, dest.sheet_id)?;
+    let (r0, c0) = (nonneg(dest.row_index)?, nonneg(dest.column_index)?);
+    let to = Bounds {
+        sheet,
+        r0,
+        r1: r0 + src.rows(),
+        c0,
+        c1: c0 + src.cols(),
+    };
+    Ok([src, to])
+}
+
+/// The block a `copyPaste` writes: the source's shape (turned with `TRANSPOSE`), repeated
+/// to fill a destination that spans a multiple of it; `None` for an empty source.
+pub fn copy_block(ss: &Spreadsheet, req: &CopyPasteRequest) -> Result<Option<Bounds>, String> {
+    let src = grid_range(ss, need(&req.source)?)?;
+    let dest = grid_range(ss, need(&req.destination)?)?;
+    let (h, w) = if transposed(req)? {
+        (src.cols(), src.rows())
+    } else {
+        (src.rows(), src.cols())
+    };
+    if h == 0 || w == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Bounds {
+        sheet: dest.sheet,
+        r0: dest.r0,
+        r1: dest.r0 + h * repeats(dest.rows(), h),
+        c0: dest.c0,
+        c1: dest.c0 + w * repeats(dest.cols(), w),
+    }))
+}
+
+fn transposed(req: &CopyPasteRequest) -> Result<bool, String> {
+    match req.paste_orientation.as_deref() {
+        None | Some("NORMAL") => Ok(false),
+        Some("TRANSPOSE") => Ok(true),
+        Some(other) => Err(format!(
+            "Invalid value at 'paste_orientation' (type.googleapis.com/google.apps.sheets.v4.PasteOrientation), \"{other}\""
+        )),
+    }
+}
+
+/// How many times a source `unit` long fits a destination `span` long: a whole multiple
+/// repeats it, anything else takes it once.
+fn repeats(span: u32, unit: u32) -> u32 {
+    if span >= unit && span.is_multiple_of(unit) {
+        span / unit
+    } else {
+        1
+    }
+}
+
 /// `copyPaste`: a destination that spans a multiple of the source's height or width repeats
 /// the data to fill it; a smaller one still receives the whole source, as documented.
 pub fn copy(ss: &mut Spreadsheet, req: &CopyPasteRequest) -> Result<Json, String> {
     let t = PasteType::parse(req.paste_type.as_deref())?;
-    let transpose = match req.paste_orientation.as_deref() {
-        None | Some("NORMAL") => false,
-        Some("TRANSPOSE") => true,
-        Some(other) => {
-            return Err(format!(
-                "Invalid value at 'paste_orientation' (type.googleapis.com/google.apps.sheets.v4.PasteOrientation), \"{other}\""
-            ))
-        }
-    };
+    let transpose = transposed(req)?;
     let src = grid_range(ss, need(&req.source)?)?;
     let dest = grid_range(ss, need(&req.destination)?)?;
     let mut cells = snapshot(ss, &src, t);
@@ -171,16 +222,9 @@ pub fn copy(ss: &mut Spreadsheet, req: &CopyPasteRequest) -> Result<Json, String
     if h == 0 || w == 0 {
         return Ok(json!({}));
     }
-    let reps = |span: u32, unit: u32| {
-        if span >= unit && span.is_multiple_of(unit) {
-            span / unit
-        } else {
-            1
-        }
-    };
-    let tiled: Vec<Vec<Cell>> = (0..h * reps(dest.rows(), h))
+    let tiled: Vec<Vec<Cell>> = (0..h * repeats(dest.rows(), h))
         .map(|i| {
-            (0..w * reps(dest.cols(), w))
+            (0..w * repeats(dest.cols(), w))
                 .map(|j| cells[(i % h) as usize][(j % w) as usize].clone())
                 .collect()
         })

@@ -39,7 +39,8 @@ pub struct Shared {
     /// Added to the time the `Date` header of every API reply says: a test's way to put
     /// Google's clock (or ours) off.
     pub clock_skew: Mutex<chrono::TimeDelta>,
-    /// Accounts (service-account e-mails) whose sharing is not the default (editor).
+    /// Accounts (service accounts' and people's e-mails) whose sharing is not the default
+    /// (editor).
     pub access: Mutex<BTreeMap<String, Access>>,
 }
 
@@ -80,7 +81,18 @@ impl Shared {
             .to_string()
     }
 
-    /// How the spreadsheets are shared with `user`.
+    /// How the spreadsheet `id` is shared with `user`: as its owner, a writer; else as
+    /// [`Shared::access_of`] says.
+    pub fn access_to(&self, id: &str, user: &str) -> Access {
+        let owns = self.store().get(id).is_ok_and(|ss| ss.owner == user);
+        if owns {
+            Access::Writer
+        } else {
+            self.access_of(user)
+        }
+    }
+
+    /// How the spreadsheets are shared with `user` (a service account or a person).
     pub fn access_of(&self, user: &str) -> Access {
         self.access
             .lock()

@@ -8,6 +8,9 @@
 //! same edits). The metadata itself (key, value, visibility) lives in
 //! [`Spreadsheet::developer_metadata`]; see `metadata.rs`.
 //!
+//! Protected ranges live on the sheet they protect ([`Sheet::protected`], `store/protected.rs`)
+//! and follow the same edits, as Google moves a protected range with its cells.
+//!
 //! A row's cells are an `Arc<Vec<Cell>>` so that cloning a sheet (done once per
 //! `batchUpdate`, to apply the whole batch on a copy and keep it only if every request
 //! succeeds) costs one pointer per row; cells are deep-copied only when written
@@ -22,6 +25,9 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use crate::a1::{self, A1Range};
+
+mod protected;
+pub use protected::{Area, Editors, Protected, Span};
 
 /// Google's default grid for a new sheet: 1000 rows × 26 columns.
 pub const DEFAULT_ROWS: u32 = 1000;
@@ -175,6 +181,9 @@ pub struct Sheet {
     /// (columns past the end carry none). Moved by every column edit, like `rows`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub column_meta: Vec<Vec<i32>>,
+    /// The protected ranges on this sheet, in the order they were added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<Protected>,
 }
 
 /// A concrete block of one sheet: zero-based, half-open, clamped to the grid.
@@ -209,6 +218,7 @@ impl Sheet {
             hidden_columns: Vec::new(),
             rows: Vec::new(),
             column_meta: Vec::new(),
+            protected: Vec::new(),
         }
     }
 
@@ -255,6 +265,15 @@ impl Sheet {
         }
         self.grow_to(row + 1, col + 1);
         self.cell_mut(row, col).value = value;
+    }
+
+    /// The number of rows down to the last one holding a value ("the last row with data": a
+    /// cell with only a format or a rule, or a row with only metadata, is not data).
+    pub fn data_end(&self) -> u32 {
+        self.rows
+            .iter()
+            .rposition(|row| row.iter().any(|c| c.value.is_some()))
+            .map_or(0, |i| i as u32 + 1)
     }
 
     /// Grows the grid so that it has at least `rows` × `cols`.
@@ -308,6 +327,9 @@ impl Sheet {
     /// Inserts `n` empty rows before `at`; the grid grows by `n`. Rows at and below `at` move
     /// down as objects, with their metadata.
     pub fn insert_rows(&mut self, at: u32, n: u32) {
+        for p in &mut self.protected {
+            p.insert(true, at, n);
+        }
         let at = at as usize;
         if at < self.rows.len() {
             let fresh = (0..n).map(|_| Row::default());
@@ -319,6 +341,7 @@ impl Sheet {
     /// Deletes rows `[start, end)` with their metadata ids; the grid shrinks accordingly.
     /// The caller drops metadata left without a location (`metadata::prune`).
     pub fn delete_rows(&mut self, start: u32, end: u32) {
+        self.protected.retain_mut(|p| p.delete(true, start, end));
         let (s, e) = (start as usize, (end as usize).min(self.rows.len()));
         if s < e {
             self.rows.drain(s..e);
@@ -331,6 +354,9 @@ impl Sheet {
     pub fn move_rows(&mut self, start: u32, end: u32, dest: u32) {
         if dest >= start && dest <= end {
             return;
+        }
+        for p in &mut self.protected {
+            p.relocate(true, start, end, dest);
         }
         let need = end.max(dest) as usize;
         if self.rows.len() < need {
@@ -347,6 +373,9 @@ impl Sheet {
     }
 
     pub fn insert_columns(&mut self, at: u32, n: u32) {
+        for p in &mut self.protected {
+            p.insert(false, at, n);
+        }
         for row in &mut self.rows {
             if (at as usize) < row.len() {
                 let cells = row.cells_mut();
@@ -367,6 +396,7 @@ impl Sheet {
     }
 
     pub fn delete_columns(&mut self, start: u32, end: u32) {
+        self.protected.retain_mut(|p| p.delete(false, start, end));
         for row in &mut self.rows {
             let e = (end as usize).min(row.len());
             if (start as usize) < e {
@@ -392,6 +422,9 @@ impl Sheet {
     pub fn move_columns(&mut self, start: u32, end: u32, dest: u32) {
         if dest >= start && dest <= end {
             return;
+        }
+        for p in &mut self.protected {
+            p.relocate(false, start, end, dest);
         }
         let (s, e, d) = (start as usize, end as usize, dest as usize);
         let at = if d < s { d } else { d - (e - s) };
@@ -446,6 +479,15 @@ impl Sheet {
     }
 }
 
+/// The owner of a spreadsheet the emulator seeds: a person. sheetq's service account is an
+/// editor of the file, never its owner, as in a deployment where a person shares their
+/// spreadsheet with the service account.
+pub const DEFAULT_OWNER: &str = "owner@example.com";
+
+fn default_owner() -> String {
+    DEFAULT_OWNER.to_string()
+}
+
 /// One spreadsheet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spreadsheet {
@@ -453,6 +495,11 @@ pub struct Spreadsheet {
     pub title: String,
     pub time_zone: String,
     pub locale: String,
+    /// Who owns the file: a person for a seeded spreadsheet, the creating account for one
+    /// made through `spreadsheets.create`. The owner is always able to edit protected ranges
+    /// (https://developers.google.com/apps-script/reference/spreadsheet/protection#canedit).
+    #[serde(default = "default_owner")]
+    pub owner: String,
     pub sheets: Vec<Sheet>,
     /// Every developer metadata of the spreadsheet, by id. Where a row or column metadata is
     /// right now is known from the row or column carrying its id (`metadata::locate`).
@@ -467,6 +514,7 @@ impl Spreadsheet {
             title: title.into(),
             time_zone: "Asia/Tokyo".into(),
             locale: "ja_JP".into(),
+            owner: default_owner(),
             sheets: Vec::new(),
             developer_metadata: BTreeMap::new(),
         }
@@ -494,6 +542,26 @@ impl Spreadsheet {
 
     pub fn sheet_by_title_mut(&mut self, title: &str) -> Option<&mut Sheet> {
         self.sheets.iter_mut().find(|s| s.title == title)
+    }
+
+    /// The protected range `id`: its sheet's index and its index on that sheet.
+    pub fn protected_range(&self, id: i32) -> Option<(usize, usize)> {
+        self.sheets
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| s.protected.iter().position(|p| p.id == id).map(|j| (i, j)))
+    }
+
+    /// A protected range id not yet used in this spreadsheet (random and positive, as
+    /// Google's).
+    pub fn fresh_protected_id(&self) -> i32 {
+        let mut rng = rand::thread_rng();
+        loop {
+            let id = rng.gen_range(1..i32::MAX);
+            if self.protected_range(id).is_none() {
+                return id;
+            }
+        }
     }
 
     /// A sheet id not yet used in this spreadsheet. Google picks random positive ids.

@@ -6,9 +6,10 @@
 //!
 //! - `GET /`, `/_emulator/web/app.js`, `/_emulator/web/app.css`: the page, served from the
 //!   binary (no build step, no framework).
-//! - `GET /_emulator/web/view?spreadsheet=ID&sheet=ID&after=V`: the view of one sheet of one
-//!   spreadsheet (the first one the emulator made when absent or unknown) as JSON, with the
-//!   list of every spreadsheet it holds. With `after`, it answers when the store's version
+//! - `GET /_emulator/web/view?spreadsheet=ID&sheet=ID&after=V&as=EMAIL`: the view of one
+//!   sheet of one spreadsheet (the first one the emulator made when absent or unknown) as
+//!   JSON, with the list of every spreadsheet it holds and the blocks protected against the
+//!   person `as` names (the owner, who may edit everything, when absent). With `after`, it answers when the store's version
 //!   passes `V`, or after a second anyway (so the request log and rates stay current too): a
 //!   long poll, the page's live channel.
 //! - `POST /_emulator/web/edit?spreadsheet=ID` with `{"requests": [...]}`: a person's edit
@@ -19,8 +20,11 @@
 //!   (`values.update` with `USER_ENTERED`: formulas, numbers, percentages, dates, a leading
 //!   `'` for text).
 //!
-//! Both are recorded in the request log as `person.edit` by `person (web view)` and count
-//! against no account's quota, as at Google. They accept only JSON sent by the page itself
+//! Both take `&as=EMAIL`, the person making the edit (the page lets one pick: the owner, or
+//! another person); without it, the spreadsheet's owner. The spreadsheet's sharing applies
+//! to them as to an API call (403 for a person it is not shared with, or a viewer). Both are
+//! recorded in the request log as `person.edit` by that person's address and count against
+//! no account's quota, as at Google. They accept only JSON sent by the page itself
 //! (`Content-Type: application/json`, and an `Origin`, when sent, of the emulator's own
 //! address), so another web page open in the same browser cannot edit the sheet.
 
@@ -38,12 +42,12 @@ use super::api;
 use super::batch;
 use super::control::RequestRecord;
 use super::error::ApiError;
-use super::shared::Shared;
+use super::people;
+use super::protection;
+use super::shared::{Access, Shared};
 use super::store::Spreadsheet;
 use super::values::{self, DateRender, Input, Render, ValueRender};
 
-/// The user a person's edits are logged as.
-pub const PERSON: &str = "person (web view)";
 /// The method a person's edits are logged as.
 pub const PERSON_EDIT: &str = "person.edit";
 /// Rows of one sheet the view sends at most.
@@ -84,6 +88,9 @@ pub struct ViewQuery {
     sheet: Option<i32>,
     /// Answer when the version passes this one (or after a second).
     after: Option<u64>,
+    /// The person looking: the blocks protected against them are marked.
+    #[serde(rename = "as")]
+    person: Option<String>,
 }
 
 /// One cell as the grid shows it.
@@ -138,7 +145,14 @@ pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> 
             .filter(|id| store.spreadsheets.contains_key(id))
             .unwrap_or(home.clone());
         let mut body = match store.get(&shown) {
-            Ok(ss) => sheet_view(ss, q.sheet, grid),
+            Ok(ss) => {
+                let viewer = q
+                    .person
+                    .as_deref()
+                    .and_then(|p| people::person_email(p).ok())
+                    .unwrap_or_else(|| ss.owner.clone());
+                sheet_view(ss, q.sheet, grid, &viewer)
+            }
             Err(_) => json!({ "error": "the emulator holds no spreadsheet" }),
         };
         body["spreadsheets"] = spreadsheets(&store, &home);
@@ -217,8 +231,9 @@ fn spreadsheets(store: &super::store::Store, home: &str) -> Json {
         .collect()
 }
 
-/// The tabs, and (with `grid`) the grid of the sheet asked for.
-fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool) -> Json {
+/// The tabs, and (with `grid`) the grid of the sheet asked for, with the blocks of it that
+/// `viewer` may not edit (`locked`: `[r0, r1, c0, c1]`, half open, `null` for an open end).
+fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool, viewer: &str) -> Json {
     let tabs: Vec<Json> = ss
         .sheets
         .iter()
@@ -229,7 +244,7 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool) -> Json {
         .or_else(|| ss.sheets.iter().position(|s| !s.hidden))
         .unwrap_or(0);
     let mut out = json!({
-        "spreadsheet": { "id": ss.id, "title": ss.title, "timeZone": ss.time_zone },
+        "spreadsheet": { "id": ss.id, "title": ss.title, "timeZone": ss.time_zone, "owner": ss.owner },
         "tabs": tabs,
     });
     let Some(sheet) = ss.sheets.get(index).filter(|_| grid) else {
@@ -296,14 +311,28 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool) -> Json {
         "hiddenColumns": sheet.hidden_columns,
         "rows": rows,
         "truncated": sheet.rows.len() as u32 > MAX_ROWS,
+        "locked": locked(ss, index, viewer),
     });
     out
 }
 
-/// Which spreadsheet a person edits: `?spreadsheet=ID`, else the first one.
+/// The blocks of sheet index `sheet` protected against `viewer`, as `[r0, r1, c0, c1]`
+/// (half open; `null` for a side open to the grid's edge).
+fn locked(ss: &Spreadsheet, sheet: usize, viewer: &str) -> Json {
+    let side = |v: u32| if v == u32::MAX { Json::Null } else { json!(v) };
+    protection::closed_areas(ss, sheet, viewer)
+        .iter()
+        .map(|b| json!([b.r0, side(b.r1), b.c0, side(b.c1)]))
+        .collect()
+}
+
+/// Which spreadsheet a person edits (`?spreadsheet=ID`, else the first one) and who they
+/// are (`&as=EMAIL`, else the spreadsheet's owner).
 #[derive(Debug, Deserialize)]
 pub struct EditQuery {
     spreadsheet: Option<String>,
+    #[serde(rename = "as")]
+    person: Option<String>,
 }
 
 /// A person's edit: `spreadsheets.batchUpdate` requests, applied atomically like the API's.
@@ -313,9 +342,9 @@ pub async fn edit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    person_edit(&sh, q, &headers, &body, |ss| {
+    person_edit(&sh, q, &headers, &body, |ss, person| {
         let req = batch::parse(&body)?;
-        batch::run(ss, &req, &sh.rules).map(|_| describe(&req))
+        batch::run(ss, &req, &sh.rules, person).map(|_| describe(&req))
     })
 }
 
@@ -334,7 +363,7 @@ pub async fn type_in(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    person_edit(&sh, q, &headers, &body, |ss| {
+    person_edit(&sh, q, &headers, &body, |ss, person| {
         let typed: Typed = serde_json::from_slice(&body)
             .map_err(|e| ApiError::invalid(format!("Invalid JSON payload: {e}")))?;
         let title = ss
@@ -351,28 +380,44 @@ pub async fn type_in(
             &json!({ "values": [[typed.text]] }),
             Input::UserEntered,
             None,
+            person,
         )?;
         Ok(vec![format!("typed into {range}")])
     })
 }
 
-/// Applies a person's edit to the spreadsheet `q` names under the store's lock, marks the
-/// store changed and logs the edit; refuses a request that is not the page's own JSON.
+/// Applies the edit of the person `q` names to the spreadsheet it names under the store's
+/// lock, marks the store changed and logs the edit; refuses a request that is not the
+/// page's own JSON, and a person the spreadsheet is not shared with for editing.
 fn person_edit(
     sh: &Shared,
     q: EditQuery,
     headers: &HeaderMap,
     body: &[u8],
-    apply: impl FnOnce(&mut Spreadsheet) -> Result<Vec<String>, ApiError>,
+    apply: impl FnOnce(&mut Spreadsheet, &str) -> Result<Vec<String>, ApiError>,
 ) -> Response {
     let started = chrono::Utc::now();
     let target = q.spreadsheet.unwrap_or_else(|| sh.home_id());
+    let mut person = String::new();
     let result = same_origin(sh, headers).and_then(|()| {
         let mut store = sh.store();
         let ss = store.get_mut(&target).map_err(|_| {
             ApiError::new(404, format!("the emulator holds no spreadsheet {target:?}"))
         })?;
-        apply(ss)
+        person = match &q.person {
+            Some(p) => people::person_email(p).map_err(ApiError::invalid)?,
+            None => ss.owner.clone(),
+        };
+        // As for an API call: the file must be shared with the person for editing.
+        let shared_as = if ss.owner == person {
+            Access::Writer
+        } else {
+            sh.access_of(&person)
+        };
+        if shared_as != Access::Writer {
+            return Err(ApiError::for_status(403, true));
+        }
+        apply(ss, &person)
     });
     let (status, reply, ranges) = match result {
         Ok(what) => (StatusCode::OK, json!({ "ok": true }), what),
@@ -389,7 +434,7 @@ fn person_edit(
         method: PERSON_EDIT.into(),
         spreadsheet: target,
         ranges,
-        user: PERSON.into(),
+        user: person,
         write: true,
         status: status.as_u16(),
         bytes_in: body.len(),
@@ -448,7 +493,7 @@ mod tests {
     #[test]
     fn the_view_shows_checkboxes_formatted_dates_and_frozen_rows() {
         let ss = seed::build(Seed::Demo, "x".into());
-        let panel = json!(sheet_view(&ss, Some(1001), true));
+        let panel = json!(sheet_view(&ss, Some(1001), true, &ss.owner));
         assert_eq!(panel["sheet"]["title"], "サーバーA");
         assert_eq!(panel["sheet"]["frozenRows"], 7);
         let tick = &panel["sheet"]["rows"][7][0];
@@ -467,7 +512,7 @@ mod tests {
                 .any(|t| t["title"] == "_ジョブキュー" && t["hidden"] == true),
             "hidden sheets are listed as hidden: {tabs:?}"
         );
-        let index = json!(sheet_view(&ss, Some(0), true));
+        let index = json!(sheet_view(&ss, Some(0), true, &ss.owner));
         assert_eq!(
             index["sheet"]["rows"][1][3]["g"], 1001,
             "the index's link opens サーバーA's tab: {}",
@@ -475,7 +520,7 @@ mod tests {
         );
         assert_eq!(gid_link("=hyperlink(\"#gid=42\", \"x\")"), Some(42));
         assert_eq!(gid_link("=LEN(\"#gid=42\")"), None);
-        let first = json!(sheet_view(&ss, Some(424242), true));
+        let first = json!(sheet_view(&ss, Some(424242), true, &ss.owner));
         assert_eq!(
             first["sheet"]["title"], "▶パネル",
             "an unknown id shows the first sheet"
@@ -501,7 +546,7 @@ mod tests {
             rec("a", "spreadsheets.values.batchGet", false, 30),
             rec("a", "spreadsheets.batchUpdate", true, 20),
             rec("b", "spreadsheets.values.batchGet", false, 10),
-            rec(PERSON, PERSON_EDIT, true, 5),
+            rec("alice@example.com", PERSON_EDIT, true, 5),
             rec("", "oauth2.token", false, 1),
         ];
         assert_eq!(

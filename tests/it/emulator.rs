@@ -1606,7 +1606,11 @@ async fn the_web_view_follows_a_change_and_a_persons_edit_is_logged_as_theirs() 
         .iter()
         .find(|r| r.method == "person.edit")
         .unwrap_or_else(|| panic!("the edit is not in the request log: {log:?}"));
-    assert_eq!(edit.user, "person (web view)");
+    assert_eq!(
+        edit.user,
+        emu.owner(),
+        "an edit made without picking a person is the owner's"
+    );
     assert!(edit.write);
     assert_eq!(
         emu.quota_refused().len(),

@@ -14,6 +14,7 @@ mod continuation;
 mod daemon;
 mod emulator;
 mod emulator_metadata;
+mod emulator_protection;
 mod emulator_rows;
 mod outage;
 mod panel_sync;

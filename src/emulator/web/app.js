@@ -2,13 +2,18 @@
 // Sheets displays it (a picker switches between the spreadsheets the emulator holds; the
 // address keeps the one shown as ?spreadsheet=ID), follows changes live (a long poll on
 // /_emulator/web/view), and sends a person's edits (tick, type, sort, insert, delete) to
-// /_emulator/web/edit as spreadsheets.batchUpdate requests. No framework, no build step:
-// this file is served as it is from the binary.
+// /_emulator/web/edit as spreadsheets.batchUpdate requests, as the person picked in the
+// toolbar (the owner unless another address is given; the address keeps it as ?as=EMAIL).
+// No framework, no build step: this file is served as it is from the binary.
 'use strict';
 
 const ROW_H = 24;
+/** People the identity picker offers besides the owner; any other address may be typed. */
+const PEOPLE = ['alice@example.com', 'bob@example.com'];
 const state = {
   spreadsheet: new URLSearchParams(location.search).get('spreadsheet'),
+  // The person editing: null for the spreadsheet's owner.
+  person: new URLSearchParams(location.search).get('as'),
   sheet: null,
   version: 0,
   drawn: null,
@@ -43,6 +48,7 @@ async function fetchView(after) {
   if (after !== undefined) params.set('after', String(after));
   if (asked !== null) params.set('spreadsheet', asked);
   if (state.sheet !== null) params.set('sheet', String(state.sheet));
+  if (state.person !== null) params.set('as', state.person);
   const res = await fetch('/_emulator/web/view?' + params, { cache: 'no-store' });
   if (!res.ok) throw new Error('view: HTTP ' + res.status);
   return { view: await res.json(), asked };
@@ -94,6 +100,7 @@ function take({ view, asked }) {
     state.view = Object.assign({}, view, { sheet: state.view.sheet });
   }
   renderPicker();
+  renderPeople();
   renderTabs();
   renderSide();
   document.body.dataset.version = String(view.version);
@@ -126,9 +133,13 @@ async function edit(requests, what) {
   return post('/_emulator/web/edit', { requests }, what);
 }
 
-/** The spreadsheet a person's edit goes to: the one shown. */
+/** The spreadsheet a person's edit goes to (the one shown), and who makes it. */
 function target(path) {
-  return state.spreadsheet === null ? path : path + '?spreadsheet=' + encodeURIComponent(state.spreadsheet);
+  const params = new URLSearchParams();
+  if (state.spreadsheet !== null) params.set('spreadsheet', state.spreadsheet);
+  if (state.person !== null) params.set('as', state.person);
+  const query = params.toString();
+  return query ? path + '?' + query : path;
 }
 
 async function post(path, body, what) {
@@ -140,7 +151,7 @@ async function post(path, body, what) {
       body: JSON.stringify(body),
     });
     const reply = await res.json();
-    if (!res.ok) $('message').textContent = what + ' failed: ' + (reply.error || res.status);
+    if (!res.ok) $('message').textContent = what + ' as ' + who() + ' failed: ' + (reply.error || res.status);
   } catch (e) {
     $('message').textContent = what + ' failed: ' + e.message;
   }
@@ -191,6 +202,45 @@ function deleteRow() {
 }
 
 // ---- rendering ----------------------------------------------------------------------
+
+/** Who the edits are made as: the address picked, else the owner. */
+function who() {
+  const owner = state.view && state.view.spreadsheet ? state.view.spreadsheet.owner : null;
+  return state.person !== null ? state.person : owner || 'the owner';
+}
+
+/** The identity picker: the owner and a few people to choose from; any address may be typed. */
+function renderPeople() {
+  const owner = state.view.spreadsheet ? state.view.spreadsheet.owner : null;
+  const list = $('people');
+  const wanted = [owner].concat(PEOPLE).filter((p, i, all) => p && all.indexOf(p) === i);
+  if (list.dataset.drawn !== wanted.join(',')) {
+    list.dataset.drawn = wanted.join(',');
+    list.textContent = '';
+    for (const p of wanted) {
+      const o = document.createElement('option');
+      o.value = p;
+      o.label = p === owner ? 'owner' : 'person';
+      list.appendChild(o);
+    }
+  }
+  const input = $('person');
+  if (document.activeElement !== input) input.value = who();
+}
+
+function setPerson(value) {
+  const owner = state.view && state.view.spreadsheet ? state.view.spreadsheet.owner : null;
+  const picked = value.trim();
+  state.person = picked === '' || picked === owner ? null : picked;
+  const url = new URL(location.href);
+  if (state.person === null) url.searchParams.delete('as');
+  else url.searchParams.set('as', state.person);
+  history.replaceState(null, '', url);
+  $('person').value = who();
+  // The protected blocks marked are the new person's.
+  state.drawn = null;
+  refresh();
+}
 
 /** The spreadsheet picker, shown when the emulator holds more than one. */
 function renderPicker() {
@@ -280,6 +330,9 @@ function renderSheet() {
   const cols = Math.min(s.columnCount, Math.max(width + 1, 8));
   const rows = s.truncated ? height : Math.min(s.rowCount, Math.max(height + 20, 30));
   const hidden = new Set(s.hiddenColumns || []);
+  // Blocks the person editing may not change: [r0, r1, c0, c1], null for an open end.
+  const locked = (r, c) => (s.locked || []).some(([r0, r1, c0, c1]) =>
+    r >= r0 && (r1 === null || r < r1) && c >= c0 && (c1 === null || c < c1));
   const head = table.createTHead().insertRow();
   const corner = document.createElement('th');
   corner.className = 'rownum';
@@ -342,6 +395,10 @@ function renderSheet() {
         td.appendChild(text);
         td.title = cell.t;
         if (cell.n) td.classList.add('num');
+      }
+      if (locked(r, c)) {
+        td.classList.add('locked');
+        td.title = 'protected: ' + who() + ' may not edit this cell';
       }
       if (state.sel && state.sel.r === r && state.sel.c === c) td.classList.add('selected');
       td.addEventListener('click', () => select(r, c));
@@ -483,6 +540,7 @@ function renderSide() {
 }
 
 $('spreadsheet').addEventListener('change', (e) => showSpreadsheet(e.target.value));
+$('person').addEventListener('change', (e) => setPerson(e.target.value));
 $('sort-asc').addEventListener('click', () => sortBy('ASCENDING'));
 $('sort-desc').addEventListener('click', () => sortBy('DESCENDING'));
 $('insert-row').addEventListener('click', insertRow);
