@@ -239,7 +239,7 @@ impl Editors {
         Ok(Self { accounts })
     }
 
-    /// Who may write what `config`'s sheetq protects, when it calling as `account`: `None`
+    /// Who may write what `config`'s sheetq protects when it calls as `account`: `None`
     /// when the config turns protection off (`protect = false`).
     pub fn of(config: &crate::config::Config, account: &str) -> Result<Option<Self>, String> {
         if !config.protect {
