@@ -392,10 +392,10 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
     );
     assert_eq!(index[1][3], "未作成 (▶ で作成)");
     // The daemon protects the panels it makes, as `panels sync` does.
-    let sheets = client(&emu, &config).await;
+    let service_account = client(&emu, &config).await;
     for title in ["server-2", "server-x"] {
         assert_eq!(
-            protected_areas(sheets.as_ref(), title).await.len(),
+            protected_areas(service_account.as_ref(), title).await.len(),
             3,
             "{title}: its markers G1:G3 and G5 and H:J"
         );
