@@ -15,7 +15,8 @@
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
 //! - [`apply`]: carrying out a pure module's plan for the one-shot commands and the daemon:
-//!   `apply::panel`, a panel sync (read, plan with `panel::sync`, one batch).
+//!   `apply::panel`, a panel sync (read, plan with `panel::sync` and `protection`, one
+//!   batch).
 //! - [`archive`]: the archive sheet `_ジョブ履歴`: which finished rows are past the retention,
 //!   the atomic batch that moves them out of the queue, and the check of where they landed.
 //! - [`bench`]: `sheetq bench`: saturation, press latency and idle-poll cost measured on the
@@ -24,8 +25,8 @@
 //! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
 //!   row, its id from the claim token, and the pure decisions of where a result may go.
 //! - [`check`]: `sheetq check`: a deployment's problems with their fixes (credentials,
-//!   sharing, clock, budget, state directory, programs on the jobs' `PATH`), and the ones the
-//!   daemon logs at start-up.
+//!   sharing, protection, clock, budget, state directory, programs on the jobs' `PATH`), and
+//!   the ones the daemon logs at start-up.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
 //! - [`cli`]: the command line (clap) and its dispatch; the binary's edge.
