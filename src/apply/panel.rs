@@ -1,5 +1,6 @@
 //! Applying a panel sync: read the spreadsheet (metadata, then one `values.batchGet`), plan
-//! with [`crate::panel::sync`], send the plan as one `spreadsheets.batchUpdate`. Three
+//! with [`crate::panel::sync`] and (unless `protect = false`) [`crate::protection`] for each
+//! panel's markers and hidden columns, send the plan as one `spreadsheets.batchUpdate`. Three
 //! requests whatever the number of panels. Used by `sheetq panels sync|migrate` and by the
 //! daemon's panel jobs (a tick on the index).
 
