@@ -59,28 +59,49 @@ fn require_init(meta: &crate::sheets::SpreadsheetMeta) -> Result<(), AdminError>
     )]))
 }
 
-/// `sheetq init`: creates `_ジョブキュー` (with its header) and `_ワーカー` (with the lease
-/// cell `free`), hidden, where missing; fills an empty header or lease cell. Returns what it
+/// `sheetq init`: creates `_ジョブキュー` (with its header), `_ワーカー` (with the lease
+/// cell `free`) and `_ジョブ履歴`, hidden, where missing; fills an empty header or lease
+/// cell; and (unless `protect = false`) protects the three sheets whole so that only
+/// sheetq's service accounts write them, in the batch that creates them. On a spreadsheet
+/// made before protection, it adds only the protection: no cell changes. Returns what it
 /// did, one line each; running it twice does nothing the second time.
 pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, AdminError> {
     let meta = sheets.metadata().await?;
+    let editors = crate::protection::Editors::of(config, &sheets.account())
+        .map_err(|e| AdminError::Problems(vec![e]))?;
     let mut done = Vec::new();
     let mut add = Vec::new();
     let worker_cols = WORKER_HEADER.len() as i32;
     let new_archive = meta.sheet(ARCHIVE_SHEET).is_none();
+    let mut taken: std::collections::HashSet<i32> =
+        meta.sheets.iter().map(|s| s.sheet_id).collect();
+    let mut hidden: Vec<(i32, &str)> = Vec::new();
     for (title, cols) in [
         (QUEUE_SHEET, 16),
         (WORKER_SHEET, worker_cols),
         (ARCHIVE_SHEET, 16),
     ] {
-        if meta.sheet(title).is_none() {
-            add.push(Request::AddSheet {
-                title: title.to_string(),
-                hidden: true,
-                row_count: 1000,
-                column_count: cols,
-            });
-            done.push(format!("created hidden sheet '{title}'"));
+        match meta.sheet(title) {
+            Some(sheet) => hidden.push((sheet.sheet_id, title)),
+            None => {
+                // An id of our choosing, so the protection can go in the same batch.
+                let sheet_id = crate::panel::sync::sheet_id_for(title, &taken);
+                taken.insert(sheet_id);
+                add.push(Request::AddSheetWithId {
+                    sheet_id,
+                    title: title.to_string(),
+                    index: None,
+                    row_count: 1000,
+                    column_count: cols as u32,
+                    frozen_rows: 0,
+                });
+                add.push(Request::UpdateSheetHidden {
+                    sheet_id,
+                    hidden: true,
+                });
+                hidden.push((sheet_id, title));
+                done.push(format!("created hidden sheet '{title}'"));
+            }
         }
     }
     // Heartbeat rows grew from 6 to 10 columns (process, running jobs, account, sharers):
@@ -96,6 +117,18 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
         done.push(format!(
             "widened '{WORKER_SHEET}' to {worker_cols} columns for the heartbeat rows"
         ));
+    }
+    if let Some(editors) = &editors {
+        let planned =
+            crate::protection::plan(&meta, &crate::protection::hidden_sheets(&hidden), editors);
+        add.extend(planned.requests);
+        done.extend(planned.done);
+        done.extend(
+            planned
+                .blocked
+                .into_iter()
+                .map(|b| format!("could not protect: {b}")),
+        );
     }
     if !add.is_empty() {
         sheets

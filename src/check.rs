@@ -1,6 +1,7 @@
 //! `sheetq check`: a deployment's problems, found in seconds and each named with its fix:
 //! the credentials and the account they are, whether the spreadsheet is shared with it (and
-//! writable), this machine's clock against Google's, the request budget against the live
+//! writable), what only sheetq may write and whether it is protected so
+//! ([`crate::protection`]), this machine's clock against Google's, the request budget against the live
 //! daemons of the account, the state directory and its outbox, the programs of `exec`
 //! commands on the `PATH` jobs run with, `exec` argv that puts a placeholder where the program
 //! reads options (a warning: [`Registry::option_positions`]), and the spreadsheet's own
@@ -130,12 +131,16 @@ pub async fn deployment(
         let rows = read.first().map(|v| v.values.clone()).unwrap_or_default();
         let heartbeats = crate::workers::parse(&rows, tz);
         let google_now = Utc::now() + sheets.clock_skew().unwrap_or_default();
+        protection(sheets, config, &account, &heartbeats, google_now, &mut f).await?;
         let seen = seen_on_account(&heartbeats, account, config, google_now);
         let daemons = u32::try_from(seen.others.len())
             .unwrap_or(u32::MAX)
             .saturating_add(1);
         budget(config, &seen.account, daemons, &mut f);
         f.seen = Some(seen);
+    }
+    if !config.protect {
+        f.warnings.push(OPEN_QUEUE.to_string());
     }
     state_dir(&config.state_dir, &mut f);
     f.problems.extend(local_problems(config, registry));
@@ -145,6 +150,65 @@ pub async fn deployment(
     f.warnings.extend(registry.option_positions());
     Ok(f)
 }
+
+/// What sheetq protects ([`crate::protection`]): each area unprotected or protected wrongly,
+/// and each live daemon whose account may not write it, as problems with their fixes;
+/// nothing with `protect = false`. Reads the panels' markers anew
+/// (their metadata and one read) to know which sheets are panels.
+async fn protection(
+    sheets: &dyn Sheets,
+    config: &Config,
+    account: &str,
+    heartbeats: &[crate::workers::Heartbeat],
+    google_now: chrono::DateTime<Utc>,
+    f: &mut Findings,
+) -> Result<(), SheetsError> {
+    let editors = match crate::protection::Editors::of(config, account) {
+        Ok(Some(editors)) => editors,
+        // `deployment` warns of the open queue.
+        Ok(None) => return Ok(()),
+        Err(why) => {
+            f.problems.push(why);
+            return Ok(());
+        }
+    };
+    let (meta, panels) = crate::apply::panel::discover(sheets, &config.panel).await?;
+    let hidden: Vec<(i32, &str)> = [
+        crate::queue::QUEUE_SHEET,
+        WORKER_SHEET,
+        crate::archive::ARCHIVE_SHEET,
+    ]
+    .into_iter()
+    .filter_map(|t| meta.sheet(t).map(|s| (s.sheet_id, t)))
+    .collect();
+    let mut wanted = crate::protection::hidden_sheets(&hidden);
+    let panel_sheets: Vec<(i32, String)> = panels
+        .panels()
+        .iter()
+        .map(|p| (p.sheet_id, p.title.clone()))
+        .collect();
+    wanted.extend(crate::protection::panels_and_index(
+        &panel_sheets,
+        panels.index_sheet.as_ref(),
+        &config.panel,
+    ));
+    let live: Vec<(String, String)> = heartbeats
+        .iter()
+        .filter(|h| !h.stopped && h.worker_id != config.worker_id)
+        .filter(|h| {
+            h.seen.is_some_and(|seen| {
+                (google_now - seen).to_std().unwrap_or_default() <= config.dead_after
+            })
+        })
+        .map(|h| (h.worker_id.clone(), h.account.clone()))
+        .collect();
+    f.problems
+        .extend(crate::protection::verdicts(&meta, &wanted, &editors, &live));
+    Ok(())
+}
+
+/// What `check` and the daemon say, every time, of a config with `protect = false`.
+pub const OPEN_QUEUE: &str = "protect = false: the hidden sheets and the panels' markers and hidden columns are open, so anyone who may edit the spreadsheet may write queue rows with any command, args or 依頼者; remove the line (protect = true is the default), then run `sheetq init --config FILE` and `sheetq panels sync --config FILE`";
 
 /// A compare-and-swap on A1 of sheet `sheet_id` for a text no cell holds: it changes
 /// nothing, and Google refuses it with 403 when the account may only read.
@@ -420,14 +484,17 @@ fn writable_dir(dir: &Path) -> Result<(), String> {
     }
 }
 
-/// Logs, at start-up, every problem [`local_problems`] finds and the clock's skew past
-/// [`SKEW_WARNING`], one line each.
+/// Logs, at start-up, every problem [`local_problems`] finds, the clock's skew past
+/// [`SKEW_WARNING`] and an open queue (`protect = false`), one line each.
 pub fn log_at_start(config: &Config, registry: &Registry, sheets: &dyn Sheets) {
     for problem in local_problems(config, registry) {
         tracing::warn!(problem = %problem, "sheetq check: {problem}");
     }
     let mut f = Findings::default();
     clock(sheets.clock_skew(), &mut f);
+    if !config.protect {
+        f.warnings.push(OPEN_QUEUE.to_string());
+    }
     for line in f.problems.iter().chain(&f.warnings) {
         tracing::warn!(problem = %line, "sheetq check: {line}");
     }

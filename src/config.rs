@@ -70,6 +70,9 @@ struct RawConfig {
     targets: Vec<TargetDef>,
     #[serde(default)]
     spreadsheets: Vec<RawSpreadsheet>,
+    protect: Option<bool>,
+    #[serde(default)]
+    protect_editors: Vec<String>,
 }
 
 /// One `[[spreadsheets]]` entry as written: what differs per spreadsheet; the rest comes
@@ -167,6 +170,14 @@ pub struct Config {
     /// The label of the one spreadsheet this config is for, in logs and metrics (empty for a
     /// config of a single `spreadsheet_id`).
     pub label: String,
+    /// Whether sheetq keeps its hidden sheets and the panels' markers and hidden columns
+    /// protected, writable by its service accounts only (`protect`, default true). False is
+    /// the opt-out for an open queue: `init` and `panels sync` leave protection alone, and
+    /// `check` and the daemon warn.
+    pub protect: bool,
+    /// Service accounts besides the one sheetq calls as that may write what it protects:
+    /// other daemons' that serve the same spreadsheet (`protect_editors`), lower-cased.
+    pub protect_editors: Vec<String>,
 }
 
 /// Every problem found in a config, each naming the key and the fix.
@@ -201,6 +212,9 @@ const ENV_KEYS: &[(&str, bool)] = &[
     ("retention", false),
     ("hide_panels_after", false),
 ];
+
+/// Top-level switches that take a `SHEETQ_<KEY>` override of `true` or `false`.
+const ENV_SWITCHES: &[&str] = &["protect"];
 
 /// The environment variable that overrides `key`.
 pub fn env_var_for(key: &str) -> String {
@@ -324,6 +338,19 @@ impl Config {
                 table.insert((*key).to_string(), value);
             }
         }
+        for key in ENV_SWITCHES {
+            let var = env_var_for(key);
+            if let Some(value) = env.get(&var) {
+                match value.trim() {
+                    "true" => table.insert((*key).to_string(), toml::Value::Boolean(true)),
+                    "false" => table.insert((*key).to_string(), toml::Value::Boolean(false)),
+                    _ => {
+                        problems.push(format!("{var}={value:?} must be true or false"));
+                        continue;
+                    }
+                };
+            }
+        }
         let raw: RawConfig =
             toml::Value::Table(table)
                 .try_into()
@@ -430,6 +457,7 @@ impl Config {
         };
         problems.extend(catalog.problems());
         let spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);
+        let protect_editors = protect_editors(problems, raw.protect_editors);
         let idle_poll_interval = idle_poll_interval_of(
             problems,
             idle_set.then_some(idle_poll_interval),
@@ -469,6 +497,8 @@ impl Config {
             catalog,
             spreadsheets,
             label: String::new(),
+            protect: raw.protect.unwrap_or(true),
+            protect_editors,
         })
     }
 
@@ -722,6 +752,30 @@ fn intake(problems: &mut Vec<String>, value: Option<&str>) -> Intake {
             Intake::None
         }
     }
+}
+
+/// `protect_editors`: e-mail addresses (of service accounts), trimmed and lower-cased as
+/// Google lists a protected range's editors.
+fn protect_editors(problems: &mut Vec<String>, raw: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for written in raw {
+        let address = written.trim().to_lowercase();
+        let looks_right = address.split_once('@').is_some_and(|(user, domain)| {
+            !user.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !domain.contains('@')
+        }) && !address.contains(char::is_whitespace);
+        if !looks_right {
+            problems.push(format!(
+                "protect_editors entry {written:?} is not an e-mail address; list the service accounts of the other daemons that serve this spreadsheet, as in \"sheetq@project.iam.gserviceaccount.com\""
+            ));
+        } else if !out.contains(&address) {
+            out.push(address);
+        }
+    }
+    out
 }
 
 /// The worker id as set (it is written into the ワーカー and lease cells), or this machine's.
@@ -1243,6 +1297,46 @@ worker_id = "vm 1"
         env.insert("SHEETQ_SLOTS".to_string(), "many".to_string());
         let err = Config::parse("spreadsheet_id = \"file\"", "t", &env).unwrap_err();
         assert!(err.to_string().contains("SHEETQ_SLOTS=\"many\""), "{err}");
+    }
+
+    #[test]
+    fn protection_is_on_unless_switched_off_and_its_editors_are_addresses() {
+        let c = parse("spreadsheet_id = \"x\"").unwrap();
+        assert!(c.protect, "protection must be the default");
+        assert!(c.protect_editors.is_empty());
+        let c = parse(
+            "spreadsheet_id = \"x\"\nprotect = false\nprotect_editors = [\" Other@P.iam.gserviceaccount.com \", \"other@p.iam.gserviceaccount.com\"]",
+        )
+        .unwrap();
+        assert!(!c.protect, "protect = false is the opt-out");
+        assert_eq!(
+            c.protect_editors,
+            vec!["other@p.iam.gserviceaccount.com".to_string()],
+            "addresses are trimmed, lower-cased as Google lists them, and listed once"
+        );
+        let err =
+            parse("spreadsheet_id = \"x\"\nprotect_editors = [\"ops team\", \"a@b\"]").unwrap_err();
+        assert_eq!(err.problems.len(), 2, "{err}");
+        assert!(
+            err.problems[0].contains("\"ops team\" is not an e-mail address")
+                && err.problems[0].contains("service accounts"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn protect_takes_an_environment_override_of_true_or_false() {
+        let mut env = BTreeMap::new();
+        env.insert("SHEETQ_PROTECT".to_string(), "false".to_string());
+        let c = Config::parse("spreadsheet_id = \"x\"\nprotect = true", "t", &env).unwrap();
+        assert!(!c.protect, "SHEETQ_PROTECT=false must win over the file");
+        env.insert("SHEETQ_PROTECT".to_string(), "no".to_string());
+        let err = Config::parse("spreadsheet_id = \"x\"", "t", &env).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("SHEETQ_PROTECT=\"no\" must be true or false"),
+            "{err}"
+        );
     }
 
     #[test]

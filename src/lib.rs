@@ -15,7 +15,8 @@
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
 //! - [`apply`]: carrying out a pure module's plan for the one-shot commands and the daemon:
-//!   `apply::panel`, a panel sync (read, plan with `panel::sync`, one batch).
+//!   `apply::panel`, a panel sync (read, plan with `panel::sync` and `protection`, one
+//!   batch).
 //! - [`archive`]: the archive sheet `_ジョブ履歴`: which finished rows are past the retention,
 //!   the atomic batch that moves them out of the queue, and the check of where they landed.
 //! - [`bench`]: `sheetq bench`: saturation, press latency and idle-poll cost measured on the
@@ -24,8 +25,8 @@
 //! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
 //!   row, its id from the claim token, and the pure decisions of where a result may go.
 //! - [`check`]: `sheetq check`: a deployment's problems with their fixes (credentials,
-//!   sharing, clock, budget, state directory, programs on the jobs' `PATH`), and the ones the
-//!   daemon logs at start-up.
+//!   sharing, protection, clock, budget, state directory, programs on the jobs' `PATH`), and
+//!   the ones the daemon logs at start-up.
 //! - [`claim`]: the claim rules (stale rows, candidate choice, duplicate guard, waiting
 //!   counts) as pure functions over a queue snapshot.
 //! - [`cli`]: the command line (clap) and its dispatch; the binary's edge.
@@ -91,6 +92,10 @@
 //!   (`sync`), all pure.
 //! - [`probe`]: `sheetq check --probe`: one probe per Google behaviour sheetq relies on, run
 //!   through the `Sheets` port on a temporary sheet (against Google, or the emulator in tests).
+//! - [`protection`]: what only sheetq may write (the hidden sheets whole; each panel's
+//!   markers and hidden columns; the index's hidden column), its editors (the service
+//!   accounts serving the spreadsheet, never people), the requests that protect it, `check`'s
+//!   verdicts, and whether the queue is protected enough to trust its 依頼者; pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`setup`]: the spreadsheet client and the command registry built from a config, for the
 //!   command line, the demo and the bench.
@@ -136,6 +141,7 @@ pub mod notify;
 pub mod outbox;
 pub mod panel;
 pub mod probe;
+pub mod protection;
 pub mod queue;
 pub mod setup;
 pub mod sheet_time;

@@ -103,6 +103,7 @@ pub(crate) mod fixtures {
                     hidden: false,
                     row_count: 1000,
                     column_count: 26,
+                    protected_ranges: Vec::new(),
                 })
                 .collect(),
         }

@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use crate::a1;
 use crate::queue::cell_text;
 use crate::sheets::{
-    BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterWrite, GridRange, Reply, Request,
-    Sheets, SheetsError,
+    Area, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterWrite, GridRange, Reply,
+    Request, Sheets, SheetsError,
 };
 
 /// The behaviours probed, in the order they run.
@@ -40,6 +40,7 @@ pub enum Probe {
     DeleteMissingMetadata,
     CreateMetadataIdInUse,
     AppendAfterBlankRow,
+    ProtectedOwnEditor,
 }
 
 /// Where a behaviour comes from.
@@ -82,7 +83,7 @@ const USERS_SORT: &str =
 impl Probe {
     /// Every probe, in the order they run: the concurrent one first, while the client's
     /// request budget still lets both of its calls go out at once.
-    pub const ALL: [Probe; 15] = [
+    pub const ALL: [Probe; 16] = [
         Probe::ConcurrentCas,
         Probe::FindReplaceCas,
         Probe::BatchAllOrNothing,
@@ -98,6 +99,7 @@ impl Probe {
         Probe::DeleteMissingMetadata,
         Probe::CreateMetadataIdInUse,
         Probe::AppendAfterBlankRow,
+        Probe::ProtectedOwnEditor,
     ];
 
     /// The probe's name, as `--json` and the saved results spell it.
@@ -193,6 +195,12 @@ impl Probe {
                 "§1.1",
                 Basis::Documented("https://developers.google.com/sheets/api/guides/values#append_values (the table is looked for within the range)"),
                 "an enqueued job would fill a blank row a person left inside the queue instead of going after the last job; no job is lost",
+            ),
+            Probe::ProtectedOwnEditor => (
+                "the service account protects a sheet with itself as the only editor; spreadsheets.get lists the protection as set, and the account still writes through it (values.batchUpdate and a compare-and-swap)",
+                "§5.1",
+                Basis::Documented("https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/sheets#protectedrange"),
+                "`sheetq init` and `panels sync` could not protect what only sheetq may write (people could forge queue rows and 依頼者), or sheetq could not write its own sheets once protected; set protect = false until it is understood",
             ),
             Probe::ConcurrentCas => (
                 "two concurrent batchUpdates that compare-and-swap one cell: exactly one changes it",
@@ -563,6 +571,7 @@ impl<'a> Lab<'a> {
             Probe::CreateMetadataIdInUse => self.create_id_in_use().await,
             Probe::AppendAfterBlankRow => self.append_after_blank_row().await,
             Probe::ConcurrentCas => self.concurrent_cas().await,
+            Probe::ProtectedOwnEditor => self.protected_own_editor().await,
         }
     }
 
@@ -904,6 +913,101 @@ impl<'a> Lab<'a> {
                 "{} of the two changed the cell; it holds the {} one's value",
                 one + two,
                 if a1 == winner { "winning" } else { "other" }
+            ),
+        ))
+    }
+}
+
+impl Lab<'_> {
+    /// Protects the whole probe sheet with this account as its only editor, finds the
+    /// protection in `spreadsheets.get`, and writes through it twice, as the daemon does.
+    async fn protected_own_editor(&mut self) -> Result<Observed, SheetsError> {
+        let account = self.sheets.account();
+        if account.is_empty() {
+            return Err(SheetsError::new(
+                ErrorKind::Fatal,
+                "check --probe",
+                "the credentials do not name their service account (metadata server), so the probe cannot make it the protection's editor; run it with a key file",
+            ));
+        }
+        self.fresh(&[&["free"]], &[]).await?;
+        let added = self
+            .batch(
+                vec![Request::AddProtectedRange {
+                    area: Area::sheet(self.id()),
+                    description: "sheetq check --probe".into(),
+                    editors: vec![account.clone()],
+                }],
+                Vec::new(),
+            )
+            .await?;
+        let id = match added.replies.first() {
+            Some(Reply::AddProtectedRange { id }) => *id,
+            _ => return Ok((false, "the reply names no protected range".into())),
+        };
+        let meta = self.sheets.metadata().await?;
+        let listed = meta
+            .sheets
+            .iter()
+            .flat_map(|s| &s.protected_ranges)
+            .find(|p| p.id == id)
+            .cloned();
+        let Some(listed) = listed else {
+            return Ok((
+                false,
+                "spreadsheets.get does not list the protection".into(),
+            ));
+        };
+        let mine = listed
+            .editors
+            .iter()
+            .any(|e| e.eq_ignore_ascii_case(&account));
+        let others = listed.editors.len() - usize::from(mine);
+        let as_set = listed.area == Area::sheet(self.id())
+            && !listed.warning_only
+            && mine
+            && listed.groups.is_empty()
+            && !listed.domain_users_can_edit;
+        self.sheets
+            .write(&[crate::sheets::ValueRange::new(
+                self.a1("A2"),
+                vec![vec![text("written")]],
+            )])
+            .await?;
+        let reply = self
+            .batch(
+                vec![Request::CompareAndSwap {
+                    range: grid(self.id(), 0..1, 0..1),
+                    find: "free".into(),
+                    replacement: "taken".into(),
+                }],
+                vec![self.a1("A1:A2")],
+            )
+            .await?;
+        let after: Vec<String> = reply
+            .ranges
+            .first()
+            .map(|v| {
+                v.values
+                    .iter()
+                    .map(|r| r.first().map(cell_text).unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let wrote = changed(&reply, 0) == 1 && after == ["taken", "written"];
+        Ok((
+            as_set && wrote,
+            format!(
+                "listed {}: {}, {}, this account {} an editor, {others} other editor(s){}; A1:A2 after the writes: {after:?}",
+                if as_set { "as set" } else { "otherwise" },
+                if listed.area.is_sheet() { "the whole sheet" } else { "part of the sheet" },
+                if listed.warning_only { "warning-only" } else { "not warning-only" },
+                if mine { "is" } else { "is not" },
+                if listed.groups.is_empty() && !listed.domain_users_can_edit {
+                    ""
+                } else {
+                    ", groups or the domain too"
+                },
             ),
         ))
     }

@@ -66,6 +66,9 @@ pub struct SheetMeta {
     pub hidden: bool,
     pub row_count: i32,
     pub column_count: i32,
+    /// The sheet's protected ranges (`sheets.protectedRanges`), as far as this account may
+    /// see them: Google shows a protection's editors only to those who may edit it.
+    pub protected_ranges: Vec<ProtectedRange>,
 }
 
 impl SheetMeta {
@@ -97,6 +100,106 @@ impl GridRange {
             end_col: col + 1,
         }
     }
+}
+
+/// A block of a sheet whose far ends may be open, as Google describes the area of a
+/// protected range: zero-based, half-open, and an end it leaves out is the sheet's edge
+/// (wherever rows or columns added later move it). Every end open is the whole sheet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Area {
+    pub sheet_id: i32,
+    pub start_row: u32,
+    pub end_row: Option<u32>,
+    pub start_col: u32,
+    pub end_col: Option<u32>,
+}
+
+impl Area {
+    /// The whole sheet, now and however it grows.
+    pub fn sheet(sheet_id: i32) -> Self {
+        Self {
+            sheet_id,
+            start_row: 0,
+            end_row: None,
+            start_col: 0,
+            end_col: None,
+        }
+    }
+
+    /// Whole columns `start..end` (zero-based, half-open), every row now and later.
+    pub fn columns(sheet_id: i32, start: u32, end: u32) -> Self {
+        Self {
+            start_col: start,
+            end_col: Some(end),
+            ..Self::sheet(sheet_id)
+        }
+    }
+
+    /// Exactly the cells of `range`.
+    pub fn cells(range: GridRange) -> Self {
+        Self {
+            sheet_id: range.sheet_id,
+            start_row: range.start_row,
+            end_row: Some(range.end_row),
+            start_col: range.start_col,
+            end_col: Some(range.end_col),
+        }
+    }
+
+    /// Whether it is the whole sheet (a "protected sheet" in Google's words).
+    pub fn is_sheet(&self) -> bool {
+        *self == Self::sheet(self.sheet_id)
+    }
+
+    /// Whether every cell of `other` is in it.
+    pub fn contains(&self, other: &Area) -> bool {
+        let within = |start: u32, end: Option<u32>, o_start: u32, o_end: Option<u32>| {
+            start <= o_start
+                && match (end, o_end) {
+                    (None, _) => true,
+                    (Some(_), None) => false,
+                    (Some(e), Some(o)) => o <= e,
+                }
+        };
+        self.sheet_id == other.sheet_id
+            && within(self.start_row, self.end_row, other.start_row, other.end_row)
+            && within(self.start_col, self.end_col, other.start_col, other.end_col)
+    }
+
+    /// Whether it and `other` share a cell.
+    pub fn overlaps(&self, other: &Area) -> bool {
+        let meet = |start: u32, end: Option<u32>, o_start: u32, o_end: Option<u32>| {
+            end.is_none_or(|e| o_start < e) && o_end.is_none_or(|o| start < o)
+        };
+        self.sheet_id == other.sheet_id
+            && meet(self.start_row, self.end_row, other.start_row, other.end_row)
+            && meet(self.start_col, self.end_col, other.start_col, other.end_col)
+    }
+}
+
+/// A protected range as `spreadsheets.get` lists it under its sheet: the parts of Google's
+/// `ProtectedRange` that decide who may write the area. One backed by a named range or a
+/// table and without a `range` is not listed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ProtectedRange {
+    /// `protectedRangeId`.
+    pub id: i32,
+    /// What it protects.
+    pub area: Area,
+    pub description: String,
+    /// Anyone may still edit, after a warning: no protection at all against a script.
+    pub warning_only: bool,
+    /// `editors.users`: e-mail addresses of the users who may edit it. Google shows them only
+    /// to a caller who may edit the range (see `requesting_user_can_edit`).
+    pub editors: Vec<String>,
+    /// `editors.groups`: e-mail addresses of groups whose members may edit it.
+    pub groups: Vec<String>,
+    /// `editors.domainUsersCanEdit`: everyone in the document's Workspace domain may edit it.
+    pub domain_users_can_edit: bool,
+    /// Holes in a protected sheet that anyone with edit access to the file may edit.
+    pub unprotected: Vec<Area>,
+    /// Whether the account that read it may edit the area (Google's `requestingUserCanEdit`).
+    pub requesting_user_can_edit: bool,
 }
 
 /// The `spreadsheets.batchUpdate` requests sheetq sends.
@@ -223,6 +326,26 @@ pub enum Request {
         end: u32,
         destination: u32,
     },
+    /// Protect `area` so that only `editors` (e-mail addresses; the spreadsheet's owner
+    /// always may) edit it: `addProtectedRange`, not warning-only, no groups, not the whole
+    /// domain. The area's cells keep their values.
+    AddProtectedRange {
+        area: Area,
+        description: String,
+        editors: Vec<String>,
+    },
+    /// Make protected range `id` a real protection whose only editors are `editors`
+    /// (`updateProtectedRange` with `fields: "warningOnly,editors"`: setting both at once,
+    /// because Google makes every editor of the file an editor when `warningOnly` turns false
+    /// without `editors`); with `clear_unprotected`, also without holes
+    /// (`unprotectedRanges` emptied). Its area and description stay.
+    UpdateProtectedRange {
+        id: i32,
+        editors: Vec<String>,
+        clear_unprotected: bool,
+    },
+    /// Remove protected range `id` (`deleteProtectedRange`); its cells keep their values.
+    DeleteProtectedRange { id: i32 },
 }
 
 /// The reply to one [`Request`], in request order.
@@ -234,6 +357,10 @@ pub enum Reply {
     },
     AddSheet {
         sheet: SheetMeta,
+    },
+    /// The id Google gave the protected range an [`Request::AddProtectedRange`] added.
+    AddProtectedRange {
+        id: i32,
     },
     Empty,
 }
@@ -419,7 +546,7 @@ impl SheetsError {
 /// from a command or a person never becomes a formula.
 #[async_trait]
 pub trait Sheets: Send + Sync {
-    /// `spreadsheets.get` without grid data: time zone and sheets.
+    /// `spreadsheets.get` without grid data: time zone, sheets and their protected ranges.
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError>;
 
     /// `values.batchGet`: several ranges in one call, in the order given.

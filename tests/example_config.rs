@@ -55,6 +55,8 @@ fn the_example_shows_every_setting() {
         "max_retries",
         "sweep_rows",
         "retention",
+        "protect",
+        "protect_editors",
     ] {
         assert!(table.contains_key(key), "{key} is not in the example");
     }
@@ -85,6 +87,8 @@ fn the_example_states_the_real_defaults() {
     assert_eq!(c.max_retries, d.max_retries);
     assert_eq!(c.sweep_rows, d.sweep_rows);
     assert_eq!(c.retention, d.retention);
+    assert_eq!(c.protect, d.protect);
+    assert_eq!(c.protect_editors, d.protect_editors);
     assert_eq!(c.headers, d.headers);
     assert_eq!(c.states, d.states);
 }

@@ -1,5 +1,6 @@
 //! Applying a panel sync: read the spreadsheet (metadata, then one `values.batchGet`), plan
-//! with [`crate::panel::sync`], send the plan as one `spreadsheets.batchUpdate`. Three
+//! with [`crate::panel::sync`] and (unless `protect = false`) [`crate::protection`] for each
+//! panel's markers and hidden columns, send the plan as one `spreadsheets.batchUpdate`. Three
 //! requests whatever the number of panels. Used by `sheetq panels sync|migrate` and by the
 //! daemon's panel jobs (a tick on the index).
 
@@ -50,6 +51,29 @@ pub enum PanelsError {
     Plan(#[from] SyncError),
     #[error("the spreadsheet's time zone: {0}")]
     Zone(#[from] sheet_time::TimeError),
+    #[error("{0}")]
+    Protect(String),
+}
+
+/// Adds to `plan`'s batch what protects every panel's markers and hidden columns and the
+/// index's hidden column (those the batch creates included: their ids are chosen by the
+/// plan), and says so in its report; what this account may not change is reported as a
+/// problem.
+fn protect(
+    meta: &crate::sheets::SpreadsheetMeta,
+    config: &Config,
+    editors: &crate::protection::Editors,
+    plan: &mut sync::SyncPlan,
+) {
+    let wanted = crate::protection::panels_and_index(
+        &plan.report.panel_sheets(meta),
+        plan.report.index_sheet.as_ref(),
+        &config.panel,
+    );
+    let planned = crate::protection::plan(meta, &wanted, editors);
+    plan.requests.extend(planned.requests);
+    plan.report.protected.extend(planned.done);
+    plan.report.problems.extend(planned.blocked);
 }
 
 /// What a sync did, and how many API requests it took.
@@ -104,10 +128,15 @@ pub async fn sync(
         open_all: request.open_all,
         queue,
     };
-    let plan = match &request.migrate {
+    let mut plan = match &request.migrate {
         Some(m) => sync::plan_migration(&input, m, &old_values)?,
         None => sync::plan(&input)?,
     };
+    if let Some(editors) =
+        crate::protection::Editors::of(config, &sheets.account()).map_err(PanelsError::Protect)?
+    {
+        protect(&meta, config, &editors, &mut plan);
+    }
     let batch_len = plan.requests.len();
     let mut requests = 2;
     if !request.dry_run && batch_len > 0 {

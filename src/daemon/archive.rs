@@ -366,19 +366,34 @@ impl Daemon {
             .map_or(self.served.layout.columns.width(), |i| i + 1)
     }
 
-    /// Creates the hidden archive sheet with the queue's header; returns its sheet id.
+    /// Creates the hidden archive sheet with the queue's header, protected (unless
+    /// `protect = false`) so that only sheetq's service accounts write it, in the one batch
+    /// that adds it; returns its sheet id.
     async fn create_archive(&mut self) -> Result<i32, DaemonError> {
         let l = self.served.layout.last_col.clone();
         let width = self.queue_width();
+        let taken = self.served.sheet_ids.values().copied().collect();
+        let sheet_id = crate::panel::sync::sheet_id_for(ARCHIVE_SHEET, &taken);
+        let mut requests = vec![
+            Request::AddSheetWithId {
+                sheet_id,
+                title: ARCHIVE_SHEET.to_string(),
+                index: None,
+                row_count: 2,
+                column_count: width,
+                frozen_rows: 0,
+            },
+            Request::UpdateSheetHidden {
+                sheet_id,
+                hidden: true,
+            },
+        ];
+        requests.extend(self.archive_protection(sheet_id));
         let added = self
             .sheets
             .batch_update(&BatchUpdate {
-                requests: vec![Request::AddSheet {
-                    title: ARCHIVE_SHEET.to_string(),
-                    hidden: true,
-                    row_count: 2,
-                    column_count: width as i32,
-                }],
+                requests,
+                sheet_list: true,
                 ..Default::default()
             })
             .await;
@@ -395,14 +410,13 @@ impl Daemon {
             }
             Err(e) => return Err(e.into()),
         };
-        let Some(crate::sheets::Reply::AddSheet { sheet }) = added.replies.into_iter().next()
-        else {
+        if !added.sheets.iter().any(|s| s.sheet_id == sheet_id) {
             return Err(DaemonError::Sheets(crate::sheets::SheetsError::new(
                 crate::sheets::ErrorKind::Fatal,
                 "spreadsheets.batchUpdate",
-                format!("adding the sheet '{ARCHIVE_SHEET}' got no addSheet reply"),
+                format!("adding the sheet '{ARCHIVE_SHEET}' left no such sheet in the reply's sheet list"),
             )));
-        };
+        }
         let header = self
             .sheets
             .read(&[a1::range(QUEUE_SHEET, &format!("A1:{l}1"))])
@@ -414,11 +428,29 @@ impl Daemon {
             )])
             .await?;
         info!("created the hidden sheet '{ARCHIVE_SHEET}' for finished jobs past the retention");
-        let id = sheet.sheet_id;
-        let mut sheets = self.served.sheet_meta.sheets.clone();
-        sheets.push(sheet);
-        self.take_in_sheets(sheets);
-        Ok(id)
+        self.take_in_sheets(added.sheets);
+        Ok(sheet_id)
+    }
+
+    /// The request that protects the new archive sheet `sheet_id` for sheetq's service
+    /// accounts; none when the config turns protection off, or (logged) when this daemon
+    /// cannot tell its account and the config names none.
+    fn archive_protection(&self, sheet_id: i32) -> Vec<Request> {
+        let editors = match crate::protection::Editors::of(&self.config, &self.sheets.account()) {
+            Ok(Some(editors)) => editors,
+            Ok(None) => return Vec::new(),
+            Err(why) => {
+                warn!("the new sheet '{ARCHIVE_SHEET}' is left unprotected: {why}");
+                return Vec::new();
+            }
+        };
+        let wanted = crate::protection::hidden_sheets(&[(sheet_id, ARCHIVE_SHEET)]);
+        crate::protection::plan(
+            &crate::sheets::SpreadsheetMeta::default(),
+            &wanted,
+            &editors,
+        )
+        .requests
     }
 }
 

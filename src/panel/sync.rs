@@ -111,6 +111,34 @@ pub struct SyncReport {
     pub problems: Vec<String>,
     /// Sheet id of each target's panel after the sync (hidden ones included).
     pub panels: BTreeMap<String, i32>,
+    /// The index after the sync (made by it, or as it was): sheet id and title.
+    pub index_sheet: Option<(i32, String)>,
+    /// Protections added or put right (`protect`), one line each.
+    pub protected: Vec<String>,
+}
+
+impl SyncReport {
+    /// Every panel after the sync, as (sheet id, title): those of `meta`, and those the sync
+    /// creates.
+    pub fn panel_sheets(&self, meta: &SpreadsheetMeta) -> Vec<(i32, String)> {
+        self.panels
+            .values()
+            .filter_map(|id| {
+                let title = meta
+                    .sheets
+                    .iter()
+                    .find(|s| s.sheet_id == *id)
+                    .map(|s| s.title.clone())
+                    .or_else(|| {
+                        self.created
+                            .iter()
+                            .find(|(_, _, c)| c == id)
+                            .map(|(_, t, _)| t.clone())
+                    })?;
+                Some((*id, title))
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -157,6 +185,9 @@ impl fmt::Display for SyncReport {
                 "not turned into panels (no such target; add them to [[targets]] or to the index): {}",
                 list(&self.unresolved)
             )?;
+        }
+        for p in &self.protected {
+            writeln!(f, "{p}")?;
         }
         for p in &self.problems {
             writeln!(f, "problem: {p}")?;
@@ -308,9 +339,11 @@ fn column_block(sheet_id: i32, col: u32, start: u32, end: u32) -> GridRange {
     }
 }
 
-/// A sheet id for a new panel: derived from its label (so a panel deleted and made again
-/// gets its old `#gid=` links back), moved on while taken. Positive int32, never 0.
-fn sheet_id_for(label: &str, taken: &HashSet<i32>) -> i32 {
+/// A sheet id for a new sheet (a panel, the index, one of sheetq's hidden sheets): derived
+/// from its label (so a panel deleted and made again gets its old `#gid=` links back), moved
+/// on while taken. Positive int32, never 0. Chosen by sheetq, so later requests of the batch
+/// that adds the sheet can name it.
+pub fn sheet_id_for(label: &str, taken: &HashSet<i32>) -> i32 {
     // FNV-1a, 32 bits.
     let mut h: u32 = 0x811c_9dc5;
     for b in label.as_bytes() {
@@ -480,6 +513,13 @@ fn plan_with(
         ));
     }
 
+    report.index_sheet = Some((
+        index_id,
+        match &index_at {
+            IndexAt::Existing(r) | IndexAt::Migrate(r) => r.meta.title.clone(),
+            IndexAt::New => INDEX_SHEET.to_string(),
+        },
+    ));
     let (panel_requests, panels) =
         plan_panels(input, &targets, &open, &discovered, &mut taken, &mut report);
     requests.extend(panel_requests);

@@ -10,7 +10,10 @@
 //! - `write` and `append` report success; an append reports the range it was given, since
 //!   no row was added;
 //! - `AddSheet` replies with the existing sheet of that title if there is one, otherwise a
-//!   placeholder with a sheet id that no sheet has.
+//!   placeholder with a sheet id that no sheet has; a sheet list asked for with the batch
+//!   shows the sheets its `AddSheetWithId` requests would have added;
+//! - protected-range requests reply as if applied, with nothing to say (`Empty`): the
+//!   spreadsheet's protections are as they were.
 //!
 //! The daemon should still skip claiming entirely in dry-run, so its log shows the waits
 //! and results it would write rather than a stream of lost leases.
@@ -200,7 +203,44 @@ fn describe(request: &Request) -> String {
         Request::SetRowCount { sheet_id, rows } => {
             format!("grow sheet {sheet_id} to {rows} rows")
         }
+        Request::AddProtectedRange {
+            area,
+            description,
+            editors,
+        } => format!(
+            "protect {} ({description:?}), editors {}",
+            area_text(area),
+            editors.join(", ")
+        ),
+        Request::UpdateProtectedRange {
+            id,
+            editors,
+            clear_unprotected,
+        } => format!(
+            "protected range #{id}: not warning-only, editors {}{}",
+            editors.join(", "),
+            if *clear_unprotected {
+                ", no unprotected holes"
+            } else {
+                ""
+            }
+        ),
+        Request::DeleteProtectedRange { id } => format!("remove protected range #{id}"),
     }
+}
+
+/// `sheet 5 rows 1.. cols 8..10`: an area as the dry-run log names it (1-based, inclusive;
+/// an open end left blank).
+fn area_text(area: &crate::sheets::Area) -> String {
+    let end = |e: Option<u32>| e.map_or(String::new(), |e| e.to_string());
+    format!(
+        "sheet {} rows {}..{} cols {}..{}",
+        area.sheet_id,
+        area.start_row + 1,
+        end(area.end_row),
+        area.start_col + 1,
+        end(area.end_col)
+    )
 }
 
 /// `sheet 5 rows 8..12 cols 1..1`: a block as the dry-run log names it (1-based, inclusive).
@@ -239,6 +279,7 @@ impl<S: Sheets> DryRunSheets<S> {
             hidden,
             row_count,
             column_count,
+            protected_ranges: Vec::new(),
         };
         meta.sheets.push(sheet.clone());
         Ok(sheet)
@@ -318,9 +359,32 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         } else {
             self.inner.read(&batch.response_ranges).await?
         };
-        // The sheet list is a read of what is there; a dry run may make that read.
+        // The sheet list is a read of what is there, with the sheets the batch would have
+        // added by id (so a caller that names its new sheet finds it, as after a real batch).
         let sheets = if batch.sheet_list && batch.response_ranges.is_empty() {
-            self.inner.metadata().await?.sheets
+            let mut sheets = self.inner.metadata().await?.sheets;
+            for request in &batch.requests {
+                if let Request::AddSheetWithId {
+                    sheet_id,
+                    title,
+                    row_count,
+                    column_count,
+                    ..
+                } = request
+                {
+                    if !sheets.iter().any(|s| s.title == *title) {
+                        sheets.push(SheetMeta {
+                            sheet_id: *sheet_id,
+                            title: title.clone(),
+                            index: i32::try_from(sheets.len()).unwrap_or(i32::MAX),
+                            row_count: i32::try_from(*row_count).unwrap_or(i32::MAX),
+                            column_count: i32::try_from(*column_count).unwrap_or(i32::MAX),
+                            ..SheetMeta::default()
+                        });
+                    }
+                }
+            }
+            sheets
         } else {
             Vec::new()
         };

@@ -442,7 +442,8 @@ impl Sheets for GoogleSheets {
                     .include_grid_data(false)
                     .param(
                         "fields",
-                        "spreadsheetId,properties.timeZone,sheets.properties",
+                        // The protected ranges ride along: no request of their own.
+                        "spreadsheetId,properties.timeZone,sheets.properties,sheets.protectedRanges",
                     )
                     .add_scope(Scope::Spreadsheet)
                     .doit()

@@ -1,7 +1,9 @@
-//! `sheetq init`, `enqueue` and `status` against a spreadsheet that has nothing of sheetq yet.
+//! `sheetq init`, `enqueue` and `status` against a spreadsheet that has nothing of sheetq yet,
+//! and `init` protecting the hidden sheets (on a new spreadsheet and on one made before).
 
 use sheetq::admin::{self, NewJob};
 use sheetq::queue::{HeaderNames, State};
+use sheetq::sheets::{ProtectedRange, SpreadsheetMeta};
 
 use crate::support;
 
@@ -259,4 +261,179 @@ async fn enqueue_wait_rides_out_an_api_that_refuses_its_looks_for_a_while() {
         .expect("join")
         .expect("the wait outlives the refused looks");
     assert_eq!(finished.state, State::Done);
+}
+
+/// sheetq's three hidden sheets.
+const HIDDEN: [&str; 3] = ["_ジョブキュー", "_ワーカー", "_ジョブ履歴"];
+
+/// The protected ranges of sheet `title`, as sheetq's service account reads them.
+fn protections_of(meta: &SpreadsheetMeta, title: &str) -> Vec<ProtectedRange> {
+    meta.sheet(title)
+        .unwrap_or_else(|| panic!("no sheet {title}"))
+        .protected_ranges
+        .clone()
+}
+
+/// `a` and `b` as sets of addresses.
+fn same_people(a: &[String], b: &[String]) -> bool {
+    let set = |v: &[String]| {
+        v.iter()
+            .map(|e| e.to_lowercase())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    set(a) == set(b)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn init_protects_the_hidden_sheets_for_the_service_account_alone() {
+    let emu = support::start_empty().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    // One client under Google's quota: the production default budget (50 a minute) fits.
+    let config = support::daemon_config(
+        &emu,
+        "init-p",
+        state.path(),
+        &[("requests_per_minute", "50")],
+        "",
+    );
+    let sheets = support::client(&emu, &config).await;
+    let first = admin::init(sheets.as_ref(), &config).await.expect("init");
+    let meta = sheets.metadata().await.expect("metadata");
+    let ours = [sheets.account(), emu.owner()];
+    for title in HIDDEN {
+        assert!(
+            first
+                .iter()
+                .any(|l| l.starts_with(&format!("protected sheet '{title}'"))),
+            "init must say it protected {title}: {first:?}"
+        );
+        let p = protections_of(&meta, title);
+        assert_eq!(p.len(), 1, "{title}: one protection: {p:?}");
+        assert!(p[0].area.is_sheet(), "{title}: the whole sheet: {p:?}");
+        assert!(!p[0].warning_only, "{title}: a protection, not a warning");
+        assert!(
+            same_people(&p[0].editors, &ours),
+            "{title}: the service account is the only editor Google lists besides the owner: {:?}",
+            p[0].editors
+        );
+        assert!(
+            p[0].groups.is_empty() && !p[0].domain_users_can_edit,
+            "{p:?}"
+        );
+    }
+
+    // A person, editor of the file, can no longer forge a queue row; sheetq still writes.
+    let (status, body) = support::person_writes(
+        &emu,
+        "alice@example.com",
+        "'_ジョブキュー'!A2:C2",
+        serde_json::json!([["forged", "", "boss@example.com"]]),
+    )
+    .await;
+    assert_eq!(status, 400, "a person's write to the queue: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("protected cell")),
+        "Google's refusal: {body}"
+    );
+    let job = NewJob::pressed("T", "F", "sleep", "{}", "");
+    let id = admin::enqueue(sheets.as_ref(), &config, &job)
+        .await
+        .expect("sheetq writes through its own protection");
+    assert_eq!(support::queue_rows(&emu)[0].job_id, id);
+
+    emu.clear_requests();
+    let second = admin::init(sheets.as_ref(), &config)
+        .await
+        .expect("init again");
+    assert_eq!(second, ["nothing to do: the spreadsheet is ready"]);
+    assert!(
+        emu.requests()
+            .iter()
+            .all(|r| r.method != "spreadsheets.batchUpdate"),
+        "a second init changes nothing: {:?}",
+        emu.requests()
+            .iter()
+            .map(|r| r.method.clone())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn init_on_a_spreadsheet_made_before_protection_adds_only_the_protection() {
+    let emu = support::start_empty().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let open = support::daemon_config(
+        &emu,
+        "init-o",
+        state.path(),
+        &[("protect", "false"), ("requests_per_minute", "50")],
+        "",
+    );
+    let sheets = support::client(&emu, &open).await;
+    admin::init(sheets.as_ref(), &open)
+        .await
+        .expect("init with protect = false");
+    let meta = sheets.metadata().await.expect("metadata");
+    for title in HIDDEN {
+        assert_eq!(
+            protections_of(&meta, title),
+            Vec::new(),
+            "protect = false leaves {title} open"
+        );
+    }
+    let job = NewJob::pressed("T", "F", "sleep", r#"{"seconds":1}"#, "alice@example.com");
+    admin::enqueue(sheets.as_ref(), &open, &job)
+        .await
+        .expect("enqueue");
+    let before: Vec<_> = HIDDEN
+        .iter()
+        .map(|t| support::sheet_values(&emu, t))
+        .collect();
+
+    let protected = support::daemon_config(
+        &emu,
+        "init-o",
+        state.path(),
+        &[("requests_per_minute", "50")],
+        "",
+    );
+    emu.clear_requests();
+    let done = admin::init(sheets.as_ref(), &protected)
+        .await
+        .expect("init with protection");
+    assert_eq!(
+        done.len(),
+        3,
+        "init on an initialised spreadsheet only protects: {done:?}"
+    );
+    assert!(
+        done.iter().all(|l| l.starts_with("protected sheet '")),
+        "{done:?}"
+    );
+    let methods: Vec<String> = emu
+        .requests()
+        .into_iter()
+        .map(|r| r.method)
+        .filter(|m| m != "oauth2.token")
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "spreadsheets.get",
+            "spreadsheets.batchUpdate",
+            "spreadsheets.values.batchGet"
+        ],
+        "the protection rides in the one batch init sends"
+    );
+    let after: Vec<_> = HIDDEN
+        .iter()
+        .map(|t| support::sheet_values(&emu, t))
+        .collect();
+    assert_eq!(after, before, "protecting changes no cell");
+    let meta = sheets.metadata().await.expect("metadata");
+    for title in HIDDEN {
+        assert_eq!(protections_of(&meta, title).len(), 1, "{title}");
+    }
 }

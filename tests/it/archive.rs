@@ -101,6 +101,20 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
         vec![vec![json!("archived"), json!(155)]],
         "the count of archived rows tells the other daemons how far rows moved up"
     );
+    let meta = sheets
+        .metadata()
+        .await
+        .unwrap_or_else(|e| panic!("metadata: {e}"));
+    let protections = &meta
+        .sheet("_ジョブ履歴")
+        .unwrap_or_else(|| panic!("no archive sheet"))
+        .protected_ranges;
+    assert!(
+        protections
+            .iter()
+            .any(|p| p.area.is_sheet() && !p.warning_only && p.editors.contains(&sheets.account())),
+        "the daemon protects the archive it creates, for its service account: {protections:?}"
+    );
     let status = sheetq::admin::status(sheets.as_ref(), &fleet_config)
         .await
         .unwrap_or_else(|e| panic!("status: {e}"))

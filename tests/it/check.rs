@@ -1,7 +1,9 @@
 //! `sheetq check` as an operator's first hour needs it: nothing to say about a good setup,
 //! and each deployment problem named with its fix: a spreadsheet not shared (or shared
 //! read-only) with the service account, missing sheets, a clock two minutes off, live
-//! daemons that overrun the account's budget, an `exec` program the jobs' PATH cannot find.
+//! daemons that overrun the account's budget, an `exec` program the jobs' PATH cannot find,
+//! hidden sheets left unprotected or with a person among their editors, a live daemon whose
+//! account may not write them, and the `protect = false` opt-out.
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use sheetq::check::{self, Findings};
 use sheetq::commands::Registry;
 use sheetq::config::Config;
 use sheetq::emulator::{Access, Emulator};
-use sheetq::sheets::{Sheets, ValueRange};
+use sheetq::sheets::{BatchUpdate, Request, Sheets, ValueRange};
 
 use crate::support::{client, daemon_config, start_empty};
 
@@ -234,5 +236,162 @@ async fn a_placeholder_where_the_program_reads_options_is_a_warning_with_the_fix
     assert!(
         f.ok(),
         "jobs are refused a value that would be an option, so it is no problem: {f:#?}"
+    );
+}
+
+/// [`config_for`] with `protect = false`: the opt-out for an open queue.
+fn open_config(emu: &Emulator, dir: &std::path::Path) -> Config {
+    daemon_config(
+        emu,
+        "checked",
+        dir,
+        &[
+            ("poll_interval", "\"2s\""),
+            ("heartbeat_interval", "\"30s\""),
+            ("dead_after", "\"2m\""),
+            ("requests_per_minute", "50"),
+            ("protect", "false"),
+        ],
+        "",
+    )
+}
+
+/// The problems that name `what`.
+fn about<'f>(f: &'f Findings, what: &str) -> Vec<&'f String> {
+    f.problems.iter().filter(|p| p.contains(what)).collect()
+}
+
+#[tokio::test]
+async fn an_unprotected_queue_and_a_person_among_its_editors_are_named_with_the_fix() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let open = open_config(&emu, dir.path());
+    let sheets = ready(&emu, &open).await;
+
+    // The opt-out: a warning on every run, with how to turn protection back on.
+    let f = findings(sheets.as_ref(), &open).await;
+    assert_eq!(f.problems, Vec::<String>::new(), "{f:#?}");
+    assert!(
+        f.warnings.iter().any(|w| w.contains("protect = false")
+            && w.contains("remove the line")
+            && w.contains("sheetq init")),
+        "protect = false must be warned of: {f:#?}"
+    );
+
+    // The same spreadsheet under a config that protects: each hidden sheet is named.
+    let config = config_for(&emu, dir.path(), "");
+    let f = findings(sheets.as_ref(), &config).await;
+    for title in ["'_ジョブキュー'", "'_ワーカー'", "'_ジョブ履歴'"] {
+        assert!(
+            named(
+                &f,
+                &[&format!("sheet {title} is not protected"), "sheetq init"]
+            ),
+            "{title} unprotected must be named with its fix: {:#?}",
+            f.problems
+        );
+    }
+    assert_eq!(f.problems.len(), 3, "{:#?}", f.problems);
+
+    // Protected by init, then a person made an editor of the queue's protection.
+    sheetq::admin::init(sheets.as_ref(), &config)
+        .await
+        .expect("init protects");
+    assert_eq!(
+        findings(sheets.as_ref(), &config).await.problems,
+        Vec::<String>::new()
+    );
+    let meta = sheets.metadata().await.expect("metadata");
+    let queue = &meta
+        .sheet("_ジョブキュー")
+        .expect("the queue")
+        .protected_ranges[0];
+    let mallory = "mallory@example.com";
+    sheets
+        .batch_update(&BatchUpdate {
+            requests: vec![Request::UpdateProtectedRange {
+                id: queue.id,
+                editors: vec![sheets.account(), mallory.to_string()],
+                clear_unprotected: false,
+            }],
+            ..Default::default()
+        })
+        .await
+        .expect("add a person to the queue's editors");
+    let f = findings(sheets.as_ref(), &config).await;
+    let queue_problems = about(&f, mallory);
+    assert_eq!(queue_problems.len(), 1, "{:#?}", f.problems);
+    assert!(
+        queue_problems[0].contains("'_ジョブキュー'")
+            && queue_problems[0].contains("sheetq init")
+            && !queue_problems[0].contains(&emu.owner()),
+        "the person, not the owner, is named with the fix: {}",
+        queue_problems[0]
+    );
+    assert_eq!(f.problems.len(), 1, "{:#?}", f.problems);
+
+    // The fix it names puts it right.
+    let done = sheetq::admin::init(sheets.as_ref(), &config)
+        .await
+        .expect("init again");
+    assert!(
+        done.iter()
+            .any(|l| l.contains("put the protection of sheet '_ジョブキュー' right")),
+        "{done:?}"
+    );
+    assert_eq!(
+        findings(sheets.as_ref(), &config).await.problems,
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn a_live_daemon_whose_account_may_not_write_the_protected_sheets_is_named() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = config_for(&emu, dir.path(), "");
+    let sheets = ready(&emu, &config).await;
+    let other = Emulator::account("second");
+    let row = sheetq::workers::row_cells("vm-2", "vm", 2, &[], Utc::now(), "vm 2000", &other, &[]);
+    sheets
+        .write(&[ValueRange::new("'_ワーカー'!A3:J3", vec![row])])
+        .await
+        .expect("write the heartbeat");
+    let f = findings(sheets.as_ref(), &config).await;
+    assert!(
+        named(&f, &["vm-2", &other, "protect_editors"]),
+        "a daemon on another account must be named with the fix: {:#?}",
+        f.problems
+    );
+
+    // Listed, and the protections put right by init, it is no problem.
+    let both = daemon_config(
+        &emu,
+        "checked",
+        dir.path(),
+        &[
+            ("poll_interval", "\"2s\""),
+            ("heartbeat_interval", "\"30s\""),
+            ("dead_after", "\"2m\""),
+            ("requests_per_minute", "50"),
+            ("protect_editors", &format!("[{other:?}]")),
+        ],
+        "",
+    );
+    let f = findings(sheets.as_ref(), &both).await;
+    assert!(
+        about(&f, &other)
+            .iter()
+            .all(|p| p.contains("may not write it, and should")),
+        "listed but not yet an editor, each sheet says so: {:#?}",
+        f.problems
+    );
+    assert_eq!(about(&f, &other).len(), 3, "{:#?}", f.problems);
+    sheetq::admin::init(sheets.as_ref(), &both)
+        .await
+        .expect("init adds the account");
+    assert_eq!(
+        findings(sheets.as_ref(), &both).await.problems,
+        Vec::<String>::new()
     );
 }

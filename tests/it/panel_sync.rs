@@ -1,7 +1,8 @@
 //! Panels as a product, end to end on the emulator: `panels sync` builds the index and the
 //! panels from the config in three requests, a config change re-syncs them, a press on a
 //! generated panel runs, a tick on the index creates a missing panel, idle panels are
-//! hidden, and an old panel sheet is migrated.
+//! hidden, an old panel sheet is migrated, and each panel's markers and hidden columns are
+//! protected so that people press and type only where they should.
 
 use std::time::Duration;
 
@@ -390,6 +391,15 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
         "{index:?}"
     );
     assert_eq!(index[1][3], "未作成 (▶ で作成)");
+    // The daemon protects the panels it makes, as `panels sync` does.
+    let service_account = client(&emu, &config).await;
+    for title in ["server-2", "server-x"] {
+        assert_eq!(
+            protected_areas(service_account.as_ref(), title).await.len(),
+            3,
+            "{title}: its markers G1:G3 and G5 and H:J"
+        );
+    }
 }
 
 #[tokio::test]
@@ -750,4 +760,126 @@ async fn migrating_a_panel_is_refused() {
     .map(|e| e.to_string())
     .unwrap_or_default();
     assert!(error.contains("is a panel"), "{error}");
+}
+
+/// The areas of the protected ranges on sheet `title`, as the service account reads them.
+async fn protected_areas(
+    sheets: &dyn sheetq::sheets::Sheets,
+    title: &str,
+) -> Vec<sheetq::sheets::Area> {
+    let meta = sheets
+        .metadata()
+        .await
+        .unwrap_or_else(|e| panic!("metadata: {e}"));
+    meta.sheet(title)
+        .unwrap_or_else(|| panic!("no sheet {title}"))
+        .protected_ranges
+        .iter()
+        .map(|p| p.area)
+        .collect()
+}
+
+#[tokio::test]
+async fn sync_protects_each_panels_markers_and_hidden_columns_and_leaves_the_rest_to_people() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let catalog = format!("{FUNCTIONS}{}", targets(3));
+    let open = daemon_config(&emu, "sync", dir.path(), &[("protect", "false")], &catalog);
+    sync(&emu, &open, open_all()).await;
+    // What people and the daemon left on the panels before protection came.
+    set(
+        &emu,
+        "'server-2'!C9:E9",
+        json!([["✅ 完了 12:00", "ok", 46000.5]]),
+    );
+    set(&emu, "'server-2'!A10", json!([[true]]));
+    // The index takes in the result: what follows changes only protection.
+    sync(&emu, &open, SyncRequest::default()).await;
+    let panel_before = text_rows(&emu, "'server-2'!A1:J10");
+    let index_before = text_rows(&emu, "'▶パネル'!A1:G4");
+    let sheets = client(&emu, &open).await;
+    assert_eq!(
+        protected_areas(sheets.as_ref(), "server-2").await,
+        Vec::new(),
+        "protect = false leaves the panels open"
+    );
+
+    let protected = daemon_config(&emu, "sync", dir.path(), &[], &catalog);
+    emu.clear_requests();
+    let done = sync(&emu, &protected, SyncRequest::default()).await;
+    assert_eq!(
+        api_requests(&emu),
+        [
+            "spreadsheets.get",
+            "spreadsheets.values.batchGet",
+            "spreadsheets.batchUpdate"
+        ],
+        "the protections ride in the sync's one batch"
+    );
+    assert_eq!(
+        done.report.protected.len(),
+        3 * 3 + 1,
+        "per panel G1:G3, G5 and H:J, and the index's hidden column: {}",
+        done.report
+    );
+    assert_eq!(
+        text_rows(&emu, "'server-2'!A1:J10"),
+        panel_before,
+        "protecting changes no cell of a panel"
+    );
+    assert_eq!(text_rows(&emu, "'▶パネル'!A1:G4"), index_before);
+
+    let g = |rows: std::ops::Range<u32>| {
+        let mut a = sheetq::sheets::Area::columns(0, 6, 7);
+        a.start_row = rows.start;
+        a.end_row = Some(rows.end);
+        a
+    };
+    let mut areas = protected_areas(sheets.as_ref(), "server-2").await;
+    let id = areas.first().map(|a| a.sheet_id).unwrap_or_default();
+    areas.sort_by_key(|a| (a.start_col, a.start_row));
+    let mut expected = vec![
+        sheetq::sheets::Area {
+            sheet_id: id,
+            ..g(0..3)
+        },
+        sheetq::sheets::Area {
+            sheet_id: id,
+            ..g(4..5)
+        },
+        sheetq::sheets::Area::columns(id, 7, 10),
+    ];
+    expected.sort_by_key(|a| (a.start_col, a.start_row));
+    assert_eq!(areas, expected, "the markers and H:J, every row");
+
+    // A person, editor of the file, presses and types where people do, and nowhere else.
+    let alice = "alice@example.com";
+    for (range, value, allowed) in [
+        ("'server-2'!A8", json!([[true]]), true),
+        ("'▶パネル'!B5", json!([["server-9"]]), true),
+        ("'server-2'!H8", json!([["rm"]]), false),
+        (
+            "'server-2'!I8",
+            json!([[r#"{"target":"-oProxyCommand=id"}"#]]),
+            false,
+        ),
+        ("'server-2'!G2", json!([["server-1"]]), false),
+        ("'▶パネル'!G2", json!([[0]]), false),
+    ] {
+        let (status, body) = person_writes(&emu, alice, range, value).await;
+        assert_eq!(
+            status == 200,
+            allowed,
+            "a person writing {range} must be {}: {status} {body}",
+            if allowed { "allowed" } else { "refused" }
+        );
+    }
+
+    emu.clear_requests();
+    let again = sync(&emu, &protected, SyncRequest::default()).await;
+    assert!(
+        again.report.protected.is_empty(),
+        "protected once is protected: {}",
+        again.report
+    );
 }

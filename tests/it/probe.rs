@@ -1,12 +1,18 @@
 //! `check --probe` against the emulator: every probe passes on the emulator's reading of
 //! Google, within one minute's quota, and leaves no sheet behind; each probe reports DIFFERS
-//! when the emulator is switched to a behaviour that differs from it; results saved from a
-//! real spreadsheet (`tests/fixtures/google/`) agree with the emulator's.
+//! when the spreadsheet behaves otherwise (the emulator switched to a behaviour that differs
+//! from it, or a reply changed on the way); results saved from a real spreadsheet
+//! (`tests/fixtures/google/`) agree with the emulator's.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use sheetq::emulator::{Deviation, Emulator, EmulatorOptions, SortMetadata};
 use sheetq::probe::{self, Probe, ProbeResult, Report, Verdict};
+use sheetq::sheets::{
+    AppendReply, BatchUpdate, BatchUpdateReply, Cell, Filter, FilterRead, FilterWrite,
+    FilterWritten, MetadataEntry, Sheets, SheetsError, SpreadsheetMeta, ValueRange,
+};
 
 use crate::support::{client, daemon_config, start_with};
 
@@ -71,11 +77,65 @@ async fn every_probe_passes_on_the_emulator_within_one_minutes_quota_and_leaves_
     );
 }
 
-/// The emulator switched to a behaviour that differs from what `probe` checks.
-fn deviating(probe: Probe) -> EmulatorOptions {
-    let deviation = |d| EmulatorOptions {
-        deviation: Some(d),
-        ..EmulatorOptions::default()
+/// A spreadsheet whose `spreadsheets.get` leaves the protected ranges out, as a reply
+/// without `sheets.protectedRanges` would: everything else is the emulator's, through the
+/// real client.
+struct ProtectionsUnlisted(Arc<dyn Sheets>);
+
+#[async_trait::async_trait]
+impl Sheets for ProtectionsUnlisted {
+    async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {
+        let mut meta = self.0.metadata().await?;
+        for sheet in &mut meta.sheets {
+            sheet.protected_ranges.clear();
+        }
+        Ok(meta)
+    }
+    async fn read(&self, ranges: &[String]) -> Result<Vec<ValueRange>, SheetsError> {
+        self.0.read(ranges).await
+    }
+    async fn write(&self, data: &[ValueRange]) -> Result<(), SheetsError> {
+        self.0.write(data).await
+    }
+    async fn batch_update(&self, batch: &BatchUpdate) -> Result<BatchUpdateReply, SheetsError> {
+        self.0.batch_update(batch).await
+    }
+    async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError> {
+        self.0.append(range, rows).await
+    }
+    async fn read_filtered(&self, filters: &[Filter]) -> Result<Vec<FilterRead>, SheetsError> {
+        self.0.read_filtered(filters).await
+    }
+    async fn write_filtered(
+        &self,
+        data: &[FilterWrite],
+    ) -> Result<Vec<Option<FilterWritten>>, SheetsError> {
+        self.0.write_filtered(data).await
+    }
+    async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError> {
+        self.0.search_metadata(key).await
+    }
+    fn account(&self) -> String {
+        self.0.account()
+    }
+}
+
+/// How a probe meets a spreadsheet that behaves otherwise than it checks.
+enum Otherwise {
+    /// The emulator switched to a behaviour of its own.
+    Emulator(EmulatorOptions),
+    /// The emulator as it is, its protected ranges left out of `spreadsheets.get` on the
+    /// way ([`ProtectionsUnlisted`]).
+    ProtectionsUnlisted,
+}
+
+/// A spreadsheet that differs from what `probe` checks.
+fn deviating(probe: Probe) -> Otherwise {
+    let deviation = |d| {
+        Otherwise::Emulator(EmulatorOptions {
+            deviation: Some(d),
+            ..EmulatorOptions::default()
+        })
     };
     match probe {
         Probe::FindReplaceCas => deviation(Deviation::LooseFindReplace),
@@ -84,14 +144,14 @@ fn deviating(probe: Probe) -> EmulatorOptions {
         Probe::MetadataInsertAbove | Probe::MetadataDeleteAbove | Probe::MetadataMoveRows => {
             deviation(Deviation::RowMetadataKeepsIndex)
         }
-        Probe::MetadataFullWidthSort => EmulatorOptions {
+        Probe::MetadataFullWidthSort => Otherwise::Emulator(EmulatorOptions {
             sort_metadata: SortMetadata::Never,
             ..EmulatorOptions::default()
-        },
-        Probe::MetadataNarrowSort => EmulatorOptions {
+        }),
+        Probe::MetadataNarrowSort => Otherwise::Emulator(EmulatorOptions {
             sort_metadata: SortMetadata::Always,
             ..EmulatorOptions::default()
-        },
+        }),
         Probe::MetadataCutPaste => deviation(Deviation::CutPasteMovesMetadata),
         Probe::FilterWriteFollowsRow => deviation(Deviation::FilterWriteNullClears),
         Probe::FilterWriteMatchesNothing => deviation(Deviation::FilterMissSkipped),
@@ -99,15 +159,29 @@ fn deviating(probe: Probe) -> EmulatorOptions {
         Probe::CreateMetadataIdInUse => deviation(Deviation::DuplicateMetadataIdReplaces),
         Probe::AppendAfterBlankRow => deviation(Deviation::AppendFromTop),
         Probe::ConcurrentCas => deviation(Deviation::UnserialisedBatches),
+        Probe::ProtectedOwnEditor => Otherwise::ProtectionsUnlisted,
     }
 }
 
 #[tokio::test]
-async fn each_probe_reports_differs_when_the_emulator_behaves_otherwise() {
+async fn each_probe_reports_differs_when_the_spreadsheet_behaves_otherwise() {
     let mut wrong = Vec::new();
     for p in Probe::ALL {
-        let emu = start_with(deviating(p)).await;
-        let report = run_probes(&emu, &[p]).await;
+        let (emu, report) = match deviating(p) {
+            Otherwise::Emulator(options) => {
+                let emu = start_with(options).await;
+                let report = run_probes(&emu, &[p]).await;
+                (emu, report)
+            }
+            Otherwise::ProtectionsUnlisted => {
+                let emu = start_with(EmulatorOptions::default()).await;
+                let dir = tempfile::tempdir().expect("temp dir");
+                let config = daemon_config(&emu, "probe", dir.path(), &[], "");
+                let sheets = ProtectionsUnlisted(client(&emu, &config).await);
+                let report = probe::run(&sheets, &[p], std::future::pending()).await;
+                (emu, report)
+            }
+        };
         let result = report.results.first();
         if result.map(|r| r.verdict) != Some(Verdict::Differs) {
             wrong.push(format!("{}: {:?}", p.name(), result));

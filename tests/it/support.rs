@@ -148,6 +148,25 @@ pub async fn post_with_headers(
         .as_u16()
 }
 
+/// `values.update` of `range` (RAW) by the person `email`, with a token of their own, as
+/// their browser or a simple `onEdit` would write: the status and Google's reply.
+pub async fn person_writes(emu: &Emulator, email: &str, range: &str, rows: Json) -> (u16, Json) {
+    let token = emu.person_token(email);
+    let path = format!(
+        "v4/spreadsheets/{}/values/{}?valueInputOption=RAW",
+        emu.spreadsheet_id(),
+        percent_encoding::utf8_percent_encode(range, percent_encoding::NON_ALPHANUMERIC)
+    );
+    raw(
+        emu,
+        "PUT",
+        &path,
+        Some(serde_json::json!({ "values": rows })),
+        Some(&token),
+    )
+    .await
+}
+
 /// Like [`raw`], returning the body bytes unparsed.
 pub async fn raw_bytes(
     emu: &Emulator,

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use crate::a1::A1Range;
 use crate::sheets::{
-    Cell, Filter, FilterRead, FilterWrite, FilterWritten, GridRange, MetadataEntry, Reply, Request,
-    SheetMeta, SpreadsheetMeta, ValueRange,
+    Area, Cell, Filter, FilterRead, FilterWrite, FilterWritten, GridRange, MetadataEntry,
+    ProtectedRange, Reply, Request, SheetMeta, SpreadsheetMeta, ValueRange,
 };
 
 /// Everything but RFC 3986 unreserved characters. `google-sheets4` substitutes `{range}` and
@@ -277,8 +277,81 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 data_filter: Some(to_api_filter(&Filter::Metadata(*id))),
             });
         }
+        R::AddProtectedRange {
+            area,
+            description,
+            editors,
+        } => {
+            out.add_protected_range = Some(api::AddProtectedRangeRequest {
+                protected_range: Some(api::ProtectedRange {
+                    range: Some(to_api_area(area)),
+                    description: Some(description.clone()),
+                    warning_only: Some(false),
+                    editors: Some(only_editors(editors)),
+                    ..Default::default()
+                }),
+            });
+        }
+        R::UpdateProtectedRange {
+            id,
+            editors,
+            clear_unprotected,
+        } => out.update_protected_range = Some(fix_protection(*id, editors, *clear_unprotected)),
+        R::DeleteProtectedRange { id } => {
+            out.delete_protected_range = Some(api::DeleteProtectedRangeRequest {
+                protected_range_id: Some(*id),
+            });
+        }
     }
     out
+}
+
+/// An area as the API's `GridRange`: an open end is left out, which Google reads as the
+/// sheet's edge.
+pub fn to_api_area(area: &Area) -> api::GridRange {
+    let idx = |v: u32| Some(i32::try_from(v).unwrap_or(i32::MAX));
+    api::GridRange {
+        sheet_id: Some(area.sheet_id),
+        start_row_index: idx(area.start_row),
+        end_row_index: area.end_row.and_then(idx),
+        start_column_index: idx(area.start_col),
+        end_column_index: area.end_col.and_then(idx),
+    }
+}
+
+/// Exactly these users may edit: no group, not the whole domain (which Google may
+/// otherwise let edit a range protected in a Workspace document).
+fn only_editors(users: &[String]) -> api::Editors {
+    api::Editors {
+        users: Some(users.to_vec()),
+        groups: Some(Vec::new()),
+        domain_users_can_edit: Some(false),
+    }
+}
+
+/// Protected range `id` made a real protection for `editors` only. `warningOnly` and
+/// `editors` go in one field mask: Google makes every editor of the file an editor of a
+/// range whose `warningOnly` turns false without `editors` in the mask (the field's
+/// reference, https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/sheets#protectedrange).
+fn fix_protection(
+    id: i32,
+    editors: &[String],
+    clear_unprotected: bool,
+) -> api::UpdateProtectedRangeRequest {
+    let mut fields = vec!["warningOnly", "editors"];
+    if clear_unprotected {
+        fields.push("unprotectedRanges");
+    }
+    api::UpdateProtectedRangeRequest {
+        protected_range: Some(api::ProtectedRange {
+            protected_range_id: Some(id),
+            warning_only: Some(false),
+            editors: Some(only_editors(editors)),
+            unprotected_ranges: clear_unprotected.then(Vec::new),
+            ..Default::default()
+        }),
+        fields: Some(FieldMask::new(&fields)),
+    }
 }
 
 /// A compare-and-swap (docs/design.md §3): a `findReplace` of the whole cell, case and all,
@@ -606,7 +679,50 @@ pub fn sheet_meta(p: &api::SheetProperties) -> SheetMeta {
         hidden: p.hidden.unwrap_or(false),
         row_count: grid.and_then(|g| g.row_count).unwrap_or(0),
         column_count: grid.and_then(|g| g.column_count).unwrap_or(0),
+        protected_ranges: Vec::new(),
     }
+}
+
+/// A grid range as Google describes a protected area, on sheet `sheet_id` when it leaves the
+/// id out (proto3 JSON omits a zero): a start left out is 0, an end left out is open.
+pub fn area_of(g: &api::GridRange, sheet_id: i32) -> Area {
+    let at = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok());
+    Area {
+        sheet_id: g.sheet_id.unwrap_or(sheet_id),
+        start_row: at(g.start_row_index).unwrap_or(0),
+        end_row: at(g.end_row_index),
+        start_col: at(g.start_column_index).unwrap_or(0),
+        end_col: at(g.end_column_index),
+    }
+}
+
+/// A sheet's protected ranges as sheetq reads them: one without a `range` (backed by a
+/// named range or a table) is left out.
+pub fn protected_ranges(sheet_id: i32, ranges: &[api::ProtectedRange]) -> Vec<ProtectedRange> {
+    ranges
+        .iter()
+        .filter_map(|p| {
+            let editors = p.editors.as_ref();
+            Some(ProtectedRange {
+                id: p.protected_range_id.unwrap_or(0),
+                area: area_of(p.range.as_ref()?, sheet_id),
+                description: p.description.clone().unwrap_or_default(),
+                warning_only: p.warning_only.unwrap_or(false),
+                editors: editors.and_then(|e| e.users.clone()).unwrap_or_default(),
+                groups: editors.and_then(|e| e.groups.clone()).unwrap_or_default(),
+                domain_users_can_edit: editors
+                    .and_then(|e| e.domain_users_can_edit)
+                    .unwrap_or(false),
+                unprotected: p
+                    .unprotected_ranges
+                    .iter()
+                    .flatten()
+                    .map(|g| area_of(g, sheet_id))
+                    .collect(),
+                requesting_user_can_edit: p.requesting_user_can_edit.unwrap_or(false),
+            })
+        })
+        .collect()
 }
 
 pub fn spreadsheet_meta(spreadsheet_id: &str, s: &api::Spreadsheet) -> SpreadsheetMeta {
@@ -624,8 +740,12 @@ pub fn spreadsheet_meta(spreadsheet_id: &str, s: &api::Spreadsheet) -> Spreadshe
             .sheets
             .iter()
             .flatten()
-            .filter_map(|sh| sh.properties.as_ref())
-            .map(sheet_meta)
+            .filter_map(|sh| {
+                let mut meta = sheet_meta(sh.properties.as_ref()?);
+                meta.protected_ranges =
+                    protected_ranges(meta.sheet_id, sh.protected_ranges.as_deref().unwrap_or(&[]));
+                Some(meta)
+            })
             .collect(),
     }
 }
@@ -725,6 +845,17 @@ pub fn replies(requests: &[Request], replies: &[api::Response]) -> Result<Vec<Re
                         .map(sheet_meta)
                         .ok_or_else(|| {
                             format!("the reply to adding sheet '{title}' has no sheet properties")
+                        })?,
+                },
+                Request::AddProtectedRange { description, .. } => Reply::AddProtectedRange {
+                    id: reply
+                        .and_then(|r| r.add_protected_range.as_ref())
+                        .and_then(|a| a.protected_range.as_ref())
+                        .and_then(|p| p.protected_range_id)
+                        .ok_or_else(|| {
+                            format!(
+                                "the reply to adding the protected range {description:?} has no protectedRangeId"
+                            )
                         })?,
                 },
                 _ => Reply::Empty,
@@ -990,6 +1121,128 @@ mod tests {
             json!({"title": "_ワーカー", "hidden": true,
                    "gridProperties": {"rowCount": 100, "columnCount": 8}})
         );
+    }
+
+    #[test]
+    fn protection_requests_name_only_sheetqs_editors_and_their_field_mask() {
+        let v = wire(to_api_request(&Request::AddProtectedRange {
+            area: Area::sheet(7),
+            description: "sheetq: queue".into(),
+            editors: vec!["sa@p.iam.gserviceaccount.com".into()],
+        }));
+        assert_eq!(
+            v["addProtectedRange"]["protectedRange"],
+            json!({
+                "range": {"sheetId": 7, "startRowIndex": 0, "startColumnIndex": 0},
+                "description": "sheetq: queue",
+                "warningOnly": false,
+                "editors": {"users": ["sa@p.iam.gserviceaccount.com"], "groups": [],
+                            "domainUsersCanEdit": false}
+            }),
+            "a whole sheet leaves its ends out"
+        );
+        let v = wire(to_api_request(&Request::AddProtectedRange {
+            area: Area::columns(7, 7, 10),
+            description: String::new(),
+            editors: vec![],
+        }));
+        assert_eq!(
+            v["addProtectedRange"]["protectedRange"]["range"],
+            json!({"sheetId": 7, "startRowIndex": 0, "startColumnIndex": 7, "endColumnIndex": 10})
+        );
+        let v = wire(to_api_request(&Request::UpdateProtectedRange {
+            id: 42,
+            editors: vec!["sa@p".into()],
+            clear_unprotected: false,
+        }));
+        assert_eq!(
+            v["updateProtectedRange"],
+            json!({
+                "protectedRange": {"protectedRangeId": 42, "warningOnly": false,
+                    "editors": {"users": ["sa@p"], "groups": [], "domainUsersCanEdit": false}},
+                "fields": "warningOnly,editors"
+            })
+        );
+        let v = wire(to_api_request(&Request::UpdateProtectedRange {
+            id: 42,
+            editors: vec![],
+            clear_unprotected: true,
+        }));
+        assert_eq!(
+            v["updateProtectedRange"]["fields"],
+            json!("warningOnly,editors,unprotectedRanges")
+        );
+        assert_eq!(
+            v["updateProtectedRange"]["protectedRange"]["unprotectedRanges"],
+            json!([])
+        );
+        let v = wire(to_api_request(&Request::DeleteProtectedRange { id: 42 }));
+        assert_eq!(v["deleteProtectedRange"], json!({"protectedRangeId": 42}));
+    }
+
+    #[test]
+    fn protected_ranges_are_read_with_their_sheet_and_open_ends() {
+        let s: api::Spreadsheet = from(json!({"sheets": [
+            {"properties": {"title": "▶パネル"},
+             "protectedRanges": [
+                {"protectedRangeId": 1, "range": {"startColumnIndex": 6, "endColumnIndex": 7},
+                 "description": "idx", "requestingUserCanEdit": true,
+                 "editors": {"users": ["owner@example.com", "sa@p"]}}
+             ]},
+            {"properties": {"sheetId": 5, "title": "_ジョブキュー"},
+             "protectedRanges": [
+                {"protectedRangeId": 2, "range": {"sheetId": 5}, "warningOnly": true},
+                {"protectedRangeId": 3, "namedRangeId": "n1"},
+                {"protectedRangeId": 4, "range": {"sheetId": 5, "startRowIndex": 1, "endRowIndex": 3},
+                 "editors": {"groups": ["g@example.com"], "domainUsersCanEdit": true},
+                 "unprotectedRanges": [{"sheetId": 5, "startColumnIndex": 2, "endColumnIndex": 3}]}
+             ]}
+        ]}));
+        let meta = spreadsheet_meta("id", &s);
+        let index = &meta.sheets[0].protected_ranges;
+        assert_eq!(
+            index,
+            &vec![ProtectedRange {
+                id: 1,
+                area: Area::columns(0, 6, 7),
+                description: "idx".into(),
+                editors: vec!["owner@example.com".into(), "sa@p".into()],
+                requesting_user_can_edit: true,
+                ..Default::default()
+            }],
+            "a range without sheetId is on sheet 0, whose id proto3 leaves out"
+        );
+        let queue = &meta.sheets[1].protected_ranges;
+        assert_eq!(
+            queue.len(),
+            2,
+            "the named-range one has no range: {queue:?}"
+        );
+        assert!(queue[0].area.is_sheet() && queue[0].area.sheet_id == 5);
+        assert!(queue[0].warning_only && !queue[0].requesting_user_can_edit);
+        assert_eq!(queue[1].area.start_row, 1);
+        assert_eq!(queue[1].area.end_row, Some(3));
+        assert_eq!(queue[1].area.end_col, None);
+        assert_eq!(queue[1].groups, vec!["g@example.com".to_string()]);
+        assert!(queue[1].domain_users_can_edit);
+        assert_eq!(queue[1].unprotected, vec![Area::columns(5, 2, 3)]);
+    }
+
+    #[test]
+    fn an_added_protection_replies_with_its_id() {
+        let req = vec![Request::AddProtectedRange {
+            area: Area::sheet(1),
+            description: "q".into(),
+            editors: vec![],
+        }];
+        let got = replies(
+            &req,
+            &[api_response(
+                json!({"addProtectedRange": {"protectedRange": {"protectedRangeId": 99}}}),
+            )],
+        );
+        assert_eq!(got, Ok(vec![Reply::AddProtectedRange { id: 99 }]));
+        assert!(replies(&req, &[api_response(json!({}))]).is_err_and(|e| e.contains("\"q\"")));
     }
 
     /// The JSON the hub sends: it strips `null`s before sending.

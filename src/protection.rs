@@ -1,0 +1,939 @@
+//! Which parts of the spreadsheet only sheetq may write, and who "sheetq" is there: the
+//! rules of docs/design.md §5.1, pure. What must be protected ([`hidden_sheets`],
+//! [`panel`], [`index`]), by whom ([`Editors`]: the service accounts that serve the
+//! spreadsheet, never people), the requests that make the spreadsheet so ([`plan`]), what
+//! `sheetq check` says of it ([`verdicts`]), and whether the queue can be trusted to hold
+//! only what sheetq's accounts wrote ([`queue_protected`]).
+//!
+//! A protected range restricts who may *edit* cells; it changes none, so protecting an
+//! existing spreadsheet loses nothing. Protections stack: a cell inside two protected ranges
+//! may be edited only by someone who may edit both (a protected sheet outranks an
+//! unprotected range inside it: https://codingbestpractice.com/howto/how-to-set-permissions-for-selected-cells-per-user-in-google-sheets),
+//! so a protection sheetq did not make can only narrow who writes an area, never widen it:
+//! sheetq judges its own (the one whose area is exactly the area it wants) and leaves the
+//! others alone.
+//!
+//! The spreadsheet's owner may always edit, whatever a protection lists, and Google lists
+//! the owner among the editors of every protected range (Apps Script's `removeEditors`:
+//! "the owner of the spreadsheet and the current user cannot be removed",
+//! https://developers.google.com/apps-script/reference/spreadsheet/protection#removeeditorsemailaddresses).
+//! The Sheets API does not say who the owner is (Drive does, with a scope sheetq does not
+//! ask for), so a user listed on *every* protected range of the spreadsheet, two or more, is
+//! taken for the owner ([`presumed_owner`]); anyone else not sheetq's is a person who should
+//! not be there.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::a1;
+use crate::panel::PanelLayout;
+use crate::sheets::{Area, GridRange, ProtectedRange, Request, SpreadsheetMeta};
+
+/// The one-shot command that puts an area right.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fix {
+    /// `sheetq init`: the hidden sheets.
+    Init,
+    /// `sheetq panels sync`: the panels and the index.
+    PanelsSync,
+}
+
+impl fmt::Display for Fix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Fix::Init => "run `sheetq init --config FILE`",
+            Fix::PanelsSync => "run `sheetq panels sync --config FILE`",
+        })
+    }
+}
+
+/// An area sheetq keeps protected, what it is in words, and what protects it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    pub area: Area,
+    /// What it is, for people: `sheet '_ジョブキュー'`, `the markers G1:G3 of panel 'web-1'`.
+    pub what: String,
+    pub fix: Fix,
+}
+
+impl Wanted {
+    /// The description the protection carries, which people see under Data → Protected
+    /// sheets and ranges.
+    pub fn description(&self) -> String {
+        format!(
+            "sheetq: {} (only sheetq's service accounts write it)",
+            self.what
+        )
+    }
+}
+
+/// The whole of each of `titles` the spreadsheet has (sheetq's hidden sheets: the queue,
+/// `_ワーカー`, the archive), each with its sheet id.
+pub fn hidden_sheets(sheets: &[(i32, &str)]) -> Vec<Wanted> {
+    sheets
+        .iter()
+        .map(|(id, title)| whole_sheet(*id, title))
+        .collect()
+}
+
+fn whole_sheet(sheet_id: i32, title: &str) -> Wanted {
+    Wanted {
+        area: Area::sheet(sheet_id),
+        what: format!("sheet {}", a1::quote_title(title)),
+        fix: Fix::Init,
+    }
+}
+
+/// What sheetq protects on the panel `title` (sheet `sheet_id`): its marker cells (each run
+/// of adjacent ones in a column as one area) and its hidden command, argsJSON and flags
+/// columns, every row (each run of adjacent ones as one area). The ▶ column and the
+/// function, status, result and updated columns stay open.
+pub fn panel(sheet_id: i32, title: &str, layout: &PanelLayout) -> Vec<Wanted> {
+    let name = a1::quote_title(title);
+    let markers = [
+        layout.marker_cell,
+        layout.label_cell,
+        layout.position_cell,
+        layout.generated_at_cell,
+    ]
+    .map(|c| (c.col, c.row - 1));
+    let mut out: Vec<Wanted> = runs_in_columns(&markers)
+        .into_iter()
+        .map(|(col, rows)| {
+            let area = Area::cells(GridRange {
+                sheet_id,
+                start_row: rows.start,
+                end_row: rows.end,
+                start_col: col,
+                end_col: col + 1,
+            });
+            Wanted {
+                area,
+                what: format!("the markers {} of panel {name}", cells_text(&area)),
+                fix: Fix::PanelsSync,
+            }
+        })
+        .collect();
+    let c = &layout.columns;
+    let hidden = [c.command.0, c.args_json.0, c.flags.0];
+    out.extend(runs(&hidden).into_iter().map(|cols| {
+        let area = Area::columns(sheet_id, cols.start, cols.end);
+        Wanted {
+            area,
+            what: format!(
+                "the hidden command, argsJSON and flags columns {} of panel {name}",
+                columns_text(&area)
+            ),
+            fix: Fix::PanelsSync,
+        }
+    }));
+    out
+}
+
+/// What sheetq protects on the index `title` (sheet `sheet_id`): its hidden column (the
+/// marker's, which holds each target's last activity). Labels, ticks and the rest stay open:
+/// people add targets there.
+pub fn index(sheet_id: i32, title: &str, layout: &PanelLayout) -> Vec<Wanted> {
+    let col = layout.marker_cell.col;
+    let area = Area::columns(sheet_id, col, col + 1);
+    vec![Wanted {
+        area,
+        what: format!(
+            "the hidden column {} of the index {}",
+            columns_text(&area),
+            a1::quote_title(title)
+        ),
+        fix: Fix::PanelsSync,
+    }]
+}
+
+/// What sheetq protects on every panel of `panels` (sheet id, title) and on the index.
+pub fn panels_and_index(
+    panels: &[(i32, String)],
+    index_sheet: Option<&(i32, String)>,
+    layout: &PanelLayout,
+) -> Vec<Wanted> {
+    let mut out: Vec<Wanted> = panels
+        .iter()
+        .flat_map(|(id, title)| panel(*id, title, layout))
+        .collect();
+    if let Some((id, title)) = index_sheet {
+        out.extend(index(*id, title, layout));
+    }
+    out
+}
+
+/// Runs of adjacent values (sorted, each once), as half-open ranges.
+fn runs(values: &[u32]) -> Vec<std::ops::Range<u32>> {
+    let set: BTreeSet<u32> = values.iter().copied().collect();
+    let mut out: Vec<std::ops::Range<u32>> = Vec::new();
+    for v in set {
+        match out.last_mut() {
+            Some(r) if r.end == v => r.end = v + 1,
+            _ => out.push(v..v + 1),
+        }
+    }
+    out
+}
+
+/// Cells (column, zero-based row) as runs of adjacent rows per column, columns in order.
+fn runs_in_columns(cells: &[(u32, u32)]) -> Vec<(u32, std::ops::Range<u32>)> {
+    let columns: BTreeSet<u32> = cells.iter().map(|(c, _)| *c).collect();
+    columns
+        .into_iter()
+        .flat_map(|col| {
+            let rows: Vec<u32> = cells
+                .iter()
+                .filter(|(c, _)| *c == col)
+                .map(|(_, r)| *r)
+                .collect();
+            runs(&rows).into_iter().map(move |r| (col, r))
+        })
+        .collect()
+}
+
+/// `G1:G3`, or `G5` for one cell.
+fn cells_text(area: &Area) -> String {
+    let col = a1::column_letters(area.start_col);
+    let first = area.start_row + 1;
+    match area.end_row {
+        Some(end) if end > first => format!("{col}{first}:{col}{end}"),
+        _ => format!("{col}{first}"),
+    }
+}
+
+/// `H:J`, or `G` for one column.
+fn columns_text(area: &Area) -> String {
+    let first = a1::column_letters(area.start_col);
+    match area.end_col {
+        Some(end) if end > area.start_col + 1 => {
+            format!("{first}:{}", a1::column_letters(end - 1))
+        }
+        _ => first,
+    }
+}
+
+/// The accounts that may write what sheetq protects: the service account this sheetq calls
+/// as, and those of the other daemons that serve the spreadsheet (`protect_editors`).
+/// Never people: the owner may always edit, so needs no place here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Editors {
+    accounts: Vec<String>,
+}
+
+impl Editors {
+    /// This sheetq's `account` (empty when its credentials do not name it) and
+    /// `protect_editors`; an error naming the fix when that leaves no account at all.
+    pub fn new(account: &str, protect_editors: &[String]) -> Result<Self, String> {
+        let mut accounts: Vec<String> = Vec::new();
+        for a in std::iter::once(account).chain(protect_editors.iter().map(String::as_str)) {
+            let a = a.trim().to_lowercase();
+            if !a.is_empty() && !accounts.contains(&a) {
+                accounts.push(a);
+            }
+        }
+        if accounts.is_empty() {
+            return Err("sheetq cannot tell which service account it calls as (credentials from the metadata server do not say), so it cannot make that account the only editor of what it protects; \
+                 list the account in protect_editors (its e-mail, as in \"sheetq@project.iam.gserviceaccount.com\"), or set protect = false to leave the hidden sheets open".to_string());
+        }
+        Ok(Self { accounts })
+    }
+
+    /// Who may write what `config`'s sheetq protects when it calls as `account`: `None`
+    /// when the config turns protection off (`protect = false`).
+    pub fn of(config: &crate::config::Config, account: &str) -> Result<Option<Self>, String> {
+        if !config.protect {
+            return Ok(None);
+        }
+        Self::new(account, &config.protect_editors).map(Some)
+    }
+
+    /// The accounts, lower-cased, this sheetq's first.
+    pub fn accounts(&self) -> &[String] {
+        &self.accounts
+    }
+
+    fn has(&self, user: &str) -> bool {
+        self.accounts.iter().any(|a| a.eq_ignore_ascii_case(user))
+    }
+}
+
+/// The users listed on every protected range of the spreadsheet whose editors this account
+/// may see (two or more; warning-only ones list none): Google lists the owner on each, and
+/// the Sheets API names the owner nowhere else. Lower-cased.
+pub fn presumed_owner(meta: &SpreadsheetMeta) -> BTreeSet<String> {
+    let lists: Vec<BTreeSet<String>> = all_protections(meta)
+        .filter(|p| !p.warning_only && visible(p))
+        .map(|p| p.editors.iter().map(|u| u.to_lowercase()).collect())
+        .collect();
+    if lists.len() < 2 {
+        return BTreeSet::new();
+    }
+    lists.iter().skip(1).fold(lists[0].clone(), |common, l| {
+        common.intersection(l).cloned().collect()
+    })
+}
+
+fn all_protections(meta: &SpreadsheetMeta) -> impl Iterator<Item = &ProtectedRange> {
+    meta.sheets.iter().flat_map(|s| s.protected_ranges.iter())
+}
+
+/// Whether this account sees who may edit `p`: Google shows a protection's editors only to
+/// those who may edit it.
+fn visible(p: &ProtectedRange) -> bool {
+    p.requesting_user_can_edit || !p.editors.is_empty()
+}
+
+/// How one wanted area stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Standing<'m> {
+    /// Protected for exactly sheetq's accounts (and the owner).
+    Right,
+    /// No protection of exactly this area.
+    Missing,
+    /// Protected so that this account may neither edit the cells nor the protection: sheetq
+    /// cannot write there, and cannot change that.
+    Blocked(&'m ProtectedRange),
+    /// Protected, but wrongly, in the ways listed; sheetq can put it right.
+    Wrong(&'m ProtectedRange, Vec<String>),
+}
+
+/// How `wanted` stands among `meta`'s protected ranges.
+fn standing<'m>(
+    meta: &'m SpreadsheetMeta,
+    wanted: &Wanted,
+    editors: &Editors,
+    owner: &BTreeSet<String>,
+) -> Standing<'m> {
+    let own: Vec<&ProtectedRange> = all_protections(meta)
+        .filter(|p| p.area == wanted.area)
+        .collect();
+    if own.is_empty() {
+        return Standing::Missing;
+    }
+    let judged: Vec<(&ProtectedRange, Vec<String>)> = own
+        .iter()
+        .map(|p| (*p, faults(p, editors, owner)))
+        .collect();
+    if judged.iter().any(|(_, f)| f.is_empty()) {
+        return Standing::Right;
+    }
+    // One sheetq may change, else one that shuts it out.
+    match judged.iter().find(|(p, _)| p.warning_only || visible(p)) {
+        Some((p, f)) => Standing::Wrong(p, f.clone()),
+        None => Standing::Blocked(own[0]),
+    }
+}
+
+/// What is wrong with protection `p` of an area sheetq wants: empty when nothing is.
+fn faults(p: &ProtectedRange, editors: &Editors, owner: &BTreeSet<String>) -> Vec<String> {
+    if p.warning_only {
+        return vec!["it only warns, and anyone may click through the warning".to_string()];
+    }
+    if !visible(p) {
+        return vec!["this account may not edit it".to_string()];
+    }
+    let mut out = Vec::new();
+    let others: Vec<&str> = p
+        .editors
+        .iter()
+        .filter(|u| !editors.has(u) && !owner.contains(&u.to_lowercase()))
+        .map(String::as_str)
+        .collect();
+    if !others.is_empty() {
+        out.push(format!(
+            "{} may edit it too, and only sheetq's service accounts should",
+            others.join(", ")
+        ));
+    }
+    if !p.groups.is_empty() {
+        out.push(format!("the group(s) {} may edit it", p.groups.join(", ")));
+    }
+    if p.domain_users_can_edit {
+        out.push("everyone in the domain may edit it".to_string());
+    }
+    let missing: Vec<&str> = editors
+        .accounts()
+        .iter()
+        .filter(|a| !p.editors.iter().any(|u| u.eq_ignore_ascii_case(a)))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        out.push(format!(
+            "{} may not write it, and should (a daemon on that account fails there)",
+            missing.join(", ")
+        ));
+    }
+    if !p.unprotected.is_empty() {
+        out.push(format!(
+            "{} range(s) inside it are left unprotected",
+            p.unprotected.len()
+        ));
+    }
+    out
+}
+
+/// What [`plan`] decided: the requests (for the batch sent anyway), what they do, and what
+/// sheetq cannot put right itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Planned {
+    pub requests: Vec<Request>,
+    /// One line per protection added or put right.
+    pub done: Vec<String>,
+    /// One line per area protected so that this account may not change it, with the fix
+    /// (the owner's).
+    pub blocked: Vec<String>,
+}
+
+/// The requests that make each of `wanted` protected for `editors` alone, given the
+/// protections `meta` lists: a missing one added, a wrong one (warning-only, other editors,
+/// one of `editors` missing, holes) put right in place, a right one left alone. Protection
+/// changes no cell. One this account may not change is left out (it would fail the whole
+/// batch) and reported in [`Planned::blocked`].
+pub fn plan(meta: &SpreadsheetMeta, wanted: &[Wanted], editors: &Editors) -> Planned {
+    let owner = presumed_owner(meta);
+    let mut out = Planned::default();
+    let list = editors.accounts().join(", ");
+    for w in wanted {
+        match standing(meta, w, editors, &owner) {
+            Standing::Right => {}
+            Standing::Missing => {
+                out.requests.push(Request::AddProtectedRange {
+                    area: w.area,
+                    description: w.description(),
+                    editors: editors.accounts().to_vec(),
+                });
+                out.done
+                    .push(format!("protected {} (editors: {list})", w.what));
+            }
+            Standing::Wrong(p, faults) => {
+                out.requests.push(Request::UpdateProtectedRange {
+                    id: p.id,
+                    editors: editors.accounts().to_vec(),
+                    clear_unprotected: !p.unprotected.is_empty(),
+                });
+                out.done.push(format!(
+                    "put the protection of {} right ({}); editors now: {list}",
+                    w.what,
+                    faults.join("; ")
+                ));
+            }
+            Standing::Blocked(p) => out.blocked.push(blocked_text(w, p, editors)),
+        }
+    }
+    out
+}
+
+/// Protections other than sheetq's own of `w` that cover part of it and that this account
+/// may not edit: sheetq's writes there fail, whatever its own protection says.
+fn shutting_out(meta: &SpreadsheetMeta, w: &Wanted, editors: &Editors) -> Vec<String> {
+    let me = editors.accounts().first().map_or("", String::as_str);
+    all_protections(meta)
+        .filter(|p| p.area != w.area && p.area.overlaps(&w.area))
+        .filter(|p| !p.warning_only && !visible(p))
+        .map(|p| {
+            format!(
+                "part of {} is also protected by {:?}, which {me} may not edit: sheetq's writes there fail; the spreadsheet's owner adds {me} as an editor of that protection or removes it",
+                w.what, p.description
+            )
+        })
+        .collect()
+}
+
+fn blocked_text(w: &Wanted, p: &ProtectedRange, editors: &Editors) -> String {
+    let me = editors.accounts().first().map_or("", String::as_str);
+    format!(
+        "{} is protected ({:?}) so that {me} may not write it nor change who may: the spreadsheet's owner adds {me} as an editor of that protection (Data → Protected sheets and ranges) or removes it, then {}",
+        w.what, p.description, w.fix
+    )
+}
+
+/// `sheetq check`'s problems with protection: each of `wanted` unprotected, warning-only or
+/// with other editors (named), each with its fix; and each account in `live_accounts` (the
+/// daemons `_ワーカー` shows live) that is not one of `editors`.
+pub fn verdicts(
+    meta: &SpreadsheetMeta,
+    wanted: &[Wanted],
+    editors: &Editors,
+    live_accounts: &[(String, String)],
+) -> Vec<String> {
+    let owner = presumed_owner(meta);
+    let mut out = Vec::new();
+    for w in wanted {
+        match standing(meta, w, editors, &owner) {
+            Standing::Right => {}
+            Standing::Missing => out.push(format!(
+                "{} is not protected: anyone who may edit the spreadsheet may change it; {}",
+                w.what, w.fix
+            )),
+            Standing::Wrong(_, faults) => out.push(format!(
+                "{} is protected wrongly: {}; {}",
+                w.what,
+                faults.join("; "),
+                w.fix
+            )),
+            Standing::Blocked(p) => out.push(blocked_text(w, p, editors)),
+        }
+        out.extend(shutting_out(meta, w, editors));
+    }
+    let mut named: BTreeSet<&str> = BTreeSet::new();
+    for (worker, account) in live_accounts {
+        if account.is_empty() || editors.has(account) || !named.insert(account.as_str()) {
+            continue;
+        }
+        out.push(format!(
+            "the daemon {worker} calls as {account}, which may not write what sheetq protects: its writes to the queue fail; \
+             add it to protect_editors, then run `sheetq init --config FILE` and `sheetq panels sync --config FILE`"
+        ));
+    }
+    out
+}
+
+/// Whether the queue `queue_title` holds only what `accounts` (sheetq's service accounts)
+/// wrote: the whole sheet protected, not warning-only, without holes, with no editor but
+/// `accounts` and the owner. `Err` says why not, with the fix. The daemon honours `allow`
+/// (who may press) only when this is `Ok`: on an open queue anyone may write any 依頼者.
+pub fn queue_protected(
+    meta: &SpreadsheetMeta,
+    queue_title: &str,
+    accounts: &[String],
+) -> Result<(), String> {
+    let fix = "run `sheetq init --config FILE` (with protect = true, the default)";
+    let Some(sheet) = meta.sheet(queue_title) else {
+        return Err(format!(
+            "the spreadsheet has no sheet {}; {fix}",
+            a1::quote_title(queue_title)
+        ));
+    };
+    let editors = Editors::new("", accounts)?;
+    let wanted = &whole_sheet(sheet.sheet_id, queue_title);
+    let owner = presumed_owner(meta);
+    // Any protection of the whole sheet that keeps people out will do: protections stack.
+    let whole: Vec<&ProtectedRange> = all_protections(meta)
+        .filter(|p| p.area == wanted.area)
+        .collect();
+    let keeps_out = |p: &ProtectedRange| {
+        !p.warning_only
+            && visible(p)
+            && p.unprotected.is_empty()
+            && p.groups.is_empty()
+            && !p.domain_users_can_edit
+            && p.editors
+                .iter()
+                .all(|u| editors.has(u) || owner.contains(&u.to_lowercase()))
+    };
+    if whole.iter().any(|p| keeps_out(p)) {
+        return Ok(());
+    }
+    match standing(meta, wanted, &editors, &owner) {
+        Standing::Right => Ok(()),
+        Standing::Missing => Err(format!(
+            "{} is not protected, so anyone who may edit the spreadsheet may write any 依頼者 into it; {fix}",
+            wanted.what
+        )),
+        Standing::Wrong(_, faults) => Err(format!(
+            "{} is not protected against people: {}; {fix}",
+            wanted.what,
+            faults.join("; ")
+        )),
+        Standing::Blocked(_) => Err(format!(
+            "{} is protected so that this daemon's account may not see who may edit it; the spreadsheet's owner makes {} an editor of that protection, then {fix}",
+            wanted.what,
+            accounts.join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sheets::SheetMeta;
+
+    const SA: &str = "sheetq@p.iam.gserviceaccount.com";
+    const OTHER_SA: &str = "second@p.iam.gserviceaccount.com";
+    const OWNER: &str = "owner@example.com";
+    const PERSON: &str = "mallory@example.com";
+
+    fn editors() -> Editors {
+        Editors::new(SA, &[]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The queue (2001), `_ワーカー` (3001), the archive (4001) and a panel (5001).
+    fn meta(protections: Vec<ProtectedRange>) -> SpreadsheetMeta {
+        let sheet = |id: i32, title: &str| SheetMeta {
+            sheet_id: id,
+            title: title.into(),
+            protected_ranges: protections
+                .iter()
+                .filter(|p| p.area.sheet_id == id)
+                .cloned()
+                .collect(),
+            ..Default::default()
+        };
+        SpreadsheetMeta {
+            spreadsheet_id: "s".into(),
+            time_zone: "Asia/Tokyo".into(),
+            sheets: vec![
+                sheet(2001, "_ジョブキュー"),
+                sheet(3001, "_ワーカー"),
+                sheet(4001, "_ジョブ履歴"),
+                sheet(5001, "web-1"),
+            ],
+        }
+    }
+
+    fn hidden() -> Vec<Wanted> {
+        hidden_sheets(&[
+            (2001, "_ジョブキュー"),
+            (3001, "_ワーカー"),
+            (4001, "_ジョブ履歴"),
+        ])
+    }
+
+    /// A protection of `area` editable by `users`, as Google lists it to an editor.
+    fn protected(id: i32, area: Area, users: &[&str]) -> ProtectedRange {
+        ProtectedRange {
+            id,
+            area,
+            editors: users.iter().map(|u| u.to_string()).collect(),
+            requesting_user_can_edit: true,
+            ..Default::default()
+        }
+    }
+
+    /// The three hidden sheets protected as `init` leaves them, Google listing the owner.
+    fn initialised() -> Vec<ProtectedRange> {
+        [2001, 3001, 4001]
+            .iter()
+            .map(|id| protected(*id, Area::sheet(*id), &[OWNER, SA]))
+            .collect()
+    }
+
+    #[test]
+    fn a_panel_protects_its_markers_and_hidden_columns_and_leaves_the_table_open() {
+        let wanted = panel(5001, "web-1", &PanelLayout::default());
+        let areas: Vec<Area> = wanted.iter().map(|w| w.area).collect();
+        let g = |rows: std::ops::Range<u32>| {
+            Area::cells(GridRange {
+                sheet_id: 5001,
+                start_row: rows.start,
+                end_row: rows.end,
+                start_col: 6,
+                end_col: 7,
+            })
+        };
+        assert_eq!(
+            areas,
+            vec![g(0..3), g(4..5), Area::columns(5001, 7, 10)],
+            "G1:G3 and G5 (G4 holds nothing), and H:J every row"
+        );
+        assert_eq!(wanted[0].what, "the markers G1:G3 of panel 'web-1'");
+        assert_eq!(wanted[1].what, "the markers G5 of panel 'web-1'");
+        assert_eq!(
+            wanted[2].what,
+            "the hidden command, argsJSON and flags columns H:J of panel 'web-1'"
+        );
+        for open in [0, 1, 2, 3, 4] {
+            let column = Area::columns(5001, open, open + 1);
+            assert!(
+                !areas.iter().any(|a| a.overlaps(&column)),
+                "column {} must stay editable",
+                a1::column_letters(open)
+            );
+        }
+        assert!(wanted.iter().all(|w| w.fix == Fix::PanelsSync));
+    }
+
+    #[test]
+    fn a_panel_laid_out_otherwise_is_protected_where_its_layout_says() {
+        let layout: PanelLayout = toml::from_str(
+            "marker_cell = \"Z1\"\nlabel_cell = \"Z2\"\nposition_cell = \"Z3\"\ngenerated_at_cell = \"Z4\"\n\
+             [columns]\ncommand = \"K\"\nargs_json = \"M\"\nflags = \"L\"",
+        )
+        .unwrap_or_else(|e| panic!("layout: {e}"));
+        let areas: Vec<Area> = panel(9, "p", &layout).iter().map(|w| w.area).collect();
+        assert_eq!(
+            areas,
+            vec![
+                Area::cells(GridRange {
+                    sheet_id: 9,
+                    start_row: 0,
+                    end_row: 4,
+                    start_col: 25,
+                    end_col: 26
+                }),
+                Area::columns(9, 10, 13)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_index_protects_only_its_hidden_column() {
+        let wanted = index(0, "▶パネル", &PanelLayout::default());
+        assert_eq!(wanted.len(), 1);
+        assert_eq!(wanted[0].area, Area::columns(0, 6, 7));
+        assert_eq!(wanted[0].what, "the hidden column G of the index '▶パネル'");
+    }
+
+    #[test]
+    fn editors_are_the_account_and_protect_editors_never_nobody() {
+        let e = Editors::new(
+            " SheetQ@p.iam.gserviceaccount.com",
+            &[OTHER_SA.into(), SA.into()],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(e.accounts(), [SA, OTHER_SA]);
+        let none = Editors::new("", &[]);
+        assert!(
+            none.as_ref()
+                .is_err_and(|e| e.contains("protect_editors") && e.contains("protect = false")),
+            "{none:?}"
+        );
+        let listed = Editors::new("", &[OTHER_SA.into()]).map(|e| e.accounts().to_vec());
+        assert_eq!(listed, Ok(vec![OTHER_SA.to_string()]));
+    }
+
+    #[test]
+    fn an_unprotected_spreadsheet_gets_every_protection_added() {
+        let planned = plan(&meta(Vec::new()), &hidden(), &editors());
+        assert_eq!(planned.requests.len(), 3, "{planned:?}");
+        assert_eq!(
+            planned.requests[0],
+            Request::AddProtectedRange {
+                area: Area::sheet(2001),
+                description:
+                    "sheetq: sheet '_ジョブキュー' (only sheetq's service accounts write it)".into(),
+                editors: vec![SA.into()],
+            }
+        );
+        assert_eq!(
+            planned.done[0],
+            format!("protected sheet '_ジョブキュー' (editors: {SA})")
+        );
+        assert!(planned.blocked.is_empty());
+    }
+
+    #[test]
+    fn what_is_right_is_left_alone_even_with_the_owner_listed() {
+        let planned = plan(&meta(initialised()), &hidden(), &editors());
+        assert_eq!(planned, Planned::default(), "nothing to do twice");
+        assert!(verdicts(&meta(initialised()), &hidden(), &editors(), &[]).is_empty());
+    }
+
+    #[test]
+    fn a_person_as_extra_editor_is_removed_and_reported() {
+        let mut protections = initialised();
+        protections[0].editors.push(PERSON.into());
+        let m = meta(protections);
+        let planned = plan(&m, &hidden(), &editors());
+        assert_eq!(
+            planned.requests,
+            vec![Request::UpdateProtectedRange {
+                id: 2001,
+                editors: vec![SA.into()],
+                clear_unprotected: false,
+            }],
+            "only the queue's protection changes"
+        );
+        let v = verdicts(&m, &hidden(), &editors(), &[]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].contains("sheet '_ジョブキュー' is protected wrongly")
+                && v[0].contains(PERSON)
+                && !v[0].contains(OWNER)
+                && v[0].contains("sheetq init"),
+            "{}",
+            v[0]
+        );
+    }
+
+    #[test]
+    fn warning_only_groups_domain_and_holes_are_each_put_right() {
+        let mut p = initialised();
+        p[0].warning_only = true;
+        p[0].editors.clear();
+        p[1].groups = vec!["ops@example.com".into()];
+        p[2].domain_users_can_edit = true;
+        p[2].unprotected = vec![Area::columns(4001, 0, 1)];
+        let m = meta(p);
+        let planned = plan(&m, &hidden(), &editors());
+        assert_eq!(planned.requests.len(), 3, "{planned:?}");
+        assert_eq!(
+            planned.requests[2],
+            Request::UpdateProtectedRange {
+                id: 4001,
+                editors: vec![SA.into()],
+                clear_unprotected: true,
+            }
+        );
+        let v = verdicts(&m, &hidden(), &editors(), &[]).join("\n");
+        for expected in [
+            "only warns",
+            "the group(s) ops@example.com may edit it",
+            "everyone in the domain may edit it",
+            "1 range(s) inside it are left unprotected",
+        ] {
+            assert!(v.contains(expected), "{expected:?} missing from:\n{v}");
+        }
+    }
+
+    #[test]
+    fn a_second_daemons_account_is_added_where_it_is_missing() {
+        let e = Editors::new(SA, &[OTHER_SA.into()]).unwrap_or_else(|e| panic!("{e}"));
+        let m = meta(initialised());
+        let planned = plan(&m, &hidden(), &e);
+        assert_eq!(
+            planned.requests.len(),
+            3,
+            "each protection gains the account"
+        );
+        let v = verdicts(&m, &hidden(), &e, &[]);
+        assert!(
+            v.iter()
+                .all(|l| l.contains(&format!("{OTHER_SA} may not write it"))),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_live_daemon_on_an_account_that_is_no_editor_is_named() {
+        let m = meta(initialised());
+        let live = [
+            ("vm-1".to_string(), SA.to_string()),
+            ("vm-2".to_string(), OTHER_SA.to_string()),
+            ("vm-3".to_string(), OTHER_SA.to_string()),
+            ("vm-4".to_string(), String::new()),
+        ];
+        let v = verdicts(&m, &hidden(), &editors(), &live);
+        assert_eq!(v.len(), 1, "one line per account: {v:?}");
+        assert!(
+            v[0].contains("vm-2") && v[0].contains(OTHER_SA) && v[0].contains("protect_editors"),
+            "{}",
+            v[0]
+        );
+    }
+
+    #[test]
+    fn a_protection_this_account_may_not_change_is_left_out_of_the_batch() {
+        let mut p = initialised();
+        // Someone else's protection of the whole queue: its editors are hidden from us.
+        p[0] = ProtectedRange {
+            id: 77,
+            area: Area::sheet(2001),
+            description: "mine".into(),
+            ..Default::default()
+        };
+        let m = meta(p);
+        let planned = plan(&m, &hidden(), &editors());
+        assert!(planned.requests.is_empty(), "{planned:?}");
+        assert_eq!(planned.blocked.len(), 1);
+        assert!(
+            planned.blocked[0].contains("the spreadsheet's owner adds")
+                && planned.blocked[0].contains(SA),
+            "{}",
+            planned.blocked[0]
+        );
+    }
+
+    #[test]
+    fn another_protection_of_part_of_an_area_neither_counts_nor_is_touched() {
+        let mut p = initialised();
+        p[0].area = Area::columns(2001, 0, 1);
+        let m = meta(p);
+        let planned = plan(&m, &hidden(), &editors());
+        assert_eq!(
+            planned.requests,
+            vec![Request::AddProtectedRange {
+                area: Area::sheet(2001),
+                description: hidden()[0].description(),
+                editors: vec![SA.into()],
+            }],
+            "the whole queue is protected anew; the column's protection stays"
+        );
+    }
+
+    #[test]
+    fn someone_elses_protection_over_part_of_an_area_that_shuts_sheetq_out_is_reported() {
+        let mut p = initialised();
+        p.push(ProtectedRange {
+            id: 60,
+            area: Area::columns(2001, 0, 1),
+            description: "jobIds".into(),
+            ..Default::default()
+        });
+        let v = verdicts(&meta(p), &hidden(), &editors(), &[]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].contains("part of sheet '_ジョブキュー'")
+                && v[0].contains("\"jobIds\"")
+                && v[0].contains("writes there fail"),
+            "{}",
+            v[0]
+        );
+    }
+
+    #[test]
+    fn the_owner_is_presumed_only_from_two_or_more_protections() {
+        let one = meta(vec![protected(1, Area::sheet(2001), &[OWNER, SA])]);
+        assert!(presumed_owner(&one).is_empty());
+        let mut p = initialised();
+        p.push(protected(9, Area::columns(5001, 0, 1), &[PERSON, OWNER]));
+        assert_eq!(
+            presumed_owner(&meta(p)),
+            [OWNER.to_string()].into(),
+            "a person's own protection lists the owner too"
+        );
+    }
+
+    #[test]
+    fn the_queue_is_trusted_only_when_people_cannot_write_it() {
+        let accounts = vec![SA.to_string()];
+        assert_eq!(
+            queue_protected(&meta(initialised()), "_ジョブキュー", &accounts),
+            Ok(())
+        );
+        let open = queue_protected(&meta(Vec::new()), "_ジョブキュー", &accounts);
+        assert!(
+            open.as_ref()
+                .is_err_and(|e| e.contains("is not protected") && e.contains("sheetq init")),
+            "{open:?}"
+        );
+        let mut p = initialised();
+        p[0].editors.push(PERSON.into());
+        let person = queue_protected(&meta(p), "_ジョブキュー", &accounts);
+        assert!(
+            person.as_ref().is_err_and(|e| e.contains(PERSON)),
+            "{person:?}"
+        );
+        let mut p = initialised();
+        p[0].warning_only = true;
+        assert!(queue_protected(&meta(p), "_ジョブキュー", &accounts).is_err());
+        let mut p = initialised();
+        p[0].editors = vec![OWNER.into()];
+        p[0].requesting_user_can_edit = true;
+        assert_eq!(
+            queue_protected(&meta(p), "_ジョブキュー", &accounts),
+            Ok(()),
+            "a queue only the owner may write keeps people out (the daemon's writes are its own problem)"
+        );
+        let missing = queue_protected(&meta(Vec::new()), "_ジョブ", &accounts);
+        assert!(
+            missing
+                .as_ref()
+                .is_err_and(|e| e.contains("no sheet '_ジョブ'")),
+            "{missing:?}"
+        );
+    }
+
+    #[test]
+    fn a_narrower_protection_beside_a_right_one_still_counts_as_protected() {
+        let mut p = initialised();
+        p.push(protected(50, Area::sheet(2001), &[OWNER]));
+        let m = meta(p);
+        assert!(plan(&m, &hidden(), &editors()).requests.is_empty());
+        assert_eq!(
+            queue_protected(&m, "_ジョブキュー", &[SA.to_string()]),
+            Ok(())
+        );
+    }
+}
