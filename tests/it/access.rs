@@ -88,7 +88,8 @@ async fn forged_args_commands_and_targets_are_refused_visibly_and_only_the_confi
         forged_command.clone(),
         unlisted.clone(),
     ];
-    let rows = wait_finished(&emu, &jobs, WAIT).await;
+    let log_text = || format!("log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    let rows = wait_finished_or(&emu, &jobs, WAIT, log_text).await;
     let show = || {
         format!(
             "{}\nlog:\n{}",
@@ -178,20 +179,6 @@ args = { greeting = "hello" }
 allow = ["alice@example.com", "*@ops.example.com"]
 "#;
 
-/// Protects the whole queue sheet for the emulator's service account alone, as `sheetq init`
-/// does, so that 依頼者 can be trusted.
-fn protect_queue(emu: &sheetq::emulator::Emulator) {
-    emu.batch_update_as(
-        sheetq::emulator::auth::CLIENT_EMAIL,
-        serde_json::json!([{ "addProtectedRange": { "protectedRange": {
-            "range": { "sheetId": sheetq::emulator::seed::QUEUE_SHEET_ID },
-            "description": "sheetq",
-            "editors": { "users": [sheetq::emulator::auth::CLIENT_EMAIL] },
-        }}}]),
-    )
-    .unwrap_or_else(|e| panic!("cannot protect the queue: {e:?}"));
-}
-
 /// Waits up to [`WAIT`] for the process to exit; its exit code.
 fn exit_code(daemon: &mut Binary) -> Option<i32> {
     let deadline = std::time::Instant::now() + WAIT;
@@ -259,12 +246,16 @@ async fn allow_on_an_unprotected_queue_refuses_to_start_and_to_reload() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_protected_queue_only_allowed_requesters_run_and_an_empty_one_is_refused() {
     let emu = start_with_quota(FAST).await;
-    protect_queue(&emu);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = binary_config_with(&emu, dir.path(), "vm-allow", "", ALLOW);
     let log = dir.path().join("sheetq.log");
     let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
     let sheets = client(&emu, &enqueuer).await;
+    // As an operator sets up a spreadsheet: init protects the hidden sheets for sheetq's
+    // service account, so 依頼者 can be trusted.
+    sheetq::admin::init(sheets.as_ref(), &enqueuer)
+        .await
+        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
     let mut jobs = Vec::new();
     for (target, requester) in [
         ("サーバーA", "Alice@Example.com"),
@@ -286,7 +277,8 @@ async fn on_a_protected_queue_only_allowed_requesters_run_and_an_empty_one_is_re
         );
     }
     let (daemon, port) = Binary::start_listening(&config, &log);
-    let rows = wait_finished(&emu, &jobs, WAIT).await;
+    let log_text = || format!("log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    let rows = wait_finished_or(&emu, &jobs, WAIT, log_text).await;
     let show = || {
         format!(
             "{}\nlog:\n{}",

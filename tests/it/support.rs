@@ -577,6 +577,16 @@ pub async fn wait_for<T>(
 
 /// Waits until every row of `job_ids` is finished; returns the queue then.
 pub async fn wait_finished(emu: &Emulator, job_ids: &[String], within: Duration) -> Vec<QueueRow> {
+    wait_finished_or(emu, job_ids, within, String::new).await
+}
+
+/// [`wait_finished`], adding what `more` says (a daemon's log) to the queue on a timeout.
+pub async fn wait_finished_or(
+    emu: &Emulator,
+    job_ids: &[String],
+    within: Duration,
+    more: impl FnOnce() -> String,
+) -> Vec<QueueRow> {
     wait_for(
         &format!("{} jobs to finish", job_ids.len()),
         within,
@@ -587,7 +597,7 @@ pub async fn wait_finished(emu: &Emulator, job_ids: &[String], within: Duration)
                 .all(|id| rows.iter().any(|r| &r.job_id == id && is_finished(r)))
                 .then_some(rows)
         },
-        || describe_queue(&queue_rows(emu)),
+        || format!("{}{}", describe_queue(&queue_rows(emu)), more()),
     )
     .await
 }
