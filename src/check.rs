@@ -142,6 +142,7 @@ pub async fn deployment(
     if !config.protect {
         f.warnings.push(OPEN_QUEUE.to_string());
     }
+    allow(config, &mut f);
     state_dir(&config.state_dir, &mut f);
     f.problems.extend(local_problems(config, registry));
     // Warnings, not problems (exit 3): a value that would be an option there is refused
@@ -430,6 +431,33 @@ fn state_dir(dir: &Path, f: &mut Findings) {
         f.warnings.push(format!(
             "{unplaceable} result(s) whose queue row was deleted are kept in {}; `sheetq status` lists them",
             dir.join(crate::outbox::UNPLACEABLE_FILE).display()
+        ));
+    }
+}
+
+/// `allow` (who may press) against what makes 依頼者 trustworthy: a daemon with `allow` and
+/// `protect = false` does not start; with poll intake 依頼者 is always empty, so nobody may.
+fn allow(config: &Config, f: &mut Findings) {
+    let limited: Vec<&str> = config
+        .catalog
+        .functions
+        .iter()
+        .filter(|fun| fun.allow.is_some())
+        .map(|fun| fun.label.as_str())
+        .collect();
+    if limited.is_empty() {
+        return;
+    }
+    if !config.protect {
+        f.problems.push(format!(
+            "[[functions]] {limited:?} have allow, but protect = false leaves the queue open, where anyone may write any 依頼者: the daemon will not start; \
+             remove protect = false and run `sheetq init`, or remove allow"
+        ));
+    }
+    if config.intake == crate::config::Intake::Poll {
+        f.warnings.push(format!(
+            "[[functions]] {limited:?} have allow, but with intake = \"poll\" 依頼者 is always empty (the daemon sees a ticked box, not who ticked it), so nobody may run them; \
+             use the Apps Script intake's installable trigger, which fills 依頼者 from e.user"
         ));
     }
 }

@@ -88,7 +88,12 @@ async fn forged_args_commands_and_targets_are_refused_visibly_and_only_the_confi
         forged_command.clone(),
         unlisted.clone(),
     ];
-    let log_text = || format!("log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    let log_text = || {
+        format!(
+            "log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    };
     let rows = wait_finished_or(&emu, &jobs, WAIT, log_text).await;
     let show = || {
         format!(
@@ -213,7 +218,10 @@ async fn allow_on_an_unprotected_queue_refuses_to_start_and_to_reload() {
     );
 
     // Started without allow, then reloaded with it: the reload is refused, the daemon runs on.
-    let without = ALLOW.replace("allow = [\"alice@example.com\", \"*@ops.example.com\"]\n", "");
+    let without = ALLOW.replace(
+        "allow = [\"alice@example.com\", \"*@ops.example.com\"]\n",
+        "",
+    );
     binary_config_with(&emu, dir.path(), "vm-allow", "", &without);
     let mut daemon = Binary::start(&config, &log);
     wait_for(
@@ -240,7 +248,11 @@ async fn allow_on_an_unprotected_queue_refuses_to_start_and_to_reload() {
         show,
     )
     .await;
-    assert_eq!(daemon.exited(), None, "a refused reload leaves the daemon running");
+    assert_eq!(
+        daemon.exited(),
+        None,
+        "a refused reload leaves the daemon running"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,7 +289,12 @@ async fn on_a_protected_queue_only_allowed_requesters_run_and_an_empty_one_is_re
         );
     }
     let (daemon, port) = Binary::start_listening(&config, &log);
-    let log_text = || format!("log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    let log_text = || {
+        format!(
+            "log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    };
     let rows = wait_finished_or(&emu, &jobs, WAIT, log_text).await;
     let show = || {
         format!(

@@ -395,3 +395,37 @@ async fn a_live_daemon_whose_account_may_not_write_the_protected_sheets_is_named
         Vec::<String>::new()
     );
 }
+
+#[tokio::test]
+async fn allow_where_requester_cannot_be_trusted_or_is_always_empty_is_named() {
+    let emu = start_empty().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let allow =
+        "[[functions]]\nlabel = \"再起動\"\ncommand = \"sleep\"\nallow = [\"*@ops.example.com\"]\n";
+    let mut overrides = vec![
+        ("poll_interval", "\"2s\""),
+        ("heartbeat_interval", "\"30s\""),
+        ("dead_after", "\"2m\""),
+        ("requests_per_minute", "50"),
+        ("intake", "\"poll\""),
+    ];
+    let polled = daemon_config(&emu, "checked", dir.path(), &overrides, allow);
+    let sheets = ready(&emu, &polled).await;
+    let f = findings(sheets.as_ref(), &polled).await;
+    assert!(
+        f.warnings.iter().any(|w| w.contains("\"再起動\"")
+            && w.contains("intake = \"poll\"")
+            && w.contains("e.user")),
+        "allow with poll intake lets nobody press, and check says so: {f:#?}"
+    );
+    assert!(f.ok(), "on a protected queue it is no problem: {f:#?}");
+
+    overrides.push(("protect", "false"));
+    let open = daemon_config(&emu, "checked", dir.path(), &overrides, allow);
+    let f = findings(sheets.as_ref(), &open).await;
+    assert!(
+        named(&f, &["\"再起動\"", "protect = false", "will not start"]),
+        "allow on an open queue is a problem: {:#?}",
+        f.problems
+    );
+}
