@@ -460,6 +460,13 @@ async fn a_person_is_refused_by_the_protected_queue_with_googles_body_and_nothin
         "the free half of a refused values.batchUpdate was not written"
     );
 
+    // The handle's edits made as a person meet the same protection.
+    let refused = emu
+        .batch_update_as(ALICE, json!([tick(QUEUE_SHEET_ID, 0, 0, true)]))
+        .err()
+        .map(|e| e.body());
+    assert_eq!(refused, Some(refusal()), "Emulator::batch_update_as");
+
     // Outside the protection the person writes as before.
     let (status, body) = batch_as(&emu, &alice, json!([tick(PANEL, 7, 0, true)])).await;
     assert_eq!(status, 200, "{body}");
