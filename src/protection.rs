@@ -463,11 +463,11 @@ pub fn verdicts(
         match standing(meta, w, editors, &owner) {
             Standing::Right => {}
             Standing::Missing => out.push(format!(
-                "{} is not protected: anyone who may edit the spreadsheet may change it; {}",
+                "{}: not protected, so anyone who may edit the spreadsheet may change it; {}",
                 w.what, w.fix
             )),
             Standing::Wrong(_, faults) => out.push(format!(
-                "{} is protected wrongly: {}; {}",
+                "{}: protected wrongly: {}; {}",
                 w.what,
                 faults.join("; "),
                 w.fix
@@ -738,7 +738,7 @@ mod tests {
         let v = verdicts(&m, &hidden(), &editors(), &[]);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(
-            v[0].contains("sheet '_ジョブキュー' is protected wrongly")
+            v[0].contains("sheet '_ジョブキュー': protected wrongly")
                 && v[0].contains(PERSON)
                 && !v[0].contains(OWNER)
                 && v[0].contains("sheetq init"),

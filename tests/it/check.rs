@@ -285,7 +285,7 @@ async fn an_unprotected_queue_and_a_person_among_its_editors_are_named_with_the_
         assert!(
             named(
                 &f,
-                &[&format!("sheet {title} is not protected"), "sheetq init"]
+                &[&format!("sheet {title}: not protected"), "sheetq init"]
             ),
             "{title} unprotected must be named with its fix: {:#?}",
             f.problems

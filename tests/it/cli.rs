@@ -224,6 +224,22 @@ async fn check_on_the_demo_spreadsheet_names_only_its_deliberately_unconfigured_
     let emu = support::start_emulator().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), &emu, "");
+    // The seeded spreadsheet as sheetq leaves it: its sheets and panels protected. With no
+    // [[functions]] in the config, the sync leaves the panels' tables as they are.
+    for args in [&["init"][..], &["panels", "sync"][..]] {
+        let config = config.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            sheetq().args(args).arg("--config").arg(&config).output()
+        })
+        .await
+        .expect("join")
+        .expect("run sheetq");
+        assert!(
+            out.status.success(),
+            "sheetq {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let out = run_check(config).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
