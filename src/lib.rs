@@ -88,7 +88,8 @@
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
 //! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status
 //!   texts, result write-back cells, the waiting display and intake by polling, the index
-//!   sheet, the functions and targets of the config (`catalog`) and the panel builder
+//!   sheet, the functions and targets of the config and what a job may run by them
+//!   (`catalog`: function args from the config, listed targets, `allow`) and the panel builder
 //!   (`sync`), all pure.
 //! - [`probe`]: `sheetq check --probe`: one probe per Google behaviour sheetq relies on, run
 //!   through the `Sheets` port on a temporary sheet (against Google, or the emulator in tests).
