@@ -220,7 +220,7 @@ function takeIn(press, sheet, row) {
       fn: fn,
       command: String(cells[PANEL.commandColumn - 1]).trim(),
       argsJson: String(cells[PANEL.argsColumn - 1]),
-      flags: String(cells[PANEL.flagsColumn - 1]).trim(),
+      flags: pressFlags(cells[PANEL.flagsColumn - 1]),
     }));
   } finally {
     lock.releaseLock();

@@ -379,8 +379,19 @@ function queueRefusedMessage(errorMessage, installable, runner) {
     'スプレッドシートのオーナーが Apps Script エディタで installSheetqTrigger を一度実行してください';
 }
 
+/**
+ * The システムフラグ a press takes from its panel row: all but `continuation`, which only sheetq
+ * writes (on the row a command's `continue` appends). A panel's hidden cells are the sheet's,
+ * and sheetq trusts a continuation's args on a protected queue, so a press never brings it.
+ */
+function pressFlags(text) {
+  return String(text).split(',').map(function (f) { return f.trim(); })
+    .filter(function (f) { return f !== '' && f !== 'continuation'; }).join(',');
+}
+
 if (typeof module !== 'undefined') {
   module.exports = {
+    pressFlags: pressFlags,
     QUEUE_SHEET: QUEUE_SHEET,
     HEADERS: HEADERS,
     PANEL: PANEL,

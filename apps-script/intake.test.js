@@ -228,3 +228,10 @@ test('a write refused by the queue\'s protection is told plainly; other errors a
   assert.equal(intake.queueRefusedMessage('Exception: Service Spreadsheets failed', false, ''), null);
   assert.equal(intake.queueRefusedMessage(undefined, false, ''), null);
 });
+
+test('a press never brings the continuation flag, whose args sheetq trusts on a protected queue', () => {
+  assert.equal(intake.pressFlags('heavy, continuation'), 'heavy');
+  assert.equal(intake.pressFlags('continuation'), '');
+  assert.equal(intake.pressFlags(''), '');
+  assert.equal(intake.pressFlags(' heavy ,x'), 'heavy,x');
+});

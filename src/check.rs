@@ -450,7 +450,7 @@ fn allow(config: &Config, f: &mut Findings) {
     }
     if !config.protect {
         f.problems.push(format!(
-            "[[functions]] {limited:?} have allow, but protect = false leaves the queue open, where anyone may write any 依頼者: the daemon will not start; \
+            "[[functions]] {limited:?} have allow, but protect = false leaves the queue open, where anyone may write any 依頼者: the daemon will not start unless the queue is protected all the same, and sheetq will not protect it; \
              remove protect = false and run `sheetq init`, or remove allow"
         ));
     }

@@ -670,7 +670,9 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
         panel_sheet: args.target.clone(),
         ..Default::default()
     };
-    if let Err(rejected) = registry(&config)?.prepare(&spec) {
+    // Whether the queue vouches for 依頼者 is the daemon's to judge when it runs the row
+    // (it reads the protection); here, the job itself is checked as if it does.
+    if let Err(rejected) = registry(&config)?.with_queue_protected(true).prepare(&spec) {
         eprintln!(
             "sheetq: not enqueued, the daemon would refuse it: {}",
             rejected.message

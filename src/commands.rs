@@ -156,6 +156,8 @@ impl JobRejected {
 #[derive(Debug, Clone)]
 pub struct PreparedJob {
     spec: JobSpec,
+    /// Heavy by the config (the command, or the function's flags).
+    heavy: bool,
     args: serde_json::Map<String, serde_json::Value>,
     def: Arc<CommandDef>,
     plan: Plan,
@@ -203,7 +205,7 @@ impl PreparedJob {
     /// Heavy if the command is configured `heavy`, or the row carries the `heavy` flag: a
     /// sheet can make a job more careful, never less.
     pub fn is_heavy(&self) -> bool {
-        self.def.heavy || self.spec.flags.iter().any(|f| f.trim() == "heavy")
+        self.heavy || self.spec.flags.iter().any(|f| f.trim() == "heavy")
     }
 
     pub fn timeout(&self) -> Duration {
@@ -410,6 +412,16 @@ impl Registry {
         self.get(command).is_some_and(|d| d.heavy)
     }
 
+    /// Whether a job of `function` running `command` is heavy by the config: its command, or
+    /// its function's `flags` in `[[functions]]` (the panel's copy of them is the sheet's).
+    pub fn is_heavy_job(&self, command: &str, function: &str) -> bool {
+        self.is_heavy(command)
+            || self
+                .catalog
+                .function(function)
+                .is_some_and(|f| f.flags.iter().any(|x| x.trim() == "heavy"))
+    }
+
     /// A runner for this registry's jobs. Clones share its heavy-job gate, so make one per
     /// daemon.
     pub fn runner(&self) -> Runner {
@@ -475,6 +487,7 @@ impl Registry {
         };
         match plan {
             Some(plan) if problems.is_empty() => Ok(PreparedJob {
+                heavy: self.is_heavy_job(&def.name, &spec.function),
                 spec: spec.clone(),
                 args,
                 def: Arc::clone(def),
@@ -507,6 +520,7 @@ impl Registry {
             args: &sheet_args,
             args_trusted: self.queue_protected
                 && spec.flags.iter().any(|f| f.trim() == CONTINUATION_FLAG),
+            requester_trusted: self.queue_protected,
         };
         match self.catalog.admit(&asked) {
             Ok(Some(args)) => Ok(args),
@@ -529,7 +543,8 @@ impl Registry {
             format!("the command cell is empty (configured: {configured})")
         } else {
             format!(
-                "command \"{name}\" is not configured in sheetq.toml (configured: {configured})"
+                "command {} is not configured in sheetq.toml (configured: {configured})",
+                crate::panel::catalog::shown(name)
             )
         }
     }
@@ -543,6 +558,15 @@ fn panel_labels(args: &serde_json::Map<String, serde_json::Value>) -> Result<Vec
             .collect()
     });
     match labels {
+        Some(l) if l.iter().any(|s| s.chars().any(argv::disguises)) => Err(
+            "args.open holds a label with a control, line-break or text-direction character; \
+             a label names a sheet and must read as it is"
+                .into(),
+        ),
+        Some(l) if l.iter().any(|s| s.chars().count() > argv::MAX_VALUE_CHARS) => Err(format!(
+            "args.open holds a label longer than {} characters",
+            argv::MAX_VALUE_CHARS
+        )),
         Some(l) if !l.is_empty() && l.iter().all(|s| !s.is_empty()) => Ok(l),
         _ => Err(
             "args.open must be a list of target labels, e.g. {\"open\": [\"サーバーA\"]}".into(),
@@ -861,6 +885,19 @@ mod tests {
         assert!(!r.prepare(&s).unwrap().is_heavy());
         s.flags = vec!["continuation".into(), " heavy".into()];
         assert!(r.prepare(&s).unwrap().is_heavy());
+    }
+
+    #[test]
+    fn a_function_heavy_in_the_config_stays_heavy_whatever_its_row_flags_say() {
+        let r = registry().with_catalog(catalog(
+            "[[functions]]\nlabel = \"月次レポート\"\ncommand = \"echo\"\nflags = [\"heavy\"]",
+        ));
+        assert!(r.is_heavy_job("echo", "月次レポート"));
+        let s = spec("echo", "");
+        assert!(
+            r.prepare(&s).unwrap().is_heavy(),
+            "the row carries no heavy flag, the config's function does"
+        );
     }
 
     /// A "check a server" button configured the usual way.

@@ -985,6 +985,7 @@ impl Daemon {
             // Busy: the heartbeat rides the write-backs and commits, whose replies carry no
             // sheet list, so it is read (one call a few minutes) to notice new panels.
             let meta = self.sheets.metadata().await?;
+            self.retrust(&meta);
             self.take_in_sheets(meta.sheets);
         }
         let waiting = poll
@@ -1178,7 +1179,7 @@ impl Daemon {
                 h.since.elapsed(),
             );
             if ended || now >= h.until {
-                info!(job.id = %h.job.job_id, target = %h.job.target, ended, "the target of a job we timed out is free again");
+                info!(job.id = ?h.job.job_id, target = %h.job.target, ended, "the target of a job we timed out is free again");
                 return false;
             }
             true
@@ -1231,6 +1232,27 @@ impl Daemon {
         );
         self.sheets.set_budget_share(share, share);
         self.served.sharing = sharing;
+    }
+
+    /// Takes up the queue's protection as metadata read anyway shows it: a queue that lost
+    /// its protection since start no longer vouches for 依頼者 (functions with `allow` are
+    /// then refused) nor for a continuation's args; one that gained it does.
+    fn retrust(&mut self, meta: &crate::sheets::SpreadsheetMeta) {
+        let protection = queue_protection(meta, self.sheets.as_ref(), &self.config);
+        let protected = protection.is_ok();
+        if protected == self.registry.queue_protected() {
+            return;
+        }
+        match protection {
+            Ok(()) => {
+                info!("the queue is protected now: 依頼者 and continuation steps are trusted")
+            }
+            Err(why) => error!(
+                why = %why,
+                "the queue lost its protection: jobs of functions with allow are refused until it is protected again"
+            ),
+        }
+        self.registry = self.registry.clone().with_queue_protected(protected);
     }
 
     /// Rows the queue holds that sheetq does not understand. A waiting row that can never
@@ -1291,8 +1313,8 @@ impl Daemon {
             panel_sheet: row.panel_sheet.clone(),
             panel_row: row.panel_row,
         };
-        let span = tracing::info_span!("job", job.id = %row.job_id, target = %row.target_key(), worker = %claimed.tag);
-        span.in_scope(|| info!(command = %row.command, "claimed"));
+        let span = tracing::info_span!("job", job.id = ?row.job_id, target = ?row.target_key(), worker = %claimed.tag);
+        span.in_scope(|| info!(command = ?row.command, "claimed"));
         let prepared = if spec.target.is_empty() {
             // Nothing to serialise it by, nothing for `{target}`: not a job as it stands.
             Err(crate::commands::JobRejected::new(
@@ -1387,7 +1409,7 @@ impl Daemon {
             ),
         };
         let row = &claimed.row;
-        info!(job.id = %row.job_id, target = %row.target_key(), worker = %claimed.tag, outcome = ?outcome.status, "job finished");
+        info!(job.id = ?row.job_id, target = ?row.target_key(), worker = %claimed.tag, outcome = ?outcome.status, "job finished");
         let continuation = outcome.continue_args.as_ref().map(|args| Continuation {
             job_id: uuid::Uuid::new_v4().to_string(),
             args_json: serde_json::Value::Object(args.clone()).to_string(),
@@ -1691,7 +1713,7 @@ fn refused(
             target = ?spec.target,
             function = ?spec.function,
             command = ?spec.command,
-            refused = %rejected.message,
+            refused = ?rejected.message,
             "job refused; nothing ran"
         )
     });

@@ -312,13 +312,18 @@ fn unfit_text(command: &str, p: Placeholder, v: &str, patterns: &Patterns) -> Op
 
 /// Characters that end a line, control a terminal, or make text read other than it is:
 /// the C0 and C1 controls and DEL, the line and paragraph separators, and the bidirectional
-/// embeddings, overrides and isolates (Unicode Standard Annex #9,
+/// marks, embeddings, overrides and isolates (Unicode Standard Annex #9,
 /// https://www.unicode.org/reports/tr9/), which can show `-x` where `x-` is.
-fn disguises(c: char) -> bool {
+pub(crate) fn disguises(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+            '\u{200E}'
+                | '\u{200F}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
         )
 }
 

@@ -351,7 +351,7 @@ impl Daemon {
             match hit {
                 Some(hit) if hit.job_id != row.job_id => {
                     // The queue moved: the swap timed out another running job. Undo it.
-                    warn!(job.id = %hit.job_id, planned = %row.job_id, "the queue moved during a timeout; restoring the row that was hit");
+                    warn!(job.id = ?hit.job_id, planned = ?row.job_id, "the queue moved during a timeout; restoring the row that was hit");
                     self.rows_moved();
                     undo.push(cas(
                         qid,
@@ -362,7 +362,7 @@ impl Daemon {
                     ));
                 }
                 _ => {
-                    warn!(job.id = %row.job_id, target = %row.target_key(), reason = %message, "timed out a stale job; its target stays busy until the job could have ended on its own");
+                    warn!(job.id = ?row.job_id, target = ?row.target_key(), reason = %message, "timed out a stale job; its target stays busy until the job could have ended on its own");
                     self.hold(row);
                     // Its 終了日時/メッセージ go through its binding when it has one (any
                     // daemon's claim token names it), never to a row number from this read.
@@ -419,12 +419,12 @@ impl Daemon {
             Settled::Run(claimed) => self.spawn(claimed),
             Settled::RunInstead { claimed, planned } => {
                 self.rows_moved();
-                warn!(job.id = %claimed.row.job_id, target = %claimed.row.target_key(), worker = %claimed.tag, %planned, "the queue moved during the claim; running the row that was claimed instead");
+                warn!(job.id = ?claimed.row.job_id, target = ?claimed.row.target_key(), worker = %claimed.tag, %planned, "the queue moved during the claim; running the row that was claimed instead");
                 self.spawn(claimed);
             }
             Settled::PutBack { row, slot } => {
                 self.rows_moved();
-                warn!(job.id = %row.job_id, target = %row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
+                warn!(job.id = ?row.job_id, target = ?row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
                 let cells =
                     self.claim_values(Some(&self.config.states.waiting), &Cell::from(""), "");
                 self.follow_up(&row, Some(State::Running), cells, through, follow_up);
@@ -438,8 +438,8 @@ impl Daemon {
                 self.report.claim_conflicts += 1;
                 self.observers.metrics.claim_conflict();
                 warn!(
-                    job.id = %claimed.row.job_id,
-                    target = %claimed.row.target_key(),
+                    job.id = ?claimed.row.job_id,
+                    target = ?claimed.row.target_key(),
                     worker = %claimed.tag,
                     "claim conflict: the row was not ours after the commit; not running it"
                 );
@@ -467,7 +467,7 @@ impl Daemon {
             // It came from above the unfinished window, so its old values were not read: say
             // so rather than guess.
             warn!(
-                job.id = %row.job_id,
+                job.id = ?row.job_id,
                 row = row.row,
                 worker = %tag,
                 "a sort moved a finished row under a claim; its 開始日時/ワーカー now show this claim"
@@ -479,7 +479,7 @@ impl Daemon {
             .map(|t| Cell::from(sheet_time::instant_to_serial(t, self.served.layout.tz)))
             .unwrap_or_else(|| Cell::from(""));
         let cells = self.claim_values(None, &started, &before.worker);
-        info!(job.id = %row.job_id, row = row.row, worker = %before.worker, claim = %tag, "giving the row our claim landed on its 開始日時/ワーカー back");
+        info!(job.id = ?row.job_id, row = row.row, worker = ?before.worker, claim = %tag, "giving the row our claim landed on its 開始日時/ワーカー back");
         self.follow_up(row, None, cells, through, follow_up);
     }
 
@@ -531,12 +531,12 @@ impl Daemon {
             });
             match row {
                 Some(r) => {
-                    info!(job.id = %r.job_id, worker = %tag, "the claim commit whose reply was lost had applied; running the job");
+                    info!(job.id = ?r.job_id, worker = %tag, "the claim commit whose reply was lost had applied; running the job");
                     let row = r.clone();
                     self.spawn(Claimed { row, ..c });
                 }
                 None => {
-                    info!(job.id = %c.row.job_id, worker = %tag, "the claim commit whose reply was lost had not applied");
+                    info!(job.id = ?c.row.job_id, worker = %tag, "the claim commit whose reply was lost had not applied");
                     self.slots.give(c.slot);
                 }
             }
@@ -764,7 +764,7 @@ impl Daemon {
                 .collect();
             let reply = self.sheets.append(&self.append_range(fresh), &rows).await?;
             for j in &intake.new_rows {
-                info!(job.id = %j.job_id, target = %j.target, function = %j.function, "press taken into the queue");
+                info!(job.id = ?j.job_id, target = ?j.target, function = ?j.function, "press taken into the queue");
             }
             // Where Google put them, so they can be claimed now (the commit's read-back
             // checks each claim as usual).
@@ -906,14 +906,14 @@ impl Daemon {
                 .is_some_and(|r| r.job_id == t.job_id && self.shows(r, &t.cells))
         });
         for t in &applied {
-            info!(job.id = %t.job_id, binding = t.id, "a write whose reply was lost shows on its row: it was applied");
+            info!(job.id = ?t.job_id, binding = t.id, "a write whose reply was lost shows on its row: it was applied");
             if t.unbind {
                 self.served.unbind.push(t.id);
             }
         }
         if expired {
             for t in &open {
-                warn!(job.id = %t.job_id, binding = t.id, "a write whose reply was lost never showed on its row, and Google can no longer apply it; planning it afresh");
+                warn!(job.id = ?t.job_id, binding = t.id, "a write whose reply was lost never showed on its row, and Google can no longer apply it; planning it afresh");
             }
             self.served.pending_through.extend(open);
         } else {
@@ -1019,9 +1019,11 @@ impl Daemon {
                     || self.slots.heavy_elsewhere()))
     }
 
-    /// Whether `row` is a heavy job: by its command's config or its `heavy` flag.
+    /// Whether `row` is a heavy job: by its command's or its function's config, or its
+    /// `heavy` flag (a row can make a job more careful, never less).
     pub(super) fn is_heavy(&self, row: &QueueRow) -> bool {
-        self.registry.is_heavy(&row.command) || row.flags.iter().any(|f| f == "heavy")
+        self.registry.is_heavy_job(&row.command, &row.function)
+            || row.flags.iter().any(|f| f == "heavy")
     }
 
     /// The claim plan on `poll` within the slots this spreadsheet may take now: the process's
@@ -1108,7 +1110,7 @@ fn settle_claims(
         if ours && !bound_here {
             // The batch is atomic and the binding was created at the swap's row, so this
             // means the reply did not show it: say so; the write-back rebinds if needed.
-            warn!(job.id = %claimed.row.job_id, worker = %claimed.tag, "the claim commit's read-back does not show the row binding");
+            warn!(job.id = ?claimed.row.job_id, worker = %claimed.tag, "the claim commit's read-back does not show the row binding");
         }
         settled.push(match after {
             Some(row) if swap && ours && row.job_id == claimed.row.job_id => Settled::Run(claimed),

@@ -69,7 +69,7 @@ impl Daemon {
             })
             .await?;
         for (id, label) in hidden {
-            info!(target = %label, "panel hidden: its target had no job for hide_panels_after");
+            info!(target = ?label, "panel hidden: its target had no job for hide_panels_after");
             if let Some(s) = self
                 .served
                 .sheet_meta

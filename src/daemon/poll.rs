@@ -150,10 +150,10 @@ impl Daemon {
             || index.problems != self.served.panels.problems
         {
             for c in &index.conflicts {
-                warn!(target = %c.label, "{c}");
+                warn!(target = ?c.label, "{}", c.to_string().escape_debug());
             }
             for p in &index.problems {
-                warn!("{p}");
+                warn!("{}", p.to_string().escape_debug());
             }
         }
         self.served.panels = index;

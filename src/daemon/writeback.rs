@@ -41,7 +41,7 @@ impl Daemon {
                 .worker_tag()
                 .is_some_and(|t| t.daemon_id == self.config.worker_id);
             if ours && row.state.is(State::Running) && !self.outbox.contains(&row.job_id) {
-                warn!(job.id = %row.job_id, row = row.row, "job was running when this worker stopped; marking it as failed");
+                warn!(job.id = ?row.job_id, row = row.row, "job was running when this worker stopped; marking it as failed");
                 let message =
                     "エラー: ワーカーがジョブの実行中に再起動しました (worker restarted during the job)";
                 let cells = self.finish_values(Finish::Error, now, "", message);
@@ -140,7 +140,7 @@ impl Daemon {
             // The panel row shows the newest press of its function (a late result of a job
             // timed out meanwhile, whose function was pressed again): the queue row alone
             // takes this one.
-            debug!(job.id = %row.job_id, newer = %newer.job_id, "a newer press of this function owns its panel row; writing the result to the queue row only");
+            debug!(job.id = ?row.job_id, newer = ?newer.job_id, "a newer press of this function owns its panel row; writing the result to the queue row only");
             return None;
         }
         match panel::locate(&self.served.panels, &poll.tables, row) {
@@ -160,7 +160,7 @@ impl Daemon {
                 ))
             }
             Err(miss) => {
-                warn!(job.id = %row.job_id, target = %row.target_key(), "{miss}; only the queue row is written");
+                warn!(job.id = ?row.job_id, target = ?row.target_key(), "{miss}; only the queue row is written");
                 None
             }
         }
@@ -275,7 +275,7 @@ impl Daemon {
                     self.served.pending_through.push(t);
                 }
                 WritePlan::NotOurs | WritePlan::Deleted => {
-                    warn!(job.id = %t.job_id, worker = %t.worker, "a follow-up write no longer finds its row as it left it (changed or deleted meanwhile); dropping it");
+                    warn!(job.id = ?t.job_id, worker = %t.worker, "a follow-up write no longer finds its row as it left it (changed or deleted meanwhile); dropping it");
                 }
             }
         }
@@ -359,8 +359,8 @@ impl Daemon {
                     // A row timed out meanwhile keeps our ワーカー tag but is no longer ours to
                     // finish: its タイムアウト stands, and its panel row may belong to a new press.
                     warn!(
-                        job.id = %job.job_id,
-                        target = %job.target,
+                        job.id = ?job.job_id,
+                        target = ?job.target,
                         worker = %job.worker,
                         rows = ?with_job.iter().map(|r| (r.row, r.state.clone(), r.worker.as_str())).collect::<Vec<_>>(),
                         bound = ?at_binding.map(|r| (r.row, r.job_id.as_str(), r.state.clone(), r.worker.as_str())),
@@ -399,8 +399,8 @@ impl Daemon {
         self.report.results_unplaceable += 1;
         self.observers.metrics.result_unplaceable();
         warn!(
-            job.id = %job.job_id,
-            target = %job.target,
+            job.id = ?job.job_id,
+            target = ?job.target,
             outcome = ?job.finish,
             message = %job.message,
             "the job's queue row was deleted by a person; its result is written nowhere in the queue (only its panel row)"
@@ -455,7 +455,7 @@ impl Daemon {
             }
         }
         for row in found {
-            warn!(job.id = %row.job_id, worker = %row.worker, row = row.row, "a row shows a claim of ours that runs nothing (put back by a repair from an older read); putting it back to waiting");
+            warn!(job.id = ?row.job_id, worker = ?row.worker, row = row.row, "a row shows a claim of ours that runs nothing (put back by a repair from an older read); putting it back to waiting");
             self.observers.metrics.write_incident();
             let cells = self.claim_values(Some(&self.config.states.waiting), &Cell::from(""), "");
             let mut through = Vec::new();
@@ -483,7 +483,7 @@ impl Daemon {
             });
         self.served.landed = kept;
         for (job, _) in undone {
-            warn!(job.id = %job.job_id, worker = %job.worker, "a result that had landed was undone (its row is back at 実行中 under our claim, restored from an older read); writing it again");
+            warn!(job.id = ?job.job_id, worker = %job.worker, "a result that had landed was undone (its row is back at 実行中 under our claim, restored from an older read); writing it again");
             self.observers.metrics.write_incident();
             // Its binding is wanted again: not removed with the next batch.
             if let Some(id) = binding::id_of_tag(&job.worker) {
@@ -527,7 +527,7 @@ impl Daemon {
         match self.append_continuation(poll, job, cont).await {
             Ok(()) => Ok(true),
             Err(DaemonError::Sheets(e)) if e.is_retryable() => {
-                warn!(job.id = %job.job_id, error = %e, "could not append the continuation row; the result waits for it");
+                warn!(job.id = ?job.job_id, error = %e, "could not append the continuation row; the result waits for it");
                 Ok(false)
             }
             Err(e) => Err(e),
@@ -569,9 +569,9 @@ impl Daemon {
             let landed = self.row_read_back(&reply, k, *row);
             if landed.as_ref().is_some_and(|r| &r.job_id == job_id) {
                 self.observers.metrics.rebind();
-                info!(job.id = %job_id, row, binding = id, "moved the row binding back onto the job's row");
+                info!(job.id = ?job_id, row, binding = id, "moved the row binding back onto the job's row");
             } else {
-                warn!(job.id = %job_id, row, binding = id, "the rows moved again while rebinding; trying again at the next pass");
+                warn!(job.id = ?job_id, row, binding = id, "the rows moved again while rebinding; trying again at the next pass");
                 self.served.unbind.push(*id);
             }
         }
@@ -643,7 +643,7 @@ impl Daemon {
                     landed.push(t.job_id.clone());
                 }
                 WriteCheck::Missed => {
-                    warn!(job.id = %t.job_id, binding = t.id, "the row binding matched no row when the write was applied (row deleted?); resolving it afresh at the next pass");
+                    warn!(job.id = ?t.job_id, binding = t.id, "the row binding matched no row when the write was applied (row deleted?); resolving it afresh at the next pass");
                     missed.push(t.clone());
                 }
                 WriteCheck::Wrong { found_job_id } => {
@@ -652,7 +652,7 @@ impl Daemon {
                     self.report.write_incidents += 1;
                     self.observers.metrics.write_incident();
                     error!(
-                        job.id = %t.job_id,
+                        job.id = ?t.job_id,
                         binding = t.id,
                         found = %found_job_id,
                         range = reply.as_ref().map(|w| w.range.as_str()).unwrap_or(""),
@@ -684,13 +684,13 @@ impl Daemon {
                     if let Some(column) = moved_on {
                         // Restoring what our read saw would undo a change made since (a
                         // claim another daemon made): the row's owner mends it instead.
-                        error!(job.id = %found_job_id, ?column, cells = ?t.cells, "the row that was hit changed after our read; not restoring it from that read");
+                        error!(job.id = ?found_job_id, ?column, cells = ?t.cells, "the row that was hit changed after our read; not restoring it from that read");
                         continue;
                     }
                     match before {
                         Some(before) => repairs.push(self.repair_of(t, found_job_id, &before)),
                         None => {
-                            error!(job.id = %found_job_id, "the row that was hit was not in the read just before; its cells cannot be restored")
+                            error!(job.id = ?found_job_id, "the row that was hit was not in the read just before; its cells cannot be restored")
                         }
                     }
                 }
@@ -742,13 +742,13 @@ impl Daemon {
             for (t, reply) in repairs.into_iter().zip(replies) {
                 match self.check_reply(&t, reply.as_ref()) {
                     WriteCheck::Landed => {
-                        info!(job.id = %t.job_id, "repaired the row a misplaced write had hit")
+                        info!(job.id = ?t.job_id, "repaired the row a misplaced write had hit")
                     }
                     WriteCheck::Missed => again.push(t),
                     WriteCheck::Wrong { found_job_id } => {
                         self.report.write_incidents += 1;
                         self.observers.metrics.write_incident();
-                        error!(job.id = %t.job_id, found = %found_job_id, "incident: the repair of a row landed on yet another row (the rows moved again); repairing that one now, and the first one through a binding of its own at the next pass");
+                        error!(job.id = ?t.job_id, found = %found_job_id, "incident: the repair of a row landed on yet another row (the rows moved again); repairing that one now, and the first one through a binding of its own at the next pass");
                         if let Some(before) = poll.before_image(&found_job_id) {
                             again.push(self.repair_of(&t, found_job_id, &before));
                         }
@@ -759,7 +759,7 @@ impl Daemon {
             repairs = again;
         }
         for t in repairs {
-            warn!(job.id = %t.job_id, "could not repair the row a misplaced write had hit yet; trying again at the next pass");
+            warn!(job.id = ?t.job_id, "could not repair the row a misplaced write had hit yet; trying again at the next pass");
             self.repair_later(t);
         }
     }
@@ -770,7 +770,7 @@ impl Daemon {
     /// read-back, and the cells are written through it at the pass after.
     fn repair_later(&mut self, t: Through) {
         let (_, id) = binding::new_token();
-        error!(job.id = %t.job_id, cells = ?t.cells, "this row should show these values; repairing it at the next passes");
+        error!(job.id = ?t.job_id, cells = ?t.cells, "this row should show these values; repairing it at the next passes");
         self.served.pending_through.push(Through {
             id,
             unbind: true,
@@ -969,7 +969,7 @@ impl Daemon {
             self.served.layout.tz,
         );
         self.sheets.append(&self.append_range(poll), &[row]).await?;
-        info!(job.id = %job.job_id, next = %cont.job_id, target = %job.target, "appended a continuation row");
+        info!(job.id = ?job.job_id, next = %cont.job_id, target = ?job.target, "appended a continuation row");
         Ok(())
     }
 

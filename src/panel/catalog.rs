@@ -156,6 +156,9 @@ pub struct Asked<'a> {
     /// Whether the job's args are trusted as they are: a continuation step on a queue only
     /// sheetq's accounts (and the owner) can write carries the args its command handed back.
     pub args_trusted: bool,
+    /// Whether 依頼者 can be trusted: only on a queue only sheetq's accounts (and the owner)
+    /// write. A function with `allow` runs only then.
+    pub requester_trusted: bool,
 }
 
 /// At most this many characters of a sheet value are shown in a message or a log line.
@@ -283,6 +286,13 @@ impl Catalog {
     ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, Refused> {
         let command = asked.command.trim();
         if command == PANELS_COMMAND {
+            // One panel job at a time rewrites the index: they all share its target.
+            if asked.target.trim() != PANELS_TARGET {
+                return Err(Refused::Target(format!(
+                    "the job that opens panels runs on target \"{PANELS_TARGET}\" only, not {}, so nothing ran",
+                    shown(asked.target.trim())
+                )));
+            }
             return Ok(None);
         }
         if let Some(why) = self.refuse_target(asked.target) {
@@ -308,6 +318,13 @@ impl Catalog {
             )));
         }
         if let Some(allow) = &f.allow {
+            if !asked.requester_trusted {
+                return Err(Refused::Requester(format!(
+                    "function \"{}\" may be run only by those its allow lists, and 依頼者 cannot be trusted while the queue is not protected, so nothing ran; \
+                     run `sheetq init` to protect it",
+                    f.label
+                )));
+            }
             let requester = asked.requester.trim();
             if !allow.iter().any(|who| allow_matches(who, requester)) {
                 return Err(Refused::Requester(
@@ -473,6 +490,7 @@ mod tests {
             requester: "alice@example.com",
             args: &args(json),
             args_trusted: false,
+            requester_trusted: true,
         })
     }
 
@@ -516,10 +534,25 @@ mod tests {
             panic!("a function asking for another command must be refused");
         };
         assert!(moved.contains("runs command \"echo\""), "{moved}");
+        let panels_job = |target| {
+            c.admit(&Asked {
+                function: PANELS_FUNCTION,
+                command: PANELS_COMMAND,
+                target,
+                requester: "",
+                args: &args("{}"),
+                args_trusted: false,
+                requester_trusted: false,
+            })
+        };
         assert_eq!(
-            admit(&c, "x", PANELS_COMMAND, "{}"),
+            panels_job(PANELS_TARGET),
             Ok(None),
-            "the panels' own jobs always pass"
+            "the panels' own jobs pass on the index's target"
+        );
+        assert!(
+            matches!(panels_job("サーバーA"), Err(Refused::Target(_))),
+            "a panels job on another target would run beside the one that rewrites the index"
         );
         assert_eq!(
             admit(&Catalog::default(), "any", "echo", r#"{"a":1}"#),
@@ -590,6 +623,7 @@ mod tests {
             requester: "",
             args: &args(r#"{"month":"2026-12","step":2}"#),
             args_trusted: true,
+            requester_trusted: true,
         });
         assert_eq!(
             trusted,
@@ -633,6 +667,7 @@ mod tests {
                 requester,
                 args: &args("{}"),
                 args_trusted: false,
+                requester_trusted: true,
             })
         };
         assert!(ask("Alice@Example.com").is_ok(), "case does not matter");
@@ -659,6 +694,19 @@ mod tests {
                 Err(Refused::Requester(_))
             ),
             "a pattern matches the whole address, not a prefix"
+        );
+        let on_an_open_queue = c.admit(&Asked {
+            function: "再起動",
+            command: "echo",
+            target: "サーバーA",
+            requester: "alice@example.com",
+            args: &args("{}"),
+            args_trusted: false,
+            requester_trusted: false,
+        });
+        assert!(
+            matches!(&on_an_open_queue, Err(Refused::Requester(m)) if m.contains("not protected")),
+            "on an open queue anyone may write alice's address: {on_an_open_queue:?}"
         );
     }
 

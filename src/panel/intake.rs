@@ -208,11 +208,24 @@ pub fn plan_intake(
                 function: row.function.clone(),
                 command: row.command.clone(),
                 args_json: row.args_json.clone(),
-                flags: row.flags.clone(),
+                flags: press_flags(&row.flags),
             });
         }
     }
     plan
+}
+
+/// The flags a press takes from its panel row: all but `continuation`, which only sheetq
+/// writes, on the row a command's `continue` appends. A panel's hidden cells are the sheet's,
+/// and a sheet that merely looks like a panel is anyone's: a continuation's args are trusted
+/// on a protected queue, so no press may bring the flag in.
+pub fn press_flags(flags: &str) -> String {
+    flags
+        .split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty() && *f != crate::commands::CONTINUATION_FLAG)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]
@@ -449,7 +462,7 @@ mod tests {
                 function: "集計".into(),
                 command: "report".into(),
                 args_json: "{\"days\": 7}".into(),
-                flags: "heavy,continuation".into(),
+                flags: "heavy".into(),
             }]
         );
         assert_eq!(

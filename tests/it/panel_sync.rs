@@ -350,7 +350,14 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
     let emu = start_fast_empty().await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let extra = format!("{FUNCTIONS}{}", targets(3));
-    let config = config(&emu, dir.path(), &extra);
+    // People may add targets on the index (server-x is none of [[targets]]).
+    let config = daemon_config(
+        &emu,
+        "sync",
+        dir.path(),
+        &[("targets_from_index", "true")],
+        &extra,
+    );
     init(&emu, &config).await;
     let done = sync(&emu, &config, SyncRequest::default()).await;
     assert!(
