@@ -372,7 +372,13 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
         "'▶パネル'!A5:C5",
         json!([[false, "server-x", "annex"]]),
     );
-    let fleet = Fleet::start(&emu, &["d1"], &[("intake", "\"poll\"")], &extra).await;
+    let fleet = Fleet::start(
+        &emu,
+        &["d1"],
+        &[("intake", "\"poll\""), ("targets_from_index", "true")],
+        &extra,
+    )
+    .await;
     set(&emu, "'▶パネル'!A3", json!([[true]]));
     set(&emu, "'▶パネル'!A5", json!([[true]]));
     let rows = wait_queue_finished(&emu, 1, "the panel job to finish", WAIT).await;
