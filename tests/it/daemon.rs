@@ -806,11 +806,7 @@ pub(crate) fn binary_config_with(
     settings: &str,
     commands: &str,
 ) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
-    let key = dir.join("key.json");
-    std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let key = crate::support::place_key(emu, dir);
     let path = dir.join("sheetq.toml");
     let text = format!(
         r#"spreadsheet_id = "{id}"

@@ -39,8 +39,7 @@ fn fleet_config_text(
     slots: usize,
     per_minute: u32,
 ) -> String {
-    let key = dir.join("key.json");
-    std::fs::write(&key, emu.credentials_json()).unwrap_or_else(|e| panic!("key: {e}"));
+    let key = crate::support::place_key(emu, dir);
     let mut text = format!(
         "api_base_url = {:?}\nworker_id = {worker:?}\nstate_dir = {:?}\ncredentials = {:?}\nslots = {slots}\npoll_interval = \"100ms\"\nheartbeat_interval = \"1s\"\ndead_after = \"30s\"\nrequests_per_minute = {per_minute}\n[commands.sleep]\nbuiltin = \"sleep\"\n",
         emu.base_url(),

@@ -48,6 +48,18 @@ pub async fn start_with(opts: EmulatorOptions) -> Emulator {
         .unwrap_or_else(|e| panic!("emulator did not start: {e}"))
 }
 
+/// Puts the emulator's service-account key at `dir/key.json` (mode 0600) and returns its path.
+/// A daemon started earlier may be reading the key right now, so it is put in place whole by
+/// a rename, never truncated and rewritten.
+pub fn place_key(emu: &Emulator, dir: &std::path::Path) -> std::path::PathBuf {
+    let key = dir.join("key.json");
+    let mut staged = tempfile::NamedTempFile::new_in(dir).unwrap_or_else(|e| panic!("key: {e}"));
+    std::io::Write::write_all(&mut staged, emu.credentials_json().as_bytes())
+        .unwrap_or_else(|e| panic!("key: {e}"));
+    staged.persist(&key).unwrap_or_else(|e| panic!("key: {e}"));
+    key
+}
+
 /// A `google-sheets4` hub pointed at `emu` (`base_url`/`root_url`), authenticated with the
 /// emulator's service-account credentials through `yup-oauth2`.
 pub async fn hub(emu: &Emulator) -> Hub {
