@@ -38,6 +38,7 @@ use crate::sheets::auth::Credentials;
 use crate::sheets::stats::SheetsStats;
 use crate::{a1, admin};
 
+pub mod cold;
 mod figures;
 pub mod fleet;
 mod process;
@@ -137,12 +138,17 @@ pub struct BenchArgs {
     /// busy and on quiet spreadsheets, jobs a minute, the daemon's RSS.
     #[arg(long)]
     pub fleet: bool,
-    /// Spreadsheets of the fleet run.
-    #[arg(long, default_value_t = 10)]
-    pub spreadsheets: usize,
+    /// Spreadsheets of the fleet runs: the warm runs' (10 unless given) and, with `--cold`,
+    /// the cold run's (6 unless given).
+    #[arg(long)]
+    pub spreadsheets: Option<usize>,
     /// How long the fleet run's presses go on (over a minute, for the peak minute).
     #[arg(long, default_value = "150s", value_parser = humantime::parse_duration)]
     pub fleet_for: Duration,
+    /// With `--fleet`: only the start from cold (`init`, then `run`, then ticks in its first
+    /// seconds on `--spreadsheets` spreadsheets, 6 unless given), not the warm runs.
+    #[arg(long, requires = "fleet")]
+    pub cold: bool,
 }
 
 impl Default for BenchArgs {
@@ -165,8 +171,9 @@ impl Default for BenchArgs {
             press_rest: d.press_rest,
             deadline_secs: d.deadline_secs,
             fleet: false,
-            spreadsheets: 10,
+            spreadsheets: None,
             fleet_for: Duration::from_secs(150),
+            cold: false,
         }
     }
 }
@@ -449,15 +456,29 @@ const PRESS_LOOK: Duration = Duration::from_millis(2);
 /// Runs the benchmark, writing progress and the tables to `out`.
 pub async fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<BenchReport> {
     if args.fleet {
+        let exe = std::env::current_exe().context("cannot find the sheetq binary to run")?;
+        let cold = cold::ColdParams {
+            spreadsheets: args.spreadsheets.filter(|_| args.cold).unwrap_or(6).max(2),
+            slots: args.slots,
+            exe: exe.clone(),
+        };
+        let cold = cold::table(&cold::measure(&cold, out).await?);
+        writeln!(out, "\n{cold}")?;
+        if args.cold {
+            return Ok(BenchReport {
+                markdown: cold,
+                ..BenchReport::default()
+            });
+        }
         let params = fleet::FleetParams::new(
-            args.spreadsheets.max(2),
+            args.spreadsheets.unwrap_or(10).max(2),
             args.fleet_for,
             args.slots,
-            std::env::current_exe().context("cannot find the sheetq binary to run")?,
+            exe,
         );
         let runs = fleet::measure(&params, out).await?;
         return Ok(BenchReport {
-            markdown: fleet::table(&runs),
+            markdown: format!("{cold}\n{}", fleet::table(&runs)),
             ..BenchReport::default()
         });
     }

@@ -143,6 +143,10 @@ pub struct Config {
     pub intake: Intake,
     /// Where the durable outbox lives.
     pub state_dir: PathBuf,
+    /// Where the record of the account's requests lives, when it is not `state_dir/quota`:
+    /// the top-level `state_dir`'s for each spreadsheet of `[[spreadsheets]]`. See
+    /// [`Config::quota_dir`].
+    pub shared_quota_dir: Option<PathBuf>,
     /// The service account's client-side budget, for reads and for writes each (Google
     /// counts them apart, 60 a minute each per account): split evenly among the live daemons
     /// that call the API as that account.
@@ -485,6 +489,7 @@ impl Config {
             state_dir: raw
                 .state_dir
                 .unwrap_or_else(|| PathBuf::from("sheetq-state")),
+            shared_quota_dir: None,
             requests_per_minute,
             call_timeout,
             max_retries,
@@ -518,10 +523,19 @@ impl Config {
                 intake: e.intake,
                 catalog: e.catalog.clone(),
                 state_dir: self.state_dir.join(&e.spreadsheet_id),
+                shared_quota_dir: Some(self.quota_dir()),
                 spreadsheets: Vec::new(),
                 ..self.clone()
             })
             .collect()
+    }
+
+    /// Where every sheetq process run with this config (the daemon and the one-shot
+    /// commands) records the requests it sends as each service account, so that together they
+    /// stay within Google's quota (`sheets::ledger`): `state_dir/quota`, the top level's for
+    /// each spreadsheet of `[[spreadsheets]]`.
+    pub fn quota_dir(&self) -> PathBuf {
+        (self.shared_quota_dir.clone()).unwrap_or_else(|| self.state_dir.join("quota"))
     }
 
     /// The spreadsheet `which` names (its label or its id) among those this config serves;

@@ -635,7 +635,8 @@ impl Daemon {
         observers: Observers,
         shared: Shared,
     ) -> Result<Self, DaemonError> {
-        let (layout, queue_protection) = load_layout(sheets.as_ref(), &config).await?;
+        let (layout, queue_protection, meta, panels) =
+            load_layout(sheets.as_ref(), &config).await?;
         let registry = trust_queue(registry, &config, queue_protection)?;
         let outbox = Outbox::open(&config.state_dir)?;
         let policy = claim_policy(&config);
@@ -704,7 +705,8 @@ impl Daemon {
                 reported: HashSet::new(),
             },
         };
-        daemon.discover_panels().await?;
+        daemon.take_in_sheets(meta.sheets);
+        daemon.take_in_panels(panels);
         daemon.find_window().await?;
         daemon.recover().await?;
         Ok(daemon)
@@ -1607,11 +1609,12 @@ fn pid_alive(pid: u32) -> bool {
     }
 }
 
-/// Reads the spreadsheet's metadata and the queue header: the fatal checks of start-up.
+/// Reads the spreadsheet's metadata, then the queue header with every sheet's marker cells
+/// (the panels) in one read: the fatal checks of start-up, in two of the account's requests.
 async fn load_layout(
     sheets: &dyn Sheets,
     config: &Config,
-) -> Result<(Layout, QueueProtection), DaemonError> {
+) -> Result<(Layout, QueueProtection, SpreadsheetMeta, PanelIndex), DaemonError> {
     let meta = sheets.metadata().await?;
     let protection = queue_protection(&meta, sheets, config);
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
@@ -1643,21 +1646,20 @@ async fn load_layout(
         }
     }
     let last_col = queue.last_column();
-    let header = sheets
-        .read(&[a1::range(QUEUE_SHEET, &format!("A1:{last_col}1"))])
-        .await?;
-    let header_row = crate::sheets::first_row(&header);
+    let mut ranges = vec![a1::range(QUEUE_SHEET, &format!("A1:{last_col}1"))];
+    ranges.extend(crate::panel::marker_ranges(&meta, &config.panel));
+    let read = sheets.read(&ranges).await?;
+    let header_row = crate::sheets::first_row(&read);
     let columns = ColumnMap::from_header(&header_row, &config.headers)?;
-    Ok((
-        Layout {
-            tz,
-            worker_sheet_id: worker.sheet_id,
-            queue_sheet_id: queue.sheet_id,
-            last_col,
-            columns,
-        },
-        protection,
-    ))
+    let panels = PanelIndex::build(&meta, read.get(1..).unwrap_or_default(), &config.panel);
+    let layout = Layout {
+        tz,
+        worker_sheet_id: worker.sheet_id,
+        queue_sheet_id: queue.sheet_id,
+        last_col,
+        columns,
+    };
+    Ok((layout, protection, meta, panels))
 }
 
 /// Whether only sheetq's service accounts (and the owner) can write the queue, as the

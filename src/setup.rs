@@ -9,9 +9,10 @@ use anyhow::Context as _;
 use crate::commands::Registry;
 use crate::config::Config;
 use crate::sheets::auth::Credentials;
-use crate::sheets::budget::{Budget, Budgets};
+use crate::sheets::budget::{Budget, Budgets, Cap, GOOGLE_PER_MINUTE, ONE_SHOT_CAP};
 use crate::sheets::dry_run::DryRunSheets;
 use crate::sheets::google::{GoogleSheets, GoogleSheetsConfig};
+use crate::sheets::ledger::{Ledger, Role};
 use crate::sheets::retry::RetryPolicy;
 use crate::sheets::stats::SheetsStats;
 use crate::sheets::Sheets;
@@ -60,7 +61,10 @@ pub async fn connect_with(
     stats: Arc<SheetsStats>,
 ) -> anyhow::Result<Arc<dyn Sheets>> {
     let (retry, budgets) = (daemon_retry(config), budgets(config));
-    connect_retrying(config, credentials, dry_run, stats, retry, budgets).await
+    let (sheets, budgets) =
+        connect_retrying(config, credentials, dry_run, stats, retry, budgets).await?;
+    keep_to_record(config, &budgets, &sheets.account(), Role::Daemon);
+    Ok(sheets)
 }
 
 /// The clients of a config that serves several spreadsheets (`[[spreadsheets]]`), one per
@@ -86,7 +90,9 @@ pub async fn connect_each(
         };
         let retry = daemon_retry(config);
         let stats = Arc::new(SheetsStats::new());
-        let client = connect_retrying(config, None, dry_run, stats, retry, budgets).await?;
+        let (client, budgets) =
+            connect_retrying(config, None, dry_run, stats, retry, budgets).await?;
+        keep_to_record(config, &budgets, &client.account(), Role::Daemon);
         let account = client.account();
         if let Some((_, key, label)) = accounts
             .iter()
@@ -155,16 +161,67 @@ fn budgets(config: &Config) -> Budgets {
 
 /// The client of a one-shot command (`init`, `check`, `status`, `enqueue`): a person waits
 /// for it, so a failing call is retried for a few seconds, not the daemon's minute and a half.
+/// The one-shot clients of one key file (a command acting on several spreadsheets) share
+/// one budget, as they share the account's quota.
 pub async fn connect_one_shot(config: &Config) -> anyhow::Result<Arc<dyn Sheets>> {
+    static BY_KEY: std::sync::Mutex<Vec<(Option<std::path::PathBuf>, Budgets)>> =
+        std::sync::Mutex::new(Vec::new());
+    let budgets = {
+        let mut by_key = BY_KEY.lock().unwrap_or_else(|p| p.into_inner());
+        match by_key.iter().find(|(k, _)| *k == config.credentials) {
+            Some((_, b)) => b.clone(),
+            None => {
+                let b = budgets(config);
+                by_key.push((config.credentials.clone(), b.clone()));
+                b
+            }
+        }
+    };
     connect_retrying(
         config,
         None,
         false,
         Arc::new(SheetsStats::new()),
         RetryPolicy::one_shot(),
-        budgets(config),
+        budgets,
     )
     .await
+    .map(|(sheets, budgets)| {
+        keep_to_record(config, &budgets, &sheets.account(), Role::OneShot);
+        sheets
+    })
+}
+
+/// Keeps `budgets` to the record this machine's sheetq processes keep of `account`'s
+/// requests (docs/design.md §6): a daemon leaves room for the one-shot commands' requests
+/// within its share; a one-shot command keeps the account's whole minute within Google's
+/// quota (or within the budget configured above it, for a raised quota). Without a record
+/// (an unwritable `state_dir`), the budget goes on alone, and says so.
+fn keep_to_record(config: &Config, budgets: &Budgets, account: &str, role: Role) {
+    let account = if account.is_empty() {
+        "default"
+    } else {
+        account
+    };
+    let dir = config.quota_dir();
+    let ledger = match Ledger::open(&dir, account, role) {
+        Ok(ledger) => ledger,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot keep the record of the account's requests: the daemons and one-shot commands of the account on this machine will not leave room for each other; make the state directory writable for every user that runs sheetq");
+            return;
+        }
+    };
+    let cap = match role {
+        Role::Daemon => Cap::Share,
+        Role::OneShot => match budgets.read.limits() {
+            Some((requests, _, burst)) if requests > GOOGLE_PER_MINUTE => {
+                Cap::Fixed(requests + burst - 1)
+            }
+            _ => ONE_SHOT_CAP,
+        },
+    };
+    budgets.read.keep_to(Arc::clone(&ledger), false, cap);
+    budgets.write.keep_to(ledger, true, cap);
 }
 
 async fn connect_retrying(
@@ -174,23 +231,24 @@ async fn connect_retrying(
     stats: Arc<SheetsStats>,
     retry: RetryPolicy,
     budgets: Budgets,
-) -> anyhow::Result<Arc<dyn Sheets>> {
+) -> anyhow::Result<(Arc<dyn Sheets>, Budgets)> {
     let credentials =
         credentials.unwrap_or_else(|| Credentials::resolve(config.credentials.as_deref()));
     let mut gc = GoogleSheetsConfig::new(config.spreadsheet_id.clone(), credentials);
     gc.api_base_url = config.api_base_url.clone();
     gc.call_timeout = config.call_timeout;
     gc.retry = retry;
-    gc.budget = budgets;
+    gc.budget = budgets.clone();
     gc.stats = stats;
     let google = GoogleSheets::new(gc)
         .await
         .context("cannot set up the Google Sheets client")?;
-    Ok(if dry_run {
+    let sheets: Arc<dyn Sheets> = if dry_run {
         Arc::new(DryRunSheets::new(google))
     } else {
         Arc::new(google)
-    })
+    };
+    Ok((sheets, budgets))
 }
 
 /// The client-side request budget: `per_minute` on average, with a burst small enough that

@@ -629,5 +629,6 @@ pub mod auth;
 pub mod budget;
 pub mod dry_run;
 pub mod google;
+pub mod ledger;
 pub mod retry;
 pub mod stats;

@@ -160,7 +160,11 @@ impl Run {
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(120);
-        while !run.ids.iter().all(|id| has_heartbeat(&run.emu, id)) {
+        while !run
+            .ids
+            .iter()
+            .all(|id| has_heartbeat(&run.emu, id, "fleet"))
+        {
             run.check_alive()?;
             if Instant::now() > deadline {
                 bail!("the fleet daemon did not start on every spreadsheet within 120 s");
@@ -398,14 +402,15 @@ fn write_config(
     Ok(path)
 }
 
-fn has_heartbeat(emu: &Emulator, id: &str) -> bool {
+/// Whether `worker`'s heartbeat row is on spreadsheet `id`.
+pub(super) fn has_heartbeat(emu: &Emulator, id: &str, worker: &str) -> bool {
     emu.values_in(id, "'_ワーカー'!A2:A")
         .unwrap_or_default()
         .iter()
-        .any(|r| r.first().is_some_and(|c| c == "fleet"))
+        .any(|r| r.first().is_some_and(|c| c == worker))
 }
 
-fn queue_columns(emu: &Emulator, id: &str) -> anyhow::Result<ColumnMap> {
+pub(super) fn queue_columns(emu: &Emulator, id: &str) -> anyhow::Result<ColumnMap> {
     let header = emu
         .values_in(id, "'_ジョブキュー'!1:1")
         .map_err(|e| anyhow::anyhow!("cannot read the queue header: {e:?}"))?;
@@ -416,7 +421,7 @@ fn queue_columns(emu: &Emulator, id: &str) -> anyhow::Result<ColumnMap> {
     .map_err(|e| anyhow::anyhow!("the queue header: {e}"))
 }
 
-fn queue_rows(emu: &Emulator, id: &str, columns: &ColumnMap) -> Vec<queue::QueueRow> {
+pub(super) fn queue_rows(emu: &Emulator, id: &str, columns: &ColumnMap) -> Vec<queue::QueueRow> {
     let values = emu
         .values_in(id, "'_ジョブキュー'!A2:Z")
         .unwrap_or_default();
@@ -430,7 +435,7 @@ fn queue_rows(emu: &Emulator, id: &str, columns: &ColumnMap) -> Vec<queue::Queue
     .rows
 }
 
-fn is_finished(r: &queue::QueueRow) -> bool {
+pub(super) fn is_finished(r: &queue::QueueRow) -> bool {
     r.state.is(queue::State::Done)
         || r.state.is(queue::State::Error)
         || r.state.is(queue::State::Timeout)

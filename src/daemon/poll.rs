@@ -142,7 +142,7 @@ impl Daemon {
 
     /// The panels the marker cells show now; what is wrong with them is logged when it
     /// changes, not on every poll.
-    fn take_in_panels(&mut self, index: PanelIndex) {
+    pub(super) fn take_in_panels(&mut self, index: PanelIndex) {
         if index == self.served.panels {
             return;
         }

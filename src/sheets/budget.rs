@@ -19,6 +19,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
+use super::ledger::{self, Ledger};
+
 /// Requests per minute when the config does not say (Google's quota is 60).
 pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 50;
 
@@ -50,8 +52,38 @@ struct Rate {
     slowed_until: Option<Duration>,
 }
 
+/// How many requests of the last minute a budget with a [`Guard`] lets the record show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// As many as the budget's own rate lets into a minute (`requests + burst - 1`): a
+    /// daemon's share, of which the one-shot commands' requests take their part.
+    Share,
+    /// At most this many: a one-shot command's ceiling for the whole account.
+    Fixed(u32),
+}
+
+/// Google's per-minute quota per user, for reads and for writes.
+pub const GOOGLE_PER_MINUTE: u32 = 60;
+
+/// What a one-shot command lets the account's record show in a minute: Google's 60 less
+/// two, for a daemon of the account sending at the same instant.
+pub const ONE_SHOT_CAP: Cap = Cap::Fixed(GOOGLE_PER_MINUTE - 2);
+
+/// The machine's record of the account's requests ([`Ledger`]) a budget keeps to: it
+/// waits while its own requests of the last minute and those of the processes it honours
+/// reach its cap, and records each request it lets through.
+struct Guard {
+    ledger: Arc<Ledger>,
+    write: bool,
+    cap: Cap,
+    /// This budget's requests of the last minute (unix ms); held across the check and the
+    /// record so that its clones never pass the cap together.
+    own: tokio::sync::Mutex<std::collections::VecDeque<u64>>,
+}
+
 struct Inner {
     rate: std::sync::RwLock<Rate>,
+    guard: std::sync::OnceLock<Guard>,
     clock: TokioClock,
     per: Duration,
     /// Time calls have waited for this budget, in all (nanoseconds).
@@ -158,6 +190,7 @@ impl Budget {
                     slowed_until: None,
                 }),
                 clock,
+                guard: std::sync::OnceLock::new(),
                 waited: std::sync::atomic::AtomicU64::new(0),
                 per,
             })),
@@ -242,6 +275,10 @@ impl Budget {
         loop {
             match inner.limiter().check() {
                 Ok(()) => {
+                    if let Some(guard) = inner.guard.get() {
+                        let cap = guard.cap(&inner.read_rate());
+                        guard.admit(cap, &mut on_wait).await;
+                    }
                     let waited = inner.clock.now().saturating_sub(start);
                     let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
                     inner
@@ -259,6 +296,20 @@ impl Budget {
                     tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
                 }
             }
+        }
+    }
+
+    /// Keeps this budget (every clone) to the machine's record of its account's requests,
+    /// as kind `write`, up to `cap`: see [`Guard`]. A budget keeps to one record; later
+    /// calls change nothing. No effect on an unlimited budget.
+    pub fn keep_to(&self, ledger: Arc<Ledger>, write: bool, cap: Cap) {
+        if let Some(inner) = &self.inner {
+            let _ = inner.guard.set(Guard {
+                ledger,
+                write,
+                cap,
+                own: tokio::sync::Mutex::new(std::collections::VecDeque::new()),
+            });
         }
     }
 
@@ -283,6 +334,48 @@ impl Budget {
             let rate = i.read_rate();
             (rate.requests, i.per, rate.burst)
         })
+    }
+}
+
+impl Guard {
+    fn cap(&self, rate: &Rate) -> usize {
+        match self.cap {
+            Cap::Share => (rate.requests + rate.burst).saturating_sub(1).max(1) as usize,
+            Cap::Fixed(n) => n.max(1) as usize,
+        }
+    }
+
+    /// Waits until this budget's requests of the last minute and those the record shows of
+    /// the processes it honours are fewer than `cap`, then records one more. `on_wait` is
+    /// told of a wait if nobody was told yet.
+    async fn admit(&self, cap: usize, on_wait: &mut Option<impl FnOnce(Duration)>) {
+        let window = ledger::WINDOW.as_millis() as u64;
+        loop {
+            let mut own = self.own.lock().await;
+            let now = ledger::now_ms();
+            let since = now.saturating_sub(window);
+            while own.front().is_some_and(|t| *t <= since) {
+                own.pop_front();
+            }
+            let others = self.ledger.others(self.write).times;
+            if own.len() + others.len() < cap {
+                own.push_back(now);
+                self.ledger.record(self.write);
+                return;
+            }
+            // The window has room again when enough of its oldest requests are a minute old.
+            let mut all: Vec<u64> = own.iter().copied().chain(others).collect();
+            all.sort_unstable();
+            let frees = all.len() + 1 - cap;
+            let at = all.get(frees - 1).map_or(now, |t| t + window);
+            drop(own);
+            let wait = Duration::from_millis(at.saturating_sub(now)).max(Duration::from_millis(20));
+            if let Some(f) = on_wait.take() {
+                f(wait);
+            }
+            // Other processes may add to the record meanwhile: look again at least each second.
+            tokio::time::sleep(wait.min(Duration::from_secs(1))).await;
+        }
     }
 }
 
@@ -448,6 +541,38 @@ mod tests {
         for _ in 0..1000 {
             assert_eq!(free.acquire().await, Duration::ZERO);
         }
+    }
+
+    #[tokio::test]
+    async fn a_budget_waits_for_the_minute_of_the_requests_another_process_recorded() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let ledger = Ledger::open(dir.path(), "kept@b", ledger::Role::Daemon)
+            .unwrap_or_else(|e| panic!("open: {e}"));
+        // A one-shot command of another live process (this test's parent) sent two reads
+        // almost a minute ago.
+        let other = dir
+            .path()
+            .join("kept@b")
+            .join(format!("{}.oneshot", nix::unistd::getppid()));
+        let long_ago = ledger::now_ms() - 59_800;
+        std::fs::write(&other, format!("{long_ago} r\n{long_ago} r\n"))
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        // A share of 2 a minute with a burst of 2 lets 3 into a minute: room for one more.
+        let budget = Budget::with_burst(2, Duration::from_secs(60), 2);
+        budget.keep_to(ledger, false, Cap::Share);
+        budget.acquire().await;
+        let mut told = None;
+        budget.acquire_with(|wait| told = Some(wait)).await;
+        assert!(
+            told.is_some(),
+            "the second read must wait: the record holds the other process's two"
+        );
+        let now = ledger::now_ms();
+        assert!(
+            now >= long_ago + 60_000,
+            "the second read went out {} ms after the other process's reads, inside their minute",
+            now - long_ago
+        );
     }
 
     #[test]

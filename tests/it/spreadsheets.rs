@@ -563,3 +563,96 @@ async fn daemons_overlapping_only_through_a_third_split_their_accounts_budget_th
     let since = converged + chrono::Duration::seconds(2);
     assert_within_budget_since(&emu, &Emulator::account("sheetq-emulator"), 250, 20, since);
 }
+
+/// A deployment's first minute, as the README orders it: `sheetq init` on three
+/// spreadsheets of one service account, `sheetq run` right after, and `sheetq status` while
+/// it runs, all at Google's quota and the default budget, with polls every 250 ms, so the
+/// daemon spends its whole budget. The one-shot commands and the daemon keep to one
+/// record of the account's requests, so Google refuses none of them (without it, `init`'s
+/// reads and `status`'s would come on top of a daemon's full minute), and every spreadsheet
+/// is served within 30 s of `run`. The test looks through a second account, whose quota is
+/// its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_started_right_after_init_meets_no_429_and_serves_every_spreadsheet_within_30_s() {
+    let emu = start_emulator().await;
+    let ids = [
+        emu.spreadsheet_id().to_string(),
+        emu.add_spreadsheet(Seed::Demo),
+        emu.add_spreadsheet(Seed::Demo),
+    ];
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let key = place_key(&emu, dir.path());
+    let mut text = format!(
+        "api_base_url = {:?}\nworker_id = \"cold\"\nstate_dir = {:?}\ncredentials = {:?}\nintake = \"poll\"\npoll_interval = \"250ms\"\nidle_poll_interval = \"250ms\"\n[commands.sleep]\nbuiltin = \"sleep\"\n",
+        emu.base_url(),
+        dir.path().join("state").display().to_string(),
+        key.display().to_string(),
+    );
+    for (i, id) in ids.iter().enumerate() {
+        text.push_str(&format!(
+            "[[spreadsheets]]\nlabel = \"s{}\"\nspreadsheet_id = {id:?}\n",
+            i + 1
+        ));
+    }
+    let config = dir.path().join("sheetq.toml");
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("write the config: {e}"));
+    let one_shot = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap_or_else(|e| panic!("run sheetq {args:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "sheetq {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    one_shot(&["init"]);
+
+    let log = dir.path().join("daemon.log");
+    let mut daemon = crate::daemon::Binary::start(&config, &log);
+    let started = std::time::Instant::now();
+    let looker = hub_for(&emu, "looker").await;
+    let mut serving: Vec<Option<Duration>> = vec![None; ids.len()];
+    while serving.iter().any(Option::is_none) && started.elapsed() < Duration::from_secs(90) {
+        for (i, id) in ids.iter().enumerate() {
+            if serving[i].is_some() {
+                continue;
+            }
+            let read = looker
+                .spreadsheets()
+                .values_get(id, "'_ワーカー'!A3:A")
+                .doit()
+                .await;
+            let rows = read.map(|(_, v)| v.values.unwrap_or_default());
+            if rows.is_ok_and(|rows| rows.iter().any(|r| r.first() == Some(&json!("cold")))) {
+                serving[i] = Some(started.elapsed());
+            }
+        }
+        assert_eq!(daemon.exited(), None, "the daemon stopped: {}", read(&log));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert!(
+        serving.iter().all(|s| s.is_some_and(|s| s <= Duration::from_secs(30))),
+        "every spreadsheet should be served within 30 s of `run`; heartbeats came after {serving:?}:\n{}",
+        read(&log)
+    );
+    // A person asks how things stand while the daemon polls as fast as its budget lets it,
+    // and the minute that began with `init` runs out: by then, the daemon alone would
+    // have spent the account's 60 reads.
+    tokio::time::sleep(Duration::from_secs(40).saturating_sub(started.elapsed())).await;
+    one_shot(&["status"]);
+    tokio::time::sleep(Duration::from_secs(65).saturating_sub(started.elapsed())).await;
+    let refused = emu.quota_refused();
+    assert!(
+        !refused.contains_key(&Emulator::account("sheetq-emulator")),
+        "Google's quota refused requests of the account that `init`, `run` and `status` share: {refused:?}\n{}",
+        read(&log)
+    );
+}
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
