@@ -489,6 +489,12 @@ struct Served {
     archived_at: Option<tokio::time::Instant>,
     /// The last look moved a full batch: look again at the next pass.
     archive_more: bool,
+    /// No row can be past the retention before this: start-up found no finished row, so
+    /// every row that finishes did so after it (this daemon's clock alone decides).
+    archive_not_before: Option<tokio::time::Instant>,
+    /// The archive's counter showed rows moved at start-up: the archive may hold a row to
+    /// put back, so its passes are never put off.
+    archived_before: bool,
     polls: u64,
     /// Re-discover panels and re-read the whole queue at the next pass (the layout changed).
     relayout: bool,
@@ -635,8 +641,13 @@ impl Daemon {
         observers: Observers,
         shared: Shared,
     ) -> Result<Self, DaemonError> {
-        let (layout, queue_protection, meta, panels) =
-            load_layout(sheets.as_ref(), &config).await?;
+        let Started {
+            layout,
+            protection: queue_protection,
+            meta,
+            panels,
+            archived,
+        } = load_layout(sheets.as_ref(), &config).await?;
         let registry = trust_queue(registry, &config, queue_protection)?;
         let outbox = Outbox::open(&config.state_dir)?;
         let policy = claim_policy(&config);
@@ -678,6 +689,8 @@ impl Daemon {
                 archived_seen: None,
                 archived_at: None,
                 archive_more: false,
+                archive_not_before: None,
+                archived_before: archived > 0,
                 polls: 0,
                 relayout: false,
                 panels: PanelIndex::default(),
@@ -696,7 +709,7 @@ impl Daemon {
                 watch,
                 holds: Vec::new(),
                 lease_sent: None,
-                fence_sweep_at: tokio::time::Instant::now(),
+                fence_sweep_at: tokio::time::Instant::now() + claim_pass::FENCE_FIRST_SWEEP,
                 lease_kept_until: None,
                 unsure: Vec::new(),
                 fences: Vec::new(),
@@ -1609,12 +1622,20 @@ fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// What start-up reads of the spreadsheet before its first poll.
+struct Started {
+    layout: Layout,
+    protection: QueueProtection,
+    meta: SpreadsheetMeta,
+    panels: PanelIndex,
+    /// Rows the archive took so far, by its counter.
+    archived: u64,
+}
+
 /// Reads the spreadsheet's metadata, then the queue header with every sheet's marker cells
-/// (the panels) in one read: the fatal checks of start-up, in two of the account's requests.
-async fn load_layout(
-    sheets: &dyn Sheets,
-    config: &Config,
-) -> Result<(Layout, QueueProtection, SpreadsheetMeta, PanelIndex), DaemonError> {
+/// (the panels) and the archive's counter in one read: the fatal checks of start-up, in two
+/// of the account's requests.
+async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Started, DaemonError> {
     let meta = sheets.metadata().await?;
     let protection = queue_protection(&meta, sheets, config);
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
@@ -1646,12 +1667,19 @@ async fn load_layout(
         }
     }
     let last_col = queue.last_column();
-    let mut ranges = vec![a1::range(QUEUE_SHEET, &format!("A1:{last_col}1"))];
-    ranges.extend(crate::panel::marker_ranges(&meta, &config.panel));
+    let markers = crate::panel::marker_ranges(&meta, &config.panel);
+    let mut ranges = vec![
+        a1::range(QUEUE_SHEET, &format!("A1:{last_col}1")),
+        a1::range(WORKER_SHEET, crate::archive::COUNTER_CELLS),
+    ];
+    ranges.extend(markers);
     let read = sheets.read(&ranges).await?;
     let header_row = crate::sheets::first_row(&read);
     let columns = ColumnMap::from_header(&header_row, &config.headers)?;
-    let panels = PanelIndex::build(&meta, read.get(1..).unwrap_or_default(), &config.panel);
+    let archived = (read.get(1))
+        .and_then(|v| v.values.first()?.get(1).and_then(archive::count_of))
+        .unwrap_or(0);
+    let panels = PanelIndex::build(&meta, read.get(2..).unwrap_or_default(), &config.panel);
     let layout = Layout {
         tz,
         worker_sheet_id: worker.sheet_id,
@@ -1659,7 +1687,13 @@ async fn load_layout(
         last_col,
         columns,
     };
-    Ok((layout, protection, meta, panels))
+    Ok(Started {
+        layout,
+        protection,
+        meta,
+        panels,
+        archived,
+    })
 }
 
 /// Whether only sheetq's service accounts (and the owner) can write the queue, as the

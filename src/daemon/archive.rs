@@ -42,7 +42,9 @@ struct ArchiveWork {
 impl Daemon {
     /// Whether this pass should look for rows to archive.
     pub(super) fn archive_due(&self) -> bool {
+        let now = tokio::time::Instant::now();
         self.config.retention.is_some()
+            && self.served.archive_not_before.is_none_or(|t| now >= t)
             && (self.served.archive_more
                 || self
                     .served

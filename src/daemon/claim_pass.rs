@@ -29,6 +29,9 @@ const FENCES_PER_BATCH: usize = 100;
 
 /// How often a daemon looks for fences that no daemon tracks any more.
 const FENCE_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+/// The first look for abandoned fences comes this long after start, past the start-up
+/// reads and the first polls, which a fleet started together spends its first minute on.
+pub(super) const FENCE_FIRST_SWEEP: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long a fence is kept: while the commit it fences could still be applied (its lease's
 /// TTL, then Google's request limit).
@@ -683,8 +686,8 @@ impl Daemon {
         tokio::time::Instant::now() >= self.served.fence_sweep_at
     }
 
-    /// Finds every fence on the spreadsheet (`developerMetadata.search`, one read, at
-    /// start-up and then hourly) and removes those this daemon does not know yet once
+    /// Finds every fence on the spreadsheet (`developerMetadata.search`, one read,
+    /// [`FENCE_FIRST_SWEEP`] after start-up and then hourly) and removes those this daemon does not know yet once
     /// [`fence_kept`] has passed from now: fences left by a daemon that stopped or crashed
     /// before removing its own, which would otherwise pile up against Google's 30,000
     /// characters of metadata per sheet. Seen now, each was created before now, so no

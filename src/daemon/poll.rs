@@ -178,6 +178,17 @@ impl Daemon {
             .await?;
         let values = read.first().map(|v| v.values.as_slice()).unwrap_or(&[]);
         let last_row = values.len() as u32 + 1;
+        // A queue without a finished row whose archive never took one (a fresh one, right
+        // after `init`) has nothing to archive, nor to put back, until a row that finishes
+        // from now on is past the retention: no archive pass (a lease taken and given back,
+        // two writes) before then.
+        let finished = |row: &Vec<Cell>| self.state_cell_finished(row).unwrap_or(false);
+        self.served.archive_not_before = match self.config.retention {
+            Some(retention) if !self.served.archived_before && !values.iter().any(finished) => {
+                Some(tokio::time::Instant::now() + retention)
+            }
+            _ => None,
+        };
         self.served.window_start = self
             .first_open_in_sweep(values, 2)
             .unwrap_or(last_row)
@@ -188,14 +199,20 @@ impl Daemon {
 
     /// Whether a sweep slice's 状態 cells hold an unfinished row; the first one's sheet row.
     fn first_open_in_sweep(&self, values: &[Vec<Cell>], from: u32) -> Option<u32> {
-        let states = &self.config.states;
         values.iter().enumerate().find_map(|(i, row)| {
-            let text = row.first().map(queue::cell_text).unwrap_or_default();
-            let text = text.trim();
-            let finished = [State::Done, State::Error, State::Timeout]
+            (self.state_cell_finished(row) == Some(false)).then_some(from + i as u32)
+        })
+    }
+
+    /// Whether a 状態 cell (the first of `row`) shows a finished job; `None` when empty.
+    fn state_cell_finished(&self, row: &[Cell]) -> Option<bool> {
+        let text = row.first().map(queue::cell_text).unwrap_or_default();
+        let text = text.trim();
+        let states = &self.config.states;
+        (!text.is_empty()).then(|| {
+            [State::Done, State::Error, State::Timeout]
                 .iter()
-                .any(|s| states.word(*s) == text);
-            (!text.is_empty() && !finished).then_some(from + i as u32)
+                .any(|s| states.word(*s) == text)
         })
     }
 
