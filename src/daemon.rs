@@ -1613,13 +1613,7 @@ impl Daemon {
 /// Whether a process with this pid exists on this host (for telling our own dead
 /// predecessor from a live second process with the same worker_id).
 fn pid_alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-        Ok(()) => true,
-        Err(e) => e != nix::errno::Errno::ESRCH,
-    }
+    crate::sheets::ledger::pid_alive(pid)
 }
 
 /// What start-up reads of the spreadsheet before its first poll.

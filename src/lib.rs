@@ -21,7 +21,8 @@
 //!   the atomic batch that moves them out of the queue, and the check of where they landed.
 //! - [`bench`]: `sheetq bench`: saturation, press latency and idle-poll cost measured on the
 //!   embedded spreadsheet under Google's quota, printed as a Markdown table; `fleet`, one
-//!   daemon serving many spreadsheets (`--fleet`); `figures` and `process`, what both share.
+//!   daemon serving many spreadsheets (`--fleet`), and its start from cold (`cold`: `init`,
+//!   then `run`, then presses); `figures` and `process`, what they share.
 //! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
 //!   row, its id from the claim token, and the pure decisions of where a result may go.
 //! - [`check`]: `sheetq check`: a deployment's problems with their fixes (credentials,
@@ -108,7 +109,10 @@
 //!   - [`sheets::auth`]: credentials (key file, `GOOGLE_APPLICATION_CREDENTIALS`, metadata
 //!     server), key validation, the spreadsheets-only token source.
 //!   - [`sheets::retry`]: retry policy (exponential backoff, full jitter) and its loop.
-//!   - [`sheets::budget`]: the client-side requests-per-minute budget (token bucket).
+//!   - [`sheets::budget`]: the client-side requests-per-minute budget (token bucket, callers
+//!     served in turn), kept to the account's record when it has one.
+//!   - [`sheets::ledger`]: the record every sheetq process on the machine keeps of the
+//!     requests it sends as each account, so daemons and one-shot commands share the quota.
 //!   - [`sheets::stats`]: request/retry/throttling counters for metrics.
 //!   - [`sheets::dry_run`]: the `--dry-run` decorator: reads pass, writes are only logged.
 //! - [`watch`]: what one daemon has watched: how long each heartbeat, the lease and each

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::emulator::{Emulator, EmulatorOptions, Seed};
 use crate::queue::{self, ColumnMap};
 
-use super::figures::{peak_per_minute, percentile, secs};
+use super::figures::{peak_of, percentile, secs};
 use super::fleet::{has_heartbeat, is_finished, queue_columns, queue_rows};
 use super::process::spawn_daemon;
 
@@ -170,15 +170,8 @@ pub async fn measure(p: &ColdParams, out: &mut impl Write) -> anyhow::Result<Col
     figures.serving = serving.into_iter().flatten().collect();
     figures.refused_after_start = refused(&emu, &account) - figures.refused_in_init;
     let requests = emu.requests();
-    let peak = |write: bool| {
-        let times: Vec<_> = (requests.iter())
-            .filter(|r| r.user == account && r.write == write && r.status != 429)
-            .map(|r| r.at)
-            .collect();
-        peak_per_minute(&times)
-    };
-    figures.peak_reads = peak(false);
-    figures.peak_writes = peak(true);
+    figures.peak_reads = peak_of(&requests, &account, false);
+    figures.peak_writes = peak_of(&requests, &account, true);
     writeln!(
         out,
         "cold: init {:.1} s ({} refused), every spreadsheet serving by {}, {} refused after start",

@@ -39,6 +39,16 @@ pub fn peak_per_minute(times: &[DateTime<Utc>]) -> usize {
     best
 }
 
+/// `user`'s busiest minute in `log`: its reads or writes (`write`) in any 60 s, the ones
+/// the quota refused left out.
+pub fn peak_of(log: &[crate::emulator::RequestRecord], user: &str, write: bool) -> usize {
+    let times: Vec<_> = (log.iter())
+        .filter(|r| r.user == user && r.write == write && r.status != 429)
+        .map(|r| r.at)
+        .collect();
+    peak_per_minute(&times)
+}
+
 /// The nearest-rank percentile `p` (0–100) of `values`.
 pub fn percentile(values: &[Duration], p: f64) -> Duration {
     if values.is_empty() {

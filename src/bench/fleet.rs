@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::emulator::{Emulator, EmulatorOptions, Seed};
 use crate::queue::{self, ColumnMap, StateWords};
 
-use super::figures::{mib, peak_per_minute, percentile, rss_of, secs};
+use super::figures::{mib, peak_of, percentile, rss_of, secs};
 use super::process::spawn_daemon;
 
 /// What a fleet run is asked to do.
@@ -344,16 +344,11 @@ impl Run {
         users.sort_unstable();
         users.dedup();
         for user in users {
-            let peak = |write: bool| {
-                let times: Vec<_> = (log.iter())
-                    .filter(|r| r.user == user && r.write == write && r.status != 429)
-                    .map(|r| r.at)
-                    .collect();
-                peak_per_minute(&times)
-            };
-            figures
-                .peaks
-                .push((user.to_string(), peak(false), peak(true)));
+            figures.peaks.push((
+                user.to_string(),
+                peak_of(&log, user, false),
+                peak_of(&log, user, true),
+            ));
         }
         figures.refused = (self.emu.quota_refused().values())
             .map(|r| r.read + r.write)

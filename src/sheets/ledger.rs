@@ -234,7 +234,8 @@ fn parse_name(path: &Path) -> Option<(u32, Role)> {
     Some((pid.parse().ok()?, role))
 }
 
-fn pid_alive(pid: u32) -> bool {
+/// Whether a process with this pid exists on this machine.
+pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;
     };

@@ -163,3 +163,29 @@ async fn a_short_fleet_run_keeps_each_account_within_its_quota() {
     let table = bench::fleet::table(&runs);
     assert!(table.contains("| 3 × 2 |"), "{table}");
 }
+
+/// The start from cold on two spreadsheets (one busy, one quiet): `init` and `run` as
+/// processes, every tick's job starts, both spreadsheets are served, Google's quota refuses
+/// nothing, and the table has the run's row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_start_of_two_spreadsheets_serves_both_and_meets_no_429() {
+    let params = bench::cold::ColdParams {
+        spreadsheets: 2,
+        slots: 4,
+        exe: env!("CARGO_BIN_EXE_sheetq").into(),
+    };
+    let mut out = Vec::new();
+    let run = bench::cold::measure(&params, &mut out)
+        .await
+        .unwrap_or_else(|e| panic!("the cold run failed: {e:#}"));
+    assert_eq!(run.serving.len(), 2, "both spreadsheets served: {run:?}");
+    assert_eq!(
+        (run.busy.len(), run.quiet.len()),
+        (6, 1),
+        "six ticks on the busy spreadsheet, one on the quiet one: {run:?}"
+    );
+    assert_eq!(run.refused_in_init + run.refused_after_start, 0, "{run:?}");
+    assert!(run.peak_reads <= 60 && run.peak_writes <= 60, "{run:?}");
+    let table = bench::cold::table(&run);
+    assert!(table.contains("| 2 × 1, cold |"), "{table}");
+}
