@@ -647,6 +647,7 @@ impl Daemon {
             meta,
             panels,
             archived,
+            states,
         } = load_layout(sheets.as_ref(), &config).await?;
         let registry = trust_queue(registry, &config, queue_protection)?;
         let outbox = Outbox::open(&config.state_dir)?;
@@ -720,7 +721,10 @@ impl Daemon {
         };
         daemon.take_in_sheets(meta.sheets);
         daemon.take_in_panels(panels);
-        daemon.find_window().await?;
+        match states {
+            Some(states) => daemon.take_in_window(&states),
+            None => daemon.find_window().await?,
+        }
         daemon.recover().await?;
         Ok(daemon)
     }
@@ -1624,6 +1628,8 @@ struct Started {
     panels: PanelIndex,
     /// Rows the archive took so far, by its counter.
     archived: u64,
+    /// The queue's 状態 cells, when the queue was small enough to read whole.
+    states: Option<Vec<Vec<Cell>>>,
 }
 
 /// Reads the spreadsheet's metadata, then the queue header with every sheet's marker cells
@@ -1662,14 +1668,25 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Started, Da
     }
     let last_col = queue.last_column();
     let markers = crate::panel::marker_ranges(&meta, &config.panel);
+    // A small queue (a fresh one has 1000 rows) is read whole with the header: its 状態
+    // column then needs no read of its own.
+    let small = queue.row_count <= SMALL_QUEUE_ROWS;
+    let queue_rows = if small { queue.row_count.max(1) } else { 1 };
     let mut ranges = vec![
-        a1::range(QUEUE_SHEET, &format!("A1:{last_col}1")),
+        a1::range(QUEUE_SHEET, &format!("A1:{last_col}{queue_rows}")),
         a1::range(WORKER_SHEET, crate::archive::COUNTER_CELLS),
     ];
     ranges.extend(markers);
     let read = sheets.read(&ranges).await?;
     let header_row = crate::sheets::first_row(&read);
     let columns = ColumnMap::from_header(&header_row, &config.headers)?;
+    let states = small.then(|| {
+        let rows = read.first().map(|v| v.values.as_slice()).unwrap_or(&[]);
+        state_cells(
+            rows.get(1..).unwrap_or_default(),
+            columns.index(queue::Column::State),
+        )
+    });
     let archived = (read.get(1))
         .and_then(|v| v.values.first()?.get(1).and_then(archive::count_of))
         .unwrap_or(0);
@@ -1687,7 +1704,31 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Started, Da
         meta,
         panels,
         archived,
+        states,
     })
+}
+
+/// Queues of at most this many grid rows are read whole at start-up (with the header), so
+/// that finding the unfinished window costs no read of its own.
+const SMALL_QUEUE_ROWS: i32 = 2000;
+
+/// The 状態 cells of queue `rows` (from row 2), shaped as a read of the 状態 column
+/// alone gives them: one cell a row where there is one, nothing after the last.
+fn state_cells(rows: &[Vec<Cell>], state: u32) -> Vec<Vec<Cell>> {
+    let mut cells: Vec<Vec<Cell>> = rows
+        .iter()
+        .map(|row| {
+            row.get(state as usize)
+                .filter(|c| !queue::cell_text(c).is_empty())
+                .cloned()
+                .into_iter()
+                .collect()
+        })
+        .collect();
+    while cells.last().is_some_and(Vec::is_empty) {
+        cells.pop();
+    }
+    cells
 }
 
 /// Whether only sheetq's service accounts (and the owner) can write the queue, as the
@@ -1752,6 +1793,23 @@ fn refused(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_queue_read_whole_gives_the_state_cells_a_read_of_the_state_column_would() {
+        let rows = vec![
+            vec![json!("j1"), json!("x"), json!("完了")],
+            vec![json!("j2")],
+            vec![json!("j3"), json!("x"), json!("待機"), json!("more")],
+            vec![json!("j4"), json!("x"), json!("")],
+            vec![],
+        ];
+        assert_eq!(
+            state_cells(&rows, 2),
+            vec![vec![json!("完了")], vec![], vec![json!("待機")]],
+            "one cell a row where there is one, nothing after the last filled one"
+        );
+    }
 
     #[test]
     fn a_quiet_spreadsheet_is_polled_less_often_up_to_idle_poll_interval() {

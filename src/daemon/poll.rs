@@ -176,7 +176,13 @@ impl Daemon {
             .sheets
             .read(&[a1::range(QUEUE_SHEET, &format!("{c}2:{c}"))])
             .await?;
-        let values = read.first().map(|v| v.values.as_slice()).unwrap_or(&[]);
+        self.take_in_window(read.first().map(|v| v.values.as_slice()).unwrap_or(&[]));
+        Ok(())
+    }
+
+    /// [`Self::find_window`] from the 状態 cells of rows 2 and on, read already (each row
+    /// holding its 状態 cell, or nothing; none after the last filled one).
+    pub(super) fn take_in_window(&mut self, values: &[Vec<Cell>]) {
         let last_row = values.len() as u32 + 1;
         // A queue without a finished row whose archive never took one (a fresh one, right
         // after `init`) has nothing to archive, nor to put back, until a row that finishes
@@ -194,7 +200,6 @@ impl Daemon {
             .unwrap_or(last_row)
             .max(2);
         self.served.sweep_at = 2;
-        Ok(())
     }
 
     /// Whether a sweep slice's 状態 cells hold an unfinished row; the first one's sheet row.
