@@ -959,7 +959,9 @@ async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sort_between_the_lease_read_and_the_commit_still_runs_each_job_once() {
     let emu = support::start_with_quota(FAST).await;
-    let setup = support::daemon_config(&emu, "setup", std::path::Path::new("unused"), &[], "");
+    // Its state directory is never used; a temporary one keeps the tree clean.
+    let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let setup = support::daemon_config(&emu, "setup", scratch.path(), &[], "");
     let sheets = support::client(&emu, &setup).await;
     let first = support::enqueue(
         sheets.as_ref(),
@@ -1011,7 +1013,9 @@ async fn a_sort_between_the_lease_read_and_the_commit_still_runs_each_job_once()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_finished_row_sorted_under_a_claim_keeps_its_history() {
     let emu = support::start_with_quota(FAST).await;
-    let setup = support::daemon_config(&emu, "setup", std::path::Path::new("unused"), &[], "");
+    // Its state directory is never used; a temporary one keeps the tree clean.
+    let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let setup = support::daemon_config(&emu, "setup", scratch.path(), &[], "");
     let sheets = support::client(&emu, &setup).await;
     // Row 2 runs on another daemon (so the unfinished window starts there), row 3 is an old
     // finished job with its own claim record, row 4 waits.

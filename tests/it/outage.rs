@@ -781,7 +781,9 @@ async fn a_lost_append_reply_makes_no_second_row_and_new_rows_go_after_the_last_
         Fault::DropAfterApply,
         1,
     ));
-    let config = daemon_config(&emu, "enqueuer", std::path::Path::new("unused"), &[], "");
+    // Its state directory is never used; a temporary one keeps the tree clean.
+    let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let config = daemon_config(&emu, "enqueuer", scratch.path(), &[], "");
     let sheets = client(&emu, &config).await;
     let job = enqueue(
         sheets.as_ref(),
