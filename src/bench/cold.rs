@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::emulator::{Emulator, EmulatorOptions, Seed};
 use crate::queue::{self, ColumnMap};
 
-use super::figures::{peak_of, percentile, secs};
+use super::figures::{p50_p95, peak_of, secs};
 use super::fleet::{has_heartbeat, is_finished, queue_columns, queue_rows};
 use super::process::spawn_daemon;
 
@@ -283,19 +283,15 @@ fn write_config(
 pub fn table(r: &ColdRun) -> String {
     let serving = |f: fn(&[Duration]) -> Duration| secs(f(&r.serving));
     format!(
-        "| spreadsheets × accounts | `init` (429s) | 429s after start | `run` → serving, first / last | tick → 実行中, busy p50 / p95 (presses) | tick → 実行中, quiet p50 / p95 (presses) | peak reads / writes per 60 s |\n|---|---|---|---|---|---|---|\n| {} × 1, cold | {:.1} s ({}) | {} | {} / {} | {} / {} ({}) | {} / {} ({}) | {} / {} |\n",
+        "| spreadsheets × accounts | `init` (429s) | 429s after start | `run` → serving, first / last | tick → 実行中, busy p50 / p95 (presses) | tick → 実行中, quiet p50 / p95 (presses) | peak reads / writes per 60 s |\n|---|---|---|---|---|---|---|\n| {} × 1, cold | {:.1} s ({}) | {} | {} / {} | {} | {} | {} / {} |\n",
         r.spreadsheets,
         r.init.as_secs_f64(),
         r.refused_in_init,
         r.refused_after_start,
         serving(|v| v.iter().copied().min().unwrap_or_default()),
         serving(|v| v.iter().copied().max().unwrap_or_default()),
-        secs(percentile(&r.busy, 50.0)),
-        secs(percentile(&r.busy, 95.0)),
-        r.busy.len(),
-        secs(percentile(&r.quiet, 50.0)),
-        secs(percentile(&r.quiet, 95.0)),
-        r.quiet.len(),
+        p50_p95(&r.busy),
+        p50_p95(&r.quiet),
         r.peak_reads,
         r.peak_writes,
     )

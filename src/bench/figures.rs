@@ -60,6 +60,16 @@ pub fn percentile(values: &[Duration], p: f64) -> Duration {
     v[rank.min(v.len()) - 1]
 }
 
+/// A latency cell of the tables: `p50 / p95 (how many)`.
+pub fn p50_p95(values: &[Duration]) -> String {
+    format!(
+        "{} / {} ({})",
+        secs(percentile(values, 50.0)),
+        secs(percentile(values, 95.0)),
+        values.len()
+    )
+}
+
 pub fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::emulator::{Emulator, EmulatorOptions, Seed};
 use crate::queue::{self, ColumnMap, StateWords};
 
-use super::figures::{mib, peak_of, percentile, rss_of, secs};
+use super::figures::{mib, p50_p95, peak_of, rss_of};
 use super::process::spawn_daemon;
 
 /// What a fleet run is asked to do.
@@ -451,18 +451,14 @@ pub fn table(runs: &[FleetRun]) -> String {
         };
         let minutes = r.elapsed.as_secs_f64() / 60.0;
         md.push_str(&format!(
-            "| {} × {} | {} | {} | {} | {} / {} ({}) | {} / {} ({}) | {:.1} | {} |\n",
+            "| {} × {} | {} | {} | {} | {} | {} | {:.1} | {} |\n",
             r.spreadsheets,
             r.accounts,
             peaks(|p| p.1),
             peaks(|p| p.2),
             r.refused,
-            secs(percentile(&r.busy, 50.0)),
-            secs(percentile(&r.busy, 95.0)),
-            r.busy.len(),
-            secs(percentile(&r.quiet, 50.0)),
-            secs(percentile(&r.quiet, 95.0)),
-            r.quiet.len(),
+            p50_p95(&r.busy),
+            p50_p95(&r.quiet),
             r.jobs as f64 / minutes.max(f64::EPSILON),
             mib(r.rss_kib),
         ));
