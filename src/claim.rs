@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 
 use crate::queue::{QueueRow, Snapshot, State};
@@ -44,6 +44,12 @@ pub struct Watched {
     pub quiet: HashMap<String, Duration>,
     /// jobId → how long its row has been watched 実行中 under the same claim.
     pub running_for: HashMap<String, Duration>,
+    /// Google's clock at this read (the `Date` of its replies, advanced by this observer's
+    /// monotonic clock since), for the 開始日時 of rows whose worker is no live sheetq
+    /// daemon; `None` before any reply said.
+    pub google_now: Option<DateTime<Utc>>,
+    /// The spreadsheet's time zone, in which 開始日時 is a wall-clock time.
+    pub zone: Option<Tz>,
 }
 
 /// Why a running row times out.
@@ -53,6 +59,10 @@ pub enum StaleReason {
     Expired { watched: Duration },
     /// Claimed by a daemon whose heartbeat stood still for more than `dead_after`.
     DeadWorker { daemon_id: String, quiet: Duration },
+    /// Claimed by a worker that showed no heartbeat during `dead_after` of watching (an Apps
+    /// Script worker, a daemon long gone), and started more than `stale_after` before
+    /// Google's clock.
+    StartedLongAgo { worker: String, ago: Duration },
 }
 
 impl StaleReason {
@@ -62,6 +72,12 @@ impl StaleReason {
             StaleReason::Expired { watched } => format!(
                 "タイムアウト: {}分を超えても終了しませんでした (stale_after = {}m)",
                 watched.num_minutes(),
+                policy.stale_after.num_minutes()
+            ),
+            StaleReason::StartedLongAgo { worker, ago } => format!(
+                "タイムアウト: 開始日時から {}分が過ぎ、ワーカー {} のハートビートがありません (stale_after = {}m)",
+                ago.num_minutes(),
+                if worker.is_empty() { "(空)" } else { worker },
                 policy.stale_after.num_minutes()
             ),
             StaleReason::DeadWorker { daemon_id, quiet } => format!(
@@ -101,15 +117,42 @@ pub fn stale_rows(snapshot: &Snapshot, policy: &ClaimPolicy, watched: &Watched) 
                 quiet,
             })
         });
+        let running = watched.running_for.get(&row.job_id).copied();
         let expired = || {
-            let running = *watched.running_for.get(&row.job_id)?;
+            let running = running?;
             (running > policy.stale_after).then_some(StaleReason::Expired { watched: running })
         };
-        if let Some(reason) = dead.or_else(expired) {
+        let started_long_ago = || {
+            let worker = row.worker_tag().map(|t| t.daemon_id);
+            let has_heartbeat = worker
+                .as_ref()
+                .is_some_and(|id| watched.quiet.contains_key(id));
+            if has_heartbeat || running? <= policy.dead_after {
+                return None;
+            }
+            let ago = started_ago(row, watched)?;
+            (ago > policy.stale_after).then(|| StaleReason::StartedLongAgo {
+                worker: worker.unwrap_or_else(|| row.worker.clone()),
+                ago,
+            })
+        };
+        if let Some(reason) = dead.or_else(started_long_ago).or_else(expired) {
             out.push(Stale { index, reason });
         }
     }
     out
+}
+
+/// How long before Google's clock (as `watched` last read it) a row's job started: its
+/// 開始日時, a wall-clock time in the spreadsheet's zone, taken at the later reading where
+/// daylight saving repeats an hour, so that a row never looks older than it is.
+pub fn started_ago(row: &QueueRow, watched: &Watched) -> Option<Duration> {
+    let started = row.started_at?;
+    let started = match watched.zone {
+        Some(zone) => crate::sheet_time::latest_reading(started, zone),
+        None => started,
+    };
+    Some(watched.google_now? - started)
 }
 
 /// Whether a row's state is final (完了, エラー, タイムアウト): only then is its job settled.
@@ -584,11 +627,117 @@ mod tests {
         }
     }
 
+    /// job-2 running since `started` (開始日時) under worker `worker`, watched for `watched`
+    /// with no heartbeat of that worker, Google's clock at t0 + 60 min.
+    fn started_by_a_worker_without_heartbeat(
+        worker: &str,
+        started: DateTime<Utc>,
+        watched: Duration,
+    ) -> (Snapshot, Watched) {
+        let mut s = running_on_a();
+        s.rows[0].worker = worker.to_string();
+        s.rows[0].started_at = Some(started);
+        let mut w = watched_running(watched);
+        w.google_now = Some(at(60, 0));
+        w.zone = Some(chrono_tz::Asia::Tokyo);
+        (s, w)
+    }
+
     #[test]
-    fn a_start_time_in_the_sheet_decides_nothing() {
+    fn a_row_of_a_worker_without_heartbeat_times_out_by_its_start_time_on_googles_clock() {
+        // The seeds' test 4: 開始日時 rewritten into the past, the worker no sheetq daemon.
+        // 14:59 before Google's clock stays, 15:01 times out, once dead_after was watched.
+        for (ago, times_out) in [
+            (Duration::minutes(20), true),
+            (Duration::minutes(15) + Duration::seconds(1), true),
+            (Duration::minutes(15), false),
+            (Duration::minutes(14) + Duration::seconds(59), false),
+        ] {
+            for worker in ["AppsScript", "", "vm-gone/0 #abc"] {
+                let (s, w) = started_by_a_worker_without_heartbeat(
+                    worker,
+                    at(60, 0) - ago,
+                    Duration::minutes(2) + Duration::seconds(1),
+                );
+                let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+                assert_eq!(
+                    p.stale.len(),
+                    usize::from(times_out),
+                    "started {ago} before Google's clock by worker {worker:?}, watched past dead_after: {:?}",
+                    p.stale
+                );
+                if times_out {
+                    let message = p.stale[0].reason.message(&ClaimPolicy::default());
+                    assert!(message.contains("開始日時"), "{message}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_start_time_counts_only_after_dead_after_of_watching_with_no_heartbeat() {
+        // A daemon that just claimed may not have shown its heartbeat to us yet.
+        let (s, w) =
+            started_by_a_worker_without_heartbeat("AppsScript", at(0, 0), Duration::minutes(2));
+        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        assert!(
+            p.stale.is_empty(),
+            "watched only dead_after, not more: {:?}",
+            p.stale
+        );
+        // A live daemon's row keeps the heartbeat rule, however old its 開始日時.
+        let (mut s, mut w) =
+            started_by_a_worker_without_heartbeat("", at(0, 0), Duration::minutes(5));
+        s.rows[0].worker = "vm-1/0 #abc".into();
+        w.quiet.insert("vm-1".into(), Duration::seconds(10));
+        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        assert!(
+            p.stale.is_empty(),
+            "vm-1's heartbeat is alive: {:?}",
+            p.stale
+        );
+        // Without a reading of Google's clock, only watching counts.
+        let (s, mut w) =
+            started_by_a_worker_without_heartbeat("AppsScript", at(0, 0), Duration::minutes(5));
+        w.google_now = None;
+        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        assert!(p.stale.is_empty(), "no Date seen yet: {:?}", p.stale);
+    }
+
+    #[test]
+    fn a_start_time_in_the_repeated_hour_is_read_as_its_later_pass() {
+        // New York falls back at 02:00 EDT on 2026-11-01: 01:30 comes twice. A 開始日時 of
+        // 01:30 read as the first pass (05:30 UTC) may be the second (06:30 UTC); Google's
+        // clock at 06:40 UTC is 10 minutes after that: not stale yet, never early.
+        let zone = chrono_tz::America::New_York;
+        let first_pass = Utc.with_ymd_and_hms(2026, 11, 1, 5, 30, 0).single();
+        let Some(first_pass) = first_pass else {
+            panic!("a valid instant");
+        };
+        let (s, mut w) =
+            started_by_a_worker_without_heartbeat("AppsScript", first_pass, Duration::minutes(5));
+        w.zone = Some(zone);
+        w.google_now = Some(first_pass + Duration::minutes(70));
+        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        assert!(
+            p.stale.is_empty(),
+            "01:30 is taken at its later pass: {:?}",
+            p.stale
+        );
+        w.google_now = Some(first_pass + Duration::minutes(76));
+        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        assert_eq!(
+            p.stale.len(),
+            1,
+            "16 minutes after the later pass it times out"
+        );
+    }
+
+    #[test]
+    fn a_start_time_in_the_sheet_decides_nothing_while_the_worker_may_be_alive() {
         // 開始日時 says the job started a day ago (another machine's clock, or a serial read
-        // back across the night daylight saving falls back): only what this observer
-        // watched counts.
+        // back across the night daylight saving falls back), but the row was watched for
+        // less than dead_after: only what this observer watched counts.
         let mut s = running_on_a();
         s.rows[0].started_at = Some(at(-24 * 60, 0));
         let p = plan_pass(

@@ -608,6 +608,12 @@ pub trait Sheets: Send + Sync {
         None
     }
 
+    /// Google's clock now, from the `Date` of the last reply advanced by this process's
+    /// monotonic clock; `None` before any reply or where there is no server.
+    fn google_now(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        None
+    }
+
     /// The counters of this client's calls (for the metrics, and for the liveness probe, to
     /// which an attempt is progress); `None` where there is no API client.
     fn call_stats(&self) -> Option<std::sync::Arc<stats::SheetsStats>> {
@@ -617,6 +623,17 @@ pub trait Sheets: Send + Sync {
     /// Narrows the client-side budgets to this process's share of the account's: `reads` and
     /// `writes` per minute. No effect where there is no budget.
     fn set_budget_share(&self, _reads: u32, _writes: u32) {}
+
+    /// Whether this client's calls go ahead of routine calls of other clients sharing its
+    /// budget ([`budget::Priority`]): the daemon says so for a pass that has results to
+    /// write. No effect where there is no budget.
+    fn set_priority(&self, _priority: budget::Priority) {}
+
+    /// The lane this client's calls take, for raising it from elsewhere (a job that ends
+    /// while its daemon's poll waits); `None` where there is no budget.
+    fn lane(&self) -> Option<std::sync::Arc<budget::Lane>> {
+        None
+    }
 
     /// How long calls have waited for the client-side budget so far, in all (of every client
     /// that shares it); zero where there is none.

@@ -366,7 +366,7 @@ impl Daemon {
                 }
                 _ => {
                     warn!(job.id = ?row.job_id, target = ?row.target_key(), reason = %message, "timed out a stale job; its target stays busy until the job could have ended on its own");
-                    self.hold(row);
+                    self.hold(row, &fresh.watched);
                     // Its 終了日時/メッセージ go through its binding when it has one (any
                     // daemon's claim token names it), never to a row number from this read.
                     let cells = self.finish_values(Finish::Timeout, now, "", message);

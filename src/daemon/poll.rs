@@ -470,6 +470,8 @@ impl Daemon {
                     (r.job_id.clone(), chrono(watched))
                 })
                 .collect(),
+            google_now: self.sheets.google_now(),
+            zone: Some(self.served.layout.tz),
         }
     }
 

@@ -296,6 +296,10 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         self.inner.clock_skew()
     }
 
+    fn google_now(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.inner.google_now()
+    }
+
     fn budget_waited(&self) -> std::time::Duration {
         self.inner.budget_waited()
     }
@@ -306,6 +310,14 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
 
     fn set_budget_share(&self, reads: u32, writes: u32) {
         self.inner.set_budget_share(reads, writes)
+    }
+
+    fn set_priority(&self, priority: crate::sheets::budget::Priority) {
+        self.inner.set_priority(priority)
+    }
+
+    fn lane(&self) -> Option<std::sync::Arc<crate::sheets::budget::Lane>> {
+        self.inner.lane()
     }
 
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {

@@ -186,6 +186,8 @@ pub struct SheetsStats {
     /// Google's clock minus ours, in milliseconds, from the `Date` header of the last reply;
     /// `i64::MIN` until one came.
     clock_skew_ms: AtomicI64,
+    /// Google's clock as the last reply's `Date` said, and when (our monotonic clock).
+    google_clock: std::sync::Mutex<Option<(chrono::DateTime<chrono::Utc>, Instant)>>,
 }
 
 impl Default for SheetsStats {
@@ -198,6 +200,7 @@ impl Default for SheetsStats {
             created: Instant::now(),
             last_attempt: AtomicU64::new(0),
             clock_skew_ms: AtomicI64::new(i64::MIN),
+            google_clock: std::sync::Mutex::new(None),
         }
     }
 }
@@ -236,6 +239,24 @@ impl SheetsStats {
         let skew = date + chrono::TimeDelta::milliseconds(500) - mid;
         self.clock_skew_ms
             .store(skew.num_milliseconds(), Ordering::Relaxed);
+        // The `Date` (whole seconds) was stamped about midway through the call: half a
+        // round trip before now, half a second after the second it names.
+        let half_trip = (received - sent).to_std().unwrap_or_default() / 2;
+        let at = Instant::now()
+            .checked_sub(half_trip)
+            .unwrap_or_else(Instant::now);
+        let reading = date + chrono::TimeDelta::milliseconds(500);
+        if let Ok(mut clock) = self.google_clock.lock() {
+            *clock = Some((reading, at));
+        }
+    }
+
+    /// Google's clock now: the last reply's `Date`, advanced by our monotonic clock since
+    /// (never our wall clock); `None` before any reply said. Accurate to about a second.
+    pub fn google_now(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let (reading, at) = (*self.google_clock.lock().ok()?)?;
+        let since = chrono::TimeDelta::from_std(at.elapsed()).ok()?;
+        Some(reading + since)
     }
 
     /// How far Google's clock is ahead of ours (negative: behind), from the last reply that

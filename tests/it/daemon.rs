@@ -1712,3 +1712,90 @@ async fn sighup_reloads_the_config_without_dropping_a_running_job_and_refuses_a_
         show()
     );
 }
+
+/// The seeds' acceptance test 4, through the real binary: a 実行中 row whose 開始日時 a
+/// person moved 20 minutes into the past, claimed by a worker that is no sheetq daemon (an
+/// Apps Script minute trigger's), times out once `dead_after` was watched with no
+/// heartbeat of it, judged on Google's clock; its target runs the next job. A row only 14
+/// minutes old stays 実行中.
+#[tokio::test]
+async fn a_row_an_apps_script_worker_started_twenty_minutes_ago_times_out_and_its_target_runs_again(
+) {
+    let emu = start_with_quota(FAST).await;
+    let serial = |minutes_ago: i64| {
+        sheetq::sheet_time::instant_to_serial(
+            Utc::now() - chrono::Duration::minutes(minutes_ago),
+            TZ,
+        )
+    };
+    let row = |job: &str, target: &str, state: &str, started: Option<f64>, worker: &str| {
+        json!([
+            job,
+            serial(25),
+            "",
+            target,
+            "",
+            target,
+            "動作確認",
+            "sleep",
+            r#"{"seconds":0.2}"#,
+            "",
+            state,
+            started.map_or(json!(""), |s| json!(s)),
+            "",
+            "",
+            "",
+            worker
+        ])
+    };
+    emu.set_values(
+        "'_ジョブキュー'!A2:P4",
+        json!([
+            row(
+                "gas-old",
+                "サーバーA",
+                "実行中",
+                Some(serial(20)),
+                "AppsScript"
+            ),
+            row(
+                "gas-recent",
+                "サーバーB",
+                "実行中",
+                Some(serial(14)),
+                "AppsScript"
+            ),
+            row("next-a", "サーバーA", "待機", None, ""),
+        ]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-4",
+        "heartbeat_interval = \"1s\"\ndead_after = \"3s\"\n",
+        "[commands.sleep]\nbuiltin = \"sleep\"\n",
+    );
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let rows = wait_finished_or(
+        &emu,
+        &["gas-old".to_string(), "next-a".to_string()],
+        WAIT,
+        || std::fs::read_to_string(&log).unwrap_or_default(),
+    )
+    .await;
+    let old = row_of(&rows, "gas-old");
+    assert!(
+        old.state.is(State::Timeout) && old.message.contains("開始日時"),
+        "the row started 20 minutes before Google's clock times out, saying why: {old:#?}"
+    );
+    assert_done(row_of(&rows, "next-a"));
+    let recent = row_of(&rows, "gas-recent");
+    assert!(
+        recent.state.is(State::Running),
+        "a row started 14 minutes ago (stale_after is 15) keeps running: {recent:#?}"
+    );
+}
