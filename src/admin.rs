@@ -516,9 +516,7 @@ pub async fn wait_finished(
             )]));
         };
         let state = config.states.parse(&cell(1, i));
-        if let Some(state) =
-            state.filter(|s| [State::Done, State::Error, State::Timeout].contains(s))
-        {
+        if let Some(state) = state.filter(|s| s.is_final()) {
             return Ok(Finished {
                 state,
                 result_url: cell(2, i),
@@ -764,18 +762,12 @@ impl JobView<'_> {
         }
     }
 
-    /// Rows per state word: the five configured ones first, then any other text found.
+    /// Rows per state word: the configured ones first, then any other text found.
     fn counts(&self, snapshot: &queue::Snapshot) -> Vec<(String, usize)> {
-        let mut counts: Vec<(String, usize)> = [
-            State::Waiting,
-            State::Running,
-            State::Done,
-            State::Error,
-            State::Timeout,
-        ]
-        .iter()
-        .map(|s| (self.states.word(*s).to_string(), 0))
-        .collect();
+        let mut counts: Vec<(String, usize)> = State::ALL
+            .iter()
+            .map(|s| (self.states.word(*s).to_string(), 0))
+            .collect();
         for r in &snapshot.rows {
             let w = self.word(r);
             match counts.iter_mut().find(|(k, _)| *k == w) {

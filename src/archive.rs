@@ -10,7 +10,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::queue::{cell_text, QueueRow, State};
+use crate::queue::{cell_text, QueueRow};
 use crate::sheets::{Cell, GridRange, Request};
 
 /// Title of the hidden archive sheet.
@@ -31,13 +31,10 @@ pub struct Run {
     pub job_ids: Vec<String>,
 }
 
-/// Whether a row may leave the queue: finished (完了, エラー, タイムアウト) with a 終了日時
-/// older than `retention` before `now`. A row without a readable 終了日時 stays.
+/// Whether a row may leave the queue: finished (完了, エラー, タイムアウト, キャンセル) with a
+/// 終了日時 older than `retention` before `now`. A row without a readable 終了日時 stays.
 pub fn is_past_retention(row: &QueueRow, now: DateTime<Utc>, retention: chrono::Duration) -> bool {
-    let finished = [State::Done, State::Error, State::Timeout]
-        .iter()
-        .any(|s| row.state.is(*s));
-    finished
+    row.state.is_final()
         && !row.job_id.trim().is_empty()
         && row.finished_at.is_some_and(|t| t < now - retention)
 }
@@ -296,7 +293,7 @@ pub fn misplaced<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::RowState;
+    use crate::queue::{RowState, State};
 
     fn row(n: u32, state: State, days_ago: Option<i64>) -> QueueRow {
         let now = at();
@@ -326,6 +323,8 @@ mod tests {
             row(6, State::Waiting, None),
             row(7, State::Running, Some(90)),
             row(8, State::Done, None),
+            row(9, State::Cancelled, Some(45)),
+            row(10, State::Cancelled, Some(1)),
         ];
         let leaving: Vec<bool> = rows
             .iter()
@@ -333,8 +332,8 @@ mod tests {
             .collect();
         assert_eq!(
             leaving,
-            [true, true, true, false, false, false, false],
-            "old 完了/エラー/タイムアウト leave; young, unfinished or undated rows stay"
+            [true, true, true, false, false, false, false, true, false],
+            "old 完了/エラー/タイムアウト/キャンセル leave; young, unfinished or undated rows stay"
         );
     }
 

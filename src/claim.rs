@@ -155,11 +155,10 @@ pub fn started_ago(row: &QueueRow, watched: &Watched) -> Option<Duration> {
     Some(watched.google_now? - started)
 }
 
-/// Whether a row's state is final (完了, エラー, タイムアウト): only then is its job settled.
+/// Whether a row's state is final (完了, エラー, タイムアウト, キャンセル): only then is its
+/// job settled.
 pub fn is_final(row: &QueueRow) -> bool {
-    [State::Done, State::Error, State::Timeout]
-        .iter()
-        .any(|s| row.state.is(*s))
+    row.state.is_final()
 }
 
 /// Indices of the waiting rows in queue order: 受付日時 ascending, ties (and rows with no
@@ -625,6 +624,35 @@ mod tests {
                 "a timed-out job may still run somewhere: its target stays busy in this pass ({watched})"
             );
         }
+    }
+
+    #[test]
+    fn a_cancelled_row_is_final_never_claimed_and_no_press_is_its_duplicate() {
+        let s = snap(vec![
+            row(2, State::Cancelled, "A", "x@example.com"),
+            row(3, State::Waiting, "B", "y@example.com"),
+        ]);
+        let p = plan_pass(
+            &s,
+            &ClaimPolicy::default(),
+            &Watched::default(),
+            &[],
+            5,
+            |_, _| true,
+        );
+        assert_eq!(
+            p.claims,
+            vec![(1, Pick::Normal)],
+            "only the 待機 row is claimed"
+        );
+        assert!(is_final(&s.rows[0]), "キャンセル is final");
+        assert!(
+            duplicate_of(&s, "A", "集計").is_none(),
+            "a press of a cancelled job's function queues a new row"
+        );
+        let words = crate::queue::StateWords::default();
+        assert_eq!(words.parse("キャンセル"), Some(State::Cancelled));
+        assert!(State::ALL.iter().filter(|s| s.is_final()).count() == 4);
     }
 
     /// job-2 running since `started` (開始日時) under worker `worker`, watched for `watched`

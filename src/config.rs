@@ -842,13 +842,7 @@ fn check_queue(problems: &mut Vec<String>, headers: &HeaderNames, states: &State
             ));
         }
     }
-    let words = [
-        &states.waiting,
-        &states.running,
-        &states.done,
-        &states.error,
-        &states.timeout,
-    ];
+    let words = crate::queue::State::ALL.map(|s| states.word(s));
     for (i, w) in words.iter().enumerate() {
         if w.trim().is_empty() || words[..i].contains(w) {
             problems.push(format!(
@@ -1373,5 +1367,24 @@ running = "running"
         );
         assert_eq!(c.states.waiting, "queued");
         assert_eq!(c.states.done, "完了");
+        assert_eq!(c.states.cancelled, "キャンセル");
+    }
+
+    #[test]
+    fn a_cancelled_word_that_another_state_uses_is_refused() {
+        let err = parse(
+            r#"
+spreadsheet_id = "x"
+[queue.states]
+cancelled = "完了"
+"#,
+        )
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("[queue.states] \"完了\" must be non-empty and different"),
+            "{err}"
+        );
     }
 }

@@ -148,6 +148,29 @@ pub enum State {
     Done,
     Error,
     Timeout,
+    /// Stopped on request before it ended (or before it began).
+    Cancelled,
+}
+
+impl State {
+    /// Every state, in lifecycle order.
+    pub const ALL: [State; 6] = [
+        State::Waiting,
+        State::Running,
+        State::Done,
+        State::Error,
+        State::Timeout,
+        State::Cancelled,
+    ];
+
+    /// Whether a row in this state is settled for good (完了, エラー, タイムアウト,
+    /// キャンセル): never claimed, archived once past the retention, not a duplicate.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            State::Done | State::Error | State::Timeout | State::Cancelled
+        )
+    }
 }
 
 /// The words the sheet uses for each [`State`]; configurable, Japanese by default.
@@ -159,6 +182,7 @@ pub struct StateWords {
     pub done: String,
     pub error: String,
     pub timeout: String,
+    pub cancelled: String,
 }
 
 impl Default for StateWords {
@@ -169,6 +193,7 @@ impl Default for StateWords {
             done: "完了".into(),
             error: "エラー".into(),
             timeout: "タイムアウト".into(),
+            cancelled: "キャンセル".into(),
         }
     }
 }
@@ -181,6 +206,7 @@ impl StateWords {
             State::Done => &self.done,
             State::Error => &self.error,
             State::Timeout => &self.timeout,
+            State::Cancelled => &self.cancelled,
         }
     }
 
@@ -188,15 +214,7 @@ impl StateWords {
     /// the whole cell, so `"待機 "` (with a space) is not 待機 but unknown text, reported and
     /// left alone rather than claimed again every pass.
     pub fn parse(&self, text: &str) -> Option<State> {
-        [
-            State::Waiting,
-            State::Running,
-            State::Done,
-            State::Error,
-            State::Timeout,
-        ]
-        .into_iter()
-        .find(|s| self.word(*s) == text)
+        State::ALL.into_iter().find(|s| self.word(*s) == text)
     }
 }
 
@@ -389,6 +407,11 @@ pub enum RowState {
 impl RowState {
     pub fn is(&self, state: State) -> bool {
         *self == RowState::Known(state)
+    }
+
+    /// Whether the row is settled for good ([`State::is_final`]).
+    pub fn is_final(&self) -> bool {
+        matches!(self, RowState::Known(s) if s.is_final())
     }
 }
 

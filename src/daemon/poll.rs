@@ -214,11 +214,7 @@ impl Daemon {
         let text = row.first().map(queue::cell_text).unwrap_or_default();
         let text = text.trim();
         let states = &self.config.states;
-        (!text.is_empty()).then(|| {
-            [State::Done, State::Error, State::Timeout]
-                .iter()
-                .any(|s| states.word(*s) == text)
-        })
+        (!text.is_empty()).then(|| states.parse(text).is_some_and(State::is_final))
     }
 
     /// What a read asks for: the queue header, the unfinished window of the queue (or all of
@@ -520,9 +516,7 @@ impl Daemon {
         let first_open = snapshot
             .rows
             .iter()
-            .filter(|r| {
-                !(r.state.is(State::Done) || r.state.is(State::Error) || r.state.is(State::Timeout))
-            })
+            .filter(|r| !r.state.is_final())
             .map(|r| r.row)
             .min();
         self.served.window_start = first_open.unwrap_or(last_row.saturating_sub(1)).max(2);

@@ -18,6 +18,8 @@ use crate::sheets::{Cell, ValueRange};
 
 /// Status of a timed-out job.
 pub const TIMEOUT_TEXT: &str = "⏱ タイムアウト";
+/// Status of a job stopped on request.
+pub const CANCELLED_TEXT: &str = "⏹ キャンセル";
 /// Longest error message shown in the status cell, in characters; the full text is in 結果
 /// and in the queue row.
 pub const ERROR_TEXT_MAX_CHARS: usize = 40;
@@ -82,6 +84,7 @@ impl PanelOutcome {
             State::Done => done_text(self.finished_at, tz),
             State::Error => error_text(&self.message),
             State::Timeout => TIMEOUT_TEXT.to_string(),
+            State::Cancelled => CANCELLED_TEXT.to_string(),
             State::Running => running_text(Some(self.finished_at), tz),
             State::Waiting => claim::waiting_text(0),
         }
@@ -349,6 +352,18 @@ mod tests {
             &PanelLayout::default(),
         );
         assert_eq!(vr.values[0][0], json!("⏱ タイムアウト"));
+        let cancelled = PanelOutcome {
+            state: State::Cancelled,
+            ..timeout
+        };
+        let vr = result_cells(
+            &panel_ref(5, "P", "A"),
+            8,
+            &cancelled,
+            tz(),
+            &PanelLayout::default(),
+        );
+        assert_eq!(vr.values[0][0], json!("⏹ キャンセル"));
     }
 
     #[test]

@@ -1799,3 +1799,47 @@ async fn a_row_an_apps_script_worker_started_twenty_minutes_ago_times_out_and_it
         "a row started 14 minutes ago (stale_after is 15) keeps running: {recent:#?}"
     );
 }
+
+/// キャンセル is a final state word: a row a person set to it is never claimed, stays as it
+/// is, and the next job of its target runs.
+#[tokio::test]
+async fn a_row_set_to_cancelled_is_final_and_never_runs() {
+    let emu = start_with_quota(FAST).await;
+    let row = |job: &str, state: &str| {
+        json!([
+            job,
+            sheetq::sheet_time::instant_to_serial(Utc::now(), TZ),
+            "",
+            "サーバーA",
+            "",
+            "サーバーA",
+            "動作確認",
+            "sleep",
+            r#"{"seconds":0.1}"#,
+            "",
+            state,
+            "",
+            "",
+            "",
+            "",
+            ""
+        ])
+    };
+    emu.set_values(
+        "'_ジョブキュー'!A2:P3",
+        json!([row("stopped", "キャンセル"), row("next", "待機")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let rows = wait_finished(&emu, &["next".to_string()], WAIT).await;
+    assert_done(row_of(&rows, "next"));
+    let stopped = row_of(&rows, "stopped");
+    assert!(
+        stopped.state.is(State::Cancelled)
+            && stopped.started_at.is_none()
+            && stopped.worker.is_empty(),
+        "the キャンセル row was never claimed: {stopped:#?}"
+    );
+    fleet.stop(&emu).await;
+}
