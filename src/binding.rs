@@ -99,11 +99,15 @@ pub fn plan_write(
     // lists it (docs/design.md §2, rule 3), so the row is still ours to finish.
     let in_state = |r: &QueueRow| match state {
         None => true,
-        Some(State::Running) if r.worker == tag => {
-            [State::Running, State::Done, State::Waiting, State::Timeout]
-                .iter()
-                .any(|s| r.state.is(*s))
-        }
+        Some(State::Running) if r.worker == tag => [
+            State::Running,
+            State::Done,
+            State::Waiting,
+            State::Timeout,
+            State::Cancelled,
+        ]
+        .iter()
+        .any(|s| r.state.is(*s)),
         Some(State::Running) => [State::Running, State::Done, State::Waiting]
             .iter()
             .any(|s| r.state.is(*s)),

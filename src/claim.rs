@@ -264,13 +264,13 @@ impl Busy {
         // are (a person may have sorted them out of this read), unless this read shows the
         // job settled: its row in a final state (a 待機 row may be a put-back that values
         // moved under). A held job (timed out, maybe still running somewhere) keeps its
-        // target busy whatever its row shows.
+        // target busy whatever its row shows, and so does a job whose row a person set to
+        // キャンセル by hand: its daemon still runs it until it says otherwise.
         for job in elsewhere.iter().filter(|j| !j.done) {
             let settled = !job.held
-                && snapshot
-                    .rows
-                    .iter()
-                    .any(|r| r.job_id == job.job_id && is_final(r));
+                && snapshot.rows.iter().any(|r| {
+                    r.job_id == job.job_id && is_final(r) && !r.state.is(State::Cancelled)
+                });
             if !settled {
                 busy.targets.insert(job.target.trim().to_string());
                 if !job.requester.trim().is_empty() {
@@ -898,6 +898,28 @@ mod tests {
             p.claims,
             vec![(1, Pick::Normal)],
             "finished elsewhere: A is free"
+        );
+
+        // A person wrote キャンセル over the row while the other daemon still lists the job
+        // running: nothing stopped it, so A stays busy until that daemon says otherwise.
+        let mut cancelled = row(2, State::Cancelled, "A", "y@example.com");
+        cancelled.job_id = "job-2".into();
+        let s = snap(vec![
+            cancelled,
+            row(5, State::Waiting, "A", "x@example.com"),
+        ]);
+        let p = plan_pass(
+            &s,
+            &ClaimPolicy::default(),
+            &Watched::default(),
+            &elsewhere,
+            1,
+            |_, _| true,
+        );
+        assert!(
+            p.claims.is_empty(),
+            "a job listed as running under a hand-written キャンセル keeps A busy: {:?}",
+            p.claims
         );
     }
 

@@ -1243,12 +1243,11 @@ impl Daemon {
             .registry
             .get(&row.command)
             .map_or(self.config.stale_after, |def| def.timeout + def.kill_grace);
-        // A worker without a heartbeat (an Apps Script worker, a daemon long gone) started
-        // the job at its 開始日時 by Google's clock: the time it has had counts.
-        let heartbeat = row
-            .worker_tag()
-            .is_some_and(|t| watched.quiet.contains_key(&t.daemon_id));
-        let had = (!heartbeat)
+        // A worker that is no sheetq daemon (an Apps Script minute trigger's) wrote its
+        // 開始日時 on Google's clock: the time the job has had since counts. A sheetq claim
+        // wrote it on its own machine's clock, which decides nothing here.
+        let not_sheetq = row.worker_tag().is_none();
+        let had = not_sheetq
             .then(|| crate::claim::started_ago(row, watched))
             .flatten()
             .and_then(|ago| ago.to_std().ok())

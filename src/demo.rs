@@ -440,12 +440,13 @@ async fn wait_done(
         let (rows, tz) = read_queue(sheets, config).await?;
         let count = |s: State| rows.iter().filter(|r| r.state.is(s)).count();
         let line = format!(
-            "waiting {} · running {} · done {} · error {} · timeout {}",
+            "waiting {} · running {} · done {} · error {} · timeout {} · cancelled {}",
             count(State::Waiting),
             count(State::Running),
             count(State::Done),
             count(State::Error),
-            count(State::Timeout)
+            count(State::Timeout),
+            count(State::Cancelled)
         );
         if line != last {
             writeln!(out, "  {line}")?;

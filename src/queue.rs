@@ -632,13 +632,9 @@ fn parse_row(
                 row,
                 never_runs: false,
                 what: format!(
-                    "{} \"{state_text}\" is not one of {}, {}, {}, {}, {}; the row is left alone",
+                    "{} \"{state_text}\" is not one of {}; the row is left alone",
                     columns.names.state,
-                    states.waiting,
-                    states.running,
-                    states.done,
-                    states.error,
-                    states.timeout
+                    State::ALL.map(|s| states.word(s)).join(", ")
                 ),
             });
             RowState::Unknown(state_text)

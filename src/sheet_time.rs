@@ -201,8 +201,6 @@ fn wall_in_range(wall: NaiveDateTime) -> bool {
     (0..SERIAL_END_DAYS * MS_PER_DAY).contains(&ms)
 }
 
-/// The instant a wall-clock reading in `tz` stands for; see the module docs for the repeated
-/// and skipped hours. `None` only past the ends of chrono's range.
 /// The latest instant whose wall-clock time in `tz` is the one `t` shows: `t` itself, or,
 /// when `t` falls in an hour that `tz` repeats (clocks go back), its second pass. A cell
 /// read as the first pass ([`serial_to_instant`]) may mean either; a rule that must not act
@@ -215,6 +213,8 @@ pub fn latest_reading(t: DateTime<Utc>, tz: Tz) -> DateTime<Utc> {
     }
 }
 
+/// The instant a wall-clock reading in `tz` stands for; see the module docs for the repeated
+/// and skipped hours. `None` only past the ends of chrono's range.
 fn resolve_wall_clock(wall: NaiveDateTime, tz: Tz) -> Option<DateTime<Utc>> {
     match tz.from_local_datetime(&wall) {
         LocalResult::Single(t) => Some(t.with_timezone(&Utc)),

@@ -402,17 +402,20 @@ impl Budget {
         let Some(inner) = &self.inner else {
             return Duration::ZERO;
         };
+        inner.stand_aside(lane).await;
+        // Standing aside is not waiting for the budget: the wait counts from here.
         let start = inner.clock.now();
         let mut on_wait = Some(on_wait);
-        inner.stand_aside(lane).await;
-        let _waiting = Waiting::new(inner);
-        let _routine = if lane.get() == Priority::Urgent {
-            None
-        } else {
+        let _waiting = (lane.get() != Priority::Idle).then(|| Waiting::new(inner));
+        let _routine = loop {
             let raised = lane.raised.notified();
+            if lane.get() == Priority::Urgent {
+                break None;
+            }
             tokio::select! {
-                routine = inner.routine.lock() => Some(routine),
-                () = raised => None,
+                routine = inner.routine.lock() => break Some(routine),
+                // Raised: urgent now skips the routine queue; anything less queues on.
+                () = raised => {}
             }
         };
         let _turn = inner.turn.lock().await;

@@ -284,13 +284,18 @@ impl GoogleSheets {
                     }
                     tracing::debug!(method = name, attempt, "sending");
                     let sent = chrono::Utc::now();
+                    let sent_mono = std::time::Instant::now();
                     let outcome = tokio::time::timeout(self.call_timeout, send).await;
                     let mut failure = match outcome {
                         Ok(Ok((response, value))) => {
                             self.stats.record_request(method, Outcome::Ok);
                             if let Some(date) = server_date(&response) {
-                                self.stats
-                                    .record_server_date(date, sent, chrono::Utc::now());
+                                self.stats.record_server_date(
+                                    date,
+                                    sent,
+                                    chrono::Utc::now(),
+                                    sent_mono.elapsed(),
+                                );
                             }
                             return Ok(value);
                         }

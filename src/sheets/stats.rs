@@ -227,23 +227,25 @@ impl SheetsStats {
     }
 
     /// A reply's `Date` header (`date`, to the second) for a request sent at `sent` and
-    /// answered at `received` (our clock): Google's clock is taken to have read `date` plus
-    /// half a second at the midpoint.
+    /// answered at `received` (our wall clock, for the skew `check` reports), `trip` after
+    /// it was sent (our monotonic clock, for [`Self::google_now`]): Google's clock is taken
+    /// to have read `date` plus half a second at the midpoint.
     pub fn record_server_date(
         &self,
         date: chrono::DateTime<chrono::Utc>,
         sent: chrono::DateTime<chrono::Utc>,
         received: chrono::DateTime<chrono::Utc>,
+        trip: std::time::Duration,
     ) {
         let mid = sent + (received - sent) / 2;
         let skew = date + chrono::TimeDelta::milliseconds(500) - mid;
         self.clock_skew_ms
             .store(skew.num_milliseconds(), Ordering::Relaxed);
         // The `Date` (whole seconds) was stamped about midway through the call: half a
-        // round trip before now, half a second after the second it names.
-        let half_trip = (received - sent).to_std().unwrap_or_default() / 2;
+        // round trip (`trip`, on the monotonic clock) before now, half a second after the
+        // second it names.
         let at = Instant::now()
-            .checked_sub(half_trip)
+            .checked_sub(trip / 2)
             .unwrap_or_else(Instant::now);
         let reading = date + chrono::TimeDelta::milliseconds(500);
         if let Ok(mut clock) = self.google_clock.lock() {
@@ -352,6 +354,28 @@ impl StatsSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn googles_clock_is_the_last_date_moved_on_by_the_monotonic_clock_not_the_wall_clock() {
+        let stats = SheetsStats::new();
+        assert_eq!(stats.google_now(), None, "no reply yet, no reading");
+        let date = chrono::DateTime::from_timestamp(2_000_000_000, 0)
+            .unwrap_or_else(|| panic!("a valid instant"));
+        // Our wall clock says the call took a day (it was set back meanwhile); the
+        // monotonic clock says 200 ms: only the latter counts.
+        let sent = chrono::Utc::now();
+        let received = sent - chrono::TimeDelta::days(1);
+        stats.record_server_date(date, sent, received, Duration::from_millis(200));
+        let now = stats
+            .google_now()
+            .unwrap_or_else(|| panic!("a reading after a reply"));
+        let ahead = now - date;
+        assert!(
+            ahead >= chrono::TimeDelta::milliseconds(600)
+                && ahead < chrono::TimeDelta::milliseconds(5_600),
+            "Google's clock reads the Date + 0.5 s + half the 200 ms trip + the time since, not {ahead}"
+        );
+    }
 
     #[test]
     fn snapshot_lists_only_what_happened() {
