@@ -33,7 +33,6 @@ use crate::outbox::{Continuation, Finish, FinishedJob, Outbox, OutboxError};
 use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QueueRow, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
-use crate::sheets::budget::Priority;
 use crate::sheets::{
     BatchUpdate, Cell, ErrorKind, GridRange, Request, Sheets, SheetsError, SpreadsheetMeta,
     ValueRange,
@@ -554,13 +553,6 @@ struct Served {
     busy_at: tokio::time::Instant,
     /// The row problems already reported ([`Daemon::report_row_problems`]).
     reported: HashSet<String>,
-    /// Whether a job finished since the last pass began: its result is written, and its
-    /// target claimed again, by a pass that comes at once and goes ahead of other
-    /// spreadsheets' routine polls.
-    finished_since_pass: bool,
-    /// Whether the last pass left nothing it could do: the next poll only looks for news,
-    /// and stands aside for the account's other spreadsheets ([`Priority::Idle`]).
-    nothing_left: bool,
 }
 
 /// What one spreadsheet's daemon shares with the others its process serves: the job slots,
@@ -637,10 +629,6 @@ fn poll_period(
     let n = sharing.max(1);
     (pace * n).min((poll_interval * n).max(heartbeat_interval))
 }
-
-/// How long a pass waits after a job ends, so that the results of jobs ending together go in
-/// one write.
-const RESULTS_GATHER: StdDuration = StdDuration::from_millis(200);
 
 /// How many of the results that landed in the last minute a heartbeat lists as done.
 const LANDED_LISTED: usize = 100;
@@ -729,8 +717,6 @@ impl Daemon {
                 budget_bound: false,
                 busy_at: tokio::time::Instant::now(),
                 reported: HashSet::new(),
-                finished_since_pass: false,
-                nothing_left: false,
             },
         };
         daemon.take_in_sheets(meta.sheets);
@@ -780,7 +766,6 @@ impl Daemon {
                 _ = tokio::time::sleep_until(next) => { first = false; }
                 Some(joined) = self.jobs.join_next(), if !self.jobs.is_empty() => {
                     self.finished(joined)?;
-                    self.served.finished_since_pass = true;
                     continue;
                 }
             }
@@ -942,36 +927,12 @@ impl Daemon {
         while let Some(joined) = self.jobs.try_join_next() {
             self.finished(joined)?;
         }
-        // A pass that writes results (and claims the jobs their targets were waiting to
-        // run) goes ahead of the routine polls of the account's other spreadsheets.
-        // A pass that only looks for news (the last one left nothing it could do) stands
-        // aside for those that have something to do.
-        self.served.finished_since_pass = false;
-        self.sheets.set_priority(if !self.outbox.is_empty() {
-            Priority::Urgent
-        } else if self.served.nothing_left {
-            Priority::Idle
-        } else {
-            Priority::Routine
-        });
         self.served.polls += 1;
         if std::mem::take(&mut self.served.relayout) {
             self.discover_panels().await?;
             self.find_window().await?;
         }
-        let mut poll = self.poll(false).await?;
-        // Jobs that ended while the read waited for its turn: their results go in this
-        // pass's write, not a pass later.
-        while let Some(joined) = self.jobs.try_join_next() {
-            self.finished(joined)?;
-        }
-        // The read looked for news; what the pass does with them (results, claims, ticks
-        // taken in) is no longer idle.
-        self.sheets.set_priority(if self.outbox.is_empty() {
-            Priority::Routine
-        } else {
-            Priority::Urgent
-        });
+        let poll = self.poll(false).await?;
         self.report_row_problems(&poll);
         // Someone else now writes the heartbeat row of our worker_id: two processes share
         // it, and neither may touch the other's jobs. Stop claiming (jobs drain first).
@@ -998,11 +959,6 @@ impl Daemon {
         } else {
             (Vec::new(), display)
         };
-        let writing: Vec<(String, queue::State)> = self
-            .outbox
-            .pending()
-            .map(|j| (j.job_id.clone(), writeback::finish_state(j.finish)))
-            .collect();
         // A write-back that fails must not stop claiming: its results wait in the outbox.
         let wrote_heartbeat = match self.flush(&poll, display).await {
             Ok(wrote) => wrote,
@@ -1016,17 +972,6 @@ impl Daemon {
             }
             Err(e) => return Err(e),
         };
-        // The rows whose results just landed are final now: the targets they held are free
-        // for the jobs waiting on them, claimed in this pass (on the lease's own fresh read)
-        // instead of a poll later.
-        for (job_id, state) in writing {
-            if self.outbox.contains(&job_id) {
-                continue;
-            }
-            for row in poll.snapshot.rows.iter_mut().filter(|r| r.job_id == job_id) {
-                row.state = queue::RowState::Known(state);
-            }
-        }
         let elsewhere = self.running_elsewhere(&poll);
         let plan = self.plan_claims(&poll, &elsewhere);
         let mut wrote_heartbeat = wrote_heartbeat;
@@ -1071,14 +1016,6 @@ impl Daemon {
         if waiting > 0 || self.has_ticks(&poll) || self.has_work() {
             self.served.busy_at = tokio::time::Instant::now();
         }
-        // What this pass could do it did: claims (as slots allowed), results, follow-ups.
-        // What is left waits for news (a tick, another daemon's result) or for a job of
-        // ours to end, which brings a pass of its own.
-        self.served.nothing_left = self.outbox.is_empty()
-            && self.unsettled.is_empty()
-            && self.served.pending_through.is_empty()
-            && self.served.unsure.is_empty()
-            && self.served.lease_kept_until.is_none();
         let bound = if self.served.budget_bound {
             "slowed by the account's request budget; "
         } else {
@@ -1169,10 +1106,6 @@ impl Daemon {
         if first {
             return (now, self.config.poll_interval);
         }
-        let soon = self
-            .served
-            .finished_since_pass
-            .then(|| now + RESULTS_GATHER);
         // Work of our own (a job running, a result to write) keeps the pace, also while
         // passes fail: a result must not wait out idle_poll_interval once the API is back.
         let quiet_for = if self.has_work() {
@@ -1197,10 +1130,7 @@ impl Daemon {
         let phase = (period_ms / n).saturating_mul(u64::from(self.served.rank) % n);
         let wall = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
         let into = (wall + period_ms - phase % period_ms) % period_ms;
-        let tick = now + StdDuration::from_millis(period_ms - into);
-        // A job just ended: its result is written and its target freed at once, after a
-        // moment in which jobs ending together join the same write.
-        (soon.map_or(tick, |soon| soon.min(tick)), period)
+        (now + StdDuration::from_millis(period_ms - into), period)
     }
 
     /// Whether this daemon has work of its own on the spreadsheet: jobs running or waiting
@@ -1440,18 +1370,12 @@ impl Daemon {
         self.running.insert(row.job_id.clone(), claimed.clone());
         let running = self.observers.metrics.job_started();
         let job_id = row.job_id.clone();
-        let lane = self.sheets.lane();
         let handle = self.jobs.spawn(
             async move {
                 let outcome = match prepared {
                     Ok(job) => runner.run(job, cancel).await,
                     Err(rejected) => rejected.into_outcome(),
                 };
-                // A poll of this spreadsheet that waits for the budget now also writes
-                // this result and claims the next job: it goes ahead.
-                if let Some(lane) = lane {
-                    lane.set(Priority::Urgent);
-                }
                 (claimed, outcome, running)
             }
             .instrument(span),

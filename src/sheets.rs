@@ -624,17 +624,6 @@ pub trait Sheets: Send + Sync {
     /// `writes` per minute. No effect where there is no budget.
     fn set_budget_share(&self, _reads: u32, _writes: u32) {}
 
-    /// Whether this client's calls go ahead of routine calls of other clients sharing its
-    /// budget ([`budget::Priority`]): the daemon says so for a pass that has results to
-    /// write. No effect where there is no budget.
-    fn set_priority(&self, _priority: budget::Priority) {}
-
-    /// The lane this client's calls take, for raising it from elsewhere (a job that ends
-    /// while its daemon's poll waits); `None` where there is no budget.
-    fn lane(&self) -> Option<std::sync::Arc<budget::Lane>> {
-        None
-    }
-
     /// How long calls have waited for the client-side budget so far, in all (of every client
     /// that shares it); zero where there is none.
     fn budget_waited(&self) -> std::time::Duration {

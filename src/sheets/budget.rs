@@ -24,101 +24,6 @@ use super::ledger::{self, Ledger};
 /// Requests per minute when the config does not say (Google's quota is 60).
 pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 50;
 
-/// Which calls go first when a budget's callers queue for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Priority {
-    /// Behind every routine and urgent call that waits, for up to [`IDLE_YIELDS_AT_MOST`]:
-    /// the poll of a spreadsheet whose last pass found nothing it could do (no tick, no
-    /// claimable row, no result), which would only look for news.
-    Idle,
-    /// In arrival order, behind the urgent calls.
-    #[default]
-    Routine,
-    /// Ahead of routine calls: the calls of a pass that has results to write, whose finished
-    /// jobs also freed their targets for the next job. Each finished job makes one such
-    /// pass, so routine calls are held back, never starved.
-    Urgent,
-}
-
-/// The lane a client's calls take, which its owner may raise while a call waits (a job of
-/// the spreadsheet ended: the poll under way goes ahead, to write its result).
-#[derive(Debug)]
-pub struct Lane {
-    priority: std::sync::atomic::AtomicU8,
-    raised: tokio::sync::Notify,
-}
-
-impl Default for Lane {
-    fn default() -> Self {
-        Self::new(Priority::Routine)
-    }
-}
-
-impl Lane {
-    pub fn new(priority: Priority) -> Self {
-        Self {
-            priority: std::sync::atomic::AtomicU8::new(Self::code(priority)),
-            raised: tokio::sync::Notify::new(),
-        }
-    }
-
-    fn code(priority: Priority) -> u8 {
-        match priority {
-            Priority::Idle => 0,
-            Priority::Routine => 1,
-            Priority::Urgent => 2,
-        }
-    }
-
-    pub fn get(&self) -> Priority {
-        match self.priority.load(std::sync::atomic::Ordering::SeqCst) {
-            0 => Priority::Idle,
-            2 => Priority::Urgent,
-            _ => Priority::Routine,
-        }
-    }
-
-    /// Puts the lane's calls, waiting ones included, in `priority`.
-    pub fn set(&self, priority: Priority) {
-        let code = Self::code(priority);
-        let was = self
-            .priority
-            .swap(code, std::sync::atomic::Ordering::SeqCst);
-        if code > was {
-            self.raised.notify_waiters();
-        }
-    }
-}
-
-/// How long an idle call stands aside for routine and urgent ones at most; then it queues
-/// with them.
-pub const IDLE_YIELDS_AT_MOST: Duration = Duration::from_secs(10);
-
-/// Counts a routine or urgent caller as waiting until it has its turn.
-struct Waiting<'a>(&'a Inner);
-
-impl<'a> Waiting<'a> {
-    fn new(inner: &'a Inner) -> Self {
-        inner
-            .waiting
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Self(inner)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        if self
-            .0
-            .waiting
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
-            == 1
-        {
-            self.0.none_waiting.notify_waiters();
-        }
-    }
-}
-
 /// A clock reading tokio's time as the duration since the limiter was made, so that a paused
 /// tokio clock also pauses the budget.
 #[derive(Debug, Clone)]
@@ -182,14 +87,6 @@ struct Inner {
     /// Callers wait their turn in the order they came (tokio's mutex is fair): the spreadsheets
     /// of one account take turns, so none starts or polls late behind the others' polls.
     turn: tokio::sync::Mutex<()>,
-    /// Routine callers queue here before `turn`, so at most one of them waits in `turn` at a
-    /// time and an urgent call ([`Priority::Urgent`]) goes out after at most that one.
-    routine: tokio::sync::Mutex<()>,
-    /// Routine and urgent callers that wait for their turn; idle callers stand aside while
-    /// there are any.
-    waiting: std::sync::atomic::AtomicUsize,
-    /// Woken when `waiting` drops to zero.
-    none_waiting: tokio::sync::Notify,
     clock: TokioClock,
     per: Duration,
     /// Time calls have waited for this budget, in all (nanoseconds).
@@ -197,26 +94,6 @@ struct Inner {
 }
 
 impl Inner {
-    /// While `lane` is idle, waits as long as routine or urgent callers wait, for
-    /// [`IDLE_YIELDS_AT_MOST`] at most.
-    async fn stand_aside(&self, lane: &Lane) {
-        let until = tokio::time::Instant::now() + IDLE_YIELDS_AT_MOST;
-        loop {
-            let cleared = self.none_waiting.notified();
-            let raised = lane.raised.notified();
-            if lane.get() != Priority::Idle
-                || self.waiting.load(std::sync::atomic::Ordering::SeqCst) == 0
-            {
-                return;
-            }
-            tokio::select! {
-                () = cleared => {}
-                () = raised => {}
-                () = tokio::time::sleep_until(until) => return,
-            }
-        }
-    }
-
     /// Puts a new bucket for `requests` per window in force, its burst already spent (the
     /// old one may just have let a burst through).
     fn apply(&self, rate: &mut Rate, requests: u32) {
@@ -318,9 +195,6 @@ impl Budget {
                 clock,
                 guard: std::sync::OnceLock::new(),
                 turn: tokio::sync::Mutex::new(()),
-                routine: tokio::sync::Mutex::new(()),
-                waiting: std::sync::atomic::AtomicUsize::new(0),
-                none_waiting: tokio::sync::Notify::new(),
                 waited: std::sync::atomic::AtomicU64::new(0),
                 per,
             })),
@@ -389,35 +263,19 @@ impl Budget {
     /// Waits until one more request fits the budget and takes it. Returns how long it
     /// waited (zero when the budget had room).
     pub async fn acquire(&self) -> Duration {
-        self.acquire_with(&Lane::default(), |_| {}).await
+        self.acquire_with(|_| {}).await
     }
 
-    /// [`Budget::acquire`] in `lane`, calling `on_wait` with the expected wait once, before
-    /// waiting, if the budget is spent: so the caller can log and count throttling as it
-    /// starts, with the method it was about to call. An urgent call waits behind the other
-    /// urgent ones and at most one routine call; a lane raised while its call waits moves
-    /// the call forward.
-    pub async fn acquire_with(&self, lane: &Lane, on_wait: impl FnOnce(Duration)) -> Duration {
+    /// [`Budget::acquire`], calling `on_wait` with the expected wait once, before waiting,
+    /// if the budget is spent: so the caller can log and count throttling as it starts,
+    /// with the method it was about to call.
+    pub async fn acquire_with(&self, on_wait: impl FnOnce(Duration)) -> Duration {
         self.recover();
         let Some(inner) = &self.inner else {
             return Duration::ZERO;
         };
-        inner.stand_aside(lane).await;
-        // Standing aside is not waiting for the budget: the wait counts from here.
         let start = inner.clock.now();
         let mut on_wait = Some(on_wait);
-        let _waiting = (lane.get() != Priority::Idle).then(|| Waiting::new(inner));
-        let _routine = loop {
-            let raised = lane.raised.notified();
-            if lane.get() == Priority::Urgent {
-                break None;
-            }
-            tokio::select! {
-                routine = inner.routine.lock() => break Some(routine),
-                // Raised: urgent now skips the routine queue; anything less queues on.
-                () = raised => {}
-            }
-        };
         let _turn = inner.turn.lock().await;
         loop {
             match inner.limiter().check() {
@@ -631,93 +489,6 @@ mod tests {
         );
     }
 
-    /// Spends the budget's burst, then queues `lanes` one after another (each one's call
-    /// waiting before the next is made), and says in which order their calls went out.
-    async fn order_of(lanes: Vec<Arc<Lane>>, raise: Option<usize>) -> Vec<usize> {
-        let budget = Budget::with_burst(1, Duration::from_secs(1), 1);
-        budget.acquire().await;
-        let done = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut calls = Vec::new();
-        for (i, lane) in lanes.iter().enumerate() {
-            let (budget, lane, done) = (budget.clone(), lane.clone(), done.clone());
-            calls.push(tokio::spawn(async move {
-                budget.acquire_with(&lane, |_| {}).await;
-                done.lock().map(|mut d| d.push(i)).ok();
-            }));
-            // Let it queue before the next one comes.
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if let Some(i) = raise {
-            lanes[i].set(Priority::Urgent);
-        }
-        for call in calls {
-            call.await.ok();
-        }
-        let order = done.lock().map(|d| d.clone()).unwrap_or_default();
-        order
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn urgent_calls_go_before_routine_ones_and_idle_ones_last() {
-        let lane = |p| Arc::new(Lane::new(p));
-        let order = order_of(
-            vec![
-                lane(Priority::Routine),
-                lane(Priority::Idle),
-                lane(Priority::Routine),
-                lane(Priority::Routine),
-                lane(Priority::Urgent),
-            ],
-            None,
-        )
-        .await;
-        // The first call already waits for the token when the others come: the urgent call
-        // goes next, before the routine ones that came earlier; the idle call stands aside
-        // while any of them waits.
-        assert_eq!(order, vec![0, 4, 2, 3, 1], "the order calls went out in");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_call_stands_aside_only_so_long() {
-        let budget = Budget::with_burst(1, Duration::from_secs(20), 1);
-        budget.acquire().await;
-        // A routine caller waits a long time (a token every 20 s).
-        let routine = {
-            let budget = budget.clone();
-            tokio::spawn(async move { budget.acquire().await })
-        };
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        let start = tokio::time::Instant::now();
-        let idle = Lane::new(Priority::Idle);
-        budget.acquire_with(&idle, |_| {}).await;
-        let took = start.elapsed();
-        routine.await.ok();
-        assert!(
-            took >= Duration::from_secs(20) && took < Duration::from_secs(41),
-            "the idle call went out after {took:?}: after the routine one, not starved"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_lane_raised_while_its_call_waits_moves_the_call_forward() {
-        let lane = |p| Arc::new(Lane::new(p));
-        let order = order_of(
-            vec![
-                lane(Priority::Routine),
-                lane(Priority::Idle),
-                lane(Priority::Routine),
-                lane(Priority::Routine),
-            ],
-            Some(1),
-        )
-        .await;
-        assert_eq!(
-            order,
-            vec![0, 1, 2, 3],
-            "an idle poll whose spreadsheet's job ended goes right after the call that holds the turn"
-        );
-    }
-
     #[tokio::test(start_paused = true)]
     async fn burst_then_one_per_interval() {
         // 5 per second, burst 1: one call every 200 ms.
@@ -726,11 +497,7 @@ mod tests {
         let mut waited = Vec::new();
         let mut announced = 0;
         for _ in 0..6 {
-            waited.push(
-                budget
-                    .acquire_with(&Lane::default(), |_| announced += 1)
-                    .await,
-            );
+            waited.push(budget.acquire_with(|_| announced += 1).await);
         }
         assert_eq!(announced, 5, "every throttled call is announced once");
         assert_eq!(waited[0], Duration::ZERO, "first call must not wait");
@@ -800,9 +567,7 @@ mod tests {
         budget.keep_to(ledger, false, Cap::Share);
         budget.acquire().await;
         let mut told = None;
-        budget
-            .acquire_with(&Lane::default(), |wait| told = Some(wait))
-            .await;
+        budget.acquire_with(|wait| told = Some(wait)).await;
         assert!(
             told.is_some(),
             "the second read must wait: the record holds the other process's two"

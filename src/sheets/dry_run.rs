@@ -312,14 +312,6 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         self.inner.set_budget_share(reads, writes)
     }
 
-    fn set_priority(&self, priority: crate::sheets::budget::Priority) {
-        self.inner.set_priority(priority)
-    }
-
-    fn lane(&self) -> Option<std::sync::Arc<crate::sheets::budget::Lane>> {
-        self.inner.lane()
-    }
-
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {
         self.inner.metadata().await
     }

@@ -35,7 +35,7 @@ use google_sheets4::common;
 use hyper_rustls::HttpsConnectorBuilder;
 
 use super::auth::{self, Connector, Credentials, CredentialsError, TokenError, TokenSource};
-use super::budget::{Budgets, Lane, Priority};
+use super::budget::Budgets;
 use super::retry::{self, RetryPolicy, Retryable};
 use super::stats::{ApiMethod, Outcome, SheetsStats};
 use super::{
@@ -115,8 +115,6 @@ pub struct GoogleSheets {
     call_timeout: Duration,
     retry: RetryPolicy,
     budget: Budgets,
-    /// The lane of the budget calls take ([`Sheets::set_priority`]).
-    lane: Arc<Lane>,
     stats: Arc<SheetsStats>,
     tokens: TokenSource,
     /// The service account's e-mail, for "share the spreadsheet with ..." hints.
@@ -210,7 +208,6 @@ impl GoogleSheets {
             call_timeout: config.call_timeout,
             retry: config.retry,
             budget: config.budget,
-            lane: Arc::new(Lane::default()),
             stats: config.stats,
             tokens,
             client_email: key.map(|k| k.client_email),
@@ -266,7 +263,7 @@ impl GoogleSheets {
                     let waited = self
                         .budget
                         .of(method.is_write())
-                        .acquire_with(&self.lane, |wait| {
+                        .acquire_with(|wait| {
                             self.stats.record_throttled();
                             // Counted in `sheetq_throttled_waits_total`; per call it is detail.
                             tracing::debug!(
@@ -438,14 +435,6 @@ impl Sheets for GoogleSheets {
 
     fn budget_waited(&self) -> std::time::Duration {
         self.budget.waited()
-    }
-
-    fn set_priority(&self, priority: Priority) {
-        self.lane.set(priority);
-    }
-
-    fn lane(&self) -> Option<Arc<Lane>> {
-        Some(self.lane.clone())
     }
 
     fn set_budget_share(&self, reads: u32, writes: u32) {
