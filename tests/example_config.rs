@@ -62,7 +62,7 @@ fn the_example_shows_every_setting() {
     }
     let queue = table["queue"].as_table().unwrap();
     assert_eq!(queue["headers"].as_table().unwrap().len(), 16);
-    assert_eq!(queue["states"].as_table().unwrap().len(), 5);
+    assert_eq!(queue["states"].as_table().unwrap().len(), 6);
 }
 
 /// The example writes the defaults out, except where it shows a deployment's own value
