@@ -76,10 +76,11 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
     let mut taken: std::collections::HashSet<i32> =
         meta.sheets.iter().map(|s| s.sheet_id).collect();
     let mut hidden: Vec<(i32, &str)> = Vec::new();
+    let queue_cols = config.headers.header_row().len() as i32;
     for (title, cols) in [
-        (QUEUE_SHEET, 16),
+        (QUEUE_SHEET, queue_cols),
         (WORKER_SHEET, worker_cols),
-        (ARCHIVE_SHEET, 16),
+        (ARCHIVE_SHEET, queue_cols),
     ] {
         match meta.sheet(title) {
             Some(sheet) => hidden.push((sheet.sheet_id, title)),
@@ -157,10 +158,18 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
             .into_iter()
             .map(Cell::from)
             .collect();
-        writes.push(ValueRange::new(a1::range(QUEUE_SHEET, "A1:P1"), vec![row]));
+        let last = a1::column_letters(row.len().saturating_sub(1) as u32);
+        writes.push(ValueRange::new(
+            a1::range(QUEUE_SHEET, &format!("A1:{last}1")),
+            vec![row],
+        ));
         done.push(format!("wrote the header of '{QUEUE_SHEET}'"));
-    } else if let Err(e) = ColumnMap::from_header(&header, &config.headers) {
-        return Err(e.into());
+    } else {
+        let columns = ColumnMap::from_header(&header, &config.headers)?;
+        if let Some(added) = add_optional_columns(sheets, config, &meta, &header, &columns).await? {
+            writes.push(added.header);
+            done.extend(added.done);
+        }
     }
     if new_archive {
         // The archive's columns are the queue's, as they are now (finished rows move whole).
@@ -214,6 +223,73 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
         done.push("nothing to do: the spreadsheet is ready".to_string());
     }
     Ok(done)
+}
+
+/// The header cells `init` adds to an existing queue, and what it says of them.
+struct AddedColumns {
+    header: ValueRange,
+    done: Vec<String>,
+}
+
+/// The optional queue columns ([`queue::Column::OPTIONAL`]) a queue made by an older version
+/// lacks, as header cells right of its last header (the sheet widened first when its grid
+/// ends before them); `None` when it has them all. The columns people read stay where they
+/// are: nothing moves.
+async fn add_optional_columns(
+    sheets: &dyn Sheets,
+    config: &Config,
+    meta: &crate::sheets::SpreadsheetMeta,
+    header: &[Cell],
+    columns: &ColumnMap,
+) -> Result<Option<AddedColumns>, AdminError> {
+    let missing: Vec<&str> = (queue::Column::OPTIONAL.iter())
+        .filter(|c| !columns.has(**c))
+        .map(|c| config.headers.name(*c))
+        .collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let first = header
+        .iter()
+        .rposition(|c| !queue::cell_text(c).trim().is_empty())
+        .map_or(0, |i| i + 1) as u32;
+    let end = first + missing.len() as u32;
+    if let Some(queue) = meta
+        .sheet(QUEUE_SHEET)
+        .filter(|q| (q.column_count as u32) < end)
+    {
+        sheets
+            .batch_update(&BatchUpdate {
+                requests: vec![Request::SetColumnCount {
+                    sheet_id: queue.sheet_id,
+                    columns: end as i32,
+                }],
+                ..Default::default()
+            })
+            .await?;
+    }
+    let range = format!(
+        "{}1:{}1",
+        a1::column_letters(first),
+        a1::column_letters(end - 1)
+    );
+    let done = missing
+        .iter()
+        .enumerate()
+        .map(|(k, name)| {
+            format!(
+                "added the column \"{name}\" to '{QUEUE_SHEET}' (column {}); nothing else moved",
+                a1::column_letters(first + k as u32)
+            )
+        })
+        .collect();
+    Ok(Some(AddedColumns {
+        header: ValueRange::new(
+            a1::range(QUEUE_SHEET, &range),
+            vec![missing.into_iter().map(Cell::from).collect()],
+        ),
+        done,
+    }))
 }
 
 /// The pattern of the date-time columns `init` formats.

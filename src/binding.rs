@@ -195,6 +195,7 @@ mod tests {
             result_url: String::new(),
             message: String::new(),
             worker: worker.into(),
+            cancel_request: String::new(),
         }
     }
 

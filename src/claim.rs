@@ -166,6 +166,7 @@ pub fn is_final(row: &QueueRow) -> bool {
 pub fn waiting_order(snapshot: &Snapshot) -> Vec<usize> {
     let mut waiting: Vec<usize> = (0..snapshot.rows.len())
         .filter(|i| snapshot.rows[*i].state.is(State::Waiting))
+        .filter(|i| !cancel_asked(&snapshot.rows[*i]))
         .collect();
     waiting.sort_by_key(|i| {
         let r = &snapshot.rows[*i];
@@ -189,6 +190,16 @@ pub struct PassPlan {
     pub stale: Vec<Stale>,
     /// Indices into `Snapshot::rows`, in the order chosen, with how each was picked.
     pub claims: Vec<(usize, Pick)>,
+    /// Waiting rows someone asked to stop (中止要求), which end キャンセル in this pass's
+    /// commit whatever their target runs: indices into `Snapshot::rows`, in row order.
+    pub cancels: Vec<usize>,
+}
+
+/// Whether someone asked to stop `row`'s job (its 中止要求 cell asks, naming this job or
+/// none: [`crate::cancel::applies`]): never claimed, and it ends キャンセル instead of
+/// running or timing out.
+pub fn cancel_asked(row: &QueueRow) -> bool {
+    crate::cancel::applies(&row.cancel_request, &row.job_id)
 }
 
 /// Plans one claim pass (docs/design.md §2): times out stale rows, then picks up to `free_slots`
@@ -206,6 +217,12 @@ pub fn plan_pass(
 ) -> PassPlan {
     let stale = stale_rows(snapshot, policy, watched);
     let mut busy = Busy::of(snapshot, elsewhere);
+    let cancels = (0..snapshot.rows.len())
+        .filter(|i| {
+            let row = &snapshot.rows[*i];
+            row.state.is(State::Waiting) && cancel_asked(row) && busy.may_claim(row)
+        })
+        .collect();
     let order: Vec<usize> = waiting_order(snapshot)
         .into_iter()
         .filter(|i| busy.may_claim(&snapshot.rows[*i]))
@@ -234,7 +251,11 @@ pub fn plan_pass(
         busy.take(&snapshot.rows[pick.0]);
         claims.push(pick);
     }
-    PassPlan { stale, claims }
+    PassPlan {
+        stale,
+        claims,
+        cancels,
+    }
 }
 
 /// What keeps a waiting row from being claimed, as one read shows it together with what
@@ -331,6 +352,22 @@ pub fn duplicate_of<'a>(
     })
 }
 
+/// The job a ■ tick on the panel row of `function` of `target` stops: the newest `待機` or
+/// `実行中` row of that function (latest 受付日時, then the lower row); `None` when it has
+/// none, its jobs being finished.
+pub fn job_to_stop<'a>(
+    snapshot: &'a Snapshot,
+    target: &str,
+    function: &str,
+) -> Option<&'a QueueRow> {
+    snapshot
+        .rows
+        .iter()
+        .filter(|r| r.state.is(State::Waiting) || r.state.is(State::Running))
+        .filter(|r| r.target_key() == target.trim() && r.function.trim() == function.trim())
+        .max_by_key(|r| (r.received_at, r.row))
+}
+
 /// The answer to a duplicate press: `既に実行中です（依頼: <依頼者> / HH:mm）`, with the
 /// existing row's requester (or `不明` when empty) and its 受付日時 in the sheet's zone.
 pub fn duplicate_message(existing: &QueueRow, tz: Tz) -> String {
@@ -398,6 +435,7 @@ mod tests {
             } else {
                 String::new()
             },
+            cancel_request: String::new(),
         }
     }
 
@@ -434,6 +472,41 @@ mod tests {
             plan(&s, 1),
             ["job-4"],
             "target A is busy, so B's job must be claimed"
+        );
+    }
+
+    #[test]
+    fn a_waiting_row_asked_to_stop_is_never_claimed_and_is_cancelled_even_on_a_busy_target() {
+        let mut asked_idle = row(3, State::Waiting, "B", "y@example.com");
+        asked_idle.cancel_request = "y@example.com 2026/12/03 10:00:00".into();
+        let mut asked_busy = row(4, State::Waiting, "A", "z@example.com");
+        asked_busy.cancel_request = "不明".into();
+        let s = snap(vec![
+            row(2, State::Running, "A", "x@example.com"),
+            asked_idle,
+            asked_busy,
+            row(5, State::Waiting, "C", "w@example.com"),
+        ]);
+        let p = plan_pass(
+            &s,
+            &ClaimPolicy::default(),
+            &Watched::default(),
+            &[],
+            3,
+            |_, _| true,
+        );
+        let ids = |v: Vec<usize>| -> Vec<String> {
+            v.into_iter().map(|i| s.rows[i].job_id.clone()).collect()
+        };
+        assert_eq!(
+            ids(p.claims.iter().map(|(i, _)| *i).collect()),
+            ["job-5"],
+            "rows asked to stop must never run, with slots to spare"
+        );
+        assert_eq!(
+            ids(p.cancels),
+            ["job-3", "job-4"],
+            "both asked rows end キャンセル, the one on busy target A too"
         );
     }
 

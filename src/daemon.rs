@@ -463,6 +463,12 @@ struct Daemon {
     share: Share,
     /// Cancels running jobs once the shutdown grace period is over.
     job_cancel: CancellationToken,
+    /// Each running job's own token (a child of `job_cancel`): cancelled when someone asks
+    /// to stop that job.
+    job_stops: HashMap<String, CancellationToken>,
+    /// Who asked to stop which running job, from the row's 中止要求 or a ■ tick: a job that
+    /// ends stopped with a request here ends キャンセル, not エラー.
+    stop_asked: HashMap<String, crate::cancel::Request>,
     /// The status line last sent to the service manager (sent again only when it changes).
     status_sent: String,
     /// `host pid` of this process, in the heartbeat: one worker_id, one process.
@@ -679,6 +685,8 @@ impl Daemon {
             slots,
             share,
             job_cancel: CancellationToken::new(),
+            job_stops: HashMap::new(),
+            stop_asked: HashMap::new(),
             status_sent: String::new(),
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
             report: RunReport::default(),
@@ -946,6 +954,7 @@ impl Daemon {
             return Err(e.into());
         }
         self.settle_unsettled(&poll);
+        self.stop_asked_jobs(&poll.snapshot);
         self.expire_holds(&poll);
         self.share_budget(&poll);
         self.watch_budget();
@@ -985,6 +994,7 @@ impl Daemon {
             !self.served.pending_through.is_empty() || self.served.lease_kept_until.is_some();
         if !plan.claims.is_empty()
             || !plan.stale.is_empty()
+            || !plan.cancels.is_empty()
             || self.has_ticks(&poll)
             || open_commit
             || under_lease
@@ -1364,6 +1374,7 @@ impl Daemon {
         }
         let runner = self.runner.clone();
         let cancel = self.job_cancel.child_token();
+        self.job_stops.insert(row.job_id.clone(), cancel.clone());
         if self.is_heavy(row) {
             self.slots.heavy(true);
         }
@@ -1422,6 +1433,8 @@ impl Daemon {
         self.task_jobs
             .retain(|_, job_id| *job_id != claimed.row.job_id);
         self.running.remove(&claimed.row.job_id);
+        self.job_stops.remove(&claimed.row.job_id);
+        let asked = self.stop_asked.remove(&claimed.row.job_id);
         if claimed.row.command.trim() == crate::panel::catalog::PANELS_COMMAND {
             // It made or showed panels: find them now, so results of presses on them land.
             self.served.relayout = true;
@@ -1435,10 +1448,16 @@ impl Daemon {
             OutcomeStatus::Done => (Finish::Done, outcome.message.clone()),
             OutcomeStatus::Failed => (Finish::Error, outcome.message.clone()),
             OutcomeStatus::TimedOut => (Finish::Timeout, outcome.message.clone()),
-            OutcomeStatus::Cancelled => (
-                Finish::Error,
-                "エラー: sheetq の停止時に猶予時間内に終わらなかったため中断しました (stopped at shutdown after the grace period)".to_string(),
-            ),
+            OutcomeStatus::Cancelled => match &asked {
+                Some(request) => (
+                    Finish::Cancelled,
+                    request.message(Utc::now(), self.served.layout.tz, &outcome.message),
+                ),
+                None => (
+                    Finish::Error,
+                    "エラー: sheetq の停止時に猶予時間内に終わらなかったため中断しました (stopped at shutdown after the grace period)".to_string(),
+                ),
+            },
         };
         let row = &claimed.row;
         info!(job.id = ?row.job_id, target = ?row.target_key(), worker = %claimed.tag, outcome = ?outcome.status, "job finished");
@@ -1467,6 +1486,35 @@ impl Daemon {
             .metrics
             .set_outbox_depth(self.outbox.len() as u64);
         Ok(())
+    }
+
+    /// Stops the jobs running here whose rows in `snapshot`, still under our claim, carry a
+    /// request to stop (中止要求): their process groups get SIGTERM, `kill_grace`, SIGKILL,
+    /// as at a timeout, and they end キャンセル. A job asked once is not asked again.
+    fn stop_asked_jobs(&mut self, snapshot: &crate::queue::Snapshot) {
+        let tz = self.served.layout.tz;
+        for row in &snapshot.rows {
+            let Some(claimed) = self.running.get(&row.job_id) else {
+                continue;
+            };
+            if row.worker != claimed.tag.to_string() || self.stop_asked.contains_key(&row.job_id) {
+                continue;
+            }
+            if let Some(request) = crate::cancel::asked_of(row, tz, Utc::now()) {
+                self.stop(&row.job_id, request);
+            }
+        }
+    }
+
+    /// Stops job `job_id` running here on `request`.
+    fn stop(&mut self, job_id: &str, request: crate::cancel::Request) {
+        let Some(token) = self.job_stops.get(job_id) else {
+            return;
+        };
+        info!(job.id = ?job_id, by = ?request.who, "asked to stop the job; stopping its process group");
+        self.observers.metrics.cancel_asked();
+        token.cancel();
+        self.stop_asked.insert(job_id.to_string(), request);
     }
 
     fn heartbeat_due(&self) -> bool {

@@ -25,6 +25,8 @@
 //!   then `run`, then presses); `figures` and `process`, what they share.
 //! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
 //!   row, its id from the claim token, and the pure decisions of where a result may go.
+//! - [`cancel`]: stopping a job on request: the 中止要求 cell (who asked, when) and the
+//!   メッセージ a cancelled job ends with.
 //! - [`check`]: `sheetq check`: a deployment's problems with their fixes (credentials,
 //!   sharing, protection, clock, budget, state directory, programs on the jobs' `PATH`), and
 //!   the ones the daemon logs at start-up.
@@ -129,6 +131,7 @@ pub mod archive;
 #[cfg(feature = "emulator")]
 pub mod bench;
 pub mod binding;
+pub mod cancel;
 pub mod check;
 pub mod claim;
 pub mod cli;

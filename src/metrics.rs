@@ -87,6 +87,7 @@ pub struct Metrics {
     jobs_refused: [AtomicU64; Refusal::ALL.len()],
     claim_passes: AtomicU64,
     claim_conflicts: AtomicU64,
+    cancel_requests: AtomicU64,
     write_incidents: AtomicU64,
     results_unplaceable: AtomicU64,
     rebinds: AtomicU64,
@@ -117,6 +118,7 @@ impl Metrics {
             jobs_refused: Default::default(),
             claim_passes: AtomicU64::new(0),
             claim_conflicts: AtomicU64::new(0),
+            cancel_requests: AtomicU64::new(0),
             write_incidents: AtomicU64::new(0),
             results_unplaceable: AtomicU64::new(0),
             rebinds: AtomicU64::new(0),
@@ -177,6 +179,12 @@ impl Metrics {
     /// A claimed row turned out to carry another daemon's claim on re-read.
     pub fn claim_conflict(&self) {
         self.claim_conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request to stop a job was carried out here: a waiting row ended キャンセル, or a
+    /// running job's process group was told to stop.
+    pub fn cancel_asked(&self) {
+        self.cancel_requests.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A write through a row binding landed on a row holding another job (values moved
@@ -357,7 +365,7 @@ impl Metrics {
                 );
             }
         }
-        let counters: [Family<Counter>; 7] = [
+        let counters: [Family<Counter>; 8] = [
             Family {
                 name: "sheetq_claim_passes_total",
                 help: "Claim passes run under the sheet lease.",
@@ -367,6 +375,11 @@ impl Metrics {
                 name: "sheetq_claim_conflicts_total",
                 help: "Claims found taken by another daemon on re-read.",
                 value: |m| &m.claim_conflicts,
+            },
+            Family {
+                name: "sheetq_cancel_requests_total",
+                help: "Requests to stop a job carried out (a waiting row cancelled, a running job stopped).",
+                value: |m| &m.cancel_requests,
             },
             Family {
                 name: "sheetq_write_incidents_total",
@@ -1235,6 +1248,7 @@ mod tests {
         for name in [
             "sheetq_claim_passes_total",
             "sheetq_claim_conflicts_total",
+            "sheetq_cancel_requests_total",
             "sheetq_lease_waits_total",
             "sheetq_lease_acquisitions_total",
             "sheetq_api_retries_total",

@@ -24,6 +24,8 @@ pub enum Finish {
     Done,
     Error,
     Timeout,
+    /// Stopped (or never started) because someone asked to (中止要求, ■, `sheetq cancel`).
+    Cancelled,
 }
 
 /// A queue row to append when a job asked to continue.
@@ -80,6 +82,7 @@ impl FinishedJob {
             result_url: self.url.clone(),
             message: self.message.clone(),
             worker: self.worker.clone(),
+            cancel_request: String::new(),
         }
     }
 }

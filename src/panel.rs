@@ -186,6 +186,7 @@ pub(crate) mod fixtures {
             result_url: String::new(),
             message: String::new(),
             worker: String::new(),
+            cancel_request: String::new(),
         }
     }
 

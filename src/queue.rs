@@ -18,7 +18,8 @@ use crate::sheets::Cell;
 /// Title of the hidden queue sheet.
 pub const QUEUE_SHEET: &str = "_ジョブキュー";
 
-/// The sixteen columns sheetq knows, in their default order.
+/// The columns sheetq knows, in their default order: sixteen it needs ([`Column::ALL`])
+/// and [`Column::OPTIONAL`] ones a queue made by an older version may lack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Column {
     JobId,
@@ -37,9 +38,13 @@ pub enum Column {
     ResultUrl,
     Message,
     Worker,
+    /// 中止要求: who asked to stop the job and when (`<who> yyyy/MM/dd HH:mm:ss`), written by
+    /// an intake, `sheetq cancel` or a daemon passing a ■ tick on.
+    CancelRequest,
 }
 
 impl Column {
+    /// The columns a queue must have.
     pub const ALL: [Column; 16] = [
         Column::JobId,
         Column::ReceivedAt,
@@ -58,6 +63,10 @@ impl Column {
         Column::Message,
         Column::Worker,
     ];
+
+    /// Columns a queue may lack: without one, what it carries is not offered (`sheetq init`
+    /// adds them to an existing queue).
+    pub const OPTIONAL: [Column; 1] = [Column::CancelRequest];
 
     fn slot(self) -> usize {
         self as usize
@@ -84,6 +93,7 @@ pub struct HeaderNames {
     pub result_url: String,
     pub message: String,
     pub worker: String,
+    pub cancel_request: String,
 }
 
 impl Default for HeaderNames {
@@ -105,6 +115,7 @@ impl Default for HeaderNames {
             result_url: "結果URL".into(),
             message: "メッセージ".into(),
             worker: "ワーカー".into(),
+            cancel_request: "中止要求".into(),
         }
     }
 }
@@ -128,13 +139,15 @@ impl HeaderNames {
             Column::ResultUrl => &self.result_url,
             Column::Message => &self.message,
             Column::Worker => &self.worker,
+            Column::CancelRequest => &self.cancel_request,
         }
     }
 
-    /// The header row `sheetq init` writes, in the default order.
+    /// The header row `sheetq init` writes, in the default order, optional columns last.
     pub fn header_row(&self) -> Vec<String> {
         Column::ALL
             .iter()
+            .chain(&Column::OPTIONAL)
             .map(|c| self.name(*c).to_string())
             .collect()
     }
@@ -221,7 +234,7 @@ impl StateWords {
 /// Where each known column sits, found from row 1 by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnMap {
-    index: [u32; 16],
+    index: [Option<u32>; 17],
     width: u32,
     names: HeaderNames,
 }
@@ -274,7 +287,7 @@ impl ColumnMap {
             }
             let i = i as u32;
             if let Some(first) = positions.insert(name, i) {
-                if Column::ALL.iter().any(|c| names.name(*c) == name) {
+                if (Column::ALL.iter().chain(&Column::OPTIONAL)).any(|c| names.name(*c) == name) {
                     return Err(LayoutError::DuplicateHeader {
                         sheet: QUEUE_SHEET.into(),
                         name: name.into(),
@@ -284,13 +297,16 @@ impl ColumnMap {
                 }
             }
         }
-        let mut index = [0u32; 16];
+        let mut index = [None; 17];
         let mut missing = Vec::new();
         for column in Column::ALL {
             match positions.get(names.name(column)) {
-                Some(i) => index[column.slot()] = *i,
+                Some(i) => index[column.slot()] = Some(*i),
                 None => missing.push(names.name(column).to_string()),
             }
+        }
+        for column in Column::OPTIONAL {
+            index[column.slot()] = positions.get(names.name(column)).copied();
         }
         if !missing.is_empty() {
             return Err(LayoutError::MissingHeaders {
@@ -304,7 +320,7 @@ impl ColumnMap {
                 sheet: QUEUE_SHEET.into(),
             });
         }
-        let width = index.iter().max().copied().unwrap_or(0) + 1;
+        let width = index.iter().flatten().max().copied().unwrap_or(0) + 1;
         Ok(Self {
             index,
             width,
@@ -312,9 +328,22 @@ impl ColumnMap {
         })
     }
 
-    /// Zero-based column index of `column`.
+    /// Zero-based column index of a column the queue must have ([`Column::ALL`]). An
+    /// optional column the queue lacks answers the first column past the known ones
+    /// ([`ColumnMap::width`]); reads and writes of optional columns ask
+    /// [`ColumnMap::position`] instead.
     pub fn index(&self, column: Column) -> u32 {
+        self.position(column).unwrap_or(self.width)
+    }
+
+    /// Zero-based column index of `column`, `None` for an optional column the queue lacks.
+    pub fn position(&self, column: Column) -> Option<u32> {
         self.index[column.slot()]
+    }
+
+    /// Whether the queue has `column` (always, for one it must have).
+    pub fn has(&self, column: Column) -> bool {
+        self.position(column).is_some()
     }
 
     /// Column letters of `column`, e.g. `K`.
@@ -330,17 +359,21 @@ impl ColumnMap {
     /// A row from column A holding `cells` at their columns and `None` (Google: `null`, the
     /// cell is left as it is) everywhere else, reaching at least column `through`, so that a
     /// reply covering the written span shows that column too, whatever the header's order.
+    /// A cell of an optional column the queue lacks is left out.
     pub fn sparse_row(&self, cells: &[(Column, Cell)], through: Column) -> Vec<Option<Cell>> {
         let width = cells
             .iter()
             .map(|(c, _)| *c)
             .chain([through])
-            .map(|c| self.index(c) as usize + 1)
+            .filter_map(|c| self.position(c))
+            .map(|i| i as usize + 1)
             .max()
             .unwrap_or(0);
         let mut row = vec![None; width];
         for (c, v) in cells {
-            row[self.index(*c) as usize] = Some(v.clone());
+            if let Some(i) = self.position(*c) {
+                row[i as usize] = Some(v.clone());
+            }
         }
         row
     }
@@ -437,6 +470,8 @@ pub struct QueueRow {
     pub result_url: String,
     pub message: String,
     pub worker: String,
+    /// 中止要求 as written (empty: nobody asked; also when the queue has no such column).
+    pub cancel_request: String,
 }
 
 impl QueueRow {
@@ -461,6 +496,7 @@ impl QueueRow {
             result_url: String::new(),
             message: String::new(),
             worker: String::new(),
+            cancel_request: String::new(),
         }
     }
 }
@@ -590,7 +626,11 @@ fn parse_row(
     tz: Tz,
     problems: &mut Vec<RowProblem>,
 ) -> Option<QueueRow> {
-    let get = |c: Column| cells.get(columns.index(c) as usize).unwrap_or(&Cell::Null);
+    let get = |c: Column| {
+        (columns.position(c))
+            .and_then(|i| cells.get(i as usize))
+            .unwrap_or(&Cell::Null)
+    };
     let text = |c: Column| cell_text(get(c)).trim().to_string();
     let job_id = text(Column::JobId);
     if job_id.is_empty() {
@@ -670,6 +710,7 @@ fn parse_row(
         result_url: text(Column::ResultUrl),
         message: cell_text(get(Column::Message)),
         worker: text(Column::Worker),
+        cancel_request: text(Column::CancelRequest),
         job_id,
     })
 }
@@ -697,14 +738,46 @@ mod tests {
         h.reverse();
         h.insert(3, json!("メモ"));
         let map = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap();
-        assert_eq!(map.index(Column::Worker), 0);
+        assert_eq!(map.position(Column::CancelRequest), Some(0));
+        assert_eq!(map.index(Column::Worker), 1);
         assert_eq!(
             map.index(Column::JobId),
-            16,
+            17,
             "jobId moved right past the extra column"
         );
-        assert_eq!(map.width(), 17);
-        assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!G12");
+        assert_eq!(map.width(), 18);
+        assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!H12");
+    }
+
+    #[test]
+    fn a_queue_made_before_the_cancel_column_maps_without_it_and_reads_no_request() {
+        let mut h = default_header();
+        h.retain(|c| c != &json!("中止要求"));
+        h.push(json!("メモ"));
+        let map = ColumnMap::from_header(&h, &HeaderNames::default())
+            .unwrap_or_else(|e| panic!("a queue without 中止要求 is usable: {e}"));
+        assert!(!map.has(Column::CancelRequest));
+        let mut row: Vec<Cell> = vec![json!(""); 17];
+        row[0] = json!("j-1");
+        row[10] = json!("待機");
+        row[16] = json!("a person's note in メモ");
+        let s = parse_rows(&[row], 2, &map, &StateWords::default(), Tz::UTC);
+        assert_eq!(
+            s.rows[0].cancel_request, "",
+            "the column right of the known ones is a person's, not 中止要求"
+        );
+        let written = map.sparse_row(
+            &[
+                (Column::CancelRequest, json!("x")),
+                (Column::State, json!("待機")),
+            ],
+            Column::JobId,
+        );
+        assert_eq!(
+            written.iter().filter(|c| c.is_some()).count(),
+            1,
+            "a cell of a column the queue lacks is never written: {written:?}"
+        );
     }
 
     #[test]
@@ -735,7 +808,7 @@ mod tests {
         h.rotate_left(1);
         let map = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap();
         let row = map.sparse_row(&[(Column::State, json!("完了"))], Column::JobId);
-        assert_eq!(row.len(), 16, "the row reaches jobId in P: {row:?}");
+        assert_eq!(row.len(), 17, "the row reaches jobId in Q: {row:?}");
         assert_eq!(row[map.index(Column::State) as usize], Some(json!("完了")));
         assert_eq!(
             row.iter().filter(|c| c.is_some()).count(),

@@ -352,13 +352,27 @@ fn outcome_of(
             stdout,
             stderr,
         ),
-        End::Cancelled => stopped(
-            OutcomeStatus::Cancelled,
-            "cancelled: sheetq was shutting down; the process group was stopped".to_string(),
-            stdout,
-            stderr,
-        ),
+        // Stopped on request or at shutdown: the daemon, which knows which, writes the
+        // message; the outcome carries what the command printed last.
+        End::Cancelled => Outcome {
+            status: OutcomeStatus::Cancelled,
+            message: printed_last(stdout, stderr),
+            url: None,
+            continue_args: None,
+            duration: Duration::ZERO,
+        },
     }
+}
+
+/// The tail of what a stopped command printed: its stdout's last lines, then its stderr's,
+/// at most [`STDERR_TAIL_CHARS`] characters of each; empty when it printed nothing.
+fn printed_last(stdout: &str, stderr: &str) -> String {
+    [stdout, stderr]
+        .iter()
+        .map(|s| output::tail_chars(s.trim(), STDERR_TAIL_CHARS / 2))
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// An outcome for a stopped job, with the last thing it said (stderr first) for context.

@@ -134,14 +134,12 @@ impl Runner {
         cancel: &CancellationToken,
     ) -> Outcome {
         if cancel.is_cancelled() {
-            return cancelled("cancelled before it started: sheetq was shutting down");
+            return cancelled("");
         }
         let _permit = if job.is_heavy() {
             tokio::select! {
                 permit = self.inner.heavy.acquire() => permit.ok(),
-                _ = cancel.cancelled() => return cancelled(
-                    "cancelled before it started (it was waiting for another heavy job): \
-                     sheetq was shutting down"),
+                _ = cancel.cancelled() => return cancelled(""),
                 _ = sleep_until(deadline) => return Outcome {
                     status: OutcomeStatus::TimedOut,
                     message: format!(
@@ -175,7 +173,7 @@ impl Runner {
                         continue_args: None,
                         duration: Duration::ZERO,
                     },
-                    _ = cancel.cancelled() => cancelled("cancelled: sheetq was shutting down"),
+                    _ = cancel.cancelled() => cancelled(""),
                 }
             }
             Plan::Exec { argv } => match self.spawner() {
@@ -260,7 +258,7 @@ async fn run_sleep(
             continue_args: None,
             duration: Duration::ZERO,
         },
-        _ = cancel.cancelled() => cancelled("cancelled: sheetq was shutting down"),
+        _ = cancel.cancelled() => cancelled(""),
     }
 }
 
@@ -296,10 +294,12 @@ fn run_echo(job: &PreparedJob) -> Outcome {
     }
 }
 
-fn cancelled(message: &str) -> Outcome {
+/// A job stopped through its cancellation token (asked to, or at shutdown): the daemon
+/// writes why; `printed` is what the job printed last, if anything.
+fn cancelled(printed: &str) -> Outcome {
     Outcome {
         status: OutcomeStatus::Cancelled,
-        message: message.to_string(),
+        message: printed.to_string(),
         url: None,
         continue_args: None,
         duration: Duration::ZERO,

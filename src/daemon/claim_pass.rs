@@ -7,6 +7,7 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::a1;
 use crate::binding;
+use crate::cancel;
 use crate::claim;
 use crate::config::Intake;
 use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
@@ -17,7 +18,7 @@ use crate::sheet_time;
 use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 use crate::workers::RunningRef;
 
-use super::writeback::{needs_whole_queue, Through, Under};
+use super::writeback::{finish_state, needs_whole_queue, Through, Under};
 use super::{Claimed, Daemon, DaemonError, Poll};
 
 /// Google's limit on one request: a request is not applied later than this after it was
@@ -44,11 +45,20 @@ pub(super) fn fence_kept(lease_ttl: std::time::Duration) -> std::time::Duration 
 struct Commit {
     requests: Vec<Request>,
     response_ranges: Vec<String>,
-    /// The stale rows being timed out, with the reason for their message.
-    stale: Vec<(QueueRow, String)>,
+    /// The stale rows being timed out (or, asked to stop, cancelled), with their message.
+    stale: Vec<Ended>,
     claims: Vec<Claimed>,
+    /// Waiting rows asked to stop, each with the binding its 終了日時/メッセージ go through.
+    cancels: Vec<(QueueRow, i32)>,
     /// Whether our heartbeat rides in it.
     with_heartbeat: bool,
+}
+
+/// A running row a claim commit ends: timed out, or cancelled when someone asked to stop it.
+struct Ended {
+    row: QueueRow,
+    finish: Finish,
+    message: String,
 }
 
 /// Whether the `i`-th compare-and-swap of a claim commit changed its cell. Replies follow
@@ -85,8 +95,9 @@ impl Daemon {
         self.write_follow_ups(&mut fresh).await;
         // Presses first: the rows they become are claimable in this very pass.
         let intake_writes = match self.take_in_presses(&fresh, now).await {
-            Ok((writes, taken)) => {
+            Ok((mut writes, taken, asked)) => {
                 fresh.snapshot.rows.extend(taken);
+                writes.extend(self.take_in_cancels(&mut fresh, asked));
                 writes
             }
             Err(e) => {
@@ -94,6 +105,7 @@ impl Daemon {
                 return Err(e);
             }
         };
+        self.stop_asked_jobs(&fresh.snapshot);
         let elsewhere = self.running_elsewhere(&fresh);
         let plan = self.plan_claims(&fresh, &elsewhere);
         let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, intake_writes);
@@ -111,6 +123,8 @@ impl Daemon {
             &mut follow_up,
         );
         let with_heartbeat = commit.with_heartbeat;
+        let cancels = std::mem::take(&mut commit.cancels);
+        let first = (commit.stale.len(), commit.claims.len());
         self.settle_claims(
             &fresh,
             &reply,
@@ -119,6 +133,16 @@ impl Daemon {
             &mut through,
             &mut follow_up,
         );
+        let mut undo = undo;
+        undo.extend(self.settle_cancels(
+            &fresh,
+            &reply,
+            first,
+            &cancels,
+            now,
+            &mut through,
+            &mut follow_up,
+        ));
         if !undo.is_empty() {
             self.sheets
                 .batch_update(&BatchUpdate {
@@ -162,15 +186,34 @@ impl Daemon {
         let mut stale = Vec::new();
         for s in &plan.stale {
             let row = &fresh.snapshot.rows[s.index];
+            // A row someone asked to stop, whose daemon is gone, ends キャンセル: it is
+            // rescued as any dead daemon's row, and the request still holds.
+            let reason = s.reason.message(&self.policy);
+            let ended = match cancel::asked_of(row, self.served.layout.tz, now) {
+                Some(request) => Ended {
+                    row: row.clone(),
+                    finish: Finish::Cancelled,
+                    message: request.message(
+                        now,
+                        self.served.layout.tz,
+                        &format!("{}\n({reason})", cancel::UNCONFIRMED),
+                    ),
+                },
+                None => Ended {
+                    row: row.clone(),
+                    finish: Finish::Timeout,
+                    message: reason,
+                },
+            };
             requests.push(cas(
                 qid,
                 row.row,
                 cols.index(Column::State),
                 &self.config.states.running,
-                &self.config.states.timeout,
+                self.config.states.word(finish_state(ended.finish)),
             ));
             response_ranges.push(self.row_range(row.row));
-            stale.push((row.clone(), s.reason.message(&self.policy)));
+            stale.push(ended);
         }
         let mut claims = Vec::new();
         for (index, _) in &plan.claims {
@@ -222,6 +265,30 @@ impl Daemon {
                 lost_commit: None,
             });
         }
+        // Waiting rows asked to stop: the tripwire 待機 → キャンセル, and a binding on the same
+        // row, through which its 終了日時/メッセージ follow once the read-back shows the swap
+        // hit the row it meant. They come after the claims, whose replies keep their places.
+        let mut cancels = Vec::new();
+        for index in &plan.cancels {
+            let row = &fresh.snapshot.rows[*index];
+            let (token, binding_id) = binding::new_token();
+            requests.push(cas(
+                qid,
+                row.row,
+                cols.index(Column::State),
+                &self.config.states.waiting,
+                &self.config.states.cancelled,
+            ));
+            requests.push(Request::BindRow {
+                sheet_id: qid,
+                row: row.row - 1,
+                id: binding_id,
+                key: binding::KEY.to_string(),
+                value: format!("{} cancel #{token}", self.config.worker_id),
+            });
+            response_ranges.push(self.row_range(row.row));
+            cancels.push((row.clone(), binding_id));
+        }
         // Our heartbeat lists the jobs we run, the new claims included, in the same atomic
         // batch: the next daemon's claim sees them even if a person sorts their rows away.
         let claimed_refs: Vec<RunningRef> = claims.iter().map(|c| RunningRef::of(&c.row)).collect();
@@ -256,6 +323,7 @@ impl Daemon {
             response_ranges,
             stale,
             claims,
+            cancels,
             with_heartbeat,
         }
     }
@@ -338,7 +406,7 @@ impl Daemon {
         &mut self,
         fresh: &Poll,
         reply: &BatchUpdateReply,
-        stale: &[(QueueRow, String)],
+        stale: &[Ended],
         now: chrono::DateTime<Utc>,
         through: &mut Vec<Through>,
         follow_up: &mut Vec<ValueRange>,
@@ -346,7 +414,9 @@ impl Daemon {
         let cols = self.served.layout.columns.clone();
         let qid = self.queue_sheet_id();
         let mut undo = Vec::new();
-        for (k, (row, message)) in stale.iter().enumerate() {
+        for (k, ended) in stale.iter().enumerate() {
+            let (row, message, finish) = (&ended.row, &ended.message, ended.finish);
+            let word = self.config.states.word(finish_state(finish)).to_string();
             if !swapped(reply, k) {
                 continue;
             }
@@ -360,26 +430,99 @@ impl Daemon {
                         qid,
                         hit.row,
                         cols.index(Column::State),
-                        &self.config.states.timeout,
+                        &word,
                         &self.config.states.running,
                     ));
                 }
                 _ => {
-                    warn!(job.id = ?row.job_id, target = ?row.target_key(), reason = %message, "timed out a stale job; its target stays busy until the job could have ended on its own");
+                    warn!(job.id = ?row.job_id, target = ?row.target_key(), reason = %message, state = %word, "ended a stale job; its target stays busy until the job could have ended on its own");
+                    if finish == Finish::Cancelled {
+                        self.observers.metrics.cancel_asked();
+                    }
                     self.hold(row, &fresh.watched);
                     // Its 終了日時/メッセージ go through its binding when it has one (any
                     // daemon's claim token names it), never to a row number from this read.
-                    let cells = self.finish_values(Finish::Timeout, now, "", message);
-                    let timed_out = Some(State::Timeout);
-                    self.follow_up(row, timed_out, cells, through, follow_up);
+                    let cells = self.finish_values(finish, now, "", message);
+                    let ended = Some(finish_state(finish));
+                    self.follow_up(row, ended, cells, through, follow_up);
+                    follow_up.extend(self.panel_result(fresh, row, finish, now, "", message));
+                }
+            }
+        }
+        undo
+    }
+
+    /// Settles the cancels of a commit, whose replies follow the `first` = (stale rows,
+    /// claims) before them: a swap that hit the row it meant ended that job キャンセル, and
+    /// its 終了日時/メッセージ follow through the binding made with it (under our next lease,
+    /// like a timeout's) and its panel row says so; a swap that hit another waiting row (a
+    /// sort moved the queue) is undone; a row that was no longer waiting is left alone, its
+    /// request taken up again by the next pass that reads it waiting. Returns the undo
+    /// requests.
+    #[allow(clippy::too_many_arguments)]
+    fn settle_cancels(
+        &mut self,
+        fresh: &Poll,
+        reply: &BatchUpdateReply,
+        (stale, claims): (usize, usize),
+        cancels: &[(QueueRow, i32)],
+        now: chrono::DateTime<Utc>,
+        through: &mut Vec<Through>,
+        follow_up: &mut Vec<ValueRange>,
+    ) -> Vec<Request> {
+        let tz = self.served.layout.tz;
+        let state_col = self.served.layout.columns.index(Column::State);
+        let qid = self.queue_sheet_id();
+        let mut undo = Vec::new();
+        for (k, (row, binding_id)) in cancels.iter().enumerate() {
+            let changed = matches!(
+                reply.replies.get(1 + stale + 4 * claims + 2 * k),
+                Some(Reply::CompareAndSwap { changed: 1 })
+            );
+            let hit = self.row_read_back(reply, stale + claims + k, row.row);
+            match hit {
+                Some(hit) if changed && hit.job_id == row.job_id => {
+                    let request = cancel::asked_of(row, tz, now)
+                        .unwrap_or_else(|| cancel::Request::new("", now, &row.job_id));
+                    let message = request.message(now, tz, "");
+                    info!(job.id = ?row.job_id, target = ?row.target_key(), by = ?request.who, "cancelled a waiting job; it never ran");
+                    self.observers.metrics.cancel_asked();
+                    through.push(Through {
+                        id: *binding_id,
+                        job_id: row.job_id.clone(),
+                        worker: row.worker.clone(),
+                        state: Some(State::Cancelled),
+                        cells: self.finish_values(Finish::Cancelled, now, "", &message),
+                        unbind: true,
+                        result: false,
+                    });
                     follow_up.extend(self.panel_result(
                         fresh,
                         row,
-                        Finish::Timeout,
+                        Finish::Cancelled,
                         now,
                         "",
-                        message,
+                        &message,
                     ));
+                }
+                hit if changed => {
+                    // The queue moved between the read and the commit: the swap cancelled
+                    // another waiting job. Put it back to 待機.
+                    let at = hit.as_ref().map_or(row.row, |h| h.row);
+                    warn!(job.id = ?hit.map(|h| h.job_id), planned = ?row.job_id, "the queue moved during a cancel; putting the row that was hit back to waiting");
+                    self.rows_moved();
+                    undo.push(cas(
+                        qid,
+                        at,
+                        state_col,
+                        &self.config.states.cancelled,
+                        &self.config.states.waiting,
+                    ));
+                    self.served.unbind.push(*binding_id);
+                }
+                _ => {
+                    debug!(job.id = ?row.job_id, "the row asked to stop was no longer waiting at the commit; the next pass looks again");
+                    self.served.unbind.push(*binding_id);
                 }
             }
         }
@@ -723,13 +866,14 @@ impl Daemon {
     /// show duplicate/rejection texts) in the commit, and the returned rows (where the append
     /// put them) may be claimed by that same commit. A crash in between leaves the ticks,
     /// and the duplicate guard then finds the rows already queued.
+    #[allow(clippy::type_complexity)]
     async fn take_in_presses(
         &self,
         fresh: &Poll,
         now: chrono::DateTime<Utc>,
-    ) -> Result<(Vec<Request>, Vec<QueueRow>), DaemonError> {
+    ) -> Result<(Vec<Request>, Vec<QueueRow>, Vec<(String, String)>), DaemonError> {
         if self.config.intake != Intake::Poll {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok((Vec::new(), Vec::new(), Vec::new()));
         }
         let intake = panel::plan_intake(
             &fresh.tables,
@@ -789,7 +933,41 @@ impl Daemon {
             .chain(&intake.rejected)
             .filter_map(|v| self.grid_write(v))
             .collect();
-        Ok((writes, taken))
+        Ok((writes, taken, intake.cancels))
+    }
+
+    /// Takes in the ■ ticks of this pass (`asked`: per job, its 中止要求 text): the rows of
+    /// `fresh` carry them from now on, so that this very pass cancels a waiting job in its
+    /// commit and stops a job running here. A job another daemon runs learns of it from
+    /// its row: the request is written into the row's 中止要求 in the commit (returned). That
+    /// write goes by the row number of `fresh`, read under the lease; the text names its
+    /// job, so should a person's sort put another row there meanwhile, it stops nothing on
+    /// that row.
+    fn take_in_cancels(&self, fresh: &mut Poll, asked: Vec<(String, String)>) -> Vec<Request> {
+        let columns = &self.served.layout.columns;
+        let mut writes = Vec::new();
+        for (job, text) in asked {
+            for row in fresh.snapshot.rows.iter_mut().filter(|r| r.job_id == job) {
+                row.cancel_request = text.clone();
+                let ours = self.running.contains_key(&job);
+                if !row.state.is(State::Running) || ours {
+                    continue;
+                }
+                match columns.position(Column::CancelRequest) {
+                    Some(_) => writes.extend(self.grid_write(&ValueRange::new(
+                        columns.cell(Column::CancelRequest, row.row),
+                        vec![vec![Cell::from(text.as_str())]],
+                    ))),
+                    None => warn!(
+                        job.id = ?job,
+                        worker = ?row.worker,
+                        "a ■ tick asks to stop a job another daemon runs, but the queue has no {} column to tell it by; run `sheetq init` to add it",
+                        self.config.headers.cancel_request
+                    ),
+                }
+            }
+        }
+        writes
     }
 
     pub(super) async fn release(&self, held: &str) {
@@ -1047,13 +1225,14 @@ impl Daemon {
         plan
     }
 
-    /// Whether polling intake is on and some ▶ box is ticked, on a panel or on the index.
+    /// Whether polling intake is on and some ▶ or ■ box is ticked, on a panel or on the
+    /// index.
     pub(super) fn has_ticks(&self, poll: &Poll) -> bool {
         self.config.intake == Intake::Poll
             && (poll
                 .tables
                 .values()
-                .any(|t| t.rows.iter().any(|r| r.ticked))
+                .any(|t| t.rows.iter().any(|r| r.ticked || r.cancel_ticked))
                 || poll
                     .index
                     .as_ref()

@@ -1120,6 +1120,7 @@ pub(super) fn finish_state(finish: Finish) -> State {
         Finish::Done => State::Done,
         Finish::Error => State::Error,
         Finish::Timeout => State::Timeout,
+        Finish::Cancelled => State::Cancelled,
     }
 }
 

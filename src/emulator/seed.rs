@@ -27,8 +27,8 @@ pub const INDEX_SHEET_ID: i32 = 0;
 pub const QUEUE_SHEET_ID: i32 = 2001;
 pub const WORKER_SHEET_ID: i32 = 3001;
 
-/// Queue header (docs/design.md §1.1), in default order.
-pub const QUEUE_HEADER: [&str; 16] = [
+/// Queue header (docs/design.md §1.1), in default order, as `sheetq init` writes it.
+pub const QUEUE_HEADER: [&str; 17] = [
     "jobId",
     "受付日時",
     "依頼者",
@@ -45,6 +45,7 @@ pub const QUEUE_HEADER: [&str; 16] = [
     "結果URL",
     "メッセージ",
     "ワーカー",
+    "中止要求",
 ];
 
 /// The demo's panels: (sheet id, title, target label, position).
@@ -131,6 +132,7 @@ fn demo(id: String) -> Spreadsheet {
             (2, "状態"),
             (3, "結果"),
             (4, "更新日時"),
+            (5, crate::panel::sync::CANCEL_HEADER),
             (7, "command"),
             (8, "argsJSON"),
             (9, "システムフラグ"),
@@ -139,9 +141,12 @@ fn demo(id: String) -> Spreadsheet {
         }
         for (i, (flabel, cmd, args, flags)) in FUNCTIONS.iter().enumerate() {
             let r = 7 + i as u32;
-            p.set_value(r, 0, Some(Value::Bool(false)));
-            p.cell_mut(r, 0).validation =
-                Some(Box::new(json!({ "condition": { "type": "BOOLEAN" } })));
+            // ▶ and ■, as `panels sync` makes them: real checkboxes.
+            for c in [0, 5] {
+                p.set_value(r, c, Some(Value::Bool(false)));
+                p.cell_mut(r, c).validation =
+                    Some(Box::new(json!({ "condition": { "type": "BOOLEAN" } })));
+            }
             text(&mut p, r, 1, flabel);
             // 更新日時 shows the serials sheetq writes as dates, as `panels sync` formats it.
             p.cell_mut(r, 4).number_format = Some(Box::new(NumberFormat {

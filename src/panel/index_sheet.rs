@@ -259,6 +259,7 @@ mod tests {
         let row = |function: &str, status: &str, updated: Cell| PanelRow {
             row: 8,
             ticked: false,
+            cancel_ticked: false,
             function: function.into(),
             status: status.into(),
             result: String::new(),

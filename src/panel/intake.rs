@@ -1,4 +1,5 @@
-//! Intake by polling (`intake = "poll"`, docs/design.md §9): ticked ▶ boxes become queue rows.
+//! Intake by polling (`intake = "poll"`, docs/design.md §9): ticked ▶ boxes become queue rows,
+//! ticked ■ boxes requests to stop the job of their function (docs/design.md §2.1).
 //!
 //! [`plan_intake`] decides; the daemon carries the plan out. So that a tick is never lost
 //! or doubled, also with two daemons polling the same panels, the daemon must read the
@@ -19,6 +20,7 @@ use chrono_tz::Tz;
 use super::catalog::{PANELS_COMMAND, PANELS_FUNCTION, PANELS_TARGET};
 use super::index_sheet::{self, IndexEntry};
 use super::{cell_range, PanelIndex, PanelLayout, PanelTable};
+use crate::cancel;
 use crate::claim;
 use crate::queue::{Column, ColumnMap, Snapshot, State, StateWords};
 use crate::sheet_time;
@@ -88,6 +90,9 @@ pub struct IntakePlan {
     /// Status cells of presses that cannot become a job (a tick on a row without a function
     /// label), saying why.
     pub rejected: Vec<ValueRange>,
+    /// ■ ticks: per job to stop, the 中止要求 text asking for it (who cannot be known by
+    /// polling: 不明).
+    pub cancels: Vec<(String, String)>,
 }
 
 impl IntakePlan {
@@ -175,6 +180,20 @@ pub fn plan_intake(
         let Some(table) = tables.get(&panel.label) else {
             continue;
         };
+        for row in table.rows.iter().filter(|r| r.cancel_ticked) {
+            plan.clears.push(ValueRange::new(
+                cell_range(&panel.title, cols.cancel.0, cols.cancel.0, row.row),
+                vec![vec![Cell::Bool(false)]],
+            ));
+            // A tick on a function with nothing waiting or running changes nothing.
+            if let Some(job) = claim::job_to_stop(snapshot, &panel.label, &row.function) {
+                if !claim::cancel_asked(job) {
+                    let request = cancel::Request::new("", now, &job.job_id);
+                    plan.cancels
+                        .push((job.job_id.clone(), request.cell_text(tz)));
+                }
+            }
+        }
         for row in table.rows.iter().filter(|r| r.ticked) {
             plan.clears.push(ValueRange::new(
                 cell_range(&panel.title, cols.tick.0, cols.tick.0, row.row),
@@ -492,6 +511,57 @@ mod tests {
         );
     }
 
+    /// `func_row` with its ■ box (column F) ticked.
+    fn cancel_ticked(mut cells: Vec<Cell>) -> Vec<Cell> {
+        cells[5] = json!(true);
+        cells
+    }
+
+    #[test]
+    fn a_cancel_tick_asks_to_stop_the_newest_unfinished_job_of_its_function_by_name() {
+        let (index, tables) = one_panel(vec![
+            cancel_ticked(func_row(false, "集計", "", "report", "", "")),
+            cancel_ticked(func_row(false, "再起動", "", "restart", "", "")),
+        ]);
+        let mut older = queue_row(2, State::Running, "A", "集計");
+        older.received_at = Some(at(100));
+        let mut newer = queue_row(3, State::Waiting, "A", "集計");
+        newer.received_at = Some(at(110));
+        let finished = queue_row(4, State::Done, "A", "再起動");
+        let other = queue_row(5, State::Waiting, "B", "集計");
+        let p = plan(
+            &tables,
+            &index,
+            &snapshot(vec![older, newer, finished, other]),
+        );
+        assert_eq!(
+            p.cancels,
+            [("job-3".to_string(), "不明 2026/11/30 14:05:00 #job-3".to_string())],
+            "the newest 集計 job of target A is asked to stop, by nobody known; the finished 再起動 is not"
+        );
+        assert_eq!(
+            p.clears,
+            [
+                ValueRange::new("'P'!F8", vec![vec![json!(false)]]),
+                ValueRange::new("'P'!F9", vec![vec![json!(false)]])
+            ],
+            "both ■ boxes go back"
+        );
+        assert!(p.new_rows.is_empty(), "a ■ tick is no press: {p:?}");
+    }
+
+    #[test]
+    fn a_cancel_tick_on_a_job_asked_to_stop_already_asks_nothing_more() {
+        let (index, tables) = one_panel(vec![cancel_ticked(func_row(
+            false, "集計", "", "report", "", "",
+        ))]);
+        let mut asked = queue_row(2, State::Running, "A", "集計");
+        asked.cancel_request = "x@example.com 2026/11/30 12:00:00 #job-2".into();
+        let p = plan(&tables, &index, &snapshot(vec![asked]));
+        assert!(p.cancels.is_empty(), "{p:?}");
+        assert_eq!(p.clears.len(), 1);
+    }
+
     #[test]
     fn a_finished_row_does_not_block_a_new_press() {
         let (index, tables) = one_panel(vec![func_row(true, "集計", "", "report", "", "")]);
@@ -570,7 +640,7 @@ mod tests {
             flags: "heavy".into(),
         };
         let cells = job.to_row(&columns, &StateWords::default(), tz());
-        assert_eq!(cells.len(), 17);
+        assert_eq!(cells.len(), 18);
         assert_eq!(cells[columns.index(Column::JobId) as usize], json!("j-1"));
         assert_eq!(cells[columns.index(Column::PanelRow) as usize], json!(9));
         assert!(cells[columns.index(Column::ReceivedAt) as usize].is_f64());

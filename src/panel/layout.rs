@@ -79,6 +79,8 @@ pub struct PanelColumns {
     pub result: ColumnRef,
     /// 更新日時: when sheetq last wrote the row's outcome.
     pub updated: ColumnRef,
+    /// ■ checkbox: a tick asks to stop the function's waiting or running job.
+    pub cancel: ColumnRef,
     /// Hidden copy of the command name.
     pub command: ColumnRef,
     /// Hidden copy of argsJSON.
@@ -95,6 +97,7 @@ impl Default for PanelColumns {
             status: ColumnRef(2),
             result: ColumnRef(3),
             updated: ColumnRef(4),
+            cancel: ColumnRef(5),
             command: ColumnRef(7),
             args_json: ColumnRef(8),
             flags: ColumnRef(9),
@@ -103,13 +106,14 @@ impl Default for PanelColumns {
 }
 
 impl PanelColumns {
-    pub(crate) fn all(&self) -> [(&'static str, ColumnRef); 8] {
+    pub(crate) fn all(&self) -> [(&'static str, ColumnRef); 9] {
         [
             ("tick", self.tick),
             ("function", self.function),
             ("status", self.status),
             ("result", self.result),
             ("updated", self.updated),
+            ("cancel", self.cancel),
             ("command", self.command),
             ("args_json", self.args_json),
             ("flags", self.flags),
@@ -255,7 +259,7 @@ mod tests {
         assert_eq!((l.header_row, l.first_row, l.last_row()), (7, 8, 207));
         let c = &l.columns;
         let letters: Vec<String> = c.all().iter().map(|(_, c)| c.to_string()).collect();
-        assert_eq!(letters, ["A", "B", "C", "D", "E", "H", "I", "J"]);
+        assert_eq!(letters, ["A", "B", "C", "D", "E", "F", "H", "I", "J"]);
         assert_eq!(c.span(), (0, 9));
         assert!(l.problems().is_empty(), "{:?}", l.problems());
     }

@@ -36,6 +36,9 @@ use crate::sheets::{Cell, GridRange, Request, SheetMeta, SpreadsheetMeta, ValueR
 /// The date-time pattern of the panels' 更新日時 and generated-at cells.
 pub const DATE_TIME_PATTERN: &str = "yyyy/mm/dd hh:mm:ss";
 
+/// The header of the ■ column (`[panel.columns] cancel`): a tick stops the row's job.
+pub const CANCEL_HEADER: &str = "■ 中止";
+
 /// Why a sync cannot be planned; nothing was written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SyncError {
@@ -1246,6 +1249,7 @@ fn panel_cells(
         (cols.status, "状態"),
         (cols.result, "結果"),
         (cols.updated, "更新日時"),
+        (cols.cancel, CANCEL_HEADER),
         (cols.command, "command"),
         (cols.args_json, "argsJSON"),
         (cols.flags, "システムフラグ"),
@@ -1257,6 +1261,11 @@ fn panel_cells(
         let row = first + i as u32;
         let old = table.find(&f.label, None);
         cells.set(row, cols.tick.0, Cell::Bool(old.is_some_and(|o| o.ticked)));
+        cells.set(
+            row,
+            cols.cancel.0,
+            Cell::Bool(old.is_some_and(|o| o.cancel_ticked)),
+        );
         cells.set(row, cols.function.0, text(&f.label));
         cells.set(
             row,
@@ -1287,8 +1296,8 @@ fn panel_cells(
     cells
 }
 
-/// Checkboxes and formats of a rewritten function table: the ▶ column of the function rows
-/// becomes checkboxes, rows below lose theirs.
+/// Checkboxes and formats of a rewritten function table: the ▶ and ■ columns of the
+/// function rows become checkboxes, rows below lose theirs.
 fn panel_table_formats(
     layout: &PanelLayout,
     catalog: &Catalog,
@@ -1298,14 +1307,16 @@ fn panel_table_formats(
 ) {
     let first = layout.first_row - 1;
     let end = first + catalog.functions.len() as u32;
-    out.push(Request::SetCheckboxes {
-        range: column_block(sheet_id, layout.columns.tick.0, first, end),
-    });
     let old_end = table.rows.iter().map(|r| r.row).max().unwrap_or(0);
-    if old_end > end {
-        out.push(Request::ClearCheckboxes {
-            range: column_block(sheet_id, layout.columns.tick.0, end, old_end),
+    for col in [layout.columns.tick, layout.columns.cancel] {
+        out.push(Request::SetCheckboxes {
+            range: column_block(sheet_id, col.0, first, end),
         });
+        if old_end > end {
+            out.push(Request::ClearCheckboxes {
+                range: column_block(sheet_id, col.0, end, old_end),
+            });
+        }
     }
     out.push(Request::SetDateTimeFormat {
         range: column_block(sheet_id, layout.columns.updated.0, first, end),
@@ -1349,9 +1360,11 @@ fn new_panel_formats(
 ) {
     let first = layout.first_row - 1;
     let end = first + catalog.functions.len() as u32;
-    out.push(Request::SetCheckboxes {
-        range: column_block(sheet_id, layout.columns.tick.0, first, end),
-    });
+    for col in [layout.columns.tick, layout.columns.cancel] {
+        out.push(Request::SetCheckboxes {
+            range: column_block(sheet_id, col.0, first, end),
+        });
+    }
     out.push(Request::SetDateTimeFormat {
         range: column_block(sheet_id, layout.columns.updated.0, first, end),
         pattern: DATE_TIME_PATTERN.into(),

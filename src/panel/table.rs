@@ -35,6 +35,8 @@ pub struct PanelRow {
     pub row: u32,
     /// The ▶ box is ticked.
     pub ticked: bool,
+    /// The ■ box is ticked: stop the function's job.
+    pub cancel_ticked: bool,
     /// 機能, trimmed.
     pub function: String,
     /// 状態 as shown now.
@@ -81,6 +83,7 @@ impl PanelTable {
             let row = PanelRow {
                 row: layout.first_row + i as u32,
                 ticked: is_ticked(get(cols.tick)),
+                cancel_ticked: is_ticked(get(cols.cancel)),
                 function: text(cols.function),
                 status: text(cols.status),
                 result: text(cols.result),
@@ -89,7 +92,7 @@ impl PanelTable {
                 args_json: cell_text(get(cols.args_json)),
                 flags: text(cols.flags),
             };
-            if row.ticked || !row.function.is_empty() {
+            if row.ticked || row.cancel_ticked || !row.function.is_empty() {
                 rows.push(row);
             }
         }

@@ -1518,7 +1518,7 @@ async fn a_daemon_started_during_an_outage_asks_systemd_for_time_then_says_ready
 }
 
 /// The state letter and parent pid of process `pid` (`None`: it is gone, reaped).
-fn state_and_parent(pid: u32) -> Option<(char, u32)> {
+pub(crate) fn state_and_parent(pid: u32) -> Option<(char, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut fields = rest.split_whitespace();

@@ -395,7 +395,7 @@ async fn append_with_insert_rows_goes_after_the_table_and_pushes_rows_down() {
     let emu = support::start_emulator().await;
     let hub = hub(&emu).await;
     let id = emu.spreadsheet_id().to_string();
-    let queue_range = "'_ジョブキュー'!A1:P";
+    let queue_range = "'_ジョブキュー'!A1:Q";
     // A person left a note further down, separated by empty rows.
     emu.set_values("'_ジョブキュー'!A10", json!([["note"]]), false)
         .unwrap_or_else(|e| panic!("seed note: {e}"));
@@ -414,7 +414,7 @@ async fn append_with_insert_rows_goes_after_the_table_and_pushes_rows_down() {
             .doit()
             .await,
     );
-    assert_eq!(reply.table_range.as_deref(), Some("'_ジョブキュー'!A1:P1"));
+    assert_eq!(reply.table_range.as_deref(), Some("'_ジョブキュー'!A1:Q1"));
     let updates = reply.updates.unwrap_or_default();
     assert_eq!(
         updates.updated_range.as_deref(),
@@ -432,7 +432,7 @@ async fn append_with_insert_rows_goes_after_the_table_and_pushes_rows_down() {
             .doit()
             .await,
     );
-    assert_eq!(reply.table_range.as_deref(), Some("'_ジョブキュー'!A1:P2"));
+    assert_eq!(reply.table_range.as_deref(), Some("'_ジョブキュー'!A1:Q2"));
     assert_eq!(
         reply.updates.and_then(|u| u.updated_range).as_deref(),
         Some("'_ジョブキュー'!A3")

@@ -7,6 +7,7 @@ mod apps_script;
 mod archive;
 mod bench;
 mod browser;
+mod cancel;
 mod check;
 mod cli;
 mod column_order;

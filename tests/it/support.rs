@@ -237,7 +237,7 @@ use std::time::Duration;
 use sheetq::admin::{self, NewJob};
 use sheetq::config::Config;
 use sheetq::daemon::{DaemonError, RunReport};
-use sheetq::queue::{self, ColumnMap, QueueRow, State};
+use sheetq::queue::{self, ColumnMap, QueueRow};
 use sheetq::sheets::auth::Credentials;
 use tokio_util::sync::CancellationToken;
 
@@ -561,7 +561,7 @@ pub fn row_of<'a>(rows: &'a [QueueRow], job_id: &str) -> &'a QueueRow {
 
 /// Whether a row is in a final state.
 pub fn is_finished(r: &QueueRow) -> bool {
-    r.state.is(State::Done) || r.state.is(State::Error) || r.state.is(State::Timeout)
+    r.state.is_final()
 }
 
 /// Polls `check` every 50 ms until it returns `Some`, or panics after `within` saying what
@@ -645,16 +645,16 @@ pub async fn wait_queue_finished(
     .await
 }
 
-/// A panel row's A..E cells (▶, 機能, 状態, 結果, 更新日時) as text, by sheet title and row.
+/// A panel row's A..F cells (▶, 機能, 状態, 結果, 更新日時, ■) as text, by sheet title and row.
 pub fn panel_row(emu: &Emulator, title: &str, row: u32) -> Vec<String> {
     let values = emu
-        .values(&format!("'{title}'!A{row}:E{row}"))
+        .values(&format!("'{title}'!A{row}:F{row}"))
         .unwrap_or_else(|e| panic!("cannot read panel {title} row {row}: {e:?}"));
     let mut cells: Vec<String> = values
         .first()
         .map(|r| r.iter().map(queue::cell_text).collect())
         .unwrap_or_default();
-    cells.resize(5, String::new());
+    cells.resize(6, String::new());
     cells
 }
 

@@ -1,0 +1,433 @@
+//! Stopping a job on request (docs/design.md §2.1), with the real binary against the
+//! emulator: a request in the queue's 中止要求 column (as the Apps Script intake and
+//! `sheetq cancel` write it) ends a waiting job キャンセル before it runs, stops a running
+//! job's whole process group, and still holds when the daemon that ran the job is dead; a
+//! request that names another job (a sort moved it) stops nothing.
+
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::json;
+use sheetq::emulator::{Emulator, Fault, FaultRule, Quota};
+use sheetq::queue::State;
+
+use crate::daemon::{binary_config_with, state_and_parent, Binary};
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(40);
+const FAST: Quota = Quota::scaled(50);
+
+/// A queue row A..Q as an intake writes it, `state` and 中止要求 as given.
+fn queue_row(
+    job: &str,
+    target: &str,
+    command: &str,
+    state: &str,
+    asked: &str,
+) -> serde_json::Value {
+    json!([
+        job,
+        sheetq::sheet_time::instant_to_serial(Utc::now(), TZ),
+        "",
+        target,
+        "",
+        target,
+        "動作確認 (2秒)",
+        command,
+        "{}",
+        "",
+        state,
+        "",
+        "",
+        "",
+        "",
+        "",
+        asked
+    ])
+}
+
+/// Writes 中止要求 on the row that holds `job` now, as a person's trigger would.
+fn ask_to_stop(emu: &Emulator, job: &str, text: &str) {
+    let rows = queue_rows(emu);
+    let row = row_of(&rows, job).row;
+    emu.set_values(&format!("'_ジョブキュー'!Q{row}"), json!([[text]]), false)
+        .unwrap_or_else(|e| panic!("writing 中止要求 of {job}: {e:?}"));
+}
+
+/// A command that records each run in `ran`, prints a line, and sleeps 300 s in a child
+/// process whose pid it writes to `pids`, next to its own.
+fn long_command(dir: &Path) -> String {
+    let script = format!(
+        "echo run >> {ran}; echo working on step 3; sleep 300 & echo $$ $! > {pids}; wait",
+        ran = dir.join("ran").display(),
+        pids = dir.join("pids").display()
+    );
+    format!(
+        "[commands.long]\nexec = [\"/bin/sh\", \"-c\", {}]\ntimeout = \"10m\"\nkill_grace = \"1s\"\n",
+        toml::Value::String(script)
+    )
+}
+
+fn runs(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("ran"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// Waits until every job of `jobs` is final with its メッセージ written (a cancel's
+/// 終了日時/メッセージ follow its state in a later write); returns the queue then.
+async fn wait_ended(emu: &Emulator, jobs: &[&str], log: &Path) -> Vec<sheetq::queue::QueueRow> {
+    wait_for(
+        "the jobs to end with their messages",
+        WAIT,
+        || {
+            let rows = queue_rows(emu);
+            jobs.iter()
+                .all(|id| {
+                    rows.iter()
+                        .any(|r| r.job_id == *id && r.state.is_final() && !r.message.is_empty())
+                })
+                .then_some(rows)
+        },
+        show(emu, log),
+    )
+    .await
+}
+
+/// The queue and a daemon's log, for a failure message.
+fn show<'a>(emu: &'a Emulator, log: &'a Path) -> impl FnOnce() -> String + 'a {
+    move || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&queue_rows(emu)),
+            std::fs::read_to_string(log).unwrap_or_default()
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_job_asked_to_stop_ends_cancelled_and_never_runs() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q4",
+        json!([
+            queue_row(
+                "asked",
+                "サーバーA",
+                "long",
+                "待機",
+                "hanako@example.com 2026/12/03 10:04:00 #asked"
+            ),
+            queue_row("next", "サーバーB", "echo", "待機", ""),
+            // A request a sort left on another job's row: it names "elsewhere", not "moved".
+            queue_row(
+                "moved",
+                "サーバーC",
+                "echo",
+                "待機",
+                "jiro@example.com 2026/12/03 10:05:00 #elsewhere"
+            ),
+        ]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-1",
+        "heartbeat_interval = \"1s\"\n",
+        &format!(
+            "{}[commands.echo]\nbuiltin = \"echo\"\n",
+            long_command(dir.path())
+        ),
+    );
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let rows = wait_ended(&emu, &["asked", "next", "moved"], &log).await;
+    let asked = row_of(&rows, "asked");
+    assert!(
+        asked.state.is(State::Cancelled)
+            && asked.started_at.is_none()
+            && asked.worker.is_empty()
+            && asked.finished_at.is_some(),
+        "the waiting row asked to stop ends キャンセル with its 終了日時, never claimed: {asked:#?}"
+    );
+    assert_eq!(
+        asked.message, "中止: hanako@example.com 10:04",
+        "メッセージ says who asked and when"
+    );
+    assert_eq!(runs(dir.path()), 0, "the cancelled job's command never ran");
+    assert!(
+        row_of(&rows, "next").state.is(State::Done),
+        "the other job still runs"
+    );
+    assert!(
+        row_of(&rows, "moved").state.is(State::Done),
+        "a request naming another job stops nothing on the row it stands on: {:#?}",
+        row_of(&rows, "moved")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_asked_to_stop_has_its_process_group_stopped_and_ends_cancelled_with_its_output(
+) {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q2",
+        json!([queue_row("long", "サーバーA", "long", "待機", "")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-1",
+        "heartbeat_interval = \"1s\"\n",
+        &long_command(dir.path()),
+    );
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let pids: Vec<u32> = wait_for(
+        "the long job to run and start its child",
+        WAIT,
+        || {
+            let text = std::fs::read_to_string(dir.path().join("pids")).ok()?;
+            let pids: Vec<u32> = text
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            (pids.len() == 2).then_some(pids)
+        },
+        show(&emu, &log),
+    )
+    .await;
+    ask_to_stop(&emu, "long", "taro@example.com 2026/12/03 21:30:00 #long");
+    let rows = wait_ended(&emu, &["long"], &log).await;
+    let r = row_of(&rows, "long");
+    assert!(
+        r.state.is(State::Cancelled) && r.worker.starts_with("vm-1/"),
+        "the running job ends キャンセル under its claim: {r:#?}"
+    );
+    assert!(
+        r.message.starts_with("中止: taro@example.com 21:30\n")
+            && r.message.contains("working on step 3"),
+        "メッセージ names who and when, then the output's tail: {:?}",
+        r.message
+    );
+    for pid in pids {
+        wait_for(
+            &format!("process {pid} of the job's group to be gone"),
+            WAIT,
+            || match state_and_parent(pid) {
+                None | Some(('Z', _)) => Some(()),
+                Some(_) => None,
+            },
+            || format!("{pid}: {:?}", state_and_parent(pid)),
+        )
+        .await;
+    }
+    assert_eq!(runs(dir.path()), 1, "the job ran once and is not run again");
+}
+
+/// A job whose daemon died (SIGKILL) is rescued by another daemon once the dead one's
+/// heartbeat stood still for `dead_after`; asked to stop, it ends キャンセル, not タイムアウト,
+/// and never runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_asked_to_stop_whose_daemon_is_dead_ends_cancelled_when_rescued_and_never_runs_again()
+{
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    for d in [&first, &second] {
+        std::fs::create_dir(d).unwrap_or_else(|e| panic!("{e}"));
+    }
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q2",
+        json!([queue_row("long", "サーバーA", "long", "待機", "")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let settings = "heartbeat_interval = \"1s\"\ndead_after = \"3s\"\n";
+    let commands = long_command(dir.path());
+    let config = binary_config_with(&emu, &first, "vm-dies", settings, &commands);
+    let log = first.join("sheetq.log");
+    let daemon = Binary::start(&config, &log);
+    wait_for(
+        "the long job to run under vm-dies",
+        WAIT,
+        || (runs(dir.path()) == 1).then_some(()),
+        show(&emu, &log),
+    )
+    .await;
+    drop(daemon);
+    ask_to_stop(&emu, "long", "jiro@example.com 2026/12/03 08:15:00");
+    let config = binary_config_with(&emu, &second, "vm-rescuer", settings, &commands);
+    let rescuer_log = second.join("sheetq.log");
+    let _rescuer = Binary::start(&config, &rescuer_log);
+    let rows = wait_ended(&emu, &["long"], &rescuer_log).await;
+    let r = row_of(&rows, "long");
+    assert!(
+        r.state.is(State::Cancelled) && r.message.starts_with("中止: jiro@example.com 08:15"),
+        "the dead daemon's job asked to stop ends キャンセル when rescued: {r:#?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(runs(dir.path()), 1, "the job is not run again");
+}
+
+const POLL: (&str, &str) = ("intake", "\"poll\"");
+
+/// Ticks `column` of panel `title`'s row `row`, as a person does.
+fn tick(emu: &Emulator, title: &str, column: &str, row: u32) {
+    emu.set_values(&format!("'{title}'!{column}{row}"), json!([[true]]), false)
+        .unwrap_or_else(|e| panic!("cannot tick {title}!{column}{row}: {e:?}"));
+}
+
+/// Makes the demo's sleep function on panel サーバーA row `row` sleep `seconds`.
+fn sleep_for(emu: &Emulator, row: u32, seconds: u32) {
+    emu.set_values(
+        &format!("'サーバーA'!I{row}"),
+        json!([[format!("{{\"seconds\":{seconds}}}")]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("cannot set サーバーA!I{row}: {e:?}"));
+}
+
+/// The queue row of `function` on サーバーA once `ok` holds for it.
+async fn wait_row(
+    emu: &Emulator,
+    function: &str,
+    what: &str,
+    ok: impl Fn(&sheetq::queue::QueueRow) -> bool,
+) -> sheetq::queue::QueueRow {
+    wait_for(
+        &format!("the {function} job to be {what}"),
+        WAIT,
+        || {
+            queue_rows(emu)
+                .into_iter()
+                .find(|r| r.target == "サーバーA" && r.function == function && ok(r))
+        },
+        || describe_queue(&queue_rows(emu)),
+    )
+    .await
+}
+
+fn cancelled_with_message(r: &sheetq::queue::QueueRow) -> bool {
+    r.state.is(State::Cancelled) && !r.message.is_empty()
+}
+
+/// ■ ticks read by the daemon's poll (`intake = "poll"`): one on a waiting job's function
+/// ends it キャンセル before it runs; one on the running job's function stops it. Both boxes
+/// go back, and the panel row shows the outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_ticks_read_by_polling_cancel_the_waiting_job_and_stop_the_running_one() {
+    let emu = start_with_quota(FAST).await;
+    sleep_for(&emu, 8, 120);
+    sleep_for(&emu, 9, 120);
+    let fleet = Fleet::start(&emu, &["vm-1"], &[POLL], "").await;
+    tick(&emu, "サーバーA", "A", 8);
+    let running = wait_row(&emu, "動作確認 (2秒)", "running", |r| {
+        r.state.is(State::Running)
+    })
+    .await;
+    // Same target: the second press waits for the first.
+    tick(&emu, "サーバーA", "A", 9);
+    wait_row(&emu, "再起動 (5秒)", "waiting", |r| {
+        r.state.is(State::Waiting)
+    })
+    .await;
+
+    tick(&emu, "サーバーA", "F", 9);
+    let waiting = wait_row(&emu, "再起動 (5秒)", "cancelled", cancelled_with_message).await;
+    assert!(
+        waiting.message.starts_with("中止: 不明 ") && waiting.started_at.is_none(),
+        "the waiting job never ran; polling cannot tell who ticked: {waiting:#?}"
+    );
+    tick(&emu, "サーバーA", "F", 8);
+    let stopped = wait_row(&emu, "動作確認 (2秒)", "stopped", cancelled_with_message).await;
+    assert_eq!(stopped.job_id, running.job_id);
+    assert!(
+        stopped.message.starts_with("中止: 不明 ") && stopped.worker == running.worker,
+        "the running job ends キャンセル under its claim: {stopped:#?}"
+    );
+    wait_for(
+        "panel row 8 to show キャンセル with both boxes back",
+        WAIT,
+        || {
+            let cells = panel_row(&emu, "サーバーA", 8);
+            (cells[2].contains("キャンセル") && cells[0] == "FALSE" && cells[5] == "FALSE")
+                .then_some(())
+        },
+        || format!("{:?}", panel_row(&emu, "サーバーA", 8)),
+    )
+    .await;
+    fleet.stop(&emu).await;
+}
+
+/// A ■ tick on a job whose daemon is cut off from the API: another daemon takes the tick in
+/// and writes the request on the job's row; it ends the row キャンセル once the silent
+/// daemon's heartbeat stood still for `dead_after` (unconfirmed: the job may still run).
+/// When the cut-off daemon is back, it reads the request on its row, stops the job and
+/// confirms. The job is never run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_a_job_whose_daemon_is_cut_off_and_is_confirmed_when_it_is_back() {
+    let emu = start_with_quota(FAST).await;
+    sleep_for(&emu, 8, 120);
+    let settings = [
+        POLL,
+        ("slots", "1"),
+        ("heartbeat_interval", "\"500ms\""),
+        ("dead_after", "\"3s\""),
+        ("lease_ttl", "\"3s\""),
+    ];
+    let first = Fleet::start_on_own_accounts(&emu, &["a1"], &settings, "").await;
+    tick(&emu, "サーバーA", "A", 8);
+    let running = wait_row(&emu, "動作確認 (2秒)", "running on a1", |r| {
+        r.state.is(State::Running) && r.worker.starts_with("a1/")
+    })
+    .await;
+    emu.add_fault(FaultRule::cut_off(
+        &Emulator::account("a1"),
+        Fault::Status(503),
+    ));
+    let second = Fleet::start_on_own_accounts(&emu, &["a2"], &settings, "").await;
+    tick(&emu, "サーバーA", "F", 8);
+    let rescued = wait_row(
+        &emu,
+        "動作確認 (2秒)",
+        "cancelled by a2",
+        cancelled_with_message,
+    )
+    .await;
+    assert!(
+        rescued.message.starts_with("中止: 不明 ")
+            && rescued.message.contains(sheetq::cancel::UNCONFIRMED)
+            && rescued
+                .cancel_request
+                .ends_with(&format!("#{}", running.job_id)),
+        "a2 wrote the request on the row and ended it キャンセル, unconfirmed: {rescued:#?}"
+    );
+    emu.clear_faults();
+    let confirmed = wait_row(&emu, "動作確認 (2秒)", "confirmed by a1", |r| {
+        cancelled_with_message(r) && !r.message.contains(sheetq::cancel::UNCONFIRMED)
+    })
+    .await;
+    assert!(
+        confirmed.message.starts_with("中止: 不明 ") && confirmed.worker == running.worker,
+        "a1 stopped its job and wrote its own キャンセル: {confirmed:#?}"
+    );
+    first.stop(&emu).await;
+    second.stop(&emu).await;
+    let rows = queue_rows(&emu);
+    assert_eq!(
+        rows.len(),
+        1,
+        "the job is not queued or run again:\n{}",
+        describe_queue(&rows)
+    );
+}
