@@ -1,8 +1,9 @@
 /**
  * The edit triggers of a panel spreadsheet: a ▶ tick on a PANEL_V2 panel becomes one 待機
- * row of `_ジョブキュー`, which the sheetq daemon runs; a tick on the index (▶パネル) becomes
- * a panel job that creates or shows that target's panel. Each press is answered at once
- * with a toast.
+ * row of `_ジョブキュー`, which the sheetq daemon runs; a ■ tick asks the daemon to stop that
+ * function's newest waiting or running job, by writing who and when into its 中止要求 cell; a
+ * tick on the index (▶パネル) becomes a panel job that creates or shows that target's panel.
+ * Each tick is answered at once with a toast, and goes back to unticked.
  *
  * Two ways to take presses (README.md, "The Apps Script intake", says what each gives):
  *
@@ -88,12 +89,24 @@ function projectTriggers() {
 }
 
 /**
- * A tick, from either trigger: which sheet it is on decides what it asks for. `installable`:
- * whether this runs as the installable trigger's owner rather than as the person.
+ * An edit, from either trigger: ticks of ■ boxes wherever it covers them (a paste over a row
+ * covers one), else a tick of one cell, whose sheet and column decide what it asks for: ▶ and
+ * index ticks are taken from an edit of that one cell only. `installable`: whether this runs
+ * as the installable trigger's owner rather than as the person.
  */
 function takePress(e, installable) {
   var range = e.range;
-  if (range.getNumRows() !== 1 || range.getNumColumns() !== 1) return;
+  var press = { ss: e.source, requester: requesterOf(e), installable: installable };
+  var boxes = cancelCells(range.getRow(), range.getColumn(), range.getNumRows(), range.getNumColumns());
+  if (boxes !== null) {
+    takeCancels(press, range.getSheet(), boxes);
+  } else if (range.getNumRows() === 1 && range.getNumColumns() === 1) {
+    takeTick(press, range);
+  }
+}
+
+/** A tick of one cell: a ▶ press on a panel, or a tick on the index. */
+function takeTick(press, range) {
   if (range.getValue() !== true) return;
   var sheet = range.getSheet();
   var marker = String(sheet.getRange(PANEL.markerCell).getValue()).trim();
@@ -107,13 +120,80 @@ function takePress(e, installable) {
   } else {
     return;
   }
-  var press = { ss: e.source, requester: requesterOf(e), installable: installable };
   try {
     take(press, sheet, range.getRow());
   } finally {
     // The tick is a button: it goes back whatever the outcome.
     range.setValue(false);
   }
+}
+
+/**
+ * The ■ boxes an edit covers ({ first, count } rows of the ■ column): on a panel, each one
+ * ticked asks to stop its row's job, in turn.
+ */
+function takeCancels(press, sheet, boxes) {
+  var ticked = [];
+  sheet.getRange(boxes.first, PANEL.cancelColumn, boxes.count, 1).getValues().forEach(function (v, i) {
+    if (v[0] === true) ticked.push(boxes.first + i);
+  });
+  if (ticked.length === 0) return;
+  if (String(sheet.getRange(PANEL.markerCell).getValue()).trim() !== PANEL.marker) return;
+  try {
+    ticked.forEach(function (row) { takeCancel(press, sheet, row); });
+  } finally {
+    // Buttons too: each goes back whatever the outcome.
+    ticked.forEach(function (row) { sheet.getRange(row, PANEL.cancelColumn).setValue(false); });
+  }
+}
+
+/**
+ * A ■ tick on a panel row: who ticked and when, written into the 中止要求 of that function's
+ * newest waiting or running job, unless someone asked already (intake.js, cancelPlan). The
+ * daemon then never starts the job, or stops it.
+ */
+function takeCancel(press, sheet, row) {
+  var ss = press.ss;
+  var label = String(sheet.getRange(PANEL.labelCell).getValue()).trim();
+  var fn = String(sheet.getRange(row, PANEL.functionColumn).getValue()).trim();
+  if (fn === '') {
+    ss.toast(noFunctionMessage(row), 'sheetq');
+    return;
+  }
+  var queue = ss.getSheetByName(QUEUE_SHEET);
+  if (queue === null) {
+    ss.toast(noQueueMessage(), 'sheetq');
+    return;
+  }
+  var tz = ss.getSpreadsheetTimeZone();
+  var time = Utilities.formatDate(new Date(), tz, 'yyyy/MM/dd HH:mm:ss');
+  // Two ticks at once must not both find the 中止要求 empty.
+  var lock = LockService.getDocumentLock();
+  lock.waitLock(10000);
+  var plan;
+  try {
+    // People sort and move queue rows at any moment: a row number holds only for the read
+    // that found it. The request names its job, so one that a sort put on another row
+    // between the read and the write stops nothing there (sheetq honours it only on its
+    // job's row); the write is checked by reading that row's jobId back, and planned
+    // afresh once if it missed.
+    for (var attempt = 0; attempt < 2; attempt++) {
+      var data = queue.getDataRange().getValues();
+      plan = cancelPlan(data[0], data.slice(1), label, fn, function (d) { return wallClockOf(d, tz); });
+      if (plan.index === undefined) break;
+      var cols = queueColumns(data[0]).index;
+      queue.getRange(plan.index + 2, plan.column + 1).setValue(cancelRequestText(press.requester, time, plan.jobId));
+      if (String(queue.getRange(plan.index + 2, cols.jobId + 1).getValue()) === plan.jobId) break;
+    }
+  } finally {
+    lock.releaseLock();
+  }
+  ss.toast(plan.message, 'sheetq');
+}
+
+/** The wall clock of `date` in zone `tz`, in milliseconds as if it were UTC: what a date serial counts. */
+function wallClockOf(date, tz) {
+  return Date.parse(Utilities.formatDate(date, tz, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"));
 }
 
 /**
@@ -143,7 +223,7 @@ function takeInIndex(press, sheet, row) {
   }
   var queue = ss.getSheetByName(QUEUE_SHEET);
   if (queue === null) {
-    ss.toast(QUEUE_SHEET + ' がありません。`sheetq init` を実行してください', 'sheetq');
+    ss.toast(noQueueMessage(), 'sheetq');
     return;
   }
   var tz = ss.getSpreadsheetTimeZone();
@@ -156,10 +236,9 @@ function takeInIndex(press, sheet, row) {
       ss.toast(panelAskedMessage(label), 'sheetq');
       return;
     }
-    var wall = Utilities.formatDate(new Date(), tz, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'");
     var queued = appendToQueue(press, queue, queueRow(header, indexPress({
       jobId: Utilities.getUuid(),
-      wallMs: Date.parse(wall),
+      wallMs: wallClockOf(new Date(), tz),
       requester: press.requester,
       indexSheet: sheet.getName(),
       label: label,
@@ -192,7 +271,7 @@ function takeIn(press, sheet, row) {
   }
   var queue = ss.getSheetByName(QUEUE_SHEET);
   if (queue === null) {
-    ss.toast(QUEUE_SHEET + ' がありません。`sheetq init` を実行してください', 'sheetq');
+    ss.toast(noQueueMessage(), 'sheetq');
     return;
   }
   // Two presses at once must not both pass the duplicate guard.
@@ -208,11 +287,9 @@ function takeIn(press, sheet, row) {
       }), 'sheetq');
       return;
     }
-    // The wall clock of the spreadsheet's zone, as if it were UTC: what a date serial counts.
-    var wall = Utilities.formatDate(new Date(), tz, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'");
     var queued = appendToQueue(press, queue, queueRow(header, {
       jobId: Utilities.getUuid(),
-      wallMs: Date.parse(wall),
+      wallMs: wallClockOf(new Date(), tz),
       requester: press.requester,
       panelSheet: sheet.getName(),
       panelRow: row,

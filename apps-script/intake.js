@@ -1,7 +1,8 @@
 /**
  * sheetq's intake for a PANEL_V2 panel, as pure functions: the queue row a ▶ press becomes,
- * the duplicate guard, the resolution of the panel's target label, who pressed, the plan of
- * installing or removing the installable trigger, and the toast texts.
+ * the duplicate guard, the job a ■ (中止) tick asks to stop and the 中止要求 text it writes,
+ * the resolution of the panel's target label, who pressed, the plan of installing or removing
+ * the installable trigger, and the toast texts.
  *
  * Code.js calls these from its edit triggers; `node --test apps-script/` checks them. No
  * Apps Script service is used here, so both runtimes load this file unchanged. The layout
@@ -12,7 +13,7 @@
 /** The hidden queue sheet. */
 var QUEUE_SHEET = '_ジョブキュー';
 
-/** Queue columns by role, as named in row 1 of the queue (found by name, in any order). */
+/** Queue columns by role, as named in row 1 of the queue (found by name, in any order). Required. */
 var HEADERS = {
   jobId: 'jobId',
   receivedAt: '受付日時',
@@ -32,6 +33,14 @@ var HEADERS = {
   worker: 'ワーカー',
 };
 
+/**
+ * Queue columns a queue made by an older sheetq may lack, found by name like the others when
+ * present. Without one, what it carries is not offered (`sheetq init` adds it).
+ */
+var OPTIONAL_HEADERS = {
+  cancelRequest: '中止要求',
+};
+
 /** The 状態 words of a job that is not finished. */
 var WAITING = '待機';
 var RUNNING = '実行中';
@@ -44,6 +53,7 @@ var PANEL = {
   firstRow: 8,
   tickColumn: 1,
   functionColumn: 2,
+  cancelColumn: 6,
   commandColumn: 8,
   argsColumn: 9,
   flagsColumn: 10,
@@ -78,11 +88,15 @@ function serialOfWallClock(wallMs) {
 }
 
 /**
- * Where each queue column is, from the header row: `{ index: {role: i}, width }`. Throws,
- * naming what is missing or doubled, when the header is not a sheetq queue header.
+ * Where each queue column is, from the header row: `{ index: {role: i}, width }`, `width`
+ * reaching the right-most known column. An optional column (OPTIONAL_HEADERS) the queue lacks
+ * has no index. Throws, naming what is missing or doubled, when the header is not a sheetq
+ * queue header.
  */
 function queueColumns(header) {
-  var known = Object.keys(HEADERS).map(function (role) { return HEADERS[role]; });
+  var known = [HEADERS, OPTIONAL_HEADERS].reduce(function (names, group) {
+    return names.concat(Object.keys(group).map(function (role) { return group[role]; }));
+  }, []);
   var at = {};
   header.forEach(function (name, i) {
     var n = String(name).trim();
@@ -105,6 +119,10 @@ function queueColumns(header) {
     throw new Error(QUEUE_SHEET + ' row 1 lacks the columns ' + missing.join(', ') +
       '; run `sheetq init` or fix the header');
   }
+  Object.keys(OPTIONAL_HEADERS).forEach(function (role) {
+    var i = at[OPTIONAL_HEADERS[role]];
+    if (i !== undefined) index[role] = i;
+  });
   var width = Math.max.apply(null, Object.keys(index).map(function (r) { return index[r]; })) + 1;
   return { index: index, width: width };
 }
@@ -170,10 +188,13 @@ function receivedHHmm(value, formatDate) {
     var wall = new Date(Math.round(value * MS_PER_DAY) + SERIAL_EPOCH_MS);
     return pad2(wall.getUTCHours()) + ':' + pad2(wall.getUTCMinutes());
   }
-  if (value instanceof Date || Object.prototype.toString.call(value) === '[object Date]') {
-    return formatDate(value);
-  }
+  if (isDate(value)) return formatDate(value);
   return '--:--';
+}
+
+/** Whether a cell value is a Date (of this realm or Apps Script's). */
+function isDate(value) {
+  return value instanceof Date || Object.prototype.toString.call(value) === '[object Date]';
 }
 
 function pad2(n) {
@@ -271,6 +292,129 @@ function noFunctionMessage(row) {
 /** The toast of a press taken in. */
 function queuedMessage(fn, target) {
   return '受け付けました: ' + fn + '（' + target + '）';
+}
+
+/** The toast of a tick while the spreadsheet has no queue sheet. */
+function noQueueMessage() {
+  return QUEUE_SHEET + ' がありません。`sheetq init` を実行してください';
+}
+
+/**
+ * The block of ■ boxes an edit covers: the edited block (`height` × `width` cells from row
+ * `top`, column `left`) within a panel's ■ column from its first function row, as
+ * { first, count } rows, or null when it covers none. A paste over a whole row covers one.
+ */
+function cancelCells(top, left, height, width) {
+  if (left > PANEL.cancelColumn || left + width - 1 < PANEL.cancelColumn) return null;
+  var first = Math.max(top, PANEL.firstRow);
+  var last = top + height - 1;
+  return last < first ? null : { first: first, count: last - first + 1 };
+}
+
+/**
+ * A 受付日時 cell as a date serial, to tell which job is newer: a serial as it is, a Date
+ * (a date-formatted cell, as Apps Script reads it) by `wallMsOf`, its wall clock in the
+ * sheet's zone as serialOfWallClock takes it. Anything else is older than every date.
+ */
+function receivedSerial(value, wallMsOf) {
+  if (typeof value === 'number' && isFinite(value)) return value;
+  if (isDate(value)) return serialOfWallClock(wallMsOf(value));
+  return -Infinity;
+}
+
+/**
+ * The job a ■ tick on the panel row of `fn` asks to stop: the index in `rows` (the queue's
+ * data rows) of the newest 待機 or 実行中 row for that target and function (by 受付日時, read
+ * with receivedSerial; on a tie the lower row), or null. A finished job (完了, エラー,
+ * タイムアウト, キャンセル) is never stopped. A panel without a label has no jobs: ▶ queues
+ * none for it.
+ */
+function cancelTargetOf(header, rows, target, fn, wallMsOf) {
+  var cols = queueColumns(header);
+  var t = String(target).trim();
+  var f = String(fn).trim();
+  if (t === '') return null;
+  var found = null;
+  var newest = -Infinity;
+  rows.forEach(function (r, i) {
+    var state = String(r[cols.index.state]);
+    if ((state !== WAITING && state !== RUNNING) || targetOf(r, cols) !== t ||
+        String(r[cols.index.fn]).trim() !== f) {
+      return;
+    }
+    var at = receivedSerial(r[cols.index.receivedAt], wallMsOf);
+    if (found === null || at >= newest) {
+      found = i;
+      newest = at;
+    }
+  });
+  return found;
+}
+
+/**
+ * The 中止要求 text of a ■ tick: who ticked (requesterOf; 不明 when Google does not say),
+ * then `time`, the moment formatted `yyyy/MM/dd HH:mm:ss` in the spreadsheet's zone, then
+ * `#<jobId>` of the job it is meant for. sheetq reads the words before the `#` as who, date
+ * and time, and honours the request only on the row of that job: a sort that moves rows
+ * between the script's read and its write leaves the request on a row it stops nothing on.
+ */
+function cancelRequestText(who, time, jobId) {
+  var w = who === undefined || who === null ? '' : String(who).trim();
+  return (w === '' ? '不明' : w) + ' ' + time + ' #' + jobId;
+}
+
+/** Whether the 中止要求 text `asked` asks to stop `jobId`: it names that job, or none. */
+function cancelAppliesTo(asked, jobId) {
+  var words = asked.split(/\s+/);
+  var last = words[words.length - 1];
+  return !(last.length > 1 && last.charAt(0) === '#') || last.slice(1) === String(jobId);
+}
+
+/**
+ * What a ■ tick on the panel row of `fn` does, from the queue as just read (`header`, `rows`
+ * its data rows): `{ message }`, the toast, and when a request is to be written also
+ * `{ index, column, jobId }`: write it into `rows[index]`, 0-based column `column` (its
+ * 中止要求), for job `jobId`. A request for that job already there is kept (one a sort left
+ * there for another job is not one); a queue without 中止要求 is left as it is.
+ */
+function cancelPlan(header, rows, target, fn, wallMsOf) {
+  var i = cancelTargetOf(header, rows, target, fn, wallMsOf);
+  if (i === null) return { message: nothingToCancelMessage(fn) };
+  var cols = queueColumns(header);
+  var column = cols.index.cancelRequest;
+  if (column === undefined) return { message: noCancelColumnMessage() };
+  var jobId = String(rows[i][cols.index.jobId]);
+  var asked = rows[i][column];
+  asked = asked === undefined || asked === null ? '' : String(asked).trim();
+  if (asked !== '' && cancelAppliesTo(asked, jobId)) return { message: cancelAskedMessage(fn, asked) };
+  return {
+    index: i,
+    column: column,
+    jobId: jobId,
+    message: cancelRequestedMessage(fn, String(rows[i][cols.index.state])),
+  };
+}
+
+/** The toast of a stop asked for, by the 状態 the job had: a waiting job never starts. */
+function cancelRequestedMessage(fn, state) {
+  return '中止を要求しました: ' + fn + '（' +
+    (state === RUNNING ? '実行中のジョブを止めます' : '待機中のジョブは実行されません') + '）';
+}
+
+/** The toast of a ■ tick on a job whose stop is asked already: who asked and when (`asked`). */
+function cancelAskedMessage(fn, asked) {
+  return '既に中止を要求済みです: ' + fn + '（要求: ' + asked + '）';
+}
+
+/** The toast of a ■ tick on a function with no waiting or running job. */
+function nothingToCancelMessage(fn) {
+  return fn + ' に中止できるジョブはありません（待機中・実行中のジョブがありません）';
+}
+
+/** The toast of a ■ tick on a queue made before 中止要求 existed. */
+function noCancelColumnMessage() {
+  return '中止できません: ' + QUEUE_SHEET + ' に「' + OPTIONAL_HEADERS.cancelRequest +
+    '」列がありません。`sheetq init` を実行すると追加されます';
 }
 
 /**
@@ -394,6 +538,7 @@ if (typeof module !== 'undefined') {
     pressFlags: pressFlags,
     QUEUE_SHEET: QUEUE_SHEET,
     HEADERS: HEADERS,
+    OPTIONAL_HEADERS: OPTIONAL_HEADERS,
     PANEL: PANEL,
     INDEX: INDEX,
     PANEL_JOB: PANEL_JOB,
@@ -413,6 +558,15 @@ if (typeof module !== 'undefined') {
     resolveLabel: resolveLabel,
     noFunctionMessage: noFunctionMessage,
     queuedMessage: queuedMessage,
+    noQueueMessage: noQueueMessage,
+    cancelCells: cancelCells,
+    cancelTargetOf: cancelTargetOf,
+    cancelRequestText: cancelRequestText,
+    cancelPlan: cancelPlan,
+    cancelRequestedMessage: cancelRequestedMessage,
+    cancelAskedMessage: cancelAskedMessage,
+    nothingToCancelMessage: nothingToCancelMessage,
+    noCancelColumnMessage: noCancelColumnMessage,
     requesterOf: requesterOf,
     TRIGGER: TRIGGER,
     simpleStandsDown: simpleStandsDown,

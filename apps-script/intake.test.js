@@ -235,3 +235,115 @@ test('a press never brings the continuation flag, whose args sheetq trusts on a 
   assert.equal(intake.pressFlags(''), '');
   assert.equal(intake.pressFlags(' heavy ,x'), 'heavy,x');
 });
+
+test('the queue may lack 中止要求 (made by an older sheetq); every other column it must have', () => {
+  const cols = intake.queueColumns(fixture.header);
+  assert.deepEqual(Object.keys(cols.index).sort(), Object.keys(intake.HEADERS).sort(),
+    'every required column is found');
+  assert.equal(cols.index.jobId, 0);
+  assert.equal(cols.index.worker, 15);
+  assert.equal('cancelRequest' in cols.index, false, 'the optional column is reported absent');
+  assert.equal(cols.width, 16);
+
+  const header = ['中止要求', ...fixture.header];
+  const withIt = intake.queueColumns(header);
+  assert.equal(withIt.index.cancelRequest, 0);
+  assert.equal(withIt.index.jobId, 1);
+  assert.equal(intake.queueColumns([...fixture.header, '中止要求']).width, 17,
+    'as wide as the right-most known column, an optional one included, as sheetq counts it');
+  assert.throws(() => intake.queueColumns([...header, '中止要求']), /"中止要求" appears twice/);
+  assert.throws(() => intake.queueColumns(['中止要求', 'jobId']), /lacks the columns 受付日時/,
+    'an optional column does not stand in for a required one');
+});
+
+test('■ stops the newest waiting or running job of its target and function, never a finished one', () => {
+  const at = (h) => intake.serialOfWallClock(Date.UTC(2026, 11, 3, h));
+  const never = () => assert.fail('a serial needs no zone');
+  const rows = queue([
+    ['実行中', 'A', 'f', '', at(9)],
+    ['待機', 'A', 'f', '', at(11)],
+    ['待機', 'A', 'f', '', at(10)],
+    ['完了', 'A', 'f', '', at(12)],
+    ['エラー', 'A', 'f', '', at(12)],
+    ['タイムアウト', 'A', 'f', '', at(12)],
+    ['キャンセル', 'A', 'f', '', at(13)],
+    ['待機', 'B', 'f', '', at(14)],
+    ['待機', 'A', 'g', '', at(15)],
+  ]);
+  const header = fixture.header;
+  assert.equal(intake.cancelTargetOf(header, rows, 'A', 'f', never), 1, 'the latest 受付日時 of A / f');
+  assert.equal(intake.cancelTargetOf(header, rows, ' A ', 'f ', never), 1, 'compared trimmed');
+  assert.equal(intake.cancelTargetOf(header, rows.slice(3), 'A', 'f', never), null,
+    '完了, エラー, タイムアウト and キャンセル are never stopped, nor other targets\' or functions\' jobs');
+  assert.equal(intake.cancelTargetOf(header, rows, 'B', 'f', never), 7);
+  assert.equal(intake.cancelTargetOf(header, rows, 'A', 'h', never), null);
+
+  const tie = queue([['待機', 'A', 'f', '', at(9)], ['実行中', 'A', 'f', '', at(9)], ['待機', 'A', 'f', '', '']]);
+  assert.equal(intake.cancelTargetOf(header, tie, 'A', 'f', never), 1,
+    'on a tie the lower row; a 受付日時 that is no date is the oldest');
+
+  const byPanel = queue([['待機', 'C', 'f', '', at(9)], ['待機', '', 'f', '', at(8), 'C'], ['待機', '', 'f', '', at(7), 'D']]);
+  assert.equal(intake.cancelTargetOf(header, byPanel.slice(1), 'C', 'f', never), 0,
+    'an empty 対象ラベル falls back to パネルシート名');
+  assert.equal(intake.cancelTargetOf(header, byPanel, 'C', 'f', never), 0);
+  assert.equal(intake.cancelTargetOf(header, queue([['待機', '', 'f', '', at(9), '']]), ' ', 'f', never), null,
+    'a panel without a label stops nothing');
+
+  // 11:00 in Tokyo read as a Date (a date-formatted cell) is newer than the 10:00 serial;
+  // without the zone it would read 02:00.
+  const mixed = queue([['待機', 'A', 'f', '', at(10)], ['待機', 'A', 'f', '', new Date(Date.UTC(2026, 11, 3, 2))], ['待機', 'A', 'f', '', at(9)]]);
+  const tokyo = (d) => d.getTime() + 9 * 3600000;
+  assert.equal(intake.cancelTargetOf(header, mixed, 'A', 'f', tokyo), 1, 'a Date is read on the sheet\'s clock');
+});
+
+test('the 中止要求 text is who ticked, the date and time, then the job it is meant for', () => {
+  const time = '2026/12/03 21:30:05';
+  const text = intake.cancelRequestText('alice@example.com', time, 'job-1');
+  assert.equal(text, 'alice@example.com 2026/12/03 21:30:05 #job-1');
+  const words = text.split(/\s+/);
+  assert.equal(words.slice(-3, -1).join(' '), time, 'sheetq reads the two words before #jobId as the time');
+  assert.equal(words.slice(0, -3).join(' '), 'alice@example.com');
+  assert.equal(intake.cancelRequestText('', time, 'j'), '不明 2026/12/03 21:30:05 #j', 'Google did not say who');
+  assert.equal(intake.cancelRequestText(undefined, time, 'j'), '不明 2026/12/03 21:30:05 #j');
+  assert.equal(intake.cancelRequestText(' bob@example.com ', time, 'j'), 'bob@example.com 2026/12/03 21:30:05 #j');
+});
+
+test('a ■ tick writes one request into an empty 中止要求, and otherwise only says why not', () => {
+  const header = [...fixture.header, '中止要求'];
+  const never = () => assert.fail('a serial needs no zone');
+  const rows = queue([['完了', 'A', 'f', '', 2], ['待機', 'A', 'f', '', 1], ['実行中', 'A', 'g', '', 1]])
+    .map((r) => [...r, '']);
+  const job = (i) => String(rows[i][0]);
+  assert.deepEqual(intake.cancelPlan(header, rows, 'A', 'f', never),
+    { index: 1, column: 16, jobId: job(1), message: '中止を要求しました: f（待機中のジョブは実行されません）' });
+  assert.deepEqual(intake.cancelPlan(header, rows, 'A', 'g', never),
+    { index: 2, column: 16, jobId: job(2), message: '中止を要求しました: g（実行中のジョブを止めます）' });
+
+  rows[1][16] = 'bob@example.com 2026/12/03 21:30:05 #another-job';
+  assert.deepEqual(intake.cancelPlan(header, rows, 'A', 'f', never),
+    { index: 1, column: 16, jobId: job(1), message: '中止を要求しました: f（待機中のジョブは実行されません）' },
+    'a request a sort left on this row for another job is no request for this one');
+  rows[1][16] = 'bob@example.com 2026/12/03 21:30:05 #' + job(1);
+  assert.deepEqual(intake.cancelPlan(header, rows, 'A', 'f', never),
+    { message: '既に中止を要求済みです: f（要求: bob@example.com 2026/12/03 21:30:05 #' + job(1) + '）' },
+    'a request already there is kept');
+  assert.deepEqual(intake.cancelPlan(header, rows, 'A', 'h', never),
+    { message: 'h に中止できるジョブはありません（待機中・実行中のジョブがありません）' });
+
+  const old = rows.map((r) => r.slice(0, 16));
+  assert.deepEqual(intake.cancelPlan(fixture.header, old, 'A', 'f', never),
+    { message: '中止できません: _ジョブキュー に「中止要求」列がありません。`sheetq init` を実行すると追加されます' });
+  assert.deepEqual(intake.cancelPlan(fixture.header, old, 'A', 'h', never),
+    { message: 'h に中止できるジョブはありません（待機中・実行中のジョブがありません）' },
+    'with no job to stop, the missing column does not matter');
+});
+
+test('the ■ boxes an edit covers: column F from row 8, alone or in a pasted block', () => {
+  assert.deepEqual(intake.cancelCells(8, 6, 1, 1), { first: 8, count: 1 });
+  assert.equal(intake.cancelCells(7, 6, 1, 1), null, 'row 7 is the table\'s header');
+  assert.equal(intake.cancelCells(8, 1, 1, 1), null, 'a ▶ box');
+  assert.equal(intake.cancelCells(8, 7, 3, 2), null);
+  assert.deepEqual(intake.cancelCells(8, 1, 1, 10), { first: 8, count: 1 }, 'a paste over a whole row');
+  assert.deepEqual(intake.cancelCells(5, 4, 10, 3), { first: 8, count: 7 });
+  assert.equal(intake.cancelCells(1, 1, 2, 2), null);
+});

@@ -1,7 +1,9 @@
 // node --test apps-script/: Code.js's own trigger management (installSheetqTrigger,
 // uninstallSheetqTrigger, the simple onEdit standing down), run unmodified on the Node
 // runtime (runtime/gas.js, runtime/execution.js). None of it reads the spreadsheet, so no
-// emulator is needed: the project's triggers and script properties live in a temp dir.
+// emulator is needed: the project's triggers and script properties live in a temp dir. A ■
+// tick, which reads and writes the spreadsheet, is run against the emulator by
+// tests/it/apps_script.rs.
 'use strict';
 
 const test = require('node:test');
@@ -66,14 +68,18 @@ test('a second account cannot install beside the first: it is refused, naming th
   assert.deepEqual(store.triggers().map((t) => t.owner), ['admin@example.com']);
 });
 
-/** An edit event whose range notes whether the script looked at it. */
+/**
+ * An edit event whose range notes whether the script looked at it: A1:B2, which holds no
+ * box, so the script has nothing to read past where it is.
+ */
 function watchedEdit() {
   const seen = { touched: false };
+  const where = { getRow: 1, getColumn: 1, getNumRows: 2, getNumColumns: 2 };
   const range = new Proxy({}, {
     get(_, name) {
       seen.touched = true;
-      if (name === 'getNumRows' || name === 'getNumColumns') return () => 2;
-      return () => assert.fail('the script went past the multi-cell check: ' + String(name));
+      if (name in where) return () => where[name];
+      return () => assert.fail('the script read an edit that holds no box: ' + String(name));
     },
   });
   return { seen, e: { range, user: { getEmail: () => 'alice@example.com' } } };

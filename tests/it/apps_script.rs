@@ -495,3 +495,86 @@ async fn the_simple_trigger_cannot_write_a_protected_queue_and_tells_the_person_
         "the ▶ box goes back, refused or not"
     );
 }
+
+/// ■ beside a waiting job's function, ticked through Code.js: the script writes who and
+/// when into the job's 中止要求 and unticks the box; the daemon then ends the job キャンセル
+/// without running it, saying who asked, on its queue row and its panel row. A second ■ on
+/// a function with nothing waiting or running changes nothing and says so.
+#[tokio::test]
+#[ignore = "needs Node.js; .ci/run runs it with --ignored"]
+async fn a_cancel_tick_run_through_code_js_ends_the_waiting_job_cancelled_without_running_it() {
+    let emu = start_with_quota(Quota::scaled(20)).await;
+    let project = Project::new(&emu);
+    let function = panel_row(&emu, "サーバーA", 8)[1].clone();
+    project.tick_toasts(ALICE, "サーバーA", "A8").await;
+    let queued = queue_rows(&emu);
+    let [row] = &queued[..] else {
+        panic!("one tick must queue one row:\n{}", describe_queue(&queued));
+    };
+
+    let toasts = project.tick_toasts(ALICE, "サーバーA", "F8").await;
+    assert_eq!(
+        toasts,
+        [format!(
+            "中止を要求しました: {function}（待機中のジョブは実行されません）"
+        )],
+        "the person is told the stop was asked for"
+    );
+    let asked = queue_rows(&emu);
+    let asked = row_of(&asked, &row.job_id);
+    assert!(
+        asked.cancel_request.starts_with(&format!("{ALICE} "))
+            && asked.cancel_request.ends_with(&format!(" #{}", row.job_id))
+            && asked.state.is(State::Waiting),
+        "中止要求 names who ticked, when, and the job: {asked:#?}"
+    );
+    assert_eq!(
+        panel_row(&emu, "サーバーA", 8)[5],
+        "FALSE",
+        "the ■ box goes back after the tick"
+    );
+
+    let fleet = Fleet::start(&emu, &["d1"], &[], "").await;
+    let job = row.job_id.clone();
+    let ended = wait_for(
+        "the job to end キャンセル with its message",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            let r = row_of(&rows, &job);
+            (r.state.is(State::Cancelled) && !r.message.is_empty()).then(|| r.clone())
+        },
+        || describe_queue(&queue_rows(&emu)),
+    )
+    .await;
+    assert!(
+        ended.message.starts_with(&format!("中止: {ALICE} ")) && ended.started_at.is_none(),
+        "the job never ran, and says who stopped it: {ended:#?}"
+    );
+    wait_for(
+        "panel row 8 to show キャンセル",
+        WAIT,
+        || {
+            panel_row(&emu, "サーバーA", 8)[2]
+                .contains("キャンセル")
+                .then_some(())
+        },
+        || format!("{:?}", panel_row(&emu, "サーバーA", 8)),
+    )
+    .await;
+    fleet.stop(&emu).await;
+
+    let toasts = project.tick_toasts(ALICE, "サーバーA", "F8").await;
+    assert_eq!(
+        toasts,
+        [format!(
+            "{function} に中止できるジョブはありません（待機中・実行中のジョブがありません）"
+        )],
+        "a ■ on a finished job changes nothing and says so"
+    );
+    assert_eq!(
+        row_of(&queue_rows(&emu), &job).cancel_request,
+        asked.cancel_request,
+        "the finished row is left as it was"
+    );
+}
