@@ -1,6 +1,7 @@
 //! The one-shot operator commands that are not the daemon: `init` (create what is missing),
 //! `check` (validate the sheet against the config, listing every problem), `status` (what
-//! the queue and the workers look like now) and `enqueue` (append a job from the shell).
+//! the queue and the workers look like now) and `enqueue` (append a job from the shell);
+//! `cancel` (ask the daemons to stop a job) is in [`cancel`].
 
 use std::fmt::Write as _;
 
@@ -15,6 +16,8 @@ use crate::lease::{self, LeaseState, WORKER_SHEET};
 use crate::queue::{self, Column, ColumnMap, State, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, SheetsError, ValueRange};
+
+pub mod cancel;
 
 /// Header of the heartbeat rows in `_ワーカー` (row 2).
 pub const WORKER_HEADER: [&str; 10] = crate::workers::HEADER;

@@ -90,6 +90,9 @@ pub enum Command {
     Status(ReportArgs),
     /// Append a job to the queue from the shell; prints its jobId.
     Enqueue(EnqueueArgs),
+    /// Ask the daemons to stop a job: a waiting job ends キャンセル without running, a
+    /// running one has its process group stopped (as the panel's ■ 中止 tick does).
+    Cancel(CancelArgs),
     /// Build the index sheet and the panels from the config's [[functions]] and [[targets]].
     #[command(subcommand)]
     Panels(PanelsCommand),
@@ -305,6 +308,21 @@ pub struct EnqueueArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct CancelArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The job's jobId (as `enqueue` printed it, or from the queue or `sheetq status`).
+    pub job_id: String,
+    /// Who asks, as メッセージ shows it (「中止: <who> HH:mm」); default: the shell user.
+    #[arg(long = "as", value_name = "WHO")]
+    pub who: Option<String>,
+    /// Wait for the job to end and print its outcome: exit 0 when it ended キャンセル, 4 when
+    /// it ended otherwise (it finished first). The queue is read every 5 s (one read each).
+    #[arg(long)]
+    pub wait: bool,
+}
+
 /// Runs a parsed command line to its exit code.
 pub async fn execute(cli: Cli) -> ExitCode {
     match dispatch(cli.command).await {
@@ -454,6 +472,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Panels(command) => panels(command).await,
         Command::Enqueue(args) => enqueue(args).await,
+        Command::Cancel(args) => cancel(args).await,
     }
 }
 
@@ -738,6 +757,55 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
         println!("{word}: {}{url}", done.message);
     }
     Ok(if done.state == crate::queue::State::Done {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_JOB_FAILED)
+    })
+}
+
+/// `sheetq cancel JOBID [--as WHO] [--wait]`: writes the request; exit 0 when the job is
+/// asked to stop (or already ended キャンセル), 4 when it had ended otherwise, and with
+/// `--wait` as it ends.
+async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
+    use crate::admin::cancel::Outcome;
+    let config = args.config.load()?;
+    let who = args
+        .who
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_default();
+    let sheets = connect_one_shot(&config).await?;
+    let outcome = admin::cancel::cancel(sheets.as_ref(), &config, &args.job_id, &who).await?;
+    let word = |s| config.states.word(s);
+    let job = &args.job_id;
+    match &outcome {
+        Outcome::Asked { state } => {
+            println!(
+                "{job}: asked to stop (it was {}); the daemon holding it acts within a poll",
+                word(*state)
+            );
+        }
+        Outcome::AlreadyAsked { state, by } => {
+            println!(
+                "{job}: already asked to stop ({by}); it is {}",
+                word(*state)
+            );
+        }
+        Outcome::Ended { state } => {
+            println!("{job}: already ended {}; nothing to stop", word(*state));
+            return Ok(if *state == crate::queue::State::Cancelled {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_JOB_FAILED)
+            });
+        }
+    }
+    if !args.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let every = std::time::Duration::from_secs(5);
+    let done = admin::wait_finished(sheets.as_ref(), &config, job, every).await?;
+    println!("{}: {}", word(done.state), done.message);
+    Ok(if done.state == crate::queue::State::Cancelled {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_JOB_FAILED)

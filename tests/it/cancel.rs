@@ -431,3 +431,104 @@ async fn a_cancel_reaches_a_job_whose_daemon_is_cut_off_and_is_confirmed_when_it
         describe_queue(&rows)
     );
 }
+
+/// `sheetq cancel` with `args` and `--config config`, run off the test's runtime.
+async fn cancel_cli(config: &Path, args: &[&str]) -> std::process::Output {
+    let (config, args): (std::path::PathBuf, Vec<String>) = (
+        config.to_path_buf(),
+        args.iter().map(ToString::to_string).collect(),
+    );
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
+            .arg("cancel")
+            .args(&args)
+            .arg("--config")
+            .arg(&config)
+            .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+            .env("SHEETQ_LOG", "warn")
+            .output()
+            .unwrap_or_else(|e| panic!("run sheetq cancel: {e}"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `sheetq cancel JOBID` from the shell: a waiting job ends キャンセル without running, a
+/// running one is stopped (`--wait` exits 0 once it ended キャンセル); a finished job is left
+/// as it is (exit 4), and an unknown jobId is an error naming where it may have gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sheetq_cancel_stops_waiting_and_running_jobs_and_leaves_finished_ones() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut done = queue_row("done", "サーバーC", "long", "完了", "");
+    done[10] = json!("完了");
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q4",
+        json!([
+            queue_row("waiting", "サーバーB", "long", "待機", ""),
+            queue_row("long", "サーバーA", "long", "待機", ""),
+            done,
+        ]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-1",
+        "heartbeat_interval = \"1s\"\n",
+        &long_command(dir.path()),
+    );
+
+    let out = cancel_cli(&config, &["waiting", "--as", "ops@example.com"]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("asked to stop (it was 待機)"),
+        "cancel of a waiting job: {out:?}"
+    );
+    let asked = row_of(&queue_rows(&emu), "waiting").cancel_request.clone();
+    assert!(
+        asked.starts_with("ops@example.com ") && asked.ends_with(" #waiting"),
+        "中止要求 says who, when and which job: {asked:?}"
+    );
+    let out = cancel_cli(&config, &["done"]).await;
+    assert!(
+        out.status.code() == Some(4)
+            && String::from_utf8_lossy(&out.stdout).contains("already ended 完了"),
+        "a finished job is left as it is: {out:?}"
+    );
+    let out = cancel_cli(&config, &["no-such-job"]).await;
+    assert!(
+        out.status.code() == Some(1)
+            && String::from_utf8_lossy(&out.stderr).contains("is not in '_ジョブキュー'"),
+        "an unknown jobId is named: {out:?}"
+    );
+
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    wait_for(
+        "the long job to start its child",
+        WAIT,
+        || {
+            std::fs::read_to_string(dir.path().join("pids"))
+                .ok()
+                .filter(|t| t.split_whitespace().count() == 2)
+        },
+        show(&emu, &log),
+    )
+    .await;
+    let out = cancel_cli(&config, &["long", "--as", "ops@example.com", "--wait"]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("キャンセル: 中止: ops@example.com "),
+        "cancel --wait of a running job prints its end and exits 0: {out:?}\n{}",
+        show(&emu, &log)()
+    );
+    let rows = wait_ended(&emu, &["waiting", "long"], &log).await;
+    let waiting = row_of(&rows, "waiting");
+    assert!(
+        waiting.state.is(State::Cancelled) && waiting.started_at.is_none(),
+        "the waiting job ended キャンセル without being claimed: {waiting:#?}"
+    );
+    assert_eq!(runs(dir.path()), 1, "only the running job's command ran");
+}

@@ -138,7 +138,7 @@ async fn the_owner_is_a_person_who_always_has_the_file() {
     let path = format!(
         "v4/spreadsheets/{}/values/{}?valueInputOption=RAW",
         emu.spreadsheet_id(),
-        utf8("'サーバーA'!F8")
+        utf8("'サーバーA'!K8")
     );
     let (status, body) = support::raw(
         &emu,
@@ -409,7 +409,7 @@ async fn a_person_is_refused_by_the_protected_queue_with_googles_body_and_nothin
         "POST",
         "/values:batchUpdate",
         Some(json!({ "valueInputOption": "RAW", "data": [
-            { "range": "'サーバーA'!F8", "values": [["fine on its own"]] },
+            { "range": "'サーバーA'!K8", "values": [["fine on its own"]] },
             { "range": "'_ジョブキュー'!K1", "values": [["forged"]] } ] })),
     )
     .await;
@@ -456,7 +456,7 @@ async fn a_person_is_refused_by_the_protected_queue_with_googles_body_and_nothin
         "the tick of a refused batch was not applied"
     );
     assert!(
-        emu.values("'サーバーA'!F8").unwrap_or_default().is_empty(),
+        emu.values("'サーバーA'!K8").unwrap_or_default().is_empty(),
         "the free half of a refused values.batchUpdate was not written"
     );
 
