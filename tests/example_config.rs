@@ -61,7 +61,11 @@ fn the_example_shows_every_setting() {
         assert!(table.contains_key(key), "{key} is not in the example");
     }
     let queue = table["queue"].as_table().unwrap();
-    assert_eq!(queue["headers"].as_table().unwrap().len(), 16);
+    assert_eq!(
+        queue["headers"].as_table().unwrap().len(),
+        17,
+        "every queue header name, 中止要求 included"
+    );
     assert_eq!(queue["states"].as_table().unwrap().len(), 6);
 }
 
