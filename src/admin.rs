@@ -80,10 +80,12 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
         meta.sheets.iter().map(|s| s.sheet_id).collect();
     let mut hidden: Vec<(i32, &str)> = Vec::new();
     let queue_cols = config.headers.header_row().len() as i32;
+    let log_cols = crate::joblog::HEADER.len() as i32;
     for (title, cols) in [
         (QUEUE_SHEET, queue_cols),
         (WORKER_SHEET, worker_cols),
         (ARCHIVE_SHEET, queue_cols),
+        (crate::joblog::LOG_SHEET, log_cols),
     ] {
         match meta.sheet(title) {
             Some(sheet) => hidden.push((sheet.sheet_id, title)),
@@ -149,8 +151,14 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
             WORKER_SHEET,
             &format!("A1:{}2", crate::workers::LAST_COLUMN),
         ),
+        a1::range(crate::joblog::LOG_SHEET, "1:1"),
     ];
     let current = sheets.read(&ranges).await?;
+    let log_header = current
+        .get(2)
+        .and_then(|v| v.values.first())
+        .cloned()
+        .unwrap_or_default();
     let mut writes = Vec::new();
     let header: Vec<Cell> = crate::sheets::first_row(&current);
     let wrote_header = header.iter().all(|c| queue::cell_text(c).trim().is_empty());
@@ -213,10 +221,27 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
             vec![WORKER_HEADER.iter().map(|h| Cell::from(*h)).collect()],
         ));
     }
+    let wrote_log_header = log_header
+        .iter()
+        .all(|c| queue::cell_text(c).trim().is_empty());
+    if wrote_log_header {
+        let last = a1::column_letters(log_cols as u32 - 1);
+        writes.push(ValueRange::new(
+            a1::range(crate::joblog::LOG_SHEET, &format!("A1:{last}1")),
+            vec![crate::joblog::HEADER
+                .iter()
+                .map(|h| Cell::from(*h))
+                .collect()],
+        ));
+        done.push(format!(
+            "wrote the header of '{}' (one row per job run: its output)",
+            crate::joblog::LOG_SHEET
+        ));
+    }
     if !writes.is_empty() {
         sheets.write(&writes).await?;
     }
-    if wrote_header {
+    if wrote_header || wrote_log_header {
         format_dates(sheets, config).await?;
         done.push(format!(
             "formatted the date columns of '{QUEUE_SHEET}' and '{WORKER_SHEET}' as date-times"
@@ -324,6 +349,14 @@ async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminE
     }
     if let Some(w) = meta.sheet(WORKER_SHEET) {
         requests.push(block(w, 2, 5));
+    }
+    if let Some(l) = meta.sheet(crate::joblog::LOG_SHEET) {
+        for c in [
+            crate::joblog::LogColumn::StartedAt,
+            crate::joblog::LogColumn::FinishedAt,
+        ] {
+            requests.push(block(l, 1, c as u32));
+        }
     }
     sheets
         .batch_update(&BatchUpdate {

@@ -44,9 +44,6 @@ pub const CONTINUATION_FLAG: &str = "continuation";
 /// Upper bound of `args.seconds` for the built-in `sleep`.
 pub const SLEEP_MAX_SECONDS: f64 = 3600.0;
 
-/// The fixed URL the built-in `sleep` reports, so a verification run shows a link in 結果.
-pub const SLEEP_RESULT_URL: &str = "https://example.com/sheetq/sleep";
-
 /// The most characters a cell holds (Sheets limit); also the limit for `argsJSON` and for the
 /// `continue` args a command hands back, since those become a cell of a new queue row.
 pub const CELL_MAX_CHARS: usize = 50_000;

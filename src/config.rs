@@ -51,6 +51,7 @@ struct RawConfig {
     call_timeout: Option<String>,
     max_retries: Option<i64>,
     sweep_rows: Option<i64>,
+    log_chars: Option<i64>,
     retention: Option<String>,
     hide_panels_after: Option<String>,
     targets_from_index: Option<bool>,
@@ -156,6 +157,8 @@ pub struct Config {
     /// Rows of the 状態 column above the unfinished window that each poll reads, a slice at a
     /// time, to notice a finished row set back to 待機 by hand (0: no sweep).
     pub sweep_rows: u32,
+    /// Characters of each job's output kept in its `_ジョブログ` row (the tail); 0: none.
+    pub log_chars: u32,
     /// Finished jobs older than this move from the queue to `_ジョブ履歴`; `None` (written
     /// `"0"`): they stay in the queue.
     pub retention: Option<Duration>,
@@ -213,6 +216,7 @@ const ENV_KEYS: &[(&str, bool)] = &[
     ("call_timeout", false),
     ("max_retries", true),
     ("sweep_rows", true),
+    ("log_chars", true),
     ("retention", false),
     ("hide_panels_after", false),
 ];
@@ -432,6 +436,13 @@ impl Config {
         );
         let max_retries = count("max_retries", raw.max_retries, 6, 0, 100);
         let sweep_rows = count("sweep_rows", raw.sweep_rows, 1000, 0, 100_000);
+        let log_chars = count(
+            "log_chars",
+            raw.log_chars,
+            crate::joblog::DEFAULT_CHARS,
+            0,
+            i64::from(crate::joblog::MAX_CHARS),
+        );
         if raw.full_scan_every.is_some() {
             problems.push(
                 "full_scan_every is no longer a setting: polls never read the whole queue now, they sweep the 状態 column above the unfinished window `sweep_rows` rows at a time; remove the line (or set sweep_rows, default 1000)".to_string(),
@@ -494,6 +505,7 @@ impl Config {
             call_timeout,
             max_retries,
             sweep_rows,
+            log_chars,
             retention,
             headers,
             states,

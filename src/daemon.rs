@@ -146,6 +146,9 @@ struct Layout {
     /// Letters of the queue sheet's last grid column: reads stay inside the grid.
     last_col: String,
     columns: ColumnMap,
+    /// `_ジョブログ`, when it exists with its header and `log_chars` is not 0: claims then
+    /// make each job a log row.
+    log: Option<crate::joblog::LogLayout>,
 }
 
 /// A job this daemon claimed and is running.
@@ -159,6 +162,8 @@ struct Claimed {
     /// For a claim whose commit reply was lost: the lease the commit was made under, and
     /// when it was sent (it settles once that lease is off the cell).
     lost_commit: Option<(String, tokio::time::Instant)>,
+    /// Whether the claim commit made the job a `_ジョブログ` row.
+    log_row: bool,
 }
 
 /// Runs the daemon until `shutdown` is cancelled, then drains running jobs within the
@@ -469,6 +474,11 @@ struct Daemon {
     /// Who asked to stop which running job, from the row's 中止要求 or a ■ tick: a job that
     /// ends stopped with a request here ends キャンセル, not エラー.
     stop_asked: HashMap<String, crate::cancel::Request>,
+    /// What each running job printed so far, and the capture's version its log row last
+    /// showed (refreshed riding the heartbeat's write).
+    outputs: HashMap<String, (crate::joblog::Capture, u64)>,
+    /// Writes of `_ジョブログ` rows waiting for the next values write (results, heartbeats).
+    log_writes: Vec<writeback::LogWrite>,
     /// The status line last sent to the service manager (sent again only when it changes).
     status_sent: String,
     /// `host pid` of this process, in the heartbeat: one worker_id, one process.
@@ -484,6 +494,8 @@ struct Daemon {
 /// landed, the account's share, the watch, holds, the lease and its fences.
 struct Served {
     layout: Layout,
+    /// Whether the last heartbeat carried running jobs' output (the next one goes alone).
+    beat_carried_logs: bool,
     /// First sheet row that may hold an unfinished job; rows above are all finished.
     window_start: u32,
     /// Where the next sweep slice of the 状態 column above the window starts.
@@ -686,6 +698,8 @@ impl Daemon {
             share,
             job_cancel: CancellationToken::new(),
             job_stops: HashMap::new(),
+            outputs: HashMap::new(),
+            log_writes: Vec::new(),
             stop_asked: HashMap::new(),
             status_sent: String::new(),
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
@@ -708,6 +722,7 @@ impl Daemon {
                 idle_checked: None,
                 sheet_ids: HashMap::new(),
                 last_heartbeat: None,
+                beat_carried_logs: false,
                 unbind: Vec::new(),
                 pending_through: Vec::new(),
                 landed: Vec::new(),
@@ -1375,6 +1390,11 @@ impl Daemon {
         let runner = self.runner.clone();
         let cancel = self.job_cancel.child_token();
         self.job_stops.insert(row.job_id.clone(), cancel.clone());
+        let output = crate::joblog::Capture::new(
+            self.config.log_chars,
+            crate::joblog::file_path(&self.config.state_dir, &row.job_id),
+        );
+        self.outputs.insert(row.job_id.clone(), (output.clone(), 0));
         if self.is_heavy(row) {
             self.slots.heavy(true);
         }
@@ -1384,8 +1404,12 @@ impl Daemon {
         let handle = self.jobs.spawn(
             async move {
                 let outcome = match prepared {
-                    Ok(job) => runner.run(job, cancel).await,
-                    Err(rejected) => rejected.into_outcome(),
+                    Ok(job) => runner.run_logged(job, cancel, &output).await,
+                    Err(rejected) => {
+                        let outcome = rejected.into_outcome();
+                        output.push(format!("{}\n", outcome.message).as_bytes());
+                        outcome
+                    }
                 };
                 (claimed, outcome, running)
             }
@@ -1435,6 +1459,13 @@ impl Daemon {
         self.running.remove(&claimed.row.job_id);
         self.job_stops.remove(&claimed.row.job_id);
         let asked = self.stop_asked.remove(&claimed.row.job_id);
+        let output = match self.outputs.remove(&claimed.row.job_id) {
+            Some((capture, _)) => {
+                capture.finish();
+                capture.text(self.config.log_chars)
+            }
+            None => String::new(),
+        };
         if claimed.row.command.trim() == crate::panel::catalog::PANELS_COMMAND {
             // It made or showed panels: find them now, so results of presses on them land.
             self.served.relayout = true;
@@ -1481,6 +1512,8 @@ impl Daemon {
             flags: row.flags.clone(),
             continuation,
             started_at: Some(claimed.started_at),
+            log_row: claimed.log_row,
+            output,
         })?;
         self.observers
             .metrics
@@ -1737,8 +1770,31 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Started, Da
         a1::range(QUEUE_SHEET, &format!("A1:{last_col}{queue_rows}")),
         a1::range(WORKER_SHEET, crate::archive::COUNTER_CELLS),
     ];
+    let panel_ranges = markers.len();
     ranges.extend(markers);
+    let log_sheet = meta
+        .sheet(crate::joblog::LOG_SHEET)
+        .filter(|_| config.log_chars > 0);
+    if log_sheet.is_some() {
+        ranges.push(a1::range(crate::joblog::LOG_SHEET, "1:1"));
+    }
     let read = sheets.read(&ranges).await?;
+    let log = log_sheet.and_then(|sheet| {
+        let header = read
+            .get(2 + panel_ranges)
+            .and_then(|v| v.values.first())
+            .cloned()
+            .unwrap_or_default();
+        crate::joblog::LogLayout::from_header(sheet.sheet_id, &header)
+            .inspect_err(|e| warn!("{e}"))
+            .ok()
+    });
+    if log.is_none() && config.log_chars > 0 {
+        info!(
+            "no '{}' sheet: jobs' output is kept under state_dir only; `sheetq init` makes the sheet",
+            crate::joblog::LOG_SHEET
+        );
+    }
     let header_row = crate::sheets::first_row(&read);
     let columns = ColumnMap::from_header(&header_row, &config.headers)?;
     let states = small.then(|| {
@@ -1751,13 +1807,18 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Started, Da
     let archived = (read.get(1))
         .and_then(|v| v.values.first()?.get(1).and_then(archive::count_of))
         .unwrap_or(0);
-    let panels = PanelIndex::build(&meta, read.get(2..).unwrap_or_default(), &config.panel);
+    let panels = PanelIndex::build(
+        &meta,
+        read.get(2..2 + panel_ranges).unwrap_or_default(),
+        &config.panel,
+    );
     let layout = Layout {
         tz,
         worker_sheet_id: worker.sheet_id,
         queue_sheet_id: queue.sheet_id,
         last_col,
         columns,
+        log,
     };
     Ok(Started {
         layout,

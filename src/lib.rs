@@ -13,7 +13,8 @@
 //! one-shot commands share with the daemon (`apply/panel.rs` applies `panel::sync`).
 //!
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
-//! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`.
+//! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`, `cancel`,
+//!   `logs`.
 //! - [`apply`]: carrying out a pure module's plan for the one-shot commands and the daemon:
 //!   `apply::panel`, a panel sync (read, plan with `panel::sync` and `protection`, one
 //!   batch).
@@ -80,6 +81,9 @@
 //!   - `emulator/batch.rs`: `spreadsheets.batchUpdate` dispatch (atomic), cell and sheet
 //!     requests; `dimension.rs` rows/columns and `sortRange`; `paste.rs` cut/copy-paste;
 //!     `find_replace.rs` the compare-and-swap.
+//! - [`joblog`]: what a job printed: the capture of an `exec` job's merged output, the hidden
+//!   sheet `_ジョブログ` (its columns by name, the binding of a job's log row), the links to a
+//!   log row that survive sorts, and the full output under `state_dir/logs`.
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
 //! - [`logging`]: log line formats beyond tracing-subscriber's: JSON with Cloud Logging's
 //!   `severity`.
@@ -142,6 +146,7 @@ pub mod daemon;
 pub mod demo;
 #[cfg(feature = "emulator")]
 pub mod emulator;
+pub mod joblog;
 pub mod lease;
 pub mod logging;
 pub mod metrics;

@@ -58,6 +58,13 @@ pub struct FinishedJob {
     /// row always names who ran it and since when. Absent in records of older versions.
     #[serde(default)]
     pub started_at: Option<DateTime<Utc>>,
+    /// Whether the claim commit made the job a `_ジョブログ` row (bound to it through
+    /// [`crate::joblog::binding_id`]), which the result then fills.
+    #[serde(default)]
+    pub log_row: bool,
+    /// The tail of what the job printed, for its log row.
+    #[serde(default)]
+    pub output: String,
 }
 
 impl FinishedJob {
@@ -331,6 +338,8 @@ mod tests {
             flags: vec![],
             continuation: None,
             started_at: None,
+            log_row: true,
+            output: "=cmd output\nstays text".into(),
         }
     }
 

@@ -26,6 +26,7 @@ use tracing::{debug, warn};
 
 use super::output::{self, Exit, Tail, CAPTURE_BYTES, STDERR_TAIL_CHARS};
 use super::{Outcome, OutcomeStatus, PreparedJob};
+use crate::joblog::Capture;
 
 /// `PATH` given to every command (the daemon's own is not passed unless allow-listed):
 /// system directories only, so a sheet-writable or user directory is never searched.
@@ -188,16 +189,19 @@ fn command(job: &PreparedJob, argv: &[String], args_json: &str) -> Command {
     cmd
 }
 
-/// Reads `stream` to its end into `tail`, so the child never blocks on a full pipe.
-async fn drain(mut stream: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
+/// Reads `stream` to its end into `tail` and the job's merged `log`, so the child never
+/// blocks on a full pipe. Both streams' readers push into one log as their chunks come.
+async fn drain(mut stream: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>, log: Capture) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         match stream.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => tail
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(&buf[..n]),
+            Ok(n) => {
+                log.push(&buf[..n]);
+                tail.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(&buf[..n]);
+            }
         }
     }
 }
@@ -220,6 +224,7 @@ pub(crate) async fn run_exec(
     argv: &[String],
     deadline: Instant,
     cancel: &CancellationToken,
+    log: &Capture,
 ) -> Outcome {
     let def = job.def();
     if let Some(dir) = &def.workdir {
@@ -256,10 +261,10 @@ pub(crate) async fn run_exec(
     let stderr = Arc::new(Mutex::new(Tail::new(CAPTURE_BYTES)));
     let mut readers = tokio::task::JoinSet::new();
     if let Some(s) = child.stdout.take() {
-        readers.spawn(drain(s, Arc::clone(&stdout)));
+        readers.spawn(drain(s, Arc::clone(&stdout), log.clone()));
     }
     if let Some(s) = child.stderr.take() {
-        readers.spawn(drain(s, Arc::clone(&stderr)));
+        readers.spawn(drain(s, Arc::clone(&stderr), log.clone()));
     }
 
     let end = tokio::select! {

@@ -13,7 +13,8 @@ use tracing::{info, instrument};
 
 use super::output::limit_message;
 use super::process::{self, Spawner};
-use super::{Plan, PreparedJob, Registry, CELL_MAX_CHARS, SLEEP_RESULT_URL};
+use super::{Plan, PreparedJob, Registry, CELL_MAX_CHARS};
+use crate::joblog::Capture;
 use crate::panel::catalog::PANELS_PER_STEP;
 
 /// How a job ended; the daemon maps it to the 状態 word.
@@ -114,9 +115,24 @@ impl Runner {
     /// waiting for the gate still ends before the sheet's `stale_after` would time it out.
     #[instrument(skip_all, fields(job.id = ?job.job_id(), command = %job.command(), target = ?job.spec().target))]
     pub async fn run(&self, job: PreparedJob, cancel: CancellationToken) -> Outcome {
+        self.run_logged(job, cancel, &Capture::none()).await
+    }
+
+    /// [`Runner::run`], with what the job prints going to `log` as it comes (an `exec`
+    /// job's stdout and stderr merged; a built-in's message once it ends).
+    pub async fn run_logged(
+        &self,
+        job: PreparedJob,
+        cancel: CancellationToken,
+        log: &Capture,
+    ) -> Outcome {
         let started = Instant::now();
         let deadline = started + job.timeout();
-        let mut outcome = self.run_until(&job, deadline, &cancel).await;
+        let mut outcome = self.run_until(&job, deadline, &cancel, log).await;
+        if !matches!(job.plan(), Plan::Exec { .. }) && !outcome.message.is_empty() {
+            log.push(format!("{}\n", outcome.message).as_bytes());
+        }
+        log.finish();
         outcome.duration = started.elapsed();
         info!(
             status = ?outcome.status,
@@ -132,6 +148,7 @@ impl Runner {
         job: &PreparedJob,
         deadline: Instant,
         cancel: &CancellationToken,
+        log: &Capture,
     ) -> Outcome {
         if cancel.is_cancelled() {
             return cancelled("");
@@ -177,7 +194,7 @@ impl Runner {
                 }
             }
             Plan::Exec { argv } => match self.spawner() {
-                Ok(spawner) => process::run_exec(spawner, job, argv, deadline, cancel).await,
+                Ok(spawner) => process::run_exec(spawner, job, argv, deadline, cancel, log).await,
                 Err(e) => Outcome {
                     status: OutcomeStatus::Failed,
                     message: format!("could not start a process: {e}"),
@@ -243,7 +260,7 @@ async fn run_sleep(
         _ = sleep(d) => Outcome {
             status: OutcomeStatus::Done,
             message: format!("slept {}", humantime::format_duration(d)),
-            url: Some(SLEEP_RESULT_URL.to_string()),
+            url: None,
             continue_args: None,
             duration: Duration::ZERO,
         },

@@ -10,6 +10,7 @@ use crate::binding;
 use crate::cancel;
 use crate::claim;
 use crate::config::Intake;
+use crate::joblog::{self, LogColumn};
 use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
 use crate::outbox::Finish;
 use crate::panel;
@@ -263,6 +264,7 @@ impl Daemon {
                 slot,
                 started_at: now,
                 lost_commit: None,
+                log_row: self.served.layout.log.is_some(),
             });
         }
         // Waiting rows asked to stop: the tripwire 待機 → キャンセル, and a binding on the same
@@ -297,6 +299,7 @@ impl Daemon {
             .map(|r| self.heartbeat_request(r, self.heartbeat_row(now, &claimed_refs, &[])));
         let with_heartbeat = heartbeat.is_some();
         requests.extend(heartbeat);
+        requests.extend(self.log_rows(fresh, &claims, now));
         requests.extend(intake_writes);
         // Panel texts no other write carried this pass ride in the commit, and after them
         // (so they win) the ▶ 実行中 of each row claimed now.
@@ -594,6 +597,12 @@ impl Daemon {
                     self.give_back(fresh, row, &claimed.tag, through, follow_up);
                 }
                 self.served.unbind.extend(unbind);
+                if claimed.log_row {
+                    // The commit made the job a log row that nothing will fill: unbound, it
+                    // leaves with the archive.
+                    let log = binding::id_of_token(&claimed.tag.token).map(joblog::binding_id);
+                    self.served.unbind.extend(log);
+                }
                 self.slots.give(claimed.slot);
             }
         }
@@ -1163,6 +1172,92 @@ impl Daemon {
         })
     }
 
+    /// The claims' `_ジョブログ` rows, in the commit: one inserted under the header per claim
+    /// (newest first), with its jobId, target, function and start, bound to the job
+    /// ([`joblog::binding_id`] of its queue binding) so that its output follows through the
+    /// binding wherever the row goes; and the links to it: the queue row's 結果URL and the
+    /// panel row's 結果, as formulas that find the rows by jobId when shown. Inserting at a
+    /// fixed place needs no read of the log. Nothing when the spreadsheet has no log sheet.
+    fn log_rows(
+        &self,
+        fresh: &Poll,
+        claims: &[Claimed],
+        now: chrono::DateTime<Utc>,
+    ) -> Vec<Request> {
+        let Some(log) = &self.served.layout.log else {
+            return Vec::new();
+        };
+        if claims.is_empty() {
+            return Vec::new();
+        }
+        let tz = self.served.layout.tz;
+        let serial = Cell::from(sheet_time::instant_to_serial(now, tz));
+        let mut requests = vec![Request::InsertRows {
+            sheet_id: log.sheet_id,
+            at: 1,
+            count: claims.len() as u32,
+        }];
+        for (i, c) in claims.iter().enumerate() {
+            let row = 1 + i as u32;
+            let cells = log.sparse_row(&[
+                (LogColumn::JobId, Cell::from(c.row.job_id.as_str())),
+                (LogColumn::Target, Cell::from(c.row.target_key())),
+                (LogColumn::Function, Cell::from(c.row.function.as_str())),
+                (LogColumn::StartedAt, serial.clone()),
+            ]);
+            let cells: Vec<Cell> = cells
+                .into_iter()
+                .map(|c| c.unwrap_or_else(|| Cell::from("")))
+                .collect();
+            requests.push(Request::UpdateCells {
+                range: GridRange {
+                    sheet_id: log.sheet_id,
+                    start_row: row,
+                    end_row: row + 1,
+                    start_col: 0,
+                    end_col: cells.len() as u32,
+                },
+                rows: vec![cells],
+            });
+            if let Some(id) = binding::id_of_token(&c.tag.token) {
+                requests.push(Request::BindRow {
+                    sheet_id: log.sheet_id,
+                    row,
+                    id: joblog::binding_id(id),
+                    key: binding::KEY.to_string(),
+                    value: format!("log {}", c.tag),
+                });
+            }
+            let cols = &self.served.layout.columns;
+            if let Some(f) =
+                joblog::result_url_formula(&self.config.spreadsheet_id, log, &c.row.job_id)
+            {
+                requests.push(Request::WriteFormulas {
+                    range: GridRange::cell(
+                        self.queue_sheet_id(),
+                        c.row.row - 1,
+                        cols.index(Column::ResultUrl),
+                    ),
+                    rows: vec![vec![Cell::from(f)]],
+                });
+            }
+            let located = panel::locate(&self.served.panels, &fresh.tables, &c.row);
+            let formula =
+                joblog::panel_result_formula(cols, &c.row.job_id, panel::RESULT_MAX_CHARS);
+            if let (Ok((panel_ref, panel_row)), Some(f)) = (located, formula) {
+                requests.push(Request::WriteFormulas {
+                    range: GridRange::cell(
+                        panel_ref.sheet_id,
+                        panel_row.row - 1,
+                        self.config.panel.columns.result.0,
+                    ),
+                    rows: vec![vec![Cell::from(f)]],
+                });
+            }
+        }
+        requests
+    }
+
     pub(super) fn row_range(&self, row: u32) -> String {
         a1::range(
             QUEUE_SHEET,
@@ -1384,6 +1479,7 @@ mod tests {
             slot,
             started_at: Utc::now(),
             lost_commit: None,
+            log_row: false,
         }
     }
 

@@ -15,6 +15,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::a1;
 use crate::binding::{self, WriteCheck, WritePlan};
+use crate::joblog::LogColumn;
 use crate::outbox::{Continuation, Finish, FinishedJob};
 use crate::panel::{self, PanelOutcome};
 use crate::queue::{Column, QueueRow, State};
@@ -213,12 +214,19 @@ impl Daemon {
             self.rebind(&rebind).await?;
         }
         data.extend(display);
-        let heartbeat = if data.is_empty() && through.is_empty() {
+        // Running jobs' output so far rides a heartbeat that is due, every other one (the
+        // heartbeat alone also brings the sheet list, which finds new panels).
+        if self.heartbeat_due() && !std::mem::take(&mut self.served.beat_carried_logs) {
+            self.refresh_logs();
+        }
+        let carry_logs = !self.log_writes.is_empty();
+        let heartbeat = if data.is_empty() && through.is_empty() && !carry_logs {
             false
         } else {
             // With results, the heartbeat goes too: its list of running jobs is what other
             // daemons' claims go by.
             let force = !through.is_empty();
+            self.served.beat_carried_logs = carry_logs;
             let writing: Vec<&str> = through
                 .iter()
                 .filter(|t| t.result)
@@ -329,6 +337,9 @@ impl Daemon {
                         unbind: true,
                         result: true,
                     });
+                    if job.log_row {
+                        self.log_writes.push(self.final_log_write(id, job));
+                    }
                     if let Some(row) = at_binding {
                         data.extend(self.job_panel_result(poll, row, job));
                     }
@@ -380,6 +391,10 @@ impl Daemon {
     /// have left another ワーカー and 開始日時 here, and a finished row must name who ran it).
     fn result_cells(&self, job: &FinishedJob) -> Vec<(Column, Cell)> {
         let mut cells = self.finish_values(job.finish, job.finished_at, &job.url, &job.message);
+        if job.log_row && job.url.trim().is_empty() && crate::joblog::plain_job_id(&job.job_id) {
+            // Its 結果URL is the link to its log row, a formula the claim commit wrote.
+            cells.retain(|(c, _)| *c != Column::ResultUrl);
+        }
         cells.push((Column::Worker, Cell::from(job.worker.as_str())));
         if let Some(at) = job.started_at {
             let serial = sheet_time::instant_to_serial(at, self.served.layout.tz);
@@ -495,20 +510,41 @@ impl Daemon {
     }
 
     /// The panel cells of a finished job, for the row that holds it.
-    fn job_panel_result(
-        &self,
-        poll: &Poll,
-        row: &QueueRow,
-        job: &FinishedJob,
-    ) -> Option<ValueRange> {
-        self.panel_result(
+    /// The panel cells of a finished job. A job with a log row got its panel 結果 as a
+    /// formula in the claim commit (its メッセージ linked to its 結果URL, looked up by jobId
+    /// when shown, `joblog::panel_result_formula`): only 状態 and 更新日時 are written then.
+    fn job_panel_result(&self, poll: &Poll, row: &QueueRow, job: &FinishedJob) -> Vec<ValueRange> {
+        let Some(cells) = self.panel_result(
             poll,
             row,
             job.finish,
             job.finished_at,
             &job.url,
             &job.message,
-        )
+        ) else {
+            return Vec::new();
+        };
+        if !job.log_row || !crate::joblog::plain_job_id(&job.job_id) {
+            return vec![cells];
+        }
+        let Ok(range) = a1::A1Range::parse(&cells.range) else {
+            return vec![cells];
+        };
+        let (Some(title), Some(row), Some(col)) = (range.sheet, range.start_row, range.start_col)
+        else {
+            return Vec::new();
+        };
+        let values = cells.values.first().cloned().unwrap_or_default();
+        [(0usize, col), (2, col + 2)]
+            .into_iter()
+            .filter_map(|(i, c)| {
+                let letters = a1::column_letters(c);
+                Some(ValueRange::new(
+                    a1::range(&title, &format!("{letters}{n}", n = row + 1)),
+                    vec![vec![values.get(i)?.clone()]],
+                ))
+            })
+            .collect()
     }
 
     /// Appends a finished job's continuation row unless `poll` already shows it. `false`
@@ -594,10 +630,12 @@ impl Daemon {
         if through.is_empty() && data.is_empty() {
             return Ok(Vec::new());
         }
+        let logs = std::mem::take(&mut self.log_writes);
         let writes: Vec<FilterWrite> = through
             .iter()
             .map(|t| self.bound_write(t.id, &t.cells))
             .chain(data.iter().map(FilterWrite::a1))
+            .chain(logs.iter().filter_map(|l| self.log_write(l)))
             .collect();
         let replies = match self
             .sheets
@@ -615,6 +653,31 @@ impl Daemon {
                 return Err(e.into());
             }
         };
+        if let Some(log) = &self.served.layout.log {
+            let replies = replies
+                .get(through.len() + data.len()..)
+                .unwrap_or_default();
+            for (l, reply) in logs.iter().zip(replies) {
+                match reply {
+                    Some(w) => {
+                        let found = w
+                            .values
+                            .first()
+                            .map(|row| log.job_id_of(row))
+                            .unwrap_or_default();
+                        if found != l.job_id {
+                            warn!(job.id = ?l.job_id, found = ?found, "a job's log row binding sits on another log row (a person's edit moved it); its output went there");
+                        }
+                        if l.last {
+                            self.served.unbind.push(l.id);
+                        }
+                    }
+                    None => {
+                        debug!(job.id = ?l.job_id, "the job's log row is gone; its output stays under state_dir")
+                    }
+                }
+            }
+        }
         let mut landed = Vec::new();
         let mut missed = Vec::new();
         let mut repairs = Vec::new();
@@ -884,6 +947,73 @@ impl Daemon {
     /// skips the nulls, so only these cells of the bound row change. The row reaches at
     /// least the jobId column, wherever the header puts it: the reply covers only the span
     /// written, and [`Self::check_reply`] reads the jobId from it.
+    /// The write of a finished job's whole log row: restated jobId, target, function and
+    /// start (a claim a sort put on another row runs that row's job), its end and output.
+    fn final_log_write(&self, queue_binding: i32, job: &FinishedJob) -> LogWrite {
+        let tz = self.served.layout.tz;
+        let serial = |t| Cell::from(sheet_time::instant_to_serial(t, tz));
+        let target = if job.target.trim().is_empty() {
+            &job.panel_sheet
+        } else {
+            &job.target
+        };
+        let mut cells = vec![
+            (LogColumn::JobId, Cell::from(job.job_id.as_str())),
+            (LogColumn::Target, Cell::from(target.as_str())),
+            (LogColumn::Function, Cell::from(job.function.as_str())),
+            (LogColumn::FinishedAt, serial(job.finished_at)),
+            (LogColumn::Output, Cell::from(job.output.as_str())),
+        ];
+        if let Some(at) = job.started_at {
+            cells.push((LogColumn::StartedAt, serial(at)));
+        }
+        LogWrite {
+            job_id: job.job_id.clone(),
+            id: crate::joblog::binding_id(queue_binding),
+            cells,
+            last: true,
+        }
+    }
+
+    /// The output so far of each job running here whose log row shows less than it
+    /// printed: to ride the heartbeat's write.
+    pub(super) fn refresh_logs(&mut self) {
+        if self.served.layout.log.is_none() {
+            return;
+        }
+        let chars = self.config.log_chars;
+        for (job_id, (capture, shown)) in &mut self.outputs {
+            let Some(claimed) = self.running.get(job_id).filter(|c| c.log_row) else {
+                continue;
+            };
+            let Some(id) = binding::id_of_token(&claimed.tag.token) else {
+                continue;
+            };
+            let version = capture.version();
+            if version == *shown {
+                continue;
+            }
+            *shown = version;
+            self.log_writes.push(LogWrite {
+                job_id: job_id.clone(),
+                id: crate::joblog::binding_id(id),
+                cells: vec![
+                    (LogColumn::JobId, Cell::from(job_id.as_str())),
+                    (LogColumn::Output, Cell::from(capture.text(chars))),
+                ],
+                last: false,
+            });
+        }
+    }
+
+    fn log_write(&self, l: &LogWrite) -> Option<FilterWrite> {
+        let log = self.served.layout.log.as_ref()?;
+        Some(FilterWrite {
+            filter: Filter::Metadata(l.id),
+            values: vec![log.sparse_row(&l.cells)],
+        })
+    }
+
     fn bound_write(&self, id: i32, cells: &[(Column, Cell)]) -> FilterWrite {
         FilterWrite {
             filter: Filter::Metadata(id),
@@ -1177,6 +1307,8 @@ mod tests {
             flags: Vec::new(),
             continuation: None,
             started_at: None,
+            log_row: false,
+            output: String::new(),
         }
     }
 
@@ -1254,4 +1386,15 @@ mod tests {
         assert_eq!(written_width("'_ジョブキュー'!A5"), Some(1));
         assert_eq!(written_width("not a range"), None);
     }
+}
+
+/// A write of a job's `_ジョブログ` row through its binding (`joblog::binding_id` of the
+/// job's queue binding), sent with a values write that goes anyway.
+#[derive(Debug, Clone)]
+pub(super) struct LogWrite {
+    job_id: String,
+    id: i32,
+    cells: Vec<(LogColumn, Cell)>,
+    /// The job's last write (its result's): the binding goes once it landed.
+    last: bool,
 }

@@ -2,9 +2,11 @@
 //!
 //! The emulator is not a spreadsheet engine. It evaluates what a panel or a test is likely to
 //! hold: number and string literals, `TRUE`/`FALSE`, `+ - * / &`, comparisons, parentheses,
-//! references to single cells (`B2`, `'Other sheet'!B2`) and the functions `HYPERLINK`,
-//! `CONCATENATE`, `IF`, `LEN`, `UPPER`, `LOWER`. Any other formula evaluates to `#NAME?`,
-//! an assumption that keeps unknown formulas visible instead of silently wrong.
+//! references to single cells (`B2`, `'Other sheet'!$B$2`) and the functions `HYPERLINK`,
+//! `CONCATENATE`, `IF`, `IFERROR`, `LEN`, `LEFT`, `UPPER`, `LOWER`, and `MATCH(value,
+//! range, 0)` and `INDEX(range, n)` over one column or row (`'_ジョブキュー'!$A:$A`), which
+//! sheetq's links to a job's rows use. Any other formula evaluates to `#NAME?`, an
+//! assumption that keeps unknown formulas visible instead of silently wrong.
 
 use super::store::{Spreadsheet, Value};
 use crate::a1::A1Range;
@@ -154,14 +156,15 @@ fn tokenize(s: &str) -> Option<Vec<Tok>> {
                         Some(_) => i += 1,
                     }
                 }
-                while i < chars.len() && (chars[i].is_alphanumeric() || "!$".contains(chars[i])) {
+                while i < chars.len() && (chars[i].is_alphanumeric() || "!$:".contains(chars[i])) {
                     i += 1;
                 }
                 out.push(Tok::Name(chars[start..i].iter().collect()));
             }
             c if c.is_alphanumeric() || c == '_' || c == '$' => {
                 let start = i;
-                while i < chars.len() && (chars[i].is_alphanumeric() || "_$!.".contains(chars[i])) {
+                while i < chars.len() && (chars[i].is_alphanumeric() || "_$!.:".contains(chars[i]))
+                {
                     i += 1;
                 }
                 out.push(Tok::Name(chars[start..i].iter().collect()));
@@ -265,11 +268,28 @@ impl Parser<'_> {
                 if self.peek() == Some(&Tok::LParen) {
                     self.pos += 1;
                     let mut args = Vec::new();
+                    let mut ranges = Vec::new();
                     if self.peek() == Some(&Tok::RParen) {
                         self.pos += 1;
                     } else {
                         loop {
-                            args.push(self.expr());
+                            // A multi-cell range stands alone as an argument (MATCH, INDEX).
+                            let range = match (self.peek(), self.toks.get(self.pos + 1)) {
+                                (Some(Tok::Name(n)), Some(Tok::Comma | Tok::RParen))
+                                    if n.contains(':') =>
+                                {
+                                    Some(n.clone())
+                                }
+                                _ => None,
+                            };
+                            match range {
+                                Some(n) => {
+                                    self.pos += 1;
+                                    ranges.push((args.len(), self.range(&n)));
+                                    args.push(Eff::String(String::new()));
+                                }
+                                None => args.push(self.expr()),
+                            }
                             match self.peek() {
                                 Some(Tok::Comma) => self.pos += 1,
                                 Some(Tok::RParen) => {
@@ -280,7 +300,7 @@ impl Parser<'_> {
                             }
                         }
                     }
-                    return call(&name, args);
+                    return call(&name, args, ranges);
                 }
                 match name.to_ascii_uppercase().as_str() {
                     "TRUE" => Eff::Bool(true),
@@ -292,8 +312,43 @@ impl Parser<'_> {
         }
     }
 
+    /// The values of a one-column or one-row range (`$A:$A`, `'Sheet'!B2:B9`), top to
+    /// bottom; an error for anything wider.
+    fn range(&self, name: &str) -> Result<Vec<Eff>, Eff> {
+        let Ok(r) = A1Range::parse(&name.replace('$', "")) else {
+            return Err(Eff::Error("#NAME?".into()));
+        };
+        let sheet = match &r.sheet {
+            None => self.sheet,
+            Some(t) => match self.ss.sheets.iter().position(|s| &s.title == t) {
+                Some(i) => i,
+                None => return Err(Eff::Error("#REF!".into())),
+            },
+        };
+        let s = &self.ss.sheets[sheet];
+        let (r0, r1) = (
+            r.start_row.unwrap_or(0),
+            r.end_row.unwrap_or(s.row_count).min(s.row_count),
+        );
+        let (c0, c1) = (
+            r.start_col.unwrap_or(0),
+            r.end_col.unwrap_or(s.column_count),
+        );
+        let cell = |row: u32, col: u32| match s.value(row, col) {
+            None => Eff::String(String::new()),
+            Some(v) => eval_value(self.ss, sheet, v, self.depth + 1),
+        };
+        if c1 == c0 + 1 {
+            Ok((r0..r1).map(|row| cell(row, c0)).collect())
+        } else if r1 == r0 + 1 {
+            Ok((c0..c1).map(|col| cell(r0, col)).collect())
+        } else {
+            Err(Eff::Error("#VALUE!".into()))
+        }
+    }
+
     fn reference(&self, name: &str) -> Eff {
-        let Ok(r) = A1Range::parse(name) else {
+        let Ok(r) = A1Range::parse(&name.replace('$', "")) else {
             return Eff::Error("#NAME?".into());
         };
         let (Some(row), Some(col)) = (r.start_row, r.start_col) else {
@@ -335,6 +390,10 @@ fn text(v: &Eff) -> String {
         Eff::Bool(b) => if *b { "TRUE" } else { "FALSE" }.into(),
         Eff::Error(e) => e.clone(),
     }
+}
+
+fn is_blank(v: &Eff) -> bool {
+    matches!(v, Eff::String(s) if s.is_empty())
 }
 
 fn number(v: &Eff) -> Result<f64, Eff> {
@@ -382,11 +441,62 @@ fn compare(a: &Eff, b: &Eff, op: &str) -> Eff {
     })
 }
 
-fn call(name: &str, args: Vec<Eff>) -> Eff {
+/// A function's value; `ranges` are the arguments (by position) that were ranges, whose
+/// place in `args` holds an empty string.
+fn call(name: &str, args: Vec<Eff>, ranges: Vec<(usize, Result<Vec<Eff>, Eff>)>) -> Eff {
+    let name = name.to_ascii_uppercase();
+    if let ("IFERROR", [v, rest @ ..]) = (name.as_str(), args.as_slice()) {
+        return match (v, rest.first()) {
+            (Eff::Error(_), alt) => alt.cloned().unwrap_or(Eff::String(String::new())),
+            (v, _) => v.clone(),
+        };
+    }
     if let Some(e) = args.iter().find(|a| matches!(a, Eff::Error(_))) {
         return e.clone();
     }
-    match (name.to_ascii_uppercase().as_str(), args.as_slice()) {
+    let range_at = |i: usize| -> Result<Vec<Eff>, Eff> {
+        match ranges.iter().position(|(at, _)| *at == i) {
+            Some(k) => ranges[k].1.clone(),
+            // A single cell given where a range is expected: a range of one.
+            None => Ok(vec![args
+                .get(i)
+                .cloned()
+                .unwrap_or(Eff::String(String::new()))]),
+        }
+    };
+    match (name.as_str(), args.len()) {
+        ("MATCH", 2 | 3) => {
+            if args.get(2).is_some_and(|t| number(t) != Ok(0.0)) {
+                // Only exact matching is modelled.
+                return Eff::Error("#N/A".into());
+            }
+            let cells = match range_at(1) {
+                Ok(c) => c,
+                Err(e) => return e,
+            };
+            let wanted = &args[0];
+            return cells
+                .iter()
+                .position(|c| compare(c, wanted, "=") == Eff::Bool(true) && !is_blank(c))
+                .map_or(Eff::Error("#N/A".into()), |i| Eff::Number(i as f64 + 1.0));
+        }
+        ("INDEX", 2) => {
+            let cells = match range_at(0) {
+                Ok(c) => c,
+                Err(e) => return e,
+            };
+            return match number(&args[1]) {
+                Ok(n) if n >= 1.0 && (n as usize) <= cells.len() => cells[n as usize - 1].clone(),
+                Ok(_) => Eff::Error("#REF!".into()),
+                Err(e) => e,
+            };
+        }
+        _ => {}
+    }
+    if !ranges.is_empty() {
+        return Eff::Error("#VALUE!".into());
+    }
+    match (name.as_str(), args.as_slice()) {
         ("HYPERLINK", [url]) => Eff::String(text(url)),
         ("HYPERLINK", [_, label]) => label.clone(),
         ("CONCATENATE", parts) => Eff::String(parts.iter().map(text).collect()),
@@ -402,6 +512,11 @@ fn call(name: &str, args: Vec<Eff>) -> Eff {
             }
         }
         ("LEN", [s]) => Eff::Number(text(s).chars().count() as f64),
+        ("LEFT", [s, n]) => match number(n) {
+            Ok(n) if n >= 0.0 => Eff::String(text(s).chars().take(n as usize).collect()),
+            Ok(_) => Eff::Error("#VALUE!".into()),
+            Err(e) => e,
+        },
         ("UPPER", [s]) => Eff::String(text(s).to_uppercase()),
         ("LOWER", [s]) => Eff::String(text(s).to_lowercase()),
         _ => Eff::Error("#NAME?".into()),
@@ -439,6 +554,50 @@ mod tests {
         assert_eq!(
             eval(&ss, "=IF(A1>2,\"big\",\"small\")"),
             Eff::String("big".into())
+        );
+    }
+
+    #[test]
+    fn match_and_index_find_a_row_by_its_value_wherever_it_is() {
+        let mut ss = Spreadsheet::new("x", "t");
+        ss.sheets.push(Sheet::new(0, "S"));
+        let mut log = Sheet::new(1, "_ジョブログ");
+        for (r, (id, out)) in [("jobId", "出力"), ("j-2", "two"), ("j-1", "one")]
+            .into_iter()
+            .enumerate()
+        {
+            log.set_value(r as u32, 0, Some(Value::String(id.into())));
+            log.set_value(r as u32, 1, Some(Value::String(out.into())));
+        }
+        ss.sheets.push(log);
+        assert_eq!(
+            eval(&ss, "=MATCH(\"j-1\",'_ジョブログ'!$A:$A,0)"),
+            Eff::Number(3.0)
+        );
+        assert_eq!(
+            eval(
+                &ss,
+                "=INDEX('_ジョブログ'!$B:$B,MATCH(\"J-2\",'_ジョブログ'!$A:$A,0))"
+            ),
+            Eff::String("two".into()),
+            "MATCH compares text without case, as Google's does"
+        );
+        assert_eq!(
+            eval(&ss, "=MATCH(\"gone\",'_ジョブログ'!$A:$A,0)"),
+            Eff::Error("#N/A".into())
+        );
+        assert_eq!(
+            eval(
+                &ss,
+                "=IFERROR(HYPERLINK(\"#gid=1&range=A\"&MATCH(\"gone\",'_ジョブログ'!$A:$A,0)),\"\")"
+            ),
+            Eff::String(String::new()),
+            "IFERROR takes the error of a row that is gone"
+        );
+        assert_eq!(eval(&ss, "=LEFT(\"abcdef\",3)"), Eff::String("abc".into()));
+        assert_eq!(
+            eval(&ss, "=MATCH(\"x\",'No sheet'!$A:$A,0)"),
+            Eff::Error("#REF!".into())
         );
     }
 
