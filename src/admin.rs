@@ -1,7 +1,8 @@
 //! The one-shot operator commands that are not the daemon: `init` (create what is missing),
 //! `check` (validate the sheet against the config, listing every problem), `status` (what
 //! the queue and the workers look like now) and `enqueue` (append a job from the shell);
-//! `cancel` (ask the daemons to stop a job) is in [`cancel`].
+//! `cancel` (ask the daemons to stop a job) is in [`cancel`], `logs` (what a job printed) in
+//! [`logs`].
 
 use std::fmt::Write as _;
 
@@ -18,6 +19,7 @@ use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, SheetsError, ValueRange};
 
 pub mod cancel;
+pub mod logs;
 
 /// Header of the heartbeat rows in `_ワーカー` (row 2).
 pub const WORKER_HEADER: [&str; 10] = crate::workers::HEADER;

@@ -93,6 +93,9 @@ pub enum Command {
     /// Ask the daemons to stop a job: a waiting job ends キャンセル without running, a
     /// running one has its process group stopped (as the panel's ■ 中止 tick does).
     Cancel(CancelArgs),
+    /// Print what a job printed: its full output when it runs (or ran) on this machine
+    /// (`state_dir/logs`), else the tail its `_ジョブログ` row keeps.
+    Logs(LogsArgs),
     /// Build the index sheet and the panels from the config's [[functions]] and [[targets]].
     #[command(subcommand)]
     Panels(PanelsCommand),
@@ -309,6 +312,18 @@ pub struct EnqueueArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The job's jobId.
+    pub job_id: String,
+    /// Go on printing what the job adds until it ends (a local file is looked at every
+    /// 0.5 s; the sheet every 10 s, two reads each time).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct CancelArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -473,6 +488,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Panels(command) => panels(command).await,
         Command::Enqueue(args) => enqueue(args).await,
         Command::Cancel(args) => cancel(args).await,
+        Command::Logs(args) => logs(args).await,
     }
 }
 
@@ -761,6 +777,20 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_JOB_FAILED)
     })
+}
+
+/// `sheetq logs JOBID [--follow]`: from this machine's file when there is one, else from
+/// the sheet.
+async fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let mut out = std::io::stdout().lock();
+    let local =
+        admin::logs::from_file(&config.state_dir, &args.job_id, args.follow, &mut out).await?;
+    if !local {
+        let sheets = connect_one_shot(&config).await?;
+        admin::logs::from_sheet(sheets.as_ref(), &args.job_id, args.follow, &mut out).await?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `sheetq cancel JOBID [--as WHO] [--wait]`: writes the request; exit 0 when the job is

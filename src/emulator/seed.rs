@@ -26,6 +26,7 @@ pub const WORKER_TITLE: &str = "_ワーカー";
 pub const INDEX_SHEET_ID: i32 = 0;
 pub const QUEUE_SHEET_ID: i32 = 2001;
 pub const WORKER_SHEET_ID: i32 = 3001;
+pub const LOG_SHEET_ID: i32 = 4001;
 
 /// Queue header (docs/design.md §1.1), in default order, as `sheetq init` writes it.
 pub const QUEUE_HEADER: [&str; 17] = [
@@ -183,6 +184,14 @@ fn demo(id: String) -> Spreadsheet {
     }
     worker.hidden = true;
     ss.sheets.push(worker);
+
+    let mut log = Sheet::new(LOG_SHEET_ID, crate::joblog::LOG_SHEET);
+    for (c, h) in crate::joblog::HEADER.iter().enumerate() {
+        text(&mut log, 0, c as u32, h);
+    }
+    log.hidden = true;
+    log.frozen_row_count = 1;
+    ss.sheets.push(log);
     ss
 }
 

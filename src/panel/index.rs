@@ -19,18 +19,28 @@ pub const WORKER_SHEET: &str = "_ワーカー";
 pub const INDEX_SHEET: &str = "▶パネル";
 
 /// Sheets that are sheetq's own and never panels; their marker cells are not read.
-const NOT_PANELS: [&str; 3] = [QUEUE_SHEET, WORKER_SHEET, crate::archive::ARCHIVE_SHEET];
+const NOT_PANELS: [&str; 4] = [
+    QUEUE_SHEET,
+    WORKER_SHEET,
+    crate::archive::ARCHIVE_SHEET,
+    crate::joblog::LOG_SHEET,
+];
 
 /// The ranges to read for discovery: the marker block (`G1:G3` by default) of every sheet
-/// except sheetq's own (`_ジョブキュー`, `_ワーカー`, `_ジョブ履歴`), in tab order; they ride
+/// except sheetq's own (`_ジョブキュー`, `_ワーカー`, `_ジョブ履歴`, `_ジョブログ`) and those
+/// too small to hold it (Google refuses a read past a sheet's grid), in tab order; they ride
 /// on every poll.
 pub fn marker_ranges(meta: &SpreadsheetMeta, layout: &PanelLayout) -> Vec<String> {
     let (top_left, bottom_right) = layout.marker_block();
     let cells = format!("{top_left}:{bottom_right}");
+    let fits = |s: &&crate::sheets::SheetMeta| {
+        (bottom_right.col as i32) < s.column_count && (bottom_right.row as i32) <= s.row_count
+    };
     let mut sheets: Vec<_> = meta
         .sheets
         .iter()
         .filter(|s| !NOT_PANELS.contains(&s.title.as_str()))
+        .filter(fits)
         .collect();
     sheets.sort_by_key(|s| s.index);
     sheets.iter().map(|s| a1::range(&s.title, &cells)).collect()

@@ -405,8 +405,8 @@ async fn init_on_a_spreadsheet_made_before_protection_adds_only_the_protection()
         .expect("init with protection");
     assert_eq!(
         done.len(),
-        3,
-        "init on an initialised spreadsheet only protects: {done:?}"
+        4,
+        "init on an initialised spreadsheet only protects (queue, workers, archive, log): {done:?}"
     );
     assert!(
         done.iter().all(|l| l.starts_with("protected sheet '")),

@@ -18,6 +18,7 @@ mod emulator;
 mod emulator_metadata;
 mod emulator_protection;
 mod emulator_rows;
+mod joblog;
 mod outage;
 mod panel_sync;
 mod panels;

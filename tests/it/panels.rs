@@ -152,9 +152,8 @@ async fn a_ticked_box_becomes_one_row_that_runs_and_the_panel_follows_it() {
         .unwrap_or_else(|| panic!("no 終了日時: {first:#?}"));
     assert_eq!(done[2], sheetq::panel::done_text(finished, TZ));
     assert_eq!(
-        done[3],
-        sheetq::commands::SLEEP_RESULT_URL,
-        "結果 holds the result link"
+        done[3], first.message,
+        "結果 shows the message (linked to the job's log row)"
     );
     assert!(!done[4].is_empty(), "更新日時 is written");
 }

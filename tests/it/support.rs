@@ -689,3 +689,12 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .unwrap_or_else(|e| panic!("no free port: {e}"))
 }
+
+/// How a link to a row of the demo spreadsheet's `_ジョブログ` starts (the row number follows).
+pub fn log_link_prefix(emu: &Emulator) -> String {
+    format!(
+        "https://docs.google.com/spreadsheets/d/{}/edit#gid={}&range=A",
+        emu.spreadsheet_id(),
+        sheetq::emulator::seed::LOG_SHEET_ID
+    )
+}
