@@ -204,6 +204,27 @@ pub fn end_path(log_file: &Path) -> PathBuf {
     log_file.with_extension("end")
 }
 
+/// The runs of `true` in `old` (one flag per row, the first at zero-based row `first`) as
+/// zero-based half-open row ranges, bottom first, so that deleting them in that order in one
+/// batch leaves each later range where it was read.
+pub fn runs_of(old: &[bool], first: u32) -> Vec<(u32, u32)> {
+    let mut runs = Vec::new();
+    let mut start = None;
+    for (i, o) in old.iter().chain(std::iter::once(&false)).enumerate() {
+        let row = first + i as u32;
+        match (o, start) {
+            (true, None) => start = Some(row),
+            (false, Some(s)) => {
+                runs.push((s, row));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    runs.reverse();
+    runs
+}
+
 /// Removes output files (and their end markers) last written more than `older_than` ago;
 /// returns how many logs went.
 pub fn sweep_files(state_dir: &Path, older_than: std::time::Duration) -> std::io::Result<usize> {
@@ -480,6 +501,13 @@ mod tests {
             "the end marker says it is complete"
         );
         assert_eq!(c.text(5), format!("{TRUNCATED_START}56789"));
+    }
+
+    #[test]
+    fn old_log_rows_are_deleted_bottom_run_first() {
+        let old = [true, true, false, true, false, false, true];
+        assert_eq!(runs_of(&old, 1), vec![(7, 8), (4, 5), (1, 3)]);
+        assert!(runs_of(&[false, false], 1).is_empty());
     }
 
     #[test]

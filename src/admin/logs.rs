@@ -140,24 +140,22 @@ async fn read_row(
     )]))
 }
 
-/// What `now` adds to `printed`: the output is a tail, so its start may have moved on; the
-/// overlap is found by the end of what was printed.
+/// What `now` adds to `printed`: the output is a tail, so its start may have moved on since
+/// (and carries the mark of a cut); what follows the longest end of `printed` that `now`
+/// starts with is new.
 fn new_part<'a>(printed: &str, now: &'a str) -> &'a str {
-    if printed.is_empty() {
+    let marker = crate::commands::output::TRUNCATED_START;
+    let p = printed.strip_prefix(marker).unwrap_or(printed);
+    let n = now.strip_prefix(marker).unwrap_or(now);
+    if p.is_empty() {
         return now;
     }
-    if let Some(rest) = now.strip_prefix(printed) {
-        return rest;
-    }
-    // The last characters printed, found in the new text: what follows them is new.
-    let tail: String = {
-        let chars: Vec<char> = printed.chars().collect();
-        chars[chars.len().saturating_sub(200)..].iter().collect()
-    };
-    match now.rfind(&tail) {
-        Some(at) => &now[at + tail.len()..],
-        None => now,
-    }
+    let longest = p.len().min(n.len());
+    (1..=longest)
+        .rev()
+        .filter(|k| p.is_char_boundary(p.len() - k) && n.is_char_boundary(*k))
+        .find(|k| n.starts_with(&p[p.len() - k..]))
+        .map_or(n, |k| &n[k..])
 }
 
 fn print_lossy(out: &mut dyn Write, bytes: &[u8]) -> Result<(), AdminError> {

@@ -2,6 +2,8 @@
 //! retention move to `_ジョブ履歴` in one atomic batch ([`crate::archive`]), which also adds
 //! their number to the count in `_ワーカー!D1`, so every daemon moves its window up by as many
 //! rows at its next poll. A row a person moved into the batch's way goes back to the queue.
+//! Rows of `_ジョブログ` whose 終了日時 is past the retention are deleted in the same batch,
+//! and output files under `state_dir/logs` as old are removed.
 
 use std::time::Duration as StdDuration;
 
@@ -37,6 +39,8 @@ struct ArchiveWork {
     counted: u64,
     /// How many queue rows the look covered.
     looked_at: u32,
+    /// Runs of `_ジョブログ` rows past the retention (zero-based, half-open), bottom first.
+    log_runs: Vec<(u32, u32)>,
 }
 
 impl Daemon {
@@ -76,7 +80,16 @@ impl Daemon {
         let held = lease.to_string();
         let now = Utc::now();
         let work = self.archive_work(&reply.ranges, now, retention);
-        if work.moving == 0 && work.in_flight.is_empty() {
+        if let Some(retention) = self.config.retention {
+            match crate::joblog::sweep_files(&self.config.state_dir, retention) {
+                Ok(0) => {}
+                Ok(n) => info!(files = n, "removed job output files past the retention"),
+                Err(e) => {
+                    warn!(error = %e, "could not look for job output files past the retention")
+                }
+            }
+        }
+        if work.moving == 0 && work.in_flight.is_empty() && work.log_runs.is_empty() {
             self.release(&held).await;
             return Ok(());
         }
@@ -108,6 +121,13 @@ impl Daemon {
             ARCHIVE_SHEET,
             &format!("A2:{archive_last}{}", 1 + archive::BATCH_ROWS),
         ));
+        if let Some(log) = &self.served.layout.log {
+            let end = a1::column_letters(log.index(crate::joblog::LogColumn::FinishedAt));
+            read.push(a1::range(
+                crate::joblog::LOG_SHEET,
+                &format!("{end}2:{end}"),
+            ));
+        }
         read
     }
 
@@ -137,6 +157,22 @@ impl Daemon {
         let width = self.queue_width().max(queue_header.len() as u32);
         let plan = archive::column_plan(&queue_header, &header_of(2), width);
         let in_flight = self.in_flight(after(3), &plan, width);
+        let log_runs = match after(4) {
+            Some(ends) if self.served.layout.log.is_some() => {
+                let tz = self.served.layout.tz;
+                let old: Vec<bool> = ends
+                    .values
+                    .iter()
+                    .map(|r| {
+                        r.first()
+                            .and_then(|c| crate::sheet_time::cell_to_instant(c, tz).ok().flatten())
+                            .is_some_and(|t| t < now - retention)
+                    })
+                    .collect();
+                crate::joblog::runs_of(&old, 1)
+            }
+            _ => Vec::new(),
+        };
         ArchiveWork {
             runs,
             moving,
@@ -144,6 +180,7 @@ impl Daemon {
             plan,
             counted,
             looked_at,
+            log_runs,
         }
     }
 
@@ -194,6 +231,17 @@ impl Daemon {
             plan,
         ));
         requests.extend(archive::requests(&work.runs, queue_id, archive_id, plan));
+        if let Some(log) = &self.served.layout.log {
+            requests.extend(
+                work.log_runs
+                    .iter()
+                    .map(|(start, end)| Request::DeleteRows {
+                        sheet_id: log.sheet_id,
+                        start: *start,
+                        end: *end,
+                    }),
+            );
+        }
         requests.push(Request::UpdateCells {
             range: GridRange {
                 sheet_id: self.served.layout.worker_sheet_id,

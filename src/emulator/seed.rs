@@ -204,7 +204,11 @@ mod tests {
         let ss = build(Seed::Demo, "x".into());
         let titles: Vec<&str> = ss.sheets.iter().map(|s| s.title.as_str()).collect();
         assert_eq!(titles[0], INDEX_TITLE, "index sheet must come first");
-        assert_eq!(titles.len(), 6);
+        assert_eq!(
+            titles.len(),
+            7,
+            "index, three panels, queue, workers, log: {titles:?}"
+        );
         let queue = ss
             .sheet_by_title(QUEUE_TITLE)
             .unwrap_or_else(|| panic!("no queue"));

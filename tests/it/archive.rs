@@ -23,6 +23,27 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
     rows.extend((0..50).map(|i| finished_row(&format!("failed-{i}"), "エラー", 31)));
     rows.extend((0..5).map(|i| finished_row(&format!("late-{i}"), "タイムアウト", 365)));
     seed_queue(&emu, rows);
+    // Log rows: three ended 40 days ago, two a day ago, one without an end (running).
+    let ended = |days: i64| {
+        json!(sheetq::sheet_time::instant_to_serial(
+            chrono::Utc::now() - chrono::Duration::days(days),
+            TZ
+        ))
+    };
+    let log_row = |id: &str, end: serde_json::Value| json!([id, "T", "f", ended(41), end, "out"]);
+    emu.set_values(
+        "'_ジョブログ'!A2:F7",
+        json!([
+            log_row("log-old-1", ended(40)),
+            log_row("log-young-1", ended(1)),
+            log_row("log-old-2", ended(40)),
+            log_row("log-running", json!("")),
+            log_row("log-old-3", ended(40)),
+            log_row("log-young-2", ended(1)),
+        ]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
     let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &[("retention", "\"30d\"")], "").await;
     let archive = wait_for(
         "155 rows in the archive",
@@ -93,6 +114,18 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
     for id in &new {
         assert!(row_of(&queue, id).state.is(State::Done), "{id} ran");
     }
+    let logs: Vec<String> = emu
+        .values("'_ジョブログ'!A2:A")
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|r| r.first().and_then(|v| v.as_str().map(str::to_string)))
+        .filter(|id| id.starts_with("log-"))
+        .collect();
+    assert_eq!(
+        logs,
+        ["log-young-1", "log-running", "log-young-2"],
+        "log rows past the retention leave with the archive; the others stay"
+    );
     let count = emu
         .values("'_ワーカー'!C1:D1")
         .unwrap_or_else(|e| panic!("{e:?}"));
