@@ -93,6 +93,10 @@ pub struct BenchArgs {
     /// Job slots of each daemon.
     #[arg(long, default_value_t = 8)]
     pub slots: usize,
+    /// The daemons' `log_chars`: each job's output kept in its `_ジョブログ` row, made in the
+    /// claim commit and filled with the result; 0 turns the log rows off, to compare.
+    #[arg(long, default_value_t = crate::joblog::DEFAULT_CHARS)]
+    pub log_chars: u32,
     /// One service account for all daemons (one user quota), or one each.
     #[arg(long, value_enum, default_value_t = Accounts::One)]
     pub accounts: Accounts,
@@ -158,6 +162,7 @@ impl Default for BenchArgs {
         BenchArgs {
             daemons: None,
             slots: d.slots,
+            log_chars: d.log_chars,
             accounts: d.accounts,
             jobs: None,
             targets: d.targets,
@@ -199,6 +204,7 @@ impl BenchArgs {
         Params {
             daemons: self.daemons.unwrap_or(pick(quick, 2, d.daemons)).max(1),
             slots: self.slots,
+            log_chars: self.log_chars,
             accounts: self.accounts,
             jobs: self.jobs.unwrap_or(pick(quick, 40, d.jobs)),
             targets: self.targets.max(1),
@@ -220,6 +226,7 @@ impl BenchArgs {
 pub struct Params {
     pub daemons: usize,
     pub slots: usize,
+    pub log_chars: u32,
     pub accounts: Accounts,
     pub jobs: usize,
     pub targets: usize,
@@ -241,6 +248,7 @@ impl Default for Params {
         Params {
             daemons: 2,
             slots: 8,
+            log_chars: crate::joblog::DEFAULT_CHARS,
             accounts: Accounts::One,
             jobs: 200,
             targets: 50,
@@ -630,6 +638,7 @@ async fn start_fleet(
             args.slots,
             args.poll_interval,
             args.requests_per_minute,
+            args.log_chars,
         )?;
         let registry = crate::setup::registry(&config)?;
         let key = Credentials::KeyJson(emu.credentials_json_for(account));
@@ -666,6 +675,7 @@ fn daemon_config(
     slots: usize,
     poll_interval: Duration,
     requests_per_minute: u32,
+    log_chars: u32,
 ) -> anyhow::Result<Config> {
     let text = config_text(
         emu,
@@ -674,6 +684,11 @@ fn daemon_config(
         slots,
         poll_interval,
         requests_per_minute,
+    )
+    .replacen(
+        "\nintake = ",
+        &format!("\nlog_chars = {log_chars}\nintake = "),
+        1,
     );
     Ok(Config::parse(&text, "bench config", &BTreeMap::new())?)
 }
@@ -1166,6 +1181,7 @@ async fn idle(
         2,
         poll_interval,
         budget,
+        args.log_chars,
     )?;
     let registry = crate::setup::registry(&config)?;
     let key = Credentials::KeyJson(emu.credentials_json_for(&worker));
@@ -1429,10 +1445,11 @@ fn setup_line(r: &BenchReport, args: &Params, quota: Option<crate::emulator::Quo
         None => "quota off".into(),
     };
     md.push_str(&format!(
-        "`{}` ({build}, {cores} cores; embedded spreadsheet with Google's quota: {quota}; daemons: poll_interval {}, requests_per_minute {}, intake = \"poll\", {} target panels)\n\n",
+        "`{}` ({build}, {cores} cores; embedded spreadsheet with Google's quota: {quota}; daemons: poll_interval {}, requests_per_minute {}, log_chars {}, intake = \"poll\", {} target panels)\n\n",
         r.command_line,
         humantime::format_duration(args.poll_interval),
         args.requests_per_minute,
+        args.log_chars,
         args.targets,
     ));
     md
