@@ -11,6 +11,7 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
     let params = Params {
         daemons: 2,
         slots: 2,
+        log_chars: sheetq::joblog::DEFAULT_CHARS,
         accounts: Accounts::Each,
         jobs: 6,
         targets: 3,
