@@ -241,9 +241,10 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
     assert!(done.contains("完了"), "{done}");
     wait_cell(&page, 8, 2, "✅ 完了", |t| t.starts_with("✅")).await;
 
-    // A person types into a cell, inserts a row above it and deletes it again.
+    // A person types into a cell of their own (K: right of the panel's columns), inserts a
+    // row above it and deletes it again.
     open_tab(&page, 1003).await;
-    let memo = "#grid td[data-r=\"7\"][data-c=\"5\"]";
+    let memo = "#grid td[data-r=\"7\"][data-c=\"10\"]";
     double_click(&page, memo).await;
     let input = page
         .wait()
@@ -255,21 +256,21 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
         .send_keys("50%\u{E007}")
         .await
         .unwrap_or_else(|e| panic!("cannot type: {e}"));
-    wait_cell(&page, 7, 5, "the typed percentage", |t| {
+    wait_cell(&page, 7, 10, "the typed percentage", |t| {
         t == "50.00%" || t == "50%"
     })
     .await;
     assert_eq!(
-        emu.values("'サーバーC'!F8").unwrap_or_default(),
+        emu.values("'サーバーC'!K8").unwrap_or_default(),
         vec![vec![json!(0.5)]],
         "typing 50% enters the number 0.5 shown as a percentage, as in Sheets"
     );
     click(&page, memo).await;
     click(&page, "#insert-row").await;
-    wait_cell(&page, 8, 5, "the row moved down", |t| t.starts_with("50")).await;
-    click(&page, "#grid td[data-r=\"7\"][data-c=\"5\"]").await;
+    wait_cell(&page, 8, 10, "the row moved down", |t| t.starts_with("50")).await;
+    click(&page, "#grid td[data-r=\"7\"][data-c=\"10\"]").await;
     click(&page, "#delete-row").await;
-    wait_cell(&page, 7, 5, "the row back in place", |t| {
+    wait_cell(&page, 7, 10, "the row back in place", |t| {
         t.starts_with("50")
     })
     .await;
