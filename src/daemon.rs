@@ -164,6 +164,11 @@ struct Claimed {
     lost_commit: Option<(String, tokio::time::Instant)>,
     /// Whether the claim commit made the job a `_ジョブログ` row.
     log_row: bool,
+    /// Whether the claim commit wrote this job's links (結果URL and the panel's 結果 as
+    /// formulas naming its jobId): not when the commit landed on another job's row.
+    linked: bool,
+    /// Whether the claim commit wrote the panel row's 結果 formula (its panel row was found).
+    panel_linked: bool,
 }
 
 /// Runs the daemon until `shutdown` is cancelled, then drains running jobs within the
@@ -479,6 +484,8 @@ struct Daemon {
     outputs: HashMap<String, (crate::joblog::Capture, u64)>,
     /// Writes of `_ジョブログ` rows waiting for the next values write (results, heartbeats).
     log_writes: Vec<writeback::LogWrite>,
+    /// Jobs whose log row takes no more writes: filled, or found gone.
+    log_dead: std::collections::HashSet<String>,
     /// The status line last sent to the service manager (sent again only when it changes).
     status_sent: String,
     /// `host pid` of this process, in the heartbeat: one worker_id, one process.
@@ -700,6 +707,7 @@ impl Daemon {
             job_stops: HashMap::new(),
             outputs: HashMap::new(),
             log_writes: Vec::new(),
+            log_dead: std::collections::HashSet::new(),
             stop_asked: HashMap::new(),
             status_sent: String::new(),
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
@@ -1513,6 +1521,8 @@ impl Daemon {
             continuation,
             started_at: Some(claimed.started_at),
             log_row: claimed.log_row,
+            linked: claimed.linked,
+            panel_linked: claimed.panel_linked,
             output,
         })?;
         self.observers

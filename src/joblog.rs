@@ -99,11 +99,13 @@ impl LogLayout {
         self.index[column as usize]
     }
 
-    /// A row of cells from column A to the last of `cells`, `None` (left as it is) between.
+    /// A row of cells from column A to the last of `cells` and the jobId column (so that a
+    /// write's reply shows whose row it landed on), `None` (left as it is) between.
     pub fn sparse_row(&self, cells: &[(LogColumn, Cell)]) -> Vec<Option<Cell>> {
         let width = cells
             .iter()
             .map(|(c, _)| self.index(*c) + 1)
+            .chain(std::iter::once(self.index(LogColumn::JobId) + 1))
             .max()
             .unwrap_or(0);
         let mut row = vec![None; width as usize];
@@ -225,9 +227,14 @@ pub fn runs_of(old: &[bool], first: u32) -> Vec<(u32, u32)> {
     runs
 }
 
-/// Removes output files (and their end markers) last written more than `older_than` ago;
-/// returns how many logs went.
-pub fn sweep_files(state_dir: &Path, older_than: std::time::Duration) -> std::io::Result<usize> {
+/// Removes output files (and their end markers) last written more than `older_than` ago,
+/// but not those of the jobs in `running` (a quiet job writes nothing for a while); returns
+/// how many logs went.
+pub fn sweep_files(
+    state_dir: &Path,
+    older_than: std::time::Duration,
+    running: &dyn Fn(&str) -> bool,
+) -> std::io::Result<usize> {
     let dir = state_dir.join("logs");
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -238,6 +245,13 @@ pub fn sweep_files(state_dir: &Path, older_than: std::time::Duration) -> std::io
     let mut removed = 0;
     for entry in entries.flatten() {
         let path = entry.path();
+        if path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .is_some_and(running)
+        {
+            continue;
+        }
         let old = entry
             .metadata()
             .and_then(|m| m.modified())
@@ -280,6 +294,8 @@ impl Capture {
     /// directory is made; a file that cannot be opened is a warning, not a failed job).
     pub fn new(chars: u32, file: Option<PathBuf>) -> Self {
         let file = file.and_then(|path| {
+            // A job run again (its row put back to 待機) starts a new file, not yet ended.
+            let _ = std::fs::remove_file(end_path(&path));
             let opened = path
                 .parent()
                 .map_or(Ok(()), std::fs::create_dir_all)
@@ -447,6 +463,11 @@ mod tests {
             layout.sparse_row(&[(LogColumn::JobId, Cell::from("j"))]),
             vec![None, Some(Cell::from("j"))],
             "only the named cells are written; the rest stay as they are"
+        );
+        assert_eq!(
+            layout.sparse_row(&[(LogColumn::Output, Cell::from("o"))]),
+            vec![Some(Cell::from("o")), None],
+            "a write reaches the jobId column, for its reply"
         );
         let err = LogLayout::from_header(7, &header[..2]).unwrap_err();
         assert!(

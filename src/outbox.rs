@@ -62,6 +62,13 @@ pub struct FinishedJob {
     /// [`crate::joblog::binding_id`]), which the result then fills.
     #[serde(default)]
     pub log_row: bool,
+    /// Whether its 結果URL and panel 結果 are the claim commit's link formulas, which the
+    /// result then leaves in place.
+    #[serde(default)]
+    pub linked: bool,
+    /// Whether its panel row's 結果 is the claim commit's formula.
+    #[serde(default)]
+    pub panel_linked: bool,
     /// The tail of what the job printed, for its log row.
     #[serde(default)]
     pub output: String,
@@ -339,6 +346,8 @@ mod tests {
             continuation: None,
             started_at: None,
             log_row: true,
+            linked: true,
+            panel_linked: true,
             output: "=cmd output\nstays text".into(),
         }
     }

@@ -81,7 +81,8 @@ impl Daemon {
         let now = Utc::now();
         let work = self.archive_work(&reply.ranges, now, retention);
         if let Some(retention) = self.config.retention {
-            match crate::joblog::sweep_files(&self.config.state_dir, retention) {
+            let running = |job: &str| self.outputs.contains_key(job);
+            match crate::joblog::sweep_files(&self.config.state_dir, retention, &running) {
                 Ok(0) => {}
                 Ok(n) => info!(files = n, "removed job output files past the retention"),
                 Err(e) => {
@@ -122,11 +123,13 @@ impl Daemon {
             &format!("A2:{archive_last}{}", 1 + archive::BATCH_ROWS),
         ));
         if let Some(log) = &self.served.layout.log {
-            let end = a1::column_letters(log.index(crate::joblog::LogColumn::FinishedAt));
-            read.push(a1::range(
-                crate::joblog::LOG_SHEET,
-                &format!("{end}2:{end}"),
-            ));
+            for c in [
+                crate::joblog::LogColumn::FinishedAt,
+                crate::joblog::LogColumn::StartedAt,
+            ] {
+                let l = a1::column_letters(log.index(c));
+                read.push(a1::range(crate::joblog::LOG_SHEET, &format!("{l}2:{l}")));
+            }
         }
         read
     }
@@ -157,15 +160,22 @@ impl Daemon {
         let width = self.queue_width().max(queue_header.len() as u32);
         let plan = archive::column_plan(&queue_header, &header_of(2), width);
         let in_flight = self.in_flight(after(3), &plan, width);
-        let log_runs = match after(4) {
-            Some(ends) if self.served.layout.log.is_some() => {
+        // A log row leaves when it ended before the retention, or (no end: its job's daemon
+        // died, or the row was never filled) started before it.
+        let log_runs = match (after(4), after(5)) {
+            (Some(ends), Some(starts)) if self.served.layout.log.is_some() => {
                 let tz = self.served.layout.tz;
-                let old: Vec<bool> = ends
-                    .values
-                    .iter()
-                    .map(|r| {
-                        r.first()
-                            .and_then(|c| crate::sheet_time::cell_to_instant(c, tz).ok().flatten())
+                let at = |v: &ValueRange, i: usize| {
+                    v.values
+                        .get(i)
+                        .and_then(|r| r.first())
+                        .and_then(|c| crate::sheet_time::cell_to_instant(c, tz).ok().flatten())
+                };
+                let rows = ends.values.len().max(starts.values.len());
+                let old: Vec<bool> = (0..rows)
+                    .map(|i| {
+                        at(ends, i)
+                            .or_else(|| at(starts, i))
                             .is_some_and(|t| t < now - retention)
                     })
                     .collect();

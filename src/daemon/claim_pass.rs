@@ -265,6 +265,10 @@ impl Daemon {
                 started_at: now,
                 lost_commit: None,
                 log_row: self.served.layout.log.is_some(),
+                linked: self.served.layout.log.is_some() && joblog::plain_job_id(&row.job_id),
+                panel_linked: self.served.layout.log.is_some()
+                    && joblog::plain_job_id(&row.job_id)
+                    && panel::locate(&self.served.panels, &fresh.tables, row).is_ok(),
             });
         }
         // Waiting rows asked to stop: the tripwire 待機 → キャンセル, and a binding on the same
@@ -445,7 +449,9 @@ impl Daemon {
                     self.hold(row, &fresh.watched);
                     // Its 終了日時/メッセージ go through its binding when it has one (any
                     // daemon's claim token names it), never to a row number from this read.
-                    let cells = self.finish_values(finish, now, "", message);
+                    let mut cells = self.finish_values(finish, now, "", message);
+                    // Its 結果URL is empty or the claim's link to its log row: left as it is.
+                    cells.retain(|(c, _)| *c != Column::ResultUrl);
                     let ended = Some(finish_state(finish));
                     self.follow_up(row, ended, cells, through, follow_up);
                     follow_up.extend(self.panel_result(fresh, row, finish, now, "", message));
@@ -566,16 +572,25 @@ impl Daemon {
     ) {
         match settled {
             Settled::Run(claimed) => self.spawn(claimed),
-            Settled::RunInstead { claimed, planned } => {
+            Settled::RunInstead {
+                mut claimed,
+                planned,
+            } => {
                 self.rows_moved();
+                // The commit's link formulas name the planned job: this one's result is
+                // written as text (its log row is restated with the result).
+                claimed.linked = false;
+                claimed.panel_linked = false;
                 warn!(job.id = ?claimed.row.job_id, target = ?claimed.row.target_key(), worker = %claimed.tag, %planned, "the queue moved during the claim; running the row that was claimed instead");
                 self.spawn(claimed);
             }
             Settled::PutBack { row, slot } => {
                 self.rows_moved();
                 warn!(job.id = ?row.job_id, target = ?row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
-                let cells =
+                let mut cells =
                     self.claim_values(Some(&self.config.states.waiting), &Cell::from(""), "");
+                // The commit's link to a log row that will not be filled goes too.
+                cells.push((Column::ResultUrl, Cell::from("")));
                 self.follow_up(&row, Some(State::Running), cells, through, follow_up);
                 self.slots.give(slot);
             }
@@ -633,7 +648,9 @@ impl Daemon {
             .started_at
             .map(|t| Cell::from(sheet_time::instant_to_serial(t, self.served.layout.tz)))
             .unwrap_or_else(|| Cell::from(""));
-        let cells = self.claim_values(None, &started, &before.worker);
+        let mut cells = self.claim_values(None, &started, &before.worker);
+        // The commit wrote its link formula over the row's 結果URL too.
+        cells.push((Column::ResultUrl, Cell::from(before.result_url.as_str())));
         info!(job.id = ?row.job_id, row = row.row, worker = ?before.worker, claim = %tag, "giving the row our claim landed on its 開始日時/ワーカー back");
         self.follow_up(row, None, cells, through, follow_up);
     }
@@ -1480,6 +1497,8 @@ mod tests {
             started_at: Utc::now(),
             lost_commit: None,
             log_row: false,
+            linked: false,
+            panel_linked: false,
         }
     }
 

@@ -138,6 +138,15 @@ impl Daemon {
         if let Some(q) = self.served.sheet_meta.sheet(QUEUE_SHEET) {
             self.served.layout.last_col = q.last_column();
         }
+        let log_title = crate::joblog::LOG_SHEET;
+        if let Some(log) = &self.served.layout.log {
+            if self.served.sheet_ids.get(log_title) != Some(&log.sheet_id) {
+                // A claim commit inserting rows into a sheet that is gone would be refused
+                // whole: no more log rows until a restart finds the sheet again.
+                warn!("the sheet '{log_title}' is gone; jobs' output is kept under state_dir only until sheetq restarts (after `sheetq init` makes it again)");
+                self.served.layout.log = None;
+            }
+        }
     }
 
     /// The panels the marker cells show now; what is wrong with them is logged when it

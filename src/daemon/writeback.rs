@@ -252,6 +252,10 @@ impl Daemon {
         self.observers
             .metrics
             .set_outbox_depth(self.outbox.len() as u64);
+        // Only a job still running or with its result pending can be written to again.
+        let (outbox, running) = (&self.outbox, &self.running);
+        self.log_dead
+            .retain(|j| outbox.contains(j) || running.contains_key(j));
         Ok(heartbeat)
     }
 
@@ -337,9 +341,7 @@ impl Daemon {
                         unbind: true,
                         result: true,
                     });
-                    if job.log_row {
-                        self.log_writes.push(self.final_log_write(id, job));
-                    }
+                    self.push_final_log(id, job);
                     if let Some(row) = at_binding {
                         data.extend(self.job_panel_result(poll, row, job));
                     }
@@ -378,9 +380,18 @@ impl Daemon {
                         "the row no longer carries our running claim (timed out and maybe re-run); not overwriting it"
                     );
                     self.served.unbind.extend(id);
+                    // Our run's output still goes to our run's log row.
+                    if let Some(id) = id {
+                        self.push_final_log(id, job);
+                    }
                     settled.push(job.job_id.clone());
                 }
-                (WritePlan::Deleted, _) => self.result_unplaceable(poll, job, data)?,
+                (WritePlan::Deleted, id) => {
+                    if let Some(id) = id {
+                        self.push_final_log(id, job);
+                    }
+                    self.result_unplaceable(poll, job, data)?
+                }
             }
         }
         Ok(())
@@ -391,7 +402,7 @@ impl Daemon {
     /// have left another ワーカー and 開始日時 here, and a finished row must name who ran it).
     fn result_cells(&self, job: &FinishedJob) -> Vec<(Column, Cell)> {
         let mut cells = self.finish_values(job.finish, job.finished_at, &job.url, &job.message);
-        if job.log_row && job.url.trim().is_empty() && crate::joblog::plain_job_id(&job.job_id) {
+        if job.linked && job.url.trim().is_empty() {
             // Its 結果URL is the link to its log row, a formula the claim commit wrote.
             cells.retain(|(c, _)| *c != Column::ResultUrl);
         }
@@ -524,7 +535,7 @@ impl Daemon {
         ) else {
             return Vec::new();
         };
-        if !job.log_row || !crate::joblog::plain_job_id(&job.job_id) {
+        if !job.panel_linked {
             return vec![cells];
         }
         let Ok(range) = a1::A1Range::parse(&cells.range) else {
@@ -630,13 +641,17 @@ impl Daemon {
         if through.is_empty() && data.is_empty() {
             return Ok(Vec::new());
         }
-        let logs = std::mem::take(&mut self.log_writes);
+        let logs: Vec<LogWrite> = std::mem::take(&mut self.log_writes)
+            .into_iter()
+            .filter(|l| self.served.layout.log.is_some() && !self.log_dead.contains(&l.job_id))
+            .collect();
         let writes: Vec<FilterWrite> = through
             .iter()
             .map(|t| self.bound_write(t.id, &t.cells))
             .chain(data.iter().map(FilterWrite::a1))
             .chain(logs.iter().filter_map(|l| self.log_write(l)))
             .collect();
+        let base = through.len() + data.len();
         let replies = match self
             .sheets
             .write_filtered_by(&writes, under.send_by())
@@ -650,6 +665,7 @@ impl Daemon {
             }
             Err(e) => {
                 self.keep_follow_ups(through);
+                self.forget_refused_logs(&e, base, &logs);
                 return Err(e.into());
             }
         };
@@ -665,11 +681,14 @@ impl Daemon {
                             .first()
                             .map(|row| log.job_id_of(row))
                             .unwrap_or_default();
-                        if found != l.job_id {
-                            warn!(job.id = ?l.job_id, found = ?found, "a job's log row binding sits on another log row (a person's edit moved it); its output went there");
+                        if !l.last && found != l.job_id {
+                            warn!(job.id = ?l.job_id, found = ?found, "the job's output landed on a log row showing another jobId (a person's edit of the log moved its binding, or the claim ran another row than planned); the result's write restates the row");
                         }
                         if l.last {
+                            // Done: its binding goes, and nothing is written through it again
+                            // (a write through a binding that is gone fails the whole call).
                             self.served.unbind.push(l.id);
+                            self.log_dead.insert(l.job_id.clone());
                         }
                     }
                     None => {
@@ -947,6 +966,15 @@ impl Daemon {
     /// skips the nulls, so only these cells of the bound row change. The row reaches at
     /// least the jobId column, wherever the header puts it: the reply covers only the span
     /// written, and [`Self::check_reply`] reads the jobId from it.
+    /// Queues the final write of `job`'s log row (through `joblog::binding_id` of queue
+    /// binding `queue_binding`), unless it has none or it is done.
+    fn push_final_log(&mut self, queue_binding: i32, job: &FinishedJob) {
+        if job.log_row && !self.log_dead.contains(&job.job_id) {
+            let write = self.final_log_write(queue_binding, job);
+            self.log_writes.push(write);
+        }
+    }
+
     /// The write of a finished job's whole log row: restated jobId, target, function and
     /// start (a claim a sort put on another row runs that row's job), its end and output.
     fn final_log_write(&self, queue_binding: i32, job: &FinishedJob) -> LogWrite {
@@ -983,7 +1011,11 @@ impl Daemon {
         }
         let chars = self.config.log_chars;
         for (job_id, (capture, shown)) in &mut self.outputs {
-            let Some(claimed) = self.running.get(job_id).filter(|c| c.log_row) else {
+            let Some(claimed) = self
+                .running
+                .get(job_id)
+                .filter(|c| c.log_row && !self.log_dead.contains(job_id))
+            else {
                 continue;
             };
             let Some(id) = binding::id_of_token(&claimed.tag.token) else {
@@ -997,12 +1029,40 @@ impl Daemon {
             self.log_writes.push(LogWrite {
                 job_id: job_id.clone(),
                 id: crate::joblog::binding_id(id),
-                cells: vec![
-                    (LogColumn::JobId, Cell::from(job_id.as_str())),
-                    (LogColumn::Output, Cell::from(capture.text(chars))),
-                ],
+                // Not the jobId: the reply then shows whose row the output landed on.
+                cells: vec![(LogColumn::Output, Cell::from(capture.text(chars)))],
                 last: false,
             });
+        }
+    }
+
+    /// Google refuses a whole `values.batchUpdateByDataFilter` when one filter matches
+    /// nothing: a log row a person deleted (or its sheet) would hold back every result. The
+    /// refusal names the entry; a log write it names (or, when it names none, every log write
+    /// of the call) is given up, its output kept under `state_dir` only, and the results go
+    /// at the next poll.
+    fn forget_refused_logs(
+        &mut self,
+        e: &crate::sheets::SheetsError,
+        base: usize,
+        logs: &[LogWrite],
+    ) {
+        if e.kind != crate::sheets::ErrorKind::InvalidArgument || logs.is_empty() {
+            return;
+        }
+        let named = e
+            .message
+            .split_once("dataFilterValueRange[")
+            .and_then(|(_, rest)| rest.split_once(']'))
+            .and_then(|(n, _)| n.parse::<usize>().ok());
+        let given_up: Vec<&LogWrite> = match named {
+            Some(i) if i >= base => logs.get(i - base).into_iter().collect(),
+            Some(_) => Vec::new(),
+            None => logs.iter().collect(),
+        };
+        for l in given_up {
+            warn!(job.id = ?l.job_id, "the job's log row is gone (deleted, or its sheet); its output is kept under state_dir only");
+            self.log_dead.insert(l.job_id.clone());
         }
     }
 
@@ -1308,6 +1368,8 @@ mod tests {
             continuation: None,
             started_at: None,
             log_row: false,
+            linked: false,
+            panel_linked: false,
             output: String::new(),
         }
     }

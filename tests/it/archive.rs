@@ -23,16 +23,24 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
     rows.extend((0..50).map(|i| finished_row(&format!("failed-{i}"), "エラー", 31)));
     rows.extend((0..5).map(|i| finished_row(&format!("late-{i}"), "タイムアウト", 365)));
     seed_queue(&emu, rows);
-    // Log rows: three ended 40 days ago, two a day ago, one without an end (running).
+    // Log rows: three ended 40 days ago, two a day ago, one without an end started an hour
+    // ago (running), one without an end started 41 days ago (its daemon died).
     let ended = |days: i64| {
         json!(sheetq::sheet_time::instant_to_serial(
             chrono::Utc::now() - chrono::Duration::days(days),
             TZ
         ))
     };
-    let log_row = |id: &str, end: serde_json::Value| json!([id, "T", "f", ended(41), end, "out"]);
+    let log_row = |id: &str, end: serde_json::Value| {
+        let start = if id == "log-running" {
+            ended(0)
+        } else {
+            ended(41)
+        };
+        json!([id, "T", "f", start, end, "out"])
+    };
     emu.set_values(
-        "'_ジョブログ'!A2:F7",
+        "'_ジョブログ'!A2:F8",
         json!([
             log_row("log-old-1", ended(40)),
             log_row("log-young-1", ended(1)),
@@ -40,6 +48,7 @@ async fn finished_jobs_past_the_retention_move_to_the_archive_and_nothing_else_d
             log_row("log-running", json!("")),
             log_row("log-old-3", ended(40)),
             log_row("log-young-2", ended(1)),
+            log_row("log-orphan", json!("")),
         ]),
         false,
     )

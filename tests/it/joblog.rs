@@ -306,3 +306,101 @@ async fn a_running_jobs_log_row_shows_its_output_so_far() {
     )
     .await;
 }
+
+/// A person deletes a running job's log row, then the whole log sheet: results still land
+/// (a write through a binding that is gone would make Google refuse the whole call) and
+/// later jobs are still claimed and run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_log_row_or_log_sheet_holds_back_no_result_and_no_claim() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q2",
+        json!([waiting("slow", "サーバーA", "slow")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-1",
+        "heartbeat_interval = \"1s\"\n",
+        &[
+            sh("slow", "echo started; sleep 4; echo done"),
+            sh("quick", "echo quick"),
+        ]
+        .concat(),
+    );
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let (row, _, _) = wait_for(
+        "the running job's log row",
+        WAIT,
+        || {
+            log_rows(&emu)
+                .into_iter()
+                .find(|l| l.1 == "slow")
+                .map(|l| (l.0, l.2, l.3))
+        },
+        show(&emu, &log),
+    )
+    .await;
+    emu.batch_update_as(
+        &emu.owner(),
+        json!([{ "deleteDimension": { "range": {
+            "sheetId": sheetq::emulator::seed::LOG_SHEET_ID, "dimension": "ROWS",
+            "startIndex": row - 1, "endIndex": row } } }]),
+    )
+    .unwrap_or_else(|e| panic!("delete the log row: {e:?}"));
+    let rows = wait_for(
+        "the job's result on its queue row",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            rows.iter()
+                .any(|r| r.job_id == "slow" && r.state.is_final() && !r.message.is_empty())
+                .then_some(rows)
+        },
+        show(&emu, &log),
+    )
+    .await;
+    let slow = row_of(&rows, "slow");
+    assert!(
+        slow.state.is(State::Done) && slow.message == "done",
+        "the result lands without its log row: {slow:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("state/logs/slow.log")).unwrap_or_default(),
+        "started\ndone\n",
+        "the output is still kept under state_dir"
+    );
+
+    emu.batch_update_as(
+        &emu.owner(),
+        json!([{ "deleteSheet": { "sheetId": sheetq::emulator::seed::LOG_SHEET_ID } }]),
+    )
+    .unwrap_or_else(|e| panic!("delete the log sheet: {e:?}"));
+    emu.set_values(
+        "'_ジョブキュー'!A3:Q3",
+        json!([waiting("after", "サーバーB", "quick")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let rows = wait_for(
+        "the job queued after the log sheet went to end",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            rows.iter()
+                .any(|r| r.job_id == "after" && r.state.is_final() && !r.message.is_empty())
+                .then_some(rows)
+        },
+        show(&emu, &log),
+    )
+    .await;
+    let after = row_of(&rows, "after");
+    assert!(
+        after.state.is(State::Done) && after.message == "quick",
+        "a job is claimed and run without the log sheet: {after:#?}"
+    );
+}
