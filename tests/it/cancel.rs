@@ -76,24 +76,10 @@ fn runs(dir: &Path) -> usize {
         .count()
 }
 
-/// Waits until every job of `jobs` is final with its メッセージ written (a cancel's
-/// 終了日時/メッセージ follow its state in a later write); returns the queue then.
+/// Waits until every job of `jobs` is final with its メッセージ (a cancel's 終了日時/メッセージ
+/// follow its state in a later write); returns the queue then.
 async fn wait_ended(emu: &Emulator, jobs: &[&str], log: &Path) -> Vec<sheetq::queue::QueueRow> {
-    wait_for(
-        "the jobs to end with their messages",
-        WAIT,
-        || {
-            let rows = queue_rows(emu);
-            jobs.iter()
-                .all(|id| {
-                    rows.iter()
-                        .any(|r| r.job_id == *id && r.state.is_final() && !r.message.is_empty())
-                })
-                .then_some(rows)
-        },
-        show(emu, log),
-    )
-    .await
+    wait_ended_with_messages(emu, jobs, WAIT, show(emu, log)).await
 }
 
 /// The queue and a daemon's log, for a failure message.
@@ -432,25 +418,9 @@ async fn a_cancel_reaches_a_job_whose_daemon_is_cut_off_and_is_confirmed_when_it
     );
 }
 
-/// `sheetq cancel` with `args` and `--config config`, run off the test's runtime.
+/// `sheetq cancel` with `args`.
 async fn cancel_cli(config: &Path, args: &[&str]) -> std::process::Output {
-    let (config, args): (std::path::PathBuf, Vec<String>) = (
-        config.to_path_buf(),
-        args.iter().map(ToString::to_string).collect(),
-    );
-    tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
-            .arg("cancel")
-            .args(&args)
-            .arg("--config")
-            .arg(&config)
-            .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
-            .env("SHEETQ_LOG", "warn")
-            .output()
-            .unwrap_or_else(|e| panic!("run sheetq cancel: {e}"))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}"))
+    run_sheetq(config, &[&["cancel"], args].concat()).await
 }
 
 /// `sheetq cancel JOBID` from the shell: a waiting job ends キャンセル without running, a

@@ -97,19 +97,13 @@ fn show<'a>(emu: &'a Emulator, log: &'a Path) -> impl Fn() -> String + 'a {
     }
 }
 
+/// Waits until `job` is final with its メッセージ; returns the queue then.
+async fn wait_ended(emu: &Emulator, job: &str, log: &Path) -> Vec<sheetq::queue::QueueRow> {
+    wait_ended_with_messages(emu, &[job], WAIT, show(emu, log)).await
+}
+
 async fn sheetq_logs(config: &Path, job: &str) -> std::process::Output {
-    let (config, job) = (config.to_path_buf(), job.to_string());
-    tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
-            .args(["logs", &job, "--config"])
-            .arg(&config)
-            .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
-            .env("SHEETQ_LOG", "warn")
-            .output()
-            .unwrap_or_else(|e| panic!("run sheetq logs: {e}"))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}"))
+    run_sheetq(config, &["logs", job]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -352,18 +346,7 @@ async fn a_deleted_log_row_or_log_sheet_holds_back_no_result_and_no_claim() {
             "startIndex": row - 1, "endIndex": row } } }]),
     )
     .unwrap_or_else(|e| panic!("delete the log row: {e:?}"));
-    let rows = wait_for(
-        "the job's result on its queue row",
-        WAIT,
-        || {
-            let rows = queue_rows(&emu);
-            rows.iter()
-                .any(|r| r.job_id == "slow" && r.state.is_final() && !r.message.is_empty())
-                .then_some(rows)
-        },
-        show(&emu, &log),
-    )
-    .await;
+    let rows = wait_ended(&emu, "slow", &log).await;
     let slow = row_of(&rows, "slow");
     assert!(
         slow.state.is(State::Done) && slow.message == "done",
@@ -386,18 +369,7 @@ async fn a_deleted_log_row_or_log_sheet_holds_back_no_result_and_no_claim() {
         false,
     )
     .unwrap_or_else(|e| panic!("{e:?}"));
-    let rows = wait_for(
-        "the job queued after the log sheet went to end",
-        WAIT,
-        || {
-            let rows = queue_rows(&emu);
-            rows.iter()
-                .any(|r| r.job_id == "after" && r.state.is_final() && !r.message.is_empty())
-                .then_some(rows)
-        },
-        show(&emu, &log),
-    )
-    .await;
+    let rows = wait_ended(&emu, "after", &log).await;
     let after = row_of(&rows, "after");
     assert!(
         after.state.is(State::Done) && after.message == "quick",

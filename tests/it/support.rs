@@ -698,3 +698,48 @@ pub fn log_link_prefix(emu: &Emulator) -> String {
         sheetq::emulator::seed::LOG_SHEET_ID
     )
 }
+
+/// `sheetq <args> --config <config>` run to its end off the test's runtime (a one-shot
+/// command: `cancel`, `logs`).
+pub async fn run_sheetq(config: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let config = config.to_path_buf();
+    let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
+            .args(&args)
+            .arg("--config")
+            .arg(&config)
+            .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+            .env("SHEETQ_LOG", "warn")
+            .output()
+            .unwrap_or_else(|e| panic!("run sheetq {args:?}: {e}"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Waits (up to `within`) until every job of `jobs` is final with its メッセージ written (a
+/// result's 終了日時/メッセージ may follow its state in a later write); returns the queue then,
+/// or panics with `show()`.
+pub async fn wait_ended_with_messages(
+    emu: &Emulator,
+    jobs: &[&str],
+    within: Duration,
+    show: impl FnOnce() -> String,
+) -> Vec<QueueRow> {
+    wait_for(
+        &format!("{jobs:?} to end with their messages"),
+        within,
+        || {
+            let rows = queue_rows(emu);
+            jobs.iter()
+                .all(|id| {
+                    rows.iter()
+                        .any(|r| r.job_id == *id && r.state.is_final() && !r.message.is_empty())
+                })
+                .then_some(rows)
+        },
+        show,
+    )
+    .await
+}
