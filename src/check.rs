@@ -174,10 +174,17 @@ async fn protection(
         }
     };
     let (meta, panels) = crate::apply::panel::discover(sheets, &config.panel).await?;
+    if meta.sheet(crate::joblog::LOG_SHEET).is_none() && config.log_chars > 0 {
+        f.warnings.push(format!(
+            "no sheet '{}': jobs' output is kept under state_dir only and 結果 links nowhere; `sheetq init` makes it",
+            crate::joblog::LOG_SHEET
+        ));
+    }
     let hidden: Vec<(i32, &str)> = [
         crate::queue::QUEUE_SHEET,
         WORKER_SHEET,
         crate::archive::ARCHIVE_SHEET,
+        crate::joblog::LOG_SHEET,
     ]
     .into_iter()
     .filter_map(|t| meta.sheet(t).map(|s| (s.sheet_id, t)))

@@ -76,6 +76,27 @@ async fn a_good_setup_has_no_problem_and_says_who_it_is() {
         "check must say how this clock stands against Google's: {:#?}",
         f.facts
     );
+
+    // Without the log sheet, check says what is lost and how to get it back.
+    let meta = sheets.metadata().await.expect("metadata");
+    let log = meta.sheet("_ジョブログ").expect("init made the log sheet");
+    sheets
+        .batch_update(&BatchUpdate {
+            requests: vec![Request::DeleteSheet {
+                sheet_id: log.sheet_id,
+            }],
+            ..Default::default()
+        })
+        .await
+        .expect("delete the log sheet");
+    let f = findings(sheets.as_ref(), &config).await;
+    assert!(
+        f.warnings
+            .iter()
+            .any(|w| w.contains("no sheet '_ジョブログ'") && w.contains("sheetq init")),
+        "a missing log sheet is a warning naming the fix: {f:#?}"
+    );
+    assert_eq!(f.problems, Vec::<String>::new(), "and no problem: {f:#?}");
 }
 
 #[tokio::test]
@@ -281,7 +302,12 @@ async fn an_unprotected_queue_and_a_person_among_its_editors_are_named_with_the_
     // The same spreadsheet under a config that protects: each hidden sheet is named.
     let config = config_for(&emu, dir.path(), "");
     let f = findings(sheets.as_ref(), &config).await;
-    for title in ["'_ジョブキュー'", "'_ワーカー'", "'_ジョブ履歴'"] {
+    for title in [
+        "'_ジョブキュー'",
+        "'_ワーカー'",
+        "'_ジョブ履歴'",
+        "'_ジョブログ'",
+    ] {
         assert!(
             named(
                 &f,
@@ -291,7 +317,7 @@ async fn an_unprotected_queue_and_a_person_among_its_editors_are_named_with_the_
             f.problems
         );
     }
-    assert_eq!(f.problems.len(), 3, "{:#?}", f.problems);
+    assert_eq!(f.problems.len(), 4, "{:#?}", f.problems);
 
     // Protected by init, then a person made an editor of the queue's protection.
     sheetq::admin::init(sheets.as_ref(), &config)
@@ -386,7 +412,12 @@ async fn a_live_daemon_whose_account_may_not_write_the_protected_sheets_is_named
         "listed but not yet an editor, each sheet says so: {:#?}",
         f.problems
     );
-    assert_eq!(about(&f, &other).len(), 3, "{:#?}", f.problems);
+    assert_eq!(
+        about(&f, &other).len(),
+        4,
+        "queue, workers, archive, log: {:#?}",
+        f.problems
+    );
     sheetq::admin::init(sheets.as_ref(), &both)
         .await
         .expect("init adds the account");
