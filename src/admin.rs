@@ -721,6 +721,9 @@ pub struct StatusJob {
     pub at: Option<String>,
     pub age_secs: Option<i64>,
     pub message: String,
+    /// Who asked to stop it (its 中止要求), while the request waits to be acted on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_asked_by: Option<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -859,6 +862,10 @@ impl JobView<'_> {
             at: at.map(|t| zoned(t, self.tz)),
             age_secs: at.map(|t| (self.now - t).num_seconds()),
             message: r.message.clone(),
+            stop_asked_by: (!r.state.is_final())
+                .then(|| crate::cancel::asked_of(r, self.tz, self.now))
+                .flatten()
+                .map(|asked| asked.who),
         }
     }
 
@@ -873,6 +880,7 @@ impl JobView<'_> {
             at: Some(zoned(j.finished_at, self.tz)),
             age_secs: Some((self.now - j.finished_at).num_seconds()),
             message: j.message.clone(),
+            stop_asked_by: None,
         }
     }
 
@@ -966,9 +974,14 @@ impl Status {
         if !self.running.is_empty() {
             let _ = writeln!(out, "running:");
             for j in &self.running {
+                let asked = j
+                    .stop_asked_by
+                    .as_ref()
+                    .map(|who| format!("; asked to stop by {who}"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "  {} target={} function={} worker={} since {} ({}s)",
+                    "  {} target={} function={} worker={} since {} ({}s){asked}",
                     j.job_id,
                     j.target,
                     j.function,

@@ -432,12 +432,17 @@ async fn sheetq_cancel_stops_waiting_and_running_jobs_and_leaves_finished_ones()
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut done = queue_row("done", "サーバーC", "long", "完了", "");
     done[10] = json!("完了");
+    // A job an Apps Script worker runs (no heartbeat, not ours to stop here).
+    let mut elsewhere = queue_row("elsewhere", "サーバーD", "long", "実行中", "");
+    elsewhere[11] = json!(sheetq::sheet_time::instant_to_serial(Utc::now(), TZ));
+    elsewhere[15] = json!("gas/0 #0000abcd");
     emu.set_values(
-        "'_ジョブキュー'!A2:Q4",
+        "'_ジョブキュー'!A2:Q5",
         json!([
             queue_row("waiting", "サーバーB", "long", "待機", ""),
             queue_row("long", "サーバーA", "long", "待機", ""),
             done,
+            elsewhere,
         ]),
         false,
     )
@@ -460,6 +465,19 @@ async fn sheetq_cancel_stops_waiting_and_running_jobs_and_leaves_finished_ones()
     assert!(
         asked.starts_with("ops@example.com ") && asked.ends_with(" #waiting"),
         "中止要求 says who, when and which job: {asked:?}"
+    );
+    let out = cancel_cli(&config, &["elsewhere", "--as", "ops@example.com"]).await;
+    assert!(
+        out.status.success()
+            && String::from_utf8_lossy(&out.stdout).contains("asked to stop (it was 実行中)"),
+        "cancel of a job running elsewhere: {out:?}"
+    );
+    let status = run_sheetq(&config, &["status"]).await;
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("elsewhere") && l.ends_with("asked to stop by ops@example.com")),
+        "status shows the request on the running job:\n{text}"
     );
     let out = cancel_cli(&config, &["done"]).await;
     assert!(
