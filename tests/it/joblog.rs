@@ -252,7 +252,8 @@ async fn each_jobs_output_lands_in_its_log_row_raw_whole_and_linked_even_after_a
     );
 }
 
-/// While a job runs, its log row shows what it printed so far, riding the heartbeat's write.
+/// While a job runs, its log row shows what it printed so far, riding the heartbeat's write,
+/// and `sheetq logs --follow` on its machine prints its output as it comes, to its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_jobs_log_row_shows_its_output_so_far() {
     let emu = start_with_quota(FAST).await;
@@ -287,6 +288,14 @@ async fn a_running_jobs_log_row_shows_its_output_so_far() {
         show(&emu, &log),
     )
     .await;
+    // Followed on this machine, the output comes as it is printed, to the job's end.
+    let follow = run_sheetq(&config, &["logs", "slow", "--follow"]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&follow.stdout),
+        "step 1 of 2\nstep 2 of 2\n",
+        "sheetq logs --follow prints until the job ends: {:?}",
+        String::from_utf8_lossy(&follow.stderr)
+    );
     wait_for(
         "the finished job's log row to hold all of its output",
         WAIT,
