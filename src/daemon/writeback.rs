@@ -661,11 +661,13 @@ impl Daemon {
             Err(e) if under.is_lease() && e.may_have_applied() => {
                 let again = self.hold_in_doubt(through);
                 self.keep_follow_ups(again);
+                self.refresh_again(&logs);
                 return Err(e.into());
             }
             Err(e) => {
                 self.keep_follow_ups(through);
                 self.forget_refused_logs(&e, base, &logs);
+                self.refresh_again(&logs);
                 return Err(e.into());
             }
         };
@@ -1063,6 +1065,16 @@ impl Daemon {
         for l in given_up {
             warn!(job.id = ?l.job_id, "the job's log row is gone (deleted, or its sheet); its output is kept under state_dir only");
             self.log_dead.insert(l.job_id.clone());
+        }
+    }
+
+    /// The running jobs' output carried by a call that failed is sent again with the next
+    /// heartbeat that carries output, even if they print nothing more.
+    fn refresh_again(&mut self, logs: &[LogWrite]) {
+        for l in logs.iter().filter(|l| !l.last) {
+            if let Some((_, shown)) = self.outputs.get_mut(&l.job_id) {
+                *shown = 0;
+            }
         }
     }
 
