@@ -132,6 +132,24 @@ impl Daemon {
         url: &str,
         message: &str,
     ) -> Option<ValueRange> {
+        let (panel_ref, panel_row) = self.result_panel_row(poll, row)?;
+        Some(panel::result_cells(
+            panel_ref,
+            panel_row,
+            &panel_outcome(finish, at, url, message),
+            self.served.layout.tz,
+            &self.config.panel,
+        ))
+    }
+
+    /// The panel and row a finished job's outcome goes to, if any: none for a panel job,
+    /// nor when a newer press of its function owns the row, nor when it cannot be found
+    /// (a warning: the queue row is written regardless).
+    fn result_panel_row<'p>(
+        &'p self,
+        poll: &'p Poll,
+        row: &QueueRow,
+    ) -> Option<(&'p panel::PanelRef, u32)> {
         if row.target_key() == panel::catalog::PANELS_TARGET {
             // A panel job has no panel row: its outcome is its queue row (and the panels
             // and index links it made).
@@ -145,21 +163,7 @@ impl Daemon {
             return None;
         }
         match panel::locate(&self.served.panels, &poll.tables, row) {
-            Ok((panel_ref, panel_row)) => {
-                let outcome = PanelOutcome {
-                    state: finish_state(finish),
-                    finished_at: at,
-                    url: (!url.is_empty()).then(|| url.to_string()),
-                    message: message.to_string(),
-                };
-                Some(panel::result_cells(
-                    panel_ref,
-                    panel_row.row,
-                    &outcome,
-                    self.served.layout.tz,
-                    &self.config.panel,
-                ))
-            }
+            Ok((panel_ref, panel_row)) => Some((panel_ref, panel_row.row)),
             Err(miss) => {
                 warn!(job.id = ?row.job_id, target = ?row.target_key(), "{miss}; only the queue row is written");
                 None
@@ -520,42 +524,22 @@ impl Daemon {
         Ok(())
     }
 
-    /// The panel cells of a finished job, for the row that holds it.
-    /// The panel cells of a finished job. A job with a log row got its panel 結果 as a
-    /// formula in the claim commit (its メッセージ linked to its 結果URL, looked up by jobId
-    /// when shown, `joblog::panel_result_formula`): only 状態 and 更新日時 are written then.
+    /// The panel cells of a finished job. A job whose claim commit wrote its panel 結果 as
+    /// a formula (its メッセージ linked to its 結果URL, looked up by jobId when shown,
+    /// `joblog::panel_result_formula`) gets only 状態 and 更新日時.
     fn job_panel_result(&self, poll: &Poll, row: &QueueRow, job: &FinishedJob) -> Vec<ValueRange> {
-        let Some(cells) = self.panel_result(
-            poll,
-            row,
-            job.finish,
-            job.finished_at,
-            &job.url,
-            &job.message,
-        ) else {
+        let Some((panel_ref, panel_row)) = self.result_panel_row(poll, row) else {
             return Vec::new();
         };
-        if !job.panel_linked {
-            return vec![cells];
+        let outcome = panel_outcome(job.finish, job.finished_at, &job.url, &job.message);
+        let (tz, layout) = (self.served.layout.tz, &self.config.panel);
+        if job.panel_linked {
+            panel::status_and_time_cells(panel_ref, panel_row, &outcome, tz, layout)
+        } else {
+            vec![panel::result_cells(
+                panel_ref, panel_row, &outcome, tz, layout,
+            )]
         }
-        let Ok(range) = a1::A1Range::parse(&cells.range) else {
-            return vec![cells];
-        };
-        let (Some(title), Some(row), Some(col)) = (range.sheet, range.start_row, range.start_col)
-        else {
-            return Vec::new();
-        };
-        let values = cells.values.first().cloned().unwrap_or_default();
-        [(0usize, col), (2, col + 2)]
-            .into_iter()
-            .filter_map(|(i, c)| {
-                let letters = a1::column_letters(c);
-                Some(ValueRange::new(
-                    a1::range(&title, &format!("{letters}{n}", n = row + 1)),
-                    vec![vec![values.get(i)?.clone()]],
-                ))
-            })
-            .collect()
     }
 
     /// Appends a finished job's continuation row unless `poll` already shows it. `false`
@@ -1459,6 +1443,16 @@ mod tests {
         assert_eq!(written_width("'_ジョブキュー'!A5:AB5"), Some(28));
         assert_eq!(written_width("'_ジョブキュー'!A5"), Some(1));
         assert_eq!(written_width("not a range"), None);
+    }
+}
+
+/// How a job ended, as its panel row shows it.
+fn panel_outcome(finish: Finish, at: DateTime<Utc>, url: &str, message: &str) -> PanelOutcome {
+    PanelOutcome {
+        state: finish_state(finish),
+        finished_at: at,
+        url: (!url.is_empty()).then(|| url.to_string()),
+        message: message.to_string(),
     }
 }
 

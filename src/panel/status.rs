@@ -123,6 +123,28 @@ pub fn result_cells(
     )
 }
 
+/// [`result_cells`] but 結果, which holds the claim commit's link formula for the job
+/// (`joblog::panel_result_formula`): 状態 and 更新日時, one cell each.
+pub fn status_and_time_cells(
+    panel: &PanelRef,
+    row: u32,
+    outcome: &PanelOutcome,
+    tz: Tz,
+    layout: &PanelLayout,
+) -> Vec<ValueRange> {
+    let status = layout.columns.status.0;
+    [
+        (status, Cell::String(outcome.status_text(tz))),
+        (
+            status + 2,
+            Cell::from(sheet_time::instant_to_serial(outcome.finished_at, tz)),
+        ),
+    ]
+    .into_iter()
+    .map(|(col, cell)| ValueRange::new(cell_range(&panel.title, col, col, row), vec![vec![cell]]))
+    .collect()
+}
+
 /// Why a queue row's panel row could not be found; logged as a warning, the queue row is
 /// written regardless.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -315,6 +337,21 @@ mod tests {
         );
         let serial = vr.values[0][2].as_f64().unwrap_or_default();
         assert!((serial - 46356.586805).abs() < 1e-5, "serial {serial}");
+    }
+
+    #[test]
+    fn a_linked_result_keeps_its_formula_and_writes_status_and_time_only() {
+        let panel = panel_ref(5, "P", "A");
+        let done = PanelOutcome {
+            state: State::Done,
+            finished_at: at(125),
+            url: None,
+            message: "ok".into(),
+        };
+        let cells = status_and_time_cells(&panel, 9, &done, tz(), &PanelLayout::default());
+        let ranges: Vec<&str> = cells.iter().map(|v| v.range.as_str()).collect();
+        assert_eq!(ranges, ["'P'!C9", "'P'!E9"], "結果 (D9) is left as it is");
+        assert_eq!(cells[0].values, [[json!("✅ 完了 11/30 14:05")]]);
     }
 
     #[test]
