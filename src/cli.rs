@@ -816,7 +816,7 @@ async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
         }
         Outcome::AlreadyAsked { state, by } => {
             println!(
-                "{job}: already asked to stop ({by}); it is {}",
+                "{job}: already asked to stop by {by}; it is {}",
                 word(*state)
             );
         }

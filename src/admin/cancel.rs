@@ -22,7 +22,8 @@ use crate::sheets::{Cell, Filter, FilterWrite, Sheets};
 pub enum Outcome {
     /// The request is now on the job's row; the job was in `state` when it was written.
     Asked { state: State },
-    /// The row already asks to stop the job (`by` is the cell's text); nothing was written.
+    /// The row already asks to stop the job, `by` whom (as a person may be shown: text of
+    /// the sheet, cleaned); nothing was written.
     AlreadyAsked { state: State, by: String },
     /// The job had already ended `state`; nothing was written.
     Ended { state: State },
@@ -72,10 +73,10 @@ pub async fn cancel(
             return Ok(Outcome::Ended { state });
         }
         if crate::cancel::applies(&row.cancel_request, job_id) {
-            return Ok(Outcome::AlreadyAsked {
-                state,
-                by: row.cancel_request.clone(),
-            });
+            let by = crate::cancel::asked_of(row, tz, Utc::now())
+                .map(|asked| asked.who)
+                .unwrap_or_default();
+            return Ok(Outcome::AlreadyAsked { state, by });
         }
         let Some(cancel_at) = columns.position(Column::CancelRequest) else {
             return Err(AdminError::Problems(vec![format!(

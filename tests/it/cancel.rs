@@ -466,6 +466,13 @@ async fn sheetq_cancel_stops_waiting_and_running_jobs_and_leaves_finished_ones()
         asked.starts_with("ops@example.com ") && asked.ends_with(" #waiting"),
         "中止要求 says who, when and which job: {asked:?}"
     );
+    let again = cancel_cli(&config, &["waiting", "--as", "\u{1b}[2Jsomeone"]).await;
+    assert!(
+        again.status.success()
+            && String::from_utf8_lossy(&again.stdout)
+                .contains("already asked to stop by ops@example.com; it is 待機"),
+        "a second request says who asked first and writes nothing: {again:?}"
+    );
     let out = cancel_cli(&config, &["elsewhere", "--as", "ops@example.com"]).await;
     assert!(
         out.status.success()
