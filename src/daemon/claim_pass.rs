@@ -265,10 +265,9 @@ impl Daemon {
                 started_at: now,
                 lost_commit: None,
                 log_row: self.served.layout.log.is_some(),
-                linked: self.served.layout.log.is_some() && joblog::plain_job_id(&row.job_id),
-                panel_linked: self.served.layout.log.is_some()
-                    && joblog::plain_job_id(&row.job_id)
-                    && panel::locate(&self.served.panels, &fresh.tables, row).is_ok(),
+                // Set by `log_rows` where it writes the links.
+                linked: false,
+                panel_linked: false,
             });
         }
         // Waiting rows asked to stop: the tripwire 待機 → キャンセル, and a binding on the same
@@ -303,7 +302,7 @@ impl Daemon {
             .map(|r| self.heartbeat_request(r, self.heartbeat_row(now, &claimed_refs, &[])));
         let with_heartbeat = heartbeat.is_some();
         requests.extend(heartbeat);
-        requests.extend(self.log_rows(fresh, &claims, now));
+        requests.extend(self.log_rows(fresh, &mut claims, now));
         requests.extend(intake_writes);
         // Panel texts no other write carried this pass ride in the commit, and after them
         // (so they win) the ▶ 実行中 of each row claimed now.
@@ -1195,10 +1194,11 @@ impl Daemon {
     /// binding wherever the row goes; and the links to it: the queue row's 結果URL and the
     /// panel row's 結果, as formulas that find the rows by jobId when shown. Inserting at a
     /// fixed place needs no read of the log. Nothing when the spreadsheet has no log sheet.
+    /// Each claim's `linked` and `panel_linked` say which links were written.
     fn log_rows(
         &self,
         fresh: &Poll,
-        claims: &[Claimed],
+        claims: &mut [Claimed],
         now: chrono::DateTime<Utc>,
     ) -> Vec<Request> {
         let Some(log) = &self.served.layout.log else {
@@ -1214,7 +1214,7 @@ impl Daemon {
             at: 1,
             count: claims.len() as u32,
         }];
-        for (i, c) in claims.iter().enumerate() {
+        for (i, c) in claims.iter_mut().enumerate() {
             let row = 1 + i as u32;
             let cells = log.sparse_row(&[
                 (LogColumn::JobId, Cell::from(c.row.job_id.as_str())),
@@ -1257,6 +1257,7 @@ impl Daemon {
                     ),
                     rows: vec![vec![Cell::from(f)]],
                 });
+                c.linked = true;
             }
             let located = panel::locate(&self.served.panels, &fresh.tables, &c.row);
             let formula =
@@ -1270,6 +1271,7 @@ impl Daemon {
                     ),
                     rows: vec![vec![Cell::from(f)]],
                 });
+                c.panel_linked = true;
             }
         }
         requests
