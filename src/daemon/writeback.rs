@@ -957,7 +957,7 @@ impl Daemon {
     fn push_final_log(&mut self, queue_binding: i32, job: &FinishedJob) {
         if job.log_row && !self.log_dead.contains(&job.job_id) {
             let write = self.final_log_write(queue_binding, job);
-            self.log_writes.push(write);
+            self.queue_log_write(write);
         }
     }
 
@@ -996,6 +996,7 @@ impl Daemon {
             return;
         }
         let chars = self.config.log_chars;
+        let mut refreshes = Vec::new();
         for (job_id, (capture, shown)) in &mut self.outputs {
             let Some(claimed) = self
                 .running
@@ -1012,13 +1013,16 @@ impl Daemon {
                 continue;
             }
             *shown = version;
-            self.log_writes.push(LogWrite {
+            refreshes.push(LogWrite {
                 job_id: job_id.clone(),
                 id: crate::joblog::binding_id(id),
                 // Not the jobId: the reply then shows whose row the output landed on.
                 cells: vec![(LogColumn::Output, Cell::from(capture.text(chars)))],
                 last: false,
             });
+        }
+        for write in refreshes {
+            self.queue_log_write(write);
         }
     }
 
@@ -1050,6 +1054,13 @@ impl Daemon {
             warn!(job.id = ?l.job_id, "the job's log row is gone (deleted, or its sheet); its output is kept under state_dir only");
             self.log_dead.insert(l.job_id.clone());
         }
+    }
+
+    /// Queues `write`, in place of any write of the same job's log row still queued (a
+    /// write that did not go, while the API refused or failed): the newer says it all.
+    fn queue_log_write(&mut self, write: LogWrite) {
+        self.log_writes.retain(|l| l.job_id != write.job_id);
+        self.log_writes.push(write);
     }
 
     /// The running jobs' output carried by a call that failed is sent again with the next
