@@ -41,9 +41,17 @@ pub async fn from_file(
                 )]))
             }
         };
-        if bytes.len() > printed {
-            print_lossy(out, &bytes[printed..])?;
-            printed = bytes.len();
+        // A character the job is halfway through writing waits for its other bytes, unless
+        // nothing more will come.
+        let done = !follow || ended;
+        let upto = if done {
+            bytes.len()
+        } else {
+            printed + complete_prefix(&bytes[printed..])
+        };
+        if upto > printed {
+            print_lossy(out, &bytes[printed..upto])?;
+            printed = upto;
         }
         if !follow || ended {
             return Ok(true);
@@ -158,6 +166,20 @@ fn new_part<'a>(printed: &str, now: &'a str) -> &'a str {
         .map_or(n, |k| &n[k..])
 }
 
+/// How many bytes of `bytes` end on a whole character: all but a UTF-8 sequence cut short
+/// at the end (bytes that are no UTF-8 at all count as whole: they print as U+FFFD).
+fn complete_prefix(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(e) => {
+            e.valid_up_to()
+                + e.error_len().unwrap_or(0)
+                + complete_prefix(&bytes[e.valid_up_to() + e.error_len().unwrap_or(0)..])
+        }
+    }
+}
+
 fn print_lossy(out: &mut dyn Write, bytes: &[u8]) -> Result<(), AdminError> {
     out.write_all(String::from_utf8_lossy(bytes).as_bytes())
         .and_then(|()| out.flush())
@@ -183,6 +205,22 @@ mod tests {
             ),
             "line 3\n",
             "the tail's start moved: the overlap is found by what was printed last"
+        );
+    }
+
+    #[test]
+    fn a_character_cut_at_the_end_waits_for_its_other_bytes() {
+        let text = "ok あ".as_bytes();
+        assert_eq!(complete_prefix(text), text.len());
+        assert_eq!(
+            complete_prefix(&text[..text.len() - 1]),
+            3,
+            "あ is cut: wait"
+        );
+        assert_eq!(
+            complete_prefix(b"a\xffb\xe3"),
+            3,
+            "a byte that is no UTF-8 prints; a sequence cut at the end waits"
         );
     }
 
