@@ -482,6 +482,10 @@ struct Daemon {
     /// What each running job printed so far, and the capture's version its log row last
     /// showed (refreshed riding the heartbeat's write).
     outputs: HashMap<String, (crate::joblog::Capture, u64)>,
+    /// What each running job waiting for (or making) a retry asks メッセージ to show
+    /// ([`crate::commands::RetryNote`]); written when it changes, riding the next values
+    /// write.
+    retry_notes: HashMap<String, tokio::sync::watch::Receiver<Option<String>>>,
     /// Writes of `_ジョブログ` rows waiting for the next values write (results, heartbeats).
     log_writes: Vec<writeback::LogWrite>,
     /// Jobs whose log row takes no more writes: filled, or found gone.
@@ -706,6 +710,7 @@ impl Daemon {
             job_cancel: CancellationToken::new(),
             job_stops: HashMap::new(),
             outputs: HashMap::new(),
+            retry_notes: HashMap::new(),
             log_writes: Vec::new(),
             log_dead: std::collections::HashSet::new(),
             stop_asked: HashMap::new(),
@@ -1403,6 +1408,8 @@ impl Daemon {
             crate::joblog::file_path(&self.config.state_dir, &row.job_id),
         );
         self.outputs.insert(row.job_id.clone(), (output.clone(), 0));
+        let (notes, noted) = tokio::sync::watch::channel(None);
+        self.retry_notes.insert(row.job_id.clone(), noted);
         if self.is_heavy(row) {
             self.slots.heavy(true);
         }
@@ -1412,7 +1419,7 @@ impl Daemon {
         let handle = self.jobs.spawn(
             async move {
                 let outcome = match prepared {
-                    Ok(job) => runner.run_logged(job, cancel, &output).await,
+                    Ok(job) => runner.run_logged(job, cancel, &output, &notes).await,
                     Err(rejected) => {
                         let outcome = rejected.into_outcome();
                         output.push(format!("{}\n", outcome.message).as_bytes());
@@ -1457,6 +1464,7 @@ impl Daemon {
                     message: format!("エラー: sheetq の内部エラーでジョブが中断しました ({e})"),
                     url: None,
                     continue_args: None,
+                    exit_code: None,
                     duration: std::time::Duration::ZERO,
                 };
                 (claimed, outcome)
@@ -1466,6 +1474,7 @@ impl Daemon {
             .retain(|_, job_id| *job_id != claimed.row.job_id);
         self.running.remove(&claimed.row.job_id);
         self.job_stops.remove(&claimed.row.job_id);
+        self.retry_notes.remove(&claimed.row.job_id);
         let asked = self.stop_asked.remove(&claimed.row.job_id);
         let output = match self.outputs.remove(&claimed.row.job_id) {
             Some((capture, _)) => {

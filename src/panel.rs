@@ -27,9 +27,9 @@ pub use index::{marker_ranges, LabelConflict, PanelIndex, PanelRef, INDEX_SHEET,
 pub use intake::{plan_index_intake, plan_intake, IntakePlan, NewJob, NO_FUNCTION_TEXT};
 pub use layout::{CellRef, ColumnRef, PanelColumns, PanelLayout};
 pub use status::{
-    done_text, error_text, locate, newer_press, result_cells, running_cell, running_text,
-    status_and_time_cells, status_updates, PanelMiss, PanelOutcome, ERROR_TEXT_MAX_CHARS,
-    RESULT_MAX_CHARS, TIMEOUT_TEXT,
+    done_text, error_text, locate, newer_press, result_cells, retrying_cell, running_cell,
+    running_row_text, running_text, status_and_time_cells, status_updates, PanelMiss, PanelOutcome,
+    ERROR_TEXT_MAX_CHARS, RESULT_MAX_CHARS, TIMEOUT_TEXT,
 };
 pub use table::{parse_tables, table_ranges, PanelRow, PanelTable};
 

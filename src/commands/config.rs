@@ -23,6 +23,10 @@ const KEYS: &[&str] = &[
     "args_schema",
     "placeholder_patterns",
     "description",
+    "retries",
+    "retry_delay",
+    "retry_max_delay",
+    "retry_on",
 ];
 
 /// Default run-time limit of a command, unless `stale_after` is so short that half of it
@@ -35,6 +39,89 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
 
 /// Longest accepted `kill_grace`: a stop must stay prompt for shutdown.
 pub const MAX_KILL_GRACE: Duration = Duration::from_secs(60);
+
+/// Most `retries` a command may have: more is a loop, not a retry.
+pub const MAX_RETRIES: u32 = 10;
+
+/// Default ceiling of the first wait before a retry (`retry_delay`).
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+/// Default cap of the wait before a retry (`retry_max_delay`).
+pub const DEFAULT_RETRY_MAX_DELAY: Duration = Duration::from_secs(5 * 60);
+
+/// How a command's failed attempts are tried again: `retries`, `retry_delay`,
+/// `retry_max_delay`, `retry_on`. The daemon that ran an attempt keeps the claim through the
+/// wait and runs the next attempt itself (docs/design.md §5.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    /// Attempts after the first; 0 is never.
+    pub retries: u32,
+    /// The ceiling of the wait before the first retry; each further retry doubles it.
+    pub delay: Duration,
+    /// The ceiling never grows beyond this.
+    pub max_delay: Duration,
+    pub on: RetryOn,
+}
+
+/// Which outcomes of an attempt are tried again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryOn {
+    /// Every エラー (a non-zero exit, a signal, a command that could not start).
+    pub error: bool,
+    /// タイムアウト.
+    pub timeout: bool,
+    /// エラー with one of these exit codes (when `error` is false).
+    pub codes: Vec<i32>,
+}
+
+impl Default for Retry {
+    /// Never.
+    fn default() -> Self {
+        Retry {
+            retries: 0,
+            delay: DEFAULT_RETRY_DELAY,
+            max_delay: DEFAULT_RETRY_MAX_DELAY,
+            on: RetryOn {
+                error: true,
+                timeout: true,
+                codes: Vec::new(),
+            },
+        }
+    }
+}
+
+impl Retry {
+    /// The waits' policy: full jitter under `min(max_delay, delay * 2^(k-1))` before retry k.
+    pub fn policy(&self) -> crate::sheets::retry::RetryPolicy {
+        crate::sheets::retry::RetryPolicy {
+            max_attempts: self.retries + 1,
+            initial_delay: self.delay,
+            max_delay: self.max_delay,
+            max_elapsed: Duration::MAX,
+        }
+    }
+
+    /// The longest all waits together can be (every wait at its ceiling).
+    pub fn longest_waits(&self) -> Duration {
+        let policy = self.policy();
+        (1..=self.retries)
+            .map(|k| policy.ceiling(k))
+            .fold(Duration::ZERO, Duration::saturating_add)
+    }
+
+    /// Whether an attempt that ended with `status` (and `exit_code`, when it exited) is tried
+    /// again, attempts left permitting.
+    pub fn retries_on(&self, status: super::OutcomeStatus, exit_code: Option<i32>) -> bool {
+        use super::OutcomeStatus;
+        match status {
+            OutcomeStatus::Failed => {
+                self.on.error || exit_code.is_some_and(|c| self.on.codes.contains(&c))
+            }
+            OutcomeStatus::TimedOut => self.on.timeout,
+            OutcomeStatus::Done | OutcomeStatus::Cancelled => false,
+        }
+    }
+}
 
 /// One configured command.
 #[derive(Debug, Clone)]
@@ -54,6 +141,10 @@ pub struct CommandDef {
     /// Names of the daemon's environment variables passed through to an `exec` command.
     pub env: Vec<String>,
     pub description: Option<String>,
+    /// Failed attempts tried again; `timeout + kill_grace` per attempt plus the longest
+    /// waits stay shorter than `stale_after`, so the sheet never times out a job that is
+    /// still retrying.
+    pub retry: Retry,
     pub(crate) checks: ArgsChecks,
     /// `placeholder_patterns`: what each placeholder's value must match, whole, to be put
     /// into argv (besides the rules every value passes, [`super::argv::unfit`]).
@@ -93,6 +184,7 @@ pub(crate) fn panels_def(stale_after: Duration) -> CommandDef {
         workdir: None,
         env: Vec::new(),
         description: Some("creates or shows panels asked for on the index".into()),
+        retry: Retry::default(),
         checks: ArgsChecks::default(),
         patterns: Patterns::new(),
     }
@@ -153,7 +245,17 @@ fn parse_one(
     let kind = parse_kind(at, t, errors);
     let is_builtin = matches!(kind, Some(CommandKind::Builtin(_))) || t.contains_key("builtin");
     let kill_grace = parse_kill_grace(at, t.get("kill_grace"), stale_after, errors);
-    let timeout = parse_timeout(at, t.get("timeout"), stale_after, kill_grace, errors);
+    let retry = parse_retry(at, t, errors);
+    let attempts = retry.retries + 1;
+    let timeout = parse_timeout(
+        at,
+        t.get("timeout"),
+        stale_after,
+        kill_grace,
+        attempts,
+        errors,
+    );
+    check_retry_span(at, &retry, timeout, kill_grace, stale_after, errors);
     let heavy = match t.get("heavy") {
         None => false,
         Some(toml::Value::Boolean(b)) => *b,
@@ -200,6 +302,7 @@ fn parse_one(
         workdir,
         env,
         description,
+        retry,
         checks,
         patterns,
     })
@@ -257,16 +360,19 @@ fn parse_kill_grace(
 }
 
 /// The command's timeout: with its kill grace, shorter than `stale_after`, or the sheet
-/// would time a job out while it still runs.
+/// would time a job out while it still runs. Unset, it is five minutes or what leaves half of
+/// `stale_after` to `attempts` attempts, whichever is less.
 fn parse_timeout(
     at: &str,
     value: Option<&toml::Value>,
     stale_after: Duration,
     kill_grace: Duration,
+    attempts: u32,
     errors: &mut Vec<String>,
 ) -> Duration {
     let Some(v) = value else {
-        return DEFAULT_TIMEOUT.min(stale_after / 2);
+        // Half of stale_after for all attempts, the other half for the waits between them.
+        return DEFAULT_TIMEOUT.min(stale_after / 2 / attempts.max(1));
     };
     let Some(d) = duration(at, "timeout", v, errors) else {
         return DEFAULT_TIMEOUT;
@@ -291,6 +397,129 @@ fn parse_timeout(
         ));
     }
     d
+}
+
+/// `retries`, `retry_delay`, `retry_max_delay` and `retry_on`; the other three need
+/// `retries`.
+fn parse_retry(at: &str, t: &toml::Table, errors: &mut Vec<String>) -> Retry {
+    let mut retry = Retry::default();
+    match t.get("retries") {
+        None => {
+            for key in ["retry_delay", "retry_max_delay", "retry_on"] {
+                if t.contains_key(key) {
+                    errors.push(format!(
+                        "{at}.{key} has no effect without retries: add retries = 2 (say), or remove it"
+                    ));
+                }
+            }
+            return retry;
+        }
+        Some(v) => match v.as_integer().map(u32::try_from) {
+            Some(Ok(n)) if n <= MAX_RETRIES => retry.retries = n,
+            _ => errors.push(format!(
+                "{at}.retries = {v} must be a whole number from 0 to {MAX_RETRIES} (attempts after the first)"
+            )),
+        },
+    }
+    if let Some(v) = t.get("retry_delay") {
+        match duration(at, "retry_delay", v, errors) {
+            Some(d) if d.is_zero() => errors.push(format!(
+                "{at}.retry_delay must be longer than 0s: write e.g. \"30s\""
+            )),
+            Some(d) => retry.delay = d,
+            None => {}
+        }
+    }
+    if let Some(v) = t.get("retry_max_delay") {
+        if let Some(d) = duration(at, "retry_max_delay", v, errors) {
+            retry.max_delay = d;
+        }
+    } else {
+        retry.max_delay = retry.max_delay.max(retry.delay);
+    }
+    if retry.max_delay < retry.delay {
+        errors.push(format!(
+            "{at}.retry_max_delay ({}) must not be shorter than retry_delay ({})",
+            humantime::format_duration(retry.max_delay),
+            humantime::format_duration(retry.delay)
+        ));
+    }
+    if let Some(v) = t.get("retry_on") {
+        if let Some(on) = parse_retry_on(at, v, errors) {
+            retry.on = on;
+        }
+    }
+    retry
+}
+
+/// `retry_on = ["エラー", "タイムアウト", 75]`: the state words (or `error`, `timeout`) and
+/// exit codes whose attempts are tried again.
+fn parse_retry_on(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Option<RetryOn> {
+    let hint = "e.g. retry_on = [\"タイムアウト\", 75] (エラー or error, タイムアウト or timeout, exit codes 1-255)";
+    let Some(items) = v.as_array() else {
+        errors.push(format!("{at}.retry_on = {v} must be a list, {hint}"));
+        return None;
+    };
+    if items.is_empty() {
+        errors.push(format!(
+            "{at}.retry_on = [] retries nothing: remove retries instead, or list what retries, {hint}"
+        ));
+        return None;
+    }
+    let mut on = RetryOn {
+        error: false,
+        timeout: false,
+        codes: Vec::new(),
+    };
+    let before = errors.len();
+    for item in items {
+        match item {
+            toml::Value::String(s) if s == "エラー" || s == "error" => on.error = true,
+            toml::Value::String(s) if s == "タイムアウト" || s == "timeout" => {
+                on.timeout = true
+            }
+            toml::Value::Integer(c) if (1..=255).contains(c) => on.codes.push(*c as i32),
+            other => errors.push(format!(
+                "{at}.retry_on: {other} is not an outcome that can be retried, {hint}"
+            )),
+        }
+    }
+    (errors.len() == before).then_some(on)
+}
+
+/// With retries, one claim holds every attempt and the waits between them: all of it must
+/// end before `stale_after`, or other daemons would time the job out while it still
+/// retries.
+fn check_retry_span(
+    at: &str,
+    retry: &Retry,
+    timeout: Duration,
+    kill_grace: Duration,
+    stale_after: Duration,
+    errors: &mut Vec<String>,
+) {
+    if retry.retries == 0 {
+        return;
+    }
+    let attempts = retry.retries + 1;
+    let waits = retry.longest_waits();
+    let span = (timeout + kill_grace)
+        .saturating_mul(attempts)
+        .saturating_add(waits);
+    if span >= stale_after {
+        errors.push(format!(
+            "{at}: retries = {} can hold the job for up to {attempts} × (timeout {} + kill_grace {}) \
+             + waits of up to {} = {}, not shorter than stale_after ({}): other daemons would time \
+             the job out while it still retries; lower timeout, retries or retry_max_delay, or \
+             raise stale_after",
+            retry.retries,
+            humantime::format_duration(timeout),
+            humantime::format_duration(kill_grace),
+            humantime::format_duration(waits),
+            humantime::format_duration(span),
+            humantime::format_duration(stale_after),
+        ));
+    }
 }
 
 fn parse_workdir(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Option<PathBuf> {
@@ -554,6 +783,89 @@ mod tests {
         assert!(report.heavy);
         assert_eq!(r.get("sleep").unwrap().timeout, DEFAULT_TIMEOUT);
         assert_eq!(r.get("sleep").unwrap().kill_grace, DEFAULT_KILL_GRACE);
+    }
+
+    #[test]
+    fn retries_default_to_errors_and_timeouts_and_shorten_the_default_timeout() {
+        let r = Registry::from_toml_str(
+            "[flaky]\nexec = [\"/bin/true\"]\nretries = 2\nretry_delay = \"10s\"",
+            STALE,
+        )
+        .unwrap();
+        let flaky = r.get("flaky").unwrap();
+        assert_eq!(flaky.retry.retries, 2);
+        assert_eq!(flaky.retry.delay, Duration::from_secs(10));
+        assert!(flaky.retry.on.error && flaky.retry.on.timeout);
+        // Half of stale_after shared by three attempts.
+        assert_eq!(flaky.timeout, Duration::from_secs(150));
+        assert_eq!(
+            flaky.retry.longest_waits(),
+            Duration::from_secs(30),
+            "waits of up to 10 s and 20 s"
+        );
+        let never = Registry::from_toml_str("[once]\nexec = [\"/bin/true\"]", STALE).unwrap();
+        assert_eq!(never.get("once").unwrap().retry.retries, 0);
+        assert_eq!(never.get("once").unwrap().timeout, DEFAULT_TIMEOUT);
+    }
+
+    #[test]
+    fn retry_on_takes_state_words_and_exit_codes() {
+        let r = Registry::from_toml_str(
+            "[a]\nexec = [\"/bin/true\"]\nretries = 1\nretry_on = [\"タイムアウト\", 75]",
+            STALE,
+        )
+        .unwrap();
+        let retry = &r.get("a").unwrap().retry;
+        use crate::commands::OutcomeStatus::*;
+        assert!(retry.retries_on(TimedOut, None));
+        assert!(retry.retries_on(Failed, Some(75)));
+        assert!(!retry.retries_on(Failed, Some(1)), "exit 1 is not listed");
+        assert!(!retry.retries_on(Failed, None), "a signal is not listed");
+        assert!(!retry.retries_on(Done, Some(0)));
+        assert!(
+            !retry.retries_on(Cancelled, None),
+            "a stop is never retried"
+        );
+    }
+
+    #[test]
+    fn retry_keys_are_checked_and_explained() {
+        let e = errors(
+            "[a]\nexec = [\"/bin/true\"]\nretry_delay = \"5s\"\n\
+             [b]\nexec = [\"/bin/true\"]\nretries = 11\n\
+             [c]\nexec = [\"/bin/true\"]\nretries = 1\nretry_on = [\"完了\", 0]\n\
+             [d]\nexec = [\"/bin/true\"]\nretries = 1\nretry_delay = \"2m\"\nretry_max_delay = \"1m\"",
+        );
+        let expected = [
+            "commands.a.retry_delay has no effect without retries",
+            "commands.b.retries = 11 must be a whole number from 0 to 10",
+            "commands.c.retry_on: \"完了\" is not an outcome that can be retried",
+            "commands.c.retry_on: 0 is not an outcome that can be retried",
+            "commands.d.retry_max_delay (1m) must not be shorter than retry_delay (2m)",
+        ];
+        for want in expected {
+            assert!(
+                e.iter().any(|m| m.starts_with(want)),
+                "no error starting {want:?} among {e:#?}"
+            );
+        }
+        assert_eq!(e.len(), expected.len(), "{e:#?}");
+    }
+
+    #[test]
+    fn retries_that_could_outlast_stale_after_are_refused_with_the_arithmetic() {
+        let e = errors(
+            "[long]\nexec = [\"/bin/true\"]\ntimeout = \"4m\"\nretries = 3\nretry_delay = \"1m\"",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "commands.long: retries = 3 can hold the job for up to 4 × (timeout 4m + \
+                 kill_grace 3s) + waits of up to 7m = 23m 12s, not shorter than stale_after \
+                 (15m): other daemons would time the job out while it still retries; lower \
+                 timeout, retries or retry_max_delay, or raise stale_after"
+            ]
+        );
     }
 
     #[test]

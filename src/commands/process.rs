@@ -343,6 +343,7 @@ fn outcome_of(
                 message: r.message,
                 url: r.url,
                 continue_args: r.continue_args,
+                exit_code: exit_code(exit),
                 duration: Duration::ZERO,
             }
         }
@@ -364,8 +365,17 @@ fn outcome_of(
             message: printed_last(stdout, stderr),
             url: None,
             continue_args: None,
+            exit_code: None,
             duration: Duration::ZERO,
         },
+    }
+}
+
+/// The exit code of a command that exited rather than being killed by a signal.
+fn exit_code(exit: Exit) -> Option<i32> {
+    match exit {
+        Exit::Code(c) => Some(c),
+        Exit::Signal(_) => None,
     }
 }
 
@@ -394,6 +404,7 @@ fn stopped(status: OutcomeStatus, what: String, stdout: &str, stderr: &str) -> O
         message: output::limit_message(&message),
         url: None,
         continue_args: None,
+        exit_code: None,
         duration: Duration::ZERO,
     }
 }
@@ -404,6 +415,7 @@ fn failed(message: String) -> Outcome {
         message: output::limit_message(&message),
         url: None,
         continue_args: None,
+        exit_code: None,
         duration: Duration::ZERO,
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument};
@@ -42,8 +42,81 @@ pub struct Outcome {
     /// Args of the next step, when the command asked to continue (only on `Done`). The
     /// daemon appends the continuation row.
     pub continue_args: Option<Map<String, Value>>,
+    /// The exit code of an `exec` command that exited (for `retry_on`).
+    pub exit_code: Option<i32>,
     /// From [`Runner::run`] being called to the end, including a wait for the heavy gate.
     pub duration: Duration,
+}
+
+/// A job between two attempts: what メッセージ and the panel show while it waits for its
+/// next attempt and while that attempt runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryNote {
+    /// The retry about to be made (1-based).
+    pub retry: u32,
+    /// How many retries the command has.
+    pub retries: u32,
+    /// The failed attempt's メッセージ.
+    pub last: String,
+    /// The wait before the retry.
+    pub delay: Duration,
+}
+
+/// How メッセージ of a job waiting to be tried again begins (「再試行 2/3: …」).
+pub const RETRY_NOTE_PREFIX: &str = "再試行 ";
+
+impl RetryNote {
+    /// 「再試行 2/3: <last message> (30 秒後)」: shown while the job waits.
+    pub fn waiting(&self) -> String {
+        let secs = self.delay.as_secs() + u64::from(self.delay.subsec_nanos() > 0);
+        limit_message(&format!(
+            "{RETRY_NOTE_PREFIX}{}/{}: {} ({secs} 秒後)",
+            self.retry,
+            self.retries,
+            one_line(&self.last)
+        ))
+    }
+
+    /// 「再試行 2/3 実行中: <last message>」: shown while the retry runs.
+    pub fn running(&self) -> String {
+        limit_message(&format!(
+            "{RETRY_NOTE_PREFIX}{}/{} 実行中: {}",
+            self.retry,
+            self.retries,
+            one_line(&self.last)
+        ))
+    }
+}
+
+/// Whether a running job's メッセージ is a [`RetryNote`] (sheetq writes nothing else
+/// starting so on a running row).
+pub fn is_retry_note(message: &str) -> bool {
+    message
+        .strip_prefix(RETRY_NOTE_PREFIX)
+        .and_then(|rest| rest.split_once(['/']))
+        .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// A message on one line, at most 200 characters (a note carries the gist, the log the
+/// rest).
+fn one_line(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line,
+    }
+}
+
+/// The outcome of a job cancelled while it waited for a retry: the failed attempt's message,
+/// for the daemon to say who stopped it.
+fn outcome_cancelled_waiting(last: Outcome) -> Outcome {
+    Outcome {
+        status: OutcomeStatus::Cancelled,
+        url: None,
+        continue_args: None,
+        exit_code: None,
+        ..last
+    }
 }
 
 /// Runs prepared jobs. Cheap to clone; clones share the heavy-job gate and the spawner
@@ -115,27 +188,66 @@ impl Runner {
     /// waiting for the gate still ends before the sheet's `stale_after` would time it out.
     #[instrument(skip_all, fields(job.id = ?job.job_id(), command = %job.command(), target = ?job.spec().target))]
     pub async fn run(&self, job: PreparedJob, cancel: CancellationToken) -> Outcome {
-        self.run_logged(job, cancel, &Capture::none()).await
+        let (notes, _) = watch::channel(None);
+        self.run_logged(job, cancel, &Capture::none(), &notes).await
     }
 
     /// [`Runner::run`], with what the job prints going to `log` as it comes (an `exec`
-    /// job's stdout and stderr merged; a built-in's message once it ends).
+    /// job's stdout and stderr merged; a built-in's message once it ends), and its
+    /// command's `retries`: an attempt that ends in an outcome of `retry_on` is tried again
+    /// after a full-jitter wait on this process's monotonic clock, each attempt with its own
+    /// timeout. Before each wait, and as the next attempt starts, `notes` gets the text
+    /// メッセージ shows meanwhile ([`RetryNote`]). The outcome is the last attempt's; a
+    /// cancel ends the retries.
     pub async fn run_logged(
         &self,
         job: PreparedJob,
         cancel: CancellationToken,
         log: &Capture,
+        notes: &watch::Sender<Option<String>>,
     ) -> Outcome {
         let started = Instant::now();
-        let deadline = started + job.timeout();
-        let mut outcome = self.run_until(&job, deadline, &cancel, log).await;
-        if !matches!(job.plan(), Plan::Exec { .. }) && !outcome.message.is_empty() {
-            log.push(format!("{}\n", outcome.message).as_bytes());
-        }
+        let retry = &job.def().retry;
+        let policy = retry.policy();
+        let mut attempt = 1;
+        let mut outcome = loop {
+            let deadline = Instant::now() + job.timeout();
+            let outcome = self.run_until(&job, deadline, &cancel, log).await;
+            if !matches!(job.plan(), Plan::Exec { .. }) && !outcome.message.is_empty() {
+                log.push(format!("{}\n", outcome.message).as_bytes());
+            }
+            if attempt > retry.retries || !retry.retries_on(outcome.status, outcome.exit_code) {
+                break outcome;
+            }
+            let note = RetryNote {
+                retry: attempt,
+                retries: retry.retries,
+                last: outcome.message.clone(),
+                delay: policy.delay(attempt, &mut rand::thread_rng()),
+            };
+            info!(attempt, status = ?outcome.status, delay_ms = note.delay.as_millis() as u64, "attempt failed; trying again after the wait");
+            log.push(format!("\n--- {} ---\n", note.waiting()).as_bytes());
+            notes.send_replace(Some(note.waiting()));
+            tokio::select! {
+                _ = sleep(note.delay) => {}
+                _ = cancel.cancelled() => break outcome_cancelled_waiting(outcome),
+            }
+            notes.send_replace(Some(note.running()));
+            attempt += 1;
+        };
         log.finish();
+        if attempt > 1
+            && matches!(
+                outcome.status,
+                OutcomeStatus::Failed | OutcomeStatus::TimedOut
+            )
+        {
+            outcome.message = limit_message(&format!("{} (試行 {attempt} 回)", outcome.message));
+        }
         outcome.duration = started.elapsed();
         info!(
             status = ?outcome.status,
+            attempts = attempt,
             duration_ms = outcome.duration.as_millis() as u64,
             continues = outcome.continue_args.is_some(),
             "job finished"
@@ -165,6 +277,7 @@ impl Runner {
                     ),
                     url: None,
                     continue_args: None,
+                    exit_code: None,
                     duration: Duration::ZERO,
                 },
             }
@@ -188,6 +301,7 @@ impl Runner {
                         ),
                         url: None,
                         continue_args: None,
+                        exit_code: None,
                         duration: Duration::ZERO,
                     },
                     _ = cancel.cancelled() => cancelled(""),
@@ -200,6 +314,7 @@ impl Runner {
                     message: format!("could not start a process: {e}"),
                     url: None,
                     continue_args: None,
+                    exit_code: None,
                     duration: Duration::ZERO,
                 },
             },
@@ -234,6 +349,7 @@ async fn run_panels(opener: &dyn PanelOpener, labels: &[String]) -> Outcome {
                 next.insert("open".into(), Value::from(later.to_vec()));
                 next
             }),
+            exit_code: None,
             duration: Duration::ZERO,
         },
         Err(message) => failed(&message),
@@ -246,6 +362,7 @@ fn failed(message: &str) -> Outcome {
         message: limit_message(message),
         url: None,
         continue_args: None,
+        exit_code: None,
         duration: Duration::ZERO,
     }
 }
@@ -262,6 +379,7 @@ async fn run_sleep(
             message: format!("slept {}", humantime::format_duration(d)),
             url: None,
             continue_args: None,
+            exit_code: None,
             duration: Duration::ZERO,
         },
         _ = sleep_until(deadline) => Outcome {
@@ -273,6 +391,7 @@ async fn run_sleep(
             ),
             url: None,
             continue_args: None,
+            exit_code: None,
             duration: Duration::ZERO,
         },
         _ = cancel.cancelled() => cancelled(""),
@@ -298,6 +417,7 @@ fn run_echo(job: &PreparedJob) -> Outcome {
                 ),
                 url: None,
                 continue_args: None,
+                exit_code: None,
                 duration: Duration::ZERO,
             };
         }
@@ -307,6 +427,7 @@ fn run_echo(job: &PreparedJob) -> Outcome {
         message: limit_message(&serde_json::to_string(&args).unwrap_or_default()),
         url: None,
         continue_args,
+        exit_code: None,
         duration: Duration::ZERO,
     }
 }
@@ -319,6 +440,7 @@ fn cancelled(printed: &str) -> Outcome {
         message: printed.to_string(),
         url: None,
         continue_args: None,
+        exit_code: None,
         duration: Duration::ZERO,
     }
 }

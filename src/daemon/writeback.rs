@@ -217,6 +217,7 @@ impl Daemon {
             self.rows_moved();
             self.rebind(&rebind).await?;
         }
+        self.place_retry_notes(poll, &mut through, &mut data);
         data.extend(display);
         // Running jobs' output so far rides a heartbeat that is due, every other one (the
         // heartbeat alone also brings the sheet list, which finds new panels).
@@ -261,6 +262,67 @@ impl Daemon {
         self.log_dead
             .retain(|j| outbox.contains(j) || running.contains_key(j));
         Ok(heartbeat)
+    }
+
+    /// The retry notes that changed since they were last sent
+    /// ([`crate::commands::RetryNote`]): each to メッセージ through its job's queue binding,
+    /// onto a row that still shows our claim 実行中, with its panel row's 状態 in the same
+    /// call. A note that cannot go now (its binding in doubt or off its row) is left for the
+    /// next change or the result, which says more.
+    fn place_retry_notes(
+        &mut self,
+        poll: &Poll,
+        through: &mut Vec<Through>,
+        data: &mut Vec<ValueRange>,
+    ) {
+        let changed: Vec<(String, String)> = self
+            .retry_notes
+            .iter_mut()
+            .filter(|(_, noted)| noted.has_changed().unwrap_or(false))
+            .filter_map(|(job_id, noted)| {
+                Some((job_id.clone(), noted.borrow_and_update().clone()?))
+            })
+            .collect();
+        for (job_id, note) in changed {
+            let Some(claimed) = self.running.get(&job_id) else {
+                continue;
+            };
+            let Some(id) = binding::id_of_token(&claimed.tag.token) else {
+                continue;
+            };
+            let worker = claimed.tag.to_string();
+            let at_binding = poll.bound.get(&id).and_then(Option::as_ref);
+            let with_job = poll.rows_with_job(&job_id);
+            let plan = binding::plan_write(
+                &job_id,
+                &worker,
+                Some(State::Running),
+                at_binding,
+                &with_job,
+                |r| self.claim_is_live(poll, r),
+            );
+            if self.in_doubt(id) || plan != WritePlan::Write {
+                debug!(job.id = ?job_id, ?plan, "the retry note waits: the job's row binding is not on its row now");
+                continue;
+            }
+            if let Some((panel_ref, row)) = self.result_panel_row(poll, &claimed.row) {
+                data.push(panel::retrying_cell(
+                    panel_ref,
+                    row,
+                    &note,
+                    &self.config.panel,
+                ));
+            }
+            through.push(Through {
+                id,
+                job_id,
+                worker,
+                state: Some(State::Running),
+                cells: vec![(Column::Message, Cell::from(note))],
+                unbind: false,
+                result: false,
+            });
+        }
     }
 
     /// Follow-ups (a put-back, a restore, a timeout's cells, a repair) are planned like

@@ -52,6 +52,26 @@ pub fn running_text(started_at: Option<DateTime<Utc>>, tz: Tz) -> String {
     }
 }
 
+/// Longest retry note shown in the status cell, in characters.
+pub const RETRYING_TEXT_MAX_CHARS: usize = 60;
+
+/// `🔁 再試行 1/3: exit code 1 (30 秒後)`: a running job between two attempts, whose
+/// メッセージ is the retry note ([`crate::commands::RetryNote`]), cut to
+/// [`RETRYING_TEXT_MAX_CHARS`].
+pub fn retrying_text(note: &str) -> String {
+    format!("🔁 {}", shorten(note, RETRYING_TEXT_MAX_CHARS))
+}
+
+/// What the panel row of a running `job` shows: its retry note while it retries, else
+/// `▶ 実行中 (HH:mm〜)`.
+pub fn running_row_text(job: &QueueRow, tz: Tz) -> String {
+    if crate::commands::is_retry_note(&job.message) {
+        retrying_text(&job.message)
+    } else {
+        running_text(job.started_at, tz)
+    }
+}
+
 /// Whitespace (newlines included) collapsed to single spaces, then cut to `max` characters,
 /// the last being `…` when anything was cut.
 fn shorten(text: &str, max: usize) -> String {
@@ -221,7 +241,19 @@ pub fn running_cell(
     ))
 }
 
-/// The waiting/running display of one pass: for each `実行中` row `▶ 実行中 (HH:mm〜)`, for
+/// The status cell of panel row `row` of `panel`, whose running job's メッセージ becomes
+/// `note`, for the write that carries the note: the display of later passes then finds it
+/// shown.
+pub fn retrying_cell(panel: &PanelRef, row: u32, note: &str, layout: &PanelLayout) -> ValueRange {
+    let col = layout.columns.status.0;
+    ValueRange::new(
+        cell_range(&panel.title, col, col, row),
+        vec![vec![Cell::String(retrying_text(note))]],
+    )
+}
+
+/// The waiting/running display of one pass: for each `実行中` row `▶ 実行中 (HH:mm〜)` (or
+/// its retry note, [`running_row_text`]), for
 /// each `待機` row `⏳ 順番待ち (前に n 件)`, as single status cells.
 ///
 /// Only cells whose text differs from what the panel shows are returned, and at most
@@ -251,7 +283,7 @@ pub fn status_updates(
     running.sort_by_key(|r| (r.received_at.is_none(), r.received_at, r.row));
     let wanted = running
         .into_iter()
-        .map(|r| (r, running_text(r.started_at, tz)))
+        .map(|r| (r, running_row_text(r, tz)))
         .chain(
             claim::waiting_positions(snapshot)
                 .into_iter()

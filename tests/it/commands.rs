@@ -626,3 +626,146 @@ async fn a_target_written_as_an_option_is_refused_and_the_program_never_starts()
     );
     assert_no_quota_refusals(&emu);
 }
+
+/// A script that fails the first `fails` times it runs (counting runs in `runs`, in its
+/// workdir), then succeeds.
+fn flaky_script(fails: u32) -> String {
+    format!(
+        "echo run >> runs; n=$(wc -l < runs); echo \"attempt $n\"; \
+         if [ \"$n\" -le {fails} ]; then echo \"broken $n\" >&2; exit 75; fi; echo ok"
+    )
+}
+
+/// Runs `spec` with its output captured and every retry note collected as it is sent.
+async fn run_retrying(
+    registry: &Registry,
+    spec: &JobSpec,
+    cancel: CancellationToken,
+) -> (Outcome, String, Vec<String>) {
+    let job = registry.prepare(spec).unwrap_or_else(|e| panic!("{e}"));
+    let capture = sheetq::joblog::Capture::new(20_000, None);
+    let (notes, mut noted) = tokio::sync::watch::channel(None::<String>);
+    let seen = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while noted.changed().await.is_ok() {
+            seen.extend(noted.borrow_and_update().clone());
+        }
+        seen
+    });
+    let outcome = tokio::time::timeout(
+        PATIENCE,
+        registry.runner().run_logged(job, cancel, &capture, &notes),
+    )
+    .await
+    .expect("the job did not finish in time");
+    drop(notes);
+    let seen = seen.await.unwrap();
+    (outcome, capture.text(20_000), seen)
+}
+
+#[tokio::test]
+async fn a_command_that_fails_twice_is_run_three_times_and_ends_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = script_registry(
+        dir.path(),
+        "flaky",
+        &flaky_script(2),
+        "retries = 3\nretry_delay = \"50ms\"",
+    );
+    let (out, log, notes) = run_retrying(&r, &spec("flaky", ""), CancellationToken::new()).await;
+    assert_eq!(out.status, OutcomeStatus::Done, "{out:?}");
+    assert_eq!(out.message, "ok", "the final message is the last attempt's");
+    assert_eq!(read(dir.path().join("runs")).lines().count(), 3);
+    for n in 1..=3 {
+        assert!(
+            log.contains(&format!("attempt {n}")),
+            "attempt {n} missing from the log:\n{log}"
+        );
+    }
+    assert!(
+        log.contains("broken 2"),
+        "a failed attempt's stderr is in the log:\n{log}"
+    );
+    // The last note the daemon would write is the running one of the second retry.
+    let waiting: Vec<&String> = notes.iter().filter(|n| n.ends_with("秒後)")).collect();
+    assert!(
+        waiting
+            .iter()
+            .all(|n| n.starts_with("再試行 ") && n.contains("exit code 75")),
+        "waiting notes name the retry and the failure: {notes:#?}"
+    );
+    assert!(
+        notes
+            .last()
+            .is_some_and(|n| n.starts_with("再試行 2/3 実行中: exit code 75")),
+        "the note while the second retry runs: {notes:#?}"
+    );
+}
+
+#[tokio::test]
+async fn only_the_outcomes_of_retry_on_are_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = script_registry(
+        dir.path(),
+        "picky",
+        "echo run >> runs; exit 1",
+        "retries = 2\nretry_delay = \"10ms\"\nretry_on = [75]",
+    );
+    let (out, _, notes) = run_retrying(&r, &spec("picky", ""), CancellationToken::new()).await;
+    assert_eq!(out.status, OutcomeStatus::Failed, "{out:?}");
+    assert_eq!(
+        read(dir.path().join("runs")).lines().count(),
+        1,
+        "exit 1 is not in retry_on"
+    );
+    assert!(notes.is_empty(), "{notes:#?}");
+    assert!(
+        !out.message.contains("試行"),
+        "one attempt says nothing of attempts: {out:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_job_failing_every_attempt_ends_with_the_last_failure_and_its_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = script_registry(
+        dir.path(),
+        "broken",
+        &flaky_script(99),
+        "retries = 2\nretry_delay = \"10ms\"",
+    );
+    let (out, _, _) = run_retrying(&r, &spec("broken", ""), CancellationToken::new()).await;
+    assert_eq!(out.status, OutcomeStatus::Failed, "{out:?}");
+    assert_eq!(read(dir.path().join("runs")).lines().count(), 3);
+    assert!(
+        out.message.contains("broken 3") && out.message.ends_with("(試行 3 回)"),
+        "the last attempt's message and the count: {out:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_during_the_wait_ends_the_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = script_registry(
+        dir.path(),
+        "slow-retry",
+        &flaky_script(99),
+        "retries = 1\nretry_delay = \"4m\"\ntimeout = \"1m\"",
+    );
+    let cancel = CancellationToken::new();
+    let stopper = {
+        let (cancel, runs) = (cancel.clone(), dir.path().join("runs"));
+        tokio::spawn(async move {
+            wait_for("the first attempt", || runs.exists()).await;
+            cancel.cancel();
+        })
+    };
+    let (out, _, _) = run_retrying(&r, &spec("slow-retry", ""), cancel).await;
+    stopper.await.unwrap();
+    assert_eq!(out.status, OutcomeStatus::Cancelled, "{out:?}");
+    assert!(
+        out.message.contains("broken 1"),
+        "what the attempt said: {out:?}"
+    );
+    assert_eq!(read(dir.path().join("runs")).lines().count(), 1);
+}
