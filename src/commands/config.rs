@@ -51,7 +51,7 @@ pub const DEFAULT_RETRY_MAX_DELAY: Duration = Duration::from_secs(5 * 60);
 
 /// How a command's failed attempts are tried again: `retries`, `retry_delay`,
 /// `retry_max_delay`, `retry_on`. The daemon that ran an attempt keeps the claim through the
-/// wait and runs the next attempt itself (docs/design.md §5.4).
+/// wait and runs the next attempt itself (docs/design.md §5.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retry {
     /// Attempts after the first; 0 is never.

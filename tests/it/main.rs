@@ -24,6 +24,7 @@ mod panel_sync;
 mod panels;
 mod people;
 mod probe;
+mod retries;
 mod sheets_google;
 mod spreadsheets;
 mod support;

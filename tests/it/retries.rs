@@ -1,0 +1,151 @@
+//! Retries (docs/design.md §5.2) with the real binary against the emulator: a command that
+//! fails twice runs three times under one claim, its target busy throughout, メッセージ and
+//! the panel showing 「再試行 k/N」 while it waits, and ends 完了 with every attempt's
+//! output in its log row.
+
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::json;
+use sheetq::emulator::{Emulator, Quota};
+use sheetq::queue::State;
+
+use crate::daemon::{binary_config_with, Binary};
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+const FUNCTION: &str = "動作確認 (2秒)";
+
+/// A waiting queue row A..Q for `command` on `target`'s panel row of [`FUNCTION`].
+fn waiting(job: &str, target: &str, command: &str) -> serde_json::Value {
+    json!([
+        job,
+        sheetq::sheet_time::instant_to_serial(Utc::now(), TZ),
+        "",
+        target,
+        "",
+        target,
+        FUNCTION,
+        command,
+        "{}",
+        "",
+        "待機",
+        "",
+        "",
+        "",
+        "",
+        "",
+        ""
+    ])
+}
+
+/// The row of `target`'s panel that shows [`FUNCTION`].
+fn function_row(emu: &Emulator, target: &str) -> u32 {
+    (2..40)
+        .find(|r| panel_row(emu, target, *r)[1] == FUNCTION)
+        .unwrap_or_else(|| panic!("no row of panel {target} shows {FUNCTION}"))
+}
+
+fn show<'a>(emu: &'a Emulator, log: &'a Path) -> impl Fn() -> String + 'a {
+    move || {
+        format!(
+            "{}\ndaemon log:\n{}",
+            describe_queue(&queue_rows(emu)),
+            std::fs::read_to_string(log).unwrap_or_default()
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_failing_twice_runs_three_times_under_one_claim_and_ends_done() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("{e}"));
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q3",
+        json!([
+            waiting("flaky", "サーバーA", "flaky"),
+            waiting("after", "サーバーA", "after"),
+        ]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    // Each run appends a line to `runs` in the shared workdir: their order is the evidence
+    // that nothing else ran on the target between the attempts.
+    // Each attempt takes a second, so the note of a running retry is seen whatever the
+    // (jittered) waits.
+    let flaky = "echo flaky >> runs; n=$(grep -c flaky runs); echo \"attempt $n\"; sleep 1; \
+                 if [ \"$n\" -le 2 ]; then echo \"broken $n\" >&2; exit 1; fi; echo fixed";
+    let commands = format!(
+        "[commands.flaky]\nexec = [\"/bin/sh\", \"-c\", {}]\nworkdir = {}\nretries = 2\n\
+         retry_delay = \"2s\"\nretry_max_delay = \"2s\"\n\
+         [commands.after]\nexec = [\"/bin/sh\", \"-c\", \"echo after >> runs\"]\nworkdir = {}\n",
+        toml::Value::String(flaky.into()),
+        toml::Value::String(work.display().to_string()),
+        toml::Value::String(work.display().to_string()),
+    );
+    let config = binary_config_with(&emu, dir.path(), "vm-1", "", &commands);
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let panel = function_row(&emu, "サーバーA");
+
+    // While it waits, the queue row and the panel say so.
+    let (note, shown) = wait_for(
+        "the queue row and the panel to show a retry note",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            let row = rows.iter().find(|r| r.job_id == "flaky")?;
+            let status = panel_row(&emu, "サーバーA", panel)[2].clone();
+            (row.state.is(State::Running)
+                && row.message.starts_with("再試行 ")
+                && status.starts_with("🔁 再試行 "))
+            .then(|| (row.message.clone(), status))
+        },
+        show(&emu, &log),
+    )
+    .await;
+    assert!(
+        note.contains("/2") && note.contains("exit code 1"),
+        "「再試行 k/2: <the failure>」: {note:?}"
+    );
+    assert!(shown.contains("exit code 1"), "panel status {shown:?}");
+
+    let rows = wait_ended_with_messages(&emu, &["flaky", "after"], WAIT, show(&emu, &log)).await;
+    let flaky_row = row_of(&rows, "flaky");
+    assert!(
+        flaky_row.state.is(State::Done) && flaky_row.message == "fixed",
+        "the last attempt's outcome: {flaky_row:?}"
+    );
+    let runs = std::fs::read_to_string(work.join("runs")).unwrap_or_default();
+    assert_eq!(
+        runs.lines().collect::<Vec<_>>(),
+        ["flaky", "flaky", "flaky", "after"],
+        "three attempts, and the target's next job only after the last:\n{}",
+        show(&emu, &log)()
+    );
+    let output = emu
+        .values("'_ジョブログ'!A2:F")
+        .unwrap_or_default()
+        .into_iter()
+        .find(|r| r.first().and_then(|v| v.as_str()) == Some("flaky"))
+        .and_then(|r| r.get(5).and_then(|v| v.as_str()).map(str::to_string))
+        .unwrap_or_default();
+    for n in 1..=3 {
+        assert!(
+            output.contains(&format!("attempt {n}")),
+            "attempt {n} missing from the log row:\n{output}"
+        );
+    }
+    assert!(
+        output.contains("再試行 1/2"),
+        "the log marks the retries:\n{output}"
+    );
+    let status = panel_row(&emu, "サーバーA", panel)[2].clone();
+    assert!(
+        status.starts_with("✅ 完了"),
+        "panel after the end: {status:?}"
+    );
+}
