@@ -84,6 +84,8 @@
 //! - [`joblog`]: what a job printed: the capture of an `exec` job's merged output, the hidden
 //!   sheet `_ジョブログ` (its columns by name, the binding of a job's log row), the links to a
 //!   log row that survive sorts, and the full output under `state_dir/logs`.
+//! - [`journal`]: a durable local journal of keyed records (JSON lines, fsync'd appends,
+//!   compaction on open), under the result outbox and the notification outbox.
 //! - [`lease`]: the `_ワーカー!B1` lease cell: its value format and compare-and-swap requests.
 //! - [`logging`]: log line formats beyond tracing-subscriber's: JSON with Cloud Logging's
 //!   `severity`.
@@ -147,6 +149,7 @@ pub mod demo;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 pub mod joblog;
+pub mod journal;
 pub mod lease;
 pub mod logging;
 pub mod metrics;

@@ -6,16 +6,18 @@
 //! is written first. A record is keyed by jobId and carries the claim token, so it can only
 //! ever land on the row it was claimed from.
 //!
-//! Format: JSON lines, append-only (`{"put": {...}}` / `{"done": "<jobId>"}`), compacted on
-//! open by an atomic rewrite. A lock file keeps two daemons from sharing one outbox.
+//! Format: a [`crate::journal`] keyed by jobId (`{"put": {...}}` / `{"done": "<jobId>"}`),
+//! compacted on open. A lock file keeps two daemons from sharing one outbox (and the
+//! notification outbox beside it).
 
-use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use crate::journal::{Journal, JournalError};
 
 /// How a finished job ended, as it will be written to 状態.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,13 +103,6 @@ impl FinishedJob {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Entry {
-    Put(Box<FinishedJob>),
-    Done(String),
-}
-
 /// Why the outbox cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum OutboxError {
@@ -139,43 +134,31 @@ pub fn read_unplaceable(dir: &Path) -> Vec<FinishedJob> {
 /// The results waiting in the outbox of `dir`, read without taking its lock or changing it
 /// (for `sheetq status` beside a running daemon); none when there is no outbox.
 pub fn read_pending(dir: &Path) -> Vec<FinishedJob> {
-    let Ok(text) = fs::read_to_string(dir.join("outbox.jsonl")) else {
-        return Vec::new();
-    };
-    let mut pending = BTreeMap::new();
-    for line in text.lines() {
-        // An unreadable line is skipped, as `Outbox::open` skips it (with a warning).
-        let _ = replay(&mut pending, line);
-    }
-    pending.into_values().collect()
+    crate::journal::read(&dir.join(OUTBOX_FILE), key)
 }
 
-/// Applies one line of `outbox.jsonl` to the pending results (blank lines are nothing).
-fn replay(
-    pending: &mut BTreeMap<String, FinishedJob>,
-    line: &str,
-) -> Result<(), serde_json::Error> {
-    if line.trim().is_empty() {
-        return Ok(());
-    }
-    match serde_json::from_str::<Entry>(line)? {
-        Entry::Put(job) => {
-            pending.insert(job.job_id.clone(), *job);
-        }
-        Entry::Done(id) => {
-            pending.remove(&id);
-        }
-    }
-    Ok(())
+/// The outbox's file in the state directory.
+const OUTBOX_FILE: &str = "outbox.jsonl";
+
+/// A result's key in the journal: its jobId.
+fn key(job: &FinishedJob) -> String {
+    job.job_id.clone()
 }
 
 /// The outbox of one daemon.
 #[derive(Debug)]
 pub struct Outbox {
-    path: PathBuf,
-    file: File,
-    pending: BTreeMap<String, FinishedJob>,
+    journal: Journal<FinishedJob>,
     _lock: nix::fcntl::Flock<File>,
+}
+
+impl From<JournalError> for OutboxError {
+    fn from(e: JournalError) -> Self {
+        OutboxError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
 }
 
 impl Outbox {
@@ -200,54 +183,16 @@ impl Outbox {
             .map_err(|_| OutboxError::Locked {
                 path: lock_path.clone(),
             })?;
-        let path = dir.join("outbox.jsonl");
-        let mut pending = BTreeMap::new();
-        if path.exists() {
-            let reader = BufReader::new(File::open(&path).map_err(io(&path))?);
-            for (n, line) in reader.lines().enumerate() {
-                let line = line.map_err(io(&path))?;
-                // A torn last line from a crash mid-append: the job it described was never
-                // acknowledged as stored, so nothing is lost by skipping it.
-                if let Err(e) = replay(&mut pending, &line) {
-                    tracing::warn!(
-                        outbox = %path.display(),
-                        line = n + 1,
-                        error = %e,
-                        "skipping an unreadable outbox line"
-                    );
-                }
-            }
-        }
-        // Compact: write the pending records to a temp file, fsync, rename over.
-        let tmp = dir.join("outbox.jsonl.tmp");
-        {
-            let mut f = File::create(&tmp).map_err(io(&tmp))?;
-            for job in pending.values() {
-                let line = serde_json::to_string(&Entry::Put(Box::new(job.clone())))
-                    .map_err(|e| io(&tmp)(e.into()))?;
-                writeln!(f, "{line}").map_err(io(&tmp))?;
-            }
-            f.sync_all().map_err(io(&tmp))?;
-        }
-        fs::rename(&tmp, &path).map_err(io(&path))?;
-        sync_dir(dir).map_err(io(dir))?;
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
+        let journal = Journal::open(&dir.join(OUTBOX_FILE), key, |_| true)?;
         Ok(Self {
-            path,
-            file,
-            pending,
+            journal,
             _lock: lock,
         })
     }
 
     /// Stores a finished job durably (fsync) before anything else happens to it.
     pub fn put(&mut self, job: FinishedJob) -> Result<(), OutboxError> {
-        self.append(&Entry::Put(Box::new(job.clone())))?;
-        self.pending.insert(job.job_id.clone(), job);
-        Ok(())
+        Ok(self.journal.put(job)?)
     }
 
     /// Marks jobs as written (or as never to be written, e.g. a claim lost to a timeout).
@@ -256,10 +201,7 @@ impl Outbox {
         job_ids: impl IntoIterator<Item = &'a str>,
     ) -> Result<(), OutboxError> {
         for id in job_ids {
-            if self.pending.contains_key(id) {
-                self.append(&Entry::Done(id.to_string()))?;
-                self.pending.remove(id);
-            }
+            self.journal.done(id)?;
         }
         Ok(())
     }
@@ -270,30 +212,35 @@ impl Outbox {
     }
 
     pub fn pending(&self) -> impl Iterator<Item = &FinishedJob> {
-        self.pending.values()
+        self.journal.records()
+    }
+
+    /// The pending result of `job_id`, if any.
+    pub fn get(&self, job_id: &str) -> Option<&FinishedJob> {
+        self.journal.get(job_id)
     }
 
     pub fn contains(&self, job_id: &str) -> bool {
-        self.pending.contains_key(job_id)
+        self.journal.contains(job_id)
     }
 
     pub fn len(&self) -> usize {
-        self.pending.len()
+        self.journal.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+        self.journal.is_empty()
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.journal.path()
     }
 
     /// Keeps a result whose queue row a person deleted in `unplaceable.jsonl` beside the
     /// outbox (one JSON line each, appended and fsynced), so it is never silently lost and
     /// `sheetq status` can show it.
     pub fn record_unplaceable(&self, job: &FinishedJob) -> Result<(), OutboxError> {
-        let path = self.path.with_file_name(UNPLACEABLE_FILE);
+        let path = self.path().with_file_name(UNPLACEABLE_FILE);
         let err = |source| OutboxError::Io {
             path: path.clone(),
             source,
@@ -307,21 +254,6 @@ impl Outbox {
         writeln!(f, "{line}").map_err(err)?;
         f.sync_all().map_err(err)
     }
-
-    fn append(&mut self, entry: &Entry) -> Result<(), OutboxError> {
-        let err = |source| OutboxError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let mut line = serde_json::to_string(entry).map_err(|e| err(e.into()))?;
-        line.push('\n');
-        self.file.write_all(line.as_bytes()).map_err(err)?;
-        self.file.sync_data().map_err(err)
-    }
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
