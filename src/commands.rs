@@ -144,6 +144,7 @@ impl JobRejected {
             url: None,
             continue_args: None,
             exit_code: None,
+            attempts: 1,
             duration: Duration::ZERO,
         }
     }

@@ -74,6 +74,8 @@ struct RawConfig {
     protect: Option<bool>,
     #[serde(default)]
     protect_editors: Vec<String>,
+    /// `[[notify]]`, checked by [`crate::notifications::parse_channels`].
+    notify: Option<toml::Value>,
 }
 
 /// One `[[spreadsheets]]` entry as written: what differs per spreadsheet; the rest comes
@@ -185,6 +187,8 @@ pub struct Config {
     /// Service accounts besides the one sheetq calls as that may write what it protects:
     /// other daemons' that serve the same spreadsheet (`protect_editors`), lower-cased.
     pub protect_editors: Vec<String>,
+    /// `[[notify]]`: where jobs' final outcomes are announced.
+    pub notify: Vec<crate::notifications::Channel>,
 }
 
 /// Every problem found in a config, each naming the key and the fix.
@@ -473,6 +477,13 @@ impl Config {
         problems.extend(catalog.problems());
         let spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);
         let protect_editors = protect_editors(problems, raw.protect_editors);
+        let notify = crate::notifications::parse_channels(raw.notify.as_ref(), |var| {
+            std::env::var(var).ok()
+        })
+        .unwrap_or_else(|errors| {
+            problems.extend(errors);
+            Vec::new()
+        });
         let idle_poll_interval = idle_poll_interval_of(
             problems,
             idle_set.then_some(idle_poll_interval),
@@ -516,6 +527,7 @@ impl Config {
             label: String::new(),
             protect: raw.protect.unwrap_or(true),
             protect_editors,
+            notify,
         })
     }
 

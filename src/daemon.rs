@@ -277,6 +277,9 @@ pub async fn run_spreadsheets(
             .or_insert_with(|| shared::AccountShare::shared(under).into_iter());
     }
     let mut senders = Vec::new();
+    // One webhook client and pace per process: two spreadsheets posting to one space share
+    // its limit.
+    let webhooks: Arc<crate::notifications::sender::Webhooks> = Arc::default();
     let first_runner = spreadsheets.first().map(|s| s.registry.runner());
     let mut tasks = JoinSet::new();
     for (s, account) in spreadsheets.into_iter().zip(&accounts) {
@@ -304,6 +307,7 @@ pub async fn run_spreadsheets(
             slots,
             share,
             runner,
+            webhooks: Arc::clone(&webhooks),
         };
         let span = tracing::info_span!("spreadsheet", label = %s.config.label);
         let stop = shutdown.clone();
@@ -458,6 +462,11 @@ struct Daemon {
     /// What runs the panel jobs (it follows a reloaded config).
     panel_opener: Arc<panel::DaemonPanels>,
     outbox: Outbox,
+    /// Records the notices of results that landed, and sends them.
+    announcer: crate::notifications::sender::Announcer,
+    /// The log row each finished job's output landed on (from the write's reply), for the
+    /// link in its notices.
+    log_rows_landed: HashMap<String, u32>,
     policy: ClaimPolicy,
     jobs: JoinSet<(Claimed, Outcome, RunningJob)>,
     observers: Observers,
@@ -591,6 +600,8 @@ pub(crate) struct Shared {
     pub(crate) slots: Slots,
     pub(crate) share: Share,
     pub(crate) runner: Runner,
+    /// The webhook client and each URL's pace.
+    pub(crate) webhooks: Arc<crate::notifications::sender::Webhooks>,
 }
 
 impl Shared {
@@ -600,6 +611,7 @@ impl Shared {
             slots: Slots::alone(config.slots),
             share: Share::alone(),
             runner: registry.runner(),
+            webhooks: Arc::default(),
         }
     }
 }
@@ -685,7 +697,15 @@ impl Daemon {
             slots,
             share,
             runner,
+            webhooks,
         } = shared;
+        let announcer = crate::notifications::sender::Announcer::start(
+            &config.state_dir,
+            config.notify.clone(),
+            webhooks,
+            Arc::clone(&observers.metrics),
+        )
+        .map_err(crate::outbox::OutboxError::from)?;
         let panel_opener = Arc::new(panel::DaemonPanels::new(
             Arc::clone(&sheets),
             config.clone(),
@@ -699,6 +719,8 @@ impl Daemon {
             panel_opener,
             registry,
             outbox,
+            announcer,
+            log_rows_landed: HashMap::new(),
             policy,
             jobs: JoinSet::new(),
             observers,
@@ -930,8 +952,10 @@ impl Daemon {
             requests_per_minute: new.requests_per_minute,
             sweep_rows: new.sweep_rows,
             retention: new.retention,
+            notify: new.notify.clone(),
             ..self.config.clone()
         };
+        self.announcer.set_channels(self.config.notify.clone());
         self.registry = registry;
         self.policy = claim_policy(&self.config);
         // The account's budget is split again at the next pass, from the new total.
@@ -1440,6 +1464,9 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         let (claimed, outcome) = match joined {
             Ok((claimed, outcome, running)) => {
+                for _ in 1..outcome.attempts {
+                    self.observers.metrics.job_retry();
+                }
                 running.finish(match outcome.status {
                     OutcomeStatus::Done => metrics::Outcome::Done,
                     OutcomeStatus::Failed => metrics::Outcome::Error,
@@ -1465,6 +1492,7 @@ impl Daemon {
                     url: None,
                     continue_args: None,
                     exit_code: None,
+                    attempts: 1,
                     duration: std::time::Duration::ZERO,
                 };
                 (claimed, outcome)

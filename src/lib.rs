@@ -93,6 +93,9 @@
 //!   of the poll loop (liveness: it turns; readiness: polls succeed), and the `/metrics`,
 //!   `/livez`, `/readyz` endpoint; with several spreadsheets, one part of each per
 //!   spreadsheet (labelled samples, each loop judged on its own).
+//! - [`notifications`]: webhook notifications of jobs' final outcomes (`[[notify]]`): which
+//!   channel hears of what, the message of each format, and `notifications::sender`, the
+//!   durable journal, the pace per URL and the task that sends with retries.
 //! - [`notify`]: systemd readiness, watchdog, stopping and status notifications.
 //! - [`outbox`]: the durable local outbox of finished results not yet on the sheet.
 //! - [`panel`]: the panel sheets: discovery by the G1/G2 marker, function tables, status
@@ -153,6 +156,7 @@ pub mod journal;
 pub mod lease;
 pub mod logging;
 pub mod metrics;
+pub mod notifications;
 pub mod notify;
 pub mod outbox;
 pub mod panel;

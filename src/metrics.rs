@@ -78,6 +78,34 @@ impl Outcome {
     }
 }
 
+/// How a notification's send went, as counted in `sheetq_notifications_total{outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NotificationOutcome {
+    /// The webhook took it.
+    Sent,
+    /// Not taken this time (an error, a 429, no answer); tried again later.
+    Retried,
+    /// Given up: refused for good, or never taken within a day. Logged.
+    Failed,
+}
+
+impl NotificationOutcome {
+    pub const ALL: [NotificationOutcome; 3] = [
+        NotificationOutcome::Sent,
+        NotificationOutcome::Retried,
+        NotificationOutcome::Failed,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotificationOutcome::Sent => "sent",
+            NotificationOutcome::Retried => "retried",
+            NotificationOutcome::Failed => "failed",
+        }
+    }
+}
+
 /// The daemon's counters and gauges. Cheap to update from any task; share it as
 /// `Arc<Metrics>`.
 #[derive(Debug)]
@@ -88,6 +116,9 @@ pub struct Metrics {
     claim_passes: AtomicU64,
     claim_conflicts: AtomicU64,
     cancel_requests: AtomicU64,
+    /// By [`NotificationOutcome`], in the order of [`NotificationOutcome::ALL`].
+    notifications: [AtomicU64; 3],
+    job_retries: AtomicU64,
     write_incidents: AtomicU64,
     results_unplaceable: AtomicU64,
     rebinds: AtomicU64,
@@ -119,6 +150,8 @@ impl Metrics {
             claim_passes: AtomicU64::new(0),
             claim_conflicts: AtomicU64::new(0),
             cancel_requests: AtomicU64::new(0),
+            notifications: Default::default(),
+            job_retries: AtomicU64::new(0),
             write_incidents: AtomicU64::new(0),
             results_unplaceable: AtomicU64::new(0),
             rebinds: AtomicU64::new(0),
@@ -185,6 +218,21 @@ impl Metrics {
     /// running job's process group was told to stop.
     pub fn cancel_asked(&self) {
         self.cancel_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A notification's send went as `outcome`.
+    pub fn notification(&self, outcome: NotificationOutcome) {
+        self.notifications[outcome as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Notifications whose sends went as `outcome` so far.
+    pub fn notifications(&self, outcome: NotificationOutcome) -> u64 {
+        self.notifications[outcome as usize].load(Ordering::Relaxed)
+    }
+
+    /// An attempt of a job failed and is tried again (its command's `retries`).
+    pub fn job_retry(&self) {
+        self.job_retries.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A write through a row binding landed on a row holding another job (values moved
@@ -365,7 +413,28 @@ impl Metrics {
                 );
             }
         }
-        let counters: [Family<Counter>; 8] = [
+        family(
+            &mut out,
+            "sheetq_notifications_total",
+            "counter",
+            "Sends of webhook notifications, by outcome (sent, retried later, failed for good).",
+        );
+        for s in &sources {
+            for outcome in NotificationOutcome::ALL {
+                s.sample(
+                    &mut out,
+                    "sheetq_notifications_total",
+                    &[("outcome", outcome.as_str())],
+                    load(&s.metrics.notifications[outcome as usize]),
+                );
+            }
+        }
+        let counters: [Family<Counter>; 9] = [
+            Family {
+                name: "sheetq_job_retries_total",
+                help: "Failed attempts of jobs tried again (their commands' retries).",
+                value: |m| &m.job_retries,
+            },
             Family {
                 name: "sheetq_claim_passes_total",
                 help: "Claim passes run under the sheet lease.",

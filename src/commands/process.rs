@@ -344,6 +344,7 @@ fn outcome_of(
                 url: r.url,
                 continue_args: r.continue_args,
                 exit_code: exit_code(exit),
+                attempts: 1,
                 duration: Duration::ZERO,
             }
         }
@@ -366,6 +367,7 @@ fn outcome_of(
             url: None,
             continue_args: None,
             exit_code: None,
+            attempts: 1,
             duration: Duration::ZERO,
         },
     }
@@ -405,6 +407,7 @@ fn stopped(status: OutcomeStatus, what: String, stdout: &str, stderr: &str) -> O
         url: None,
         continue_args: None,
         exit_code: None,
+        attempts: 1,
         duration: Duration::ZERO,
     }
 }
@@ -416,6 +419,7 @@ fn failed(message: String) -> Outcome {
         url: None,
         continue_args: None,
         exit_code: None,
+        attempts: 1,
         duration: Duration::ZERO,
     }
 }

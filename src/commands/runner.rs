@@ -44,6 +44,8 @@ pub struct Outcome {
     pub continue_args: Option<Map<String, Value>>,
     /// The exit code of an `exec` command that exited (for `retry_on`).
     pub exit_code: Option<i32>,
+    /// Attempts made, the last included (more than 1 with the command's `retries`).
+    pub attempts: u32,
     /// From [`Runner::run`] being called to the end, including a wait for the heavy gate.
     pub duration: Duration,
 }
@@ -115,6 +117,7 @@ fn outcome_cancelled_waiting(last: Outcome) -> Outcome {
         url: None,
         continue_args: None,
         exit_code: None,
+        attempts: 1,
         ..last
     }
 }
@@ -278,6 +281,7 @@ impl Runner {
                     url: None,
                     continue_args: None,
                     exit_code: None,
+                    attempts: 1,
                     duration: Duration::ZERO,
                 },
             }
@@ -302,6 +306,7 @@ impl Runner {
                         url: None,
                         continue_args: None,
                         exit_code: None,
+                        attempts: 1,
                         duration: Duration::ZERO,
                     },
                     _ = cancel.cancelled() => cancelled(""),
@@ -315,6 +320,7 @@ impl Runner {
                     url: None,
                     continue_args: None,
                     exit_code: None,
+                    attempts: 1,
                     duration: Duration::ZERO,
                 },
             },
@@ -350,6 +356,7 @@ async fn run_panels(opener: &dyn PanelOpener, labels: &[String]) -> Outcome {
                 next
             }),
             exit_code: None,
+            attempts: 1,
             duration: Duration::ZERO,
         },
         Err(message) => failed(&message),
@@ -363,6 +370,7 @@ fn failed(message: &str) -> Outcome {
         url: None,
         continue_args: None,
         exit_code: None,
+        attempts: 1,
         duration: Duration::ZERO,
     }
 }
@@ -380,6 +388,7 @@ async fn run_sleep(
             url: None,
             continue_args: None,
             exit_code: None,
+            attempts: 1,
             duration: Duration::ZERO,
         },
         _ = sleep_until(deadline) => Outcome {
@@ -392,6 +401,7 @@ async fn run_sleep(
             url: None,
             continue_args: None,
             exit_code: None,
+            attempts: 1,
             duration: Duration::ZERO,
         },
         _ = cancel.cancelled() => cancelled(""),
@@ -418,6 +428,7 @@ fn run_echo(job: &PreparedJob) -> Outcome {
                 url: None,
                 continue_args: None,
                 exit_code: None,
+                attempts: 1,
                 duration: Duration::ZERO,
             };
         }
@@ -428,6 +439,7 @@ fn run_echo(job: &PreparedJob) -> Outcome {
         url: None,
         continue_args,
         exit_code: None,
+        attempts: 1,
         duration: Duration::ZERO,
     }
 }
@@ -441,6 +453,7 @@ fn cancelled(printed: &str) -> Outcome {
         url: None,
         continue_args: None,
         exit_code: None,
+        attempts: 1,
         duration: Duration::ZERO,
     }
 }

@@ -247,12 +247,16 @@ impl Daemon {
             heartbeat
         };
         let now = tokio::time::Instant::now();
-        self.served.landed.extend(
-            pending
-                .into_iter()
-                .filter(|j| settled.contains(&j.job_id))
-                .map(|j| (j, now)),
-        );
+        let landed: Vec<FinishedJob> = pending
+            .into_iter()
+            .filter(|j| settled.contains(&j.job_id))
+            .collect();
+        // Recorded before the results leave the outbox: a crash in between writes them
+        // again, and the journal, knowing them, announces them once.
+        self.announce(poll, &landed);
+        self.served
+            .landed
+            .extend(landed.into_iter().map(|j| (j, now)));
         self.outbox.done(settled.iter().map(String::as_str))?;
         self.observers
             .metrics
@@ -262,6 +266,50 @@ impl Daemon {
         self.log_dead
             .retain(|j| outbox.contains(j) || running.contains_key(j));
         Ok(heartbeat)
+    }
+
+    /// Records the notices of `jobs`, whose results have just landed (or will never land),
+    /// for every `[[notify]]` channel that wants them: one per channel and job, whatever
+    /// retries came before. A journal that cannot be written is logged; results go on.
+    fn announce(&mut self, poll: &Poll, jobs: &[FinishedJob]) {
+        let mut log_rows: Vec<Option<u32>> = jobs
+            .iter()
+            .map(|j| self.log_rows_landed.remove(&j.job_id))
+            .collect();
+        let channels = self.announcer.channels();
+        if channels.is_empty() {
+            return;
+        }
+        let id = &self.config.spreadsheet_id;
+        let now = Utc::now();
+        let mut notices = Vec::new();
+        for (job, log_row) in jobs.iter().zip(log_rows.drain(..)) {
+            let wanting: Vec<_> = channels.iter().filter(|c| c.wants(job)).collect();
+            if wanting.is_empty() {
+                continue;
+            }
+            let links = crate::notifications::Links {
+                panel: self
+                    .result_panel_row(poll, &job.as_row())
+                    .map(|(p, row)| crate::notifications::row_url(id, p.sheet_id, row)),
+                log: self
+                    .served
+                    .layout
+                    .log
+                    .as_ref()
+                    .zip(log_row)
+                    .map(|(log, row)| crate::notifications::row_url(id, log.sheet_id, row)),
+            };
+            let state = self.config.states.word(finish_state(job.finish));
+            notices.extend(
+                wanting.into_iter().map(|c| {
+                    crate::notifications::Notice::of(c, job, id, state, links.clone(), now)
+                }),
+            );
+        }
+        if let Err(e) = self.announcer.record(notices) {
+            warn!(error = %e, "could not record notifications of finished jobs; they are not sent");
+        }
     }
 
     /// The retry notes that changed since they were last sent
@@ -501,6 +549,7 @@ impl Daemon {
             warn!(error = %e, "could not record the unplaceable result");
         }
         data.extend(self.job_panel_result(poll, &job.as_row(), job));
+        self.announce(poll, std::slice::from_ref(job));
         self.outbox.done(std::iter::once(job.job_id.as_str()))?;
         Ok(())
     }
@@ -733,6 +782,11 @@ impl Daemon {
                             warn!(job.id = ?l.job_id, found = ?found, "the job's output landed on a log row showing another jobId (a person's edit of the log moved its binding, or the claim ran another row than planned); the result's write restates the row");
                         }
                         if l.last {
+                            if let Some(row) =
+                                a1::A1Range::parse(&w.range).ok().and_then(|r| r.start_row)
+                            {
+                                self.log_rows_landed.insert(l.job_id.clone(), row);
+                            }
                             // Done: its binding goes, and nothing is written through it again
                             // (a write through a binding that is gone fails the whole call).
                             self.served.unbind.push(l.id);

@@ -27,8 +27,17 @@ pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 50;
 /// A clock reading tokio's time as the duration since the limiter was made, so that a paused
 /// tokio clock also pauses the budget.
 #[derive(Debug, Clone)]
-struct TokioClock {
+pub(crate) struct TokioClock {
     origin: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock whose zero is now.
+    pub(crate) fn starting_now() -> Self {
+        Self {
+            origin: tokio::time::Instant::now(),
+        }
+    }
 }
 
 impl Clock for TokioClock {

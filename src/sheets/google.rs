@@ -133,7 +133,7 @@ impl std::fmt::Debug for GoogleSheets {
 
 /// The TLS connector: the system's roots (webpki's if there are none), HTTP allowed because
 /// the emulator listens on plain loopback HTTP.
-fn connector() -> Connector {
+pub(crate) fn connector() -> Connector {
     let builder = match HttpsConnectorBuilder::new().with_native_roots() {
         Ok(b) => b,
         Err(e) => {
