@@ -782,10 +782,11 @@ impl Daemon {
                             warn!(job.id = ?l.job_id, found = ?found, "the job's output landed on a log row showing another jobId (a person's edit of the log moved its binding, or the claim ran another row than planned); the result's write restates the row");
                         }
                         if l.last {
+                            // Zero-based in the parse; a link names the sheet's row.
                             if let Some(row) =
                                 a1::A1Range::parse(&w.range).ok().and_then(|r| r.start_row)
                             {
-                                self.log_rows_landed.insert(l.job_id.clone(), row);
+                                self.log_rows_landed.insert(l.job_id.clone(), row + 1);
                             }
                             // Done: its binding goes, and nothing is written through it again
                             // (a write through a binding that is gone fails the whole call).

@@ -314,8 +314,9 @@ pub async fn run(s: Sending, stop: CancellationToken) {
             settle(&s, channel.as_ref(), notice, outcome);
         }
         let next = s.notices.lock().ok().and_then(|n| n.next_try());
+        // A try already due (its time passed while others were sent) goes at once.
         let wait = next
-            .and_then(|t| (t - Utc::now()).to_std().ok())
+            .map(|t| (t - Utc::now()).to_std().unwrap_or_default())
             .unwrap_or(Duration::from_secs(60))
             .min(Duration::from_secs(60));
         tokio::select! {

@@ -773,7 +773,7 @@ impl Binary {
     }
 
     /// SIGKILL: no drain, no flush, no lease release.
-    fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         self.child.kill().unwrap_or_else(|e| panic!("kill -9: {e}"));
         let _ = self.child.wait();
     }

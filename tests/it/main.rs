@@ -19,6 +19,7 @@ mod emulator_metadata;
 mod emulator_protection;
 mod emulator_rows;
 mod joblog;
+mod notifications;
 mod outage;
 mod panel_sync;
 mod panels;

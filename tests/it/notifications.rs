@@ -1,0 +1,391 @@
+//! Webhook notifications (`[[notify]]`) with the real binary against the emulator and a
+//! local HTTP receiver the test starts: one message per job's final outcome, after its last
+//! retry, whatever the receiver answers first (a 500, a 429 storm) and across a `kill -9`
+//! between the job's end and the send.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{RawQuery, State as Shared};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use chrono::Utc;
+use serde_json::{json, Value};
+use sheetq::emulator::{Emulator, Quota};
+
+use crate::daemon::{binary_config_with, Binary};
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+const FUNCTION: &str = "動作確認 (2秒)";
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+struct Hit {
+    at: Instant,
+    status: u16,
+    query: String,
+    body: Value,
+}
+
+#[derive(Default)]
+struct Book {
+    /// Answers to give, in order (status, Retry-After seconds); then `otherwise`.
+    plan: VecDeque<(u16, Option<u64>)>,
+    otherwise: u16,
+    hits: Vec<Hit>,
+}
+
+/// A webhook receiver on 127.0.0.1 that answers as planned and keeps every request.
+struct Receiver {
+    port: u16,
+    book: Arc<Mutex<Book>>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    async fn start(plan: &[(u16, Option<u64>)], otherwise: u16) -> Receiver {
+        let book = Arc::new(Mutex::new(Book {
+            plan: plan.iter().copied().collect(),
+            otherwise,
+            hits: Vec::new(),
+        }));
+        let app = axum::Router::new()
+            .route("/hook", post(answer))
+            .with_state(Arc::clone(&book));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let port = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .port();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver {
+            port,
+            book,
+            _server: server,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/hook", self.port)
+    }
+
+    fn hits(&self) -> Vec<Hit> {
+        self.book
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .hits
+            .clone()
+    }
+
+    /// The bodies it took (answered 2xx).
+    fn taken(&self) -> Vec<Value> {
+        self.hits()
+            .into_iter()
+            .filter(|h| (200..300).contains(&h.status))
+            .map(|h| h.body)
+            .collect()
+    }
+
+    fn answer_from_now(&self, status: u16) {
+        self.book
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .otherwise = status;
+    }
+}
+
+async fn answer(
+    Shared(book): Shared<Arc<Mutex<Book>>>,
+    RawQuery(query): RawQuery,
+    body: String,
+) -> (StatusCode, HeaderMap, &'static str) {
+    let mut book = book.lock().unwrap_or_else(|e| e.into_inner());
+    let otherwise = book.otherwise;
+    let (status, after) = book.plan.pop_front().unwrap_or((otherwise, None));
+    book.hits.push(Hit {
+        at: Instant::now(),
+        status,
+        query: query.unwrap_or_default(),
+        body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    });
+    let mut headers = HeaderMap::new();
+    if let Some(s) = after {
+        headers.insert("retry-after", s.into());
+    }
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        headers,
+        "{}",
+    )
+}
+
+/// A waiting queue row A..Q for `command` on `target`'s panel row of [`FUNCTION`].
+fn waiting(job: &str, target: &str, command: &str) -> Value {
+    json!([
+        job,
+        sheetq::sheet_time::instant_to_serial(Utc::now(), TZ),
+        "ops@example.com",
+        target,
+        "",
+        target,
+        FUNCTION,
+        command,
+        "{}",
+        "",
+        "待機",
+        "",
+        "",
+        "",
+        "",
+        "",
+        ""
+    ])
+}
+
+fn sh(name: &str, script: &str, extra: &str, work: &Path) -> String {
+    format!(
+        "[commands.{name}]\nexec = [\"/bin/sh\", \"-c\", {}]\nworkdir = {}\n{extra}\n",
+        toml::Value::String(script.to_string()),
+        toml::Value::String(work.display().to_string()),
+    )
+}
+
+fn notify(url: &str, format: &str, on: &str) -> String {
+    format!("[[notify]]\nname = \"ops\"\nurl = \"{url}\"\nformat = \"{format}\"\n{on}\n")
+}
+
+/// Starts the daemon for `jobs` (queue rows) with `commands` (TOML), returning it, its
+/// config and its log.
+fn start(
+    emu: &Emulator,
+    dir: &Path,
+    jobs: Vec<Value>,
+    commands: &str,
+) -> (Binary, PathBuf, PathBuf) {
+    let end = jobs.len() + 1;
+    emu.set_values(&format!("'_ジョブキュー'!A2:Q{end}"), json!(jobs), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let config = binary_config_with(emu, dir, "vm-1", "", commands);
+    let log = dir.join("sheetq.log");
+    (Binary::start(&config, &log), config, log)
+}
+
+/// SIGTERM, then waits for the process to end (the drain writes what it has).
+async fn stop(mut daemon: Binary) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    wait_for("the daemon to stop", WAIT, || daemon.exited(), String::new).await;
+}
+
+fn show<'a>(emu: &'a Emulator, log: &'a Path, hook: &'a Receiver) -> impl Fn() -> String + 'a {
+    move || {
+        format!(
+            "{}\nreceiver: {:#?}\ndaemon log:\n{}",
+            describe_queue(&queue_rows(emu)),
+            hook.hits()
+                .iter()
+                .map(|h| (h.status, h.body.to_string()))
+                .collect::<Vec<_>>(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_retried_twice_is_announced_once_after_its_last_attempt_even_when_the_hook_first_fails(
+) {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let hook = Receiver::start(&[(500, None)], 200).await;
+    let flaky =
+        "echo run >> runs; n=$(wc -l < runs); if [ \"$n\" -le 2 ]; then exit 1; fi; echo fixed";
+    let commands = sh(
+        "flaky",
+        flaky,
+        "retries = 2\nretry_delay = \"200ms\"",
+        dir.path(),
+    ) + &notify(&hook.url(), "json", "on = [\"完了\", \"エラー\"]");
+    let (daemon, _, log) = start(
+        &emu,
+        dir.path(),
+        vec![waiting("flaky", "サーバーA", "flaky")],
+        &commands,
+    );
+    let taken = wait_for(
+        "the webhook to take the job's notification",
+        WAIT,
+        || {
+            let taken = hook.taken();
+            (!taken.is_empty()).then_some(taken)
+        },
+        show(&emu, &log, &hook),
+    )
+    .await;
+    stop(daemon).await;
+    let hits = hook.hits();
+    assert_eq!(
+        hits.iter().map(|h| h.status).collect::<Vec<_>>(),
+        [500, 200],
+        "one notice: refused once, then taken, never one per attempt:\n{}",
+        show(&emu, &log, &hook)()
+    );
+    let body = &taken[0];
+    assert_eq!(body["jobId"], "flaky");
+    assert_eq!(body["state"], "完了", "the last attempt's outcome: {body}");
+    assert_eq!(body["message"], "fixed");
+    assert_eq!(body["target"], "サーバーA");
+    assert_eq!(body["function"], FUNCTION);
+    assert_eq!(body["requester"], "ops@example.com");
+    let sid = emu.spreadsheet_id();
+    let panel = body["panelUrl"].as_str().unwrap_or_default();
+    assert!(
+        panel.starts_with(&format!(
+            "https://docs.google.com/spreadsheets/d/{sid}/edit#gid="
+        )) && panel.contains("&range=A"),
+        "a link to the panel row: {body}"
+    );
+    let log_url = body["logUrl"].as_str().unwrap_or_default();
+    let log_row = log_url
+        .strip_prefix(&log_link_prefix(&emu))
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("a link to a log row: {body}"));
+    let linked = emu
+        .values(&format!("'_ジョブログ'!A{log_row}"))
+        .unwrap_or_default();
+    assert_eq!(
+        linked
+            .first()
+            .and_then(|r| r.first())
+            .and_then(Value::as_str),
+        Some("flaky"),
+        "the log link leads to the job's own log row: {body}"
+    );
+    let panel_row: u32 = panel
+        .rsplit_once("&range=A")
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or_else(|| panic!("{panel}"));
+    assert_eq!(
+        crate::support::panel_row(&emu, "サーバーA", panel_row)[1],
+        FUNCTION,
+        "the panel link leads to the function's row: {body}"
+    );
+    let daemon_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !daemon_log.contains(&hook.url()) && !daemon_log.contains(&format!(":{}/hook", hook.port)),
+        "the webhook URL never appears in the daemon's log"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_before_the_send_sends_the_notice_once_after_restart() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let hook = Receiver::start(&[], 503).await;
+    let commands = sh("broken", "echo 'disk full' >&2; exit 1", "", dir.path())
+        + &notify(&hook.url(), "google-chat", "");
+    let (daemon, config, log) = start(
+        &emu,
+        dir.path(),
+        vec![waiting("broken", "サーバーB", "broken")],
+        &commands,
+    );
+    // The result is on the sheet and the receiver was tried (and failed): the notice waits
+    // in the journal when the daemon is killed.
+    wait_for(
+        "the result on the sheet and a refused send",
+        WAIT,
+        || {
+            let ended = queue_rows(&emu)
+                .iter()
+                .any(|r| r.job_id == "broken" && r.state.is_final());
+            (ended && !hook.hits().is_empty()).then_some(())
+        },
+        show(&emu, &log, &hook),
+    )
+    .await;
+    daemon.kill();
+    assert!(hook.taken().is_empty(), "nothing was taken before the kill");
+    hook.answer_from_now(200);
+    let log2 = dir.path().join("sheetq-2.log");
+    let again = Binary::start(&config, &log2);
+    wait_for(
+        "the notice to be sent after the restart",
+        WAIT,
+        || (!hook.taken().is_empty()).then_some(()),
+        show(&emu, &log2, &hook),
+    )
+    .await;
+    stop(again).await;
+    let taken = hook.taken();
+    assert_eq!(taken.len(), 1, "one message: {taken:#?}");
+    let text = taken[0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("❌ エラー: サーバーB / ") && text.contains("disk full"),
+        "the Google Chat text: {text}"
+    );
+    let ids: Vec<String> = hook.hits().iter().map(|h| h.query.clone()).collect();
+    assert!(
+        ids.iter()
+            .all(|q| q.starts_with("requestId=") && *q == ids[0]),
+        "every send of one notice carries one requestId, so Google Chat shows it once: {ids:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_storm_is_ridden_out_each_job_announced_once_and_retry_after_honoured() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let storm: Vec<(u16, Option<u64>)> = vec![(429, Some(1)); 4];
+    let hook = Receiver::start(&storm, 200).await;
+    let commands = sh("broken", "exit 3", "", dir.path()) + &notify(&hook.url(), "slack", "");
+    let jobs = vec![
+        waiting("a", "サーバーA", "broken"),
+        waiting("b", "サーバーB", "broken"),
+        waiting("c", "サーバーC", "broken"),
+    ];
+    let (daemon, _, log) = start(&emu, dir.path(), jobs, &commands);
+    wait_for(
+        "the three notices to be taken",
+        WAIT,
+        || (hook.taken().len() >= 3).then_some(()),
+        show(&emu, &log, &hook),
+    )
+    .await;
+    stop(daemon).await;
+    let hits = hook.hits();
+    let taken = hook.taken();
+    assert_eq!(
+        taken.len(),
+        3,
+        "one message per job:\n{}",
+        show(&emu, &log, &hook)()
+    );
+    for target in ["サーバーA", "サーバーB", "サーバーC"] {
+        assert_eq!(
+            taken
+                .iter()
+                .filter(|b| b["text"].as_str().unwrap_or_default().contains(target))
+                .count(),
+            1,
+            "{target} announced once: {taken:#?}"
+        );
+    }
+    for pair in hits.windows(2) {
+        if pair[0].status == 429 {
+            let gap = pair[1].at - pair[0].at;
+            assert!(
+                gap >= Duration::from_millis(900),
+                "a send {gap:?} after a 429 asking for 1 s: {hits:#?}"
+            );
+        }
+    }
+}
