@@ -110,6 +110,8 @@
 //!   accounts serving the spreadsheet, never people), the requests that protect it, `check`'s
 //!   verdicts, and whether the queue is protected enough to trust its 依頼者; pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
+//! - [`schedule`]: the `[[schedules]]` of the config: their cron patterns in the spreadsheet's
+//!   time zone (daylight saving's rules), each occurrence's jobId, which one is due; pure.
 //! - [`setup`]: the spreadsheet client and the command registry built from a config, for the
 //!   command line, the demo and the bench.
 //! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
@@ -163,6 +165,7 @@ pub mod panel;
 pub mod probe;
 pub mod protection;
 pub mod queue;
+pub mod schedule;
 pub mod setup;
 pub mod sheet_time;
 pub mod sheets;
