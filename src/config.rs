@@ -76,6 +76,8 @@ struct RawConfig {
     protect_editors: Vec<String>,
     /// `[[notify]]`, checked by [`crate::notifications::parse_channels`].
     notify: Option<toml::Value>,
+    /// `[[schedules]]`, checked by [`crate::schedule::parse_schedules`] and [`schedule_problems`].
+    schedules: Option<toml::Value>,
 }
 
 /// One `[[spreadsheets]]` entry as written: what differs per spreadsheet; the rest comes
@@ -189,6 +191,8 @@ pub struct Config {
     pub protect_editors: Vec<String>,
     /// `[[notify]]`: where jobs' final outcomes are announced.
     pub notify: Vec<crate::notifications::Channel>,
+    /// `[[schedules]]`: jobs queued by the clock.
+    pub schedules: Vec<crate::schedule::ScheduleDef>,
 }
 
 /// Every problem found in a config, each naming the key and the fix.
@@ -227,6 +231,50 @@ const ENV_KEYS: &[(&str, bool)] = &[
 
 /// Top-level switches that take a `SHEETQ_<KEY>` override of `true` or `false`.
 const ENV_SWITCHES: &[&str] = &["protect"];
+
+/// What is wrong with `schedules` against a spreadsheet's `catalog` (`at` names the
+/// spreadsheet): each must run a function of `[[functions]]` on a target of `[[targets]]` (when
+/// listed), be let through by the function's `allow`, and catch up only within `retention`.
+fn schedule_problems(
+    schedules: &[crate::schedule::ScheduleDef],
+    catalog: &Catalog,
+    retention: Option<Duration>,
+    at: &str,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for s in schedules {
+        let name = &s.name;
+        match catalog.function(&s.function) {
+            None => problems.push(format!(
+                "schedule {name:?}: function {:?} is not among the [[functions]]{at}: a schedule runs a configured function; add it there or fix the name",
+                s.function
+            )),
+            Some(f) if !f.allows(&s.requester()) => problems.push(format!(
+                "schedule {name:?}: function {:?} has allow, which does not let {:?} run it{at}: add \"{}\" to its allow",
+                s.function,
+                s.requester(),
+                s.requester()
+            )),
+            Some(_) => {}
+        }
+        if catalog.refuse_target(&s.target).is_some() {
+            problems.push(format!(
+                "schedule {name:?}: target {:?} is not among the [[targets]]{at}: add it there or fix the name",
+                s.target
+            ));
+        }
+        if let (Some(catch_up), Some(retention)) = (s.catch_up, retention) {
+            if catch_up >= retention {
+                problems.push(format!(
+                    "schedule {name:?}: catch_up ({}) must be shorter than retention ({}): an occurrence is looked up in the queue, and one older than retention may have moved to the archive",
+                    humantime::format_duration(catch_up),
+                    humantime::format_duration(retention)
+                ));
+            }
+        }
+    }
+    problems
+}
 
 /// The environment variable that overrides `key`.
 pub fn env_var_for(key: &str) -> String {
@@ -484,6 +532,18 @@ impl Config {
             problems.extend(errors);
             Vec::new()
         });
+        let schedules =
+            crate::schedule::parse_schedules(raw.schedules.as_ref()).unwrap_or_else(|errors| {
+                problems.extend(errors);
+                Vec::new()
+            });
+        if spreadsheets.is_empty() {
+            problems.extend(schedule_problems(&schedules, &catalog, retention, ""));
+        }
+        for e in &spreadsheets {
+            let at = format!(" (in spreadsheet {})", e.label);
+            problems.extend(schedule_problems(&schedules, &e.catalog, retention, &at));
+        }
         let idle_poll_interval = idle_poll_interval_of(
             problems,
             idle_set.then_some(idle_poll_interval),
@@ -528,6 +588,7 @@ impl Config {
             protect: raw.protect.unwrap_or(true),
             protect_editors,
             notify,
+            schedules,
         })
     }
 

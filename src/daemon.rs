@@ -44,6 +44,7 @@ mod archive;
 mod claim_pass;
 mod panel;
 mod poll;
+mod schedules;
 pub(crate) mod shared;
 mod writeback;
 
@@ -554,6 +555,9 @@ struct Served {
     pending_through: Vec<writeback::Through>,
     /// Results written lately, watched for a repair from an older read undoing them.
     landed: Vec<(FinishedJob, tokio::time::Instant)>,
+    /// Per schedule, up to when (this machine's clock) its occurrences were looked at and
+    /// queued or found queued; none until the first (docs/design.md §5.4).
+    schedules_seen: HashMap<String, DateTime<Utc>>,
     /// When a person's edit last moved rows under our claims or bindings (see
     /// [`Daemon::rows_moved`]).
     rows_moved_at: Option<tokio::time::Instant>,
@@ -761,6 +765,7 @@ impl Daemon {
                 unbind: Vec::new(),
                 pending_through: Vec::new(),
                 landed: Vec::new(),
+                schedules_seen: HashMap::new(),
                 rows_moved_at: None,
                 account,
                 sharing: 1,
@@ -1044,9 +1049,11 @@ impl Daemon {
         // a claim pass.
         let under_lease =
             !self.served.pending_through.is_empty() || self.served.lease_kept_until.is_some();
+        let scheduled = !self.schedules_due(&poll, Utc::now()).is_empty();
         if !plan.claims.is_empty()
             || !plan.stale.is_empty()
             || !plan.cancels.is_empty()
+            || scheduled
             || self.has_ticks(&poll)
             || open_commit
             || under_lease
@@ -1192,7 +1199,14 @@ impl Daemon {
         let phase = (period_ms / n).saturating_mul(u64::from(self.served.rank) % n);
         let wall = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
         let into = (wall + period_ms - phase % period_ms) % period_ms;
-        (now + StdDuration::from_millis(period_ms - into), period)
+        let next = now + StdDuration::from_millis(period_ms - into);
+        // A schedule's next occurrence (by this machine's clock) does not wait for a quiet
+        // spreadsheet's slow polls: the poll after it comes a second past it.
+        let occurrence = self.next_occurrence(Utc::now()).and_then(|at| {
+            let until = (at - Utc::now()).to_std().ok()?;
+            Some(now + until + StdDuration::from_secs(1))
+        });
+        (occurrence.map_or(next, |o| o.min(next)), period)
     }
 
     /// Whether this daemon has work of its own on the spreadsheet: jobs running or waiting

@@ -248,6 +248,10 @@ pub enum Request {
         key: String,
         value: String,
     },
+    /// Append rows of values after the last row with data of a sheet (`appendCells` with
+    /// `fields: "userEnteredValue"`, RAW), growing the grid as needed: inside a batch, an
+    /// append that applies with the batch or not at all.
+    AppendRows { sheet_id: i32, rows: Vec<Vec<Cell>> },
     /// Insert `count` empty rows before zero-based row `at` (`insertDimension`, not
     /// inheriting the format of the row above).
     InsertRows { sheet_id: i32, at: u32, count: u32 },

@@ -95,11 +95,23 @@ impl Daemon {
         self.settle_unsettled(&fresh);
         self.write_follow_ups(&mut fresh).await;
         // Presses first: the rows they become are claimable in this very pass.
-        let intake_writes = match self.take_in_presses(&fresh, now).await {
+        let mut intake_writes = match self.take_in_presses(&fresh, now).await {
             Ok((mut writes, taken, asked)) => {
                 fresh.snapshot.rows.extend(taken);
                 writes.extend(self.take_in_cancels(&mut fresh, asked));
                 writes
+            }
+            Err(e) => {
+                self.release(&held).await;
+                return Err(e);
+            }
+        };
+        // Occurrences of [[schedules]] that no row has: appended by the commit, all or
+        // nothing with it, claimed at a later pass.
+        let scheduled = match self.take_in_schedules(&fresh, now).await {
+            Ok((appends, scheduled)) => {
+                intake_writes.extend(appends);
+                scheduled
             }
             Err(e) => {
                 self.release(&held).await;
@@ -113,6 +125,7 @@ impl Daemon {
         let Some(reply) = self.send_commit(&mut commit, &held).await? else {
             return Ok(false);
         };
+        self.schedules_queued(&scheduled, now);
         let mut follow_up = Vec::new();
         let mut through = Vec::new();
         let undo = self.settle_timeouts(

@@ -51,6 +51,13 @@ pub struct FunctionDef {
 }
 
 impl FunctionDef {
+    /// Whether its `allow` (when set) lets `requester` run it.
+    pub fn allows(&self, requester: &str) -> bool {
+        self.allow
+            .as_ref()
+            .is_none_or(|allow| allow.iter().any(|who| allow_matches(who, requester.trim())))
+    }
+
     /// The args as the panel's hidden argsJSON cell holds them (keys sorted).
     pub fn args_json(&self) -> String {
         serde_json::to_string(&self.args).unwrap_or_else(|_| "{}".into())

@@ -87,6 +87,9 @@ fn describe(request: &Request) -> String {
             short(&Cell::String(find.clone())),
             short(&Cell::String(replacement.clone()))
         ),
+        Request::AppendRows { sheet_id, rows } => {
+            format!("append to sheet {sheet_id}: {}", summarise(rows))
+        }
         Request::UpdateCells { range, rows } => format!(
             "update cells sheet {} from R{}C{}: {}",
             range.sheet_id,

@@ -26,6 +26,7 @@ mod panels;
 mod people;
 mod probe;
 mod retries;
+mod schedules;
 mod sheets_google;
 mod spreadsheets;
 mod support;

@@ -1123,46 +1123,6 @@ async fn ten_minutes_without_google_at_the_default_settings_restart_nothing_and_
     assert_no_quota_refusals(&emu);
 }
 
-/// Debian's libfaketime (package `libfaketime`), multithreaded flavour.
-fn faketime_library() -> Option<std::path::PathBuf> {
-    [
-        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
-        "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
-        "/usr/lib/faketime/libfaketimeMT.so.1",
-    ]
-    .iter()
-    .map(std::path::PathBuf::from)
-    .find(|p| p.exists())
-}
-
-/// A child process, killed when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The body of `GET path` on 127.0.0.1:`port` (empty when nothing answers).
-async fn body_of(port: u16, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return String::new();
-    };
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return String::new();
-    }
-    let mut reply = String::new();
-    let _ = stream.read_to_string(&mut reply).await;
-    reply
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default()
-}
-
 /// Every process of this test (the emulator, both daemons, `sheetq enqueue`) lives in New
 /// York at 01:58:30 EDT on 2026-11-01, ninety seconds before the clocks there fall back to
 /// 01:00 EST: their wall clock is offset by libfaketime (their monotonic clock is not, as

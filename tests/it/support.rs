@@ -743,3 +743,111 @@ pub async fn wait_ended_with_messages(
     )
     .await
 }
+
+/// Debian's libfaketime (package `libfaketime`), multithreaded flavour.
+pub fn faketime_library() -> Option<std::path::PathBuf> {
+    [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/faketime/libfaketimeMT.so.1",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// A child process, killed when dropped.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The body of `GET path` on 127.0.0.1:`port` (empty when nothing answers).
+pub async fn body_of(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return String::new();
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply).await;
+    reply
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
+/// `LD_PRELOAD` libfaketime into `cmd` so that its wall clock reads `offset_secs` ahead of
+/// the real one (its monotonic clock is left alone), in time zone `tz`.
+pub fn fake_clock(
+    cmd: &mut std::process::Command,
+    lib: &std::path::Path,
+    offset_secs: i64,
+    tz: &str,
+) {
+    cmd.env("LD_PRELOAD", lib)
+        .env("FAKETIME", format!("{offset_secs:+}"))
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .env("TZ", tz);
+}
+
+/// The emulator binary on a free port of 127.0.0.1, serving spreadsheet `id` in time zone
+/// `tz`, with its clock faked by `offset_secs` (see [`fake_clock`]), logging into `dir`;
+/// returns it and its port once it answers.
+pub async fn start_faked_emulator(
+    lib: &std::path::Path,
+    offset_secs: i64,
+    id: &str,
+    tz: &str,
+    dir: &std::path::Path,
+) -> (Child, u16) {
+    let port = free_port();
+    let mut emulator = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"));
+    emulator.args([
+        "emulator",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--spreadsheet-id",
+        id,
+        "--time-zone",
+        tz,
+    ]);
+    fake_clock(&mut emulator, lib, offset_secs, tz);
+    let log = std::fs::File::create(dir.join("emulator.log")).unwrap_or_else(|e| panic!("{e}"));
+    let child = Child(
+        emulator
+            .stdout(log.try_clone().unwrap_or_else(|e| panic!("{e}")))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the emulator: {e}")),
+    );
+    for _ in 0..100 {
+        if http_get(port, "/_emulator/credentials").await.0 == 200 {
+            return (child, port);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the emulator did not start");
+}
+
+/// The key of service account `account` of the emulator on `port`, written (mode 600) to
+/// `dir/<account>.key.json`.
+pub async fn emulator_key(port: u16, account: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join(format!("{account}.key.json"));
+    let key = body_of(port, &format!("/_emulator/credentials?account={account}")).await;
+    assert!(
+        key.contains("private_key"),
+        "no credentials for {account}: {key}"
+    );
+    std::fs::write(&path, key).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .unwrap_or_else(|e| panic!("{e}"));
+    path
+}

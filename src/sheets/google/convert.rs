@@ -127,6 +127,15 @@ pub fn to_api_request(request: &Request) -> api::Request {
         R::UpdateCells { range, rows } => {
             out.update_cells = Some(update_cells(range, rows, to_extended_value));
         }
+        R::AppendRows { sheet_id, rows } => {
+            let cells = update_cells(&GridRange::cell(*sheet_id, 0, 0), rows, to_extended_value);
+            out.append_cells = Some(api::AppendCellsRequest {
+                sheet_id: Some(*sheet_id),
+                rows: cells.rows,
+                fields: cells.fields,
+                ..Default::default()
+            });
+        }
         R::WriteFormulas { range, rows } => {
             out.update_cells = Some(update_cells(range, rows, to_extended_formula));
         }

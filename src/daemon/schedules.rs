@@ -1,0 +1,158 @@
+//! The daemon's step for `[[schedules]]` (docs/design.md §5.4): which occurrences are due by
+//! this machine's clock, whether the queue already has each (by its jobId, derived from the
+//! spreadsheet, the schedule and the instant), and the rows of those it has not, appended in
+//! the claim commit: under the lease, in the batch its fence makes all-or-nothing.
+
+use std::collections::HashSet;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
+use tracing::{debug, info};
+
+use super::{Daemon, DaemonError, Poll};
+use crate::a1;
+use crate::panel::NewJob;
+use crate::queue::Column;
+use crate::schedule::occurrence_job_id;
+use crate::sheets::Request;
+
+/// An occurrence is queued if a daemon sees it due within this long (or its schedule's
+/// `catch_up`, if longer): a daemon slowed by a long poll or an outage still queues it.
+pub(super) const SCHEDULE_GRACE: StdDuration = StdDuration::from_secs(120);
+
+/// One occurrence due now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Occurrence {
+    pub(super) schedule: String,
+    pub(super) at: DateTime<Utc>,
+    pub(super) job_id: String,
+}
+
+impl Daemon {
+    /// How late an occurrence may be seen and still be queued without `catch_up`.
+    fn schedule_grace(&self) -> StdDuration {
+        SCHEDULE_GRACE.max(self.config.idle_poll_interval * 2)
+    }
+
+    /// The occurrences due at `now` whose rows `poll` does not show; those it shows are
+    /// taken as queued (by another daemon, or by us in a commit whose reply was lost).
+    pub(super) fn schedules_due(&mut self, poll: &Poll, now: DateTime<Utc>) -> Vec<Occurrence> {
+        let tz = self.served.layout.tz;
+        let grace = self.schedule_grace();
+        let mut due = Vec::new();
+        for s in &self.config.schedules {
+            let seen = self.served.schedules_seen.get(&s.name).copied();
+            let Some(at) = s.due(tz, seen, now, grace) else {
+                continue;
+            };
+            let job_id = occurrence_job_id(&self.config.spreadsheet_id, &s.name, at);
+            if poll.snapshot.rows.iter().any(|r| r.job_id == job_id) {
+                self.served.schedules_seen.insert(s.name.clone(), now);
+                continue;
+            }
+            due.push(Occurrence {
+                schedule: s.name.clone(),
+                at,
+                job_id,
+            });
+        }
+        due
+    }
+
+    /// Under the lease, on its fresh read: the occurrences due that no queue row has (the
+    /// whole jobId column is read when the fresh read did not cover the whole queue), and
+    /// the request appending their rows, for the commit. An occurrence found queued is taken
+    /// as done.
+    pub(super) async fn take_in_schedules(
+        &mut self,
+        fresh: &Poll,
+        now: DateTime<Utc>,
+    ) -> Result<(Vec<Request>, Vec<Occurrence>), DaemonError> {
+        let mut due = self.schedules_due(fresh, now);
+        if due.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        if !fresh.full {
+            let ids = self.queue_job_ids().await?;
+            let (queued, missing): (Vec<_>, Vec<_>) =
+                due.into_iter().partition(|o| ids.contains(&o.job_id));
+            for o in queued {
+                self.served.schedules_seen.insert(o.schedule, now);
+            }
+            due = missing;
+        }
+        let columns = &self.served.layout.columns;
+        let rows: Vec<_> = due
+            .iter()
+            .filter_map(|o| {
+                let s = self
+                    .config
+                    .schedules
+                    .iter()
+                    .find(|s| s.name == o.schedule)?;
+                let f = self.config.catalog.function(&s.function)?;
+                let job = NewJob {
+                    job_id: o.job_id.clone(),
+                    received_at: now,
+                    requester: s.requester(),
+                    panel_sheet: s.target.clone(),
+                    panel_row: None,
+                    target: s.target.clone(),
+                    function: s.function.clone(),
+                    command: f.command.clone(),
+                    args_json: f.args_json(),
+                    flags: f.flags_text(),
+                };
+                Some(job.to_row(columns, &self.config.states, self.served.layout.tz))
+            })
+            .collect();
+        if rows.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        Ok((
+            vec![Request::AppendRows {
+                sheet_id: self.served.layout.queue_sheet_id,
+                rows,
+            }],
+            due,
+        ))
+    }
+
+    /// The commit that appended `queued` applied: they are in the queue.
+    pub(super) fn schedules_queued(&mut self, queued: &[Occurrence], now: DateTime<Utc>) {
+        for o in queued {
+            info!(schedule = %o.schedule, at = %o.at.to_rfc3339(), job.id = ?o.job_id, "scheduled job queued");
+            self.served.schedules_seen.insert(o.schedule.clone(), now);
+        }
+    }
+
+    /// Every jobId of the queue (one read of its jobId column).
+    async fn queue_job_ids(&self) -> Result<HashSet<String>, DaemonError> {
+        let columns = &self.served.layout.columns;
+        let letters = columns.letters(Column::JobId);
+        let range = a1::range(crate::queue::QUEUE_SHEET, &format!("{letters}2:{letters}"));
+        let read = self.sheets.read(&[range]).await?;
+        let ids: HashSet<String> = read
+            .iter()
+            .flat_map(|v| v.values.iter())
+            .filter_map(|row| row.first())
+            .map(crate::queue::cell_text)
+            .filter(|id| !id.is_empty())
+            .collect();
+        debug!(
+            ids = ids.len(),
+            "read the queue's jobIds for the schedules due"
+        );
+        Ok(ids)
+    }
+
+    /// The next instant any schedule falls due after `now` (this machine's clock).
+    pub(super) fn next_occurrence(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let tz = self.served.layout.tz;
+        self.config
+            .schedules
+            .iter()
+            .filter_map(|s| s.next_after(tz, now, 1).into_iter().next())
+            .min()
+    }
+}
