@@ -20,6 +20,7 @@ use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, SheetsError, 
 
 pub mod cancel;
 pub mod logs;
+pub mod schedules;
 
 /// Header of the heartbeat rows in `_ワーカー` (row 2).
 pub const WORKER_HEADER: [&str; 10] = crate::workers::HEADER;

@@ -93,6 +93,9 @@ pub enum Command {
     /// Ask the daemons to stop a job: a waiting job ends キャンセル without running, a
     /// running one has its process group stopped (as the panel's ■ 中止 tick does).
     Cancel(CancelArgs),
+    /// List the config's [[schedules]] with their next occurrences, in the spreadsheet's
+    /// time zone, and the jobId each will be queued under.
+    Schedules(SchedulesArgs),
     /// Print what a job printed: its full output when it runs (or ran) on this machine
     /// (`state_dir/logs`), else the tail its `_ジョブログ` row keeps.
     Logs(LogsArgs),
@@ -324,6 +327,19 @@ pub struct LogsArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct SchedulesArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// How many occurrences to list per schedule.
+    #[arg(long, default_value_t = 5)]
+    pub count: usize,
+    /// The spreadsheet's time zone (e.g. Asia/Tokyo), instead of reading it from the
+    /// spreadsheet (one request).
+    #[arg(long, value_name = "TZ")]
+    pub time_zone: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct CancelArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -489,6 +505,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Enqueue(args) => enqueue(args).await,
         Command::Cancel(args) => cancel(args).await,
         Command::Logs(args) => logs(args).await,
+        Command::Schedules(args) => schedules(args).await,
     }
 }
 
@@ -789,6 +806,36 @@ async fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
     if !local {
         let sheets = connect_one_shot(&config).await?;
         admin::logs::from_sheet(sheets.as_ref(), &args.job_id, args.follow, &mut out).await?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sheetq schedules`: the next occurrences of each `[[schedules]]` entry.
+async fn schedules(args: SchedulesArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let several = !config.spreadsheets.is_empty();
+    for c in config.each_spreadsheet() {
+        let zone = match &args.time_zone {
+            Some(tz) => tz.clone(),
+            None if c.schedules.is_empty() => "UTC".to_string(),
+            None => connect_one_shot(&c).await?.metadata().await?.time_zone,
+        };
+        let tz: chrono_tz::Tz = zone
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{zone:?} is not a time zone name (e.g. Asia/Tokyo)"))?;
+        if several {
+            println!("== {} ({})", c.label, c.spreadsheet_id);
+        }
+        print!(
+            "{}",
+            admin::schedules::listing(
+                &c.schedules,
+                &c.spreadsheet_id,
+                tz,
+                chrono::Utc::now(),
+                args.count.clamp(1, 100)
+            )
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1032,6 +1032,50 @@ mod tests {
     }
 
     #[test]
+    fn a_schedule_must_run_a_configured_function_its_allow_lets_through_within_retention() {
+        let e = parse(
+            r#"
+spreadsheet_id = "1AbC"
+retention = "1h"
+[commands.backup]
+builtin = "echo"
+[[functions]]
+label = "バックアップ"
+command = "backup"
+allow = ["lead@example.com"]
+[[targets]]
+label = "サーバーA"
+[[schedules]]
+name = "nightly"
+cron = "@daily"
+target = "サーバーZ"
+function = "バックアップ"
+catch_up = "2h"
+[[schedules]]
+name = "weekly"
+cron = "0 3 * * 1"
+target = "サーバーA"
+function = "集計"
+"#,
+        )
+        .unwrap_err();
+        let expected = [
+            "schedule \"nightly\": function \"バックアップ\" has allow, which does not let \"schedule:nightly\" run it: add \"schedule:nightly\" to its allow",
+            "schedule \"nightly\": target \"サーバーZ\" is not among the [[targets]]",
+            "schedule \"nightly\": catch_up (2h) must be shorter than retention (1h)",
+            "schedule \"weekly\": function \"集計\" is not among the [[functions]]",
+        ];
+        for want in expected {
+            assert!(
+                e.problems.iter().any(|p| p.starts_with(want)),
+                "no problem starting {want:?} among {:#?}",
+                e.problems
+            );
+        }
+        assert_eq!(e.problems.len(), expected.len(), "{:#?}", e.problems);
+    }
+
+    #[test]
     fn the_keys_of_the_design_are_accepted_as_written() {
         let c = parse(
             r#"

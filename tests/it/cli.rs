@@ -900,3 +900,64 @@ async fn a_config_of_two_spreadsheets_is_acted_on_each_or_by_spreadsheet() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn schedules_lists_the_next_runs_and_a_bad_cron_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = dir.path().join("sheetq.toml");
+    let write = |cron: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "spreadsheet_id = \"sid\"\n[commands.backup]\nbuiltin = \"echo\"\n\
+                 [[functions]]\nlabel = \"バックアップ\"\ncommand = \"backup\"\n\
+                 [[schedules]]\nname = \"nightly\"\ncron = \"{cron}\"\ntarget = \"サーバーA\"\nfunction = \"バックアップ\"\n"
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    };
+    write("30 2 * * *");
+    let out = sheetq()
+        .args([
+            "schedules",
+            "--time-zone",
+            "Asia/Tokyo",
+            "--count",
+            "2",
+            "--config",
+        ])
+        .arg(&config)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "the schedule and two runs:\n{stdout}");
+    assert!(
+        lines[0].starts_with("nightly: \"30 2 * * *\" runs バックアップ on サーバーA"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l.contains(" 02:30 JST (+09:00)  jobId ")),
+        "{stdout}"
+    );
+
+    write("61 2 * * *");
+    let out = sheetq()
+        .args(["schedules", "--time-zone", "Asia/Tokyo", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a bad cron is refused");
+    assert!(
+        stderr.contains("nightly") && stderr.contains("61"),
+        "the error names the schedule and the field: {stderr}"
+    );
+}
