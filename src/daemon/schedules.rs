@@ -146,6 +146,35 @@ impl Daemon {
         Ok(ids)
     }
 
+    /// The next scheduled run of `function` on `target` (after now, this machine's clock).
+    pub(super) fn next_run(&self, target: &str, function: &str) -> Option<DateTime<Utc>> {
+        let tz = self.served.layout.tz;
+        let now = Utc::now();
+        self.config
+            .schedules
+            .iter()
+            .filter(|s| s.target == target.trim() && s.function == function.trim())
+            .filter_map(|s| s.next_after(tz, now, 1).into_iter().next())
+            .min()
+    }
+
+    /// Each scheduled (target, function) with its next run.
+    pub(super) fn next_runs(&self) -> Vec<(String, String, DateTime<Utc>)> {
+        let mut out: Vec<(String, String, DateTime<Utc>)> = Vec::new();
+        for s in &self.config.schedules {
+            if out
+                .iter()
+                .any(|(t, f, _)| *t == s.target && *f == s.function)
+            {
+                continue;
+            }
+            if let Some(next) = self.next_run(&s.target, &s.function) {
+                out.push((s.target.clone(), s.function.clone(), next));
+            }
+        }
+        out
+    }
+
     /// The next instant any schedule falls due after `now` (this machine's clock).
     pub(super) fn next_occurrence(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let tz = self.served.layout.tz;

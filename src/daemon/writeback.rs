@@ -108,6 +108,13 @@ impl Daemon {
             &self.config.panel,
             20,
         );
+        display.extend(panel::status::next_run_updates(
+            &self.served.panels,
+            &poll.tables,
+            &self.next_runs(),
+            self.served.layout.tz,
+            &self.config.panel,
+        ));
         if let Some(index) = &poll.index {
             display.extend(panel::index_sheet::index_updates(
                 &index.title,
@@ -136,7 +143,13 @@ impl Daemon {
         Some(panel::result_cells(
             panel_ref,
             panel_row,
-            &panel_outcome(finish, at, url, message),
+            &panel_outcome(
+                finish,
+                at,
+                url,
+                message,
+                self.next_run(&row.target_key().to_string(), &row.function),
+            ),
             self.served.layout.tz,
             &self.config.panel,
         ))
@@ -642,7 +655,13 @@ impl Daemon {
         let Some((panel_ref, panel_row)) = self.result_panel_row(poll, row) else {
             return Vec::new();
         };
-        let outcome = panel_outcome(job.finish, job.finished_at, &job.url, &job.message);
+        let outcome = panel_outcome(
+            job.finish,
+            job.finished_at,
+            &job.url,
+            &job.message,
+            self.next_run(&job.target, &job.function),
+        );
         let (tz, layout) = (self.served.layout.tz, &self.config.panel);
         if job.panel_linked {
             panel::status_and_time_cells(panel_ref, panel_row, &outcome, tz, layout)
@@ -1575,12 +1594,19 @@ mod tests {
 }
 
 /// How a job ended, as its panel row shows it.
-fn panel_outcome(finish: Finish, at: DateTime<Utc>, url: &str, message: &str) -> PanelOutcome {
+fn panel_outcome(
+    finish: Finish,
+    at: DateTime<Utc>,
+    url: &str,
+    message: &str,
+    next_run: Option<DateTime<Utc>>,
+) -> PanelOutcome {
     PanelOutcome {
         state: finish_state(finish),
         finished_at: at,
         url: (!url.is_empty()).then(|| url.to_string()),
         message: message.to_string(),
+        next_run,
     }
 }
 

@@ -43,6 +43,44 @@ pub fn error_text(message: &str) -> String {
     }
 }
 
+/// How the status of a scheduled function's row that shows nothing else begins.
+pub const NEXT_RUN_PREFIX: &str = "⏰ 次回 ";
+
+/// `⏰ 次回 12/05 01:30`: a scheduled function's row before its first run.
+pub fn next_run_text(next: DateTime<Utc>, tz: Tz) -> String {
+    format!("{NEXT_RUN_PREFIX}{}", sheet_time::format_short(next, tz))
+}
+
+/// The status cells of scheduled functions' rows (`next_runs`: target label, function
+/// label, next run) that show nothing, or an older `⏰ 次回`: to ride a write sent anyway,
+/// as the waiting/running display does. A row with a result shows its next run after it
+/// ([`PanelOutcome::next_run`]), written with the result.
+pub fn next_run_updates(
+    index: &PanelIndex,
+    tables: &HashMap<String, PanelTable>,
+    next_runs: &[(String, String, DateTime<Utc>)],
+    tz: Tz,
+    layout: &PanelLayout,
+) -> Vec<ValueRange> {
+    let mut out = Vec::new();
+    for (target, function, next) in next_runs {
+        let Ok((panel, row)) = locate_labels(index, tables, target, function, None) else {
+            continue;
+        };
+        let text = next_run_text(*next, tz);
+        let shows = row.status.trim();
+        if shows == text || !(shows.is_empty() || shows.starts_with(NEXT_RUN_PREFIX)) {
+            continue;
+        }
+        let col = layout.columns.status.0;
+        out.push(ValueRange::new(
+            cell_range(&panel.title, col, col, row.row),
+            vec![vec![Cell::String(text)]],
+        ));
+    }
+    out
+}
+
 /// `▶ 実行中 (14:05〜)`, the claim time in the sheet's zone; `▶ 実行中` when the row has no
 /// readable 開始日時.
 pub fn running_text(started_at: Option<DateTime<Utc>>, tz: Tz) -> String {
@@ -95,18 +133,24 @@ pub struct PanelOutcome {
     pub finished_at: DateTime<Utc>,
     pub url: Option<String>,
     pub message: String,
+    /// The function's next scheduled run on this target, shown after a final state.
+    pub next_run: Option<DateTime<Utc>>,
 }
 
 impl PanelOutcome {
     /// The 状態 text for this outcome.
     pub fn status_text(&self, tz: Tz) -> String {
-        match self.state {
+        let text = match self.state {
             State::Done => done_text(self.finished_at, tz),
             State::Error => error_text(&self.message),
             State::Timeout => TIMEOUT_TEXT.to_string(),
             State::Cancelled => CANCELLED_TEXT.to_string(),
-            State::Running => running_text(Some(self.finished_at), tz),
-            State::Waiting => claim::waiting_text(0),
+            State::Running => return running_text(Some(self.finished_at), tz),
+            State::Waiting => return claim::waiting_text(0),
+        };
+        match self.next_run {
+            Some(next) => format!("{text} · 次回 {}", sheet_time::format_short(next, tz)),
+            None => text,
         }
     }
 
@@ -189,7 +233,23 @@ pub fn locate<'a>(
     tables: &'a HashMap<String, PanelTable>,
     job: &QueueRow,
 ) -> Result<(&'a PanelRef, &'a PanelRow), PanelMiss> {
-    let target = job.target_key();
+    locate_labels(
+        index,
+        tables,
+        job.target_key(),
+        &job.function,
+        job.panel_row,
+    )
+}
+
+/// [`locate`] by labels: the panel of `target`, the row of `function` (`hint` breaking ties).
+pub fn locate_labels<'a>(
+    index: &'a PanelIndex,
+    tables: &'a HashMap<String, PanelTable>,
+    target: &str,
+    function: &str,
+    hint: Option<u32>,
+) -> Result<(&'a PanelRef, &'a PanelRow), PanelMiss> {
     let panel = index.get(target).ok_or_else(|| PanelMiss::NoPanel {
         target: target.to_string(),
     })?;
@@ -197,13 +257,11 @@ pub fn locate<'a>(
         target: target.to_string(),
         title: panel.title.clone(),
     })?;
-    let row = table
-        .find(&job.function, job.panel_row)
-        .ok_or_else(|| PanelMiss::NoRow {
-            target: target.to_string(),
-            title: panel.title.clone(),
-            function: job.function.clone(),
-        })?;
+    let row = table.find(function, hint).ok_or_else(|| PanelMiss::NoRow {
+        target: target.to_string(),
+        title: panel.title.clone(),
+        function: function.to_string(),
+    })?;
     Ok((panel, row))
 }
 
@@ -356,6 +414,7 @@ mod tests {
             finished_at: at(125),
             url: Some("https://example.com/r/1".into()),
             message: "ok".into(),
+            next_run: None,
         };
         let vr = result_cells(&panel, 9, &done, tz(), &PanelLayout::default());
         assert_eq!(vr.range, "'Bob''s'!C9:E9");
@@ -379,6 +438,7 @@ mod tests {
             finished_at: at(125),
             url: None,
             message: "ok".into(),
+            next_run: None,
         };
         let cells = status_and_time_cells(&panel, 9, &done, tz(), &PanelLayout::default());
         let ranges: Vec<&str> = cells.iter().map(|v| v.range.as_str()).collect();
@@ -393,6 +453,7 @@ mod tests {
             finished_at: at(0),
             url: None,
             message: "=IMPORTXML(\"http://evil\")".into(),
+            next_run: None,
         };
         let vr = result_cells(
             &panel_ref(5, "P", "A"),
@@ -482,6 +543,44 @@ mod tests {
                 ("'P'!C9".to_string(), json!("⏳ 順番待ち (前に 0 件)")),
             ],
             "検査 already shows the right text; target Z has no panel"
+        );
+    }
+
+    #[test]
+    fn a_scheduled_function_shows_its_next_run_before_its_first_run_and_after_each_result() {
+        let (index, tables) = one_panel(vec![
+            func_row(false, "集計", "", "r", "", ""),
+            func_row(false, "再起動", "✅ 完了 11/30 09:00", "r", "", ""),
+            func_row(false, "検査", "⏰ 次回 11/30 01:30", "r", "", ""),
+        ]);
+        let next = at(125);
+        let runs: Vec<(String, String, DateTime<Utc>)> = ["集計", "再起動", "検査"]
+            .iter()
+            .map(|f| ("A".to_string(), f.to_string(), next))
+            .collect();
+        let got: Vec<(String, serde_json::Value)> =
+            next_run_updates(&index, &tables, &runs, tz(), &PanelLayout::default())
+                .into_iter()
+                .map(|v| (v.range, v.values[0][0].clone()))
+                .collect();
+        assert_eq!(
+            got,
+            [
+                ("'P'!C8".to_string(), json!("⏰ 次回 11/30 14:05")),
+                ("'P'!C10".to_string(), json!("⏰ 次回 11/30 14:05")),
+            ],
+            "a row showing a result keeps it (the next run is written with the result)"
+        );
+        let done = PanelOutcome {
+            state: State::Done,
+            finished_at: at(65),
+            url: None,
+            message: "ok".into(),
+            next_run: Some(next),
+        };
+        assert_eq!(
+            done.status_text(tz()),
+            "✅ 完了 11/30 13:05 · 次回 11/30 14:05"
         );
     }
 

@@ -89,10 +89,10 @@ impl Night {
         )
     }
 
-    /// The queue's rows (jobId, 依頼者, 状態), as the emulator's web view shows them.
-    async fn queue(&self) -> Vec<Row> {
+    /// A sheet's rows as text, as the emulator's web view shows them.
+    async fn sheet(&self, title: &str) -> Vec<Vec<String>> {
         let port = self.port;
-        let view = |sheet: Option<i32>| async move {
+        let view = |sheet: Option<i64>| async move {
             let sheet = sheet.map(|s| format!("&sheet={s}")).unwrap_or_default();
             body_of(
                 port,
@@ -101,17 +101,17 @@ impl Night {
             .await
         };
         let tabs: serde_json::Value = serde_json::from_str(&view(None).await).unwrap_or_default();
-        let Some(queue) = tabs["tabs"]
+        let Some(id) = tabs["tabs"]
             .as_array()
-            .and_then(|t| t.iter().find(|t| t["title"] == "_ジョブキュー"))
+            .and_then(|t| t.iter().find(|t| t["title"] == title))
             .and_then(|t| t["id"].as_i64())
         else {
             return Vec::new();
         };
         let body: serde_json::Value =
-            serde_json::from_str(&view(Some(queue as i32)).await).unwrap_or_default();
+            serde_json::from_str(&view(Some(id)).await).unwrap_or_default();
         let text = |cell: &serde_json::Value| cell["t"].as_str().unwrap_or_default().to_string();
-        let rows: Vec<Vec<String>> = body["sheet"]["rows"]
+        body["sheet"]["rows"]
             .as_array()
             .map(|rows| {
                 rows.iter()
@@ -122,7 +122,12 @@ impl Night {
                     })
                     .collect()
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// The queue's rows (jobId, 依頼者, 状態).
+    async fn queue(&self) -> Vec<Row> {
+        let rows = self.sheet("_ジョブキュー").await;
         let Some((header, rows)) = rows.split_first() else {
             return Vec::new();
         };
@@ -140,6 +145,16 @@ impl Night {
                 state: cell(r, state),
             })
             .collect()
+    }
+
+    /// The 状態 the panel of サーバーA shows on the row of [`FUNCTION`].
+    async fn panel_status(&self) -> String {
+        self.sheet("サーバーA")
+            .await
+            .into_iter()
+            .find(|r| r.get(1).map(String::as_str) == Some(FUNCTION))
+            .and_then(|r| r.get(2).cloned())
+            .unwrap_or_default()
     }
 
     fn describe(&self, rows: &[Row]) -> String {
@@ -228,6 +243,11 @@ async fn two_daemons_racing_on_one_occurrence_queue_one_row_and_run_it_once() {
     let _b = night.daemon("b", 2, "30 1 * * *", "");
     let (rows, runs) = night.after_runs(Duration::from_secs(4)).await;
     assert_once(&night, &rows, &runs, at);
+    let status = night.panel_status().await;
+    assert!(
+        status.starts_with("✅ 完了 12/05 01:30") && status.ends_with(" · 次回 12/06 01:30"),
+        "the panel shows the result and the next run: {status:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
