@@ -148,7 +148,7 @@ impl Daemon {
                 at,
                 url,
                 message,
-                self.next_run(&row.target_key().to_string(), &row.function),
+                self.next_run(row.target_key(), &row.function),
             ),
             self.served.layout.tz,
             &self.config.panel,
