@@ -14,7 +14,7 @@
 //!
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`, `cancel`,
-//!   `logs`.
+//!   `logs`, `schedules`.
 //! - [`apply`]: carrying out a pure module's plan for the one-shot commands and the daemon:
 //!   `apply::panel`, a panel sync (read, plan with `panel::sync` and `protection`, one
 //!   batch).
@@ -41,7 +41,8 @@
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
 //!   (what one read covers), `claim_pass` (acquire, decide, commit, settle), `writeback`
-//!   (place, write, verify, repair; restart recovery, continuation), `archive`, `panel`
+//!   (place, write, verify, repair; restart recovery, continuation; retry notes, notices),
+//!   `schedules` (occurrences due, looked up and appended in the commit), `archive`, `panel`
 //!   (panel jobs and hiding idle panels), `shared` (what the daemons of one process serving
 //!   several spreadsheets share: the slot pool and each account's budget split;
 //!   [`daemon::run_spreadsheets`]). Its state is split by owner: `Daemon` holds what
