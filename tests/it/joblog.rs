@@ -6,7 +6,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::Utc;
 use serde_json::json;
 use sheetq::emulator::{Emulator, Quota};
 use sheetq::queue::State;
@@ -20,25 +19,7 @@ const FUNCTION: &str = "動作確認 (2秒)";
 
 /// A waiting queue row A..Q for `command` on `target`'s panel row of [`FUNCTION`].
 fn waiting(job: &str, target: &str, command: &str) -> serde_json::Value {
-    json!([
-        job,
-        sheetq::sheet_time::instant_to_serial(Utc::now(), TZ),
-        "",
-        target,
-        "",
-        target,
-        FUNCTION,
-        command,
-        "{}",
-        "",
-        "待機",
-        "",
-        "",
-        "",
-        "",
-        "",
-        ""
-    ])
+    waiting_row(job, target, FUNCTION, command, "")
 }
 
 fn sh(name: &str, script: &str) -> String {

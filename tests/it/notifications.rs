@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use axum::extract::{RawQuery, State as Shared};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use chrono::Utc;
 use serde_json::{json, Value};
 use sheetq::emulator::{Emulator, Quota};
 
@@ -127,26 +126,8 @@ async fn answer(
 }
 
 /// A waiting queue row A..Q for `command` on `target`'s panel row of [`FUNCTION`].
-fn waiting(job: &str, target: &str, command: &str) -> Value {
-    json!([
-        job,
-        sheetq::sheet_time::instant_to_serial(Utc::now(), TZ),
-        "ops@example.com",
-        target,
-        "",
-        target,
-        FUNCTION,
-        command,
-        "{}",
-        "",
-        "待機",
-        "",
-        "",
-        "",
-        "",
-        "",
-        ""
-    ])
+fn waiting(job: &str, target: &str, command: &str) -> serde_json::Value {
+    waiting_row(job, target, FUNCTION, command, "ops@example.com")
 }
 
 fn sh(name: &str, script: &str, extra: &str, work: &Path) -> String {

@@ -1152,53 +1152,17 @@ async fn fall_back_night_under_a_faked_clock_runs_each_job_once_and_one_at_a_tim
             .env("TZ", "America/New_York");
     };
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let port = free_port();
-    let mut emulator = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"));
-    emulator.args([
-        "emulator",
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--spreadsheet-id",
+    let (_emulator, port) = start_faked_emulator(
+        &lib,
+        offset,
         "fall-back-night",
-        "--time-zone",
         "America/New_York",
-    ]);
-    faked(&mut emulator);
-    let emu_log =
-        std::fs::File::create(dir.path().join("emulator.log")).unwrap_or_else(|e| panic!("{e}"));
-    let _emulator = Child(
-        emulator
-            .stdout(emu_log.try_clone().unwrap_or_else(|e| panic!("{e}")))
-            .stderr(emu_log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the emulator: {e}")),
-    );
-    let mut ready = false;
-    for _ in 0..100 {
-        if status_of(port, "/_emulator/credentials").await == 200 {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(ready, "the emulator did not start");
+        dir.path(),
+    )
+    .await;
     // The daemons' service account, and a person's (the jobs' intake) with its own quota.
-    let key_of = |account: &'static str| {
-        let path = dir.path().join(format!("{account}.key.json"));
-        async move {
-            let key = body_of(port, &format!("/_emulator/credentials?account={account}")).await;
-            assert!(
-                key.contains("private_key"),
-                "no credentials for {account}: {key}"
-            );
-            std::fs::write(&path, key).unwrap_or_else(|e| panic!("{e}"));
-            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-                .unwrap_or_else(|e| panic!("{e}"));
-            path
-        }
-    };
-    let daemons_key = key_of("daemons").await;
-    let person_key = key_of("person").await;
+    let daemons_key = emulator_key(port, "daemons", dir.path()).await;
+    let person_key = emulator_key(port, "person", dir.path()).await;
     let log = dir.path().join("runs.log");
     let config_of = |worker: &str, key_path: &std::path::Path| {
         let path = dir.path().join(format!("{worker}.toml"));

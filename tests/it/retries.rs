@@ -6,7 +6,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::Utc;
 use serde_json::json;
 use sheetq::emulator::{Emulator, Quota};
 use sheetq::queue::State;
@@ -19,25 +18,7 @@ const FUNCTION: &str = "動作確認 (2秒)";
 
 /// A waiting queue row A..Q for `command` on `target`'s panel row of [`FUNCTION`].
 fn waiting(job: &str, target: &str, command: &str) -> serde_json::Value {
-    json!([
-        job,
-        sheetq::sheet_time::instant_to_serial(Utc::now(), TZ),
-        "",
-        target,
-        "",
-        target,
-        FUNCTION,
-        command,
-        "{}",
-        "",
-        "待機",
-        "",
-        "",
-        "",
-        "",
-        "",
-        ""
-    ])
+    waiting_row(job, target, FUNCTION, command, "")
 }
 
 /// The row of `target`'s panel that shows [`FUNCTION`].
@@ -147,5 +128,86 @@ async fn a_command_failing_twice_runs_three_times_under_one_claim_and_ends_done(
     assert!(
         status.starts_with("✅ 完了"),
         "panel after the end: {status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_dies_while_a_job_waits_for_its_retry_is_rescued_and_the_job_not_run_again() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let runs = work.path().join("runs");
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q2",
+        json!([waiting("flaky", "サーバーB", "flaky")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let commands = format!(
+        "[commands.flaky]\nexec = [\"/bin/sh\", \"-c\", \"echo run >> {}; exit 1\"]\n\
+         retries = 2\nretry_delay = \"1m\"\nretry_max_delay = \"1m\"\n",
+        runs.display()
+    );
+    let settings = "heartbeat_interval = \"1s\"\ndead_after = \"3s\"\n";
+    let dirs =
+        [tempfile::tempdir(), tempfile::tempdir()].map(|d| d.unwrap_or_else(|e| panic!("{e}")));
+    let config = |i: usize, worker: &str| {
+        binary_config_with(&emu, dirs[i].path(), worker, settings, &commands)
+    };
+    let logs = [0, 1].map(|i| dirs[i].path().join("sheetq.log"));
+    let show = || {
+        format!(
+            "{}\nruns: {:?}\nvm-1:\n{}\nvm-2:\n{}",
+            describe_queue(&queue_rows(&emu)),
+            std::fs::read_to_string(&runs).unwrap_or_default(),
+            std::fs::read_to_string(&logs[0]).unwrap_or_default(),
+            std::fs::read_to_string(&logs[1]).unwrap_or_default()
+        )
+    };
+    let first = Binary::start(&config(0, "vm-1"), &logs[0]);
+    wait_for(
+        "the job to wait for a retry",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .iter()
+                .any(|r| r.job_id == "flaky" && r.message.ends_with("秒後)"))
+                .then_some(())
+        },
+        show,
+    )
+    .await;
+    first.kill();
+    let attempts = std::fs::read_to_string(&runs)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    let _second = Binary::start(&config(1, "vm-2"), &logs[1]);
+    // The rescue swaps 状態 in its commit and writes メッセージ right after.
+    let rows = wait_for(
+        "the job rescued with the rescue's message",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            rows.iter()
+                .any(|r| r.job_id == "flaky" && r.state.is_final() && r.message.contains("vm-1"))
+                .then_some(rows)
+        },
+        show,
+    )
+    .await;
+    let row = row_of(&rows, "flaky");
+    assert!(
+        row.state.is(State::Timeout) && row.message.contains("vm-1"),
+        "rescued as a dead daemon's job: {row:?}\n{}",
+        show()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count(),
+        attempts,
+        "the rescuer ran no attempt of its own:\n{}",
+        show()
     );
 }

@@ -851,3 +851,33 @@ pub async fn emulator_key(port: u16, account: &str, dir: &std::path::Path) -> st
         .unwrap_or_else(|e| panic!("{e}"));
     path
 }
+
+/// A waiting queue row A..Q: job `job` of `function` on `target`'s panel, running
+/// `command`, asked by `requester`.
+pub fn waiting_row(
+    job: &str,
+    target: &str,
+    function: &str,
+    command: &str,
+    requester: &str,
+) -> Json {
+    serde_json::json!([
+        job,
+        sheetq::sheet_time::instant_to_serial(chrono::Utc::now(), TZ),
+        requester,
+        target,
+        "",
+        target,
+        function,
+        command,
+        "{}",
+        "",
+        "待機",
+        "",
+        "",
+        "",
+        "",
+        "",
+        ""
+    ])
+}
