@@ -42,6 +42,7 @@ pub mod cold;
 mod figures;
 pub mod fleet;
 mod process;
+pub mod schedule;
 
 use figures::{mib, rss_of, secs, vm_hwm};
 pub use figures::{peak_per_minute, percentile};
@@ -153,6 +154,11 @@ pub struct BenchArgs {
     /// seconds on `--spreadsheets` spreadsheets, 6 unless given), not the warm runs.
     #[arg(long, requires = "fleet")]
     pub cold: bool,
+    /// Only what a `[[schedules]]` entry costs: one daemon with a schedule of every minute
+    /// for this many minutes, then as long without it; requests a minute and per scheduled
+    /// job.
+    #[arg(long, value_name = "MINUTES", conflicts_with = "fleet")]
+    pub schedule_minutes: Option<u64>,
 }
 
 impl Default for BenchArgs {
@@ -179,6 +185,7 @@ impl Default for BenchArgs {
             spreadsheets: None,
             fleet_for: Duration::from_secs(150),
             cold: false,
+            schedule_minutes: None,
         }
     }
 }
@@ -463,6 +470,14 @@ const PRESS_LOOK: Duration = Duration::from_millis(2);
 
 /// Runs the benchmark, writing progress and the tables to `out`.
 pub async fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<BenchReport> {
+    if let Some(minutes) = args.schedule_minutes {
+        let markdown = schedule::table(&schedule::measure(minutes.max(1), out).await?);
+        writeln!(out, "\n{markdown}")?;
+        return Ok(BenchReport {
+            markdown,
+            ..BenchReport::default()
+        });
+    }
     if args.fleet {
         let exe = std::env::current_exe().context("cannot find the sheetq binary to run")?;
         let cold = cold::ColdParams {
