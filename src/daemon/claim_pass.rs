@@ -467,6 +467,9 @@ impl Daemon {
                     let ended = Some(finish_state(finish));
                     self.follow_up(row, ended, cells, through, follow_up);
                     follow_up.extend(self.panel_result(fresh, row, finish, now, "", message));
+                    // Its daemon is gone (or cut off): this swap, which only one daemon's
+                    // commit can make, is the job's end as the sheet shows it.
+                    self.announce_ended(fresh, row, finish, message, now);
                 }
             }
         }
@@ -525,6 +528,7 @@ impl Daemon {
                         "",
                         &message,
                     ));
+                    self.announce_ended(fresh, row, Finish::Cancelled, &message, now);
                 }
                 hit if changed => {
                     // The queue moved between the read and the commit: the swap cancelled

@@ -16,8 +16,9 @@ use crate::queue::Column;
 use crate::schedule::occurrence_job_id;
 use crate::sheets::Request;
 
-/// An occurrence is queued if a daemon sees it due within this long (or its schedule's
-/// `catch_up`, if longer): a daemon slowed by a long poll or an outage still queues it.
+/// A running daemon queues an occurrence it sees due within this long (or its schedule's
+/// `catch_up`, if longer): one slowed by a long poll or an outage still queues it. What fell
+/// due before a daemon started is queued only within `catch_up`.
 pub(super) const SCHEDULE_GRACE: StdDuration = StdDuration::from_secs(120);
 
 /// One occurrence due now.
@@ -41,7 +42,16 @@ impl Daemon {
         let grace = self.schedule_grace();
         let mut due = Vec::new();
         for s in &self.config.schedules {
-            let seen = self.served.schedules_seen.get(&s.name).copied();
+            let seen = match self.served.schedules_seen.get(&s.name) {
+                Some(t) => Some(*t),
+                // Without catch_up, what fell due before this daemon started is not its to
+                // queue (another daemon's, or missed): it looks from its first pass on.
+                None if s.catch_up.is_none() => {
+                    self.served.schedules_seen.insert(s.name.clone(), now);
+                    continue;
+                }
+                None => None,
+            };
             let Some(at) = s.due(tz, seen, now, grace) else {
                 continue;
             };

@@ -325,6 +325,41 @@ impl Daemon {
         }
     }
 
+    /// Records the notices of a job another daemon's claim held, ended here by a commit's
+    /// swap (a dead daemon's job timed out, a waiting job cancelled): no result of ours
+    /// announces it.
+    pub(super) fn announce_ended(
+        &mut self,
+        poll: &Poll,
+        row: &QueueRow,
+        finish: Finish,
+        message: &str,
+        now: DateTime<Utc>,
+    ) {
+        let job = FinishedJob {
+            job_id: row.job_id.clone(),
+            worker: row.worker.clone(),
+            finish,
+            finished_at: now,
+            url: String::new(),
+            message: message.to_string(),
+            target: row.target_key().to_string(),
+            function: row.function.clone(),
+            panel_sheet: row.panel_sheet.clone(),
+            panel_row: row.panel_row,
+            requester: row.requester.clone(),
+            command: row.command.clone(),
+            flags: row.flags.clone(),
+            continuation: None,
+            started_at: row.started_at,
+            log_row: false,
+            linked: false,
+            panel_linked: false,
+            output: String::new(),
+        };
+        self.announce(poll, &[job]);
+    }
+
     /// The retry notes that changed since they were last sent
     /// ([`crate::commands::RetryNote`]): each to メッセージ through its job's queue binding,
     /// onto a row that still shows our claim 実行中, with its panel row's 状態 in the same

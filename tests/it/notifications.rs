@@ -370,3 +370,57 @@ async fn a_429_storm_is_ridden_out_each_job_announced_once_and_retry_after_honou
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_daemons_job_is_announced_by_the_daemon_that_times_it_out() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let hook = Receiver::start(&[], 200).await;
+    let dirs =
+        [tempfile::tempdir(), tempfile::tempdir()].map(|d| d.unwrap_or_else(|e| panic!("{e}")));
+    let commands = sh("long", "sleep 20", "", dirs[0].path()) + &notify(&hook.url(), "json", "");
+    let settings = "heartbeat_interval = \"1s\"\ndead_after = \"3s\"\n";
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q2",
+        json!([waiting("long", "サーバーC", "long")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let config = |i: usize, worker: &str| {
+        binary_config_with(&emu, dirs[i].path(), worker, settings, &commands)
+    };
+    let logs = [0, 1].map(|i| dirs[i].path().join("sheetq.log"));
+    let first = Binary::start(&config(0, "vm-1"), &logs[0]);
+    wait_for(
+        "the job to run",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .iter()
+                .any(|r| r.job_id == "long" && r.state.is(sheetq::queue::State::Running))
+                .then_some(())
+        },
+        show(&emu, &logs[0], &hook),
+    )
+    .await;
+    first.kill();
+    let second = Binary::start(&config(1, "vm-2"), &logs[1]);
+    wait_for(
+        "the rescuer's notification",
+        WAIT,
+        || (!hook.taken().is_empty()).then_some(()),
+        show(&emu, &logs[1], &hook),
+    )
+    .await;
+    stop(second).await;
+    let taken = hook.taken();
+    assert_eq!(taken.len(), 1, "one message: {taken:#?}");
+    assert_eq!(taken[0]["jobId"], "long");
+    assert_eq!(taken[0]["state"], "タイムアウト", "{taken:#?}");
+    assert!(
+        taken[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("vm-1"),
+        "it says whose heartbeat stopped: {taken:#?}"
+    );
+}

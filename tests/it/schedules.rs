@@ -284,3 +284,20 @@ async fn a_daemon_restarted_inside_catch_up_runs_the_missed_occurrence_once() {
     let (rows, runs) = night.after_runs(Duration::from_secs(5)).await;
     assert_once(&night, &rows, &runs, at);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs libfaketime; .ci/run installs it and runs this"]
+async fn without_catch_up_a_daemon_started_after_an_occurrence_does_not_queue_it() {
+    // The daemon starts at 01:30:40: 01:30 fell due while none ran.
+    let at = utc(2026, 12, 5, 6, 30, 0);
+    let night = Night::at(at + chrono::TimeDelta::seconds(40)).await;
+    let _a = night.daemon("a", 0, "30 1 * * *", "");
+    // Long enough for several polls and a claim pass, were it to queue the occurrence.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let rows = night.queue().await;
+    assert!(
+        rows.iter().all(|r| !r.requester.starts_with("schedule:")),
+        "nothing queued:\n{}",
+        night.describe(&rows)
+    );
+}
