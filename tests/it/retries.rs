@@ -211,3 +211,72 @@ async fn a_daemon_that_dies_while_a_job_waits_for_its_retry_is_rescued_and_the_j
         show()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_while_a_job_waits_for_its_retry_ends_it_cancelled_with_no_more_attempts() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let runs = dir.path().join("runs");
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q2",
+        json!([waiting("doomed", "サーバーC", "doomed")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let commands = format!(
+        "[commands.doomed]\nexec = [\"/bin/sh\", \"-c\", \"echo run >> {}; exit 1\"]\n\
+         retries = 3\nretry_delay = \"1m\"\nretry_max_delay = \"1m\"\n",
+        runs.display()
+    );
+    let config = binary_config_with(&emu, dir.path(), "vm-1", "", &commands);
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    wait_for(
+        "the job to wait for a retry",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .iter()
+                .any(|r| r.job_id == "doomed" && r.message.ends_with("秒後)"))
+                .then_some(())
+        },
+        show(&emu, &log),
+    )
+    .await;
+    let attempts = std::fs::read_to_string(&runs)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    let asked = run_sheetq(&config, &["cancel", "doomed", "--as", "ops"]).await;
+    assert!(
+        asked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    let rows = wait_for(
+        "the job to end cancelled",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            rows.iter()
+                .any(|r| r.job_id == "doomed" && r.state.is(State::Cancelled))
+                .then_some(rows)
+        },
+        show(&emu, &log),
+    )
+    .await;
+    let row = row_of(&rows, "doomed");
+    assert!(
+        row.message.starts_with("中止: ops"),
+        "who stopped it: {row:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count(),
+        attempts,
+        "no attempt after the cancel:\n{}",
+        show(&emu, &log)()
+    );
+}
