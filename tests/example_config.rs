@@ -57,6 +57,7 @@ fn the_example_shows_every_setting() {
         "retention",
         "protect",
         "protect_editors",
+        "schedules",
     ] {
         assert!(table.contains_key(key), "{key} is not in the example");
     }
