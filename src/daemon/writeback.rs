@@ -109,6 +109,7 @@ impl Daemon {
             20,
         );
         display.extend(panel::status::next_run_updates(
+            &poll.snapshot,
             &self.served.panels,
             &poll.tables,
             &self.next_runs(),
@@ -230,8 +231,11 @@ impl Daemon {
             self.rows_moved();
             self.rebind(&rebind).await?;
         }
-        self.place_retry_notes(poll, &mut through, &mut data);
+        let notes_shown = self.place_retry_notes(poll, &mut through);
         data.extend(display);
+        // After the display: its running text for that row comes from the read before the
+        // note, and the later of two writes to a cell wins.
+        data.extend(notes_shown);
         // Running jobs' output so far rides a heartbeat that is due, every other one (the
         // heartbeat alone also brings the sheet list, which finds new panels).
         if self.heartbeat_due() && !std::mem::take(&mut self.served.beat_carried_logs) {
@@ -362,15 +366,11 @@ impl Daemon {
 
     /// The retry notes that changed since they were last sent
     /// ([`crate::commands::RetryNote`]): each to メッセージ through its job's queue binding,
-    /// onto a row that still shows our claim 実行中, with its panel row's 状態 in the same
-    /// call. A note that cannot go now (its binding in doubt or off its row) is left for the
+    /// onto a row that still shows our claim 実行中; returns its panel row's 状態 cell, for
+    /// the same call. A note that cannot go now (its binding in doubt or off its row) is left for the
     /// next change or the result, which says more.
-    fn place_retry_notes(
-        &mut self,
-        poll: &Poll,
-        through: &mut Vec<Through>,
-        data: &mut Vec<ValueRange>,
-    ) {
+    fn place_retry_notes(&mut self, poll: &Poll, through: &mut Vec<Through>) -> Vec<ValueRange> {
+        let mut shown = Vec::new();
         let changed: Vec<(String, String)> = self
             .retry_notes
             .iter_mut()
@@ -402,7 +402,7 @@ impl Daemon {
                 continue;
             }
             if let Some((panel_ref, row)) = self.result_panel_row(poll, &claimed.row) {
-                data.push(panel::retrying_cell(
+                shown.push(panel::retrying_cell(
                     panel_ref,
                     row,
                     &note,
@@ -419,6 +419,7 @@ impl Daemon {
                 result: false,
             });
         }
+        shown
     }
 
     /// Follow-ups (a put-back, a restore, a timeout's cells, a repair) are planned like

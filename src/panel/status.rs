@@ -54,8 +54,10 @@ pub fn next_run_text(next: DateTime<Utc>, tz: Tz) -> String {
 /// The status cells of scheduled functions' rows (`next_runs`: target label, function
 /// label, next run) that show nothing, or an older `⏰ 次回`: to ride a write sent anyway,
 /// as the waiting/running display does. A row with a result shows its next run after it
-/// ([`PanelOutcome::next_run`]), written with the result.
+/// ([`PanelOutcome::next_run`]), written with the result; one whose function has a job
+/// waiting or running in `snapshot` shows that ([`status_updates`]).
 pub fn next_run_updates(
+    snapshot: &Snapshot,
     index: &PanelIndex,
     tables: &HashMap<String, PanelTable>,
     next_runs: &[(String, String, DateTime<Utc>)],
@@ -64,6 +66,14 @@ pub fn next_run_updates(
 ) -> Vec<ValueRange> {
     let mut out = Vec::new();
     for (target, function, next) in next_runs {
+        let busy = snapshot.rows.iter().any(|r| {
+            r.target_key() == target
+                && r.function.trim() == function
+                && (r.state.is(State::Waiting) || r.state.is(State::Running))
+        });
+        if busy {
+            continue;
+        }
         let Ok((panel, row)) = locate_labels(index, tables, target, function, None) else {
             continue;
         };
@@ -558,11 +568,17 @@ mod tests {
             .iter()
             .map(|f| ("A".to_string(), f.to_string(), next))
             .collect();
-        let got: Vec<(String, serde_json::Value)> =
-            next_run_updates(&index, &tables, &runs, tz(), &PanelLayout::default())
-                .into_iter()
-                .map(|v| (v.range, v.values[0][0].clone()))
-                .collect();
+        let got: Vec<(String, serde_json::Value)> = next_run_updates(
+            &snapshot(vec![]),
+            &index,
+            &tables,
+            &runs,
+            tz(),
+            &PanelLayout::default(),
+        )
+        .into_iter()
+        .map(|v| (v.range, v.values[0][0].clone()))
+        .collect();
         assert_eq!(
             got,
             [
@@ -570,6 +586,19 @@ mod tests {
                 ("'P'!C10".to_string(), json!("⏰ 次回 11/30 14:05")),
             ],
             "a row showing a result keeps it (the next run is written with the result)"
+        );
+        let waiting = snapshot(vec![queue_row(2, State::Waiting, "A", "集計")]);
+        assert!(
+            next_run_updates(
+                &waiting,
+                &index,
+                &tables,
+                &runs[..1],
+                tz(),
+                &PanelLayout::default()
+            )
+            .is_empty(),
+            "a function with a job waiting shows its place, not its next run"
         );
         let done = PanelOutcome {
             state: State::Done,
