@@ -708,7 +708,19 @@ pub struct Status {
     pub outbox_pending: Vec<StatusJob>,
     /// Results written nowhere: their queue rows were deleted (newest first, at most 10).
     pub unplaceable: Vec<StatusJob>,
+    /// Notifications in this machine's journal not yet sent (oldest first); never a URL.
+    pub notifications_waiting: Vec<StatusNotice>,
     pub workers: Vec<StatusWorker>,
+}
+
+/// A notification waiting to be sent: its channel's name, the job, its sends so far.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusNotice {
+    pub channel: String,
+    pub job_id: String,
+    pub state: String,
+    pub tries: u32,
+    pub next_try: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -817,6 +829,16 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         .take(10)
         .map(|j| view.finished(j))
         .collect();
+    let notifications_waiting = crate::notifications::sender::read_waiting(&config.state_dir)
+        .into_iter()
+        .map(|n| StatusNotice {
+            channel: n.channel,
+            job_id: n.job_id,
+            state: n.state,
+            tries: n.tries,
+            next_try: n.next_try,
+        })
+        .collect();
     Ok(Status {
         spreadsheet_id: meta.spreadsheet_id.clone(),
         time_zone: meta.time_zone.clone(),
@@ -832,6 +854,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         row_binding_limit: crate::binding::STORAGE_LIMIT_CHARS,
         outbox_pending,
         unplaceable,
+        notifications_waiting,
         workers: view.workers(&worker),
     })
 }
@@ -1066,6 +1089,29 @@ impl Status {
                     j.function,
                     at(j),
                     j.message
+                );
+            }
+        }
+        if !self.notifications_waiting.is_empty() {
+            let _ = writeln!(
+                out,
+                "notifications (this machine): {} waiting to be sent",
+                self.notifications_waiting.len()
+            );
+            for n in &self.notifications_waiting {
+                let _ = writeln!(
+                    out,
+                    "  {} job {} ({}), {} send(s) tried{}",
+                    n.channel,
+                    n.job_id,
+                    n.state,
+                    n.tries,
+                    n.next_try
+                        .map(|t| format!(
+                            ", next at {}",
+                            t.with_timezone(&tz).format("%m/%d %H:%M:%S")
+                        ))
+                        .unwrap_or_default()
                 );
             }
         }

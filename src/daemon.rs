@@ -1759,6 +1759,9 @@ impl Daemon {
                 warn!(error = %e, "could not remove the bindings of finished jobs; `sheetq status` counts them");
             }
         }
+        self.announcer
+            .drain(self.config.shutdown_grace.min(NOTICES_AT_SHUTDOWN))
+            .await;
         self.report.results_pending = self.outbox.len();
         info!(
             finished = self.report.jobs_finished,
@@ -1768,6 +1771,9 @@ impl Daemon {
         Ok(())
     }
 }
+
+/// The longest a stopping daemon waits for the notices due to go.
+const NOTICES_AT_SHUTDOWN: StdDuration = StdDuration::from_secs(5);
 
 /// Whether a process with this pid exists on this host (for telling our own dead
 /// predecessor from a live second process with the same worker_id).

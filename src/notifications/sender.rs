@@ -46,6 +46,17 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(15);
 const PACE_PERIOD: Duration = Duration::from_millis(1100);
 const PACE_BURST: u32 = 5;
 
+/// The notices in `dir`'s journal still to be sent, read without changing it (for `sheetq
+/// status` beside a running daemon); none when there is no journal.
+pub fn read_waiting(dir: &Path) -> Vec<Notice> {
+    let mut waiting: Vec<Notice> = crate::journal::read(&dir.join(NOTICES_FILE), Notice::key)
+        .into_iter()
+        .filter(|n: &Notice| !n.settled)
+        .collect();
+    waiting.sort_by_key(|n| n.recorded_at);
+    waiting
+}
+
 /// The notices of one daemon, durable.
 #[derive(Debug)]
 pub struct Notices {
@@ -442,6 +453,26 @@ impl Announcer {
     /// Notices waiting to be sent.
     pub fn waiting(&self) -> usize {
         self.notices.lock().map(|n| n.waiting()).unwrap_or(0)
+    }
+
+    /// At shutdown: gives the notices due now (those of the jobs that just ended among them)
+    /// up to `within` to go, so that a daemon stopped for good does not keep an alert to
+    /// itself; what is still waiting then (a webhook failing, a backoff) goes at the next
+    /// start.
+    pub async fn drain(&self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let due = self
+                .notices
+                .lock()
+                .map(|n| !n.due(Utc::now()).is_empty())
+                .unwrap_or(false);
+            if !due || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            self.wake.notify_one();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 

@@ -35,6 +35,8 @@ struct Book {
     plan: VecDeque<(u16, Option<u64>)>,
     otherwise: u16,
     hits: Vec<Hit>,
+    /// How long each answer takes.
+    delay: Duration,
 }
 
 /// A webhook receiver on 127.0.0.1 that answers as planned and keeps every request.
@@ -50,6 +52,7 @@ impl Receiver {
             plan: plan.iter().copied().collect(),
             otherwise,
             hits: Vec::new(),
+            delay: Duration::ZERO,
         }));
         let app = axum::Router::new()
             .route("/hook", post(answer))
@@ -92,6 +95,10 @@ impl Receiver {
             .collect()
     }
 
+    fn answer_after(&self, delay: Duration) {
+        self.book.lock().unwrap_or_else(|e| e.into_inner()).delay = delay;
+    }
+
     fn answer_from_now(&self, status: u16) {
         self.book
             .lock()
@@ -105,15 +112,19 @@ async fn answer(
     RawQuery(query): RawQuery,
     body: String,
 ) -> (StatusCode, HeaderMap, &'static str) {
-    let mut book = book.lock().unwrap_or_else(|e| e.into_inner());
-    let otherwise = book.otherwise;
-    let (status, after) = book.plan.pop_front().unwrap_or((otherwise, None));
-    book.hits.push(Hit {
-        at: Instant::now(),
-        status,
-        query: query.unwrap_or_default(),
-        body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
-    });
+    let (status, after, delay) = {
+        let mut book = book.lock().unwrap_or_else(|e| e.into_inner());
+        let otherwise = book.otherwise;
+        let (status, after) = book.plan.pop_front().unwrap_or((otherwise, None));
+        book.hits.push(Hit {
+            at: Instant::now(),
+            status,
+            query: query.unwrap_or_default(),
+            body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
+        });
+        (status, after, book.delay)
+    };
+    tokio::time::sleep(delay).await;
     let mut headers = HeaderMap::new();
     if let Some(s) = after {
         headers.insert("retry-after", s.into());
@@ -295,6 +306,17 @@ async fn a_daemon_killed_before_the_send_sends_the_notice_once_after_restart() {
     .await;
     daemon.kill();
     assert!(hook.taken().is_empty(), "nothing was taken before the kill");
+    let status = run_sheetq(&config, &["status"]).await;
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("notifications (this machine): 1 waiting to be sent")
+            && text.contains("ops job broken (エラー)"),
+        "status shows the notice waiting:\n{text}"
+    );
+    assert!(
+        !text.contains(&format!(":{}/hook", hook.port)),
+        "status never shows the webhook URL:\n{text}"
+    );
     hook.answer_from_now(200);
     let log2 = dir.path().join("sheetq-2.log");
     let again = Binary::start(&config, &log2);
@@ -422,5 +444,47 @@ async fn a_dead_daemons_job_is_announced_by_the_daemon_that_times_it_out() {
             .unwrap_or_default()
             .contains("vm-1"),
         "it says whose heartbeat stopped: {taken:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_ends_while_its_daemon_stops_is_announced_before_the_daemon_exits() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let hook = Receiver::start(&[], 200).await;
+    // A slow webhook: a daemon that did not wait for the send would exit before its answer,
+    // and leave the notice unsent in its journal (to be sent again at its next start).
+    hook.answer_after(Duration::from_millis(800));
+    let commands =
+        sh("ending", "sleep 2; exit 1", "", dir.path()) + &notify(&hook.url(), "json", "");
+    let (daemon, config, log) = start(
+        &emu,
+        dir.path(),
+        vec![waiting("ending", "サーバーA", "ending")],
+        &commands,
+    );
+    wait_for(
+        "the job to run",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .iter()
+                .any(|r| r.job_id == "ending" && r.state.is(sheetq::queue::State::Running))
+                .then_some(())
+        },
+        show(&emu, &log, &hook),
+    )
+    .await;
+    // SIGTERM while it runs: the drain lets it end, writes its result, and sends its notice.
+    stop(daemon).await;
+    let taken = hook.taken();
+    assert_eq!(taken.len(), 1, "{}", show(&emu, &log, &hook)());
+    assert_eq!(taken[0]["jobId"], "ending");
+    assert_eq!(taken[0]["state"], "エラー");
+    let status = run_sheetq(&config, &["status"]).await;
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        !text.contains("notifications (this machine)"),
+        "the daemon exited only once the send was answered and noted:\n{text}"
     );
 }
