@@ -36,7 +36,9 @@ pub use process::SAFE_PATH;
 pub use runner::{Opened, PanelOpener};
 
 use crate::panel::catalog::{Asked, Catalog, Refused, PANELS_COMMAND};
-pub use runner::{is_retry_note, Outcome, OutcomeStatus, RetryNote, Runner, RETRY_NOTE_PREFIX};
+pub use runner::{
+    is_retry_note, Outcome, OutcomeStatus, RetryNote, Retrying, Runner, RETRY_NOTE_PREFIX,
+};
 
 /// The システムフラグ of a row a command's `continue` appended: the next step of its job.
 pub const CONTINUATION_FLAG: &str = "continuation";

@@ -483,6 +483,9 @@ struct Daemon {
     share: Share,
     /// Cancels running jobs once the shutdown grace period is over.
     job_cancel: CancellationToken,
+    /// Cancelled when shutdown begins: a job waiting for a retry ends with its last
+    /// attempt's outcome instead of holding the drain for its wait.
+    retries_stop: CancellationToken,
     /// Each running job's own token (a child of `job_cancel`): cancelled when someone asks
     /// to stop that job.
     job_stops: HashMap<String, CancellationToken>,
@@ -734,6 +737,7 @@ impl Daemon {
             slots,
             share,
             job_cancel: CancellationToken::new(),
+            retries_stop: CancellationToken::new(),
             job_stops: HashMap::new(),
             outputs: HashMap::new(),
             retry_notes: HashMap::new(),
@@ -1448,6 +1452,10 @@ impl Daemon {
         self.outputs.insert(row.job_id.clone(), (output.clone(), 0));
         let (notes, noted) = tokio::sync::watch::channel(None);
         self.retry_notes.insert(row.job_id.clone(), noted);
+        let retrying = crate::commands::Retrying {
+            notes,
+            stop: self.retries_stop.clone(),
+        };
         if self.is_heavy(row) {
             self.slots.heavy(true);
         }
@@ -1457,7 +1465,7 @@ impl Daemon {
         let handle = self.jobs.spawn(
             async move {
                 let outcome = match prepared {
-                    Ok(job) => runner.run_logged(job, cancel, &output, &notes).await,
+                    Ok(job) => runner.run_logged(job, cancel, &output, &retrying).await,
                     Err(rejected) => {
                         let outcome = rejected.into_outcome();
                         output.push(format!("{}\n", outcome.message).as_bytes());
@@ -1706,6 +1714,7 @@ impl Daemon {
     /// Shutdown: no more claims; running jobs get the grace period, then are stopped; every
     /// result is written (or left in the outbox for the next start).
     async fn drain(&mut self) -> Result<(), DaemonError> {
+        self.retries_stop.cancel();
         if !self.jobs.is_empty() {
             info!(running = self.jobs.len(), grace = ?self.config.shutdown_grace, "shutting down: waiting for running jobs");
         }

@@ -109,6 +109,35 @@ fn one_line(text: &str) -> String {
     }
 }
 
+/// How a job's retries are told and ended: the notes for the daemon to show, and a token
+/// that ends retrying (cancelled when the daemon stops).
+#[derive(Debug)]
+pub struct Retrying {
+    pub notes: watch::Sender<Option<String>>,
+    pub stop: CancellationToken,
+}
+
+impl Retrying {
+    /// Notes nobody reads, retries nothing ends.
+    pub fn unwatched() -> Self {
+        Self {
+            notes: watch::channel(None).0,
+            stop: CancellationToken::new(),
+        }
+    }
+}
+
+/// A failed attempt's outcome, standing as the job's when the daemon stops before the next.
+fn stopped_retrying(last: Outcome) -> Outcome {
+    Outcome {
+        message: limit_message(&format!(
+            "{} (sheetq の停止のため再試行を打ち切りました)",
+            last.message
+        )),
+        ..last
+    }
+}
+
 /// The outcome of a job cancelled while it waited for a retry: the failed attempt's message,
 /// for the daemon to say who stopped it.
 fn outcome_cancelled_waiting(last: Outcome) -> Outcome {
@@ -191,24 +220,26 @@ impl Runner {
     /// waiting for the gate still ends before the sheet's `stale_after` would time it out.
     #[instrument(skip_all, fields(job.id = ?job.job_id(), command = %job.command(), target = ?job.spec().target))]
     pub async fn run(&self, job: PreparedJob, cancel: CancellationToken) -> Outcome {
-        let (notes, _) = watch::channel(None);
-        self.run_logged(job, cancel, &Capture::none(), &notes).await
+        self.run_logged(job, cancel, &Capture::none(), &Retrying::unwatched())
+            .await
     }
 
     /// [`Runner::run`], with what the job prints going to `log` as it comes (an `exec`
     /// job's stdout and stderr merged; a built-in's message once it ends), and its
     /// command's `retries`: an attempt that ends in an outcome of `retry_on` is tried again
     /// after a full-jitter wait on this process's monotonic clock, each attempt with its own
-    /// timeout. Before each wait, and as the next attempt starts, `notes` gets the text
-    /// メッセージ shows meanwhile ([`RetryNote`]). The outcome is the last attempt's; a
-    /// cancel ends the retries.
+    /// timeout. Before each wait, and as the next attempt starts, `retrying.notes` gets the
+    /// text メッセージ shows meanwhile ([`RetryNote`]). The outcome is the last attempt's; a
+    /// cancel ends the retries (キャンセル), and so does `retrying.stop` (the daemon stopping:
+    /// the last attempt's outcome stands, saying no retry followed).
     pub async fn run_logged(
         &self,
         job: PreparedJob,
         cancel: CancellationToken,
         log: &Capture,
-        notes: &watch::Sender<Option<String>>,
+        retrying: &Retrying,
     ) -> Outcome {
+        let notes = &retrying.notes;
         let started = Instant::now();
         let retry = &job.def().retry;
         let policy = retry.policy();
@@ -222,6 +253,9 @@ impl Runner {
             if attempt > retry.retries || !retry.retries_on(outcome.status, outcome.exit_code) {
                 break outcome;
             }
+            if retrying.stop.is_cancelled() {
+                break stopped_retrying(outcome);
+            }
             let note = RetryNote {
                 retry: attempt,
                 retries: retry.retries,
@@ -234,6 +268,7 @@ impl Runner {
             tokio::select! {
                 _ = sleep(note.delay) => {}
                 _ = cancel.cancelled() => break outcome_cancelled_waiting(outcome),
+                _ = retrying.stop.cancelled() => break stopped_retrying(outcome),
             }
             notes.send_replace(Some(note.running()));
             attempt += 1;

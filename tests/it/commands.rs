@@ -644,7 +644,8 @@ async fn run_retrying(
 ) -> (Outcome, String, Vec<String>) {
     let job = registry.prepare(spec).unwrap_or_else(|e| panic!("{e}"));
     let capture = sheetq::joblog::Capture::new(20_000, None);
-    let (notes, mut noted) = tokio::sync::watch::channel(None::<String>);
+    let retrying = sheetq::commands::Retrying::unwatched();
+    let mut noted = retrying.notes.subscribe();
     let seen = tokio::spawn(async move {
         let mut seen = Vec::new();
         while noted.changed().await.is_ok() {
@@ -654,11 +655,13 @@ async fn run_retrying(
     });
     let outcome = tokio::time::timeout(
         PATIENCE,
-        registry.runner().run_logged(job, cancel, &capture, &notes),
+        registry
+            .runner()
+            .run_logged(job, cancel, &capture, &retrying),
     )
     .await
     .expect("the job did not finish in time");
-    drop(notes);
+    drop(retrying);
     let seen = seen.await.unwrap();
     (outcome, capture.text(20_000), seen)
 }

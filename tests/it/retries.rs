@@ -55,9 +55,9 @@ async fn a_command_failing_twice_runs_three_times_under_one_claim_and_ends_done(
     .unwrap_or_else(|e| panic!("{e:?}"));
     // Each run appends a line to `runs` in the shared workdir: their order is the evidence
     // that nothing else ran on the target between the attempts.
-    // Each attempt takes a second, so the note of a running retry is seen whatever the
-    // (jittered) waits.
-    let flaky = "echo flaky >> runs; n=$(grep -c flaky runs); echo \"attempt $n\"; sleep 1; \
+    // Each attempt takes three seconds, so the note of a running retry is written (by a pass
+    // of a loaded machine) and seen whatever the jittered waits.
+    let flaky = "echo flaky >> runs; n=$(grep -c flaky runs); echo \"attempt $n\"; sleep 3; \
                  if [ \"$n\" -le 2 ]; then echo \"broken $n\" >&2; exit 1; fi; echo fixed";
     let commands = format!(
         "[commands.flaky]\nexec = [\"/bin/sh\", \"-c\", {}]\nworkdir = {}\nretries = 2\n\
@@ -278,5 +278,70 @@ async fn a_cancel_while_a_job_waits_for_its_retry_ends_it_cancelled_with_no_more
         attempts,
         "no attempt after the cancel:\n{}",
         show(&emu, &log)()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_stopped_while_a_job_waits_for_its_retry_ends_it_with_its_last_failure() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let runs = dir.path().join("runs");
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q2",
+        json!([waiting("patient", "サーバーC", "patient")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let commands = format!(
+        "[commands.patient]\nexec = [\"/bin/sh\", \"-c\", \"echo run >> {}; echo 'disk full' >&2; exit 1\"]\n\
+         retries = 2\nretry_delay = \"1m\"\nretry_max_delay = \"1m\"\n",
+        runs.display()
+    );
+    let config = binary_config_with(&emu, dir.path(), "vm-1", "", &commands);
+    let log = dir.path().join("sheetq.log");
+    let mut daemon = Binary::start(&config, &log);
+    wait_for(
+        "the job to wait for a retry",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .iter()
+                .any(|r| r.job_id == "patient" && r.message.ends_with("秒後)"))
+                .then_some(())
+        },
+        show(&emu, &log),
+    )
+    .await;
+    let attempts = std::fs::read_to_string(&runs)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    wait_for(
+        "the daemon to stop",
+        WAIT,
+        || daemon.exited(),
+        show(&emu, &log),
+    )
+    .await;
+    let rows = queue_rows(&emu);
+    let row = row_of(&rows, "patient");
+    assert!(
+        row.state.is(State::Error)
+            && row.message.contains("disk full")
+            && row.message.contains("停止のため再試行を打ち切りました"),
+        "the last attempt's failure, saying no retry followed: {row:?}\n{}",
+        show(&emu, &log)()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count(),
+        attempts,
+        "no attempt after the stop"
     );
 }
