@@ -962,6 +962,7 @@ impl Daemon {
             sweep_rows: new.sweep_rows,
             retention: new.retention,
             notify: new.notify.clone(),
+            schedules: new.schedules.clone(),
             ..self.config.clone()
         };
         self.announcer.set_channels(self.config.notify.clone());
