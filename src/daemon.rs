@@ -1487,9 +1487,9 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         let (claimed, outcome) = match joined {
             Ok((claimed, outcome, running)) => {
-                for _ in 1..outcome.attempts {
-                    self.observers.metrics.job_retry();
-                }
+                self.observers
+                    .metrics
+                    .job_retries(outcome.attempts.saturating_sub(1));
                 running.finish(match outcome.status {
                     OutcomeStatus::Done => metrics::Outcome::Done,
                     OutcomeStatus::Failed => metrics::Outcome::Error,
@@ -1565,25 +1565,14 @@ impl Daemon {
             args_json: serde_json::Value::Object(args.clone()).to_string(),
         });
         self.outbox.put(FinishedJob {
-            job_id: row.job_id.clone(),
-            worker: claimed.tag.to_string(),
-            finish,
-            finished_at: Utc::now(),
             url: outcome.url.clone().unwrap_or_default(),
-            message,
-            target: row.target.clone(),
-            function: row.function.clone(),
-            panel_sheet: row.panel_sheet.clone(),
-            panel_row: row.panel_row,
-            requester: row.requester.clone(),
-            command: row.command.clone(),
-            flags: row.flags.clone(),
             continuation,
             started_at: Some(claimed.started_at),
             log_row: claimed.log_row,
             linked: claimed.linked,
             panel_linked: claimed.panel_linked,
             output,
+            ..FinishedJob::ended(row, claimed.tag.to_string(), finish, Utc::now(), message)
         })?;
         self.observers
             .metrics

@@ -230,9 +230,9 @@ impl Metrics {
         self.notifications[outcome as usize].load(Ordering::Relaxed)
     }
 
-    /// An attempt of a job failed and is tried again (its command's `retries`).
-    pub fn job_retry(&self) {
-        self.job_retries.fetch_add(1, Ordering::Relaxed);
+    /// A job's attempts failed and were tried again `n` times (its command's `retries`).
+    pub fn job_retries(&self, n: u32) {
+        self.job_retries.fetch_add(u64::from(n), Ordering::Relaxed);
     }
 
     /// A write through a row binding landed on a row holding another job (values moved

@@ -77,6 +77,38 @@ pub struct FinishedJob {
 }
 
 impl FinishedJob {
+    /// Queue row `row`'s job, ended `finish` at `at` with `message` under claim `worker`, as
+    /// far as the row tells: no URL, continuation, output or links.
+    pub fn ended(
+        row: &crate::queue::QueueRow,
+        worker: String,
+        finish: Finish,
+        at: DateTime<Utc>,
+        message: String,
+    ) -> Self {
+        FinishedJob {
+            job_id: row.job_id.clone(),
+            worker,
+            finish,
+            finished_at: at,
+            url: String::new(),
+            message,
+            target: row.target.clone(),
+            function: row.function.clone(),
+            panel_sheet: row.panel_sheet.clone(),
+            panel_row: row.panel_row,
+            requester: row.requester.clone(),
+            command: row.command.clone(),
+            flags: row.flags.clone(),
+            continuation: None,
+            started_at: row.started_at,
+            log_row: false,
+            linked: false,
+            panel_linked: false,
+            output: String::new(),
+        }
+    }
+
     /// The job as a queue row (as far as the record knows it), for finding its panel row
     /// when the queue row itself is gone.
     pub fn as_row(&self) -> crate::queue::QueueRow {

@@ -240,6 +240,18 @@ pub fn limit_message(message: &str) -> String {
     head_chars(message, MESSAGE_MAX_CHARS)
 }
 
+/// `text` on one line (whitespace, newlines included, collapsed to single spaces), cut to
+/// `max` characters, the last being `…` when anything was cut.
+pub fn one_line(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    let mut out: String = line.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// The first `max` characters of `text` (marker included when cut).
 pub fn head_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {

@@ -99,14 +99,10 @@ pub fn is_retry_note(message: &str) -> bool {
         .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_digit()))
 }
 
-/// A message on one line, at most 200 characters (a note carries the gist, the log the
-/// rest).
+/// A message on one line, cut to about 200 characters (a note carries the gist, the log
+/// the rest).
 fn one_line(text: &str) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match line.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &line[..i]),
-        None => line,
-    }
+    super::output::one_line(text, 201)
 }
 
 /// How a job's retries are told and ended: the notes for the daemon to show, and a token

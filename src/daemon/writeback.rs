@@ -289,18 +289,13 @@ impl Daemon {
     /// for every `[[notify]]` channel that wants them: one per channel and job, whatever
     /// retries came before. A journal that cannot be written is logged; results go on.
     fn announce(&mut self, poll: &Poll, jobs: &[FinishedJob]) {
-        let mut log_rows: Vec<Option<u32>> = jobs
-            .iter()
-            .map(|j| self.log_rows_landed.remove(&j.job_id))
-            .collect();
         let channels = self.announcer.channels();
-        if channels.is_empty() {
-            return;
-        }
         let id = &self.config.spreadsheet_id;
         let now = Utc::now();
         let mut notices = Vec::new();
-        for (job, log_row) in jobs.iter().zip(log_rows.drain(..)) {
+        for job in jobs {
+            // Taken whether anyone wants it or not: the job is done with.
+            let log_row = self.log_rows_landed.remove(&job.job_id);
             let wanting: Vec<_> = channels.iter().filter(|c| c.wants(job)).collect();
             if wanting.is_empty() {
                 continue;
@@ -341,25 +336,8 @@ impl Daemon {
         now: DateTime<Utc>,
     ) {
         let job = FinishedJob {
-            job_id: row.job_id.clone(),
-            worker: row.worker.clone(),
-            finish,
-            finished_at: now,
-            url: String::new(),
-            message: message.to_string(),
             target: row.target_key().to_string(),
-            function: row.function.clone(),
-            panel_sheet: row.panel_sheet.clone(),
-            panel_row: row.panel_row,
-            requester: row.requester.clone(),
-            command: row.command.clone(),
-            flags: row.flags.clone(),
-            continuation: None,
-            started_at: row.started_at,
-            log_row: false,
-            linked: false,
-            panel_linked: false,
-            output: String::new(),
+            ..FinishedJob::ended(row, row.worker.clone(), finish, now, message.to_string())
         };
         self.announce(poll, &[job]);
     }

@@ -12,6 +12,7 @@ use chrono_tz::Tz;
 
 use super::{cell_range, PanelIndex, PanelLayout, PanelRef, PanelRow, PanelTable};
 use crate::claim;
+use crate::commands::output::one_line;
 use crate::queue::{QueueRow, Snapshot, State};
 use crate::sheet_time;
 use crate::sheets::{Cell, ValueRange};
@@ -35,7 +36,7 @@ pub fn done_text(finished_at: DateTime<Utc>, tz: Tz) -> String {
 /// `❌ エラー: <message>`, the message on one line and cut to [`ERROR_TEXT_MAX_CHARS`] with
 /// `…`; `❌ エラー` alone when there is no message.
 pub fn error_text(message: &str) -> String {
-    let short = shorten(message, ERROR_TEXT_MAX_CHARS);
+    let short = one_line(message, ERROR_TEXT_MAX_CHARS);
     if short.is_empty() {
         "❌ エラー".to_string()
     } else {
@@ -107,7 +108,7 @@ pub const RETRYING_TEXT_MAX_CHARS: usize = 60;
 /// メッセージ is the retry note ([`crate::commands::RetryNote`]), cut to
 /// [`RETRYING_TEXT_MAX_CHARS`].
 pub fn retrying_text(note: &str) -> String {
-    format!("🔁 {}", shorten(note, RETRYING_TEXT_MAX_CHARS))
+    format!("🔁 {}", one_line(note, RETRYING_TEXT_MAX_CHARS))
 }
 
 /// What the panel row of a running `job` shows: its retry note while it retries, else
@@ -118,13 +119,6 @@ pub fn running_row_text(job: &QueueRow, tz: Tz) -> String {
     } else {
         running_text(job.started_at, tz)
     }
-}
-
-/// Whitespace (newlines included) collapsed to single spaces, then cut to `max` characters,
-/// the last being `…` when anything was cut.
-fn shorten(text: &str, max: usize) -> String {
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    cut(&one_line, max)
 }
 
 fn cut(text: &str, max: usize) -> String {

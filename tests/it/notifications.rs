@@ -412,15 +412,12 @@ async fn a_dead_daemons_job_is_announced_by_the_daemon_that_times_it_out() {
     };
     let logs = [0, 1].map(|i| dirs[i].path().join("sheetq.log"));
     let first = Binary::start(&config(0, "vm-1"), &logs[0]);
-    wait_for(
+    wait_row(
+        &emu,
+        "long",
         "the job to run",
         WAIT,
-        || {
-            queue_rows(&emu)
-                .iter()
-                .any(|r| r.job_id == "long" && r.state.is(sheetq::queue::State::Running))
-                .then_some(())
-        },
+        |r| r.state.is(sheetq::queue::State::Running),
         show(&emu, &logs[0], &hook),
     )
     .await;
@@ -463,15 +460,12 @@ async fn a_job_that_ends_while_its_daemon_stops_is_announced_before_the_daemon_e
         vec![waiting("ending", "サーバーA", "ending")],
         &commands,
     );
-    wait_for(
+    wait_row(
+        &emu,
+        "ending",
         "the job to run",
         WAIT,
-        || {
-            queue_rows(&emu)
-                .iter()
-                .any(|r| r.job_id == "ending" && r.state.is(sheetq::queue::State::Running))
-                .then_some(())
-        },
+        |r| r.state.is(sheetq::queue::State::Running),
         show(&emu, &log, &hook),
     )
     .await;

@@ -164,23 +164,17 @@ async fn a_daemon_that_dies_while_a_job_waits_for_its_retry_is_rescued_and_the_j
         )
     };
     let first = Binary::start(&config(0, "vm-1"), &logs[0]);
-    wait_for(
+    wait_row(
+        &emu,
+        "flaky",
         "the job to wait for a retry",
         WAIT,
-        || {
-            queue_rows(&emu)
-                .iter()
-                .any(|r| r.job_id == "flaky" && r.message.ends_with("秒後)"))
-                .then_some(())
-        },
+        |r| r.message.ends_with("秒後)"),
         show,
     )
     .await;
     first.kill();
-    let attempts = std::fs::read_to_string(&runs)
-        .unwrap_or_default()
-        .lines()
-        .count();
+    let attempts = lines_in(&runs);
     let _second = Binary::start(&config(1, "vm-2"), &logs[1]);
     // The rescue swaps 状態 in its commit and writes メッセージ right after.
     let rows = wait_for(
@@ -202,10 +196,7 @@ async fn a_daemon_that_dies_while_a_job_waits_for_its_retry_is_rescued_and_the_j
         show()
     );
     assert_eq!(
-        std::fs::read_to_string(&runs)
-            .unwrap_or_default()
-            .lines()
-            .count(),
+        lines_in(&runs),
         attempts,
         "the rescuer ran no attempt of its own:\n{}",
         show()
@@ -231,22 +222,16 @@ async fn a_cancel_while_a_job_waits_for_its_retry_ends_it_cancelled_with_no_more
     let config = binary_config_with(&emu, dir.path(), "vm-1", "", &commands);
     let log = dir.path().join("sheetq.log");
     let _daemon = Binary::start(&config, &log);
-    wait_for(
+    wait_row(
+        &emu,
+        "doomed",
         "the job to wait for a retry",
         WAIT,
-        || {
-            queue_rows(&emu)
-                .iter()
-                .any(|r| r.job_id == "doomed" && r.message.ends_with("秒後)"))
-                .then_some(())
-        },
+        |r| r.message.ends_with("秒後)"),
         show(&emu, &log),
     )
     .await;
-    let attempts = std::fs::read_to_string(&runs)
-        .unwrap_or_default()
-        .lines()
-        .count();
+    let attempts = lines_in(&runs);
     let asked = run_sheetq(&config, &["cancel", "doomed", "--as", "ops"]).await;
     assert!(
         asked.status.success(),
@@ -271,10 +256,7 @@ async fn a_cancel_while_a_job_waits_for_its_retry_ends_it_cancelled_with_no_more
         "who stopped it: {row:?}"
     );
     assert_eq!(
-        std::fs::read_to_string(&runs)
-            .unwrap_or_default()
-            .lines()
-            .count(),
+        lines_in(&runs),
         attempts,
         "no attempt after the cancel:\n{}",
         show(&emu, &log)()
@@ -300,22 +282,16 @@ async fn a_daemon_stopped_while_a_job_waits_for_its_retry_ends_it_with_its_last_
     let config = binary_config_with(&emu, dir.path(), "vm-1", "", &commands);
     let log = dir.path().join("sheetq.log");
     let mut daemon = Binary::start(&config, &log);
-    wait_for(
+    wait_row(
+        &emu,
+        "patient",
         "the job to wait for a retry",
         WAIT,
-        || {
-            queue_rows(&emu)
-                .iter()
-                .any(|r| r.job_id == "patient" && r.message.ends_with("秒後)"))
-                .then_some(())
-        },
+        |r| r.message.ends_with("秒後)"),
         show(&emu, &log),
     )
     .await;
-    let attempts = std::fs::read_to_string(&runs)
-        .unwrap_or_default()
-        .lines()
-        .count();
+    let attempts = lines_in(&runs);
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(daemon.pid() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -336,12 +312,5 @@ async fn a_daemon_stopped_while_a_job_waits_for_its_retry_ends_it_with_its_last_
         "the last attempt's failure, saying no retry followed: {row:?}\n{}",
         show(&emu, &log)()
     );
-    assert_eq!(
-        std::fs::read_to_string(&runs)
-            .unwrap_or_default()
-            .lines()
-            .count(),
-        attempts,
-        "no attempt after the stop"
-    );
+    assert_eq!(lines_in(&runs), attempts, "no attempt after the stop");
 }

@@ -881,3 +881,35 @@ pub fn waiting_row(
         ""
     ])
 }
+
+/// Waits until queue row `job` satisfies `seen` (read from the emulator), failing with `what`
+/// and `describe` after `within`.
+pub async fn wait_row(
+    emu: &Emulator,
+    job: &str,
+    what: &str,
+    within: Duration,
+    seen: impl Fn(&QueueRow) -> bool,
+    describe: impl FnOnce() -> String,
+) {
+    wait_for(
+        what,
+        within,
+        || {
+            queue_rows(emu)
+                .iter()
+                .any(|r| r.job_id == job && seen(r))
+                .then_some(())
+        },
+        describe,
+    )
+    .await
+}
+
+/// Lines in file `path` (0 when it does not exist).
+pub fn lines_in(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
