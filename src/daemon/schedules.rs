@@ -16,10 +16,28 @@ use crate::queue::Column;
 use crate::schedule::occurrence_job_id;
 use crate::sheets::Request;
 
-/// A running daemon queues an occurrence it sees due within this long (or its schedule's
-/// `catch_up`, if longer): one slowed by a long poll or an outage still queues it. What fell
-/// due before a daemon started is queued only within `catch_up`.
+/// At start, an occurrence due this long ago (or within its schedule's `catch_up`, if
+/// longer) is still queued; what fell due before that was missed while no daemon ran.
 pub(super) const SCHEDULE_GRACE: StdDuration = StdDuration::from_secs(120);
+
+/// The furthest back a running daemon looks for the occurrence it has not queued yet (one
+/// that fell due while the API was out of reach, or a pass was held up): a day, or half of
+/// `retention` if less, so the row it looks for cannot have moved to the archive.
+pub(super) const RUNNING_LOOK_BACK: StdDuration = StdDuration::from_secs(24 * 3600);
+
+/// How far back an occurrence may lie and still be queued: `grace` for a daemon that has
+/// not looked yet (a schedule's `catch_up` widens it, in [`ScheduleDef::due`]); for one that
+/// has (`looked`), any occurrence since it last did, within [`RUNNING_LOOK_BACK`] or half of
+/// `retention`, so that an outage delays an occurrence and never drops it.
+///
+/// [`ScheduleDef::due`]: crate::schedule::ScheduleDef::due
+fn look_back(looked: bool, grace: StdDuration, retention: Option<StdDuration>) -> StdDuration {
+    if !looked {
+        return grace;
+    }
+    let cap = retention.map_or(RUNNING_LOOK_BACK, |r| (r / 2).min(RUNNING_LOOK_BACK));
+    cap.max(grace)
+}
 
 /// One occurrence due now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +48,7 @@ pub(super) struct Occurrence {
 }
 
 impl Daemon {
-    /// How late an occurrence may be seen and still be queued without `catch_up`.
+    /// How late an occurrence may be seen at start and still be queued without `catch_up`.
     fn schedule_grace(&self) -> StdDuration {
         SCHEDULE_GRACE.max(self.config.idle_poll_interval * 2)
     }
@@ -52,7 +70,8 @@ impl Daemon {
                 }
                 None => None,
             };
-            let Some(at) = s.due(tz, seen, now, grace) else {
+            let window = look_back(seen.is_some(), grace, self.config.retention);
+            let Some(at) = s.due(tz, seen, now, window) else {
                 continue;
             };
             let job_id = occurrence_job_id(&self.config.spreadsheet_id, &s.name, at);
@@ -193,5 +212,33 @@ impl Daemon {
             .iter()
             .filter_map(|s| s.next_after(tz, now, 1).into_iter().next())
             .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRACE: StdDuration = StdDuration::from_secs(120);
+
+    #[test]
+    fn a_running_daemon_looks_back_past_an_outage_but_not_past_what_the_archive_keeps() {
+        assert_eq!(
+            look_back(false, GRACE, None),
+            GRACE,
+            "at start only the grace (or catch_up)"
+        );
+        assert_eq!(
+            look_back(true, GRACE, None),
+            RUNNING_LOOK_BACK,
+            "a 10-minute outage is well inside it"
+        );
+        let day = StdDuration::from_secs(24 * 3600);
+        assert_eq!(look_back(true, GRACE, Some(30 * day)), RUNNING_LOOK_BACK);
+        assert_eq!(
+            look_back(true, GRACE, Some(StdDuration::from_secs(3600))),
+            StdDuration::from_secs(1800),
+            "half of a short retention, so the row is still in the queue"
+        );
     }
 }
