@@ -18,6 +18,7 @@ use crate::queue::{self, Column, ColumnMap, State, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, SheetsError, ValueRange};
 
+pub mod approve;
 pub mod cancel;
 pub mod logs;
 pub mod schedules;

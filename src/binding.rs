@@ -196,6 +196,7 @@ mod tests {
             message: String::new(),
             worker: worker.into(),
             cancel_request: String::new(),
+            approvals: String::new(),
         }
     }
 

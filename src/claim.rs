@@ -193,6 +193,9 @@ pub struct PassPlan {
     /// Waiting rows someone asked to stop (中止要求), which end キャンセル in this pass's
     /// commit whatever their target runs: indices into `Snapshot::rows`, in row order.
     pub cancels: Vec<usize>,
+    /// Rows of functions with `approvers` that change state (docs/design.md §5.5): indices
+    /// into `Snapshot::rows`, in row order. Filled by the daemon, which knows the config.
+    pub turns: Vec<(usize, crate::approval::Turn)>,
 }
 
 /// Whether someone asked to stop `row`'s job (its 中止要求 cell asks, naming this job or
@@ -255,6 +258,7 @@ pub fn plan_pass(
         stale,
         claims,
         cancels,
+        turns: Vec::new(),
     }
 }
 
@@ -338,23 +342,28 @@ impl Busy {
     }
 }
 
-/// The duplicate guard of the intake: the `待機` or `実行中` row, if any, for the same
-/// panel (target) and function as a new press.
+/// Whether `row`'s job is still to end: `待機`, `実行中` or `承認待ち`.
+pub fn is_open(row: &QueueRow) -> bool {
+    row.state.is(State::Waiting)
+        || row.state.is(State::Running)
+        || row.state.is(State::AwaitingApproval)
+}
+
+/// The duplicate guard of the intake: the `待機`, `実行中` or `承認待ち` row, if any, for the
+/// same panel (target) and function as a new press.
 pub fn duplicate_of<'a>(
     snapshot: &'a Snapshot,
     target: &str,
     function: &str,
 ) -> Option<&'a QueueRow> {
     snapshot.rows.iter().find(|r| {
-        (r.state.is(State::Waiting) || r.state.is(State::Running))
-            && r.target_key() == target.trim()
-            && r.function.trim() == function.trim()
+        is_open(r) && r.target_key() == target.trim() && r.function.trim() == function.trim()
     })
 }
 
-/// The job a ■ tick on the panel row of `function` of `target` stops: the newest `待機` or
-/// `実行中` row of that function (latest 受付日時, then the lower row); `None` when it has
-/// none, its jobs being finished.
+/// The job a ■ tick on the panel row of `function` of `target` stops: the newest `待機`,
+/// `実行中` or `承認待ち` row of that function (latest 受付日時, then the lower row); `None`
+/// when it has none, its jobs being finished.
 pub fn job_to_stop<'a>(
     snapshot: &'a Snapshot,
     target: &str,
@@ -363,7 +372,7 @@ pub fn job_to_stop<'a>(
     snapshot
         .rows
         .iter()
-        .filter(|r| r.state.is(State::Waiting) || r.state.is(State::Running))
+        .filter(|r| is_open(r))
         .filter(|r| r.target_key() == target.trim() && r.function.trim() == function.trim())
         .max_by_key(|r| (r.received_at, r.row))
 }
@@ -376,7 +385,11 @@ pub fn duplicate_message(existing: &QueueRow, tz: Tz) -> String {
         .received_at
         .map(|t| t.with_timezone(&tz).format("%H:%M").to_string())
         .unwrap_or_else(|| "--:--".to_string());
-    format!("既に実行中です（依頼: {who} / {at}）")
+    if existing.state.is(State::AwaitingApproval) {
+        format!("承認待ちです（依頼: {who} / {at}）")
+    } else {
+        format!("既に実行中です（依頼: {who} / {at}）")
+    }
 }
 
 /// For each waiting row (index into `Snapshot::rows`), how many waiting rows were received
@@ -436,6 +449,7 @@ mod tests {
                 String::new()
             },
             cancel_request: String::new(),
+            approvals: String::new(),
         }
     }
 
@@ -725,7 +739,11 @@ mod tests {
         );
         let words = crate::queue::StateWords::default();
         assert_eq!(words.parse("キャンセル"), Some(State::Cancelled));
-        assert!(State::ALL.iter().filter(|s| s.is_final()).count() == 4);
+        assert_eq!(
+            State::ALL.iter().filter(|s| s.is_final()).count(),
+            6,
+            "完了, エラー, タイムアウト, キャンセル, 却下 and 期限切れ are final"
+        );
     }
 
     /// job-2 running since `started` (開始日時) under worker `worker`, watched for `watched`

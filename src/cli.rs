@@ -93,6 +93,12 @@ pub enum Command {
     /// Ask the daemons to stop a job: a waiting job ends キャンセル without running, a
     /// running one has its process group stopped (as the panel's ■ 中止 tick does).
     Cancel(CancelArgs),
+    /// Approve a job of a function with approvers, as WHO (an operator on this machine):
+    /// once enough approvers have, it waits to run (承認待ち → 待機).
+    Approve(ApproveArgs),
+    /// Reject a job waiting for approval, as WHO (one of its approvers): it ends 却下 and
+    /// never runs.
+    Reject(ApproveArgs),
     /// List the config's [[schedules]] with their next occurrences, in the spreadsheet's
     /// time zone, and the jobId each will be queued under.
     Schedules(SchedulesArgs),
@@ -354,6 +360,18 @@ pub struct CancelArgs {
     pub wait: bool,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The job's jobId (from the panel's queue row, `sheetq status` or a notification).
+    pub job_id: String,
+    /// Who approves or rejects: an address among the function's approvers, not the
+    /// requester. Recorded on the queue row with the time.
+    #[arg(long = "as", value_name = "WHO")]
+    pub who: String,
+}
+
 /// Runs a parsed command line to its exit code.
 pub async fn execute(cli: Cli) -> ExitCode {
     match dispatch(cli.command).await {
@@ -504,6 +522,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Panels(command) => panels(command).await,
         Command::Enqueue(args) => enqueue(args).await,
         Command::Cancel(args) => cancel(args).await,
+        Command::Approve(args) => approve(args, false).await,
+        Command::Reject(args) => approve(args, true).await,
         Command::Logs(args) => logs(args).await,
         Command::Schedules(args) => schedules(args).await,
     }
@@ -724,7 +744,14 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     };
     // Whether the queue vouches for 依頼者 is the daemon's to judge when it runs the row
     // (it reads the protection); here, the job itself is checked as if it does.
-    if let Err(rejected) = registry(&config)?.with_queue_protected(true).prepare(&spec) {
+    // A function with approvers is refused for want of approvals only: the row is queued
+    // and waits for them (承認待ち), as a press does.
+    let refused = registry(&config)?
+        .with_queue_protected(true)
+        .prepare(&spec)
+        .err()
+        .filter(|r| r.reason != crate::commands::Refusal::Approval);
+    if let Some(rejected) = refused {
         eprintln!(
             "sheetq: not enqueued, the daemon would refuse it: {}",
             rejected.message
@@ -887,6 +914,39 @@ async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_JOB_FAILED)
     })
+}
+
+/// `sheetq approve|reject JOBID --as WHO`: checks WHO against the function's approvers and
+/// writes the approval (or the rejection) to the job's row; exit 2 when it may not.
+async fn approve(args: ApproveArgs, reject: bool) -> anyhow::Result<ExitCode> {
+    use crate::admin::approve::Outcome;
+    let config = args.config.load()?;
+    let registry = registry(&config)?;
+    let sheets = connect_one_shot(&config).await?;
+    let (job, who) = (&args.job_id, args.who.trim());
+    let catalog = registry.catalog();
+    let outcome = if reject {
+        admin::approve::reject(sheets.as_ref(), &config, catalog, job, who).await?
+    } else {
+        admin::approve::approve(sheets.as_ref(), &config, catalog, job, who).await?
+    };
+    match (outcome, reject) {
+        (Outcome::Already, false) => println!("{job}: {who} had already approved it"),
+        (Outcome::Already, true) => println!("{job}: already asked to stop; the daemons end it within a poll"),
+        (Outcome::Written { count, needed }, false) if count >= needed => println!(
+            "{job}: approved by {who} ({count}/{needed}); a daemon turns it {} within a poll, then it runs by the claim rules",
+            config.states.waiting
+        ),
+        (Outcome::Written { count, needed }, false) => println!(
+            "{job}: approved by {who} ({count}/{needed}); it waits for {} more",
+            needed - count
+        ),
+        (Outcome::Written { .. }, true) => println!(
+            "{job}: rejected by {who}; a daemon ends it {} within a poll",
+            config.states.rejected
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `sheetq check [--probe]`: the deployment's problems, then (with `--probe`) Google's

@@ -65,6 +65,8 @@ pub struct JobSpec {
     pub flags: Vec<String>,
     pub panel_sheet: String,
     pub panel_row: Option<u32>,
+    /// The 承認 cell: the approvals a function with `approvers` runs on.
+    pub approvals: String,
 }
 
 /// What kind of rule refused a job: the `reason` label of `sheetq_jobs_refused_total`, and
@@ -87,11 +89,13 @@ pub enum Refusal {
     Requester,
     /// The row cannot be read as a job at all.
     Unreadable,
+    /// The function needs approvals the job does not have.
+    Approval,
 }
 
 impl Refusal {
     /// Every reason, in the order metrics list them.
-    pub const ALL: [Refusal; 7] = [
+    pub const ALL: [Refusal; 8] = [
         Refusal::UnknownCommand,
         Refusal::Function,
         Refusal::Args,
@@ -99,6 +103,7 @@ impl Refusal {
         Refusal::Placeholder,
         Refusal::Requester,
         Refusal::Unreadable,
+        Refusal::Approval,
     ];
 
     /// The label value, e.g. `unknown_command`.
@@ -111,6 +116,7 @@ impl Refusal {
             Refusal::Placeholder => "placeholder",
             Refusal::Requester => "requester",
             Refusal::Unreadable => "unreadable",
+            Refusal::Approval => "approval",
         }
     }
 }
@@ -522,6 +528,8 @@ impl Registry {
             args_trusted: self.queue_protected
                 && spec.flags.iter().any(|f| f.trim() == CONTINUATION_FLAG),
             requester_trusted: self.queue_protected,
+            job_id: &spec.job_id,
+            approvals: &spec.approvals,
         };
         match self.catalog.admit(&asked) {
             Ok(Some(args)) => Ok(args),
@@ -530,6 +538,7 @@ impl Registry {
             Err(Refused::Target(m)) => Err(JobRejected::new(Refusal::Target, m)),
             Err(Refused::Requester(m)) => Err(JobRejected::new(Refusal::Requester, m)),
             Err(Refused::Args(m)) => Err(JobRejected::new(Refusal::Args, m)),
+            Err(Refused::Approval(m)) => Err(JobRejected::new(Refusal::Approval, m)),
         }
     }
 

@@ -73,7 +73,7 @@ pub enum DaemonError {
     )]
     WorkerSheetTooNarrow { columns: i32 },
     #[error(
-        "a function of sheetq.toml limits who may run it (allow), but 依頼者 cannot be trusted on this spreadsheet: {0}. Protect the queue, or remove allow from [[functions]]"
+        "a function of sheetq.toml limits who may run it (allow) or needs approvals (approvers), but 依頼者 and approvals cannot be trusted on this spreadsheet: {0}. Protect the queue (`sheetq init`), or remove allow and approvers from [[functions]]"
     )]
     AllowOnOpenQueue(String),
 }
@@ -913,8 +913,8 @@ impl Daemon {
                     }
                 }
             }
-            Err(e) if reload.registry.catalog().has_allow() => {
-                error!(error = %e, "the config was not reloaded, the one in force stays: its allow needs the queue's protection, which could not be read; send SIGHUP again");
+            Err(e) if reload.registry.catalog().needs_protected_queue() => {
+                error!(error = %e, "the config was not reloaded, the one in force stays: its allow or approvers need the queue's protection, which could not be read; send SIGHUP again");
                 return;
             }
             Err(e) => {
@@ -1004,6 +1004,7 @@ impl Daemon {
         }
         let poll = self.poll(false).await?;
         self.report_row_problems(&poll);
+        self.report_refused_approvals(&poll);
         // Someone else now writes the heartbeat row of our worker_id: two processes share
         // it, and neither may touch the other's jobs. Stop claiming (jobs drain first).
         if let workers::IdCheck::InUse(e) = workers::check_worker_id(
@@ -1058,6 +1059,7 @@ impl Daemon {
         if !plan.claims.is_empty()
             || !plan.stale.is_empty()
             || !plan.cancels.is_empty()
+            || !plan.turns.is_empty()
             || scheduled
             || self.has_ticks(&poll)
             || open_commit
@@ -1368,6 +1370,42 @@ impl Daemon {
         self.registry = self.registry.clone().with_queue_protected(protected);
     }
 
+    /// Approvals on 承認待ち rows that do not count (docs/design.md §5.5: the requester's
+    /// own, someone not among `approvers`, nobody known): warned of and counted once each
+    /// (`sheetq_approvals_total{outcome="refused_…"}`); the panel row says so too.
+    fn report_refused_approvals(&mut self, poll: &Poll) {
+        let tz = self.served.layout.tz;
+        let mut refused = Vec::new();
+        {
+            let catalog = self.registry.catalog();
+            for row in poll
+                .snapshot
+                .rows
+                .iter()
+                .filter(|r| r.state.is(crate::queue::State::AwaitingApproval))
+            {
+                let Some(rule) = catalog.approval_rule(&row.function) else {
+                    continue;
+                };
+                for (who, why) in crate::approval::tally(&rule, row, tz).refused {
+                    refused.push((row.job_id.clone(), row.function.clone(), who, why));
+                }
+            }
+        }
+        for (job, function, who, why) in refused {
+            let text = format!("approval/{job}/{who}");
+            if self.served.reported.contains(&text) {
+                continue;
+            }
+            if self.served.reported.len() >= REPORTED_KEPT {
+                self.served.reported.clear();
+            }
+            self.served.reported.insert(text);
+            self.observers.metrics.approval(why.label());
+            warn!(job.id = ?job, function = ?function, approver = ?who, reason = why.label(), "an approval does not count: {}", why.words());
+        }
+    }
+
     /// Rows the queue holds that sheetq does not understand. A waiting row that can never
     /// run as it stands (no jobId, or another row's) is a refused press: warned of and counted
     /// once (`sheetq_jobs_refused_total{reason="unreadable"}`), since it has no identity a
@@ -1425,6 +1463,7 @@ impl Daemon {
             flags: row.flags.clone(),
             panel_sheet: row.panel_sheet.clone(),
             panel_row: row.panel_row,
+            approvals: row.approvals.clone(),
         };
         let span = tracing::info_span!("job", job.id = ?row.job_id, target = ?row.target_key(), worker = %claimed.tag);
         span.in_scope(|| info!(command = ?row.command, "claimed"));
@@ -1943,7 +1982,9 @@ fn trust_queue(
 ) -> Result<Registry, DaemonError> {
     match protection {
         Ok(()) => Ok(registry.with_queue_protected(true)),
-        Err(why) if registry.catalog().has_allow() => Err(DaemonError::AllowOnOpenQueue(why)),
+        Err(why) if registry.catalog().needs_protected_queue() => {
+            Err(DaemonError::AllowOnOpenQueue(why))
+        }
         Err(why) => {
             if config.protect {
                 warn!(why = %why, "the queue is not protected: any editor of the spreadsheet can write any job into it (sheetq still checks each against the config)");

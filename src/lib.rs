@@ -140,6 +140,7 @@
 pub mod a1;
 pub mod admin;
 pub mod apply;
+pub mod approval;
 pub mod archive;
 #[cfg(feature = "emulator")]
 pub mod bench;

@@ -106,6 +106,19 @@ impl NotificationOutcome {
     }
 }
 
+/// The outcomes of `sheetq_approvals_total`: [`crate::approval::Turn::label`] and
+/// [`crate::approval::Refusal::label`].
+pub const APPROVAL_OUTCOMES: [&str; 8] = [
+    "requested",
+    "approved",
+    "rejected",
+    "withdrawn",
+    "expired",
+    "refused_unknown",
+    "refused_requester",
+    "refused_not_listed",
+];
+
 /// The daemon's counters and gauges. Cheap to update from any task; share it as
 /// `Arc<Metrics>`.
 #[derive(Debug)]
@@ -119,6 +132,8 @@ pub struct Metrics {
     /// By [`NotificationOutcome`], in the order of [`NotificationOutcome::ALL`].
     notifications: [AtomicU64; 3],
     job_retries: AtomicU64,
+    /// By outcome, in the order of [`APPROVAL_OUTCOMES`].
+    approvals: [AtomicU64; APPROVAL_OUTCOMES.len()],
     write_incidents: AtomicU64,
     results_unplaceable: AtomicU64,
     rebinds: AtomicU64,
@@ -152,6 +167,7 @@ impl Metrics {
             cancel_requests: AtomicU64::new(0),
             notifications: Default::default(),
             job_retries: AtomicU64::new(0),
+            approvals: Default::default(),
             write_incidents: AtomicU64::new(0),
             results_unplaceable: AtomicU64::new(0),
             rebinds: AtomicU64::new(0),
@@ -228,6 +244,22 @@ impl Metrics {
     /// Notifications whose sends went as `outcome` so far.
     pub fn notifications(&self, outcome: NotificationOutcome) -> u64 {
         self.notifications[outcome as usize].load(Ordering::Relaxed)
+    }
+
+    /// An approval step as counted in `sheetq_approvals_total{outcome}`: one of
+    /// [`APPROVAL_OUTCOMES`] (an unknown one is not counted).
+    pub fn approval(&self, outcome: &str) {
+        if let Some(i) = APPROVAL_OUTCOMES.iter().position(|o| *o == outcome) {
+            self.approvals[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Approval steps counted so far as `outcome`.
+    pub fn approvals(&self, outcome: &str) -> u64 {
+        APPROVAL_OUTCOMES
+            .iter()
+            .position(|o| *o == outcome)
+            .map_or(0, |i| self.approvals[i].load(Ordering::Relaxed))
     }
 
     /// A job's attempts failed and were tried again `n` times (its command's `retries`).
@@ -410,6 +442,22 @@ impl Metrics {
                     "sheetq_jobs_refused_total",
                     &[("reason", reason.as_str())],
                     load(&s.metrics.jobs_refused[refusal_slot(reason)]),
+                );
+            }
+        }
+        family(
+            &mut out,
+            "sheetq_approvals_total",
+            "counter",
+            "Approval steps of jobs of functions with approvers (requested, approved, rejected, withdrawn, expired; refused_* an approval that did not count), by outcome.",
+        );
+        for s in &sources {
+            for (i, outcome) in APPROVAL_OUTCOMES.iter().enumerate() {
+                s.sample(
+                    &mut out,
+                    "sheetq_approvals_total",
+                    &[("outcome", outcome)],
+                    load(&s.metrics.approvals[i]),
                 );
             }
         }

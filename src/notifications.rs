@@ -58,6 +58,25 @@ impl Format {
     }
 }
 
+/// A step of a job waiting for approval that notifies before the job's end
+/// (docs/design.md §5.5): `on = ["承認待ち"]` tells the approvers a request waits for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Step {
+    /// The job was queued as 承認待ち.
+    Requested,
+    /// Enough approvals came in: it waits to run (待機).
+    Approved,
+}
+
+impl Step {
+    fn as_str(self) -> &'static str {
+        match self {
+            Step::Requested => "requested",
+            Step::Approved => "approved",
+        }
+    }
+}
+
 /// A webhook URL: a secret, never shown.
 #[derive(Clone, PartialEq, Eq)]
 pub struct WebhookUrl(String);
@@ -83,6 +102,8 @@ pub struct Channel {
     pub format: Format,
     /// The final states that notify.
     pub on: Vec<Finish>,
+    /// The approval steps that notify.
+    pub steps: Vec<Step>,
     /// Only jobs of these functions (labels), when any are listed.
     pub functions: Vec<String>,
     /// Only jobs on these targets (labels), when any are listed.
@@ -92,9 +113,17 @@ pub struct Channel {
 impl Channel {
     /// Whether this channel hears of `job`'s outcome.
     pub fn wants(&self, job: &FinishedJob) -> bool {
-        self.on.contains(&job.finish)
-            && (self.functions.is_empty() || self.functions.contains(&job.function))
-            && (self.targets.is_empty() || self.targets.contains(&job.target))
+        self.on.contains(&job.finish) && self.covers(&job.function, &job.target)
+    }
+
+    /// Whether this channel hears of `step` of a job of `function` on `target`.
+    pub fn wants_step(&self, step: Step, function: &str, target: &str) -> bool {
+        self.steps.contains(&step) && self.covers(function, target)
+    }
+
+    fn covers(&self, function: &str, target: &str) -> bool {
+        (self.functions.is_empty() || self.functions.iter().any(|f| f == function))
+            && (self.targets.is_empty() || self.targets.iter().any(|t| t == target))
     }
 }
 
@@ -232,8 +261,8 @@ fn parse_channel(
             None
         }
     };
-    let on = match t.get("on") {
-        None => vec![Finish::Error, Finish::Timeout],
+    let (on, steps) = match t.get("on") {
+        None => (vec![Finish::Error, Finish::Timeout], Vec::new()),
         Some(v) => parse_on(at, v, errors),
     };
     let functions = labels(at, "functions", t.get("functions"), errors);
@@ -246,6 +275,7 @@ fn parse_channel(
         url: url?,
         format: format?,
         on,
+        steps,
         functions,
         targets,
     })
@@ -272,28 +302,39 @@ fn check_url(at: &str, key: &str, url: &str, errors: &mut Vec<String>) -> Option
     }
 }
 
-fn parse_on(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Vec<Finish> {
-    let hint = "e.g. on = [\"エラー\", \"タイムアウト\"] (完了/done, エラー/error, タイムアウト/timeout, キャンセル/cancelled)";
+fn parse_on(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> (Vec<Finish>, Vec<Step>) {
+    let hint = "e.g. on = [\"エラー\", \"タイムアウト\"] (完了/done, エラー/error, タイムアウト/timeout, キャンセル/cancelled, 却下/rejected, 期限切れ/expired; 承認待ち/approval_requested, 承認/approved)";
     let Some(items) = v.as_array().filter(|a| !a.is_empty()) else {
         errors.push(format!("{at}.on = {v} must be a non-empty list, {hint}"));
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let mut on = Vec::new();
+    let mut steps = Vec::new();
     for item in items {
         let finish = match item.as_str() {
             Some("完了" | "done") => Some(Finish::Done),
             Some("エラー" | "error") => Some(Finish::Error),
             Some("タイムアウト" | "timeout") => Some(Finish::Timeout),
             Some("キャンセル" | "cancelled") => Some(Finish::Cancelled),
+            Some("却下" | "rejected") => Some(Finish::Rejected),
+            Some("期限切れ" | "expired") => Some(Finish::Expired),
             _ => None,
         };
-        match finish {
-            Some(f) if !on.contains(&f) => on.push(f),
-            Some(_) => {}
-            None => errors.push(format!("{at}.on: {item} is not a final state, {hint}")),
+        let step = match item.as_str() {
+            Some("承認待ち" | "approval_requested") => Some(Step::Requested),
+            Some("承認" | "approved") => Some(Step::Approved),
+            _ => None,
+        };
+        match (finish, step) {
+            (Some(f), _) if !on.contains(&f) => on.push(f),
+            (_, Some(s)) if !steps.contains(&s) => steps.push(s),
+            (Some(_), _) | (_, Some(_)) => {}
+            (None, None) => errors.push(format!(
+                "{at}.on: {item} is not a final state or an approval step, {hint}"
+            )),
         }
     }
-    on
+    (on, steps)
 }
 
 fn labels(at: &str, key: &str, v: Option<&toml::Value>, errors: &mut Vec<String>) -> Vec<String> {
@@ -325,7 +366,11 @@ pub struct Notice {
     pub target: String,
     pub function: String,
     pub requester: String,
-    pub finish: Finish,
+    /// The job's end; `None` for an approval step's notice.
+    pub finish: Option<Finish>,
+    /// The approval step it tells of, for a notice before the job's end.
+    #[serde(default)]
+    pub step: Option<Step>,
     /// The state word the sheet shows.
     pub state: String,
     pub message: String,
@@ -351,7 +396,45 @@ pub struct Notice {
 impl Notice {
     /// Its key in the journal: channel names have no `/`.
     pub fn key(&self) -> String {
-        key(&self.channel, &self.job_id)
+        match self.step {
+            None => key(&self.channel, &self.job_id),
+            Some(step) => key(&self.channel, &format!("{}/{}", self.job_id, step.as_str())),
+        }
+    }
+
+    /// The notice of approval `step` of the job of queue row `row` for `channel`: `state`
+    /// the word the sheet shows, `message` what to say.
+    #[allow(clippy::too_many_arguments)]
+    pub fn of_step(
+        channel: &Channel,
+        step: Step,
+        row: &crate::queue::QueueRow,
+        spreadsheet_id: &str,
+        state: &str,
+        message: String,
+        panel: Option<String>,
+        now: DateTime<Utc>,
+    ) -> Notice {
+        Notice {
+            channel: channel.name.clone(),
+            job_id: row.job_id.clone(),
+            spreadsheet_id: spreadsheet_id.to_string(),
+            target: row.target_key().to_string(),
+            function: row.function.clone(),
+            requester: row.requester.clone(),
+            finish: None,
+            step: Some(step),
+            state: state.to_string(),
+            message,
+            duration_secs: None,
+            finished_at: now,
+            panel_url: panel,
+            log_url: None,
+            tries: 0,
+            next_try: None,
+            settled: false,
+            recorded_at: now,
+        }
     }
 
     /// The notice of `job` for `channel`: `state` the word the sheet shows, the links where
@@ -371,7 +454,8 @@ impl Notice {
             target: job.target.clone(),
             function: job.function.clone(),
             requester: job.requester.clone(),
-            finish: job.finish,
+            finish: Some(job.finish),
+            step: None,
             state: state.to_string(),
             message: job.message.clone(),
             duration_secs: job
@@ -401,6 +485,7 @@ impl Notice {
                 "requester": data(&self.requester, 200),
                 "state": self.state,
                 "outcome": self.finish,
+                "approvalStep": self.step,
                 "message": data(&self.message, MESSAGE_MAX_CHARS),
                 "durationSeconds": self.duration_secs,
                 "finishedAt": self.finished_at.to_rfc3339(),
@@ -413,11 +498,15 @@ impl Notice {
     /// `❌ エラー: サーバーA / 月次レポート (依頼: a@example.com, 12 秒)`, the message, the links;
     /// sheet values passed through `escape`.
     fn text(&self, escape: fn(&str) -> String) -> String {
-        let icon = match self.finish {
-            Finish::Done => "✅",
-            Finish::Error => "❌",
-            Finish::Timeout => "⏱",
-            Finish::Cancelled => "⏹",
+        let icon = match (self.finish, self.step) {
+            (Some(Finish::Done), _) => "✅",
+            (Some(Finish::Error), _) => "❌",
+            (Some(Finish::Timeout), _) => "⏱",
+            (Some(Finish::Cancelled), _) => "⏹",
+            (Some(Finish::Rejected), _) => "⛔",
+            (Some(Finish::Expired), _) => "⌛",
+            (None, Some(Step::Requested)) => "🙋",
+            (None, Some(Step::Approved)) | (None, None) => "👍",
         };
         let mut head = format!(
             "{icon} {}: {} / {}",

@@ -28,6 +28,10 @@ pub enum Finish {
     Timeout,
     /// Stopped (or never started) because someone asked to (中止要求, ■, `sheetq cancel`).
     Cancelled,
+    /// Never ran: an approver stopped it while it waited for approval (docs/design.md §5.5).
+    Rejected,
+    /// Never ran: not approved within its function's `approval_expires`.
+    Expired,
 }
 
 /// A queue row to append when a job asked to continue.
@@ -131,6 +135,7 @@ impl FinishedJob {
             message: self.message.clone(),
             worker: self.worker.clone(),
             cancel_request: String::new(),
+            approvals: String::new(),
         }
     }
 }

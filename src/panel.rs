@@ -188,6 +188,7 @@ pub(crate) mod fixtures {
             message: String::new(),
             worker: String::new(),
             cancel_request: String::new(),
+            approvals: String::new(),
         }
     }
 

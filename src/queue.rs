@@ -41,6 +41,10 @@ pub enum Column {
     /// 中止要求: who asked to stop the job and when (`<who> yyyy/MM/dd HH:mm:ss`), written by
     /// an intake, `sheetq cancel` or a daemon passing a ■ tick on.
     CancelRequest,
+    /// 承認: the approvals a job of a function with `approvers` has, one per line
+    /// (`<who> yyyy/MM/dd HH:mm:ss #<jobId>`), written by the installable trigger or
+    /// `sheetq approve` (docs/design.md §5.5).
+    Approvals,
 }
 
 impl Column {
@@ -66,7 +70,7 @@ impl Column {
 
     /// Columns a queue may lack: without one, what it carries is not offered (`sheetq init`
     /// adds them to an existing queue).
-    pub const OPTIONAL: [Column; 1] = [Column::CancelRequest];
+    pub const OPTIONAL: [Column; 2] = [Column::CancelRequest, Column::Approvals];
 
     fn slot(self) -> usize {
         self as usize
@@ -94,6 +98,7 @@ pub struct HeaderNames {
     pub message: String,
     pub worker: String,
     pub cancel_request: String,
+    pub approvals: String,
 }
 
 impl Default for HeaderNames {
@@ -116,6 +121,7 @@ impl Default for HeaderNames {
             message: "メッセージ".into(),
             worker: "ワーカー".into(),
             cancel_request: "中止要求".into(),
+            approvals: "承認".into(),
         }
     }
 }
@@ -140,6 +146,7 @@ impl HeaderNames {
             Column::Message => &self.message,
             Column::Worker => &self.worker,
             Column::CancelRequest => &self.cancel_request,
+            Column::Approvals => &self.approvals,
         }
     }
 
@@ -163,25 +170,40 @@ pub enum State {
     Timeout,
     /// Stopped on request before it ended (or before it began).
     Cancelled,
+    /// Queued for a function with `approvers`, waiting for enough approvals: never claimed.
+    AwaitingApproval,
+    /// An approver stopped it before it ran: final, like [`State::Cancelled`].
+    Rejected,
+    /// Not approved within the function's `approval_expires`: final.
+    Expired,
 }
 
 impl State {
     /// Every state, in lifecycle order.
-    pub const ALL: [State; 6] = [
+    pub const ALL: [State; 9] = [
         State::Waiting,
         State::Running,
         State::Done,
         State::Error,
         State::Timeout,
         State::Cancelled,
+        State::AwaitingApproval,
+        State::Rejected,
+        State::Expired,
     ];
 
     /// Whether a row in this state is settled for good (完了, エラー, タイムアウト,
-    /// キャンセル): never claimed, archived once past the retention, not a duplicate.
+    /// キャンセル, 却下, 期限切れ): never claimed, archived once past the retention, not a
+    /// duplicate.
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            State::Done | State::Error | State::Timeout | State::Cancelled
+            State::Done
+                | State::Error
+                | State::Timeout
+                | State::Cancelled
+                | State::Rejected
+                | State::Expired
         )
     }
 }
@@ -196,6 +218,9 @@ pub struct StateWords {
     pub error: String,
     pub timeout: String,
     pub cancelled: String,
+    pub awaiting_approval: String,
+    pub rejected: String,
+    pub expired: String,
 }
 
 impl Default for StateWords {
@@ -207,6 +232,9 @@ impl Default for StateWords {
             error: "エラー".into(),
             timeout: "タイムアウト".into(),
             cancelled: "キャンセル".into(),
+            awaiting_approval: "承認待ち".into(),
+            rejected: "却下".into(),
+            expired: "期限切れ".into(),
         }
     }
 }
@@ -220,6 +248,9 @@ impl StateWords {
             State::Error => &self.error,
             State::Timeout => &self.timeout,
             State::Cancelled => &self.cancelled,
+            State::AwaitingApproval => &self.awaiting_approval,
+            State::Rejected => &self.rejected,
+            State::Expired => &self.expired,
         }
     }
 
@@ -234,7 +265,7 @@ impl StateWords {
 /// Where each known column sits, found from row 1 by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnMap {
-    index: [Option<u32>; 17],
+    index: [Option<u32>; 18],
     width: u32,
     names: HeaderNames,
 }
@@ -297,7 +328,7 @@ impl ColumnMap {
                 }
             }
         }
-        let mut index = [None; 17];
+        let mut index = [None; 18];
         let mut missing = Vec::new();
         for column in Column::ALL {
             match positions.get(names.name(column)) {
@@ -472,6 +503,8 @@ pub struct QueueRow {
     pub worker: String,
     /// 中止要求 as written (empty: nobody asked; also when the queue has no such column).
     pub cancel_request: String,
+    /// 承認 as written (empty: no approval yet; also when the queue has no such column).
+    pub approvals: String,
 }
 
 impl QueueRow {
@@ -497,6 +530,7 @@ impl QueueRow {
             message: String::new(),
             worker: String::new(),
             cancel_request: String::new(),
+            approvals: String::new(),
         }
     }
 }
@@ -711,6 +745,7 @@ fn parse_row(
         message: cell_text(get(Column::Message)),
         worker: text(Column::Worker),
         cancel_request: text(Column::CancelRequest),
+        approvals: cell_text(get(Column::Approvals)),
         job_id,
     })
 }
@@ -738,15 +773,16 @@ mod tests {
         h.reverse();
         h.insert(3, json!("メモ"));
         let map = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap();
-        assert_eq!(map.position(Column::CancelRequest), Some(0));
-        assert_eq!(map.index(Column::Worker), 1);
+        assert_eq!(map.position(Column::Approvals), Some(0));
+        assert_eq!(map.position(Column::CancelRequest), Some(1));
+        assert_eq!(map.index(Column::Worker), 2);
         assert_eq!(
             map.index(Column::JobId),
-            17,
+            18,
             "jobId moved right past the extra column"
         );
-        assert_eq!(map.width(), 18);
-        assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!H12");
+        assert_eq!(map.width(), 19);
+        assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!I12");
     }
 
     #[test]
@@ -808,7 +844,7 @@ mod tests {
         h.rotate_left(1);
         let map = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap();
         let row = map.sparse_row(&[(Column::State, json!("完了"))], Column::JobId);
-        assert_eq!(row.len(), 17, "the row reaches jobId in Q: {row:?}");
+        assert_eq!(row.len(), 18, "the row reaches jobId in R: {row:?}");
         assert_eq!(row[map.index(Column::State) as usize], Some(json!("完了")));
         assert_eq!(
             row.iter().filter(|c| c.is_some()).count(),

@@ -41,11 +41,56 @@ pub async fn cancel(
     job_id: &str,
     who: &str,
 ) -> Result<Outcome, AdminError> {
+    write_on_row(sheets, config, job_id, Column::CancelRequest, |row, tz| {
+        let state = known_state(row, job_id, "nothing to stop")?;
+        if state.is_final() {
+            return Ok(Step::Done(Outcome::Ended { state }));
+        }
+        if crate::cancel::applies(&row.cancel_request, job_id) {
+            let by = crate::cancel::asked_of(row, tz, Utc::now())
+                .map(|asked| asked.who)
+                .unwrap_or_default();
+            return Ok(Step::Done(Outcome::AlreadyAsked { state, by }));
+        }
+        let text = Request::new(who, Utc::now(), job_id).cell_text(tz);
+        Ok(Step::Write(text, Outcome::Asked { state }))
+    })
+    .await
+}
+
+/// What [`write_on_row`] does with the row it found: write `text` into its cell and answer
+/// `T` once the reply shows it landed on the job's row, or answer `T` without writing.
+pub(super) enum Step<T> {
+    Write(String, T),
+    Done(T),
+}
+
+/// The row's state, or the error for a 状態 that no daemon takes up.
+pub(super) fn known_state(row: &QueueRow, job_id: &str, what: &str) -> Result<State, AdminError> {
+    match &row.state {
+        RowState::Known(state) => Ok(*state),
+        RowState::Unknown(text) => Err(AdminError::Problems(vec![format!(
+            "job {job_id}'s row {} has 状態 {text:?}, not one of the configured state words, so no daemon takes it up; {what} (`sheetq check` lists such rows)",
+            row.row
+        )])),
+    }
+}
+
+/// Finds `job_id`'s row in one read of the queue, asks `plan` what to do with it, and
+/// writes the cell of `column` by position when it says so. The reply carries the row's
+/// values after the write: a write that a sort or the archive put on another row (whose
+/// jobId is not ours) is made again where the job is now, after reading it again; so is one
+/// whose reply did not come.
+pub(super) async fn write_on_row<T>(
+    sheets: &dyn Sheets,
+    config: &Config,
+    job_id: &str,
+    column: Column,
+    plan: impl Fn(&QueueRow, chrono_tz::Tz) -> Result<Step<T>, AdminError>,
+) -> Result<T, AdminError> {
     let meta = sheets.metadata().await?;
     require_init(&meta)?;
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
-    let request = Request::new(who, Utc::now(), job_id);
-    let text = request.cell_text(tz);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -60,34 +105,20 @@ pub async fn cancel(
         let rows = read.get(1).map(|v| v.values.clone()).unwrap_or_default();
         let snapshot = queue::parse_rows(&rows, 2, &columns, &config.states, tz);
         let row = find(&snapshot.rows, job_id)?;
-        let state = match &row.state {
-            RowState::Known(state) => *state,
-            RowState::Unknown(text) => {
-                return Err(AdminError::Problems(vec![format!(
-                    "job {job_id}'s row {} has 状態 {text:?}, not one of the configured state words, so no daemon takes it up; nothing to stop (`sheetq check` lists such rows)",
-                    row.row
-                )]))
-            }
+        let (text, answer) = match plan(row, tz)? {
+            Step::Done(answer) => return Ok(answer),
+            Step::Write(text, answer) => (text, answer),
         };
-        if state.is_final() {
-            return Ok(Outcome::Ended { state });
-        }
-        if crate::cancel::applies(&row.cancel_request, job_id) {
-            let by = crate::cancel::asked_of(row, tz, Utc::now())
-                .map(|asked| asked.who)
-                .unwrap_or_default();
-            return Ok(Outcome::AlreadyAsked { state, by });
-        }
-        let Some(cancel_at) = columns.position(Column::CancelRequest) else {
+        let Some(cell_at) = columns.position(column) else {
             return Err(AdminError::Problems(vec![format!(
-                "'{QUEUE_SHEET}' has no column \"{}\" to write the request into; run `sheetq init`, which adds it right of the last column and moves nothing",
-                config.headers.cancel_request
+                "'{QUEUE_SHEET}' has no column \"{}\" to write into; run `sheetq init`, which adds it right of the last column and moves nothing",
+                config.headers.name(column)
             )]));
         };
         let id_at = columns.index(Column::JobId);
-        let (first, last) = (cancel_at.min(id_at), cancel_at.max(id_at));
+        let (first, last) = (cell_at.min(id_at), cell_at.max(id_at));
         let cells: Vec<Option<Cell>> = (first..=last)
-            .map(|c| (c == cancel_at).then(|| Cell::from(text.as_str())))
+            .map(|c| (c == cell_at).then(|| Cell::from(text.as_str())))
             .collect();
         let range = crate::a1::range(
             QUEUE_SHEET,
@@ -111,27 +142,26 @@ pub async fn cancel(
                     .and_then(|r| r.get((id_at - first) as usize))
                     .map(queue::cell_text);
                 if landed_on.as_deref() == Some(job_id) {
-                    return Ok(Outcome::Asked { state });
+                    return Ok(answer);
                 }
-                // Rows moved between the read and the write: the request sits on another
-                // job's row, where it stops nothing (it names this job). Look again.
+                // Rows moved between the read and the write: the text sits on another
+                // job's row, where it does nothing (it names this job). Look again.
                 tracing::warn!(
                     job.id = %job_id,
                     row = row.row,
                     landed_on = ?landed_on,
-                    "the queue's rows moved while the request was written; writing it again where the job is now"
+                    "the queue's rows moved while the cell was written; writing it again where the job is now"
                 );
             }
-            // No reply, or a 5xx: the write may or may not have applied. The next read tells
-            // (the row then already asks, and that is reported).
+            // No reply, or a 5xx: the write may or may not have applied. The next read tells.
             Err(e) if e.is_retryable() && attempt < ATTEMPTS => {
-                tracing::warn!(error = %e, job.id = %job_id, attempt, "the request may or may not have been written; reading the row again");
+                tracing::warn!(error = %e, job.id = %job_id, attempt, "the write may or may not have applied; reading the row again");
             }
             Err(e) => return Err(e.into()),
         }
         if attempt >= ATTEMPTS {
             return Err(AdminError::Problems(vec![format!(
-                "the queue's rows kept moving while the request to stop job {job_id} was written ({ATTEMPTS} tries); try again"
+                "the queue's rows kept moving while job {job_id}'s row was written ({ATTEMPTS} tries); try again"
             )]));
         }
         tokio::time::sleep(std::time::Duration::from_millis(300 * u64::from(attempt))).await;

@@ -6,12 +6,14 @@ use chrono::Utc;
 use tracing::{debug, info, instrument, warn};
 
 use crate::a1;
+use crate::approval;
 use crate::binding;
 use crate::cancel;
 use crate::claim;
 use crate::config::Intake;
 use crate::joblog::{self, LogColumn};
 use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
+use crate::notifications::Step;
 use crate::outbox::Finish;
 use crate::panel;
 use crate::queue::{Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
@@ -51,8 +53,25 @@ struct Commit {
     claims: Vec<Claimed>,
     /// Waiting rows asked to stop, each with the binding its 終了日時/メッセージ go through.
     cancels: Vec<(QueueRow, i32)>,
+    /// Rows of functions with `approvers` changing state, after the cancels.
+    turns: Vec<Turned>,
     /// Whether our heartbeat rides in it.
     with_heartbeat: bool,
+}
+
+/// A row a claim commit turns for its approvals (docs/design.md §5.5): its swap, and for a
+/// final state the binding its 終了日時/メッセージ follow through.
+struct Turned {
+    row: QueueRow,
+    turn: approval::Turn,
+    binding_id: Option<i32>,
+}
+
+impl Turned {
+    /// Requests it adds to the commit: the swap, and the binding if any.
+    fn requests(&self) -> usize {
+        1 + usize::from(self.binding_id.is_some())
+    }
 }
 
 /// A running row a claim commit ends: timed out, or cancelled when someone asked to stop it.
@@ -138,6 +157,7 @@ impl Daemon {
         );
         let with_heartbeat = commit.with_heartbeat;
         let cancels = std::mem::take(&mut commit.cancels);
+        let turns = std::mem::take(&mut commit.turns);
         let first = (commit.stale.len(), commit.claims.len());
         self.settle_claims(
             &fresh,
@@ -153,6 +173,15 @@ impl Daemon {
             &reply,
             first,
             &cancels,
+            now,
+            &mut through,
+            &mut follow_up,
+        ));
+        undo.extend(self.settle_turns(
+            &fresh,
+            &reply,
+            (first.0, first.1, cancels.len()),
+            &turns,
             now,
             &mut through,
             &mut follow_up,
@@ -307,6 +336,37 @@ impl Daemon {
             response_ranges.push(self.row_range(row.row));
             cancels.push((row.clone(), binding_id));
         }
+        // Approval turns: the swap on 状態, and for a final state a binding on the same row
+        // for its 終了日時/メッセージ, as for a cancel; after the cancels.
+        let mut turns = Vec::new();
+        for (index, turn) in &plan.turns {
+            let row = &fresh.snapshot.rows[*index];
+            let (from, to) = turn.swap();
+            requests.push(cas(
+                qid,
+                row.row,
+                cols.index(Column::State),
+                self.config.states.word(from),
+                self.config.states.word(to),
+            ));
+            let binding_id = to.is_final().then(|| {
+                let (token, binding_id) = binding::new_token();
+                requests.push(Request::BindRow {
+                    sheet_id: qid,
+                    row: row.row - 1,
+                    id: binding_id,
+                    key: binding::KEY.to_string(),
+                    value: format!("{} approval #{token}", self.config.worker_id),
+                });
+                binding_id
+            });
+            response_ranges.push(self.row_range(row.row));
+            turns.push(Turned {
+                row: row.clone(),
+                turn: turn.clone(),
+                binding_id,
+            });
+        }
         // Our heartbeat lists the jobs we run, the new claims included, in the same atomic
         // batch: the next daemon's claim sees them even if a person sorts their rows away.
         let claimed_refs: Vec<RunningRef> = claims.iter().map(|c| RunningRef::of(&c.row)).collect();
@@ -343,6 +403,7 @@ impl Daemon {
             stale,
             claims,
             cancels,
+            turns,
             with_heartbeat,
         }
     }
@@ -548,6 +609,105 @@ impl Daemon {
                 _ => {
                     debug!(job.id = ?row.job_id, "the row asked to stop was no longer waiting at the commit; the next pass looks again");
                     self.served.unbind.push(*binding_id);
+                }
+            }
+        }
+        undo
+    }
+
+    /// Settles the approval turns of a commit, whose replies follow the `first` = (stale
+    /// rows, claims, cancels) before them, as [`Self::settle_cancels`] settles cancels: a
+    /// swap that hit the row it meant is logged, counted and announced, and a final state's
+    /// 終了日時/メッセージ follow through its binding; a swap that hit another row (a sort
+    /// moved the queue) is undone; a row no longer in the state planned is left for the next
+    /// pass. Returns the undo requests.
+    #[allow(clippy::too_many_arguments)]
+    fn settle_turns(
+        &mut self,
+        fresh: &Poll,
+        reply: &BatchUpdateReply,
+        (stale, claims, cancels): (usize, usize, usize),
+        turns: &[Turned],
+        now: chrono::DateTime<Utc>,
+        through: &mut Vec<Through>,
+        follow_up: &mut Vec<ValueRange>,
+    ) -> Vec<Request> {
+        let tz = self.served.layout.tz;
+        let state_col = self.served.layout.columns.index(Column::State);
+        let qid = self.queue_sheet_id();
+        let mut undo = Vec::new();
+        let mut at = 1 + stale + 4 * claims + 2 * cancels;
+        for (k, t) in turns.iter().enumerate() {
+            let changed = matches!(
+                reply.replies.get(at),
+                Some(Reply::CompareAndSwap { changed: 1 })
+            );
+            at += t.requests();
+            let (from, to) = t.turn.swap();
+            let row = &t.row;
+            let hit = self.row_read_back(reply, stale + claims + cancels + k, row.row);
+            match hit {
+                Some(hit) if changed && hit.job_id == row.job_id => {
+                    self.observers.metrics.approval(t.turn.label());
+                    let finish = match &t.turn {
+                        approval::Turn::Await(tally) => {
+                            info!(job.id = ?row.job_id, target = ?row.target_key(), function = ?row.function, requester = ?row.requester, needed = tally.needed, "job awaits approval; it does not run before");
+                            self.announce_step(fresh, row, Step::Requested, now);
+                            None
+                        }
+                        approval::Turn::Approve(tally) => {
+                            info!(job.id = ?row.job_id, target = ?row.target_key(), function = ?row.function, approved_by = ?tally.approved_by, "job approved; it waits to run");
+                            self.announce_step(fresh, row, Step::Approved, now);
+                            None
+                        }
+                        approval::Turn::Reject(stop) => {
+                            info!(job.id = ?row.job_id, target = ?row.target_key(), by = ?stop.who, "job rejected; it never ran");
+                            Some((Finish::Rejected, approval::rejected_message(stop, now, tz)))
+                        }
+                        approval::Turn::Withdraw(stop) => {
+                            info!(job.id = ?row.job_id, target = ?row.target_key(), by = ?stop.who, "job awaiting approval cancelled; it never ran");
+                            self.observers.metrics.cancel_asked();
+                            Some((Finish::Cancelled, stop.message(now, tz, "")))
+                        }
+                        approval::Turn::Expire(tally) => {
+                            let rule = self.registry.catalog().approval_rule(&row.function);
+                            let message = rule
+                                .map(|r| approval::expired_message(&r, tally))
+                                .unwrap_or_default();
+                            info!(job.id = ?row.job_id, target = ?row.target_key(), approvals = %tally.count_text(), "job not approved in time; it never ran");
+                            Some((Finish::Expired, message))
+                        }
+                    };
+                    if let (Some((finish, message)), Some(id)) = (finish, t.binding_id) {
+                        through.push(Through {
+                            id,
+                            job_id: row.job_id.clone(),
+                            worker: row.worker.clone(),
+                            state: Some(to),
+                            cells: self.finish_values(finish, now, "", &message),
+                            unbind: true,
+                            result: false,
+                        });
+                        follow_up.extend(self.panel_result(fresh, row, finish, now, "", &message));
+                        self.announce_ended(fresh, row, finish, &message, now);
+                    }
+                }
+                hit if changed => {
+                    let at_row = hit.as_ref().map_or(row.row, |h| h.row);
+                    warn!(job.id = ?hit.map(|h| h.job_id), planned = ?row.job_id, "the queue moved during an approval step; putting the row that was hit back");
+                    self.rows_moved();
+                    undo.push(cas(
+                        qid,
+                        at_row,
+                        state_col,
+                        self.config.states.word(to),
+                        self.config.states.word(from),
+                    ));
+                    self.served.unbind.extend(t.binding_id);
+                }
+                _ => {
+                    debug!(job.id = ?row.job_id, "the row was no longer in the state its approval step expected; the next pass looks again");
+                    self.served.unbind.extend(t.binding_id);
                 }
             }
         }
@@ -1343,16 +1503,28 @@ impl Daemon {
     /// share leaves (the plan picks one row after another, so a shorter plan is a prefix of
     /// a longer one).
     pub(super) fn plan_claims(&self, poll: &Poll, elsewhere: &[RunningRef]) -> claim::PassPlan {
+        let catalog = self.registry.catalog();
         let mut plan = claim::plan_pass(
             &poll.snapshot,
             &self.policy,
             &poll.watched,
             elsewhere,
             usize::MAX,
-            |row, picked| self.may_start(row, picked),
+            |row, picked| {
+                crate::approval::cleared(row, |f| catalog.approval_rule(f))
+                    && self.may_start(row, picked)
+            },
         );
         self.slots.want(plan.claims.len());
         plan.claims.truncate(self.slots.available());
+        let busy = claim::Busy::of(&poll.snapshot, elsewhere);
+        plan.turns = crate::approval::turns(
+            &poll.snapshot.rows,
+            |f| catalog.approval_rule(f),
+            |row| busy.may_claim(row),
+            self.served.layout.tz,
+            poll.watched.google_now,
+        );
         plan
     }
 

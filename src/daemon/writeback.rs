@@ -108,6 +108,22 @@ impl Daemon {
             &self.config.panel,
             20,
         );
+        let catalog = self.registry.catalog();
+        let tz = self.served.layout.tz;
+        display.extend(panel::status::approval_updates(
+            &snapshot,
+            &self.served.panels,
+            &poll.tables,
+            &self.config.panel,
+            20,
+            |row| {
+                let rule = catalog.approval_rule(&row.function)?;
+                Some(crate::approval::waiting_text(
+                    row,
+                    &crate::approval::tally(&rule, row, tz),
+                ))
+            },
+        ));
         display.extend(panel::status::next_run_updates(
             &poll.snapshot,
             &self.served.panels,
@@ -340,6 +356,69 @@ impl Daemon {
             ..FinishedJob::ended(row, row.worker.clone(), finish, now, message.to_string())
         };
         self.announce(poll, &[job]);
+    }
+
+    /// Records the notices of approval `step` of `row`'s job (docs/design.md §5.5): a
+    /// request tells who may approve it, an approval who gave it.
+    pub(super) fn announce_step(
+        &mut self,
+        poll: &Poll,
+        row: &QueueRow,
+        step: crate::notifications::Step,
+        now: DateTime<Utc>,
+    ) {
+        let channels = self.announcer.channels();
+        let target = row.target_key();
+        let wanting: Vec<_> = channels
+            .iter()
+            .filter(|c| c.wants_step(step, &row.function, target))
+            .collect();
+        if wanting.is_empty() {
+            return;
+        }
+        let catalog = self.registry.catalog();
+        let Some(rule) = catalog.approval_rule(&row.function) else {
+            return;
+        };
+        let tz = self.served.layout.tz;
+        let tally = crate::approval::tally(&rule, row, tz);
+        let (state, message) = match step {
+            crate::notifications::Step::Requested => (
+                self.config.states.awaiting_approval.clone(),
+                format!(
+                    "承認が {} 件必要です (承認者: {}; 期限 {})",
+                    rule.needed,
+                    rule.approvers.join(", "),
+                    humantime::format_duration(rule.expires)
+                ),
+            ),
+            crate::notifications::Step::Approved => (
+                "承認".to_string(),
+                format!("承認: {}", tally.approved_by.join(", ")),
+            ),
+        };
+        let id = &self.config.spreadsheet_id;
+        let panel = self
+            .result_panel_row(poll, row)
+            .map(|(p, r)| crate::notifications::row_url(id, p.sheet_id, r));
+        let notices = wanting
+            .into_iter()
+            .map(|c| {
+                crate::notifications::Notice::of_step(
+                    c,
+                    step,
+                    row,
+                    id,
+                    &state,
+                    message.clone(),
+                    panel.clone(),
+                    now,
+                )
+            })
+            .collect();
+        if let Err(e) = self.announcer.record(notices) {
+            warn!(error = %e, "could not record notifications of an approval step; they are not sent");
+        }
     }
 
     /// The retry notes that changed since they were last sent
@@ -1468,6 +1547,8 @@ pub(super) fn finish_state(finish: Finish) -> State {
         Finish::Error => State::Error,
         Finish::Timeout => State::Timeout,
         Finish::Cancelled => State::Cancelled,
+        Finish::Rejected => State::Rejected,
+        Finish::Expired => State::Expired,
     }
 }
 

@@ -48,6 +48,16 @@ pub struct FunctionDef {
     /// schema); every other key is the config's.
     #[serde(default)]
     pub args_from_sheet: Vec<String>,
+    /// Who may approve its jobs (docs/design.md §5.5): e-mail addresses or `*` patterns.
+    /// `Some`: a job waits as 承認待ち until approved, and never runs before.
+    #[serde(default)]
+    pub approvers: Option<Vec<String>>,
+    /// How many distinct approvers must approve (1 when unset).
+    #[serde(default)]
+    pub approvals: Option<u32>,
+    /// How long a job waits for its approvals before it ends 期限切れ (`"24h"` when unset).
+    #[serde(default)]
+    pub approval_expires: Option<String>,
 }
 
 impl FunctionDef {
@@ -149,6 +159,8 @@ pub enum Refused {
     Requester(String),
     /// Its `argsJSON` differs from the function's args in the config.
     Args(String),
+    /// Its function needs approvals that its 承認 cell does not hold.
+    Approval(String),
 }
 
 /// What a job of the sheet asks for, as the catalog judges it.
@@ -166,6 +178,10 @@ pub struct Asked<'a> {
     /// Whether 依頼者 can be trusted: only on a queue only sheetq's accounts (and the owner)
     /// write. A function with `allow` runs only then.
     pub requester_trusted: bool,
+    /// The job's id and its 承認 cell: a function with `approvers` runs only with enough
+    /// approvals of this job in it, on a trusted queue.
+    pub job_id: &'a str,
+    pub approvals: &'a str,
 }
 
 /// At most this many characters of a sheet value are shown in a message or a log line.
@@ -224,6 +240,7 @@ impl Catalog {
                     "{at}: allow = [] lets nobody run it; list who may, or remove allow to let everyone"
                 ));
             }
+            out.extend(crate::approval::problems(&at, f));
             for key in &f.args_from_sheet {
                 if key.trim().is_empty() || key.trim() != key {
                     out.push(format!(
@@ -261,10 +278,18 @@ impl Catalog {
         self.functions.iter().find(|f| f.label == label.trim())
     }
 
-    /// Whether any function limits who may run it (`allow`): the daemon then needs a
-    /// protected queue, where 依頼者 can be trusted.
-    pub fn has_allow(&self) -> bool {
-        self.functions.iter().any(|f| f.allow.is_some())
+    /// Whether any function limits who may run it (`allow`) or needs approvals
+    /// (`approvers`): the daemon then needs a protected queue, where 依頼者 and the 承認
+    /// cell can be trusted.
+    pub fn needs_protected_queue(&self) -> bool {
+        self.functions
+            .iter()
+            .any(|f| f.allow.is_some() || f.approvers.is_some())
+    }
+
+    /// The approval rule of the function `label`, when it has `approvers`.
+    pub fn approval_rule(&self, label: &str) -> Option<crate::approval::Rule<'_>> {
+        self.function(label).and_then(crate::approval::Rule::of)
     }
 
     /// Why `target` must not be run on: `[[targets]]` is set, does not list it, and
@@ -339,9 +364,47 @@ impl Catalog {
                 ));
             }
         }
+        if let Some(rule) = crate::approval::Rule::of(f) {
+            // A continuation step on a protected queue (its args trusted) goes on with work
+            // already approved: only sheetq and the owner can write one there.
+            if !asked.args_trusted {
+                self.check_approved(&rule, asked)?;
+            }
+        }
         f.args_for(asked.args, asked.args_trusted)
             .map(Some)
             .map_err(Refused::Args)
+    }
+
+    /// Refuses a job of a function with `approvers` that its 承認 cell does not approve
+    /// enough, or whose queue cannot vouch for that cell.
+    fn check_approved(
+        &self,
+        rule: &crate::approval::Rule<'_>,
+        asked: &Asked<'_>,
+    ) -> Result<(), Refused> {
+        if !asked.requester_trusted {
+            return Err(Refused::Approval(format!(
+                "function \"{}\" runs only once approved, and approvals cannot be trusted while the queue is not protected, so nothing ran; \
+                 run `sheetq init` to protect it",
+                rule.function
+            )));
+        }
+        let mut row = crate::queue::QueueRow::blank(0);
+        row.job_id = asked.job_id.to_string();
+        row.requester = asked.requester.to_string();
+        row.approvals = asked.approvals.to_string();
+        let tally = crate::approval::tally(rule, &row, chrono_tz::UTC);
+        if tally.enough() {
+            Ok(())
+        } else {
+            Err(Refused::Approval(format!(
+                "function \"{}\" runs only once approved by {} of its approvers, and this job has {} approval(s), so nothing ran",
+                rule.function,
+                rule.needed,
+                tally.approved_by.len()
+            )))
+        }
     }
 }
 
@@ -498,6 +561,8 @@ mod tests {
             args: &args(json),
             args_trusted: false,
             requester_trusted: true,
+            job_id: "job-1",
+            approvals: "",
         })
     }
 
@@ -550,6 +615,8 @@ mod tests {
                 args: &args("{}"),
                 args_trusted: false,
                 requester_trusted: false,
+                job_id: "job-1",
+                approvals: "",
             })
         };
         assert_eq!(
@@ -631,6 +698,8 @@ mod tests {
             args: &args(r#"{"month":"2026-12","step":2}"#),
             args_trusted: true,
             requester_trusted: true,
+            job_id: "job-1",
+            approvals: "",
         });
         assert_eq!(
             trusted,
@@ -675,6 +744,8 @@ mod tests {
                 args: &args("{}"),
                 args_trusted: false,
                 requester_trusted: true,
+                job_id: "job-1",
+                approvals: "",
             })
         };
         assert!(ask("Alice@Example.com").is_ok(), "case does not matter");
@@ -710,6 +781,8 @@ mod tests {
             args: &args("{}"),
             args_trusted: false,
             requester_trusted: false,
+            job_id: "job-1",
+            approvals: "",
         });
         assert!(
             matches!(&on_an_open_queue, Err(Refused::Requester(m)) if m.contains("not protected")),

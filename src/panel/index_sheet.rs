@@ -260,6 +260,7 @@ mod tests {
             row: 8,
             ticked: false,
             cancel_ticked: false,
+            approve_ticked: false,
             function: function.into(),
             status: status.into(),
             result: String::new(),

@@ -640,7 +640,7 @@ mod tests {
             flags: "heavy".into(),
         };
         let cells = job.to_row(&columns, &StateWords::default(), tz());
-        assert_eq!(cells.len(), 18);
+        assert_eq!(cells.len(), 19);
         assert_eq!(cells[columns.index(Column::JobId) as usize], json!("j-1"));
         assert_eq!(cells[columns.index(Column::PanelRow) as usize], json!(9));
         assert!(cells[columns.index(Column::ReceivedAt) as usize].is_f64());

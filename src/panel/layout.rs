@@ -81,6 +81,10 @@ pub struct PanelColumns {
     pub updated: ColumnRef,
     /// ■ checkbox: a tick asks to stop the function's waiting or running job.
     pub cancel: ColumnRef,
+    /// 承認 checkbox, on the rows of functions with `approvers`: a tick (through the
+    /// installable trigger, which knows who ticked) approves the function's job that waits
+    /// for approval.
+    pub approve: ColumnRef,
     /// Hidden copy of the command name.
     pub command: ColumnRef,
     /// Hidden copy of argsJSON.
@@ -98,6 +102,7 @@ impl Default for PanelColumns {
             result: ColumnRef(3),
             updated: ColumnRef(4),
             cancel: ColumnRef(5),
+            approve: ColumnRef(10),
             command: ColumnRef(7),
             args_json: ColumnRef(8),
             flags: ColumnRef(9),
@@ -106,7 +111,7 @@ impl Default for PanelColumns {
 }
 
 impl PanelColumns {
-    pub(crate) fn all(&self) -> [(&'static str, ColumnRef); 9] {
+    pub(crate) fn all(&self) -> [(&'static str, ColumnRef); 10] {
         [
             ("tick", self.tick),
             ("function", self.function),
@@ -114,6 +119,7 @@ impl PanelColumns {
             ("result", self.result),
             ("updated", self.updated),
             ("cancel", self.cancel),
+            ("approve", self.approve),
             ("command", self.command),
             ("args_json", self.args_json),
             ("flags", self.flags),
@@ -259,8 +265,8 @@ mod tests {
         assert_eq!((l.header_row, l.first_row, l.last_row()), (7, 8, 207));
         let c = &l.columns;
         let letters: Vec<String> = c.all().iter().map(|(_, c)| c.to_string()).collect();
-        assert_eq!(letters, ["A", "B", "C", "D", "E", "F", "H", "I", "J"]);
-        assert_eq!(c.span(), (0, 9));
+        assert_eq!(letters, ["A", "B", "C", "D", "E", "F", "K", "H", "I", "J"]);
+        assert_eq!(c.span(), (0, 10));
         assert!(l.problems().is_empty(), "{:?}", l.problems());
     }
 

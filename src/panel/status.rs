@@ -21,6 +21,10 @@ use crate::sheets::{Cell, ValueRange};
 pub const TIMEOUT_TEXT: &str = "⏱ タイムアウト";
 /// Status of a job stopped on request.
 pub const CANCELLED_TEXT: &str = "⏹ キャンセル";
+/// 状態 of a job an approver rejected (its 結果 says who and when).
+pub const REJECTED_TEXT: &str = "⛔ 却下";
+/// 状態 of a job not approved in time.
+pub const EXPIRED_TEXT: &str = "⌛ 期限切れ";
 /// Longest error message shown in the status cell, in characters; the full text is in 結果
 /// and in the queue row.
 pub const ERROR_TEXT_MAX_CHARS: usize = 40;
@@ -68,9 +72,7 @@ pub fn next_run_updates(
     let mut out = Vec::new();
     for (target, function, next) in next_runs {
         let busy = snapshot.rows.iter().any(|r| {
-            r.target_key() == target
-                && r.function.trim() == function
-                && (r.state.is(State::Waiting) || r.state.is(State::Running))
+            r.target_key() == target && r.function.trim() == function && claim::is_open(r)
         });
         if busy {
             continue;
@@ -149,6 +151,9 @@ impl PanelOutcome {
             State::Error => error_text(&self.message),
             State::Timeout => TIMEOUT_TEXT.to_string(),
             State::Cancelled => CANCELLED_TEXT.to_string(),
+            State::Rejected => REJECTED_TEXT.to_string(),
+            State::Expired => EXPIRED_TEXT.to_string(),
+            State::AwaitingApproval => return "承認待ち".to_string(),
             State::Running => return running_text(Some(self.finished_at), tz),
             State::Waiting => return claim::waiting_text(0),
         };
@@ -361,6 +366,45 @@ pub fn status_updates(
             continue;
         };
         if !taken.insert((panel.sheet_id, row.row)) || row.status == text {
+            continue;
+        }
+        let col = layout.columns.status.0;
+        out.push(ValueRange::new(
+            cell_range(&panel.title, col, col, row.row),
+            vec![vec![Cell::String(text)]],
+        ));
+    }
+    out
+}
+
+/// The status cells of `承認待ち` rows whose panel shows another text: `text_of` says what
+/// each shows ([`crate::approval::waiting_text`]: who asked, approvals counted, approvals
+/// that did not count). At most `limit`, riding a write sent anyway, as
+/// [`status_updates`] does.
+pub fn approval_updates(
+    snapshot: &Snapshot,
+    index: &PanelIndex,
+    tables: &HashMap<String, PanelTable>,
+    layout: &PanelLayout,
+    limit: usize,
+    text_of: impl Fn(&QueueRow) -> Option<String>,
+) -> Vec<ValueRange> {
+    let mut out = Vec::new();
+    for job in snapshot
+        .rows
+        .iter()
+        .filter(|r| r.state.is(State::AwaitingApproval))
+    {
+        if out.len() >= limit {
+            break;
+        }
+        let Some(text) = text_of(job) else {
+            continue;
+        };
+        let Ok((panel, row)) = locate(index, tables, job) else {
+            continue;
+        };
+        if row.status == text {
             continue;
         }
         let col = layout.columns.status.0;

@@ -36,6 +36,9 @@ use crate::sheets::{Cell, GridRange, Request, SheetMeta, SpreadsheetMeta, ValueR
 /// The date-time pattern of the panels' 更新日時 and generated-at cells.
 pub const DATE_TIME_PATTERN: &str = "yyyy/mm/dd hh:mm:ss";
 
+/// The header of the 承認 column (`[panel.columns] approve`): a tick approves the row's job
+/// waiting for approval; its rows have a box only where the function has `approvers`.
+pub const APPROVE_HEADER: &str = "承認";
 /// The header of the ■ column (`[panel.columns] cancel`): a tick stops the row's job.
 pub const CANCEL_HEADER: &str = "■ 中止";
 
@@ -1250,11 +1253,15 @@ fn panel_cells(
         (cols.result, "結果"),
         (cols.updated, "更新日時"),
         (cols.cancel, CANCEL_HEADER),
+        (cols.approve, APPROVE_HEADER),
         (cols.command, "command"),
         (cols.args_json, "argsJSON"),
         (cols.flags, "システムフラグ"),
     ] {
         cells.set(header, col.0, text(h));
+    }
+    if !catalog.functions.iter().any(|f| f.approvers.is_some()) {
+        cells.set(header, cols.approve.0, Cell::Null);
     }
     let first = layout.first_row - 1;
     for (i, f) in catalog.functions.iter().enumerate() {
@@ -1265,6 +1272,15 @@ fn panel_cells(
             row,
             cols.cancel.0,
             Cell::Bool(old.is_some_and(|o| o.cancel_ticked)),
+        );
+        cells.set(
+            row,
+            cols.approve.0,
+            if f.approvers.is_some() {
+                Cell::Bool(old.is_some_and(|o| o.approve_ticked))
+            } else {
+                Cell::Null
+            },
         );
         cells.set(row, cols.function.0, text(&f.label));
         cells.set(
@@ -1318,10 +1334,32 @@ fn panel_table_formats(
             });
         }
     }
+    approve_boxes(layout, catalog, sheet_id, out);
+    if old_end > end {
+        out.push(Request::ClearCheckboxes {
+            range: column_block(sheet_id, layout.columns.approve.0, end, old_end),
+        });
+    }
     out.push(Request::SetDateTimeFormat {
         range: column_block(sheet_id, layout.columns.updated.0, first, end),
         pattern: DATE_TIME_PATTERN.into(),
     });
+}
+
+/// The 承認 column of the function rows: a checkbox where the function has `approvers`,
+/// none elsewhere.
+fn approve_boxes(layout: &PanelLayout, catalog: &Catalog, sheet_id: i32, out: &mut Vec<Request>) {
+    let first = layout.first_row - 1;
+    let col = layout.columns.approve.0;
+    for (i, f) in catalog.functions.iter().enumerate() {
+        let row = first + i as u32;
+        let range = column_block(sheet_id, col, row, row + 1);
+        out.push(if f.approvers.is_some() {
+            Request::SetCheckboxes { range }
+        } else {
+            Request::ClearCheckboxes { range }
+        });
+    }
 }
 
 /// Grows an existing panel's grid to hold the function rows (and the rows to empty below
@@ -1365,6 +1403,7 @@ fn new_panel_formats(
             range: column_block(sheet_id, col.0, first, end),
         });
     }
+    approve_boxes(layout, catalog, sheet_id, out);
     out.push(Request::SetDateTimeFormat {
         range: column_block(sheet_id, layout.columns.updated.0, first, end),
         pattern: DATE_TIME_PATTERN.into(),
@@ -1419,6 +1458,9 @@ mod tests {
                 flags: vec![],
                 allow: None,
                 args_from_sheet: vec![],
+                approvers: None,
+                approvals: None,
+                approval_expires: None,
             }],
             targets: vec![
                 TargetDef {

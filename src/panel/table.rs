@@ -37,6 +37,8 @@ pub struct PanelRow {
     pub ticked: bool,
     /// The ■ box is ticked: stop the function's job.
     pub cancel_ticked: bool,
+    /// The 承認 box is ticked (the installable trigger clears it once it records who).
+    pub approve_ticked: bool,
     /// 機能, trimmed.
     pub function: String,
     /// 状態 as shown now.
@@ -84,6 +86,7 @@ impl PanelTable {
                 row: layout.first_row + i as u32,
                 ticked: is_ticked(get(cols.tick)),
                 cancel_ticked: is_ticked(get(cols.cancel)),
+                approve_ticked: is_ticked(get(cols.approve)),
                 function: text(cols.function),
                 status: text(cols.status),
                 result: text(cols.result),
@@ -150,7 +153,7 @@ mod tests {
         );
         assert_eq!(
             table_ranges(&index, &PanelLayout::default()),
-            ["'Bob''s'!A8:J207", "'B'!A8:J207"]
+            ["'Bob''s'!A8:K207", "'B'!A8:K207"]
         );
     }
 

@@ -52,6 +52,7 @@ fn spec(command: &str, args: &str) -> JobSpec {
         flags: vec![],
         panel_sheet: "A社パネル".into(),
         panel_row: Some(12),
+        approvals: String::new(),
     }
 }
 
