@@ -29,7 +29,7 @@ pub const WORKER_SHEET_ID: i32 = 3001;
 pub const LOG_SHEET_ID: i32 = 4001;
 
 /// Queue header (docs/design.md §1.1), in default order, as `sheetq init` writes it.
-pub const QUEUE_HEADER: [&str; 17] = [
+pub const QUEUE_HEADER: [&str; 18] = [
     "jobId",
     "受付日時",
     "依頼者",
@@ -47,6 +47,7 @@ pub const QUEUE_HEADER: [&str; 17] = [
     "メッセージ",
     "ワーカー",
     "中止要求",
+    "承認",
 ];
 
 /// The demo's panels: (sheet id, title, target label, position).

@@ -4,6 +4,7 @@
 mod access;
 mod admin;
 mod apps_script;
+mod approvals;
 mod archive;
 mod bench;
 mod browser;
