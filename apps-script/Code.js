@@ -2,8 +2,10 @@
  * The edit triggers of a panel spreadsheet: a ▶ tick on a PANEL_V2 panel becomes one 待機
  * row of `_ジョブキュー`, which the sheetq daemon runs; a ■ tick asks the daemon to stop that
  * function's newest waiting or running job, by writing who and when into its 中止要求 cell; a
- * tick on the index (▶パネル) becomes a panel job that creates or shows that target's panel.
- * Each tick is answered at once with a toast, and goes back to unticked.
+ * 承認 tick approves that function's newest job awaiting approval, by adding a line of who
+ * and when to its 承認 cell; a tick on the index (▶パネル) becomes a panel job that creates or
+ * shows that target's panel. Each tick is answered at once with a toast, and goes back to
+ * unticked.
  *
  * Two ways to take presses (README.md, "The Apps Script intake", says what each gives):
  *
@@ -11,9 +13,9 @@
  *   the person who edited, with no authorisation of its own; it may change this spreadsheet
  *   only as that person may (https://developers.google.com/apps-script/guides/triggers#restrictions).
  *   Once `_ジョブキュー` is protected for sheetq's service account, Google refuses the row
- *   ("You are trying to edit a protected cell or object…") and the person is told so in a
- *   toast; nothing is queued. It serves only an open queue, which every editor can also
- *   write by hand, 依頼者 included.
+ *   (and a ■ or 承認 tick's cell: "You are trying to edit a protected cell or object…") and
+ *   the person is told so in a toast; nothing is queued or written. It serves only an open
+ *   queue, which every editor can also write by hand, 依頼者 and 承認 included.
  * - The installable trigger: the spreadsheet's owner (or an account that is an editor of
  *   the protected ranges) runs installSheetqTrigger() once from the script editor. Edits
  *   then also run onSheetqEdit, as that account: "Installable triggers always run under the
@@ -105,7 +107,11 @@ function takePress(e, installable) {
   }
 }
 
-/** A tick of one cell: a ▶ press on a panel, or a tick on the index. */
+/**
+ * A tick of one cell: a ▶ press or a 承認 tick on a panel, or a tick on the index. An
+ * approval is taken from a tick of its own box only, never from a paste that carries a
+ * ticked box along.
+ */
 function takeTick(press, range) {
   if (range.getValue() !== true) return;
   var sheet = range.getSheet();
@@ -114,6 +120,9 @@ function takeTick(press, range) {
   if (marker === PANEL.marker && range.getColumn() === PANEL.tickColumn &&
       range.getRow() >= PANEL.firstRow) {
     take = takeIn;
+  } else if (marker === PANEL.marker && range.getColumn() === PANEL.approveColumn &&
+      range.getRow() >= PANEL.firstRow) {
+    take = takeApproval;
   } else if (marker === INDEX.marker && range.getColumn() === INDEX.tickColumn &&
       range.getRow() >= INDEX.firstRow) {
     take = takeInIndex;
@@ -182,7 +191,57 @@ function takeCancel(press, sheet, row) {
       plan = cancelPlan(data[0], data.slice(1), label, fn, function (d) { return wallClockOf(d, tz); });
       if (plan.index === undefined) break;
       var cols = queueColumns(data[0]).index;
-      queue.getRange(plan.index + 2, plan.column + 1).setValue(cancelRequestText(press.requester, time, plan.jobId));
+      var cell = queue.getRange(plan.index + 2, plan.column + 1);
+      if (!writeQueue(press, function () { cell.setValue(cancelRequestText(press.requester, time, plan.jobId)); })) {
+        return;
+      }
+      if (String(queue.getRange(plan.index + 2, cols.jobId + 1).getValue()) === plan.jobId) break;
+    }
+  } finally {
+    lock.releaseLock();
+  }
+  ss.toast(plan.message, 'sheetq');
+}
+
+/**
+ * A 承認 tick on a panel row: who ticked and when, added as a line to the 承認 of that
+ * function's newest job awaiting approval, unless it could never count: Google did not say
+ * who ticked, the one ticking asked for the job, or their approval of it is there already
+ * (intake.js, approvalPlan). The daemon counts the lines of the function's approvers and
+ * runs the job once there are enough.
+ */
+function takeApproval(press, sheet, row) {
+  var ss = press.ss;
+  var label = String(sheet.getRange(PANEL.labelCell).getValue()).trim();
+  var fn = String(sheet.getRange(row, PANEL.functionColumn).getValue()).trim();
+  if (fn === '') {
+    ss.toast(noFunctionMessage(row), 'sheetq');
+    return;
+  }
+  var queue = ss.getSheetByName(QUEUE_SHEET);
+  if (queue === null) {
+    ss.toast(noQueueMessage(), 'sheetq');
+    return;
+  }
+  var tz = ss.getSpreadsheetTimeZone();
+  var time = Utilities.formatDate(new Date(), tz, 'yyyy/MM/dd HH:mm:ss');
+  // Two approvals at once must each add their line to what the other wrote, not replace it.
+  var lock = LockService.getDocumentLock();
+  lock.waitLock(10000);
+  var plan;
+  try {
+    // As for ■ (takeCancel): the line names its job, so one a sort put on another row
+    // between the read and the write approves nothing there (sheetq counts only the lines
+    // naming the row's own job); the write is checked by reading that row's jobId back,
+    // and planned afresh once if it missed.
+    for (var attempt = 0; attempt < 2; attempt++) {
+      var data = queue.getDataRange().getValues();
+      plan = approvalPlan(data[0], data.slice(1), label, fn, press.requester, time,
+        function (d) { return wallClockOf(d, tz); });
+      if (plan.index === undefined) break;
+      var cols = queueColumns(data[0]).index;
+      var cell = queue.getRange(plan.index + 2, plan.column + 1);
+      if (!writeQueue(press, function () { cell.setValue(plan.text); })) return;
       if (String(queue.getRange(plan.index + 2, cols.jobId + 1).getValue()) === plan.jobId) break;
     }
   } finally {
@@ -196,13 +255,19 @@ function wallClockOf(date, tz) {
   return Date.parse(Utilities.formatDate(date, tz, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"));
 }
 
-/**
- * Appends `row` to the queue; false, with a toast that says why and what to do, when
- * Google refuses it because the queue is protected. Any other failure is thrown.
- */
+/** Appends `row` to the queue; false, after a toast, when the queue refuses it (writeQueue). */
 function appendToQueue(press, queue, row) {
+  return writeQueue(press, function () { queue.appendRow(row); });
+}
+
+/**
+ * Runs `write`, a write of the queue; false, with a toast that says why and what to do,
+ * when Google refuses it because the queue is protected (the simple trigger, run as the
+ * person, on a queue `sheetq init` protected). Any other failure is thrown.
+ */
+function writeQueue(press, write) {
   try {
-    queue.appendRow(row);
+    write();
     return true;
   } catch (err) {
     var runner = press.installable ? Session.getEffectiveUser().getEmail() : '';

@@ -1,7 +1,7 @@
 /**
  * sheetq's intake for a PANEL_V2 panel, as pure functions: the queue row a ▶ press becomes,
  * the duplicate guard, the job a ■ (中止) tick asks to stop and the 中止要求 text it writes,
- * the resolution of the panel's target label, who pressed, the plan of installing or removing
+ * the job a 承認 tick approves and the 承認 text it writes, the resolution of the panel's target label, who pressed, the plan of installing or removing
  * the installable trigger, and the toast texts.
  *
  * Code.js calls these from its edit triggers; `node --test apps-script/` checks them. No
@@ -39,11 +39,26 @@ var HEADERS = {
  */
 var OPTIONAL_HEADERS = {
   cancelRequest: '中止要求',
+  approvals: '承認',
 };
 
-/** The 状態 words of a job that is not finished. */
+/**
+ * The 状態 words of a job that is not finished. A job of a function with `approvers` waits
+ * as 承認待ち until enough approvers tick 承認 (the daemon turns the 待機 a press writes into
+ * it; the script does not know which functions need approval), and is never claimed until
+ * then. Every other word (完了, エラー, タイムアウト, キャンセル, 却下 when an approver
+ * stopped it, 期限切れ when no one approved it in time) is final: never a duplicate, never
+ * stopped, never approved.
+ */
 var WAITING = '待機';
 var RUNNING = '実行中';
+var AWAITING_APPROVAL = '承認待ち';
+
+/** Whether a 状態 is that of a job not finished: waiting, awaiting approval, or running. */
+function isPending(state) {
+  var s = String(state);
+  return s === WAITING || s === AWAITING_APPROVAL || s === RUNNING;
+}
 
 /** Where things sit on a panel (1-based rows and columns). */
 var PANEL = {
@@ -57,6 +72,7 @@ var PANEL = {
   commandColumn: 8,
   argsColumn: 9,
   flagsColumn: 10,
+  approveColumn: 11,
 };
 
 /** The index sheet (▶パネル): found by its marker; a tick in column A asks for a panel. */
@@ -161,15 +177,14 @@ function targetOf(row, cols) {
 }
 
 /**
- * The duplicate guard: the 待機 or 実行中 row (of `rows`, the queue's data rows) for the same
- * target and function as a new press, or null.
+ * The duplicate guard: the 待機, 承認待ち or 実行中 row (of `rows`, the queue's data rows) for
+ * the same target and function as a new press, or null.
  */
 function duplicateOf(header, rows, target, fn) {
   var cols = queueColumns(header);
   for (var i = 0; i < rows.length; i++) {
     var r = rows[i];
-    var state = String(r[cols.index.state]);
-    if ((state === WAITING || state === RUNNING) &&
+    if (isPending(r[cols.index.state]) &&
         targetOf(r, cols) === String(target).trim() &&
         String(r[cols.index.fn]).trim() === String(fn).trim()) {
       return r;
@@ -201,11 +216,15 @@ function pad2(n) {
   return (n < 10 ? '0' : '') + n;
 }
 
-/** The toast of a refused duplicate press, as sheetq's own intake words it. */
+/**
+ * The toast of a refused duplicate press, as sheetq's own intake words it; a press whose
+ * earlier job awaits approval is told that it does, and by whom and when it was asked.
+ */
 function duplicateMessage(header, existing, formatDate) {
   var cols = queueColumns(header);
   var who = String(existing[cols.index.requester]).trim() || '不明';
-  return '既に実行中です（依頼: ' + who + ' / ' +
+  var lead = String(existing[cols.index.state]) === AWAITING_APPROVAL ? '承認待ちです' : '既に実行中です';
+  return lead + '（依頼: ' + who + ' / ' +
     receivedHHmm(existing[cols.index.receivedAt], formatDate) + '）';
 }
 
@@ -324,12 +343,31 @@ function receivedSerial(value, wallMsOf) {
 
 /**
  * The job a ■ tick on the panel row of `fn` asks to stop: the index in `rows` (the queue's
- * data rows) of the newest 待機 or 実行中 row for that target and function (by 受付日時, read
- * with receivedSerial; on a tie the lower row), or null. A finished job (完了, エラー,
- * タイムアウト, キャンセル) is never stopped. A panel without a label has no jobs: ▶ queues
- * none for it.
+ * data rows) of the newest 待機, 承認待ち or 実行中 row for that target and function, or null
+ * (newestJobOf). A finished job (完了, エラー, タイムアウト, キャンセル, 却下, 期限切れ) is
+ * never stopped.
  */
 function cancelTargetOf(header, rows, target, fn, wallMsOf) {
+  return newestJobOf(header, rows, target, fn, wallMsOf, isPending);
+}
+
+/**
+ * The job a 承認 tick on the panel row of `fn` approves: the index in `rows` of the newest
+ * 承認待ち row for that target and function, or null (newestJobOf). A job waiting or running
+ * already needs no approval, and a finished one takes none.
+ */
+function approvalTargetOf(header, rows, target, fn, wallMsOf) {
+  return newestJobOf(header, rows, target, fn, wallMsOf, function (state) {
+    return String(state) === AWAITING_APPROVAL;
+  });
+}
+
+/**
+ * The index in `rows` (the queue's data rows) of the newest row for `target` and `fn` whose
+ * 状態 `wanted` accepts (by 受付日時, read with receivedSerial; on a tie the lower row), or
+ * null. A panel without a label has no jobs: ▶ queues none for it.
+ */
+function newestJobOf(header, rows, target, fn, wallMsOf, wanted) {
   var cols = queueColumns(header);
   var t = String(target).trim();
   var f = String(fn).trim();
@@ -337,8 +375,7 @@ function cancelTargetOf(header, rows, target, fn, wallMsOf) {
   var found = null;
   var newest = -Infinity;
   rows.forEach(function (r, i) {
-    var state = String(r[cols.index.state]);
-    if ((state !== WAITING && state !== RUNNING) || targetOf(r, cols) !== t ||
+    if (!wanted(r[cols.index.state]) || targetOf(r, cols) !== t ||
         String(r[cols.index.fn]).trim() !== f) {
       return;
     }
@@ -357,6 +394,7 @@ function cancelTargetOf(header, rows, target, fn, wallMsOf) {
  * `#<jobId>` of the job it is meant for. sheetq reads the words before the `#` as who, date
  * and time, and honours the request only on the row of that job: a sort that moves rows
  * between the script's read and its write leaves the request on a row it stops nothing on.
+ * Each line of a 承認 cell is worded the same, by the one who approved (approvalPlan).
  */
 function cancelRequestText(who, time, jobId) {
   var w = who === undefined || who === null ? '' : String(who).trim();
@@ -395,10 +433,16 @@ function cancelPlan(header, rows, target, fn, wallMsOf) {
   };
 }
 
-/** The toast of a stop asked for, by the 状態 the job had: a waiting job never starts. */
+/**
+ * The toast of a stop asked for, by the 状態 the job had: a waiting job never starts, nor
+ * does one awaiting approval (sheetq ends it 却下 when an approver asked, else キャンセル).
+ */
 function cancelRequestedMessage(fn, state) {
-  return '中止を要求しました: ' + fn + '（' +
-    (state === RUNNING ? '実行中のジョブを止めます' : '待機中のジョブは実行されません') + '）';
+  var what;
+  if (state === RUNNING) what = '実行中のジョブを止めます';
+  else if (state === AWAITING_APPROVAL) what = '承認待ちのジョブは実行されません';
+  else what = '待機中のジョブは実行されません';
+  return '中止を要求しました: ' + fn + '（' + what + '）';
 }
 
 /** The toast of a ■ tick on a job whose stop is asked already: who asked and when (`asked`). */
@@ -406,15 +450,115 @@ function cancelAskedMessage(fn, asked) {
   return '既に中止を要求済みです: ' + fn + '（要求: ' + asked + '）';
 }
 
-/** The toast of a ■ tick on a function with no waiting or running job. */
+/** The toast of a ■ tick on a function with no waiting, awaiting or running job. */
 function nothingToCancelMessage(fn) {
-  return fn + ' に中止できるジョブはありません（待機中・実行中のジョブがありません）';
+  return fn + ' に中止できるジョブはありません（待機中・承認待ち・実行中のジョブがありません）';
 }
 
 /** The toast of a ■ tick on a queue made before 中止要求 existed. */
 function noCancelColumnMessage() {
   return '中止できません: ' + QUEUE_SHEET + ' に「' + OPTIONAL_HEADERS.cancelRequest +
     '」列がありません。`sheetq init` を実行すると追加されます';
+}
+
+/**
+ * The lines of a 承認 cell: one approval each (`<who> yyyy/MM/dd HH:mm:ss #<jobId>`, as
+ * cancelRequestText words it), trimmed, blank ones left out.
+ */
+function approvalLines(text) {
+  var t = text === undefined || text === null ? '' : String(text);
+  return t.split(/\r?\n/).map(function (l) { return l.trim(); })
+    .filter(function (l) { return l !== ''; });
+}
+
+/**
+ * Whether 承認 line `line` is `who`'s approval of `jobId`: it names that job, or none (as
+ * cancelAppliesTo reads 中止要求, and as sheetq counts it), and the words before its date
+ * and time are `who`, compared case-blind as sheetq compares people. A line that names
+ * another job (a sort left it on this row) is no approval of this one.
+ */
+function approvalBy(line, who, jobId) {
+  var words = line.split(/\s+/);
+  var last = words[words.length - 1];
+  var named = last.length > 1 && last.charAt(0) === '#';
+  if (named && last.slice(1) !== String(jobId)) return false;
+  var before = named ? words.slice(0, -3) : words.slice(0, -2);
+  return before.length > 0 && before.join(' ').toLowerCase() === String(who).trim().toLowerCase();
+}
+
+/**
+ * What a 承認 tick on the panel row of `fn` does, from the queue as just read (`header`,
+ * `rows` its data rows), ticked by `who` (requesterOf) at `time` (formatted as for
+ * cancelRequestText): `{ message }`, the toast, and when an approval is to be written also
+ * `{ index, column, jobId, text }`: write `text` into `rows[index]`, 0-based column `column`
+ * (its 承認), for job `jobId`. `text` is the lines the cell holds (approvalLines), then
+ * `who`'s.
+ *
+ * The script writes nothing that could never count: no approval by no one (Google did not
+ * say who ticked), none by the job's own 依頼者 (case-blind), none twice by one person for
+ * one job. Whether `who` is an approver of the function is sheetq's to check: the script
+ * does not know the config, and a line by anyone else is written and never counted.
+ */
+function approvalPlan(header, rows, target, fn, who, time, wallMsOf) {
+  var i = approvalTargetOf(header, rows, target, fn, wallMsOf);
+  if (i === null) return { message: nothingToApproveMessage(fn) };
+  var cols = queueColumns(header);
+  var column = cols.index.approvals;
+  if (column === undefined) return { message: noApprovalColumnMessage() };
+  var w = who === undefined || who === null ? '' : String(who).trim();
+  if (w === '') return { message: unknownApproverMessage() };
+  var requester = String(rows[i][cols.index.requester]).trim();
+  if (requester.toLowerCase() === w.toLowerCase()) return { message: selfApprovalMessage(fn) };
+  var jobId = String(rows[i][cols.index.jobId]);
+  var lines = approvalLines(rows[i][column]);
+  if (lines.some(function (l) { return approvalBy(l, w, jobId); })) {
+    return { message: alreadyApprovedMessage(fn, w) };
+  }
+  return {
+    index: i,
+    column: column,
+    jobId: jobId,
+    text: lines.concat([cancelRequestText(w, time, jobId)]).join('\n'),
+    message: approvedMessage(fn, w),
+  };
+}
+
+/** The toast of an approval written: sheetq counts it once it finds `who` among the approvers. */
+function approvedMessage(fn, who) {
+  return '承認を記録しました: ' + fn + '（' + who + '）。' +
+    'sheetq が承認者かどうかを確かめ、承認者の承認だけを数えます';
+}
+
+/** The toast of a 承認 tick by the person who asked for the job. */
+function selfApprovalMessage(fn) {
+  return '自分の依頼は承認できません: ' + fn + '（依頼者以外の承認者が承認してください）';
+}
+
+/** The toast of a 承認 tick by someone whose approval of the job is there already. */
+function alreadyApprovedMessage(fn, who) {
+  return '既に承認済みです: ' + fn + '（' + who + '）';
+}
+
+/** The toast of a 承認 tick on a function with no job awaiting approval. */
+function nothingToApproveMessage(fn) {
+  return fn + ' に承認待ちのジョブはありません';
+}
+
+/** The toast of a 承認 tick on a queue made before 承認 existed. */
+function noApprovalColumnMessage() {
+  return '承認できません: ' + QUEUE_SHEET + ' に「' + OPTIONAL_HEADERS.approvals +
+    '」列がありません。`sheetq init` を実行すると追加されます';
+}
+
+/**
+ * The toast of a 承認 tick whose event does not say who ticked (requesterOf): an approval by
+ * no one cannot count. Google tells the script only of people of the trigger owner's Google
+ * Workspace domain; the queue an approval counts on is protected, which only the
+ * installable trigger writes.
+ */
+function unknownApproverMessage() {
+  return '承認できません: Google が押した人をスクリプトに知らせなかったため、誰の承認か分かりません。' +
+    '承認は installSheetqTrigger で入れたトリガーが、その所有者と同じ Google Workspace ドメインの人の分だけ記録できます';
 }
 
 /**
@@ -549,6 +693,8 @@ if (typeof module !== 'undefined') {
     noLabelMessage: noLabelMessage,
     WAITING: WAITING,
     RUNNING: RUNNING,
+    AWAITING_APPROVAL: AWAITING_APPROVAL,
+    isPending: isPending,
     serialOfWallClock: serialOfWallClock,
     queueColumns: queueColumns,
     queueRow: queueRow,
@@ -567,6 +713,16 @@ if (typeof module !== 'undefined') {
     cancelAskedMessage: cancelAskedMessage,
     nothingToCancelMessage: nothingToCancelMessage,
     noCancelColumnMessage: noCancelColumnMessage,
+    approvalTargetOf: approvalTargetOf,
+    approvalLines: approvalLines,
+    approvalBy: approvalBy,
+    approvalPlan: approvalPlan,
+    approvedMessage: approvedMessage,
+    selfApprovalMessage: selfApprovalMessage,
+    alreadyApprovedMessage: alreadyApprovedMessage,
+    nothingToApproveMessage: nothingToApproveMessage,
+    noApprovalColumnMessage: noApprovalColumnMessage,
+    unknownApproverMessage: unknownApproverMessage,
     requesterOf: requesterOf,
     TRIGGER: TRIGGER,
     simpleStandsDown: simpleStandsDown,

@@ -328,13 +328,13 @@ test('a ■ tick writes one request into an empty 中止要求, and otherwise on
     { message: '既に中止を要求済みです: f（要求: bob@example.com 2026/12/03 21:30:05 #' + job(1) + '）' },
     'a request already there is kept');
   assert.deepEqual(intake.cancelPlan(header, rows, 'A', 'h', never),
-    { message: 'h に中止できるジョブはありません（待機中・実行中のジョブがありません）' });
+    { message: 'h に中止できるジョブはありません（待機中・承認待ち・実行中のジョブがありません）' });
 
   const old = rows.map((r) => r.slice(0, 16));
   assert.deepEqual(intake.cancelPlan(fixture.header, old, 'A', 'f', never),
     { message: '中止できません: _ジョブキュー に「中止要求」列がありません。`sheetq init` を実行すると追加されます' });
   assert.deepEqual(intake.cancelPlan(fixture.header, old, 'A', 'h', never),
-    { message: 'h に中止できるジョブはありません（待機中・実行中のジョブがありません）' },
+    { message: 'h に中止できるジョブはありません（待機中・承認待ち・実行中のジョブがありません）' },
     'with no job to stop, the missing column does not matter');
 });
 
@@ -346,4 +346,162 @@ test('the ■ boxes an edit covers: column F from row 8, alone or in a pasted bl
   assert.deepEqual(intake.cancelCells(8, 1, 1, 10), { first: 8, count: 1 }, 'a paste over a whole row');
   assert.deepEqual(intake.cancelCells(5, 4, 10, 3), { first: 8, count: 7 });
   assert.equal(intake.cancelCells(1, 1, 2, 2), null);
+});
+
+// Approvals: a job of a function with `approvers` waits as 承認待ち until enough of them
+// tick 承認 (column K of its panel row); each tick adds a line to the job's 承認 cell.
+
+test('the queue may lack 承認 as it may lack 中止要求; found by name like the others', () => {
+  assert.equal(intake.OPTIONAL_HEADERS.approvals, '承認');
+  assert.equal('approvals' in intake.queueColumns(fixture.header).index, false);
+  const cols = intake.queueColumns([...fixture.header, '中止要求', '承認']);
+  assert.equal(cols.index.cancelRequest, 16);
+  assert.equal(cols.index.approvals, 17);
+  assert.equal(cols.width, 18, 'as wide as the right-most known column, 承認 included');
+  assert.equal(intake.queueColumns(['承認', ...fixture.header]).index.approvals, 0, 'in any place');
+  assert.throws(() => intake.queueColumns([...fixture.header, '承認', '承認']), /"承認" appears twice/);
+  assert.equal(intake.PANEL.approveColumn, 11, 'the 承認 boxes are column K of a panel');
+});
+
+test('only 待機, 承認待ち and 実行中 are jobs not finished; 却下 and 期限切れ are final', () => {
+  for (const s of ['待機', '承認待ち', '実行中']) assert.equal(intake.isPending(s), true, s);
+  for (const s of ['完了', 'エラー', 'タイムアウト', 'キャンセル', '却下', '期限切れ', '']) {
+    assert.equal(intake.isPending(s), false, s);
+  }
+  assert.equal(intake.AWAITING_APPROVAL, '承認待ち');
+});
+
+test('a press while one awaits approval is a duplicate, and is told it awaits approval', () => {
+  const noon = intake.serialOfWallClock(Date.UTC(2026, 10, 30, 12, 3));
+  const rows = queue([
+    ['却下', 'A', 'f', 'x@example.com', noon],
+    ['期限切れ', 'A', 'f', 'x@example.com', noon],
+    ['承認待ち', 'A', 'g', 'y@example.com', noon],
+  ]);
+  const header = fixture.header;
+  assert.equal(intake.duplicateOf(header, rows, 'A', 'f'), null, '却下 and 期限切れ are finished');
+  assert.equal(intake.duplicateOf(header, rows, 'A', 'g'), rows[2]);
+  const never = () => assert.fail('a serial needs no date formatting');
+  assert.equal(intake.duplicateMessage(header, rows[2], never), '承認待ちです（依頼: y@example.com / 12:03）');
+  const [anonymous] = queue([['承認待ち', 'A', 'g', '', new Date(0)]]);
+  assert.equal(intake.duplicateMessage(header, anonymous, () => '09:00'), '承認待ちです（依頼: 不明 / 09:00）');
+});
+
+test('■ stops a job awaiting approval as it stops a waiting one, and never a rejected or expired one', () => {
+  const at = (h) => intake.serialOfWallClock(Date.UTC(2026, 11, 3, h));
+  const never = () => assert.fail('a serial needs no zone');
+  const header = [...fixture.header, '中止要求', '承認'];
+  const rows = queue([
+    ['承認待ち', 'A', 'f', 'alice@example.com', at(9)],
+    ['却下', 'A', 'f', '', at(10)],
+    ['期限切れ', 'A', 'f', '', at(11)],
+  ]).map((r, i) => [...r, '', ''].map((v, c) => (c === 0 ? 'job-' + i : v)));
+  assert.equal(intake.cancelTargetOf(header, rows, 'A', 'f', never), 0);
+  assert.equal(intake.cancelTargetOf(header, rows.slice(1), 'A', 'f', never), null);
+  assert.deepEqual(intake.cancelPlan(header, rows, 'A', 'f', never),
+    { index: 0, column: 16, jobId: 'job-0', message: '中止を要求しました: f（承認待ちのジョブは実行されません）' });
+});
+
+test('承認 approves the newest job awaiting approval of its target and function, and no other', () => {
+  const at = (h) => intake.serialOfWallClock(Date.UTC(2026, 11, 3, h));
+  const never = () => assert.fail('a serial needs no zone');
+  const header = fixture.header;
+  const rows = queue([
+    ['承認待ち', 'A', 'f', '', at(9)],
+    ['承認待ち', 'A', 'f', '', at(11)],
+    ['承認待ち', 'A', 'f', '', at(10)],
+    ['待機', 'A', 'f', '', at(12)],
+    ['実行中', 'A', 'f', '', at(12)],
+    ['完了', 'A', 'f', '', at(13)],
+    ['却下', 'A', 'f', '', at(13)],
+    ['期限切れ', 'A', 'f', '', at(13)],
+    ['承認待ち', 'B', 'f', '', at(14)],
+    ['承認待ち', 'A', 'g', '', at(15)],
+  ]);
+  assert.equal(intake.approvalTargetOf(header, rows, 'A', 'f', never), 1, 'the latest 受付日時 of A / f');
+  assert.equal(intake.approvalTargetOf(header, rows, ' A ', 'f ', never), 1, 'compared trimmed');
+  assert.equal(intake.approvalTargetOf(header, rows.slice(3, 8), 'A', 'f', never), null,
+    'a waiting or running job needs no approval, a finished one takes none');
+  assert.equal(intake.approvalTargetOf(header, rows, 'B', 'f', never), 8);
+  assert.equal(intake.approvalTargetOf(header, rows, 'A', 'h', never), null);
+  const tie = queue([['承認待ち', 'A', 'f', '', at(9)], ['承認待ち', 'A', 'f', '', at(9)], ['承認待ち', 'A', 'f', '', '']]);
+  assert.equal(intake.approvalTargetOf(header, tie, 'A', 'f', never), 1,
+    'on a tie the lower row; a 受付日時 that is no date is the oldest');
+  const byPanel = queue([['承認待ち', '', 'f', '', at(8), 'C']]);
+  assert.equal(intake.approvalTargetOf(header, byPanel, 'C', 'f', never), 0,
+    'an empty 対象ラベル falls back to パネルシート名');
+  assert.equal(intake.approvalTargetOf(header, queue([['承認待ち', '', 'f', '', at(9), '']]), ' ', 'f', never), null,
+    'a panel without a label approves nothing');
+});
+
+test('a 承認 cell holds one approval a line; a line counts for its own job and person only', () => {
+  assert.deepEqual(intake.approvalLines(''), []);
+  assert.deepEqual(intake.approvalLines(undefined), []);
+  assert.deepEqual(intake.approvalLines(' a 2026/12/03 21:30:05 #j \r\n\n b 2026/12/03 21:31:00 #j\n'),
+    ['a 2026/12/03 21:30:05 #j', 'b 2026/12/03 21:31:00 #j']);
+  const line = 'Bob@Example.com 2026/12/03 21:30:05 #job-1';
+  assert.equal(intake.approvalBy(line, 'bob@example.com', 'job-1'), true, 'who is compared case-blind');
+  assert.equal(intake.approvalBy(line, 'bob@example.com', 'job-2'), false, 'a line for another job');
+  assert.equal(intake.approvalBy(line, 'carol@example.com', 'job-1'), false);
+  assert.equal(intake.approvalBy('bob@example.com 2026/12/03 21:30:05', 'bob@example.com', 'job-1'), true,
+    'a line that names no job is read as the row\'s own, as a 中止要求 that names none is');
+  assert.equal(intake.approvalBy('bob@example.com 2026/12/03 21:30:05', 'carol@example.com', 'job-1'), false);
+  assert.equal(intake.approvalBy('2026/12/03 21:30:05 #job-1', '', 'job-1'), false, 'a line by no one is no one\'s');
+  assert.equal(intake.approvalBy('#job-1', '', 'job-1'), false);
+});
+
+test('a 承認 tick adds the approver\'s line, and otherwise only says why not', () => {
+  const header = [...fixture.header, '中止要求', '承認'];
+  const never = () => assert.fail('a serial needs no zone');
+  const time = '2026/12/03 21:30:05';
+  const rows = queue([
+    ['完了', 'A', 'f', 'alice@example.com', 2],
+    ['承認待ち', 'A', 'f', 'Alice@Example.com', 1],
+    ['待機', 'A', 'g', 'alice@example.com', 1],
+  ]).map((r, i) => [...r, '', ''].map((v, c) => (c === 0 ? 'job-' + i : v)));
+  const plan = (who, fn = 'f', h = header, rs = rows) => intake.approvalPlan(h, rs, 'A', fn, who, time, never);
+
+  assert.deepEqual(plan('bob@example.com'), {
+    index: 1,
+    column: 17,
+    jobId: 'job-1',
+    text: 'bob@example.com 2026/12/03 21:30:05 #job-1',
+    message: '承認を記録しました: f（bob@example.com）。sheetq が承認者かどうかを確かめ、承認者の承認だけを数えます',
+  }, 'the first approval: one line, as the 中止要求 text is worded');
+  assert.equal(plan(' bob@example.com ').text, 'bob@example.com 2026/12/03 21:30:05 #job-1', 'who trimmed');
+
+  assert.deepEqual(plan('bob@example.com', 'g'), { message: 'g に承認待ちのジョブはありません' },
+    'a waiting job needs no approval');
+  assert.deepEqual(plan('bob@example.com', 'h'), { message: 'h に承認待ちのジョブはありません' });
+
+  const old = rows.map((r) => r.slice(0, 17));
+  assert.deepEqual(plan('bob@example.com', 'f', header.slice(0, 17), old),
+    { message: '承認できません: _ジョブキュー に「承認」列がありません。`sheetq init` を実行すると追加されます' });
+  assert.deepEqual(plan('bob@example.com', 'h', header.slice(0, 17), old),
+    { message: 'h に承認待ちのジョブはありません' }, 'with nothing to approve, the missing column does not matter');
+
+  for (const nobody of ['', '  ', undefined, null]) {
+    const p = plan(nobody);
+    assert.equal(p.index, undefined, 'an approval by no one is never written');
+    assert.match(p.message, /^承認できません: Google が押した人をスクリプトに知らせなかった/);
+    assert.match(p.message, /installSheetqTrigger/, 'says what records approvals');
+  }
+
+  assert.deepEqual(plan('alice@example.com'),
+    { message: '自分の依頼は承認できません: f（依頼者以外の承認者が承認してください）' },
+    'the one who asked cannot approve, compared case-blind');
+
+  rows[1][17] = 'carol@example.com 2026/12/03 21:00:00 #job-1\nBOB@example.com 2026/12/03 21:10:00 #job-1';
+  assert.deepEqual(plan('bob@example.com'), { message: '既に承認済みです: f（bob@example.com）' },
+    'one person approves a job once');
+  const dave = plan('dave@example.com');
+  assert.equal(dave.text,
+    'carol@example.com 2026/12/03 21:00:00 #job-1\nBOB@example.com 2026/12/03 21:10:00 #job-1\n' +
+    'dave@example.com 2026/12/03 21:30:05 #job-1', 'the lines there are kept, the new one last');
+  assert.equal(dave.index, 1);
+
+  rows[1][17] = 'bob@example.com 2026/12/03 21:10:00 #another-job\n';
+  assert.equal(plan('bob@example.com').text,
+    'bob@example.com 2026/12/03 21:10:00 #another-job\nbob@example.com 2026/12/03 21:30:05 #job-1',
+    'an approval a sort left on this row for another job is no approval of this one');
 });

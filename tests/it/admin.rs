@@ -72,7 +72,7 @@ async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
         "init is idempotent"
     );
 
-    let header = emu.values("'_ジョブキュー'!A1:Q1").expect("header");
+    let header = emu.values("'_ジョブキュー'!A1:R1").expect("header");
     let expected: Vec<serde_json::Value> = HeaderNames::default()
         .header_row()
         .into_iter()
@@ -86,7 +86,7 @@ async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
         "{first:?}"
     );
     assert_eq!(
-        emu.values("'_ジョブ履歴'!A1:Q1").expect("archive header")[0],
+        emu.values("'_ジョブ履歴'!A1:R1").expect("archive header")[0],
         expected,
         "the archive has the queue's header"
     );
@@ -438,11 +438,11 @@ async fn init_on_a_spreadsheet_made_before_protection_adds_only_the_protection()
     }
 }
 
-/// A queue made before 中止要求 existed gets the column from `init`, right of its last
-/// header (a person's own column included), the sheet widened for it; no cell moves, and a
-/// second `init` has nothing to do.
+/// A queue made before 中止要求 and 承認 existed gets the columns from `init`, right of its
+/// last header (a person's own column included), the sheet widened for them; no cell moves,
+/// and a second `init` has nothing to do.
 #[tokio::test(flavor = "multi_thread")]
-async fn init_adds_the_cancel_column_to_a_queue_made_before_it_and_moves_nothing() {
+async fn init_adds_the_cancel_and_approval_columns_to_a_queue_made_before_them_and_moves_nothing() {
     let emu = support::start_empty().await;
     let state = tempfile::tempdir().expect("tempdir");
     let config = support::daemon_config(
@@ -455,8 +455,12 @@ async fn init_adds_the_cancel_column_to_a_queue_made_before_it_and_moves_nothing
     let sheets = support::client(&emu, &config).await;
     admin::init(sheets.as_ref(), &config).await.expect("init");
     // As an older version left it: sixteen columns, then a person's own.
-    emu.set_values("'_ジョブキュー'!Q1", serde_json::json!([["メモ"]]), false)
-        .expect("a person's column");
+    emu.set_values(
+        "'_ジョブキュー'!Q1:R1",
+        serde_json::json!([["メモ", ""]]),
+        false,
+    )
+    .expect("a person's column");
     let job = NewJob::pressed("T", "F", "sleep", r#"{"seconds":1}"#, "alice@example.com");
     admin::enqueue(sheets.as_ref(), &config, &job)
         .await
@@ -468,7 +472,10 @@ async fn init_adds_the_cancel_column_to_a_queue_made_before_it_and_moves_nothing
         .expect("init on the older queue");
     assert_eq!(
         done,
-        ["added the column \"中止要求\" to '_ジョブキュー' (column R); nothing else moved"],
+        [
+            "added the column \"中止要求\" to '_ジョブキュー' (column R); nothing else moved",
+            "added the column \"承認\" to '_ジョブキュー' (column S); nothing else moved"
+        ],
         "init says what it added and where"
     );
     let after = support::sheet_values(&emu, "_ジョブキュー");
@@ -476,6 +483,12 @@ async fn init_adds_the_cancel_column_to_a_queue_made_before_it_and_moves_nothing
         after[0].get(17),
         Some(&serde_json::json!("中止要求")),
         "the header gains 中止要求 right of the person's column: {:?}",
+        after[0]
+    );
+    assert_eq!(
+        after[0].get(18),
+        Some(&serde_json::json!("承認")),
+        "{:?}",
         after[0]
     );
     for (r, (old, new)) in before.iter().zip(&after).enumerate() {
