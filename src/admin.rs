@@ -514,7 +514,10 @@ pub async fn enqueue(
     let header = crate::sheets::first_row(&header);
     let columns = ColumnMap::from_header(&header, &config.headers)?;
     let job_id = uuid::Uuid::new_v4().to_string();
-    let row = job_row(&columns, config, tz, &job_id, Utc::now(), job);
+    // Received on Google's clock, as far as this process has read it, like every intake's
+    // rows: an approval's expiry compares 受付日時 with that clock alone.
+    let received = sheets.google_now().unwrap_or_else(Utc::now);
+    let row = job_row(&columns, config, tz, &job_id, received, job);
     let last = a1::column_letters(columns.width() - 1);
     let mut attempt = 0;
     loop {
@@ -698,6 +701,8 @@ pub struct Status {
     pub counts: Vec<(String, usize)>,
     pub running: Vec<StatusJob>,
     pub oldest_waiting: Option<StatusJob>,
+    /// Jobs waiting for approval (承認待ち), oldest first: `sheetq approve` takes their jobIds.
+    pub awaiting_approval: Vec<StatusJob>,
     /// The latest エラー and タイムアウト rows, newest first (at most 5).
     pub recent_failures: Vec<StatusJob>,
     pub archive: StatusArchive,
@@ -808,6 +813,16 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         .first()
         .map(|i| &snapshot.rows[*i])
         .map(|r| view.job(r, r.received_at));
+    let mut awaiting: Vec<&queue::QueueRow> = snapshot
+        .rows
+        .iter()
+        .filter(|r| r.state.is(State::AwaitingApproval))
+        .collect();
+    awaiting.sort_by_key(|r| (r.received_at.is_none(), r.received_at, r.row));
+    let awaiting_approval = awaiting
+        .into_iter()
+        .map(|r| view.job(r, r.received_at))
+        .collect();
     let worker = values.get(2).map(|v| v.values.clone()).unwrap_or_default();
     let lease = worker
         .first()
@@ -847,6 +862,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         counts: view.counts(&snapshot),
         running,
         oldest_waiting,
+        awaiting_approval,
         recent_failures: view.recent_failures(&snapshot, 5),
         archive: status_archive(&meta, &worker, config),
         lease,
@@ -1024,6 +1040,19 @@ impl Status {
                 j.target,
                 at(j)
             );
+        }
+        if !self.awaiting_approval.is_empty() {
+            let _ = writeln!(out, "awaiting approval (sheetq approve JOBID --as WHO):");
+            for j in &self.awaiting_approval {
+                let _ = writeln!(
+                    out,
+                    "  {} target={} function={} since {}",
+                    j.job_id,
+                    j.target,
+                    j.function,
+                    at(j)
+                );
+            }
         }
         if !self.recent_failures.is_empty() {
             let _ = writeln!(out, "recent failures:");

@@ -100,9 +100,10 @@ fn awaiting<'a>(
         ));
     };
     let state = known_state(row, job_id, "nothing to approve")?;
-    if state != State::AwaitingApproval
-        && !(state == State::Waiting && !approval::cleared(row, |f| catalog.approval_rule(f)))
-    {
+    // A 待機 row not yet turned 承認待ち (queued by an intake that does not know) waits too.
+    let waits = state == State::AwaitingApproval
+        || (state == State::Waiting && !approval::cleared(row, |f| catalog.approval_rule(f)));
+    if !waits {
         return refuse(format!(
             "job {job_id} is {}, not waiting for approval; nothing to do",
             state_name(state)

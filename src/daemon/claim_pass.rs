@@ -114,7 +114,10 @@ impl Daemon {
         self.settle_unsettled(&fresh);
         self.write_follow_ups(&mut fresh).await;
         // Presses first: the rows they become are claimable in this very pass.
-        let mut intake_writes = match self.take_in_presses(&fresh, now).await {
+        // A press is received on Google's clock (the `Date` of its replies), as the Apps
+        // Script intake's are: an approval's expiry compares 受付日時 with that clock alone.
+        let received = self.sheets.google_now().unwrap_or(now);
+        let mut intake_writes = match self.take_in_presses(&fresh, received).await {
             Ok((mut writes, taken, asked)) => {
                 fresh.snapshot.rows.extend(taken);
                 writes.extend(self.take_in_cancels(&mut fresh, asked));
@@ -1532,14 +1535,14 @@ impl Daemon {
     /// index.
     pub(super) fn has_ticks(&self, poll: &Poll) -> bool {
         self.config.intake == Intake::Poll
-            && (poll
-                .tables
-                .values()
-                .any(|t| t.rows.iter().any(|r| r.ticked || r.cancel_ticked))
-                || poll
-                    .index
-                    .as_ref()
-                    .is_some_and(|i| i.entries.iter().any(|e| e.ticked)))
+            && (poll.tables.values().any(|t| {
+                t.rows
+                    .iter()
+                    .any(|r| r.ticked || r.cancel_ticked || r.approve_ticked)
+            }) || poll
+                .index
+                .as_ref()
+                .is_some_and(|i| i.entries.iter().any(|e| e.ticked)))
     }
 }
 

@@ -110,6 +110,7 @@ impl Daemon {
         );
         let catalog = self.registry.catalog();
         let tz = self.served.layout.tz;
+        let polled = self.config.intake == crate::config::Intake::Poll;
         display.extend(panel::status::approval_updates(
             &snapshot,
             &self.served.panels,
@@ -118,10 +119,13 @@ impl Daemon {
             20,
             |row| {
                 let rule = catalog.approval_rule(&row.function)?;
-                Some(crate::approval::waiting_text(
-                    row,
-                    &crate::approval::tally(&rule, row, tz),
-                ))
+                let text =
+                    crate::approval::waiting_text(row, &crate::approval::tally(&rule, row, tz));
+                Some(if polled {
+                    format!("{text} · {}", crate::approval::POLL_HINT)
+                } else {
+                    text
+                })
             },
         ));
         display.extend(panel::status::next_run_updates(

@@ -87,22 +87,31 @@ pub fn parse_entries(values: &[Vec<Cell>], layout: &PanelLayout) -> Vec<IndexEnt
 }
 
 /// The 状況 text of a target: its running job and how many wait, from the queue rows of
-/// this read (only unfinished rows matter). Empty when nothing runs or waits.
+/// this read (only unfinished rows matter), and how many wait for approval. Empty when
+/// nothing runs or waits.
 pub fn state_text<'a>(label: &str, rows: impl IntoIterator<Item = &'a QueueRow>) -> String {
     let mut running: Vec<&str> = Vec::new();
     let mut waiting = 0;
+    let mut awaiting = 0;
     for r in rows.into_iter().filter(|r| r.target_key() == label) {
         if r.state.is(State::Running) {
             running.push(r.function.trim());
         } else if r.state.is(State::Waiting) {
             waiting += 1;
+        } else if r.state.is(State::AwaitingApproval) {
+            awaiting += 1;
         }
     }
-    match (running.first(), waiting) {
+    let text = match (running.first(), waiting) {
         (None, 0) => String::new(),
         (None, n) => format!("⏳ 待機 {n} 件"),
         (Some(f), 0) => format!("▶ 実行中: {f}"),
         (Some(f), n) => format!("▶ 実行中: {f} (待機 {n} 件)"),
+    };
+    match (text.is_empty(), awaiting) {
+        (_, 0) => text,
+        (true, m) => format!("🙋 承認待ち {m} 件"),
+        (false, m) => format!("{text} · 承認待ち {m} 件"),
     }
 }
 
@@ -248,10 +257,13 @@ mod tests {
             queue_row(4, State::Waiting, "A", "確認"),
             queue_row(5, State::Done, "A", "確認"),
             queue_row(6, State::Waiting, "B", "確認"),
+            queue_row(7, State::AwaitingApproval, "B", "再起動"),
+            queue_row(8, State::AwaitingApproval, "D", "再起動"),
         ];
         assert_eq!(state_text("A", &rows), "▶ 実行中: 再起動 (待機 2 件)");
-        assert_eq!(state_text("B", &rows), "⏳ 待機 1 件");
+        assert_eq!(state_text("B", &rows), "⏳ 待機 1 件 · 承認待ち 1 件");
         assert_eq!(state_text("C", &rows), "");
+        assert_eq!(state_text("D", &rows), "🙋 承認待ち 1 件");
     }
 
     #[test]

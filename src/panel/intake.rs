@@ -194,6 +194,14 @@ pub fn plan_intake(
                 }
             }
         }
+        // Polling cannot tell who ticked 承認, so the tick cannot count: it is cleared, and
+        // the job's status says how to approve (`approval::POLL_HINT`).
+        for row in table.rows.iter().filter(|r| r.approve_ticked) {
+            plan.clears.push(ValueRange::new(
+                cell_range(&panel.title, cols.approve.0, cols.approve.0, row.row),
+                vec![vec![Cell::Bool(false)]],
+            ));
+        }
         for row in table.rows.iter().filter(|r| r.ticked) {
             plan.clears.push(ValueRange::new(
                 cell_range(&panel.title, cols.tick.0, cols.tick.0, row.row),

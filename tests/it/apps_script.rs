@@ -782,7 +782,7 @@ impl<'a> AwaitingJob<'a> {
         );
         assert_eq!(
             self.runs(),
-            [self.job.clone()],
+            std::slice::from_ref(&self.job),
             "the approved job ran exactly once:\n{}",
             self.show()
         );

@@ -3,8 +3,8 @@
 
 mod access;
 mod admin;
-mod apps_script;
 mod approvals;
+mod apps_script;
 mod archive;
 mod bench;
 mod browser;
