@@ -61,6 +61,7 @@ impl Format {
 /// A step of a job waiting for approval that notifies before the job's end
 /// (docs/design.md §5.5): `on = ["承認待ち"]` tells the approvers a request waits for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Step {
     /// The job was queued as 承認待ち.
     Requested,

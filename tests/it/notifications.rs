@@ -482,3 +482,103 @@ async fn a_job_that_ends_while_its_daemon_stops_is_announced_before_the_daemon_e
         "the daemon exited only once the send was answered and noted:\n{text}"
     );
 }
+
+/// Approvals (docs/design.md §5.5) notify too: a channel with `on = ["承認待ち", "承認"]`
+/// (the approvers' space) hears of a request, naming who may approve, and of its approval,
+/// once each; the job's end then goes to the channels that want it, and a rejection as the
+/// final state 却下.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_approval_its_approval_and_a_rejection_each_notify_once() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let hook = Receiver::start(&[], 200).await;
+    let commands = format!(
+        "[commands.echo]\nbuiltin = \"echo\"\n\n\
+         [[functions]]\nlabel = \"{FUNCTION}\"\ncommand = \"echo\"\nargs = {{ greeting = \"hi\" }}\n\
+         approvers = [\"lead@example.com\"]\n\n{}",
+        notify(
+            &hook.url(),
+            "json",
+            "on = [\"承認待ち\", \"承認\", \"完了\", \"却下\"]"
+        )
+    );
+    let config = binary_config_with(&emu, dir.path(), "vm-1", "", &commands);
+    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
+    let sheets = client(&emu, &operator).await;
+    sheetq::admin::init(sheets.as_ref(), &operator)
+        .await
+        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
+    let mut jobs = Vec::new();
+    for target in ["サーバーA", "サーバーB"] {
+        jobs.push(
+            enqueue(
+                sheets.as_ref(),
+                &operator,
+                target,
+                FUNCTION,
+                "echo",
+                r#"{"greeting":"hi"}"#,
+                "alice@example.com",
+            )
+            .await,
+        );
+    }
+    let log = dir.path().join("sheetq.log");
+    let daemon = Binary::start(&config, &log);
+    let requested = |job: &str| {
+        hook.taken()
+            .into_iter()
+            .filter(|b| b["jobId"] == job && b["approvalStep"] == "requested")
+            .count()
+    };
+    wait_for(
+        "both requests for approval to be announced",
+        WAIT,
+        || (requested(&jobs[0]) == 1 && requested(&jobs[1]) == 1).then_some(()),
+        show(&emu, &log, &hook),
+    )
+    .await;
+    let request = hook
+        .taken()
+        .into_iter()
+        .find(|b| b["jobId"] == jobs[0].as_str())
+        .unwrap_or_default();
+    assert_eq!(request["state"], "承認待ち", "{request}");
+    assert!(
+        request["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("lead@example.com")),
+        "the request names who may approve: {request}"
+    );
+    let approve = run_sheetq(&config, &["approve", &jobs[0], "--as", "lead@example.com"]).await;
+    assert!(approve.status.success(), "{approve:?}");
+    let reject = run_sheetq(&config, &["reject", &jobs[1], "--as", "lead@example.com"]).await;
+    assert!(reject.status.success(), "{reject:?}");
+    let by_job = |job: &str| -> Vec<String> {
+        hook.taken()
+            .into_iter()
+            .filter(|b| b["jobId"] == job)
+            .map(|b| b["state"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    wait_for(
+        "the approved job's end and the rejection to be announced",
+        WAIT,
+        || (by_job(&jobs[0]).len() == 3 && by_job(&jobs[1]).len() == 2).then_some(()),
+        show(&emu, &log, &hook),
+    )
+    .await;
+    stop(daemon).await;
+    assert_eq!(
+        by_job(&jobs[0]),
+        ["承認待ち", "承認", "完了"],
+        "request, approval and end, once each:\n{}",
+        show(&emu, &log, &hook)()
+    );
+    assert_eq!(
+        by_job(&jobs[1]),
+        ["承認待ち", "却下"],
+        "{}",
+        show(&emu, &log, &hook)()
+    );
+}
