@@ -143,6 +143,7 @@ pub async fn deployment(
         f.warnings.push(OPEN_QUEUE.to_string());
     }
     allow(config, &mut f);
+    approvers(config, &mut f);
     state_dir(&config.state_dir, &mut f);
     f.problems.extend(local_problems(config, registry));
     // Warnings, not problems (exit 3): a value that would be an option there is refused
@@ -465,6 +466,33 @@ fn allow(config: &Config, f: &mut Findings) {
         f.warnings.push(format!(
             "[[functions]] {limited:?} have allow, but with intake = \"poll\" 依頼者 is always empty (the daemon sees a ticked box, not who ticked it), so nobody may run them; \
              use the Apps Script intake's installable trigger, which fills 依頼者 from e.user"
+        ));
+    }
+}
+
+/// `approvers` against what makes approvals trustworthy (docs/design.md §5.5): a daemon with
+/// `approvers` and `protect = false` does not start; with poll intake a 承認 tick cannot say
+/// who ticked, so approvals come only from `sheetq approve`.
+fn approvers(config: &Config, f: &mut Findings) {
+    let gated: Vec<&str> = config
+        .catalog
+        .functions
+        .iter()
+        .filter(|fun| fun.approvers.is_some())
+        .map(|fun| fun.label.as_str())
+        .collect();
+    if gated.is_empty() {
+        return;
+    }
+    if !config.protect {
+        f.problems.push(format!(
+            "[[functions]] {gated:?} have approvers, but protect = false leaves the queue open, where anyone may write an approval: the daemon will not start unless the queue is protected all the same; \
+             remove protect = false and run `sheetq init`, or remove approvers"
+        ));
+    }
+    if config.intake == crate::config::Intake::Poll {
+        f.warnings.push(format!(
+            "[[functions]] {gated:?} have approvers, but with intake = \"poll\" a 承認 tick cannot say who ticked, so it does not count: approve with `sheetq approve JOBID --as WHO`, or use the Apps Script intake's installable trigger"
         ));
     }
 }

@@ -64,10 +64,14 @@ fn the_example_shows_every_setting() {
     let queue = table["queue"].as_table().unwrap();
     assert_eq!(
         queue["headers"].as_table().unwrap().len(),
-        17,
-        "every queue header name, 中止要求 included"
+        18,
+        "every queue header name, 中止要求 and 承認 included"
     );
-    assert_eq!(queue["states"].as_table().unwrap().len(), 6);
+    assert_eq!(
+        queue["states"].as_table().unwrap().len(),
+        9,
+        "every state word, 承認待ち, 却下 and 期限切れ included"
+    );
 }
 
 /// The example writes the defaults out, except where it shows a deployment's own value
