@@ -514,9 +514,13 @@ pub async fn enqueue(
     let header = crate::sheets::first_row(&header);
     let columns = ColumnMap::from_header(&header, &config.headers)?;
     let job_id = uuid::Uuid::new_v4().to_string();
-    // Received on Google's clock, as far as this process has read it, like every intake's
-    // rows: an approval's expiry compares 受付日時 with that clock alone.
-    let received = sheets.google_now().unwrap_or_else(Utc::now);
+    // A job of a function with approvers is received on Google's clock, as far as this
+    // process has read it (the Apps Script intake's are too): its expiry compares 受付日時
+    // with that clock alone (docs/design.md §5.5).
+    let received = match config.catalog.approval_rule(&job.function) {
+        Some(_) => sheets.google_now().unwrap_or_else(Utc::now),
+        None => Utc::now(),
+    };
     let row = job_row(&columns, config, tz, &job_id, received, job);
     let last = a1::column_letters(columns.width() - 1);
     let mut attempt = 0;

@@ -114,10 +114,7 @@ impl Daemon {
         self.settle_unsettled(&fresh);
         self.write_follow_ups(&mut fresh).await;
         // Presses first: the rows they become are claimable in this very pass.
-        // A press is received on Google's clock (the `Date` of its replies), as the Apps
-        // Script intake's are: an approval's expiry compares 受付日時 with that clock alone.
-        let received = self.sheets.google_now().unwrap_or(now);
-        let mut intake_writes = match self.take_in_presses(&fresh, received).await {
+        let mut intake_writes = match self.take_in_presses(&fresh, now).await {
             Ok((mut writes, taken, asked)) => {
                 fresh.snapshot.rows.extend(taken);
                 writes.extend(self.take_in_cancels(&mut fresh, asked));
@@ -1100,6 +1097,18 @@ impl Daemon {
             );
             intake.new_rows.extend(ticks.new_rows);
             intake.clears.extend(ticks.clears);
+        }
+        // A press of a function with approvers is received on Google's clock (the `Date` of
+        // its replies), as the Apps Script intake's are: its expiry compares 受付日時 with that
+        // clock alone (docs/design.md §5.5). Other presses keep this machine's clock, whose
+        // readings never go back, for their order.
+        if let Some(google) = self.sheets.google_now() {
+            let catalog = self.registry.catalog();
+            for job in &mut intake.new_rows {
+                if catalog.approval_rule(&job.function).is_some() {
+                    job.received_at = google;
+                }
+            }
         }
         let mut taken = Vec::new();
         if !intake.new_rows.is_empty() {
