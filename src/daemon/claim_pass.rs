@@ -380,6 +380,20 @@ impl Daemon {
         // Panel texts no other write carried this pass ride in the commit, and after them
         // (so they win) the ▶ 実行中 of each row claimed now.
         requests.extend(display.iter().filter_map(|v| self.grid_write(v)));
+        // A job turned 承認待ち shows it at once, in the same commit.
+        for t in &turns {
+            if let approval::Turn::Await(tally) = &t.turn {
+                let text = self.approval_text(&t.row, tally);
+                let cell = panel::status::status_cell(
+                    &t.row,
+                    text,
+                    &self.served.panels,
+                    &fresh.tables,
+                    &self.config.panel,
+                );
+                requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
+            }
+        }
         for c in &claims {
             let cell = panel::running_cell(
                 &c.row,
@@ -1475,6 +1489,17 @@ impl Daemon {
 
     pub(super) fn queue_sheet_id(&self) -> i32 {
         self.served.layout.queue_sheet_id
+    }
+
+    /// The panel's 状態 of a job waiting for approval with `tally`: who asked, the count,
+    /// the approvals that do not count, and with the poll intake how to approve.
+    pub(super) fn approval_text(&self, row: &QueueRow, tally: &approval::Tally) -> String {
+        let text = approval::waiting_text(row, tally);
+        if self.config.intake == Intake::Poll {
+            format!("{text} · {}", approval::POLL_HINT)
+        } else {
+            text
+        }
     }
 
     /// Whether this daemon may start `row` now, with `picked` already chosen in this pass: a

@@ -110,7 +110,6 @@ impl Daemon {
         );
         let catalog = self.registry.catalog();
         let tz = self.served.layout.tz;
-        let polled = self.config.intake == crate::config::Intake::Poll;
         display.extend(panel::status::approval_updates(
             &snapshot,
             &self.served.panels,
@@ -119,13 +118,7 @@ impl Daemon {
             20,
             |row| {
                 let rule = catalog.approval_rule(&row.function)?;
-                let text =
-                    crate::approval::waiting_text(row, &crate::approval::tally(&rule, row, tz));
-                Some(if polled {
-                    format!("{text} · {}", crate::approval::POLL_HINT)
-                } else {
-                    text
-                })
+                Some(self.approval_text(row, &crate::approval::tally(&rule, row, tz)))
             },
         ));
         display.extend(panel::status::next_run_updates(

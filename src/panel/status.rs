@@ -308,6 +308,23 @@ pub fn running_cell(
     ))
 }
 
+/// The status cell of `job`'s panel row showing `text`, for a commit that changes what the
+/// row should show (a job turned 承認待ち): the display of later passes then finds it shown.
+pub fn status_cell(
+    job: &QueueRow,
+    text: String,
+    index: &PanelIndex,
+    tables: &HashMap<String, PanelTable>,
+    layout: &PanelLayout,
+) -> Option<ValueRange> {
+    let (panel, row) = locate(index, tables, job).ok()?;
+    let col = layout.columns.status.0;
+    Some(ValueRange::new(
+        cell_range(&panel.title, col, col, row.row),
+        vec![vec![Cell::String(text)]],
+    ))
+}
+
 /// The status cell of panel row `row` of `panel`, whose running job's メッセージ becomes
 /// `note`, for the write that carries the note: the display of later passes then finds it
 /// shown.

@@ -42,6 +42,10 @@ label = "期限付き"
 command = "deploy"
 approvers = ["lead@example.com"]
 approval_expires = "4s"
+
+[[functions]]
+label = "確認"
+command = "deploy"
 "#,
         runs = dir.join("runs").display()
     )
@@ -417,5 +421,112 @@ async fn with_approvers_a_daemon_refuses_an_open_queue_where_anyone_could_forge_
         check.contains("have approvers, but protect = false leaves the queue open")
             && check.contains("a 承認 tick cannot say who ticked"),
         "sheetq check names approvers on an open queue and under the poll intake:\n{check}"
+    );
+}
+
+/// Write requests Google counts in `from..` that touch the queue (its ranges, or a row
+/// binding on it): a daemon's standalone heartbeat (a write to `_ワーカー` every
+/// `heartbeat_interval` whatever the jobs, which panel texts may ride) is no job's cost.
+fn writes_since(emu: &Emulator, from: chrono::DateTime<chrono::Utc>) -> usize {
+    emu.requests()
+        .iter()
+        .filter(|r| r.at >= from && r.write && r.status == 200)
+        .filter(|r| {
+            r.method == "spreadsheets.batchUpdate"
+                || r.ranges.iter().any(|x| {
+                    x.starts_with("'_ジョブキュー'") || x.starts_with("developerMetadataLookup")
+                })
+        })
+        .count()
+}
+
+/// What approvals cost, counted by the emulator: a job waiting for approval costs nothing per
+/// poll, and an approved job costs at most four writes more than a job without approvals (the
+/// turn to 承認待ち and the turn back to 待機, each a claim pass of the lease's two writes when
+/// nothing else rides it), the `approve` command's one write aside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_waiting_for_approval_costs_nothing_per_poll_and_an_approval_at_most_four_writes() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (config, _) = set_up(&emu, dir.path(), &[]).await;
+    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
+    let sheets = client(&emu, &operator).await;
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    // Serving (its start-up writes done) before anything is counted.
+    wait_for(
+        "the daemon to serve",
+        WAIT,
+        || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("daemon started")
+                .then_some(())
+        },
+        show(&emu, &log),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let from = chrono::Utc::now();
+    let plain = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーB",
+        "確認",
+        "deploy",
+        "{}",
+        "alice@example.com",
+    )
+    .await;
+    wait_ended_with_messages(&emu, &[plain.as_str()], WAIT, show(&emu, &log)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let plain_writes = writes_since(&emu, from) - 1;
+
+    let from = chrono::Utc::now();
+    let gated = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーA",
+        "再起動",
+        "deploy",
+        "{}",
+        "alice@example.com",
+    )
+    .await;
+    awaiting(&emu, &gated, &log).await;
+    // The commit that turned it shows it on the panel, in the same atomic batch; then nothing
+    // is written while it waits.
+    let panel = panel_row(&emu, "サーバーA", 8);
+    assert!(
+        panel
+            .iter()
+            .any(|c| c.starts_with("承認待ち (依頼: alice@example.com) 0/1")),
+        "the turn's commit shows the request on the panel: {panel:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let quiet = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let while_waiting = writes_since(&emu, quiet);
+    let reads_while_waiting = emu
+        .requests()
+        .iter()
+        .filter(|r| r.at >= quiet && !r.write && r.method != "oauth2.token")
+        .count();
+    let approve = run_sheetq(&config, &["approve", &gated, "--as", "lead@example.com"]).await;
+    assert!(approve.status.success(), "{approve:?}");
+    wait_ended_with_messages(&emu, &[gated.as_str()], WAIT, show(&emu, &log)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let gated_writes = writes_since(&emu, from) - 2;
+    println!(
+        "writes: plain job {plain_writes}, approved job {gated_writes}; while waiting 3 s: {while_waiting} writes, {reads_while_waiting} reads"
+    );
+    assert_eq!(
+        while_waiting, 0,
+        "a job waiting for approval costs no write per poll"
+    );
+    assert!(
+        gated_writes <= plain_writes + 4,
+        "an approved job cost {gated_writes} writes, a plain one {plain_writes}: more than the two turns' claim passes"
     );
 }
