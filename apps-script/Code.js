@@ -158,49 +158,17 @@ function takeCancels(press, sheet, boxes) {
 
 /**
  * A ■ tick on a panel row: who ticked and when, written into the 中止要求 of that function's
- * newest waiting or running job, unless someone asked already (intake.js, cancelPlan). The
- * daemon then never starts the job, or stops it.
+ * newest waiting, awaiting or running job, unless someone asked already (intake.js,
+ * cancelPlan). The daemon then never starts the job, or stops it; an approver's request on
+ * a job awaiting approval rejects it.
  */
 function takeCancel(press, sheet, row) {
-  var ss = press.ss;
-  var label = String(sheet.getRange(PANEL.labelCell).getValue()).trim();
-  var fn = String(sheet.getRange(row, PANEL.functionColumn).getValue()).trim();
-  if (fn === '') {
-    ss.toast(noFunctionMessage(row), 'sheetq');
-    return;
-  }
-  var queue = ss.getSheetByName(QUEUE_SHEET);
-  if (queue === null) {
-    ss.toast(noQueueMessage(), 'sheetq');
-    return;
-  }
-  var tz = ss.getSpreadsheetTimeZone();
-  var time = Utilities.formatDate(new Date(), tz, 'yyyy/MM/dd HH:mm:ss');
   // Two ticks at once must not both find the 中止要求 empty.
-  var lock = LockService.getDocumentLock();
-  lock.waitLock(10000);
-  var plan;
-  try {
-    // People sort and move queue rows at any moment: a row number holds only for the read
-    // that found it. The request names its job, so one that a sort put on another row
-    // between the read and the write stops nothing there (sheetq honours it only on its
-    // job's row); the write is checked by reading that row's jobId back, and planned
-    // afresh once if it missed.
-    for (var attempt = 0; attempt < 2; attempt++) {
-      var data = queue.getDataRange().getValues();
-      plan = cancelPlan(data[0], data.slice(1), label, fn, function (d) { return wallClockOf(d, tz); });
-      if (plan.index === undefined) break;
-      var cols = queueColumns(data[0]).index;
-      var cell = queue.getRange(plan.index + 2, plan.column + 1);
-      if (!writeQueue(press, function () { cell.setValue(cancelRequestText(press.requester, time, plan.jobId)); })) {
-        return;
-      }
-      if (String(queue.getRange(plan.index + 2, cols.jobId + 1).getValue()) === plan.jobId) break;
-    }
-  } finally {
-    lock.releaseLock();
-  }
-  ss.toast(plan.message, 'sheetq');
+  writeJobCell(press, sheet, row, function (header, rows, label, fn, time, wallMsOf) {
+    var plan = cancelPlan(header, rows, label, fn, wallMsOf);
+    if (plan.index !== undefined) plan.text = cancelRequestText(press.requester, time, plan.jobId);
+    return plan;
+  });
 }
 
 /**
@@ -211,6 +179,23 @@ function takeCancel(press, sheet, row) {
  * runs the job once there are enough.
  */
 function takeApproval(press, sheet, row) {
+  // Two approvals at once must each add their line to what the other wrote, not replace it.
+  writeJobCell(press, sheet, row, function (header, rows, label, fn, time, wallMsOf) {
+    return approvalPlan(header, rows, label, fn, press.requester, time, wallMsOf);
+  });
+}
+
+/**
+ * Writes one cell of a panel row's job under the document lock, as `planOf(header, rows,
+ * label, fn, time, wallMsOf)` plans it from a fresh read of the queue: `{index, column,
+ * jobId, text, message}`, or `{message}` alone when nothing is to be written; then toasts
+ * the message. People sort and move queue rows at any moment: a row number holds only for
+ * the read that found it. The text names its job, so one that a sort put on another row
+ * between the read and the write does nothing there (sheetq honours it only on its job's
+ * row); the write is checked by reading that row's jobId back, and planned afresh once if
+ * it missed.
+ */
+function writeJobCell(press, sheet, row, planOf) {
   var ss = press.ss;
   var label = String(sheet.getRange(PANEL.labelCell).getValue()).trim();
   var fn = String(sheet.getRange(row, PANEL.functionColumn).getValue()).trim();
@@ -225,19 +210,13 @@ function takeApproval(press, sheet, row) {
   }
   var tz = ss.getSpreadsheetTimeZone();
   var time = Utilities.formatDate(new Date(), tz, 'yyyy/MM/dd HH:mm:ss');
-  // Two approvals at once must each add their line to what the other wrote, not replace it.
   var lock = LockService.getDocumentLock();
   lock.waitLock(10000);
   var plan;
   try {
-    // As for ■ (takeCancel): the line names its job, so one a sort put on another row
-    // between the read and the write approves nothing there (sheetq counts only the lines
-    // naming the row's own job); the write is checked by reading that row's jobId back,
-    // and planned afresh once if it missed.
     for (var attempt = 0; attempt < 2; attempt++) {
       var data = queue.getDataRange().getValues();
-      plan = approvalPlan(data[0], data.slice(1), label, fn, press.requester, time,
-        function (d) { return wallClockOf(d, tz); });
+      plan = planOf(data[0], data.slice(1), label, fn, time, function (d) { return wallClockOf(d, tz); });
       if (plan.index === undefined) break;
       var cols = queueColumns(data[0]).index;
       var cell = queue.getRange(plan.index + 2, plan.column + 1);
