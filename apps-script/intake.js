@@ -480,9 +480,9 @@ function approvalLines(text) {
 function approvalBy(line, who, jobId) {
   var words = line.split(/\s+/);
   var last = words[words.length - 1];
-  var named = last.length > 1 && last.charAt(0) === '#';
-  if (named && last.slice(1) !== String(jobId)) return false;
-  var before = named ? words.slice(0, -3) : words.slice(0, -2);
+  // Only a line naming this job counts, as sheetq counts them (approval::entries).
+  if (last !== '#' + String(jobId)) return false;
+  var before = words.slice(0, -3);
   return before.length > 0 && before.join(' ').toLowerCase() === String(who).trim().toLowerCase();
 }
 
@@ -508,6 +508,7 @@ function approvalPlan(header, rows, target, fn, who, time, wallMsOf) {
   var w = who === undefined || who === null ? '' : String(who).trim();
   if (w === '') return { message: unknownApproverMessage() };
   var requester = String(rows[i][cols.index.requester]).trim();
+  if (requester === '') return { message: unknownRequesterMessage(fn) };
   if (requester.toLowerCase() === w.toLowerCase()) return { message: selfApprovalMessage(fn) };
   var jobId = String(rows[i][cols.index.jobId]);
   var lines = approvalLines(rows[i][column]);
@@ -527,6 +528,14 @@ function approvalPlan(header, rows, target, fn, who, time, wallMsOf) {
 function approvedMessage(fn, who) {
   return '承認を記録しました: ' + fn + '（' + who + '）。' +
     'sheetq が承認者かどうかを確かめ、承認者の承認だけを数えます';
+}
+
+/**
+ * The toast of a 承認 tick on a job whose 依頼者 is empty (Google did not name the person who
+ * pressed): nobody can be told apart from them, so sheetq counts no approval of it.
+ */
+function unknownRequesterMessage(fn) {
+  return '承認できません: ' + fn + ' の依頼者が分からないため、依頼者以外の承認かを確かめられません';
 }
 
 /** The toast of a 承認 tick by the person who asked for the job. */

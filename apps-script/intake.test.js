@@ -443,8 +443,8 @@ test('a 承認 cell holds one approval a line; a line counts for its own job and
   assert.equal(intake.approvalBy(line, 'bob@example.com', 'job-1'), true, 'who is compared case-blind');
   assert.equal(intake.approvalBy(line, 'bob@example.com', 'job-2'), false, 'a line for another job');
   assert.equal(intake.approvalBy(line, 'carol@example.com', 'job-1'), false);
-  assert.equal(intake.approvalBy('bob@example.com 2026/12/03 21:30:05', 'bob@example.com', 'job-1'), true,
-    'a line that names no job is read as the row\'s own, as a 中止要求 that names none is');
+  assert.equal(intake.approvalBy('bob@example.com 2026/12/03 21:30:05', 'bob@example.com', 'job-1'), false,
+    'a line that names no job is no approval: a sort may have copied it from another row, as sheetq reads it');
   assert.equal(intake.approvalBy('bob@example.com 2026/12/03 21:30:05', 'carol@example.com', 'job-1'), false);
   assert.equal(intake.approvalBy('2026/12/03 21:30:05 #job-1', '', 'job-1'), false, 'a line by no one is no one\'s');
   assert.equal(intake.approvalBy('#job-1', '', 'job-1'), false);
@@ -499,6 +499,16 @@ test('a 承認 tick adds the approver\'s line, and otherwise only says why not',
     'carol@example.com 2026/12/03 21:00:00 #job-1\nBOB@example.com 2026/12/03 21:10:00 #job-1\n' +
     'dave@example.com 2026/12/03 21:30:05 #job-1', 'the lines there are kept, the new one last');
   assert.equal(dave.index, 1);
+
+  rows[1][17] = 'bob@example.com 2026/12/03 21:10:00';
+  assert.equal(plan('bob@example.com').index, 1,
+    'a line naming no job (copied along by a sort) is no approval of this one');
+
+  const anonymous = rows.map((r) => [...r]);
+  anonymous[1][header.indexOf('依頼者')] = '';
+  assert.deepEqual(plan('bob@example.com', 'f', header, anonymous),
+    { message: '承認できません: f の依頼者が分からないため、依頼者以外の承認かを確かめられません' },
+    'a job whose requester nobody knows takes no approval');
 
   rows[1][17] = 'bob@example.com 2026/12/03 21:10:00 #another-job\n';
   assert.equal(plan('bob@example.com').text,

@@ -51,12 +51,17 @@ impl<'a> Rule<'a> {
         })
     }
 
-    /// Whether `who` may approve a job of `requester`: listed, and not the requester.
+    /// Whether `who` may approve a job of `requester`: an address (so that no look-alike or
+    /// hidden character can make one person two, or someone else), the job's requester known
+    /// and not `who`, and `who` listed.
     pub fn refusal(&self, who: &str, requester: &str) -> Option<Refusal> {
         let who = who.trim();
-        if who.is_empty() || who == cancel::UNKNOWN {
+        let requester = requester.trim();
+        if !is_address(who) {
             Some(Refusal::Unknown)
-        } else if who.eq_ignore_ascii_case(requester.trim()) {
+        } else if requester.is_empty() {
+            Some(Refusal::RequesterUnknown)
+        } else if same_person(who, requester) {
             Some(Refusal::Requester)
         } else if !self.approvers.iter().any(|a| allow_matches(a, who)) {
             Some(Refusal::NotListed)
@@ -64,6 +69,24 @@ impl<'a> Rule<'a> {
             None
         }
     }
+}
+
+/// Whether `who` is written as an e-mail address: printable ASCII without spaces or `#`, one
+/// `@` with something on each side. The names Google gives the trigger are; `--as` and hand
+/// edits must be too.
+pub fn is_address(who: &str) -> bool {
+    let plain = who.chars().all(|c| c.is_ascii_graphic() && c != '#');
+    let mut parts = who.split('@');
+    plain
+        && matches!(
+            (parts.next(), parts.next(), parts.next()),
+            (Some(local), Some(domain), None) if !local.is_empty() && !domain.is_empty()
+        )
+}
+
+/// Whether two names are one person's: the same address, letters in any case.
+pub fn same_person(a: &str, b: &str) -> bool {
+    a.trim().eq_ignore_ascii_case(b.trim())
 }
 
 /// Problems of a function's approval keys, each naming the function and the fix.
@@ -121,6 +144,9 @@ pub enum Refusal {
     Unknown,
     /// The requester approved their own job.
     Requester,
+    /// Nobody knows who asked for the job (an empty 依頼者: the poll intake), so nobody can
+    /// be told apart from the requester.
+    RequesterUnknown,
     /// The person is not among the function's `approvers`.
     NotListed,
 }
@@ -131,6 +157,7 @@ impl Refusal {
         match self {
             Refusal::Unknown => "refused_unknown",
             Refusal::Requester => "refused_requester",
+            Refusal::RequesterUnknown => "refused_requester_unknown",
             Refusal::NotListed => "refused_not_listed",
         }
     }
@@ -140,6 +167,7 @@ impl Refusal {
         match self {
             Refusal::Unknown => "誰の承認か分かりません",
             Refusal::Requester => "依頼者本人は承認できません",
+            Refusal::RequesterUnknown => "依頼者が分からないため承認できません",
             Refusal::NotListed => "承認者ではありません",
         }
     }
@@ -172,12 +200,13 @@ impl Tally {
     }
 }
 
-/// The approvals of the 承認 text `text`, one per line: the lines that name another job
-/// (a write that a sort put on this row) are left out.
+/// The approvals of the 承認 text `text`, one per line: only the lines that name this job
+/// (`#<jobId>`). A line naming another job (a write that a sort put on this row) or none
+/// (copied along from a row a sort moved) never counts.
 pub fn entries(text: &str, job_id: &str, tz: Tz) -> Vec<Request> {
     text.lines()
         .filter_map(|line| Request::parse(line, tz))
-        .filter(|r| r.job.as_deref().is_none_or(|j| j == job_id))
+        .filter(|r| r.job.as_deref() == Some(job_id))
         .collect()
 }
 
@@ -201,17 +230,13 @@ pub fn tally(rule: &Rule<'_>, row: &QueueRow, tz: Tz) -> Tally {
     };
     for entry in entries(&row.approvals, &row.job_id, tz) {
         let who = entry.who;
-        if out.approved_by.iter().any(|a| a.eq_ignore_ascii_case(&who)) {
+        if out.approved_by.iter().any(|a| same_person(a, &who)) {
             continue;
         }
         match rule.refusal(&who, &row.requester) {
             None => out.approved_by.push(who),
             Some(why) => {
-                if !out
-                    .refused
-                    .iter()
-                    .any(|(w, _)| w.eq_ignore_ascii_case(&who))
-                {
+                if !out.refused.iter().any(|(w, _)| same_person(w, &who)) {
                     out.refused.push((who, why));
                 }
             }
@@ -288,6 +313,9 @@ pub enum Turn {
     Withdraw(Request),
     /// 承認待ち past its `approval_expires`: 期限切れ.
     Expire(Tally),
+    /// 承認待ち of a function that has no `approvers` any more (a reload dropped them, or
+    /// the function): 待機, admitted or refused as any job.
+    Release,
 }
 
 impl Turn {
@@ -299,6 +327,7 @@ impl Turn {
             Turn::Reject(_) => (State::AwaitingApproval, State::Rejected),
             Turn::Withdraw(_) => (State::AwaitingApproval, State::Cancelled),
             Turn::Expire(_) => (State::AwaitingApproval, State::Expired),
+            Turn::Release => (State::AwaitingApproval, State::Waiting),
         }
     }
 
@@ -310,6 +339,7 @@ impl Turn {
             Turn::Reject(_) => "rejected",
             Turn::Withdraw(_) => "withdrawn",
             Turn::Expire(_) => "expired",
+            Turn::Release => "released",
         }
     }
 }
@@ -325,11 +355,14 @@ pub fn applies(row: &QueueRow) -> bool {
 
 /// The turns of `rows` this pass, in row order: `rule_of` gives a function's rule, `may`
 /// says whether a row is free to turn (its jobId on one row only, listed running by no
-/// daemon). A 待機 row asked to stop is left to the cancel of the claim rules.
+/// daemon). A 待機 row asked to stop is left to the cancel of the claim rules. On a queue
+/// that is not `protected`, approvals cannot be trusted, and rows of functions with
+/// approvers are left as they are.
 pub fn turns<'a>(
     rows: &[QueueRow],
     rule_of: impl Fn(&str) -> Option<Rule<'a>>,
     may: impl Fn(&QueueRow) -> bool,
+    protected: bool,
     tz: Tz,
     google_now: Option<DateTime<Utc>>,
 ) -> Vec<(usize, Turn)> {
@@ -339,8 +372,14 @@ pub fn turns<'a>(
             continue;
         }
         let Some(rule) = rule_of(&row.function) else {
+            if row.state.is(State::AwaitingApproval) {
+                out.push((i, Turn::Release));
+            }
             continue;
         };
+        if !protected {
+            continue;
+        }
         let turn = if row.state.is(State::Waiting) {
             if crate::claim::cancel_asked(row) {
                 continue;
@@ -366,11 +405,11 @@ pub fn turns<'a>(
     out
 }
 
-/// Whether `row` may be claimed as far as approvals go: its function needs none, or its 承認
-/// cell holds enough.
-pub fn cleared<'a>(row: &QueueRow, rule_of: impl Fn(&str) -> Option<Rule<'a>>) -> bool {
-    match rule_of(&row.function) {
-        Some(rule) if applies(row) => tally(&rule, row, chrono_tz::UTC).enough(),
+/// Whether `row` may be claimed as far as approvals go, its function's rule being `rule`:
+/// it needs none, or its 承認 cell holds enough.
+pub fn cleared(row: &QueueRow, rule: Option<&Rule<'_>>) -> bool {
+    match rule {
+        Some(rule) if applies(row) => tally(rule, row, chrono_tz::UTC).enough(),
         _ => true,
     }
 }
@@ -475,6 +514,73 @@ mod tests {
         assert!(!t.enough(), "two are needed");
         let cell = format!("{cell}\nlead@example.com 2026/12/04 10:06:00 #job-1");
         assert!(tally(&rule, &row(&cell), TZ).enough());
+    }
+
+    #[test]
+    fn only_an_address_other_than_a_known_requester_can_count() {
+        let f = function(&["*@sre.example.com"], None);
+        let rule = Rule::of(&f).unwrap();
+        for forged in [
+            "x #job-2 bob@sre.example.com",
+            "bob@sre.example.com\u{200b}",
+            "bob@@sre.example.com",
+            "@sre.example.com",
+            "不明",
+            "",
+        ] {
+            assert_eq!(
+                rule.refusal(forged, "alice@example.com"),
+                Some(Refusal::Unknown),
+                "{forged:?} is no address, so no approval"
+            );
+        }
+        assert_eq!(
+            rule.refusal("bob@sre.example.com", ""),
+            Some(Refusal::RequesterUnknown),
+            "with 依頼者 unknown nobody can be told apart from the requester"
+        );
+        assert_eq!(
+            rule.refusal("bob@sre.example.com", "alice@example.com"),
+            None
+        );
+        let no_job = row("bob@sre.example.com 2026/12/04 10:05:00");
+        assert!(
+            tally(&rule, &no_job, TZ).approved_by.is_empty(),
+            "a line naming no job (copied along by a sort) never counts"
+        );
+    }
+
+    #[test]
+    fn a_waiting_row_without_approvals_awaits_them_and_one_whose_function_lost_its_approvers_is_released(
+    ) {
+        let f = function(&["lead@example.com"], None);
+        let mut waiting = row("");
+        waiting.state = RowState::Known(State::Waiting);
+        let awaiting = row("");
+        let mut approved = row("lead@example.com 2026/12/04 10:05:00 #job-1");
+        approved.state = RowState::Known(State::Waiting);
+        let rows = [waiting, awaiting.clone(), approved];
+        let with = turns(&rows, |_| Rule::of(&f), |_| true, true, TZ, Some(at(1, 30)));
+        assert_eq!(
+            with.iter()
+                .map(|(i, t)| (*i, t.label()))
+                .collect::<Vec<_>>(),
+            [(0, "requested")],
+            "an approved 待機 row stays, a 承認待ち one within its time waits: {with:?}"
+        );
+        let open = turns(
+            &rows,
+            |_| Rule::of(&f),
+            |_| true,
+            false,
+            TZ,
+            Some(at(1, 30)),
+        );
+        assert!(open.is_empty(), "nothing turns on an open queue: {open:?}");
+        let dropped = turns(&[awaiting], |_| None, |_| true, true, TZ, Some(at(1, 30)));
+        assert_eq!(dropped, [(0, Turn::Release)]);
+        assert!(!cleared(&rows[0], Rule::of(&f).as_ref()));
+        assert!(cleared(&rows[2], Rule::of(&f).as_ref()));
     }
 
     #[test]

@@ -917,7 +917,7 @@ async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `sheetq approve|reject JOBID --as WHO`: checks WHO against the function's approvers and
-/// writes the approval (or the rejection) to the job's row; exit 2 when it may not.
+/// writes the approval (or the rejection) to the job's row; exit 1, naming why, when it may not.
 async fn approve(args: ApproveArgs, reject: bool) -> anyhow::Result<ExitCode> {
     use crate::admin::approve::Outcome;
     let config = args.config.load()?;

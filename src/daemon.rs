@@ -1364,7 +1364,7 @@ impl Daemon {
             }
             Err(why) => error!(
                 why = %why,
-                "the queue lost its protection: jobs of functions with allow are refused until it is protected again"
+                "the queue lost its protection: jobs of functions with allow or approvers are refused (and approvals not taken) until it is protected again"
             ),
         }
         self.registry = self.registry.clone().with_queue_protected(protected);

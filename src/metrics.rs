@@ -108,14 +108,16 @@ impl NotificationOutcome {
 
 /// The outcomes of `sheetq_approvals_total`: [`crate::approval::Turn::label`] and
 /// [`crate::approval::Refusal::label`].
-pub const APPROVAL_OUTCOMES: [&str; 8] = [
+pub const APPROVAL_OUTCOMES: [&str; 10] = [
     "requested",
     "approved",
     "rejected",
     "withdrawn",
     "expired",
+    "released",
     "refused_unknown",
     "refused_requester",
+    "refused_requester_unknown",
     "refused_not_listed",
 ];
 
@@ -449,7 +451,7 @@ impl Metrics {
             &mut out,
             "sheetq_approvals_total",
             "counter",
-            "Approval steps of jobs of functions with approvers (requested, approved, rejected, withdrawn, expired; refused_* an approval that did not count), by outcome.",
+            "Approval steps of jobs of functions with approvers (requested, approved, rejected, withdrawn, expired, released when a function lost its approvers; refused_* an approval that did not count), by outcome.",
         );
         for s in &sources {
             for (i, outcome) in APPROVAL_OUTCOMES.iter().enumerate() {

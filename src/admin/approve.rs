@@ -38,12 +38,12 @@ pub async fn approve(
     who: &str,
 ) -> Result<Outcome, AdminError> {
     write_on_row(sheets, config, job_id, Column::Approvals, |row, tz| {
-        let rule = awaiting(catalog, row, job_id, who)?;
+        let rule = awaiting(catalog, row, job_id, who, false)?;
         let tally = approval::tally(&rule, row, tz);
         if tally
             .approved_by
             .iter()
-            .any(|a| a.eq_ignore_ascii_case(who.trim()))
+            .any(|a| approval::same_person(a, who))
         {
             return Ok(Step::Done(Outcome::Already));
         }
@@ -68,7 +68,7 @@ pub async fn reject(
     who: &str,
 ) -> Result<Outcome, AdminError> {
     write_on_row(sheets, config, job_id, Column::CancelRequest, |row, tz| {
-        let rule = awaiting(catalog, row, job_id, who)?;
+        let rule = awaiting(catalog, row, job_id, who, true)?;
         if crate::cancel::applies(&row.cancel_request, job_id) {
             return Ok(Step::Done(Outcome::Already));
         }
@@ -91,6 +91,7 @@ fn awaiting<'a>(
     row: &QueueRow,
     job_id: &str,
     who: &str,
+    rejecting: bool,
 ) -> Result<Rule<'a>, AdminError> {
     let refuse = |why: String| Err(AdminError::Problems(vec![why]));
     let Some(rule) = catalog.approval_rule(&row.function) else {
@@ -100,31 +101,43 @@ fn awaiting<'a>(
         ));
     };
     let state = known_state(row, job_id, "nothing to approve")?;
-    // A 待機 row not yet turned 承認待ち (queued by an intake that does not know) waits too.
-    let waits = state == State::AwaitingApproval
-        || (state == State::Waiting && !approval::cleared(row, |f| catalog.approval_rule(f)));
-    if !waits {
+    // A 待機 row not yet turned 承認待ち (queued by an intake that does not know) takes an
+    // approval too; a rejection only once it is 承認待ち, which the daemons turn it into
+    // within a poll (before that, a stop would end it キャンセル, not 却下).
+    let unturned = state == State::Waiting && !approval::cleared(row, Some(&rule));
+    if unturned && rejecting {
+        return refuse(format!(
+            "job {job_id} is not waiting for approval yet: a daemon turns it {} within a poll; reject it then",
+            "承認待ち"
+        ));
+    }
+    if state != State::AwaitingApproval && !unturned {
         return refuse(format!(
             "job {job_id} is {}, not waiting for approval; nothing to do",
             state_name(state)
         ));
     }
     if let Some(why) = rule.refusal(who, &row.requester) {
-        let hint = match why {
-            approval::Refusal::Unknown => "say who with --as WHO",
-            approval::Refusal::Requester => "another approver must do it",
-            approval::Refusal::NotListed => {
-                "only those its function's approvers lists may; add them there, or ask one of them"
+        let (what, hint) = match why {
+            approval::Refusal::Unknown => (
+                "not an e-mail address",
+                "say who with --as, as an address such as lead@example.com",
+            ),
+            approval::Refusal::Requester => {
+                ("it is the requester's own job", "another approver must do it")
             }
+            approval::Refusal::RequesterUnknown => (
+                "nobody knows who asked for it (its 依頼者 is empty), so nobody can be told apart from the requester",
+                "queue it where 依頼者 is known: the Apps Script's installable trigger, or `sheetq enqueue --requester`",
+            ),
+            approval::Refusal::NotListed => (
+                "not among its approvers",
+                "only those its function's approvers lists may; add them there, or ask one of them",
+            ),
         };
         return refuse(format!(
-            "{who:?} may not approve or reject job {job_id} of function {:?}: {} ({hint})",
-            row.function,
-            match why {
-                approval::Refusal::Unknown => "nobody is named",
-                approval::Refusal::Requester => "it is the requester's own job",
-                approval::Refusal::NotListed => "not among its approvers",
-            }
+            "{who:?} may not approve or reject job {job_id} of function {:?}: {what} ({hint})",
+            row.function
         ));
     }
     Ok(rule)

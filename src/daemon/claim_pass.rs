@@ -669,6 +669,10 @@ impl Daemon {
                             self.announce_step(fresh, row, Step::Requested, now);
                             None
                         }
+                        approval::Turn::Release => {
+                            info!(job.id = ?row.job_id, target = ?row.target_key(), function = ?row.function, "job awaited approval, which its function needs no more; it waits to run");
+                            None
+                        }
                         approval::Turn::Approve(tally) => {
                             info!(job.id = ?row.job_id, target = ?row.target_key(), function = ?row.function, approved_by = ?tally.approved_by, "job approved; it waits to run");
                             self.announce_step(fresh, row, Step::Approved, now);
@@ -1507,6 +1511,13 @@ impl Daemon {
     /// heavy job runs here or was just picked, rather than being claimed and spending its
     /// timeout at the heavy gate.
     pub(super) fn may_start(&self, row: &QueueRow, picked: &[&QueueRow]) -> bool {
+        // A job of a function with approvers starts only with enough of them, on a queue
+        // that vouches for them (docs/design.md §5.5); admission checks them again.
+        if let Some(rule) = self.registry.catalog().approval_rule(&row.function) {
+            if !self.registry.queue_protected() || !crate::approval::cleared(row, Some(&rule)) {
+                return false;
+            }
+        }
         let heavy = |r: &QueueRow| self.is_heavy(r);
         // A job we run, or whose result we still have to write, may show as 待機 for a
         // moment (a misplaced put-back, before its repair): it is not ours to start again.
@@ -1547,18 +1558,19 @@ impl Daemon {
             &poll.watched,
             elsewhere,
             usize::MAX,
-            |row, picked| {
-                crate::approval::cleared(row, |f| catalog.approval_rule(f))
-                    && self.may_start(row, picked)
-            },
+            |row, picked| self.may_start(row, picked),
         );
         self.slots.want(plan.claims.len());
         plan.claims.truncate(self.slots.available());
         let busy = claim::Busy::of(&poll.snapshot, elsewhere);
+        // On a queue that lost its protection approvals cannot be trusted: nothing of such
+        // functions is turned (nor claimed, `may_start`) until it is protected again.
+        let protected = self.registry.queue_protected();
         plan.turns = crate::approval::turns(
             &poll.snapshot.rows,
             |f| catalog.approval_rule(f),
             |row| busy.may_claim(row),
+            protected,
             self.served.layout.tz,
             poll.watched.google_now,
         );

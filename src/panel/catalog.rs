@@ -241,6 +241,11 @@ impl Catalog {
                 ));
             }
             out.extend(crate::approval::problems(&at, f));
+            if f.flags.iter().any(|x| x.trim() == "continuation") {
+                out.push(format!(
+                    "{at}: flags = [\"continuation\"] is sheetq's own mark of a step a command handed back (its args trusted, its approvals taken as given); remove it"
+                ));
+            }
             for key in &f.args_from_sheet {
                 if key.trim().is_empty() || key.trim() != key {
                     out.push(format!(
@@ -364,6 +369,9 @@ impl Catalog {
                 ));
             }
         }
+        let args = f
+            .args_for(asked.args, asked.args_trusted)
+            .map_err(Refused::Args)?;
         if let Some(rule) = crate::approval::Rule::of(f) {
             // A continuation step on a protected queue (its args trusted) goes on with work
             // already approved: only sheetq and the owner can write one there.
@@ -371,9 +379,7 @@ impl Catalog {
                 self.check_approved(&rule, asked)?;
             }
         }
-        f.args_for(asked.args, asked.args_trusted)
-            .map(Some)
-            .map_err(Refused::Args)
+        Ok(Some(args))
     }
 
     /// Refuses a job of a function with `approvers` that its 承認 cell does not approve
@@ -817,5 +823,17 @@ mod tests {
         c.not_allowed = NotAllowed("{who} may not".into());
         let p = c.problems();
         assert_eq!(p.len(), 4, "{p:#?}");
+    }
+
+    #[test]
+    fn a_function_cannot_carry_sheetqs_continuation_flag() {
+        let c = catalog(
+            "[[functions]]\nlabel = \"A\"\ncommand = \"echo\"\nflags = [\"continuation\"]\napprovers = [\"lead@example.com\"]",
+        );
+        let p = c.problems().join("\n");
+        assert!(
+            p.contains("flags = [\"continuation\"] is sheetq's own mark"),
+            "a configured continuation flag would skip approvals and trust args: {p}"
+        );
     }
 }

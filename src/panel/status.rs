@@ -415,6 +415,16 @@ pub fn approval_updates(
         if out.len() >= limit {
             break;
         }
+        // A job of the function waiting or running besides (queued past the duplicate guard:
+        // a schedule, `enqueue`) has the row: the waiting/running display writes it.
+        let shown_by_another = snapshot.rows.iter().any(|r| {
+            (r.state.is(State::Waiting) || r.state.is(State::Running))
+                && r.target_key() == job.target_key()
+                && r.function.trim() == job.function.trim()
+        });
+        if shown_by_another {
+            continue;
+        }
         let Some(text) = text_of(job) else {
             continue;
         };
