@@ -425,13 +425,13 @@ impl Daemon {
     /// next change or the result, which says more.
     fn place_retry_notes(&mut self, poll: &Poll, through: &mut Vec<Through>) -> Vec<ValueRange> {
         let mut shown = Vec::new();
+        // Peeked, not taken: a note that cannot go now is tried again at the next write-back
+        // rather than waiting for the next change.
         let changed: Vec<(String, String)> = self
             .retry_notes
-            .iter_mut()
+            .iter()
             .filter(|(_, noted)| noted.has_changed().unwrap_or(false))
-            .filter_map(|(job_id, noted)| {
-                Some((job_id.clone(), noted.borrow_and_update().clone()?))
-            })
+            .filter_map(|(job_id, noted)| Some((job_id.clone(), noted.borrow().clone()?)))
             .collect();
         for (job_id, note) in changed {
             let Some(claimed) = self.running.get(&job_id) else {
@@ -452,7 +452,7 @@ impl Daemon {
                 |r| self.claim_is_live(poll, r),
             );
             if self.in_doubt(id) || plan != WritePlan::Write {
-                debug!(job.id = ?job_id, ?plan, "the retry note waits: the job's row binding is not on its row now");
+                debug!(job.id = ?job_id, ?plan, "the retry note waits for the next write-back: the job's row binding is not on its row now");
                 continue;
             }
             if let Some((panel_ref, row)) = self.result_panel_row(poll, &claimed.row) {
@@ -462,6 +462,9 @@ impl Daemon {
                     &note,
                     &self.config.panel,
                 ));
+            }
+            if let Some(noted) = self.retry_notes.get_mut(&job_id) {
+                noted.mark_unchanged();
             }
             through.push(Through {
                 id,
