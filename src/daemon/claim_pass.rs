@@ -586,24 +586,8 @@ impl Daemon {
                     let message = request.message(now, tz, "");
                     info!(job.id = ?row.job_id, target = ?row.target_key(), by = ?request.who, "cancelled a waiting job; it never ran");
                     self.observers.metrics.cancel_asked();
-                    through.push(Through {
-                        id: *binding_id,
-                        job_id: row.job_id.clone(),
-                        worker: row.worker.clone(),
-                        state: Some(State::Cancelled),
-                        cells: self.finish_values(Finish::Cancelled, now, "", &message),
-                        unbind: true,
-                        result: false,
-                    });
-                    follow_up.extend(self.panel_result(
-                        fresh,
-                        row,
-                        Finish::Cancelled,
-                        now,
-                        "",
-                        &message,
-                    ));
-                    self.announce_ended(fresh, row, Finish::Cancelled, &message, now);
+                    let ended = (*binding_id, Finish::Cancelled, message);
+                    self.end_unrun(fresh, row, ended, now, through, follow_up);
                 }
                 hit if changed => {
                     // The queue moved between the read and the commit: the swap cancelled
@@ -627,6 +611,32 @@ impl Daemon {
             }
         }
         undo
+    }
+
+    /// The end of a job that never ran, whose swap to its final state hit its row: its
+    /// 終了日時/メッセージ follow through the binding made with the swap (`ended`: binding,
+    /// finish, message), under our next lease like a timeout's; its panel row and its
+    /// notifications say so.
+    fn end_unrun(
+        &mut self,
+        fresh: &Poll,
+        row: &QueueRow,
+        (id, finish, message): (i32, Finish, String),
+        now: chrono::DateTime<Utc>,
+        through: &mut Vec<Through>,
+        follow_up: &mut Vec<ValueRange>,
+    ) {
+        through.push(Through {
+            id,
+            job_id: row.job_id.clone(),
+            worker: row.worker.clone(),
+            state: Some(finish_state(finish)),
+            cells: self.finish_values(finish, now, "", &message),
+            unbind: true,
+            result: false,
+        });
+        follow_up.extend(self.panel_result(fresh, row, finish, now, "", &message));
+        self.announce_ended(fresh, row, finish, &message, now);
     }
 
     /// Settles the approval turns of a commit, whose replies follow the `first` = (stale
@@ -697,17 +707,7 @@ impl Daemon {
                         }
                     };
                     if let (Some((finish, message)), Some(id)) = (finish, t.binding_id) {
-                        through.push(Through {
-                            id,
-                            job_id: row.job_id.clone(),
-                            worker: row.worker.clone(),
-                            state: Some(to),
-                            cells: self.finish_values(finish, now, "", &message),
-                            unbind: true,
-                            result: false,
-                        });
-                        follow_up.extend(self.panel_result(fresh, row, finish, now, "", &message));
-                        self.announce_ended(fresh, row, finish, &message, now);
+                        self.end_unrun(fresh, row, (id, finish, message), now, through, follow_up);
                     }
                 }
                 hit if changed => {

@@ -85,11 +85,7 @@ pub fn next_run_updates(
         if shows == text || !(shows.is_empty() || shows.starts_with(NEXT_RUN_PREFIX)) {
             continue;
         }
-        let col = layout.columns.status.0;
-        out.push(ValueRange::new(
-            cell_range(&panel.title, col, col, row.row),
-            vec![vec![Cell::String(text)]],
-        ));
+        out.push(status_write(panel, row.row, text, layout));
     }
     out
 }
@@ -300,12 +296,13 @@ pub fn running_cell(
     tz: Tz,
     layout: &PanelLayout,
 ) -> Option<ValueRange> {
-    let (panel, row) = locate(index, tables, job).ok()?;
-    let col = layout.columns.status.0;
-    Some(ValueRange::new(
-        cell_range(&panel.title, col, col, row.row),
-        vec![vec![Cell::String(running_text(Some(started_at), tz))]],
-    ))
+    status_cell(
+        job,
+        running_text(Some(started_at), tz),
+        index,
+        tables,
+        layout,
+    )
 }
 
 /// The status cell of `job`'s panel row showing `text`, for a commit that changes what the
@@ -318,22 +315,23 @@ pub fn status_cell(
     layout: &PanelLayout,
 ) -> Option<ValueRange> {
     let (panel, row) = locate(index, tables, job).ok()?;
+    Some(status_write(panel, row.row, text, layout))
+}
+
+/// The write of `text` into the 状態 cell of row `row` of `panel`.
+fn status_write(panel: &PanelRef, row: u32, text: String, layout: &PanelLayout) -> ValueRange {
     let col = layout.columns.status.0;
-    Some(ValueRange::new(
-        cell_range(&panel.title, col, col, row.row),
+    ValueRange::new(
+        cell_range(&panel.title, col, col, row),
         vec![vec![Cell::String(text)]],
-    ))
+    )
 }
 
 /// The status cell of panel row `row` of `panel`, whose running job's メッセージ becomes
 /// `note`, for the write that carries the note: the display of later passes then finds it
 /// shown.
 pub fn retrying_cell(panel: &PanelRef, row: u32, note: &str, layout: &PanelLayout) -> ValueRange {
-    let col = layout.columns.status.0;
-    ValueRange::new(
-        cell_range(&panel.title, col, col, row),
-        vec![vec![Cell::String(retrying_text(note))]],
-    )
+    status_write(panel, row, retrying_text(note), layout)
 }
 
 /// The waiting/running display of one pass: for each `実行中` row `▶ 実行中 (HH:mm〜)` (or
@@ -385,11 +383,7 @@ pub fn status_updates(
         if !taken.insert((panel.sheet_id, row.row)) || row.status == text {
             continue;
         }
-        let col = layout.columns.status.0;
-        out.push(ValueRange::new(
-            cell_range(&panel.title, col, col, row.row),
-            vec![vec![Cell::String(text)]],
-        ));
+        out.push(status_write(panel, row.row, text, layout));
     }
     out
 }
@@ -434,11 +428,7 @@ pub fn approval_updates(
         if row.status == text {
             continue;
         }
-        let col = layout.columns.status.0;
-        out.push(ValueRange::new(
-            cell_range(&panel.title, col, col, row.row),
-            vec![vec![Cell::String(text)]],
-        ));
+        out.push(status_write(panel, row.row, text, layout));
     }
     out
 }
