@@ -1003,6 +1003,12 @@ impl Daemon {
             self.find_window().await?;
         }
         let poll = self.poll(false).await?;
+        // Jobs that ended while the read waited for its turn (a busy account's budget holds it
+        // for seconds) are written back by this pass: the read looked up their rows, as it
+        // looks up every running job's.
+        while let Some(joined) = self.jobs.try_join_next() {
+            self.finished(joined)?;
+        }
         self.report_row_problems(&poll);
         self.report_refused_approvals(&poll);
         // Someone else now writes the heartbeat row of our worker_id: two processes share
@@ -1032,6 +1038,7 @@ impl Daemon {
             (Vec::new(), display)
         };
         // A write-back that fails must not stop claiming: its results wait in the outbox.
+        let flushed_at = tokio::time::Instant::now();
         let wrote_heartbeat = match self.flush(&poll, display).await {
             Ok(wrote) => wrote,
             // Refused too: a bound row deleted between the read and the write makes Google
@@ -1045,7 +1052,11 @@ impl Daemon {
             Err(e) => return Err(e),
         };
         let elsewhere = self.running_elsewhere(&poll);
-        let plan = self.plan_claims(&poll, &elsewhere);
+        // The rows whose results this pass just wrote are planned on as the write left them:
+        // a target freed by a result is claimed in this very pass (whose lease call reads the
+        // queue afresh), not a poll later.
+        let written = self.as_written(&poll.snapshot, flushed_at);
+        let plan = self.plan_claims(&written, &poll.watched, &elsewhere);
         let mut wrote_heartbeat = wrote_heartbeat;
         // A claim commit whose reply was lost is fenced by taking our lease back at once:
         // its job then settles (runs, or waits to be claimed again) without waiting out
@@ -1108,6 +1119,31 @@ impl Daemon {
             self.outbox.len()
         ));
         Ok(())
+    }
+
+    /// `snapshot` as the results that landed since `since` left it: their rows (those still
+    /// holding our claim) read in their final state. Only a plan reads it; the claim pass
+    /// that plan starts decides on its own fresh read.
+    fn as_written<'a>(
+        &self,
+        snapshot: &'a queue::Snapshot,
+        since: tokio::time::Instant,
+    ) -> std::borrow::Cow<'a, queue::Snapshot> {
+        let written: Vec<&FinishedJob> = (self.served.landed.iter())
+            .filter(|(_, at)| *at >= since)
+            .map(|(job, _)| job)
+            .collect();
+        if written.is_empty() {
+            return std::borrow::Cow::Borrowed(snapshot);
+        }
+        let mut after = snapshot.clone();
+        for row in &mut after.rows {
+            let ours = |j: &&&FinishedJob| j.job_id == row.job_id && j.worker == row.worker;
+            if let Some(job) = written.iter().find(ours) {
+                row.state = queue::RowState::Known(writeback::finish_state(job.finish));
+            }
+        }
+        std::borrow::Cow::Owned(after)
     }
 
     /// Notices when the account's request budget holds the polls back: its calls (those of

@@ -139,7 +139,7 @@ impl Daemon {
         };
         self.stop_asked_jobs(&fresh.snapshot);
         let elsewhere = self.running_elsewhere(&fresh);
-        let plan = self.plan_claims(&fresh, &elsewhere);
+        let plan = self.plan_claims(&fresh.snapshot, &fresh.watched, &elsewhere);
         let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, intake_writes);
         let Some(reply) = self.send_commit(&mut commit, &held).await? else {
             return Ok(false);
@@ -1546,33 +1546,39 @@ impl Daemon {
             || row.flags.iter().any(|f| f == "heavy")
     }
 
-    /// The claim plan on `poll` within the slots this spreadsheet may take now: the process's
-    /// slot pool learns how many rows it could claim, and the plan keeps as many as its fair
-    /// share leaves (the plan picks one row after another, so a shorter plan is a prefix of
-    /// a longer one).
-    pub(super) fn plan_claims(&self, poll: &Poll, elsewhere: &[RunningRef]) -> claim::PassPlan {
+    /// The claim plan on `snapshot` (a poll's read, or what the poll read as our writes since
+    /// left it) within the slots this spreadsheet may take now: the process's slot pool
+    /// learns how many rows it could claim, and the plan keeps as many as its fair share
+    /// leaves (the plan picks one row after another, so a shorter plan is a prefix of a
+    /// longer one).
+    pub(super) fn plan_claims(
+        &self,
+        snapshot: &crate::queue::Snapshot,
+        watched: &claim::Watched,
+        elsewhere: &[RunningRef],
+    ) -> claim::PassPlan {
         let catalog = self.registry.catalog();
         let mut plan = claim::plan_pass(
-            &poll.snapshot,
+            snapshot,
             &self.policy,
-            &poll.watched,
+            watched,
             elsewhere,
             usize::MAX,
             |row, picked| self.may_start(row, picked),
         );
         self.slots.want(plan.claims.len());
         plan.claims.truncate(self.slots.available());
-        let busy = claim::Busy::of(&poll.snapshot, elsewhere);
+        let busy = claim::Busy::of(snapshot, elsewhere);
         // On a queue that lost its protection approvals cannot be trusted: nothing of such
         // functions is turned (nor claimed, `may_start`) until it is protected again.
         let protected = self.registry.queue_protected();
         plan.turns = crate::approval::turns(
-            &poll.snapshot.rows,
+            &snapshot.rows,
             |f| catalog.approval_rule(f),
             |row| busy.may_claim(row),
             protected,
             self.served.layout.tz,
-            poll.watched.google_now,
+            watched.google_now,
         );
         plan
     }

@@ -132,6 +132,58 @@ async fn jobs_on_one_target_run_one_after_the_other() {
     );
 }
 
+/// The pass whose write-back frees a target claims the next job waiting for it: the plan
+/// reads the finished row as the write left it, and the claim's own lease call reads the
+/// queue afresh. Between the first job's end and the second's start there is the one read
+/// that found the result to write, not a second poll to see the target free.
+#[tokio::test]
+async fn a_target_freed_by_a_result_is_claimed_in_the_pass_that_writes_the_result() {
+    let emu = start_with_quota(FAST).await;
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let c = &fleet.configs[0];
+    let sheets = client(&emu, c).await;
+    let mut jobs = Vec::new();
+    for function in ["動作確認 (2秒)", "再起動 (5秒)", "バックアップ (10秒)"] {
+        jobs.push(
+            enqueue(
+                sheets.as_ref(),
+                c,
+                "サーバーA",
+                function,
+                "sleep",
+                r#"{"seconds":0.5}"#,
+                "alice@example.com",
+            )
+            .await,
+        );
+    }
+    let rows = wait_finished(&emu, &jobs, WAIT).await;
+    fleet.stop(&emu).await;
+    let mut runs: Vec<(DateTime<Utc>, DateTime<Utc>)> = jobs
+        .iter()
+        .map(|j| {
+            let r = row_of(&rows, j);
+            assert_done(r);
+            interval(r)
+        })
+        .collect();
+    runs.sort();
+    let requests = emu.requests();
+    for pair in runs.windows(2) {
+        let ((_, ended), (started, _)) = (pair[0], pair[1]);
+        let reads: Vec<String> = requests
+            .iter()
+            .filter(|r| !r.write && r.method != "oauth2.token" && r.at > ended && r.at < started)
+            .map(|r| format!("{} {}", r.at.format("%H:%M:%S%.3f"), r.method))
+            .collect();
+        assert!(
+            reads.len() <= 1,
+            "the job after the one that ended at {ended} started at {started}, {} reads later; the pass that wrote the result should have claimed it: {reads:#?}",
+            reads.len()
+        );
+    }
+}
+
 #[tokio::test]
 async fn every_requester_is_served_and_an_empty_requester_works() {
     let emu = start_with_quota(FAST).await;
