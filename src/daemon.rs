@@ -1003,12 +1003,6 @@ impl Daemon {
             self.find_window().await?;
         }
         let poll = self.poll(false).await?;
-        // Jobs that ended while the read waited for its turn (a busy account's budget holds it
-        // for seconds) are written back by this pass: the read looked up their rows, as it
-        // looks up every running job's.
-        while let Some(joined) = self.jobs.try_join_next() {
-            self.finished(joined)?;
-        }
         self.report_row_problems(&poll);
         self.report_refused_approvals(&poll);
         // Someone else now writes the heartbeat row of our worker_id: two processes share

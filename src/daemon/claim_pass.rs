@@ -33,9 +33,10 @@ const FENCES_PER_BATCH: usize = 100;
 
 /// How often a daemon looks for fences that no daemon tracks any more.
 const FENCE_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60 * 60);
-/// The first look for abandoned fences comes this long after start, past the start-up
-/// reads and the first polls, which a fleet started together spends its first minute on.
-pub(super) const FENCE_FIRST_SWEEP: std::time::Duration = std::time::Duration::from_secs(30);
+/// The first look for abandoned fences comes this long after start: past the first minute,
+/// whose reads a fleet started right after `sheetq init` needs for its polls (the README's
+/// "A fleet's first minute"). An abandoned fence waits for its commit's 190 s anyway.
+pub(super) const FENCE_FIRST_SWEEP: std::time::Duration = std::time::Duration::from_secs(90);
 
 /// How long a fence is kept: while the commit it fences could still be applied (its lease's
 /// TTL, then Google's request limit).

@@ -725,7 +725,7 @@ fn fence_ids(emu: &Emulator) -> Vec<i64> {
 
 /// A daemon that stops (or crashes) within Google's 180 s request limit of its last commit
 /// leaves that commit's fence behind: only it tracked it. The next daemon finds such fences
-/// (one `developerMetadata.search` at start-up, then hourly) and removes them once no commit
+/// (one `developerMetadata.search` 90 s after start, then hourly) and removes them once no commit
 /// they fence can apply, so they do not pile up against Google's 30,000 characters of
 /// metadata per sheet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -739,6 +739,7 @@ async fn fences_left_by_a_stopped_daemon_are_removed_by_the_next_one() {
     let job = record_job(sheets.as_ref(), &c, "サーバーA", "動作確認 (2秒)", 0).await;
     wait_finished(&emu, std::slice::from_ref(&job), WAIT).await;
     first.stop(&emu).await;
+    let stopped = tokio::time::Instant::now();
     let left = fence_ids(&emu);
     assert!(
         !left.is_empty(),
@@ -746,15 +747,16 @@ async fn fences_left_by_a_stopped_daemon_are_removed_by_the_next_one() {
         emu.developer_metadata()
     );
     let second = Fleet::start_on_own_accounts(&emu, &["d2"], &QUICK_ONE_SLOT, &commands).await;
+    // The first look comes 90 s after start, past a fleet's busy first minute.
     wait_for(
         "d2 to look for fences",
-        WAIT,
+        Duration::from_secs(120),
         || (emu.count("spreadsheets.developerMetadata.search") >= 1).then_some(()),
         || format!("{:#?}", emu.requests()),
     )
     .await;
     // Past Google's request limit and the lease's TTL, d2's next lease takes them away.
-    tokio::time::sleep(Duration::from_secs(200)).await;
+    tokio::time::sleep_until(stopped + Duration::from_secs(200)).await;
     let next = record_job(sheets.as_ref(), &c, "サーバーB", "動作確認 (2秒)", 0).await;
     wait_finished(&emu, std::slice::from_ref(&next), WAIT).await;
     second.stop(&emu).await;
