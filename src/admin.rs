@@ -140,16 +140,7 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
                 .map(|b| format!("could not protect: {b}")),
         );
     }
-    if !add.is_empty() {
-        sheets
-            .batch_update(&BatchUpdate {
-                requests: add,
-                response_ranges: vec![],
-                ..Default::default()
-            })
-            .await?;
-    }
-    let ranges = [
+    let ranges = vec![
         a1::range(QUEUE_SHEET, "1:1"),
         a1::range(
             WORKER_SHEET,
@@ -157,7 +148,21 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
         ),
         a1::range(crate::joblog::LOG_SHEET, "1:1"),
     ];
-    let current = sheets.read(&ranges).await?;
+    // The header cells come back in the reply of the batch that makes the sheets (they all
+    // exist after it), as Google reads them after applying it: a read fewer on the account,
+    // whose quota the daemons started next need in their first minute.
+    let current = if add.is_empty() {
+        sheets.read(&ranges).await?
+    } else {
+        let reply = sheets
+            .batch_update(&BatchUpdate {
+                requests: add,
+                response_ranges: ranges,
+                ..Default::default()
+            })
+            .await?;
+        reply.ranges
+    };
     let log_header = current
         .get(2)
         .and_then(|v| v.values.first())

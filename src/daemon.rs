@@ -689,6 +689,9 @@ impl Daemon {
         observers: Observers,
         shared: Shared,
     ) -> Result<Self, DaemonError> {
+        // Presses may wait on a start-up as on a busy pass: its reads go ahead of the plain
+        // polls of the account's other spreadsheets (sheets::turns), which are serving already.
+        sheets.set_urgent(true);
         let Started {
             layout,
             protection: queue_protection,
@@ -793,6 +796,7 @@ impl Daemon {
             None => daemon.find_window().await?,
         }
         daemon.recover().await?;
+        daemon.sheets.set_urgent(false);
         Ok(daemon)
     }
 
@@ -997,12 +1001,25 @@ impl Daemon {
         while let Some(joined) = self.jobs.try_join_next() {
             self.finished(joined)?;
         }
+        // A poll with work of our own behind it (a job running, whose result this very pass
+        // may write back; results to write; a claim to finish under the lease), and the first
+        // one, which finishes start-up and takes in the presses made meanwhile, wait for the
+        // account's budget ahead of the other spreadsheets' plain polls (sheets::turns):
+        // someone is waiting on them.
+        self.sheets
+            .set_urgent(self.served.polls == 0 || self.has_work());
         self.served.polls += 1;
         if std::mem::take(&mut self.served.relayout) {
             self.discover_panels().await?;
             self.find_window().await?;
         }
         let poll = self.poll(false).await?;
+        // Jobs that ended while the read waited for its turn (a busy account's budget holds it
+        // for seconds) are written back by this pass: the read looked up their rows, as it
+        // looks up every running job's.
+        while let Some(joined) = self.jobs.try_join_next() {
+            self.finished(joined)?;
+        }
         self.report_row_problems(&poll);
         self.report_refused_approvals(&poll);
         // Someone else now writes the heartbeat row of our worker_id: two processes share
@@ -1070,12 +1087,15 @@ impl Daemon {
             || open_commit
             || under_lease
         {
+            // Presses, results or a held lease wait on it: its calls go ahead of plain ones.
+            self.sheets.set_urgent(true);
             wrote_heartbeat |= self.claim_pass(&poll, deferred).await?;
         } else if self.archive_due() {
             self.archive_pass(&poll).await?;
         } else if self.idle_check_due() {
             self.hide_idle_panels(&poll).await?;
         }
+        self.sheets.set_urgent(false);
         if self.fence_sweep_due() {
             self.sweep_fences().await;
         }

@@ -628,6 +628,11 @@ pub trait Sheets: Send + Sync {
     /// `writes` per minute. No effect where there is no budget.
     fn set_budget_share(&self, _reads: u32, _writes: u32) {}
 
+    /// Whether this client's next calls have work waiting on them (results to write back, a
+    /// claim under the lease): they then wait for the account's budget a little ahead of
+    /// plain polls ([`turns`]). No effect where there is no budget.
+    fn set_urgent(&self, _urgent: bool) {}
+
     /// How long calls have waited for the client-side budget so far, in all (of every client
     /// that shares it); zero where there is none.
     fn budget_waited(&self) -> std::time::Duration {
@@ -642,3 +647,4 @@ pub mod google;
 pub mod ledger;
 pub mod retry;
 pub mod stats;
+pub mod turns;

@@ -20,6 +20,7 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
 use super::ledger::{self, Ledger};
+use super::turns::{Precedence, Turns};
 
 /// Requests per minute when the config does not say (Google's quota is 60).
 pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 50;
@@ -93,9 +94,10 @@ struct Guard {
 struct Inner {
     rate: std::sync::RwLock<Rate>,
     guard: std::sync::OnceLock<Guard>,
-    /// Callers wait their turn in the order they came (tokio's mutex is fair): the spreadsheets
-    /// of one account take turns, so none starts or polls late behind the others' polls.
-    turn: tokio::sync::Mutex<()>,
+    /// Callers wait their turn in the order they came, urgent ones a little ahead
+    /// ([`Turns`]): the spreadsheets of one account take turns, so none starts or polls late
+    /// behind the others' polls, and a result to write goes before polls that find nothing.
+    turns: Arc<Turns>,
     clock: TokioClock,
     per: Duration,
     /// Time calls have waited for this budget, in all (nanoseconds).
@@ -203,7 +205,7 @@ impl Budget {
                 }),
                 clock,
                 guard: std::sync::OnceLock::new(),
-                turn: tokio::sync::Mutex::new(()),
+                turns: Arc::default(),
                 waited: std::sync::atomic::AtomicU64::new(0),
                 per,
             })),
@@ -279,13 +281,23 @@ impl Budget {
     /// if the budget is spent: so the caller can log and count throttling as it starts,
     /// with the method it was about to call.
     pub async fn acquire_with(&self, on_wait: impl FnOnce(Duration)) -> Duration {
+        self.acquire_as(Precedence::Plain, on_wait).await
+    }
+
+    /// [`Budget::acquire_with`] for a call of `precedence`: an urgent one waits its turn a
+    /// little ahead of plain ones ([`Turns`]).
+    pub async fn acquire_as(
+        &self,
+        precedence: Precedence,
+        on_wait: impl FnOnce(Duration),
+    ) -> Duration {
         self.recover();
         let Some(inner) = &self.inner else {
             return Duration::ZERO;
         };
         let start = inner.clock.now();
         let mut on_wait = Some(on_wait);
-        let _turn = inner.turn.lock().await;
+        let _turn = inner.turns.take(start, precedence).await;
         loop {
             match inner.limiter().check() {
                 Ok(()) => {
@@ -586,6 +598,33 @@ mod tests {
             now >= long_ago + 62_000,
             "the second read went out {} ms after the other process's reads, inside their minute",
             now - long_ago
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_urgent_call_waiting_for_the_budget_goes_before_plain_ones_that_came_just_before() {
+        let budget = Budget::with_burst(60, Duration::from_secs(60), 1);
+        budget.acquire().await;
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let call = |name: &'static str, precedence: Precedence| {
+            let (budget, order) = (budget.clone(), Arc::clone(&order));
+            tokio::spawn(async move {
+                budget.acquire_as(precedence, |_| {}).await;
+                order.lock().unwrap_or_else(|p| p.into_inner()).push(name);
+            })
+        };
+        let plain = call("idle poll", Precedence::Plain);
+        let later = call("second idle poll", Precedence::Plain);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let urgent = call("result to write", Precedence::Urgent);
+        for c in [plain, later, urgent] {
+            c.await.unwrap_or_else(|e| panic!("a call failed: {e}"));
+        }
+        let order = order.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(
+            order,
+            ["idle poll", "result to write", "second idle poll"],
+            "the first idle poll already holds the turn (waiting for the bucket); the result goes next"
         );
     }
 

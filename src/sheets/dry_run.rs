@@ -315,6 +315,10 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         self.inner.set_budget_share(reads, writes)
     }
 
+    fn set_urgent(&self, urgent: bool) {
+        self.inner.set_urgent(urgent)
+    }
+
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {
         self.inner.metadata().await
     }

@@ -38,6 +38,7 @@ use super::auth::{self, Connector, Credentials, CredentialsError, TokenError, To
 use super::budget::Budgets;
 use super::retry::{self, RetryPolicy, Retryable};
 use super::stats::{ApiMethod, Outcome, SheetsStats};
+use super::turns::Precedence;
 use super::{
     AppendReply, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterRead, FilterWrite,
     FilterWritten, MetadataEntry, Sheets, SheetsError, SpreadsheetMeta, ValueRange,
@@ -115,6 +116,8 @@ pub struct GoogleSheets {
     call_timeout: Duration,
     retry: RetryPolicy,
     budget: Budgets,
+    /// Whether this client's calls wait for the budget as urgent ([`Sheets::set_urgent`]).
+    urgent: std::sync::atomic::AtomicBool,
     stats: Arc<SheetsStats>,
     tokens: TokenSource,
     /// The service account's e-mail, for "share the spreadsheet with ..." hints.
@@ -208,6 +211,7 @@ impl GoogleSheets {
             call_timeout: config.call_timeout,
             retry: config.retry,
             budget: config.budget,
+            urgent: std::sync::atomic::AtomicBool::new(false),
             stats: config.stats,
             tokens,
             client_email: key.map(|k| k.client_email),
@@ -260,10 +264,15 @@ impl GoogleSheets {
                     if late() {
                         return Err(Failure::late(method));
                     }
+                    let precedence = if self.urgent.load(std::sync::atomic::Ordering::Relaxed) {
+                        Precedence::Urgent
+                    } else {
+                        Precedence::Plain
+                    };
                     let waited = self
                         .budget
                         .of(method.is_write())
-                        .acquire_with(|wait| {
+                        .acquire_as(precedence, |wait| {
                             self.stats.record_throttled();
                             // Counted in `sheetq_throttled_waits_total`; per call it is detail.
                             tracing::debug!(
@@ -440,6 +449,11 @@ impl Sheets for GoogleSheets {
     fn set_budget_share(&self, reads: u32, writes: u32) {
         self.budget.read.set_rate(reads);
         self.budget.write.set_rate(writes);
+    }
+
+    fn set_urgent(&self, urgent: bool) {
+        self.urgent
+            .store(urgent, std::sync::atomic::Ordering::Relaxed);
     }
 
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {

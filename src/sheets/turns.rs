@@ -1,0 +1,201 @@
+//! The order in which the calls waiting for one request budget take their turn: the order
+//! they came in, except that a call with work to finish ([`Precedence::Urgent`]: a result
+//! to write back, a claim under the lease) goes ahead of plain ones that came less than
+//! [`HEAD_START`] before it. A plain call never waits more than that for urgent ones that
+//! came after it, so an idle spreadsheet's polls are delayed, never starved.
+//!
+//! The spreadsheets of one account share its budget; when what they want is more than it
+//! gives (a fleet's first minute, a busy hour), the budget's time goes where a press is
+//! waiting for it rather than to polls that will find nothing.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+/// How far ahead of plain calls an urgent one is placed: a little more than what six
+/// spreadsheets sharing the default budget (50 a minute, 1.2 s apart) queue up, so a
+/// result goes out at the next free slot, and well inside `idle_poll_interval`, so that a
+/// quiet spreadsheet's press is still seen in time.
+pub const HEAD_START: Duration = Duration::from_secs(10);
+
+/// How much a call's work is waiting on its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precedence {
+    /// A poll or write that finds or changes nothing anyone waits for yet.
+    #[default]
+    Plain,
+    /// A call that a press waits on: results to write back, or a claim under the lease.
+    Urgent,
+}
+
+/// The calls waiting for a budget, and whether one holds the turn.
+#[derive(Default)]
+pub struct Turns {
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    taken: bool,
+    /// Tie-breaker keeping arrival order among calls placed at the same instant.
+    next: u64,
+    /// Waiting calls by place (arrival, plus the head start for plain ones).
+    waiting: BTreeMap<(Duration, u64), oneshot::Sender<Turn>>,
+}
+
+/// The turn: held while a call waits for the budget's room; dropping it passes it on to the
+/// first waiting call (or frees it).
+pub struct Turn {
+    turns: Option<Arc<Turns>>,
+}
+
+impl Turns {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        // Every change to the queue is complete before the lock is let go: a panic elsewhere
+        // leaves a whole queue.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for the turn. `now` is the budget's clock; a call dropped while it waits
+    /// leaves its place, and a turn handed to it then goes to the next one.
+    pub async fn take(self: &Arc<Self>, now: Duration, precedence: Precedence) -> Turn {
+        // Plain calls are placed a head start later rather than urgent ones earlier: the
+        // clock starts at zero, and nothing may saturate there.
+        let place = match precedence {
+            Precedence::Plain => now + HEAD_START,
+            Precedence::Urgent => now,
+        };
+        loop {
+            let rx = {
+                let mut q = self.queue();
+                if !q.taken {
+                    q.taken = true;
+                    return Turn {
+                        turns: Some(Arc::clone(self)),
+                    };
+                }
+                let (tx, rx) = oneshot::channel();
+                let seq = q.next;
+                q.next += 1;
+                q.waiting.insert((place, seq), tx);
+                rx
+            };
+            // A sender is only dropped unsent if the queue itself went away; wait again then.
+            if let Ok(turn) = rx.await {
+                return turn;
+            }
+        }
+    }
+
+    /// Gives the turn to the first waiting call still there, or frees it.
+    fn pass_on(self: &Arc<Self>) {
+        let mut q = self.queue();
+        while let Some((_, tx)) = q.waiting.pop_first() {
+            let turn = Turn {
+                turns: Some(Arc::clone(self)),
+            };
+            match tx.send(turn) {
+                Ok(()) => return,
+                // That call was dropped while it waited: the turn comes back unused.
+                Err(mut unused) => unused.turns = None,
+            }
+        }
+        q.taken = false;
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if let Some(turns) = self.turns.take() {
+            turns.pass_on();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lets every spawned task run until it waits.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Spawns a call that takes the turn at `at` (seconds) as `precedence`, records its name
+    /// in `order` when it has the turn, and holds it until the test lets it go.
+    fn waiter(
+        turns: &Arc<Turns>,
+        order: &Arc<Mutex<Vec<&'static str>>>,
+        name: &'static str,
+        at: u64,
+        precedence: Precedence,
+    ) -> tokio::task::JoinHandle<()> {
+        let (turns, order) = (Arc::clone(turns), Arc::clone(order));
+        tokio::spawn(async move {
+            let _turn = turns.take(Duration::from_secs(at), precedence).await;
+            order.lock().unwrap_or_else(|p| p.into_inner()).push(name);
+        })
+    }
+
+    #[tokio::test]
+    async fn an_urgent_call_goes_ahead_of_plain_ones_that_came_shortly_before_it_only() {
+        let turns = Arc::new(Turns::default());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let held = turns
+            .take(Duration::from_secs(100), Precedence::Plain)
+            .await;
+        let calls = [
+            waiter(&turns, &order, "plain, long waiting", 80, Precedence::Plain),
+            waiter(&turns, &order, "plain", 101, Precedence::Plain),
+            waiter(&turns, &order, "plain, later", 102, Precedence::Plain),
+            waiter(&turns, &order, "urgent", 103, Precedence::Urgent),
+            waiter(&turns, &order, "urgent, later", 104, Precedence::Urgent),
+        ];
+        settle().await;
+        drop(held);
+        for call in calls {
+            call.await
+                .unwrap_or_else(|e| panic!("a waiting call failed: {e}"));
+        }
+        assert_eq!(
+            *order.lock().unwrap_or_else(|p| p.into_inner()),
+            [
+                "plain, long waiting",
+                "urgent",
+                "urgent, later",
+                "plain",
+                "plain, later"
+            ],
+            "urgent calls go ahead of plain ones that came less than {HEAD_START:?} before them, in arrival order among themselves"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_dropped_while_it_waits_leaves_the_turn_to_the_next() {
+        let turns = Arc::new(Turns::default());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let held = turns.take(Duration::ZERO, Precedence::Plain).await;
+        let gone = waiter(&turns, &order, "dropped", 1, Precedence::Urgent);
+        let next = waiter(&turns, &order, "next", 2, Precedence::Plain);
+        settle().await;
+        gone.abort();
+        settle().await;
+        drop(held);
+        next.await
+            .unwrap_or_else(|e| panic!("the call after the dropped one failed: {e}"));
+        assert_eq!(*order.lock().unwrap_or_else(|p| p.into_inner()), ["next"]);
+        let again = tokio::time::timeout(
+            Duration::from_secs(5),
+            turns.take(Duration::from_secs(3), Precedence::Plain),
+        )
+        .await;
+        assert!(
+            again.is_ok(),
+            "the turn must be free once every call is through"
+        );
+    }
+}
