@@ -15,6 +15,8 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 const FUNCTION: &str = "動作確認 (2秒)";
+/// Another function of the demo panels.
+const OTHER_FUNCTION: &str = "再起動 (5秒)";
 
 /// A waiting queue row A..Q for `command` on `target`'s panel row of [`FUNCTION`].
 fn waiting(job: &str, target: &str, command: &str) -> serde_json::Value {
@@ -44,11 +46,13 @@ async fn a_command_failing_twice_runs_three_times_under_one_claim_and_ends_done(
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("{e}"));
+    // The job after it is of another function of the panel: a newer press of the same
+    // function would own the panel row (and show its own status there, not the retry's).
     emu.set_values(
         "'_ジョブキュー'!A2:Q3",
         json!([
             waiting("flaky", "サーバーA", "flaky"),
-            waiting("after", "サーバーA", "after"),
+            waiting_row("after", "サーバーA", OTHER_FUNCTION, "after", ""),
         ]),
         false,
     )
