@@ -998,9 +998,7 @@ impl Daemon {
     /// One tick: read, write back what finished (with the panels' waiting/running display and
     /// the heartbeat in the same call), claim what fits, take in ticked boxes.
     async fn pass(&mut self) -> Result<(), DaemonError> {
-        while let Some(joined) = self.jobs.try_join_next() {
-            self.finished(joined)?;
-        }
+        self.take_ended()?;
         // A poll with work of our own behind it (a job running, whose result this very pass
         // may write back; results to write; a claim to finish under the lease), and the first
         // one, which finishes start-up and takes in the presses made meanwhile, wait for the
@@ -1017,9 +1015,7 @@ impl Daemon {
         // Jobs that ended while the read waited for its turn (a busy account's budget holds it
         // for seconds) are written back by this pass: the read looked up their rows, as it
         // looks up every running job's.
-        while let Some(joined) = self.jobs.try_join_next() {
-            self.finished(joined)?;
-        }
+        self.take_ended()?;
         self.report_row_problems(&poll);
         self.report_refused_approvals(&poll);
         // Someone else now writes the heartbeat row of our worker_id: two processes share
@@ -1132,6 +1128,14 @@ impl Daemon {
             self.config.slots,
             self.outbox.len()
         ));
+        Ok(())
+    }
+
+    /// Takes every job that has ended into the outbox ([`Self::finished`]), without waiting.
+    fn take_ended(&mut self) -> Result<(), DaemonError> {
+        while let Some(joined) = self.jobs.try_join_next() {
+            self.finished(joined)?;
+        }
         Ok(())
     }
 

@@ -82,7 +82,8 @@ impl Turns {
                 q.waiting.insert((place, seq), tx);
                 rx
             };
-            // A sender is only dropped unsent if the queue itself went away; wait again then.
+            // `pass_on` sends every sender it takes or gets the turn back: none is dropped
+            // unsent. Should one ever be, this call waits again rather than go without it.
             if let Ok(turn) = rx.await {
                 return turn;
             }
