@@ -34,8 +34,8 @@ use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QueueRow, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{
-    BatchUpdate, Cell, ErrorKind, GridRange, Request, Sheets, SheetsError, SpreadsheetMeta,
-    ValueRange,
+    BatchUpdate, Cell, ErrorKind, GridRange, Precedence, Request, Sheets, SheetsError,
+    SpreadsheetMeta, ValueRange,
 };
 use crate::watch::Watch;
 use crate::workers::{self, RunningRef};
@@ -537,7 +537,16 @@ struct Served {
     /// The archive's counter showed rows moved at start-up: the archive may hold a row to
     /// put back, so its passes are never put off.
     archived_before: bool,
+    /// How many polls the passes have read: the first, which takes in the presses made
+    /// while this daemon started, goes ahead of plain calls (sheets::turns).
     polls: u64,
+    /// The last read showed [`PRESSING`] presses or more waiting here (rows 待機, ticks)
+    /// that this daemon acts on: this spreadsheet's calls go ahead of those on which less
+    /// waits (sheets::turns).
+    pressing: bool,
+    /// The read start-up ended with, for the first pass, when start-up wrote nothing after
+    /// it ([`Daemon::recover`]).
+    start_poll: Option<Poll>,
     /// Re-discover panels and re-read the whole queue at the next pass (the layout changed).
     relayout: bool,
     /// Panels by target label, as the marker cells of the last poll showed them.
@@ -578,8 +587,13 @@ struct Served {
     /// Jobs of other daemons this one timed out, each held (listed in our heartbeat, its
     /// target busy) until it could have ended on its own.
     holds: Vec<Hold>,
-    /// When the acquire of the lease we last took was sent.
+    /// When the acquire of the lease we last took was sent (or the commit that renewed it).
     lease_sent: Option<tokio::time::Instant>,
+    /// The lease our last commit renewed instead of releasing, since rows were left waiting
+    /// that this daemon, alone on the spreadsheet, claims as soon as a job of its ends
+    /// (docs/design.md §3): the next claim pass commits under it on its poll's read,
+    /// without an acquire.
+    kept_lease: Option<claim_pass::KeptLease>,
     /// Until when our commits renew the lease instead of releasing it: a write sent under
     /// it may still be applied (its reply was lost), and no claim may come before that.
     lease_kept_until: Option<tokio::time::Instant>,
@@ -689,9 +703,9 @@ impl Daemon {
         observers: Observers,
         shared: Shared,
     ) -> Result<Self, DaemonError> {
-        // Presses may wait on a start-up as on a busy pass: its reads go ahead of the plain
-        // polls of the account's other spreadsheets (sheets::turns), which are serving already.
-        sheets.set_urgent(true);
+        // Any number of presses may wait on a start-up: its reads go ahead of the calls of
+        // the account's other spreadsheets, which are serving already (sheets::turns).
+        sheets.set_precedence(Precedence::Pressing);
         let Started {
             layout,
             protection: queue_protection,
@@ -761,6 +775,8 @@ impl Daemon {
                 archive_not_before: None,
                 archived_before: archived > 0,
                 polls: 0,
+                start_poll: None,
+                pressing: false,
                 relayout: false,
                 panels: PanelIndex::default(),
                 sheet_meta: SpreadsheetMeta::default(),
@@ -780,6 +796,7 @@ impl Daemon {
                 watch,
                 holds: Vec::new(),
                 lease_sent: None,
+                kept_lease: None,
                 fence_sweep_at: tokio::time::Instant::now() + claim_pass::FENCE_FIRST_SWEEP,
                 lease_kept_until: None,
                 unsure: Vec::new(),
@@ -796,7 +813,7 @@ impl Daemon {
             None => daemon.find_window().await?,
         }
         daemon.recover().await?;
-        daemon.sheets.set_urgent(false);
+        daemon.sheets.set_precedence(Precedence::Plain);
         Ok(daemon)
     }
 
@@ -1001,17 +1018,31 @@ impl Daemon {
         self.take_ended()?;
         // A poll with work of our own behind it (a job running, whose result this very pass
         // may write back; results to write; a claim to finish under the lease), and the first
-        // one, which finishes start-up and takes in the presses made meanwhile, wait for the
+        // one, which takes in the presses made while this daemon started, wait for the
         // account's budget ahead of the other spreadsheets' plain polls (sheets::turns):
-        // someone is waiting on them.
-        self.sheets
-            .set_urgent(self.served.polls == 0 || self.has_work());
-        self.served.polls += 1;
+        // someone is waiting on them. Those of a spreadsheet where the last read showed
+        // several presses waiting go first: the commit they lead to serves them all.
+        let precedence = if self.served.pressing {
+            Precedence::Pressing
+        } else if self.served.polls == 0 || self.has_work() {
+            Precedence::Urgent
+        } else {
+            Precedence::Plain
+        };
+        self.sheets.set_precedence(precedence);
         if std::mem::take(&mut self.served.relayout) {
             self.discover_panels().await?;
             self.find_window().await?;
         }
-        let poll = self.poll(false).await?;
+        // The first pass goes on the read start-up ended with, when nothing was written
+        // since: made a moment ago, a second one would cost a read and show the same.
+        let poll = match self.served.start_poll.take() {
+            Some(poll) => poll,
+            None => {
+                self.served.polls += 1;
+                self.poll(false).await?
+            }
+        };
         // Jobs that ended while the read waited for its turn (a busy account's budget holds it
         // for seconds) are written back by this pass: the read looked up their rows, as it
         // looks up every running job's.
@@ -1038,7 +1069,18 @@ impl Daemon {
         // when it has results or a heartbeat to send, else the claim commit, else they wait
         // (recomputed) for the next pass that writes. They never cost a write of their own.
         let display = self.panel_display(&poll);
-        let writing_back = !self.outbox.is_empty() || self.heartbeat_due();
+        // The first heartbeat, due since start-up, rides the claim commit when this pass
+        // sends one (presses to take in, rows to claim) rather than a write of its own.
+        let first_beat_rides = self.served.last_heartbeat.is_none()
+            && (self.has_ticks(&poll)
+                || !(self.plan_claims(
+                    &poll.snapshot,
+                    &poll.watched,
+                    &self.running_elsewhere(&poll),
+                ))
+                .claims
+                .is_empty());
+        let writing_back = !self.outbox.is_empty() || (self.heartbeat_due() && !first_beat_rides);
         let (display, deferred) = if writing_back {
             (display, Vec::new())
         } else {
@@ -1064,6 +1106,11 @@ impl Daemon {
         // queue afresh), not a poll later.
         let written = self.as_written(&poll.snapshot, flushed_at);
         let plan = self.plan_claims(&written, &poll.watched, &elsewhere);
+        // Several presses wait here, and this daemon acts on them now or as soon as a job of
+        // its ends: ticks to take in, rows to claim, or jobs of ours running. Rows that wait
+        // for other daemons' jobs do not make our polls pressing.
+        self.served.pressing = self.presses_waiting(&poll) >= PRESSING
+            && (self.has_ticks(&poll) || self.has_work() || !plan.claims.is_empty());
         let mut wrote_heartbeat = wrote_heartbeat;
         // A claim commit whose reply was lost is fenced by taking our lease back at once:
         // its job then settles (runs, or waits to be claimed again) without waiting out
@@ -1084,14 +1131,18 @@ impl Daemon {
             || under_lease
         {
             // Presses, results or a held lease wait on it: its calls go ahead of plain ones.
-            self.sheets.set_urgent(true);
-            wrote_heartbeat |= self.claim_pass(&poll, deferred).await?;
+            self.sheets.set_precedence(if self.served.pressing {
+                Precedence::Pressing
+            } else {
+                Precedence::Urgent
+            });
+            wrote_heartbeat |= self.claim_pass(&poll, &written, deferred).await?;
         } else if self.archive_due() {
             self.archive_pass(&poll).await?;
         } else if self.idle_check_due() {
             self.hide_idle_panels(&poll).await?;
         }
-        self.sheets.set_urgent(false);
+        self.sheets.set_precedence(Precedence::Plain);
         if self.fence_sweep_due() {
             self.sweep_fences().await;
         }
@@ -1823,8 +1874,11 @@ impl Daemon {
                     if let Some(slots) = cells.get_mut(3) {
                         *slots = Cell::from(0u64);
                     }
+                    let mut requests = vec![self.heartbeat_request(row, cells)];
+                    // A lease kept for a claim that will not come now goes free with it.
+                    requests.extend(self.release_kept_lease());
                     let batch = BatchUpdate {
-                        requests: vec![self.heartbeat_request(row, cells)],
+                        requests,
                         ..Default::default()
                     };
                     if let Err(e) = self.sheets.batch_update(&batch).await {
@@ -1863,6 +1917,10 @@ impl Daemon {
         Ok(())
     }
 }
+
+/// How many presses waiting (rows 待機 and ticks) make a spreadsheet's calls pressing
+/// ([`Precedence::Pressing`]): more than the one a quiet spreadsheet's press makes.
+const PRESSING: usize = 2;
 
 /// The longest a stopping daemon waits for the notices due to go.
 const NOTICES_AT_SHUTDOWN: StdDuration = StdDuration::from_secs(5);

@@ -127,7 +127,7 @@
 //!   - [`sheets::budget`]: the client-side requests-per-minute budget (token bucket, callers
 //!     served in turn), kept to the account's record when it has one.
 //!   - [`sheets::turns`]: the order of the calls waiting for a budget: arrival, urgent ones
-//!     (work behind them) a little ahead.
+//!     (work behind them) a little ahead, pressing ones (several presses behind them) more.
 //!   - [`sheets::ledger`]: the record every sheetq process on the machine keeps of the
 //!     requests it sends as each account, so daemons and one-shot commands share the quota.
 //!   - [`sheets::stats`]: request/retry/throttling counters for metrics.

@@ -628,10 +628,10 @@ pub trait Sheets: Send + Sync {
     /// `writes` per minute. No effect where there is no budget.
     fn set_budget_share(&self, _reads: u32, _writes: u32) {}
 
-    /// Whether this client's next calls have work waiting on them (results to write back, a
-    /// claim under the lease): they then wait for the account's budget a little ahead of
-    /// plain polls ([`turns`]). No effect where there is no budget.
-    fn set_urgent(&self, _urgent: bool) {}
+    /// How much waits on this client's next calls (results to write back, a claim under the
+    /// lease, several presses): they then wait for the account's budget ahead of calls on
+    /// which less waits ([`turns`]). No effect where there is no budget.
+    fn set_precedence(&self, _precedence: Precedence) {}
 
     /// How long calls have waited for the client-side budget so far, in all (of every client
     /// that shares it); zero where there is none.
@@ -648,3 +648,5 @@ pub mod ledger;
 pub mod retry;
 pub mod stats;
 pub mod turns;
+
+pub use turns::Precedence;

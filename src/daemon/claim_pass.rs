@@ -2,6 +2,8 @@
 //! in the same call, decide on that fresh data, and commit claims, timeouts, intake and the
 //! lease release in one atomic batch whose reply says which claims really are ours.
 
+use std::collections::HashSet;
+
 use chrono::Utc;
 use tracing::{debug, info, instrument, warn};
 
@@ -16,9 +18,11 @@ use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
 use crate::notifications::Step;
 use crate::outbox::Finish;
 use crate::panel;
-use crate::queue::{Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
+use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
-use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
+use crate::sheets::{
+    BatchUpdate, BatchUpdateReply, Cell, GridRange, Precedence, Reply, Request, ValueRange,
+};
 use crate::workers::RunningRef;
 
 use super::writeback::{finish_state, needs_whole_queue, Through, Under};
@@ -44,6 +48,19 @@ pub(super) fn fence_kept(lease_ttl: std::time::Duration) -> std::time::Duration 
     REQUEST_LIMIT + lease_ttl
 }
 
+/// How many commits in a row keep the lease at most: the acquire that follows carries the
+/// removals of finished rows' bindings and of old fences, which ride on acquires.
+const KEPT_ROUNDS: u32 = 8;
+
+/// A lease a commit of ours left in the cell for our next claim ([`Daemon::keep_lease`]).
+#[derive(Debug, Clone)]
+pub(super) struct KeptLease {
+    /// The cell's text, as the commit wrote it.
+    value: String,
+    /// How many commits in a row have kept it.
+    rounds: u32,
+}
+
 /// A claim commit before it is sent: its requests and read-back ranges, and what they
 /// stand for (the timeouts and claims, in request order).
 struct Commit {
@@ -56,8 +73,8 @@ struct Commit {
     cancels: Vec<(QueueRow, i32)>,
     /// Rows of functions with `approvers` changing state, after the cancels.
     turns: Vec<Turned>,
-    /// Whether our heartbeat rides in it.
-    with_heartbeat: bool,
+    /// What its last request leaves in the lease cell: `free`, or a lease of ours it keeps.
+    lease_after: String,
 }
 
 /// A row a claim commit turns for its approvals (docs/design.md §5.5): its swap, and for a
@@ -94,21 +111,43 @@ fn swapped(reply: &BatchUpdateReply, i: usize) -> bool {
 
 impl Daemon {
     /// The lease protocol of docs/design.md §3, as its steps: acquire the lease (reading the
-    /// queue in the same call), take in presses, decide on that fresh data, commit claims,
+    /// queue in the same call; or, under a lease our last commit kept, take `poll` with
+    /// `written` as that read), take in presses, decide on that fresh data, commit claims,
     /// timeouts, heartbeat, `display` (panel texts waiting for a write) and the lease
-    /// release in one atomic batch, then settle what the commit's reply shows. Returns
-    /// whether the heartbeat went with it.
+    /// release (or renewal) in one atomic batch, then settle what the commit's reply shows.
+    /// Returns whether the heartbeat went with it: whether a commit applied.
     #[instrument(skip_all, fields(worker = %self.config.worker_id))]
     pub(super) async fn claim_pass(
         &mut self,
         poll: &Poll,
+        written: &queue::Snapshot,
         display: Vec<ValueRange>,
     ) -> Result<bool, DaemonError> {
         self.observers.metrics.claim_pass();
-        let Some((lease, mut fresh)) = self.acquire(poll).await? else {
-            return Ok(false);
+        let kept = self.served.kept_lease.take();
+        let rounds = kept.as_ref().map_or(0, |k| k.rounds);
+        let (held, mut fresh) = match kept.filter(|k| self.can_commit_under(k, poll)) {
+            // Our last commit renewed the lease, and this pass's read, made after that
+            // commit applied, shows it still ours: the read is the fresh one the decision
+            // needs, as the acquire's would be. `written`: the results this pass just wrote
+            // back, as they left their rows.
+            Some(k) => {
+                debug!(
+                    rounds = k.rounds,
+                    "committing under the lease our last commit kept"
+                );
+                let mut fresh = poll.clone();
+                fresh.snapshot = written.clone();
+                (k.value, fresh)
+            }
+            None => match self.acquire(poll).await? {
+                Some((lease, fresh)) => (lease.to_string(), fresh),
+                None => return Ok(false),
+            },
         };
-        let held = lease.to_string();
+        // Under the lease, the pass's writes go first: delayed, they would hold every other
+        // daemon's claims back and could outlast the lease, wasting the acquire.
+        self.sheets.set_precedence(Precedence::Pressing);
         let now = Utc::now();
         // Our lease taken back fenced any commit of ours whose reply was lost: this read,
         // made after that, shows for good whether it applied.
@@ -141,10 +180,29 @@ impl Daemon {
         self.stop_asked_jobs(&fresh.snapshot);
         let elsewhere = self.running_elsewhere(&fresh);
         let plan = self.plan_claims(&fresh.snapshot, &fresh.watched, &elsewhere);
+        let keep = (rounds < KEPT_ROUNDS && self.keep_lease(&fresh, &plan)).then_some(rounds + 1);
         let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, intake_writes);
+        // Last, the lease: released, or swapped to a new lease of ours that it keeps.
+        commit.lease_after = self.lease_after_commit(keep.is_some());
+        commit.requests.push(lease::swap(
+            self.served.layout.worker_sheet_id,
+            &held,
+            &commit.lease_after,
+        ));
+        let sent = tokio::time::Instant::now();
         let Some(reply) = self.send_commit(&mut commit, &held).await? else {
             return Ok(false);
         };
+        if let (Some(rounds), Some(Reply::CompareAndSwap { changed: 1 })) =
+            (keep, reply.replies.last())
+        {
+            // Counted from before the commit was sent, in our own time, as an acquire's is.
+            self.served.lease_sent = Some(sent);
+            self.served.kept_lease = Some(KeptLease {
+                value: commit.lease_after.clone(),
+                rounds,
+            });
+        }
         self.schedules_queued(&scheduled, now);
         let mut follow_up = Vec::new();
         let mut through = Vec::new();
@@ -156,7 +214,6 @@ impl Daemon {
             &mut through,
             &mut follow_up,
         );
-        let with_heartbeat = commit.with_heartbeat;
         let cancels = std::mem::take(&mut commit.cancels);
         let turns = std::mem::take(&mut commit.turns);
         let first = (commit.stale.len(), commit.claims.len());
@@ -202,15 +259,15 @@ impl Daemon {
         self.served.pending_through.extend(through);
         self.write_through(&fresh, Vec::new(), follow_up, Under::NoLease)
             .await?;
-        if with_heartbeat {
-            self.served.last_heartbeat = Some(tokio::time::Instant::now());
-        }
-        Ok(with_heartbeat)
+        // Our heartbeat went with the commit.
+        self.served.last_heartbeat = Some(tokio::time::Instant::now());
+        Ok(true)
     }
 
     /// The claim commit of a pass: its fence, the timeouts and claims `plan` decided (each
-    /// claim taking a free slot), our heartbeat listing them, the presses taken in, the
-    /// panel texts, and the lease's release, in that order.
+    /// claim taking a free slot), our heartbeat listing them, the presses taken in and the
+    /// panel texts, in that order. The lease's swap, which goes last, is the caller's: it
+    /// depends on whether the lease is kept.
     fn commit_of(
         &mut self,
         fresh: &Poll,
@@ -371,11 +428,15 @@ impl Daemon {
         // Our heartbeat lists the jobs we run, the new claims included, in the same atomic
         // batch: the next daemon's claim sees them even if a person sorts their rows away.
         let claimed_refs: Vec<RunningRef> = claims.iter().map(|c| RunningRef::of(&c.row)).collect();
-        let heartbeat = fresh
-            .own_heartbeat_row
-            .map(|r| self.heartbeat_request(r, self.heartbeat_row(now, &claimed_refs, &[])));
-        let with_heartbeat = heartbeat.is_some();
-        requests.extend(heartbeat);
+        // A daemon without a heartbeat row yet (its first) appends one, with the batch.
+        let beat = self.heartbeat_row(now, &claimed_refs, &[]);
+        requests.push(match fresh.own_heartbeat_row {
+            Some(r) => self.heartbeat_request(r, beat),
+            None => Request::AppendRows {
+                sheet_id: self.served.layout.worker_sheet_id,
+                rows: vec![beat],
+            },
+        });
         requests.extend(self.log_rows(fresh, &mut claims, now));
         requests.extend(intake_writes);
         // Panel texts no other write carried this pass ride in the commit, and after them
@@ -406,20 +467,14 @@ impl Daemon {
             );
             requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
         }
-        let after = self.lease_after_commit();
-        requests.push(lease::swap(
-            self.served.layout.worker_sheet_id,
-            held,
-            &after,
-        ));
         Commit {
+            lease_after: lease::FREE.to_string(),
             requests,
             response_ranges,
             stale,
             claims,
             cancels,
             turns,
-            with_heartbeat,
         }
     }
 
@@ -859,6 +914,59 @@ impl Daemon {
             .map_or(std::time::Duration::ZERO, |sent| {
                 self.config.lease_ttl.saturating_sub(sent.elapsed())
             })
+    }
+
+    /// Whether a commit leaves the lease ours for the next claim pass, to commit under on
+    /// its poll's read without an acquire (one write less a round). Only when the claims
+    /// that follow can be nobody else's: rows stay waiting after `plan`, every one of them
+    /// for a target a job of ours runs on (so no daemon may claim it before our result, and
+    /// the pass that writes that result claims it), and no other live daemon shows on the
+    /// spreadsheet (a stopped one's row counts for nothing), whose presses the kept lease
+    /// would hold back. A row another daemon could claim now (its target free, our slots
+    /// full) lets the lease go.
+    fn keep_lease(&self, fresh: &Poll, plan: &claim::PassPlan) -> bool {
+        let me = &self.config.worker_id;
+        let alone = !(fresh.workers.iter())
+            .any(|h| &h.worker_id != me && !h.stopped && h.is_live(self.config.dead_after));
+        let rows = &fresh.snapshot.rows;
+        let decided: HashSet<usize> = (plan.claims.iter().map(|(i, _)| *i))
+            .chain(plan.cancels.iter().copied())
+            .chain(plan.turns.iter().map(|(i, _)| *i))
+            .collect();
+        let ours: HashSet<&str> = (self.running.values().map(|c| c.row.target_key()))
+            .chain(plan.claims.iter().map(|(i, _)| rows[*i].target_key()))
+            .collect();
+        let mut left = (rows.iter().enumerate())
+            .filter(|(i, r)| r.state.is(State::Waiting) && !decided.contains(i))
+            .peekable();
+        let any_left = left.peek().is_some();
+        alone && any_left && left.all(|(_, r)| ours.contains(r.target_key()))
+    }
+
+    /// Whether this pass may commit under `kept`, the lease our last commit kept, on `poll`
+    /// (read after that commit applied): the cell still holds it, enough of its time is
+    /// left that the commit cannot outlive it, and nothing of ours is in doubt (a commit
+    /// whose reply was lost, writes to settle under a fresh acquire: those take the lease
+    /// back, fencing what was sent under it).
+    fn can_commit_under(&self, kept: &KeptLease, poll: &Poll) -> bool {
+        let on_cell = matches!(&poll.lease, LeaseState::Held(l) if l.to_string() == kept.value);
+        on_cell
+            && self.lease_left() >= self.config.lease_ttl / 2
+            && self.unsettled.is_empty()
+            && self.served.pending_through.is_empty()
+            && self.served.unsure.is_empty()
+            && self.served.lease_kept_until.is_none()
+    }
+
+    /// The compare-and-swap that frees the lease our last commit kept, if any: at shutdown,
+    /// riding the last heartbeat. Changed by then (taken over), it changes nothing.
+    pub(super) fn release_kept_lease(&mut self) -> Option<Request> {
+        let kept = self.served.kept_lease.take()?;
+        Some(lease::swap(
+            self.served.layout.worker_sheet_id,
+            &kept.value,
+            lease::FREE,
+        ))
     }
 
     /// The lease's time to live, as the sheet's clock arithmetic needs it.
@@ -1338,11 +1446,12 @@ impl Daemon {
         }
     }
 
-    /// What a commit leaves in the lease cell: `free`, or while a write sent under it is in
-    /// doubt ([`Self::hold_in_doubt`]) a new lease of ours, so that other daemons, which
-    /// take over only a lease they watched stand still, wait.
-    fn lease_after_commit(&self) -> String {
-        if self.served.lease_kept_until.is_some() {
+    /// What a commit leaves in the lease cell: `free`, or a new lease of ours when it is
+    /// kept for the next claim (`keep`, [`Self::keep_lease`]) or while a write sent under it
+    /// is in doubt ([`Self::hold_in_doubt`]), so that other daemons, which take over only a
+    /// lease they watched stand still, wait.
+    fn lease_after_commit(&self, keep: bool) -> String {
+        if keep || self.served.lease_kept_until.is_some() {
             Lease::new(&self.config.worker_id, Utc::now() + self.lease_ttl()).to_string()
         } else {
             lease::FREE.to_string()
@@ -1586,6 +1695,24 @@ impl Daemon {
 
     /// Whether polling intake is on and some ▶ or ■ box is ticked, on a panel or on the
     /// index.
+    /// How many presses `poll` shows waiting here: rows 待機, and ▶ ticks not taken in yet.
+    pub(super) fn presses_waiting(&self, poll: &Poll) -> usize {
+        let rows = (poll.snapshot.rows.iter())
+            .filter(|r| r.state.is(State::Waiting))
+            .count();
+        let ticks = if self.config.intake == Intake::Poll {
+            let on_panels = (poll.tables.values())
+                .map(|t| t.rows.iter().filter(|r| r.ticked).count())
+                .sum::<usize>();
+            let on_index =
+                (poll.index.as_ref()).map_or(0, |i| i.entries.iter().filter(|e| e.ticked).count());
+            on_panels + on_index
+        } else {
+            0
+        };
+        rows + ticks
+    }
+
     pub(super) fn has_ticks(&self, poll: &Poll) -> bool {
         self.config.intake == Intake::Poll
             && (poll.tables.values().any(|t| {

@@ -22,6 +22,7 @@ use crate::workers::{self, Heartbeat};
 use super::{Daemon, DaemonError};
 
 /// One read of what a decision needs: the queue (window) and the worker sheet.
+#[derive(Clone)]
 pub(super) struct Poll {
     pub(super) snapshot: Snapshot,
     pub(super) lease: LeaseState,
@@ -49,6 +50,7 @@ pub(super) struct Poll {
 }
 
 /// The index sheet as one poll read it.
+#[derive(Clone)]
 pub(super) struct IndexRead {
     pub(super) sheet_id: i32,
     pub(super) title: String,

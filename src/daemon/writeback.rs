@@ -50,14 +50,16 @@ impl Daemon {
                 data.extend(self.panel_result(&poll, row, Finish::Error, now, "", message));
             }
         }
+        let wrote = !through.is_empty() || !data.is_empty() || !self.outbox.is_empty();
         self.write_through(&poll, through, data, Under::NoLease)
             .await?;
-        let mut beat = Vec::new();
-        self.heartbeat_into(&poll, &mut beat, true, &[]).await?;
-        if !beat.is_empty() {
-            self.sheets.write(&beat).await?;
-        }
+        // Our first heartbeat goes with the first pass, due at once: in its claim commit when
+        // it claims or takes presses in (no write of its own), else on its own.
         self.flush(&poll, Vec::new()).await?;
+        if !wrote {
+            // Nothing changed the sheet since this read: the first pass goes on it.
+            self.served.start_poll = Some(poll);
+        }
         Ok(())
     }
 

@@ -94,8 +94,8 @@ struct Guard {
 struct Inner {
     rate: std::sync::RwLock<Rate>,
     guard: std::sync::OnceLock<Guard>,
-    /// Callers wait their turn in the order they came, urgent ones a little ahead
-    /// ([`Turns`]): the spreadsheets of one account take turns, so none starts or polls late
+    /// Callers wait their turn in the order they came, urgent and pressing ones a little
+    /// ahead ([`Turns`]): the spreadsheets of one account take turns, so none starts or polls late
     /// behind the others' polls, and a result to write goes before polls that find nothing.
     turns: Arc<Turns>,
     clock: TokioClock,
@@ -284,8 +284,8 @@ impl Budget {
         self.acquire_as(Precedence::Plain, on_wait).await
     }
 
-    /// [`Budget::acquire_with`] for a call of `precedence`: an urgent one waits its turn a
-    /// little ahead of plain ones ([`Turns`]).
+    /// [`Budget::acquire_with`] for a call of `precedence`: an urgent or pressing one waits
+    /// its turn a little ahead of those on which less waits ([`Turns`]).
     pub async fn acquire_as(
         &self,
         precedence: Precedence,

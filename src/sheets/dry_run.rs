@@ -315,8 +315,8 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         self.inner.set_budget_share(reads, writes)
     }
 
-    fn set_urgent(&self, urgent: bool) {
-        self.inner.set_urgent(urgent)
+    fn set_precedence(&self, precedence: super::Precedence) {
+        self.inner.set_precedence(precedence)
     }
 
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {

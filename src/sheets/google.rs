@@ -116,8 +116,9 @@ pub struct GoogleSheets {
     call_timeout: Duration,
     retry: RetryPolicy,
     budget: Budgets,
-    /// Whether this client's calls wait for the budget as urgent ([`Sheets::set_urgent`]).
-    urgent: std::sync::atomic::AtomicBool,
+    /// How this client's calls wait for the budget ([`Sheets::set_precedence`]): a
+    /// [`Precedence`] as its number.
+    precedence: std::sync::atomic::AtomicU8,
     stats: Arc<SheetsStats>,
     tokens: TokenSource,
     /// The service account's e-mail, for "share the spreadsheet with ..." hints.
@@ -211,7 +212,7 @@ impl GoogleSheets {
             call_timeout: config.call_timeout,
             retry: config.retry,
             budget: config.budget,
-            urgent: std::sync::atomic::AtomicBool::new(false),
+            precedence: std::sync::atomic::AtomicU8::new(0),
             stats: config.stats,
             tokens,
             client_email: key.map(|k| k.client_email),
@@ -264,11 +265,12 @@ impl GoogleSheets {
                     if late() {
                         return Err(Failure::late(method));
                     }
-                    let precedence = if self.urgent.load(std::sync::atomic::Ordering::Relaxed) {
-                        Precedence::Urgent
-                    } else {
-                        Precedence::Plain
-                    };
+                    let precedence =
+                        match self.precedence.load(std::sync::atomic::Ordering::Relaxed) {
+                            2 => Precedence::Pressing,
+                            1 => Precedence::Urgent,
+                            _ => Precedence::Plain,
+                        };
                     let waited = self
                         .budget
                         .of(method.is_write())
@@ -451,9 +453,14 @@ impl Sheets for GoogleSheets {
         self.budget.write.set_rate(writes);
     }
 
-    fn set_urgent(&self, urgent: bool) {
-        self.urgent
-            .store(urgent, std::sync::atomic::Ordering::Relaxed);
+    fn set_precedence(&self, precedence: Precedence) {
+        let n = match precedence {
+            Precedence::Plain => 0,
+            Precedence::Urgent => 1,
+            Precedence::Pressing => 2,
+        };
+        self.precedence
+            .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {

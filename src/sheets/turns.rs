@@ -1,12 +1,15 @@
 //! The order in which the calls waiting for one request budget take their turn: the order
 //! they came in, except that a call with work to finish ([`Precedence::Urgent`]: a result
 //! to write back, a claim under the lease) goes ahead of plain ones that came less than
-//! [`HEAD_START`] before it. A plain call never waits more than that for urgent ones that
-//! came after it, so an idle spreadsheet's polls are delayed, never starved.
+//! [`HEAD_START`] before it, and one on which several presses wait
+//! ([`Precedence::Pressing`]) also ahead of urgent ones that came less than
+//! [`PRESSING_LEAD`] before it. A call never waits more than [`HEAD_START`] +
+//! [`PRESSING_LEAD`] for calls that came after it, so an idle spreadsheet's polls, and a
+//! quiet one's single press, are delayed, never starved.
 //!
 //! The spreadsheets of one account share its budget; when what they want is more than it
-//! gives (a fleet's first minute, a busy hour), the budget's time goes where a press is
-//! waiting for it rather than to polls that will find nothing.
+//! gives (a fleet's first minute, a busy hour), the budget's time goes where presses are
+//! waiting for it, most of them first, rather than to polls that will find nothing.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,14 +23,34 @@ use tokio::sync::oneshot;
 /// quiet spreadsheet's press is still seen in time.
 pub const HEAD_START: Duration = Duration::from_secs(10);
 
+/// How far ahead of urgent calls a pressing one is placed: about what three calls wait for
+/// the default budget, so that among the calls with work behind them those that serve
+/// several presses go first, while a single press waits at most this much longer.
+pub const PRESSING_LEAD: Duration = Duration::from_secs(4);
+
 /// How much a call's work is waiting on its request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Precedence {
     /// A poll or write that finds or changes nothing anyone waits for yet.
     #[default]
     Plain,
     /// A call that a press waits on: results to write back, or a claim under the lease.
     Urgent,
+    /// A call that several presses wait on (a start-up, which may find any number; a pass
+    /// whose spreadsheet has two or more waiting): the one commit it leads to serves them
+    /// all, so the account's request does the most for the people waiting.
+    Pressing,
+}
+
+impl Precedence {
+    /// How much later than its arrival a call of this precedence is placed.
+    fn delay(self) -> Duration {
+        match self {
+            Precedence::Plain => PRESSING_LEAD + HEAD_START,
+            Precedence::Urgent => PRESSING_LEAD,
+            Precedence::Pressing => Duration::ZERO,
+        }
+    }
 }
 
 /// The calls waiting for a budget, and whether one holds the turn.
@@ -61,12 +84,9 @@ impl Turns {
     /// Waits for the turn. `now` is the budget's clock; a call dropped while it waits
     /// leaves its place, and a turn handed to it then goes to the next one.
     pub async fn take(self: &Arc<Self>, now: Duration, precedence: Precedence) -> Turn {
-        // Plain calls are placed a head start later rather than urgent ones earlier: the
-        // clock starts at zero, and nothing may saturate there.
-        let place = match precedence {
-            Precedence::Plain => now + HEAD_START,
-            Precedence::Urgent => now,
-        };
+        // Calls are placed later by how little waits on them, rather than pressing ones
+        // earlier: the clock starts at zero, and nothing may saturate there.
+        let place = now + precedence.delay();
         loop {
             let rx = {
                 let mut q = self.queue();
@@ -142,28 +162,39 @@ mod tests {
         })
     }
 
-    #[tokio::test]
-    async fn an_urgent_call_goes_ahead_of_plain_ones_that_came_shortly_before_it_only() {
+    /// The order in which `calls` (name, arrival in seconds, precedence), all waiting while
+    /// a call that came at 100 s holds the turn, get it once that call lets it go.
+    async fn order_of(calls: &[(&'static str, u64, Precedence)]) -> Vec<&'static str> {
         let turns = Arc::new(Turns::default());
         let order = Arc::new(Mutex::new(Vec::new()));
         let held = turns
             .take(Duration::from_secs(100), Precedence::Plain)
             .await;
-        let calls = [
-            waiter(&turns, &order, "plain, long waiting", 80, Precedence::Plain),
-            waiter(&turns, &order, "plain", 101, Precedence::Plain),
-            waiter(&turns, &order, "plain, later", 102, Precedence::Plain),
-            waiter(&turns, &order, "urgent", 103, Precedence::Urgent),
-            waiter(&turns, &order, "urgent, later", 104, Precedence::Urgent),
-        ];
+        let waiting: Vec<_> = (calls.iter())
+            .map(|&(name, at, precedence)| waiter(&turns, &order, name, at, precedence))
+            .collect();
         settle().await;
         drop(held);
-        for call in calls {
+        for call in waiting {
             call.await
                 .unwrap_or_else(|e| panic!("a waiting call failed: {e}"));
         }
+        let order = order.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        order
+    }
+
+    #[tokio::test]
+    async fn an_urgent_call_goes_ahead_of_plain_ones_that_came_shortly_before_it_only() {
+        let order = order_of(&[
+            ("plain, long waiting", 80, Precedence::Plain),
+            ("plain", 101, Precedence::Plain),
+            ("plain, later", 102, Precedence::Plain),
+            ("urgent", 103, Precedence::Urgent),
+            ("urgent, later", 104, Precedence::Urgent),
+        ])
+        .await;
         assert_eq!(
-            *order.lock().unwrap_or_else(|p| p.into_inner()),
+            order,
             [
                 "plain, long waiting",
                 "urgent",
@@ -172,6 +203,34 @@ mod tests {
                 "plain, later"
             ],
             "urgent calls go ahead of plain ones that came less than {HEAD_START:?} before them, in arrival order among themselves"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_several_presses_wait_on_goes_ahead_of_urgent_and_plain_ones_within_their_leads()
+    {
+        // Placed at: 100 (plain at 86), 99 (urgent at 95), 112, 102, 101, 103.
+        let order = order_of(&[
+            ("plain, long waiting", 86, Precedence::Plain),
+            ("urgent, long waiting", 95, Precedence::Urgent),
+            ("plain", 98, Precedence::Plain),
+            ("urgent", 98, Precedence::Urgent),
+            ("pressing", 101, Precedence::Pressing),
+            ("pressing, later", 103, Precedence::Pressing),
+        ])
+        .await;
+        assert_eq!(
+            order,
+            [
+                "urgent, long waiting",
+                "plain, long waiting",
+                "pressing",
+                "urgent",
+                "pressing, later",
+                "plain",
+            ],
+            "a pressing call goes ahead of urgent ones that came less than {PRESSING_LEAD:?} and plain ones that came less than {:?} before it; no call waits longer than that for later ones",
+            HEAD_START + PRESSING_LEAD
         );
     }
 

@@ -132,21 +132,17 @@ async fn jobs_on_one_target_run_one_after_the_other() {
     );
 }
 
-/// The pass whose write-back frees a target claims the next job waiting for it: the plan
-/// reads the finished row as the write left it, and the claim's own lease call reads the
-/// queue afresh. Between the first job's end and the second's start there is the one read
-/// that found the result to write, not a second poll to see the target free.
-#[tokio::test]
-async fn a_target_freed_by_a_result_is_claimed_in_the_pass_that_writes_the_result() {
-    let emu = start_with_quota(FAST).await;
-    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
-    let c = &fleet.configs[0];
-    let sheets = client(&emu, c).await;
+/// Enqueues three half-second jobs of different functions on サーバーA, in that order: they
+/// run one after the other. Their jobIds.
+async fn three_on_one_target(
+    sheets: &dyn sheetq::sheets::Sheets,
+    c: &sheetq::config::Config,
+) -> Vec<String> {
     let mut jobs = Vec::new();
     for function in ["動作確認 (2秒)", "再起動 (5秒)", "バックアップ (10秒)"] {
         jobs.push(
             enqueue(
-                sheets.as_ref(),
+                sheets,
                 c,
                 "サーバーA",
                 function,
@@ -157,6 +153,20 @@ async fn a_target_freed_by_a_result_is_claimed_in_the_pass_that_writes_the_resul
             .await,
         );
     }
+    jobs
+}
+
+/// The pass whose write-back frees a target claims the next job waiting for it: the plan
+/// reads the finished row as the write left it, and the claim's own lease call reads the
+/// queue afresh. Between the first job's end and the second's start there is the one read
+/// that found the result to write, not a second poll to see the target free.
+#[tokio::test]
+async fn a_target_freed_by_a_result_is_claimed_in_the_pass_that_writes_the_result() {
+    let emu = start_with_quota(FAST).await;
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let c = &fleet.configs[0];
+    let sheets = client(&emu, c).await;
+    let jobs = three_on_one_target(sheets.as_ref(), c).await;
     let rows = wait_finished(&emu, &jobs, WAIT).await;
     fleet.stop(&emu).await;
     let mut runs: Vec<(DateTime<Utc>, DateTime<Utc>)> = jobs
@@ -182,6 +192,134 @@ async fn a_target_freed_by_a_result_is_claimed_in_the_pass_that_writes_the_resul
             reads.len()
         );
     }
+}
+
+/// The spreadsheet's lease acquires in the request log: the `spreadsheets.batchUpdate`
+/// calls that read the queue from its header back (a claim commit reads its rows only).
+fn lease_acquires(emu: &sheetq::emulator::Emulator) -> usize {
+    emu.requests()
+        .iter()
+        .filter(|r| {
+            r.method == "spreadsheets.batchUpdate"
+                && r.status == 200
+                && r.ranges
+                    .iter()
+                    .any(|x| x.starts_with("'_ジョブキュー'!A1:"))
+        })
+        .count()
+}
+
+/// A daemon alone on its spreadsheet, with rows left waiting for its targets, keeps the
+/// lease its commit took: the claims that follow each cost the result and the commit, no
+/// acquire. The commit that leaves nothing waiting frees the lease.
+#[tokio::test]
+async fn a_daemon_alone_claims_the_jobs_waiting_for_its_target_under_the_lease_it_kept() {
+    let emu = start_with_quota(FAST).await;
+    // All three wait before the daemon starts: its first commit sees the other two left.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let jobs = three_on_one_target(sheets.as_ref(), &enqueuer).await;
+    emu.clear_requests();
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let rows = wait_finished(&emu, &jobs, WAIT).await;
+    let lease = emu.values("'_ワーカー'!B1").expect("the lease cell");
+    let acquires = lease_acquires(&emu);
+    fleet.stop(&emu).await;
+    for j in &jobs {
+        assert_done(row_of(&rows, j));
+    }
+    assert_eq!(
+        acquires, 1,
+        "three jobs on one target, claimed one after the other by a daemon alone, should take the lease once and keep it for the next two claims"
+    );
+    assert_eq!(
+        lease[0][0], "free",
+        "the commit that claimed the last waiting job should have freed the lease"
+    );
+}
+
+/// A daemon that starts with a job waiting reaches it in three reads (the metadata, the
+/// queue with the marker cells, one poll: the first pass goes on start-up's last read) and
+/// the lease acquire; its first heartbeat row goes in with the claim commit, not in a write
+/// of its own.
+#[tokio::test]
+async fn a_daemon_started_with_a_job_waiting_claims_it_after_three_reads_and_no_write_of_its_own() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let job = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーA",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":0.2}"#,
+        "alice@example.com",
+    )
+    .await;
+    emu.clear_requests();
+    let fleet = Fleet::start(&emu, &["vm-1"], &[], "").await;
+    let rows = wait_finished(&emu, std::slice::from_ref(&job), WAIT).await;
+    let requests = emu.requests();
+    let workers = emu.values("'_ワーカー'!A3:A").expect("the heartbeat rows");
+    fleet.stop(&emu).await;
+    let (started, _) = interval(row_of(&rows, &job));
+    let before: Vec<String> = requests
+        .iter()
+        .filter(|r| r.method != "oauth2.token" && r.at < started)
+        .map(|r| {
+            format!(
+                "{} {} {:?}",
+                if r.write { "W" } else { "R" },
+                r.method,
+                r.ranges
+            )
+        })
+        .collect();
+    let reads = before.iter().filter(|r| r.starts_with('R')).count();
+    let writes = before.iter().filter(|r| r.starts_with('W')).count();
+    assert_eq!(
+        (reads, writes),
+        (3, 1),
+        "before the job started the daemon should have read three times and sent only the lease acquire: {before:#?}"
+    );
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.method == "spreadsheets.values.append"
+                && r.ranges.iter().any(|x| x.contains("_ワーカー"))),
+        "the first heartbeat should ride the claim commit, not a values.append of its own"
+    );
+    assert_eq!(
+        workers,
+        vec![vec![serde_json::json!("vm-1")]],
+        "the daemon's heartbeat row is there, once"
+    );
+}
+
+/// With another live daemon on the spreadsheet, no commit keeps the lease: each claim
+/// takes it afresh, so neither daemon holds the other's presses back.
+#[tokio::test]
+async fn with_two_daemons_on_a_spreadsheet_every_claim_takes_the_lease_afresh() {
+    let emu = start_with_quota(FAST).await;
+    let fleet = Fleet::start(&emu, &["vm-1", "vm-2"], &[], "").await;
+    let c = &fleet.configs[0];
+    let sheets = client(&emu, c).await;
+    emu.clear_requests();
+    let jobs = three_on_one_target(sheets.as_ref(), c).await;
+    let rows = wait_finished(&emu, &jobs, WAIT).await;
+    let acquires = lease_acquires(&emu);
+    fleet.stop(&emu).await;
+    for j in &jobs {
+        assert_done(row_of(&rows, j));
+    }
+    assert!(
+        acquires >= jobs.len(),
+        "with two live daemons each of the {} claims should have taken the lease afresh, but only {acquires} acquires were sent",
+        jobs.len()
+    );
 }
 
 #[tokio::test]
