@@ -1137,6 +1137,8 @@ impl Daemon {
                 Precedence::Urgent
             });
             wrote_heartbeat |= self.claim_pass(&poll, &written, deferred).await?;
+        } else if self.kept_lease_blocks(&poll, &written, &plan) {
+            self.release_kept().await;
         } else if self.archive_due() {
             self.archive_pass(&poll).await?;
         } else if self.idle_check_due() {

@@ -925,10 +925,20 @@ impl Daemon {
     /// would hold back. A row another daemon could claim now (its target free, our slots
     /// full) lets the lease go.
     fn keep_lease(&self, fresh: &Poll, plan: &claim::PassPlan) -> bool {
+        self.keep_lease_on(&fresh.workers, &fresh.snapshot, plan)
+    }
+
+    /// [`Self::keep_lease`] on the heartbeat rows and the queue as a read shows them.
+    fn keep_lease_on(
+        &self,
+        workers: &[crate::workers::Heartbeat],
+        snapshot: &queue::Snapshot,
+        plan: &claim::PassPlan,
+    ) -> bool {
         let me = &self.config.worker_id;
-        let alone = !(fresh.workers.iter())
+        let alone = !(workers.iter())
             .any(|h| &h.worker_id != me && !h.stopped && h.is_live(self.config.dead_after));
-        let rows = &fresh.snapshot.rows;
+        let rows = &snapshot.rows;
         let decided: HashSet<usize> = (plan.claims.iter().map(|(i, _)| *i))
             .chain(plan.cancels.iter().copied())
             .chain(plan.turns.iter().map(|(i, _)| *i))
@@ -956,6 +966,29 @@ impl Daemon {
             && self.served.pending_through.is_empty()
             && self.served.unsure.is_empty()
             && self.served.lease_kept_until.is_none()
+    }
+
+    /// Whether a pass that sends no commit should free the lease our last commit kept: kept
+    /// for a claim of ours that is no longer the only one coming (another daemon shows up,
+    /// a row waits that another daemon could claim while our slots are full), it would
+    /// hold the others back until it ran out. `written`: the queue as this pass's read and
+    /// write-back left it; `plan`: what this pass would claim on it.
+    pub(super) fn kept_lease_blocks(
+        &self,
+        poll: &Poll,
+        written: &queue::Snapshot,
+        plan: &claim::PassPlan,
+    ) -> bool {
+        self.served.kept_lease.is_some() && !self.keep_lease_on(&poll.workers, written, plan)
+    }
+
+    /// Frees the lease our last commit kept (one compare-and-swap; taken over meanwhile, it
+    /// changes nothing).
+    pub(super) async fn release_kept(&mut self) {
+        if let Some(kept) = self.served.kept_lease.take() {
+            info!("freeing the lease kept for our next claim: another daemon may claim first");
+            self.release(&kept.value).await;
+        }
     }
 
     /// The compare-and-swap that frees the lease our last commit kept, if any: at shutdown,

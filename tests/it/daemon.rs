@@ -239,6 +239,76 @@ async fn a_daemon_alone_claims_the_jobs_waiting_for_its_target_under_the_lease_i
     );
 }
 
+/// A kept lease is freed as soon as a row waits that another daemon could claim: here a
+/// job for a free target while the daemon's one slot is busy.
+#[tokio::test]
+async fn a_kept_lease_is_freed_when_a_row_waits_that_the_daemon_cannot_claim_now() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let mut jobs = Vec::new();
+    for (function, seconds) in [("動作確認 (2秒)", "6"), ("再起動 (5秒)", "0.2")] {
+        let args = format!("{{\"seconds\":{seconds}}}");
+        jobs.push(
+            enqueue(
+                sheets.as_ref(),
+                &enqueuer,
+                "サーバーA",
+                function,
+                "sleep",
+                &args,
+                "alice@example.com",
+            )
+            .await,
+        );
+    }
+    let fleet = Fleet::start(&emu, &["vm-1"], &[("slots", "1")], "").await;
+    let lease = || emu.values("'_ワーカー'!B1").expect("the lease cell")[0][0].clone();
+    let running = |job: &str| row_of(&queue_rows(&emu), job).state.is(State::Running);
+    wait_for(
+        "the daemon to keep the lease while the first job runs and the second waits for its target",
+        WAIT,
+        || {
+            (running(&jobs[0])
+                && lease()
+                    .as_str()
+                    .is_some_and(|l| l.starts_with("lease|vm-1|")))
+            .then_some(())
+        },
+        || format!("lease {:?}; {}", lease(), describe_queue(&queue_rows(&emu))),
+    )
+    .await;
+    let other = enqueue(
+        sheets.as_ref(),
+        &enqueuer,
+        "サーバーB",
+        "動作確認 (2秒)",
+        "sleep",
+        r#"{"seconds":0.2}"#,
+        "bob@example.com",
+    )
+    .await;
+    wait_for(
+        "the kept lease to be freed while the first job still runs",
+        Duration::from_secs(5),
+        || (lease() == "free").then_some(()),
+        || format!("lease {:?}; {}", lease(), describe_queue(&queue_rows(&emu))),
+    )
+    .await;
+    assert!(
+        running(&jobs[0]),
+        "the lease should have been freed while the first job ran, not after: {}",
+        describe_queue(&queue_rows(&emu))
+    );
+    jobs.push(other);
+    let rows = wait_finished(&emu, &jobs, WAIT).await;
+    fleet.stop(&emu).await;
+    for j in &jobs {
+        assert_done(row_of(&rows, j));
+    }
+}
+
 /// A daemon that starts with a job waiting reaches it in three reads (the metadata, the
 /// queue with the marker cells, one poll: the first pass goes on start-up's last read) and
 /// the lease acquire; its first heartbeat row goes in with the claim commit, not in a write
