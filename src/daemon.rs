@@ -1022,14 +1022,8 @@ impl Daemon {
         // account's budget ahead of the other spreadsheets' plain polls (sheets::turns):
         // someone is waiting on them. Those of a spreadsheet where the last read showed
         // several presses waiting go first: the commit they lead to serves them all.
-        let precedence = if self.served.pressing {
-            Precedence::Pressing
-        } else if self.served.polls == 0 || self.has_work() {
-            Precedence::Urgent
-        } else {
-            Precedence::Plain
-        };
-        self.sheets.set_precedence(precedence);
+        self.sheets
+            .set_precedence(self.precedence(self.served.polls == 0 || self.has_work()));
         if std::mem::take(&mut self.served.relayout) {
             self.discover_panels().await?;
             self.find_window().await?;
@@ -1071,16 +1065,18 @@ impl Daemon {
         let display = self.panel_display(&poll);
         // The first heartbeat, due since start-up, rides the claim commit when this pass
         // sends one (presses to take in, rows to claim) rather than a write of its own.
-        let first_beat_rides = self.served.last_heartbeat.is_none()
-            && (self.has_ticks(&poll)
-                || !(self.plan_claims(
-                    &poll.snapshot,
-                    &poll.watched,
-                    &self.running_elsewhere(&poll),
-                ))
-                .claims
-                .is_empty());
-        let writing_back = !self.outbox.is_empty() || (self.heartbeat_due() && !first_beat_rides);
+        let first_beat_rides = || {
+            self.served.last_heartbeat.is_none()
+                && (self.has_ticks(&poll)
+                    || !(self.plan_claims(
+                        &poll.snapshot,
+                        &poll.watched,
+                        &self.running_elsewhere(&poll),
+                    ))
+                    .claims
+                    .is_empty())
+        };
+        let writing_back = !self.outbox.is_empty() || (self.heartbeat_due() && !first_beat_rides());
         let (display, deferred) = if writing_back {
             (display, Vec::new())
         } else {
@@ -1131,11 +1127,7 @@ impl Daemon {
             || under_lease
         {
             // Presses, results or a held lease wait on it: its calls go ahead of plain ones.
-            self.sheets.set_precedence(if self.served.pressing {
-                Precedence::Pressing
-            } else {
-                Precedence::Urgent
-            });
+            self.sheets.set_precedence(self.precedence(true));
             wrote_heartbeat |= self.claim_pass(&poll, &written, deferred).await?;
         } else if self.kept_lease_blocks(&poll, &written, &plan) {
             self.release_kept().await;
@@ -1182,6 +1174,19 @@ impl Daemon {
             self.outbox.len()
         ));
         Ok(())
+    }
+
+    /// How this spreadsheet's next calls wait for the account's budget (sheets::turns):
+    /// pressing while several presses wait here, urgent when `urgent` (a press or a result
+    /// waits on them), else plain.
+    fn precedence(&self, urgent: bool) -> Precedence {
+        if self.served.pressing {
+            Precedence::Pressing
+        } else if urgent {
+            Precedence::Urgent
+        } else {
+            Precedence::Plain
+        }
     }
 
     /// Takes every job that has ended into the outbox ([`Self::finished`]), without waiting.

@@ -73,8 +73,6 @@ struct Commit {
     cancels: Vec<(QueueRow, i32)>,
     /// Rows of functions with `approvers` changing state, after the cancels.
     turns: Vec<Turned>,
-    /// What its last request leaves in the lease cell: `free`, or a lease of ours it keeps.
-    lease_after: String,
 }
 
 /// A row a claim commit turns for its approvals (docs/design.md §5.5): its swap, and for a
@@ -180,14 +178,16 @@ impl Daemon {
         self.stop_asked_jobs(&fresh.snapshot);
         let elsewhere = self.running_elsewhere(&fresh);
         let plan = self.plan_claims(&fresh.snapshot, &fresh.watched, &elsewhere);
-        let keep = (rounds < KEPT_ROUNDS && self.keep_lease(&fresh, &plan)).then_some(rounds + 1);
+        let keep = (rounds < KEPT_ROUNDS
+            && self.keep_lease(&fresh.workers, &fresh.snapshot, &plan))
+        .then_some(rounds + 1);
         let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, intake_writes);
         // Last, the lease: released, or swapped to a new lease of ours that it keeps.
-        commit.lease_after = self.lease_after_commit(keep.is_some());
+        let after = self.lease_after_commit(keep.is_some());
         commit.requests.push(lease::swap(
             self.served.layout.worker_sheet_id,
             &held,
-            &commit.lease_after,
+            &after,
         ));
         let sent = tokio::time::Instant::now();
         let Some(reply) = self.send_commit(&mut commit, &held).await? else {
@@ -199,7 +199,7 @@ impl Daemon {
             // Counted from before the commit was sent, in our own time, as an acquire's is.
             self.served.lease_sent = Some(sent);
             self.served.kept_lease = Some(KeptLease {
-                value: commit.lease_after.clone(),
+                value: after,
                 rounds,
             });
         }
@@ -468,7 +468,6 @@ impl Daemon {
             requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
         }
         Commit {
-            lease_after: lease::FREE.to_string(),
             requests,
             response_ranges,
             stale,
@@ -918,18 +917,13 @@ impl Daemon {
 
     /// Whether a commit leaves the lease ours for the next claim pass, to commit under on
     /// its poll's read without an acquire (one write less a round). Only when the claims
-    /// that follow can be nobody else's: rows stay waiting after `plan`, every one of them
-    /// for a target a job of ours runs on (so no daemon may claim it before our result, and
-    /// the pass that writes that result claims it), and no other live daemon shows on the
-    /// spreadsheet (a stopped one's row counts for nothing), whose presses the kept lease
+    /// that follow can be nobody else's: rows of `snapshot` stay waiting after `plan`, every
+    /// one of them for a target a job of ours runs on (so no daemon may claim it before our
+    /// result, and the pass that writes that result claims it), and no other live daemon
+    /// shows among `workers` (a stopped one's row counts for nothing), whose presses the kept lease
     /// would hold back. A row another daemon could claim now (its target free, our slots
     /// full) lets the lease go.
-    fn keep_lease(&self, fresh: &Poll, plan: &claim::PassPlan) -> bool {
-        self.keep_lease_on(&fresh.workers, &fresh.snapshot, plan)
-    }
-
-    /// [`Self::keep_lease`] on the heartbeat rows and the queue as a read shows them.
-    fn keep_lease_on(
+    fn keep_lease(
         &self,
         workers: &[crate::workers::Heartbeat],
         snapshot: &queue::Snapshot,
@@ -979,7 +973,7 @@ impl Daemon {
         written: &queue::Snapshot,
         plan: &claim::PassPlan,
     ) -> bool {
-        self.served.kept_lease.is_some() && !self.keep_lease_on(&poll.workers, written, plan)
+        self.served.kept_lease.is_some() && !self.keep_lease(&poll.workers, written, plan)
     }
 
     /// Frees the lease our last commit kept (one compare-and-swap; taken over meanwhile, it
@@ -991,15 +985,12 @@ impl Daemon {
         }
     }
 
-    /// The compare-and-swap that frees the lease our last commit kept, if any: at shutdown,
-    /// riding the last heartbeat. Changed by then (taken over), it changes nothing.
+    /// The compare-and-swap that frees the lease our last commit kept, if any (and no write
+    /// sent under it is in doubt): at shutdown, riding the last heartbeat. Changed by then
+    /// (taken over), it changes nothing.
     pub(super) fn release_kept_lease(&mut self) -> Option<Request> {
         let kept = self.served.kept_lease.take()?;
-        Some(lease::swap(
-            self.served.layout.worker_sheet_id,
-            &kept.value,
-            lease::FREE,
-        ))
+        self.release_request(&kept.value)
     }
 
     /// The lease's time to live, as the sheet's clock arithmetic needs it.
@@ -1344,18 +1335,26 @@ impl Daemon {
         writes
     }
 
-    pub(super) async fn release(&self, held: &str) {
+    /// The compare-and-swap that frees `held`, our lease; none while a write sent under it
+    /// is in doubt: kept on purpose, it may still be applied. Our next pass takes the lease
+    /// back (renewing it), or it runs out on its own.
+    fn release_request(&self, held: &str) -> Option<Request> {
         if self.served.lease_kept_until.is_some() {
-            // Kept on purpose: a write sent under it may still be applied. Our next pass
-            // takes it back (renewing it), or it runs out on its own.
-            return;
+            return None;
         }
+        Some(lease::swap(
+            self.served.layout.worker_sheet_id,
+            held,
+            lease::FREE,
+        ))
+    }
+
+    pub(super) async fn release(&self, held: &str) {
+        let Some(swap) = self.release_request(held) else {
+            return;
+        };
         let batch = BatchUpdate {
-            requests: vec![lease::swap(
-                self.served.layout.worker_sheet_id,
-                held,
-                lease::FREE,
-            )],
+            requests: vec![swap],
             response_ranges: vec![],
             ..Default::default()
         };

@@ -265,12 +265,9 @@ impl GoogleSheets {
                     if late() {
                         return Err(Failure::late(method));
                     }
-                    let precedence =
-                        match self.precedence.load(std::sync::atomic::Ordering::Relaxed) {
-                            2 => Precedence::Pressing,
-                            1 => Precedence::Urgent,
-                            _ => Precedence::Plain,
-                        };
+                    let precedence = Precedence::from_number(
+                        self.precedence.load(std::sync::atomic::Ordering::Relaxed),
+                    );
                     let waited = self
                         .budget
                         .of(method.is_write())
@@ -454,13 +451,8 @@ impl Sheets for GoogleSheets {
     }
 
     fn set_precedence(&self, precedence: Precedence) {
-        let n = match precedence {
-            Precedence::Plain => 0,
-            Precedence::Urgent => 1,
-            Precedence::Pressing => 2,
-        };
         self.precedence
-            .store(n, std::sync::atomic::Ordering::Relaxed);
+            .store(precedence.number(), std::sync::atomic::Ordering::Relaxed);
     }
 
     async fn metadata(&self) -> Result<SpreadsheetMeta, SheetsError> {

@@ -43,6 +43,24 @@ pub enum Precedence {
 }
 
 impl Precedence {
+    /// As a number, for an atomic cell ([`Precedence::from_number`] reads it back).
+    pub fn number(self) -> u8 {
+        match self {
+            Precedence::Plain => 0,
+            Precedence::Urgent => 1,
+            Precedence::Pressing => 2,
+        }
+    }
+
+    /// The precedence [`Precedence::number`] gave `n`; plain for any other number.
+    pub fn from_number(n: u8) -> Self {
+        match n {
+            2 => Precedence::Pressing,
+            1 => Precedence::Urgent,
+            _ => Precedence::Plain,
+        }
+    }
+
     /// How much later than its arrival a call of this precedence is placed.
     fn delay(self) -> Duration {
         match self {
@@ -232,6 +250,13 @@ mod tests {
             "a pressing call goes ahead of urgent ones that came less than {PRESSING_LEAD:?} and plain ones that came less than {:?} before it; no call waits longer than that for later ones",
             HEAD_START + PRESSING_LEAD
         );
+    }
+
+    #[test]
+    fn a_precedence_comes_back_from_its_number() {
+        for p in [Precedence::Plain, Precedence::Urgent, Precedence::Pressing] {
+            assert_eq!(Precedence::from_number(p.number()), p, "{p:?}");
+        }
     }
 
     #[tokio::test]
