@@ -5,7 +5,9 @@
 //! Parts:
 //! - [`store`]: spreadsheets, sheets, rows as objects (cells + metadata ids), protected
 //!   ranges on their sheets, and the grid edits shared by API and tests.
-//! - [`metadata`]: developer metadata: where each entry is, create and get.
+//! - [`metadata`]: developer metadata: where each entry is, create and get, and who sees
+//!   it (a `PROJECT` entry only the developer project that created it: a service account's
+//!   project is the one in its address, a person's their own).
 //! - [`lookup`]: the metadata requests that select by `DataFilter` (update, delete, search).
 //! - [`data_filter`]: `DataFilter` resolution to metadata and to grid ranges.
 //! - [`values`]: value input (`RAW`/`USER_ENTERED`) and rendering options.

@@ -90,7 +90,7 @@ pub async fn reset(State(sh): State<Arc<Shared>>) -> Response {
     json_response(200, &json!({})).0
 }
 
-/// `?account=NAME` of `/_emulator/credentials`.
+/// `?account=NAME` (or a whole service-account address) of `/_emulator/credentials`.
 #[derive(Debug, serde::Deserialize)]
 pub struct CredentialsQuery {
     account: Option<String>,
@@ -98,13 +98,34 @@ pub struct CredentialsQuery {
 
 /// The service-account credentials file for this emulator, to save and point sheetq at;
 /// `?account=NAME` gives another service account of its project (`NAME@…`), with a quota of
-/// its own, as `Emulator::credentials_json_for` does.
+/// its own, as `Emulator::credentials_json_for` does; `?account=NAME@PROJECT.iam.gserviceaccount.com`
+/// a service account of another developer project (which does not see the `PROJECT`
+/// developer metadata of this one: `metadata::Seer`). 400 for an address that is not a
+/// service account's.
 pub async fn credentials(
     State(sh): State<Arc<Shared>>,
     Query(q): Query<CredentialsQuery>,
 ) -> Response {
     let base = sh.base_url.lock().map(|b| b.clone()).unwrap_or_default();
-    let creds = match q.account.as_deref().filter(|a| !a.is_empty()) {
+    let creds = match q
+        .account
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    {
+        Some(email) if email.contains('@') => {
+            if !people::is_service_account(email) {
+                let why = format!(
+                    "{email} is not a service account's address \
+                     (NAME@PROJECT.iam.gserviceaccount.com): a person signs in with a \
+                     person's token (POST /_emulator/people/token)"
+                );
+                return json_response(400, &ApiError::invalid(why).body()).0;
+            }
+            let email = email.to_ascii_lowercase();
+            sh.auth.add_account(&email);
+            super::auth::credentials_json_for(&base, &email)
+        }
         Some(name) => {
             let email = super::Emulator::account(name);
             sh.auth.add_account(&email);

@@ -21,7 +21,11 @@
 //! row/column edits are in `dimension.rs`, `cutPaste`/`copyPaste` in `paste.rs`,
 //! `findReplace` in `find_replace.rs`, the developer metadata requests in `metadata.rs` and
 //! the protected range requests in `protection.rs`. After every request, metadata whose
-//! row, column or sheet was deleted is dropped.
+//! row, column or sheet was deleted is dropped, whoever created it.
+//!
+//! The developer metadata requests are the caller's (`metadata::Seer::caller`): a create is
+//! recorded as its developer project's, and an update or delete selects only among the
+//! entries that project sees.
 
 use google_sheets4::api::{
     AppendCellsRequest, BatchUpdateSpreadsheetRequest, CellData, DuplicateSheetRequest,
@@ -176,7 +180,7 @@ fn deviate(
                         ..Default::default()
                     }),
                 };
-                lookup::delete(ss, &by_id)?;
+                lookup::delete(ss, &by_id, &metadata::Seer::caller(user))?;
             }
             apply(ss, r, kind, &usual, user)?
         }
@@ -250,9 +254,21 @@ fn apply(
         }
         "cutPaste" => paste::cut(ss, need(&r.cut_paste)?)?,
         "copyPaste" => paste::copy(ss, need(&r.copy_paste)?)?,
-        "createDeveloperMetadata" => metadata::create(ss, need(&r.create_developer_metadata)?)?,
-        "updateDeveloperMetadata" => lookup::update(ss, need(&r.update_developer_metadata)?)?,
-        "deleteDeveloperMetadata" => lookup::delete(ss, need(&r.delete_developer_metadata)?)?,
+        "createDeveloperMetadata" => metadata::create(
+            ss,
+            need(&r.create_developer_metadata)?,
+            &metadata::Seer::caller(user),
+        )?,
+        "updateDeveloperMetadata" => lookup::update(
+            ss,
+            need(&r.update_developer_metadata)?,
+            &metadata::Seer::caller(user),
+        )?,
+        "deleteDeveloperMetadata" => lookup::delete(
+            ss,
+            need(&r.delete_developer_metadata)?,
+            &metadata::Seer::caller(user),
+        )?,
         "addProtectedRange" => protection::add(ss, need(&r.add_protected_range)?, user)?,
         "updateProtectedRange" => protection::update(ss, need(&r.update_protected_range)?, user)?,
         "deleteProtectedRange" => protection::delete(ss, need(&r.delete_protected_range)?)?,

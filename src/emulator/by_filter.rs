@@ -21,6 +21,10 @@
 //! Every method works on a copy and keeps it only when everything succeeded: all or nothing.
 //! The writes pass the protection guard (`protection.rs`) with every matched block before
 //! any is written.
+//!
+//! A metadata lookup resolves among the entries the caller sees (`metadata::Seer`): a
+//! `PROJECT` entry of another developer project matches nothing, so its row is neither read,
+//! written nor cleared through it.
 
 use std::collections::BTreeSet;
 
@@ -30,7 +34,7 @@ use super::api::{self, Major, RangeView};
 use super::data_filter;
 use super::deviation::{Deviation, Rules};
 use super::error::ApiError;
-use super::metadata;
+use super::metadata::{self, Seer};
 use super::protection::{self, Touch};
 use super::store::{Bounds, Spreadsheet};
 use super::values::{self, Input, Render};
@@ -48,19 +52,19 @@ fn absolute_a1(ss: &Spreadsheet, b: &Bounds) -> String {
     )
 }
 
-/// `values.batchGetByDataFilter`: one `MatchedValueRange` per distinct matched range, in
-/// the order first matched, listing every filter that matched it.
-pub fn batch_get(ss: &Spreadsheet, body: &Json) -> Result<Json, ApiError> {
+/// `values.batchGetByDataFilter` by `user`: one `MatchedValueRange` per distinct matched
+/// range, in the order first matched, listing every filter that matched it.
+pub fn batch_get(ss: &Spreadsheet, body: &Json, user: &str) -> Result<Json, ApiError> {
     let filters = data_filter::parse_filters(body.get("dataFilters"), "dataFilters")?;
     let major = Major::parse(body.get("majorDimension").and_then(Json::as_str))?;
     let render = Render::parse(
         body.get("valueRenderOption").and_then(Json::as_str),
         body.get("dateTimeRenderOption").and_then(Json::as_str),
     )?;
-    let located = metadata::locate(ss);
+    let seen = metadata::locate_as(ss, &Seer::caller(user));
     let mut matched: Vec<(Bounds, Vec<Json>)> = Vec::new();
     for (i, (raw, f)) in filters.iter().enumerate() {
-        let ranges = data_filter::ranges(ss, f, &located)
+        let ranges = data_filter::ranges(ss, f, &seen)
             .map_err(|m| ApiError::invalid(format!("Invalid dataFilters[{i}]: {m}")))?;
         for b in ranges {
             match matched.iter_mut().find(|(m, _)| *m == b) {
@@ -110,7 +114,7 @@ pub fn batch_update(
         Some(Json::Array(d)) => d.clone(),
         _ => Vec::new(),
     };
-    let located = metadata::locate(ss);
+    let seen = metadata::locate_as(ss, &Seer::caller(user));
     let mut plan = Vec::new();
     for (i, entry) in data.iter().enumerate() {
         let raw = entry.get("dataFilter").ok_or_else(|| {
@@ -129,7 +133,7 @@ pub fn batch_update(
                 values::input_value(v, input)?;
             }
         }
-        let ranges = data_filter::ranges(ss, &f, &located)
+        let ranges = data_filter::ranges(ss, &f, &seen)
             .map_err(|m| ApiError::invalid(format!("Invalid data[{i}].dataFilter: {m}")))?;
         if ranges.is_empty() {
             if rules.deviates(Deviation::FilterMissSkipped) {
@@ -220,10 +224,10 @@ pub fn batch_update(
 /// `values.batchClearByDataFilter` by `user`: values go, formats and validation stay.
 pub fn batch_clear(ss: &mut Spreadsheet, body: &Json, user: &str) -> Result<Json, ApiError> {
     let filters = data_filter::parse_filters(body.get("dataFilters"), "dataFilters")?;
-    let located = metadata::locate(ss);
+    let seen = metadata::locate_as(ss, &Seer::caller(user));
     let mut blocks = Vec::new();
     for (i, (_, f)) in filters.iter().enumerate() {
-        let ranges = data_filter::ranges(ss, f, &located)
+        let ranges = data_filter::ranges(ss, f, &seen)
             .map_err(|m| ApiError::invalid(format!("Invalid dataFilters[{i}]: {m}")))?;
         if ranges.is_empty() {
             return Err(no_match("dataFilters", i));

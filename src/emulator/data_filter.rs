@@ -22,14 +22,16 @@
 //! - as a range, a row metadata is its whole row (column A to the sheet's last grid column),
 //!   a column metadata its whole column, a sheet metadata the whole sheet; spreadsheet-level
 //!   metadata has no range and resolves to nothing.
-
-use std::collections::HashMap;
+//!
+//! Every resolution is a caller's: it runs against the metadata that caller sees
+//! (`metadata::Seen`, from `metadata::locate_as`), so a `PROJECT` entry of another developer
+//! project is never matched, by a lookup of its id, key or location nor by a range.
 
 use google_sheets4::api::{DataFilter, DeveloperMetadataLookup};
 use serde_json::Value as Json;
 
 use super::error::ApiError;
-use super::metadata::{self, Placed, Visibility};
+use super::metadata::{self, Placed, Seen, Visibility};
 use super::request;
 use super::store::{Bounds, Spreadsheet};
 
@@ -105,11 +107,11 @@ fn range_bounds(ss: &Spreadsheet, k: &Kind<'_>) -> Result<Option<Bounds>, String
     })
 }
 
-/// The ids of the metadata a filter selects, in id order.
+/// The ids of the metadata a filter selects among those `seen`, in id order.
 pub fn matching_metadata(
     ss: &Spreadsheet,
     f: &DataFilter,
-    located: &HashMap<i32, Placed>,
+    seen: &Seen,
 ) -> Result<Vec<i32>, String> {
     let k = kind(f)?;
     let mut ids: Vec<i32> = match (&k, range_bounds(ss, &k)?) {
@@ -118,19 +120,19 @@ pub fn matching_metadata(
             ss.developer_metadata
                 .iter()
                 .filter_map(|(id, md)| {
-                    let placed = located.get(id)?;
-                    m.matches(*id, md, *placed).then_some(*id)
+                    let placed = seen.get(*id)?;
+                    m.matches(*id, md, placed).then_some(*id)
                 })
                 .collect()
         }
-        (_, Some(b)) => located
+        (_, Some(b)) => seen
             .iter()
-            .filter(|(_, p)| match **p {
+            .filter(|(_, p)| match *p {
                 Placed::Row(s, r) => s == b.sheet && (b.r0..b.r1).contains(&r),
                 Placed::Column(s, c) => s == b.sheet && (b.c0..b.c1).contains(&c),
                 Placed::Spreadsheet | Placed::Sheet(_) => false,
             })
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect(),
         (_, None) => Vec::new(),
     };
@@ -138,20 +140,17 @@ pub fn matching_metadata(
     Ok(ids)
 }
 
-/// The grid ranges a filter stands for, in sheet, row, column order, without duplicates.
-/// An empty result means the filter matched nothing.
-pub fn ranges(
-    ss: &Spreadsheet,
-    f: &DataFilter,
-    located: &HashMap<i32, Placed>,
-) -> Result<Vec<Bounds>, String> {
+/// The grid ranges a filter stands for, in sheet, row, column order, without duplicates; a
+/// metadata lookup stands for the places of the metadata `seen` it selects. An empty result
+/// means the filter matched nothing.
+pub fn ranges(ss: &Spreadsheet, f: &DataFilter, seen: &Seen) -> Result<Vec<Bounds>, String> {
     let k = kind(f)?;
     if let Some(b) = range_bounds(ss, &k)? {
         return Ok(vec![b]);
     }
-    let mut places: Vec<Placed> = matching_metadata(ss, f, located)?
+    let mut places: Vec<Placed> = matching_metadata(ss, f, seen)?
         .iter()
-        .filter_map(|id| located.get(id).copied())
+        .filter_map(|id| seen.get(*id))
         .collect();
     places.sort_unstable_by_key(|p| match *p {
         Placed::Spreadsheet => (0, 0, 0, 0),

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value as Json};
 
 use super::error::ApiError;
 use super::formula::{self, Eff};
-use super::metadata::{self, Placed};
+use super::metadata::{self, Placed, Seer};
 use super::protection;
 use super::store::{Bounds, Cell, Sheet, Spreadsheet, Value};
 use super::values;
@@ -23,13 +23,16 @@ pub const COLUMN_PIXELS: u32 = 100;
 /// `spreadsheets.get` (and the `updatedSpreadsheet` of a batch) as `viewer` reads it. With
 /// `ranges`, only the sheets they touch are listed; with grid data, each range's cells are
 /// included as `data[]`, else the whole sheet's. Each sheet lists its `protectedRanges`,
-/// their editors only to the viewers who may edit them.
+/// their editors only to the viewers who may edit them. Developer metadata (the
+/// spreadsheet's, the sheets', and in `rowMetadata`/`columnMetadata`) is only what `viewer`'s
+/// developer project sees (`metadata::Seer`).
 pub fn spreadsheet_json(
     ss: &Spreadsheet,
     ranges: &[String],
     grid: bool,
     viewer: &str,
 ) -> Result<Json, ApiError> {
+    let seer = Seer::caller(viewer);
     let mut per_sheet: Vec<Vec<Bounds>> = vec![Vec::new(); ss.sheets.len()];
     for r in ranges {
         let b = ss.resolve_read(r)?;
@@ -41,7 +44,7 @@ pub fn spreadsheet_json(
             continue;
         }
         let mut sheet = json!({ "properties": sheet_properties(s, i) });
-        let own = metadata::at(ss, Placed::Sheet(i));
+        let own = metadata::at(ss, Placed::Sheet(i), &seer);
         if !own.is_empty() {
             sheet["developerMetadata"] = Json::Array(own);
         }
@@ -60,11 +63,11 @@ pub fn spreadsheet_json(
             } else {
                 per_sheet[i].clone()
             };
-            sheet["data"] = Json::Array(blocks.iter().map(|b| grid_data(ss, b)).collect());
+            sheet["data"] = Json::Array(blocks.iter().map(|b| grid_data(ss, b, &seer)).collect());
         }
         sheets.push(sheet);
     }
-    let own = metadata::at(ss, Placed::Spreadsheet);
+    let own = metadata::at(ss, Placed::Spreadsheet, &seer);
     let mut reply = json!({
         "spreadsheetId": ss.id,
         "properties": {
@@ -110,8 +113,8 @@ pub fn sheet_properties(s: &Sheet, index: usize) -> Json {
 /// `GridData` for a block: `startRow`/`startColumn` (omitted when 0, as proto3 JSON does),
 /// `rowData[].values[]` up to the last non-blank cell of each row, trailing empty rows cut,
 /// and `rowMetadata`/`columnMetadata` for every row and column of the block, each with the
-/// developer metadata located there (the key is omitted when there is none).
-pub fn grid_data(ss: &Spreadsheet, b: &Bounds) -> Json {
+/// developer metadata `seer` sees located there (the key is omitted when there is none).
+pub fn grid_data(ss: &Spreadsheet, b: &Bounds, seer: &Seer) -> Json {
     let s = &ss.sheets[b.sheet];
     let end = b.r1.min(s.rows.len() as u32);
     let mut row_data = Vec::new();
@@ -154,8 +157,13 @@ pub fn grid_data(ss: &Spreadsheet, b: &Bounds) -> Json {
                 .rows
                 .get(r as usize)
                 .is_some_and(|row| !row.meta.is_empty());
-            if tagged {
-                p["developerMetadata"] = Json::Array(metadata::at(ss, Placed::Row(b.sheet, r)));
+            let seen = if tagged {
+                metadata::at(ss, Placed::Row(b.sheet, r), seer)
+            } else {
+                Vec::new()
+            };
+            if !seen.is_empty() {
+                p["developerMetadata"] = Json::Array(seen);
             }
             p
         })
@@ -171,8 +179,13 @@ pub fn grid_data(ss: &Spreadsheet, b: &Bounds) -> Json {
                 .column_meta
                 .get(c as usize)
                 .is_some_and(|ids| !ids.is_empty());
-            if tagged {
-                p["developerMetadata"] = Json::Array(metadata::at(ss, Placed::Column(b.sheet, c)));
+            let seen = if tagged {
+                metadata::at(ss, Placed::Column(b.sheet, c), seer)
+            } else {
+                Vec::new()
+            };
+            if !seen.is_empty() {
+                p["developerMetadata"] = Json::Array(seen);
             }
             p
         })

@@ -32,7 +32,7 @@ use super::deviation::{Deviation, Rules};
 use super::error::ApiError;
 use super::fields;
 use super::lookup;
-use super::metadata;
+use super::metadata::{self, Seer};
 use super::shared::{json_response, Access, Shared};
 use super::store::{self, Store};
 use super::values::{Input, Render};
@@ -502,7 +502,7 @@ fn execute_json(
         }
         Call::ValuesBatchGetByDataFilter(id) => {
             let ss = store.get(id)?;
-            Ok((by_filter::batch_get(ss, &json_body(body)?)?, false))
+            Ok((by_filter::batch_get(ss, &json_body(body)?, user)?, false))
         }
         Call::ValuesBatchUpdateByDataFilter(id) => {
             let ss = store.get_mut(id)?;
@@ -523,11 +523,14 @@ fn execute_json(
                     "Invalid value at 'metadata_id' (TYPE_INT32), \"{mid}\""
                 ))
             })?;
-            Ok((metadata::get(ss, n)?, false))
+            Ok((metadata::get(ss, n, &Seer::caller(user))?, false))
         }
         Call::MetadataSearch(id) => {
             let ss = store.get(id)?;
-            Ok((lookup::search(ss, &json_body(body)?)?, false))
+            Ok((
+                lookup::search(ss, &json_body(body)?, &Seer::caller(user))?,
+                false,
+            ))
         }
     }
 }

@@ -3,6 +3,10 @@
 //! `developerMetadata.search`. Above `metadata` (the entries, where they are, create and get)
 //! and `data_filter` (what a filter matches), which do not import it.
 //!
+//! Each request selects among the entries its caller sees (`metadata::Seer`): a `PROJECT`
+//! entry of another developer project is neither found, updated (its key, value, visibility
+//! or location) nor deleted.
+//!
 //! Reference:
 //! https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.developerMetadata.
 
@@ -16,26 +20,33 @@ use serde_json::{json, Map, Value as Json};
 use super::data_filter;
 use super::error::ApiError;
 use super::metadata::{
-    attach, check_storage, detach, locate, metadata_json, parse_location, Visibility,
+    attach, check_storage, detach, locate, locate_as, metadata_json, parse_location, Seer,
+    Visibility,
 };
 use super::store::Spreadsheet;
 
-/// The ids of metadata any of `filters` selects, in id order.
-fn select(ss: &Spreadsheet, filters: &[DataFilter]) -> Result<BTreeSet<i32>, String> {
-    let located = locate(ss);
+/// The ids of metadata `seer` sees that any of `filters` selects, in id order.
+fn select(ss: &Spreadsheet, filters: &[DataFilter], seer: &Seer) -> Result<BTreeSet<i32>, String> {
+    let seen = locate_as(ss, seer);
     let mut ids = BTreeSet::new();
     for (i, f) in filters.iter().enumerate() {
-        let found = data_filter::matching_metadata(ss, f, &located)
+        let found = data_filter::matching_metadata(ss, f, &seen)
             .map_err(|m| format!("dataFilters[{i}]: {m}"))?;
         ids.extend(found);
     }
     Ok(ids)
 }
 
-/// `updateDeveloperMetadata`: every metadata the filters select gets the masked fields of
-/// `developerMetadata`. Allowed fields: `metadataKey`, `metadataValue`, `visibility`,
-/// `location` (moves it), or `*`; `metadataId` cannot change.
-pub fn update(ss: &mut Spreadsheet, req: &UpdateDeveloperMetadataRequest) -> Result<Json, String> {
+/// `updateDeveloperMetadata` by `seer`: every metadata it sees that the filters select gets
+/// the masked fields of `developerMetadata`. Allowed fields: `metadataKey`, `metadataValue`,
+/// `visibility`, `location` (moves it), or `*`; `metadataId` cannot change, nor can the
+/// project that created the entry: made `PROJECT`, an entry is that project's alone. The
+/// reply lists every entry updated, as it now is, even one the update just hid from `seer`.
+pub fn update(
+    ss: &mut Spreadsheet,
+    req: &UpdateDeveloperMetadataRequest,
+    seer: &Seer,
+) -> Result<Json, String> {
     let filters = req.data_filters.as_deref().unwrap_or_default();
     if filters.is_empty() {
         return Err("At least one data filter must be specified in 'dataFilters'.".into());
@@ -56,7 +67,7 @@ pub fn update(ss: &mut Spreadsheet, req: &UpdateDeveloperMetadataRequest) -> Res
         }
     }
     let has = |f: &str| mask.iter().any(|m| m == "*" || m == f);
-    let ids = select(ss, filters)?;
+    let ids = select(ss, filters, seer)?;
     let new_place = if has("location") {
         let loc = src
             .location
@@ -66,7 +77,7 @@ pub fn update(ss: &mut Spreadsheet, req: &UpdateDeveloperMetadataRequest) -> Res
     } else {
         None
     };
-    let located = locate(ss);
+    let located = locate_as(ss, seer);
     for id in &ids {
         if has("metadataId") && src.metadata_id.is_some_and(|n| n != *id) {
             return Err(format!(
@@ -90,7 +101,7 @@ pub fn update(ss: &mut Spreadsheet, req: &UpdateDeveloperMetadataRequest) -> Res
         if has("visibility") {
             md.visibility = Visibility::parse(src.visibility.as_deref())?;
         }
-        if let (Some(to), Some(from)) = (new_place, located.get(id).copied()) {
+        if let (Some(to), Some(from)) = (new_place, located.get(*id)) {
             let anchor = to.anchor(ss);
             if let Some(md) = ss.developer_metadata.get_mut(id) {
                 md.anchor = anchor;
@@ -115,15 +126,20 @@ pub fn update(ss: &mut Spreadsheet, req: &UpdateDeveloperMetadataRequest) -> Res
     Ok(json!({ "updateDeveloperMetadata": reply }))
 }
 
-/// `deleteDeveloperMetadata`: deletes what the filter selects; a filter selecting nothing
-/// deletes nothing and replies with an empty list (omitted, as proto3 JSON does).
-pub fn delete(ss: &mut Spreadsheet, req: &DeleteDeveloperMetadataRequest) -> Result<Json, String> {
+/// `deleteDeveloperMetadata` by `seer`: deletes what the filter selects among the entries
+/// `seer` sees; a filter selecting nothing deletes nothing and replies with an empty list
+/// (omitted, as proto3 JSON does).
+pub fn delete(
+    ss: &mut Spreadsheet,
+    req: &DeleteDeveloperMetadataRequest,
+    seer: &Seer,
+) -> Result<Json, String> {
     let filter = req.data_filter.as_ref().ok_or("dataFilter is required.")?;
-    let ids = select(ss, std::slice::from_ref(filter))?;
-    let located = locate(ss);
+    let ids = select(ss, std::slice::from_ref(filter), seer)?;
+    let located = locate_as(ss, seer);
     let mut deleted = Vec::new();
     for id in ids {
-        let Some(placed) = located.get(&id).copied() else {
+        let Some(placed) = located.get(id) else {
             continue;
         };
         if let Some(md) = ss.developer_metadata.get(&id) {
@@ -139,15 +155,15 @@ pub fn delete(ss: &mut Spreadsheet, req: &DeleteDeveloperMetadataRequest) -> Res
     Ok(json!({ "deleteDeveloperMetadata": reply }))
 }
 
-/// `developerMetadata.search`: `{"matchedDeveloperMetadata": [{"developerMetadata",
-/// "dataFilters"}]}`, one entry per metadata with every filter that selected it, in id order;
-/// `{}` when nothing matches.
-pub fn search(ss: &Spreadsheet, body: &Json) -> Result<Json, ApiError> {
+/// `developerMetadata.search` by `seer`: `{"matchedDeveloperMetadata": [{"developerMetadata",
+/// "dataFilters"}]}`, one entry per metadata `seer` sees with every filter that selected it,
+/// in id order; `{}` when nothing matches.
+pub fn search(ss: &Spreadsheet, body: &Json, seer: &Seer) -> Result<Json, ApiError> {
     let filters = data_filter::parse_filters(body.get("dataFilters"), "dataFilters")?;
-    let located = locate(ss);
+    let seen = locate_as(ss, seer);
     let mut matched: std::collections::BTreeMap<i32, Vec<Json>> = Default::default();
     for (i, (raw, f)) in filters.iter().enumerate() {
-        let ids = data_filter::matching_metadata(ss, f, &located)
+        let ids = data_filter::matching_metadata(ss, f, &seen)
             .map_err(|m| ApiError::invalid(format!("Invalid dataFilters[{i}]: {m}")))?;
         for id in ids {
             matched.entry(id).or_default().push(raw.clone());
@@ -157,7 +173,7 @@ pub fn search(ss: &Spreadsheet, body: &Json) -> Result<Json, ApiError> {
         .into_iter()
         .filter_map(|(id, filters)| {
             let md = ss.developer_metadata.get(&id)?;
-            let placed = *located.get(&id)?;
+            let placed = seen.get(id)?;
             Some(json!({
                 "developerMetadata": metadata_json(ss, id, md, placed),
                 "dataFilters": filters,

@@ -15,6 +15,17 @@
 //! or column: Google documents that the `DimensionRange` "must represent a single row or
 //! column; it cannot be unbounded or span multiple rows or columns", and the emulator refuses
 //! anything else, so no multi-row location ever has to grow or shrink.
+//!
+//! # Who sees an entry
+//!
+//! Every request is made through a developer project ([`project_of`] its caller), and sees
+//! the entries [`Seer::sees`] allows: all `DOCUMENT` ones, and the `PROJECT` ones that
+//! project created. An entry hidden from the caller does not exist for it anywhere: it is
+//! absent from [`locate_as`] (hence from every `DataFilter` and lookup resolved against it),
+//! from [`at`] (the grid's `developerMetadata`) and from [`get`] (404, as a missing id).
+//! What stays global: [`locate`] itself (the emulator's own view), [`prune`] (an entry goes
+//! with its row, sheet or column whoever deletes it), [`check_storage`] (the limit counts
+//! every entry) and the refusal of an explicit `metadataId` another entry already uses.
 
 use std::collections::HashMap;
 
@@ -24,6 +35,7 @@ use rand::Rng;
 use serde_json::{json, Map, Value as Json};
 
 use super::error::ApiError;
+use super::people;
 use super::store::Spreadsheet;
 
 /// Characters of metadata keys and values allowed per sheet (its own, its rows' and its
@@ -33,6 +45,99 @@ use super::store::Spreadsheet;
 pub const STORAGE_LIMIT: usize = 30_000;
 
 pub use super::store::{Anchor, Metadata, Visibility};
+
+/// The developer project a request of `user` (the e-mail its bearer token was issued to) is
+/// made through, as a name [`Seer`] compares.
+///
+/// Google: "Project-visible metadata is only visible to and accessible by the developer
+/// project that created the metadata", and "Document-visible metadata is accessible from any
+/// developer project with access to the document"
+/// (https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.developerMetadata#DeveloperMetadata.DeveloperMetadataVisibility).
+///
+/// - A service account `NAME@PROJECT.iam.gserviceaccount.com` calls through `PROJECT`
+///   (an App Engine default account `PROJECT@appspot.gserviceaccount.com` too).
+/// - Any other service account (`N-compute@developer.gserviceaccount.com`, ...) names no
+///   project id the emulator could compare: it is a project of its own,
+///   `service-account:<email>`.
+/// - A person (a people token) calls through some OAuth client of their own (the Sheets UI,
+///   an Apps Script project run as them), never a service account's project: a project of
+///   their own, `person:<email>`.
+///
+/// Addresses and project ids are compared without regard to case.
+pub fn project_of(user: &str) -> String {
+    let user = user.trim().to_ascii_lowercase();
+    if !people::is_service_account(&user) {
+        return format!("person:{user}");
+    }
+    let (local, domain) = user.split_once('@').unwrap_or(("", user.as_str()));
+    if let Some(project) = domain
+        .strip_suffix(".iam.gserviceaccount.com")
+        .filter(|p| !p.is_empty() && !p.contains('.'))
+    {
+        return project.to_string();
+    }
+    if domain == "appspot.gserviceaccount.com" && !local.is_empty() {
+        return local.to_string();
+    }
+    format!("service-account:{user}")
+}
+
+/// Who is looking at the developer metadata: the developer project of a request's caller, or
+/// the emulator itself (its test handle, `prune`, the storage limit), which sees every entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seer {
+    /// A request made through this developer project ([`project_of`]).
+    Project(String),
+    /// The emulator's own view: every entry.
+    Emulator,
+}
+
+impl Seer {
+    /// The seer of a request made by `user` (a service account or a person).
+    pub fn caller(user: &str) -> Self {
+        Seer::Project(project_of(user))
+    }
+
+    /// The project a new entry is recorded as created by (none for the emulator's own).
+    pub fn project(&self) -> Option<&str> {
+        match self {
+            Seer::Project(p) => Some(p),
+            Seer::Emulator => None,
+        }
+    }
+
+    /// Whether this seer sees `md`, and so may locate, select, read, update or delete it:
+    /// every `DOCUMENT` entry; a `PROJECT` entry only when it created it. The strict reading
+    /// for an entry of no recorded project (saved before the emulator recorded one): a
+    /// `DOCUMENT` one is seen by all, a `PROJECT` one by no caller at all (only the
+    /// emulator's own view), since no caller can be shown to be the project that created it.
+    pub fn sees(&self, md: &Metadata) -> bool {
+        match (self, md.visibility) {
+            (Seer::Emulator, _) | (_, Visibility::Document) => true,
+            (Seer::Project(p), Visibility::Project) => md.project.as_deref() == Some(p.as_str()),
+        }
+    }
+}
+
+/// Where the metadata one [`Seer`] sees is now, by id: what [`locate_as`] answers. Data
+/// filters and lookups resolve against it, so an entry hidden from the caller can never be
+/// selected.
+#[derive(Debug, Clone, Default)]
+pub struct Seen {
+    places: HashMap<i32, Placed>,
+}
+
+impl Seen {
+    /// Where metadata `id` is, if the seer sees it.
+    pub fn get(&self, id: i32) -> Option<Placed> {
+        self.places.get(&id).copied()
+    }
+
+    /// Every metadata seen, with its place, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (i32, Placed)> + '_ {
+        self.places.iter().map(|(id, p)| (*id, *p))
+    }
+}
 
 /// Where a metadata is at this moment: sheet indexes into `Spreadsheet::sheets`, zero-based
 /// row and column indexes.
@@ -76,12 +181,31 @@ impl Placed {
     }
 }
 
-/// Where every metadata of the spreadsheet is now. Metadata whose sheet, row or column is
-/// gone is absent (and dropped by [`prune`]).
+/// Where every metadata of the spreadsheet is now, whoever created it: the emulator's own
+/// view (for [`prune`], [`check_storage`], the test handle), never a caller's; a request
+/// resolves against [`locate_as`]. Metadata whose sheet, row or column is gone is absent
+/// (and dropped by [`prune`]).
 pub fn locate(ss: &Spreadsheet) -> HashMap<i32, Placed> {
+    locate_as(ss, &Seer::Emulator).places
+}
+
+/// Where the metadata `seer` sees ([`Seer::sees`]) is now; the others are absent, as if
+/// they did not exist.
+pub fn locate_as(ss: &Spreadsheet, seer: &Seer) -> Seen {
+    let everything = *seer == Seer::Emulator;
+    let shown = |id: &i32| {
+        everything
+            || ss
+                .developer_metadata
+                .get(id)
+                .is_some_and(|md| seer.sees(md))
+    };
     let mut out = HashMap::with_capacity(ss.developer_metadata.len());
     let mut dimensions = false;
     for (id, md) in &ss.developer_metadata {
+        if !seer.sees(md) {
+            continue;
+        }
         match md.anchor {
             Anchor::Spreadsheet => {
                 out.insert(*id, Placed::Spreadsheet);
@@ -97,18 +221,18 @@ pub fn locate(ss: &Spreadsheet) -> HashMap<i32, Placed> {
     if dimensions {
         for (i, s) in ss.sheets.iter().enumerate() {
             for (r, row) in s.rows.iter().enumerate() {
-                for id in &row.meta {
+                for id in row.meta.iter().filter(|id| shown(id)) {
                     out.insert(*id, Placed::Row(i, r as u32));
                 }
             }
             for (c, ids) in s.column_meta.iter().enumerate() {
-                for id in ids {
+                for id in ids.iter().filter(|id| shown(id)) {
                     out.insert(*id, Placed::Column(i, c as u32));
                 }
             }
         }
     }
-    out
+    Seen { places: out }
 }
 
 /// Drops metadata whose location no longer exists (a deleted sheet, row or column), and ids
@@ -254,9 +378,9 @@ pub fn metadata_json(ss: &Spreadsheet, id: i32, md: &Metadata, placed: Placed) -
     Json::Object(m)
 }
 
-/// The metadata located exactly at `placed`, as JSON, in id order (for grid data's
-/// `rowMetadata`, `columnMetadata` and `sheets[].developerMetadata`).
-pub fn at(ss: &Spreadsheet, placed: Placed) -> Vec<Json> {
+/// The metadata `seer` sees located exactly at `placed`, as JSON, in id order (for grid
+/// data's `rowMetadata`, `columnMetadata` and `sheets[].developerMetadata`).
+pub fn at(ss: &Spreadsheet, placed: Placed, seer: &Seer) -> Vec<Json> {
     let ids: Vec<i32> = match placed {
         Placed::Row(i, r) => ss.sheets[i]
             .rows
@@ -287,7 +411,7 @@ pub fn at(ss: &Spreadsheet, placed: Placed) -> Vec<Json> {
     ids.sort_unstable();
     ids.iter()
         .filter_map(|id| {
-            let md = ss.developer_metadata.get(id)?;
+            let md = ss.developer_metadata.get(id).filter(|md| seer.sees(md))?;
             Some(metadata_json(ss, *id, md, placed))
         })
         .collect()
@@ -330,9 +454,15 @@ fn fresh_id(ss: &Spreadsheet) -> i32 {
     }
 }
 
-/// `createDeveloperMetadata`. An explicit `metadataId` must be positive and unused; without
-/// one, a random positive id is assigned, as Google does.
-pub fn create(ss: &mut Spreadsheet, req: &CreateDeveloperMetadataRequest) -> Result<Json, String> {
+/// `createDeveloperMetadata` by `seer`, recorded as created by its project. An explicit
+/// `metadataId` must be positive and unused by any entry, seen by `seer` or not (the
+/// stricter reading: ids are unique in the spreadsheet); without one, a random positive id
+/// is assigned, as Google does.
+pub fn create(
+    ss: &mut Spreadsheet,
+    req: &CreateDeveloperMetadataRequest,
+    seer: &Seer,
+) -> Result<Json, String> {
     let md = req
         .developer_metadata
         .as_ref()
@@ -363,6 +493,7 @@ pub fn create(ss: &mut Spreadsheet, req: &CreateDeveloperMetadataRequest) -> Res
         value: md.metadata_value.clone().filter(|v| !v.is_empty()),
         visibility,
         anchor: placed.anchor(ss),
+        project: seer.project().map(str::to_string),
     };
     let reply = metadata_json(ss, id, &entry, placed);
     ss.developer_metadata.insert(id, entry);
@@ -371,11 +502,12 @@ pub fn create(ss: &mut Spreadsheet, req: &CreateDeveloperMetadataRequest) -> Res
     Ok(json!({ "createDeveloperMetadata": { "developerMetadata": reply } }))
 }
 
-/// `developerMetadata.get`: 404 `NOT_FOUND` for an id that does not exist (any more).
-pub fn get(ss: &Spreadsheet, id: i32) -> Result<Json, ApiError> {
-    let located = locate(ss);
-    match (ss.developer_metadata.get(&id), located.get(&id)) {
-        (Some(md), Some(placed)) => Ok(metadata_json(ss, id, md, *placed)),
+/// `developerMetadata.get` by `seer`: 404 `NOT_FOUND` for an id that does not exist (any
+/// more), and the same for one `seer` does not see.
+pub fn get(ss: &Spreadsheet, id: i32, seer: &Seer) -> Result<Json, ApiError> {
+    let seen = locate_as(ss, seer);
+    match (ss.developer_metadata.get(&id), seen.get(id)) {
+        (Some(md), Some(placed)) => Ok(metadata_json(ss, id, md, placed)),
         _ => Err(ApiError::new(
             404,
             format!("No developer metadata with id {id} exists in the spreadsheet."),
@@ -398,13 +530,32 @@ mod tests {
     }
 
     fn run(ss: &mut Spreadsheet, requests: Json) -> Result<Json, ApiError> {
+        run_as(ss, crate::emulator::DEFAULT_OWNER, requests)
+    }
+
+    fn run_as(ss: &mut Spreadsheet, user: &str, requests: Json) -> Result<Json, ApiError> {
         let body = serde_json::to_vec(&json!({ "requests": requests })).unwrap_or_default();
-        batch::run(
-            ss,
-            &batch::parse(&body)?,
-            &Rules::default(),
-            crate::emulator::DEFAULT_OWNER,
-        )
+        batch::run(ss, &batch::parse(&body)?, &Rules::default(), user)
+    }
+
+    const SA_A: &str = "a@proj-a.iam.gserviceaccount.com";
+    const SA_A2: &str = "other@proj-a.iam.gserviceaccount.com";
+    const SA_B: &str = "b@proj-b.iam.gserviceaccount.com";
+    const PERSON: &str = "alice@example.com";
+
+    fn tagged(id: i32, visibility: &str, location: Json) -> Json {
+        json!({ "createDeveloperMetadata": { "developerMetadata": {
+            "metadataId": id, "metadataKey": "k", "visibility": visibility,
+            "location": location } } })
+    }
+
+    fn seen_ids(ss: &Spreadsheet, user: &str) -> Vec<i32> {
+        let mut ids: Vec<i32> = locate_as(ss, &Seer::caller(user))
+            .iter()
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
     fn create(id: i32, location: Json) -> Json {
@@ -495,5 +646,167 @@ mod tests {
         );
         assert!(s.developer_metadata.is_empty(), "the whole batch failed");
         assert!(s.sheets[0].rows.is_empty(), "no row keeps a stray id");
+    }
+
+    #[test]
+    fn the_project_of_a_caller_is_its_service_accounts_project_or_a_persons_own() {
+        let cases = [
+            ("sheetq@proj-a.iam.gserviceaccount.com", "proj-a"),
+            ("Other@Proj-A.iam.gserviceaccount.com", "proj-a"),
+            ("proj-c@appspot.gserviceaccount.com", "proj-c"),
+            (
+                "123-compute@developer.gserviceaccount.com",
+                "service-account:123-compute@developer.gserviceaccount.com",
+            ),
+            ("Alice@Example.com", "person:alice@example.com"),
+            // A person is never a service account's project, whatever their address says.
+            ("proj-a@example.com", "person:proj-a@example.com"),
+        ];
+        for (user, want) in cases {
+            assert_eq!(project_of(user), want, "the project of {user}");
+        }
+    }
+
+    #[test]
+    fn a_project_entry_is_seen_by_its_project_alone_and_a_document_entry_by_all() {
+        let mut s = ss();
+        run_as(
+            &mut s,
+            SA_A,
+            json!([
+                tagged(1, "PROJECT", row(0, 1)),
+                tagged(2, "DOCUMENT", row(0, 1)),
+                tagged(3, "PROJECT", json!({ "spreadsheet": true })),
+            ]),
+        )
+        .unwrap_or_else(|e| panic!("create as A: {e}"));
+        run_as(&mut s, PERSON, json!([tagged(4, "PROJECT", row(0, 2))]))
+            .unwrap_or_else(|e| panic!("create as a person: {e}"));
+        assert_eq!(
+            s.developer_metadata
+                .get(&1)
+                .and_then(|m| m.project.as_deref()),
+            Some("proj-a"),
+            "the creating project is recorded"
+        );
+        assert_eq!(
+            seen_ids(&s, SA_A),
+            vec![1, 2, 3],
+            "A sees its own and DOCUMENT"
+        );
+        assert_eq!(
+            seen_ids(&s, SA_A2),
+            vec![1, 2, 3],
+            "another account of proj-a is the same project"
+        );
+        assert_eq!(seen_ids(&s, SA_B), vec![2], "proj-b sees DOCUMENT only");
+        assert_eq!(
+            seen_ids(&s, PERSON),
+            vec![2, 4],
+            "the person sees DOCUMENT and their own PROJECT entry"
+        );
+        let mut all: Vec<i32> = locate(&s).keys().copied().collect();
+        all.sort_unstable();
+        assert_eq!(
+            all,
+            vec![1, 2, 3, 4],
+            "the emulator's own view sees everything"
+        );
+        let at_row = |user: &str| -> Vec<Json> {
+            at(&s, Placed::Row(0, 1), &Seer::caller(user))
+                .iter()
+                .map(|m| m["metadataId"].clone())
+                .collect()
+        };
+        assert_eq!(at_row(SA_A), vec![json!(1), json!(2)]);
+        assert_eq!(
+            at_row(PERSON),
+            vec![json!(2)],
+            "row 2 shows only DOCUMENT to a person"
+        );
+        let hidden = get(&s, 1, &Seer::caller(SA_B))
+            .err()
+            .map(|e| (e.code, e.message));
+        let missing = get(&s, 99, &Seer::caller(SA_B))
+            .err()
+            .map(|e| (e.code, e.message));
+        assert_eq!(
+            hidden,
+            Some((
+                404,
+                "No developer metadata with id 1 exists in the spreadsheet.".to_string()
+            )),
+            "another project's entry answers as a missing one"
+        );
+        assert_eq!(missing.map(|m| m.0), Some(404));
+        assert!(get(&s, 1, &Seer::caller(SA_A2)).is_ok(), "proj-a gets it");
+    }
+
+    #[test]
+    fn entries_of_no_recorded_project_are_document_for_all_and_project_for_none() {
+        // A state file written before the creating project was recorded.
+        let old = json!({ "key": "k", "visibility": "PROJECT", "anchor": "spreadsheet" });
+        let md: Metadata =
+            serde_json::from_value(old).unwrap_or_else(|e| panic!("an old entry loads: {e}"));
+        assert_eq!(md.project, None);
+        let document = Metadata {
+            visibility: Visibility::Document,
+            ..md.clone()
+        };
+        for user in [SA_A, PERSON] {
+            assert!(!Seer::caller(user).sees(&md), "{user} must not see it");
+            assert!(Seer::caller(user).sees(&document), "{user} sees DOCUMENT");
+        }
+        assert!(Seer::Emulator.sees(&md), "the emulator's own view sees it");
+    }
+
+    #[test]
+    fn another_projects_entry_is_neither_updated_nor_deleted_but_goes_with_its_row() {
+        let mut s = ss();
+        run_as(&mut s, SA_A, json!([tagged(1, "PROJECT", row(0, 3))]))
+            .unwrap_or_else(|e| panic!("create as A: {e}"));
+        let by_key = json!({ "developerMetadataLookup": { "metadataKey": "k" } });
+        let reply = run_as(
+            &mut s,
+            SA_B,
+            json!([
+                { "updateDeveloperMetadata": { "dataFilters": [by_key],
+                    "developerMetadata": { "metadataValue": "stolen", "visibility": "DOCUMENT" },
+                    "fields": "metadataValue,visibility" } },
+                { "deleteDeveloperMetadata": { "dataFilter": by_key } },
+            ]),
+        )
+        .unwrap_or_else(|e| panic!("B's update and delete succeed, selecting nothing: {e}"));
+        assert_eq!(
+            reply["replies"],
+            json!([{ "updateDeveloperMetadata": {} }, { "deleteDeveloperMetadata": {} }]),
+            "nothing selected"
+        );
+        let md = s.developer_metadata.get(&1).cloned();
+        assert_eq!(
+            md.map(|m| (m.value, m.visibility)),
+            Some((None, Visibility::Project)),
+            "A's entry is untouched"
+        );
+        let err = run_as(&mut s, SA_B, json!([tagged(1, "DOCUMENT", row(0, 4))]))
+            .err()
+            .map(|e| e.message);
+        assert_eq!(
+            err.as_deref(),
+            Some("Invalid requests[0].createDeveloperMetadata: Developer metadata with id 1 already exists."),
+            "an id in use is refused whoever uses it"
+        );
+        run_as(
+            &mut s,
+            SA_B,
+            json!([{ "deleteDimension": { "range": {
+                "sheetId": 0, "dimension": "ROWS", "startIndex": 3, "endIndex": 4 } } }]),
+        )
+        .unwrap_or_else(|e| panic!("B deletes the row: {e}"));
+        assert!(
+            s.developer_metadata.is_empty(),
+            "the entry went with its row: {:?}",
+            s.developer_metadata
+        );
     }
 }

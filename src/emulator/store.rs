@@ -5,7 +5,7 @@
 //! Rows are objects ([`Row`]): their cells plus the ids of the developer metadata attached to
 //! them, so that a row's metadata travels with it through every insert, delete and move
 //! without any index bookkeeping (columns carry theirs in [`Sheet::column_meta`], moved by the
-//! same edits). The metadata itself (key, value, visibility) lives in
+//! same edits). The metadata itself (key, value, visibility, creating project) lives in
 //! [`Spreadsheet::developer_metadata`]; see `metadata.rs`.
 //!
 //! Protected ranges live on the sheet they protect ([`Sheet::protected`], `store/protected.rs`)
@@ -741,6 +741,12 @@ pub struct Metadata {
     pub value: Option<String>,
     pub visibility: Visibility,
     pub anchor: Anchor,
+    /// The developer project that created the entry (`metadata::project_of` its creator),
+    /// whatever its visibility: a `PROJECT` entry is seen by that project alone
+    /// (`metadata::Seer::sees`). `None` for an entry saved before the emulator recorded it
+    /// (state files load without the field): created by no one in particular.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! Developer metadata in the emulator, through `google-sheets4` over HTTP: creating,
-//! reading, searching, updating and deleting it, its validation and storage limit, and how it
-//! shows in `spreadsheets.get` and in the state file.
+//! reading, searching, updating and deleting it, its validation and storage limit, how it
+//! shows in `spreadsheets.get` and in the state file, and who sees it: a `PROJECT` entry only
+//! the developer project that created it, a `DOCUMENT` entry every caller.
 
 use google_sheets4::api::{BatchUpdateSpreadsheetRequest, SearchDeveloperMetadataRequest};
 use serde_json::{json, Value as Json};
-use sheetq::emulator::EmulatorOptions;
+use sheetq::emulator::{Emulator, EmulatorOptions};
 
 use crate::support::{self, api_error, from_json, hub, ok, Hub, SCOPE};
 
@@ -511,4 +512,482 @@ async fn row_metadata_survives_a_restart_through_the_state_file() {
         .await
         .unwrap_or_else(|e| panic!("get after restart: {e:?}"));
     assert_eq!(got["metadataValue"], "v");
+}
+
+// ---------------------------------------------------------------------------------------
+// Visibility per developer project: "Project-visible metadata is only visible to and
+// accessible by the developer project that created the metadata"; "Document-visible
+// metadata is accessible from any developer project with access to the document"
+// (spreadsheets.developerMetadata#DeveloperMetadata.DeveloperMetadataVisibility).
+
+/// A caller of the Sheets API: its address (for failure messages) and a bearer token.
+struct Caller {
+    name: String,
+    token: String,
+}
+
+/// A service account of its own developer project (`NAME@PROJECT.iam.gserviceaccount.com`),
+/// signing in as sheetq does: credentials from `/_emulator/credentials?account=EMAIL`, a
+/// JWT grant at the emulator's `/token`.
+async fn service_account(emu: &Emulator, email: &str) -> Caller {
+    let path = format!("_emulator/credentials?account={email}");
+    let (status, body) = support::raw_bytes(emu, "GET", &path, None, None).await;
+    let body = String::from_utf8_lossy(&body).to_string();
+    assert_eq!(status, 200, "credentials of {email}: {body}");
+    let key = yup_oauth2::parse_service_account_key(body)
+        .unwrap_or_else(|e| panic!("credentials of {email} do not parse: {e}"));
+    let auth = yup_oauth2::ServiceAccountAuthenticator::builder(key)
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("authenticator of {email}: {e}"));
+    let token = auth
+        .token(&["https://www.googleapis.com/auth/spreadsheets"])
+        .await
+        .unwrap_or_else(|e| panic!("token of {email}: {e}"));
+    Caller {
+        name: email.to_string(),
+        token: token.token().unwrap_or_default().to_string(),
+    }
+}
+
+/// A person with a people token (their own OAuth client, never a service account's project).
+fn person(emu: &Emulator, email: &str) -> Caller {
+    Caller {
+        name: email.to_string(),
+        token: emu.person_token(email),
+    }
+}
+
+fn row_location(row: i32) -> Json {
+    json!({ "dimensionRange": {
+        "sheetId": 0, "dimension": "ROWS", "startIndex": row, "endIndex": row + 1 } })
+}
+
+fn create(id: i32, key: &str, value: &str, visibility: &str, row: i32) -> Json {
+    json!({ "createDeveloperMetadata": { "developerMetadata": {
+        "metadataId": id, "metadataKey": key, "metadataValue": value,
+        "visibility": visibility, "location": row_location(row) } } })
+}
+
+fn by_key(key: &str) -> Json {
+    json!({ "developerMetadataLookup": { "metadataKey": key } })
+}
+
+fn by_id(id: i32) -> Json {
+    json!({ "developerMetadataLookup": { "metadataId": id } })
+}
+
+fn metadata_ids(list: &Json) -> Vec<i64> {
+    list.as_array()
+        .map(|a| a.iter().filter_map(|m| m["metadataId"].as_i64()).collect())
+        .unwrap_or_default()
+}
+
+impl Caller {
+    /// A raw call to `v4/spreadsheets/{id}{suffix}` with this caller's token.
+    async fn call(
+        &self,
+        emu: &Emulator,
+        method: &str,
+        suffix: &str,
+        body: Option<Json>,
+    ) -> (u16, Json) {
+        let path = format!("v4/spreadsheets/{}{suffix}", emu.spreadsheet_id());
+        support::raw(emu, method, &path, body, Some(&self.token)).await
+    }
+
+    /// A call that must succeed.
+    async fn ok(&self, emu: &Emulator, method: &str, suffix: &str, body: Json) -> Json {
+        let (status, reply) = self.call(emu, method, suffix, Some(body.clone())).await;
+        assert_eq!(
+            status, 200,
+            "{method} {suffix} by {} failed: {reply}\nrequest: {body}",
+            self.name
+        );
+        reply
+    }
+
+    async fn batch(&self, emu: &Emulator, requests: Json) -> Json {
+        self.ok(emu, "POST", ":batchUpdate", json!({ "requests": requests }))
+            .await
+    }
+
+    /// The ids `developerMetadata.search` finds with `filters`.
+    async fn search(&self, emu: &Emulator, filters: Json) -> Vec<i64> {
+        let reply = self
+            .ok(
+                emu,
+                "POST",
+                "/developerMetadata:search",
+                json!({ "dataFilters": filters }),
+            )
+            .await;
+        reply["matchedDeveloperMetadata"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| m["developerMetadata"]["metadataId"].as_i64())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    async fn get(&self, emu: &Emulator, metadata_id: i32) -> (u16, Json) {
+        self.call(
+            emu,
+            "GET",
+            &format!("/developerMetadata/{metadata_id}"),
+            None,
+        )
+        .await
+    }
+
+    /// The metadata ids `spreadsheets.get` with grid data lists on each row of Sheet1!A1:B6,
+    /// and on the spreadsheet and the sheet themselves.
+    async fn grid_metadata(&self, emu: &Emulator) -> (Vec<Vec<i64>>, Vec<i64>) {
+        let (status, got) = self
+            .call(
+                emu,
+                "GET",
+                "?ranges=Sheet1%21A1%3AB6&includeGridData=true",
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "spreadsheets.get by {}: {got}", self.name);
+        let rows = got["sheets"][0]["data"][0]["rowMetadata"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| metadata_ids(&r["developerMetadata"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut others = metadata_ids(&got["developerMetadata"]);
+        others.extend(metadata_ids(&got["sheets"][0]["developerMetadata"]));
+        (rows, others)
+    }
+}
+
+const A: &str = "sheetq@proj-a.iam.gserviceaccount.com";
+const A2: &str = "reporter@proj-a.iam.gserviceaccount.com";
+const B: &str = "sheetq@proj-b.iam.gserviceaccount.com";
+const ALICE: &str = "alice@example.com";
+
+/// An empty spreadsheet with text on rows 1..=6 of column A.
+async fn sheet_with_rows() -> Emulator {
+    let emu = support::start_empty().await;
+    emu.set_values(
+        "Sheet1!A1",
+        json!([["r1"], ["r2"], ["r3"], ["r4"], ["r5"], ["r6"]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("seed: {e:?}"));
+    emu
+}
+
+#[tokio::test]
+async fn a_project_entry_is_seen_by_its_project_alone_and_a_document_entry_by_everyone() {
+    let emu = sheet_with_rows().await;
+    let a = service_account(&emu, A).await;
+    let a2 = service_account(&emu, A2).await;
+    let b = service_account(&emu, B).await;
+    let alice = person(&emu, ALICE);
+    a.batch(
+        &emu,
+        json!([
+            create(101, "a.private", "mine", "PROJECT", 2),
+            create(102, "shared", "ours", "DOCUMENT", 3),
+            { "createDeveloperMetadata": { "developerMetadata": {
+                "metadataId": 103, "metadataKey": "a.private", "visibility": "PROJECT",
+                "location": { "spreadsheet": true } } } },
+        ]),
+    )
+    .await;
+
+    for owner in [&a, &a2] {
+        assert_eq!(
+            owner.search(&emu, json!([by_key("a.private")])).await,
+            vec![101, 103],
+            "{} (proj-a) must find proj-a's PROJECT entries",
+            owner.name
+        );
+        let (status, got) = owner.get(&emu, 101).await;
+        assert_eq!(
+            (status, got["metadataValue"].clone()),
+            (200, json!("mine")),
+            "{} (proj-a) must get proj-a's PROJECT entry: {got}",
+            owner.name
+        );
+        let (rows, others) = owner.grid_metadata(&emu).await;
+        assert_eq!(
+            rows[2],
+            vec![101],
+            "{}: row 3 must list proj-a's entry in rowMetadata",
+            owner.name
+        );
+        assert_eq!(
+            others,
+            vec![103],
+            "{}: the spreadsheet's own entry",
+            owner.name
+        );
+    }
+
+    let (_, missing) = a.get(&emu, 999).await;
+    let not_found = message(&missing).replace("999", "101");
+    for other in [&alice, &b] {
+        let who = &other.name;
+        assert_eq!(
+            other.search(&emu, json!([by_key("a.private")])).await,
+            Vec::<i64>::new(),
+            "{who} must not find proj-a's PROJECT entries by key"
+        );
+        assert_eq!(
+            other.search(&emu, json!([by_id(101)])).await,
+            Vec::<i64>::new(),
+            "{who} must not find proj-a's PROJECT entry by id"
+        );
+        assert_eq!(
+            other
+                .search(&emu, json!([{ "a1Range": "Sheet1!A1:B6" }]))
+                .await,
+            vec![102],
+            "{who}: a range must select only the DOCUMENT entry among the rows"
+        );
+        let (status, got) = other.get(&emu, 101).await;
+        assert_eq!(
+            (status, got["error"]["status"].clone(), message(&got)),
+            (404, json!("NOT_FOUND"), not_found.clone()),
+            "{who}: get of proj-a's PROJECT entry must answer as for a missing id: {got}"
+        );
+        let (rows, others) = other.grid_metadata(&emu).await;
+        assert_eq!(
+            rows[2],
+            Vec::<i64>::new(),
+            "{who}: row 3 must show no rowMetadata entry of proj-a"
+        );
+        assert_eq!(rows[3], vec![102], "{who}: row 4 shows the DOCUMENT entry");
+        assert!(
+            others.is_empty(),
+            "{who}: the spreadsheet's PROJECT entry of proj-a must not show: {others:?}"
+        );
+        let (status, read) = other
+            .call(
+                &emu,
+                "POST",
+                "/values:batchGetByDataFilter",
+                Some(json!({ "dataFilters": [by_id(101)] })),
+            )
+            .await;
+        assert_eq!(
+            (status, read.get("valueRanges")),
+            (200, None),
+            "{who}: a read by proj-a's entry must match no range: {read}"
+        );
+        let (status, wrote) = other
+            .call(
+                &emu,
+                "POST",
+                "/values:batchUpdateByDataFilter",
+                Some(json!({ "valueInputOption": "RAW",
+                    "data": [{ "dataFilter": by_id(101), "values": [["overwritten"]] }] })),
+            )
+            .await;
+        assert_eq!(
+            status, 400,
+            "{who}: a write by proj-a's entry must match nothing: {wrote}"
+        );
+        let (status, cleared) = other
+            .call(
+                &emu,
+                "POST",
+                "/values:batchClearByDataFilter",
+                Some(json!({ "dataFilters": [by_id(101)] })),
+            )
+            .await;
+        assert_eq!(
+            status, 400,
+            "{who}: a clear by proj-a's entry must match nothing: {cleared}"
+        );
+        let reply = other
+            .batch(
+                &emu,
+                json!([
+                    { "updateDeveloperMetadata": {
+                        "dataFilters": [by_key("a.private")],
+                        "developerMetadata": { "metadataValue": "taken", "visibility": "DOCUMENT",
+                            "location": row_location(5) },
+                        "fields": "metadataValue,visibility,location" } },
+                    { "deleteDeveloperMetadata": { "dataFilter": by_key("a.private") } },
+                ]),
+            )
+            .await;
+        assert_eq!(
+            reply["replies"],
+            json!([{ "updateDeveloperMetadata": {} }, { "deleteDeveloperMetadata": {} }]),
+            "{who}: an update and a delete by key must select nothing of proj-a"
+        );
+        let (status, kept) = a.get(&emu, 101).await;
+        assert_eq!(
+            (
+                status,
+                kept["metadataValue"].clone(),
+                kept["visibility"].clone(),
+                kept["location"]["dimensionRange"]["startIndex"].clone()
+            ),
+            (200, json!("mine"), json!("PROJECT"), json!(2)),
+            "after {who}'s update and delete, proj-a's entry must be unchanged: {kept}"
+        );
+        assert_eq!(
+            emu.values("Sheet1!A3").unwrap_or_default(),
+            vec![vec![json!("r3")]],
+            "{who}'s write and clear by proj-a's entry must leave row 3 alone"
+        );
+    }
+
+    for caller in [&a, &b, &alice] {
+        let who = &caller.name;
+        assert_eq!(
+            caller.search(&emu, json!([by_key("shared")])).await,
+            vec![102],
+            "{who} must find the DOCUMENT entry"
+        );
+        let (status, got) = caller.get(&emu, 102).await;
+        assert_eq!(
+            (status, got["metadataValue"].clone()),
+            (200, json!("ours")),
+            "{who} must get the DOCUMENT entry: {got}"
+        );
+        let (status, read) = caller
+            .call(
+                &emu,
+                "POST",
+                "/values:batchGetByDataFilter",
+                Some(json!({ "dataFilters": [by_id(102)] })),
+            )
+            .await;
+        assert_eq!(
+            (
+                status,
+                read["valueRanges"][0]["valueRange"]["values"].clone()
+            ),
+            (200, json!([["r4"]])),
+            "{who} must read row 4 by the DOCUMENT entry: {read}"
+        );
+    }
+    let every: Vec<Json> = emu
+        .developer_metadata()
+        .iter()
+        .map(|m| m["metadataId"].clone())
+        .collect();
+    assert_eq!(
+        every,
+        vec![json!(101), json!(102), json!(103)],
+        "the emulator's test handle sees every entry"
+    );
+}
+
+#[tokio::test]
+async fn a_persons_project_entry_is_invisible_to_the_service_account() {
+    let emu = sheet_with_rows().await;
+    let alice = person(&emu, ALICE);
+    let bob = person(&emu, "bob@example.com");
+    let sa = service_account(&emu, A).await;
+    let reply = alice
+        .batch(&emu, json!([create(7, "alice.note", "hers", "PROJECT", 1)]))
+        .await;
+    assert_eq!(
+        reply["replies"][0]["createDeveloperMetadata"]["developerMetadata"]["visibility"],
+        "PROJECT",
+        "a person may create PROJECT metadata: {reply}"
+    );
+    assert_eq!(
+        alice.search(&emu, json!([by_key("alice.note")])).await,
+        vec![7],
+        "the person must find their own PROJECT entry"
+    );
+    let (status, got) = alice.get(&emu, 7).await;
+    assert_eq!(status, 200, "the person must get their own entry: {got}");
+    for other in [&sa, &bob] {
+        let who = &other.name;
+        assert_eq!(
+            other.search(&emu, json!([by_key("alice.note")])).await,
+            Vec::<i64>::new(),
+            "{who} must not find the person's PROJECT entry"
+        );
+        let (status, got) = other.get(&emu, 7).await;
+        assert_eq!(
+            status, 404,
+            "{who}: get of the person's PROJECT entry must be 404: {got}"
+        );
+        let (rows, _) = other.grid_metadata(&emu).await;
+        assert!(
+            rows.iter().all(Vec::is_empty),
+            "{who}: no rowMetadata may show the person's entry: {rows:?}"
+        );
+    }
+    let (status, err) = sa
+        .call(
+            &emu,
+            "POST",
+            ":batchUpdate",
+            Some(json!({ "requests": [create(7, "sa.note", "its", "DOCUMENT", 2)] })),
+        )
+        .await;
+    assert_eq!(
+        (status, message(&err)),
+        (
+            400,
+            "Invalid requests[0].createDeveloperMetadata: Developer metadata with id 7 already \
+             exists."
+                .to_string()
+        ),
+        "an id in use stays refused even when its entry is hidden from the caller: {err}"
+    );
+}
+
+#[tokio::test]
+async fn a_project_entry_goes_with_its_row_whoever_deletes_the_row() {
+    let emu = sheet_with_rows().await;
+    let a = service_account(&emu, A).await;
+    let b = service_account(&emu, B).await;
+    let alice = person(&emu, ALICE);
+    a.batch(
+        &emu,
+        json!([
+            create(1, "a.private", "first", "PROJECT", 1),
+            create(2, "a.private", "second", "PROJECT", 2),
+        ]),
+    )
+    .await;
+    let delete_row = |index: i32| {
+        json!([{ "deleteDimension": { "range": {
+            "sheetId": 0, "dimension": "ROWS", "startIndex": index, "endIndex": index + 1 } } }])
+    };
+    alice.batch(&emu, delete_row(1)).await;
+    let (status, got) = a.get(&emu, 1).await;
+    assert_eq!(
+        status, 404,
+        "entry 1 must go with row 2, deleted by a person who could not see it: {got}"
+    );
+    let (status, got) = a.get(&emu, 2).await;
+    assert_eq!(
+        (
+            status,
+            got["location"]["dimensionRange"]["startIndex"].clone()
+        ),
+        (200, json!(1)),
+        "entry 2 must have moved up with its row: {got}"
+    );
+    b.batch(&emu, delete_row(1)).await;
+    assert_eq!(
+        a.search(&emu, json!([by_key("a.private")])).await,
+        Vec::<i64>::new(),
+        "entry 2 must go with its row, deleted by another project"
+    );
+    assert!(
+        emu.developer_metadata().is_empty(),
+        "no entry may outlive its row: {:?}",
+        emu.developer_metadata()
+    );
 }
