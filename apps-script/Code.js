@@ -115,7 +115,9 @@ function takePress(e, installable) {
 function takeTick(press, range) {
   if (range.getValue() !== true) return;
   var sheet = range.getSheet();
-  var marker = String(sheet.getRange(PANEL.markerCell).getValue()).trim();
+  // The marker is the same text as PANEL_V2 or PANEL_INDEX (intake.js, sheetTrim), or the
+  // sheet is no panel: `PANEL_V2` + U+0085 is not one here, as it is not one to sheetq.
+  var marker = sheetTrim(sheet.getRange(PANEL.markerCell).getValue());
   var take;
   if (marker === PANEL.marker && range.getColumn() === PANEL.tickColumn &&
       range.getRow() >= PANEL.firstRow) {
@@ -147,7 +149,7 @@ function takeCancels(press, sheet, boxes) {
     if (v[0] === true) ticked.push(boxes.first + i);
   });
   if (ticked.length === 0) return;
-  if (String(sheet.getRange(PANEL.markerCell).getValue()).trim() !== PANEL.marker) return;
+  if (!sameSheetText(sheet.getRange(PANEL.markerCell).getValue(), PANEL.marker)) return;
   try {
     ticked.forEach(function (row) { takeCancel(press, sheet, row); });
   } finally {
@@ -197,8 +199,10 @@ function takeApproval(press, sheet, row) {
  */
 function writeJobCell(press, sheet, row, planOf) {
   var ss = press.ss;
-  var label = String(sheet.getRange(PANEL.labelCell).getValue()).trim();
-  var fn = String(sheet.getRange(row, PANEL.functionColumn).getValue()).trim();
+  // Trimmed of spaces and tabs only (intake.js, sheetTrim), as sheetq reads the queue's
+  // 対象ラベル and 機能ラベル: a label that differs by another character is another job's.
+  var label = sheetTrim(sheet.getRange(PANEL.labelCell).getValue());
+  var fn = sheetTrim(sheet.getRange(row, PANEL.functionColumn).getValue());
   if (fn === '') {
     ss.toast(noFunctionMessage(row), 'sheetq');
     return;
@@ -260,7 +264,7 @@ function writeQueue(press, write) {
 /** A tick on the index: one panel job for that row's target, unless one is asked already. */
 function takeInIndex(press, sheet, row) {
   var ss = press.ss;
-  var label = String(sheet.getRange(row, INDEX.labelColumn).getValue()).trim();
+  var label = sheetTrim(sheet.getRange(row, INDEX.labelColumn).getValue());
   if (label === '') {
     ss.toast(noLabelMessage(row), 'sheetq');
     return;
@@ -297,7 +301,11 @@ function takeInIndex(press, sheet, row) {
 function takeIn(press, sheet, row) {
   var ss = press.ss;
   var tz = ss.getSpreadsheetTimeZone();
-  var label = String(sheet.getRange(PANEL.labelCell).getValue()).trim();
+  // The press carries the panel's text trimmed of spaces and tabs only (intake.js,
+  // sheetTrim), never normalised: sheetq then tells a label, function or command that only
+  // looks like a configured one (U+FEFF, U+3000, fullwidth…) and refuses it, where a wider
+  // trim here would have made it the configured one.
+  var label = sheetTrim(sheet.getRange(PANEL.labelCell).getValue());
   var panels = ss.getSheets().map(function (s) {
     var g = s.getRange(PANEL.markerCell + ':' + PANEL.labelCell).getValues();
     return { title: s.getName(), marker: g[0][0], label: g[1][0] };
@@ -308,7 +316,7 @@ function takeIn(press, sheet, row) {
     return;
   }
   var cells = sheet.getRange(row, 1, 1, PANEL.flagsColumn).getValues()[0];
-  var fn = String(cells[PANEL.functionColumn - 1]).trim();
+  var fn = sheetTrim(cells[PANEL.functionColumn - 1]);
   if (fn === '') {
     ss.toast(noFunctionMessage(row), 'sheetq');
     return;
@@ -339,7 +347,7 @@ function takeIn(press, sheet, row) {
       panelRow: row,
       target: label,
       fn: fn,
-      command: String(cells[PANEL.commandColumn - 1]).trim(),
+      command: sheetTrim(cells[PANEL.commandColumn - 1]),
       argsJson: String(cells[PANEL.argsColumn - 1]),
       flags: pressFlags(cells[PANEL.flagsColumn - 1]),
     }));

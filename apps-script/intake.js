@@ -2,13 +2,117 @@
  * sheetq's intake for a PANEL_V2 panel, as pure functions: the queue row a ▶ press becomes,
  * the duplicate guard, the job a ■ (中止) tick asks to stop and the 中止要求 text it writes,
  * the job a 承認 tick approves and the 承認 text it writes, the resolution of the panel's target label, who pressed, the plan of installing or removing
- * the installable trigger, and the toast texts.
+ * the installable trigger, and the toast texts; and the sheet-text rule (sheetTrim,
+ * compareSheetText) by which a value read from the sheet names a fixed or configured word.
  *
  * Code.js calls these from its edit triggers; `node --test apps-script/` checks them. No
  * Apps Script service is used here, so both runtimes load this file unchanged. The layout
  * follows the daemon's defaults (sheetq.example.toml: [queue.headers], [queue.states],
  * [panel]); change both together.
  */
+
+/*
+ * Sheet text against the config: the one written rule this script and the daemon
+ * (src/sheet_text.rs) share, held to it by the same vectors (tests/vectors/sheet_text.json).
+ * JavaScript's String.prototype.trim and Rust's str::trim disagree (U+0085 is whitespace to
+ * Rust and not to JavaScript, U+FEFF the other way round), so neither is used on a value that
+ * decides anything: a flag `continuation` + U+0085 passed this script's check and was read
+ * as `continuation` by the daemon. A value read from the sheet names a fixed or configured
+ * word only when it is the same text (sheetTrim, then equal code point for code point); one
+ * that merely looks like it (compareSheetText) is never normalised into a match.
+ */
+
+/** Code points the skeleton drops: Unicode White_Space, controls (Cc) and format characters (Cf). */
+var SHEET_TEXT_HIDDEN = /^[\p{White_Space}\p{Cc}\p{Cf}]$/u;
+
+/** The value as text with U+0020 SPACE and U+0009 TAB removed at both ends, and nothing else. */
+function sheetTrim(value) {
+  var s = String(value);
+  var start = 0;
+  var end = s.length;
+  while (start < end && (s.charAt(start) === ' ' || s.charAt(start) === '\t')) start++;
+  while (end > start && (s.charAt(end - 1) === ' ' || s.charAt(end - 1) === '\t')) end--;
+  return s.slice(start, end);
+}
+
+/** Whether two values are the same text: their sheetTrims equal code point for code point. */
+function sameSheetText(value, configured) {
+  return sheetTrim(value) === sheetTrim(configured);
+}
+
+/** Whether the one-code-point string `c` is White_Space, Cc or Cf: what the skeleton drops. */
+function isHiddenChar(c) {
+  return SHEET_TEXT_HIDDEN.test(c);
+}
+
+/** The one-code-point string `c` folded as the skeleton folds it: U+FF01–U+FF5E to ASCII, A–Z lowercased. */
+function skeletonChar(c) {
+  var cp = c.codePointAt(0);
+  if (cp >= 0xFF01 && cp <= 0xFF5E) cp = cp - 0xFF01 + 0x21;
+  if (cp >= 0x41 && cp <= 0x5A) cp += 0x20;
+  return String.fromCodePoint(cp);
+}
+
+/**
+ * What is left of a value for telling look-alikes: every White_Space, Cc and Cf code point
+ * dropped, fullwidth forms U+FF01–U+FF5E folded to U+0021–U+007E, A–Z lowercased.
+ */
+function skeleton(value) {
+  return Array.from(String(value))
+    .filter(function (c) { return !isHiddenChar(c); })
+    .map(skeletonChar)
+    .join('');
+}
+
+/** `U+0085` for the one-code-point string `c`. */
+function codePointLabel(c) {
+  var hex = c.codePointAt(0).toString(16).toUpperCase();
+  while (hex.length < 4) hex = '0' + hex;
+  return 'U+' + hex;
+}
+
+/**
+ * The sheet's `value` against the fixed or configured `configured`:
+ *   { verdict: 'same', firstHidden: null }        the same text (sameSheetText);
+ *   { verdict: 'lookalike', firstHidden }         not the same, but the skeletons are equal
+ *                                                 and not empty; `firstHidden` ('U+0085') is
+ *                                                 the first code point of `value` that the
+ *                                                 skeleton dropped or changed, or null;
+ *   { verdict: 'other', firstHidden: null }       anything else.
+ */
+function compareSheetText(value, configured) {
+  var v = String(value);
+  if (sameSheetText(v, configured)) return { verdict: 'same', firstHidden: null };
+  var shape = skeleton(v);
+  if (shape === '' || shape !== skeleton(configured)) return { verdict: 'other', firstHidden: null };
+  // The first code point that is hidden, a fullwidth form, or not in the configured value
+  // at all (another case): the one a refusal names.
+  var first = null;
+  var cfg = String(configured);
+  Array.from(v).some(function (c) {
+    var cp = c.codePointAt(0);
+    if (isHiddenChar(c) || (cp >= 0xFF01 && cp <= 0xFF5E) || cfg.indexOf(c) < 0) {
+      first = codePointLabel(c);
+      return true;
+    }
+    return false;
+  });
+  return { verdict: 'lookalike', firstHidden: first };
+}
+
+/**
+ * Whether `text` holds no White_Space, Cc or Cf code point but U+0020 and U+0009: text
+ * that this script (splitting on JavaScript's \s) and sheetq (splitting on Unicode
+ * White_Space) cut into the same words.
+ */
+function isPlainSheetText(text) {
+  return !Array.from(String(text)).some(function (c) {
+    return c !== ' ' && c !== '\t' && isHiddenChar(c);
+  });
+}
+
+/** The システムフラグ that only sheetq writes (pressFlags). */
+var CONTINUATION_FLAG = 'continuation';
 
 /** The hidden queue sheet. */
 var QUEUE_SHEET = '_ジョブキュー';
@@ -54,7 +158,12 @@ var WAITING = '待機';
 var RUNNING = '実行中';
 var AWAITING_APPROVAL = '承認待ち';
 
-/** Whether a 状態 is that of a job not finished: waiting, awaiting approval, or running. */
+/**
+ * Whether a 状態 is that of a job not finished: waiting, awaiting approval, or running. The
+ * whole cell is compared, not even spaces trimmed, as sheetq reads 状態 (StateWords::parse:
+ * `待機 ` is unknown text it leaves alone), so that this script and sheetq agree on which
+ * row is which job's.
+ */
 function isPending(state) {
   var s = String(state);
   return s === WAITING || s === AWAITING_APPROVAL || s === RUNNING;
@@ -115,7 +224,9 @@ function queueColumns(header) {
   }, []);
   var at = {};
   header.forEach(function (name, i) {
-    var n = String(name).trim();
+    // The sheet-text trim: a header that differs from a known one by any other character is
+    // one of people's own columns, never taken for the known one.
+    var n = sheetTrim(name);
     if (n === '') return;
     if (Object.prototype.hasOwnProperty.call(at, n)) {
       // A name repeated among people's own columns is theirs to keep, as sheetq keeps it.
@@ -172,8 +283,8 @@ function queueRow(header, press) {
 
 /** A queue row's target: its 対象ラベル, or its パネルシート名 when that is empty. */
 function targetOf(row, cols) {
-  var target = String(row[cols.index.target]).trim();
-  return target !== '' ? target : String(row[cols.index.panelSheet]).trim();
+  var target = sheetTrim(row[cols.index.target]);
+  return target !== '' ? target : sheetTrim(row[cols.index.panelSheet]);
 }
 
 /**
@@ -185,8 +296,8 @@ function duplicateOf(header, rows, target, fn) {
   for (var i = 0; i < rows.length; i++) {
     var r = rows[i];
     if (isPending(r[cols.index.state]) &&
-        targetOf(r, cols) === String(target).trim() &&
-        String(r[cols.index.fn]).trim() === String(fn).trim()) {
+        targetOf(r, cols) === sheetTrim(target) &&
+        sameSheetText(r[cols.index.fn], fn)) {
       return r;
     }
   }
@@ -233,12 +344,12 @@ function duplicateMessage(header, existing, formatDate) {
  * { title, marker, label } (its G1 and G2). Returns { ok: true } or { ok: false, message }.
  */
 function resolveLabel(panels, label) {
-  var l = String(label).trim();
+  var l = sheetTrim(label);
   if (l === '') {
     return { ok: false, message: 'このパネルの対象ラベル（' + PANEL.labelCell + '）が空です。ラベルを入れてから押してください' };
   }
   var titles = panels
-    .filter(function (p) { return String(p.marker).trim() === PANEL.marker && String(p.label).trim() === l; })
+    .filter(function (p) { return sameSheetText(p.marker, PANEL.marker) && sheetTrim(p.label) === l; })
     .map(function (p) { return p.title; });
   if (titles.length > 1) {
     return { ok: false, message: '対象ラベル「' + l + '」が複数のパネルにあります（' + titles.join(', ') + '）。どれか一つに直してください' };
@@ -262,9 +373,9 @@ function indexPress(p) {
     panelSheet: p.indexSheet,
     panelRow: null,
     target: PANEL_JOB.target,
-    fn: PANEL_JOB.fn + ': ' + String(p.label).trim(),
+    fn: PANEL_JOB.fn + ': ' + sheetTrim(p.label),
     command: PANEL_JOB.command,
-    argsJson: JSON.stringify({ open: [String(p.label).trim()] }),
+    argsJson: JSON.stringify({ open: [sheetTrim(p.label)] }),
     flags: '',
   };
 }
@@ -275,14 +386,14 @@ function indexPress(p) {
  */
 function panelAsked(header, rows, label) {
   var cols = queueColumns(header);
-  var l = String(label).trim();
+  var l = sheetTrim(label);
   return rows.some(function (r) {
     var state = String(r[cols.index.state]);
-    if (String(r[cols.index.command]).trim() !== PANEL_JOB.command) return false;
+    if (!sameSheetText(r[cols.index.command], PANEL_JOB.command)) return false;
     if (state !== WAITING && state !== RUNNING) return false;
     try {
       var open = JSON.parse(String(r[cols.index.argsJson])).open;
-      return Array.isArray(open) && open.some(function (o) { return String(o).trim() === l; });
+      return Array.isArray(open) && open.some(function (o) { return sheetTrim(o) === l; });
     } catch (e) {
       return false;
     }
@@ -369,14 +480,14 @@ function approvalTargetOf(header, rows, target, fn, wallMsOf) {
  */
 function newestJobOf(header, rows, target, fn, wallMsOf, wanted) {
   var cols = queueColumns(header);
-  var t = String(target).trim();
-  var f = String(fn).trim();
+  var t = sheetTrim(target);
+  var f = sheetTrim(fn);
   if (t === '') return null;
   var found = null;
   var newest = -Infinity;
   rows.forEach(function (r, i) {
     if (!wanted(r[cols.index.state]) || targetOf(r, cols) !== t ||
-        String(r[cols.index.fn]).trim() !== f) {
+        sheetTrim(r[cols.index.fn]) !== f) {
       return;
     }
     var at = receivedSerial(r[cols.index.receivedAt], wallMsOf);
@@ -423,8 +534,14 @@ function cancelPlan(header, rows, target, fn, wallMsOf) {
   if (column === undefined) return { message: noCancelColumnMessage() };
   var jobId = String(rows[i][cols.index.jobId]);
   var asked = rows[i][column];
-  asked = asked === undefined || asked === null ? '' : String(asked).trim();
-  if (asked !== '' && cancelAppliesTo(asked, jobId)) return { message: cancelAskedMessage(fn, asked) };
+  asked = asked === undefined || asked === null ? '' : sheetTrim(asked);
+  // A request there is kept only when sheetq reads it as this script does: plain text
+  // (sheetq trims and splits 中止要求 on Unicode White_Space, this script on JavaScript's \s,
+  // and they part on U+0085, U+FEFF…). Any other text is written over with a request naming
+  // the job, so that a ■ tick is never swallowed by a cell sheetq takes for no request.
+  if (asked !== '' && isPlainSheetText(asked) && cancelAppliesTo(asked, jobId)) {
+    return { message: cancelAskedMessage(fn, asked) };
+  }
   return {
     index: i,
     column: column,
@@ -463,11 +580,13 @@ function noCancelColumnMessage() {
 
 /**
  * The lines of a 承認 cell: one approval each (`<who> yyyy/MM/dd HH:mm:ss #<jobId>`, as
- * cancelRequestText words it), trimmed, blank ones left out.
+ * cancelRequestText words it), trimmed of spaces and tabs only (sheetTrim), blank ones left
+ * out. The lines are written back: a wider trim would rewrite a line sheetq does not count
+ * (`#<jobId>` + U+FEFF) into one it counts.
  */
 function approvalLines(text) {
   var t = text === undefined || text === null ? '' : String(text);
-  return t.split(/\r?\n/).map(function (l) { return l.trim(); })
+  return t.split(/\r?\n/).map(sheetTrim)
     .filter(function (l) { return l !== ''; });
 }
 
@@ -478,6 +597,9 @@ function approvalLines(text) {
  * another job (a sort left it on this row) is no approval of this one.
  */
 function approvalBy(line, who, jobId) {
+  // Only plain text is read as sheetq reads it (isPlainSheetText): any other line is no
+  // approval to the script, which then adds one sheetq counts (it counts a person once).
+  if (!isPlainSheetText(line)) return false;
   var words = line.split(/\s+/);
   var last = words[words.length - 1];
   // Only a line naming this job counts, as sheetq counts them (approval::entries).
@@ -507,6 +629,9 @@ function approvalPlan(header, rows, target, fn, who, time, wallMsOf) {
   if (column === undefined) return { message: noApprovalColumnMessage() };
   var w = who === undefined || who === null ? '' : String(who).trim();
   if (w === '') return { message: unknownApproverMessage() };
+  // People are left to JavaScript's trim and case: these checks grant nothing, they only
+  // spare a line that could never count; sheetq decides which approvals count, and whose
+  // (approval::tally, same_person).
   var requester = String(rows[i][cols.index.requester]).trim();
   if (requester === '') return { message: unknownRequesterMessage(fn) };
   if (requester.toLowerCase() === w.toLowerCase()) return { message: selfApprovalMessage(fn) };
@@ -679,15 +804,24 @@ function queueRefusedMessage(errorMessage, installable, runner) {
 /**
  * The システムフラグ a press takes from its panel row: all but `continuation`, which only sheetq
  * writes (on the row a command's `continue` appends). A panel's hidden cells are the sheet's,
- * and sheetq trusts a continuation's args on a protected queue, so a press never brings it.
+ * and sheetq trusts a continuation's args on a protected queue, so a press never brings it,
+ * nor anything that looks like it: each flag is trimmed by the sheet-text rule (sheetTrim),
+ * and one whose skeleton is `continuation` (with U+0085, a no-break or zero-width space,
+ * fullwidth letters, another case…) is dropped, as sheetq's press_flags drops it.
  */
 function pressFlags(text) {
-  return String(text).split(',').map(function (f) { return f.trim(); })
-    .filter(function (f) { return f !== '' && f !== 'continuation'; }).join(',');
+  return String(text).split(',').map(sheetTrim)
+    .filter(function (f) { return f !== '' && skeleton(f) !== CONTINUATION_FLAG; }).join(',');
 }
 
 if (typeof module !== 'undefined') {
   module.exports = {
+    sheetTrim: sheetTrim,
+    sameSheetText: sameSheetText,
+    skeleton: skeleton,
+    compareSheetText: compareSheetText,
+    isPlainSheetText: isPlainSheetText,
+    CONTINUATION_FLAG: CONTINUATION_FLAG,
     pressFlags: pressFlags,
     QUEUE_SHEET: QUEUE_SHEET,
     HEADERS: HEADERS,

@@ -3,6 +3,8 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
 const intake = require('./intake.js');
 const fixture = require('./fixtures/press.json');
 const { wallClockMs } = require('./runtime/gas.js');
@@ -234,6 +236,167 @@ test('a press never brings the continuation flag, whose args sheetq trusts on a 
   assert.equal(intake.pressFlags('continuation'), '');
   assert.equal(intake.pressFlags(''), '');
   assert.equal(intake.pressFlags(' heavy ,x'), 'heavy,x');
+});
+
+test('a press never brings anything that looks like continuation either', () => {
+  assert.equal(intake.pressFlags('heavy,continuation\u0085, Continuation ,\uff43ontinuation'), 'heavy',
+    'U+0085 (which JavaScript\'s trim keeps and Rust\'s removes), another case, a fullwidth letter');
+  for (const f of ['continuation\u00a0', '\u00a0continuation', 'conti\u200bnuation', '\ufeffcontinuation',
+    'continuation\u200e', '\u202econtinuation', '\u3000continuation', 'CONTINUATION', 'continuation\n',
+    'continuation\u00ad', '\uff23\uff4f\uff4e\uff54\uff49\uff4e\uff55\uff41\uff54\uff49\uff4f\uff4e',
+    '\udb40\udc01continuation', '\tcontinuation\t']) {
+    assert.equal(intake.pressFlags('heavy,' + f + ',x'), 'heavy,x', JSON.stringify(f));
+  }
+  assert.equal(intake.pressFlags('\u0441ontinuation'), '\u0441ontinuation',
+    'a Cyrillic letter is another word, not a hidden character: sheetq reads it as no continuation too');
+  assert.equal(intake.pressFlags('heavy\u0085,\u00a0x'), 'heavy\u0085,\u00a0x',
+    'other flags are trimmed of spaces and tabs only and otherwise kept as they are, as sheetq keeps them');
+});
+
+// The sheet-text rule, held to the vectors src/sheet_text.rs is tested with.
+
+const vectors = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'tests', 'vectors', 'sheet_text.json'), 'utf8'));
+
+test('sheet-text vectors: trim removes spaces and tabs at both ends, and nothing else', () => {
+  assert.ok(vectors.trim.length > 0);
+  for (const [input, want] of vectors.trim) {
+    assert.equal(intake.sheetTrim(input), want, `sheetTrim(${JSON.stringify(input)})`);
+  }
+});
+
+function wantedHidden(v) {
+  return v.first_hidden === undefined ? null : v.first_hidden;
+}
+
+test('sheet-text vectors: every comparison gets the verdict and first hidden code point the rule gives it', () => {
+  assert.ok(vectors.compare.length > 0);
+  for (const v of vectors.compare) {
+    const what = `${JSON.stringify(v.sheet)} against ${JSON.stringify(v.config)}`;
+    const got = intake.compareSheetText(v.sheet, v.config);
+    assert.equal(got.verdict, v.verdict, what);
+    assert.equal(got.firstHidden, wantedHidden(v), `${what}: first hidden`);
+    assert.equal(intake.sameSheetText(v.sheet, v.config), v.verdict === 'same', `${what}: sameSheetText`);
+  }
+});
+
+test('sheet-text vectors: the format ranges are exactly what this JavaScript calls \\p{Cf}', () => {
+  const inRanges = (cp) => vectors.format_ranges.some(([lo, hi]) => cp >= lo && cp <= hi);
+  const cf = /^\p{Cf}$/u;
+  const disagree = [];
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    if (cf.test(String.fromCodePoint(cp)) !== inRanges(cp)) {
+      disagree.push('U+' + cp.toString(16).toUpperCase().padStart(4, '0'));
+    }
+  }
+  assert.deepEqual(disagree, [],
+    `Node ${process.version} (Unicode ${process.versions.unicode}) and the vectors' format_ranges ` +
+    `disagree on \\p{Cf} for ${disagree.join(', ')}`);
+});
+
+test('the skeleton drops White_Space, Cc and Cf, folds fullwidth ASCII and lowercases A-Z only', () => {
+  assert.equal(intake.skeleton(' \u0085Con\u200btinu\uff41tion\u3000\u00a0'), 'continuation');
+  assert.equal(intake.skeleton('\uff01\uff5e\uff5f'), '!~\uff5f', 'U+FF01-U+FF5E only');
+  assert.equal(intake.skeleton('\u00c9\u0130'), '\u00c9\u0130', 'letters beyond A-Z keep their case');
+  assert.equal(intake.compareSheetText('Deploy', 'deploy').verdict, 'lookalike');
+  assert.deepEqual(intake.compareSheetText('deploy', 'Deploy'), { verdict: 'lookalike', firstHidden: 'U+0064' },
+    'another case: the first code point the configured value does not hold');
+  assert.equal(intake.isPlainSheetText('a b\tc'), true);
+  assert.equal(intake.isPlainSheetText('a\u0085b'), false);
+  assert.equal(intake.isPlainSheetText('a\ufeffb'), false);
+});
+
+// Every value read from the sheet that decides something is trimmed of spaces and tabs only,
+// then compared code point for code point, as sheetq reads it.
+
+test('a sheet is a panel only when its marker is the same text as PANEL_V2', () => {
+  const panels = [
+    { title: 'real', marker: ' PANEL_V2\t', label: 'A' },
+    { title: 'nel', marker: 'PANEL_V2\u0085', label: 'B' },
+    { title: 'nbsp', marker: '\u00a0PANEL_V2', label: 'B' },
+    { title: 'bom', marker: '\ufeffPANEL_V2', label: 'B' },
+    { title: 'case', marker: 'panel_v2', label: 'B' },
+    { title: 'b', marker: 'PANEL_V2', label: 'B' },
+  ];
+  assert.deepEqual(intake.resolveLabel(panels, 'A'), { ok: true }, 'spaces and tabs aside');
+  assert.deepEqual(intake.resolveLabel(panels, 'B'), { ok: true },
+    'a marker that only looks like PANEL_V2 makes no panel, so B names one');
+});
+
+test('labels and functions are the same only up to spaces and tabs, as sheetq reads the queue', () => {
+  const panels = [
+    { title: 'B1', marker: 'PANEL_V2', label: 'B' },
+    { title: 'B2', marker: 'PANEL_V2', label: 'B\u3000' },
+  ];
+  assert.deepEqual(intake.resolveLabel(panels, 'B'), { ok: true },
+    'B and B + U+3000 are two labels to sheetq (sheet_text::trim), so to the script');
+  assert.deepEqual(intake.resolveLabel(panels, 'B\u3000'), { ok: true });
+  assert.match(intake.resolveLabel(panels, '\u00a0B').message, /のパネルが見つかりません/);
+
+  const rows = queue([['待機', 'A', 'f'], ['待機', 'C\ufeff', 'g']]);
+  assert.equal(intake.duplicateOf(fixture.header, rows, '\tA ', ' f\t'), rows[0]);
+  assert.equal(intake.duplicateOf(fixture.header, rows, 'A', 'f\u00a0'), null,
+    'JavaScript\'s trim would have made f + NBSP the function f');
+  assert.equal(intake.duplicateOf(fixture.header, rows, 'C', 'g'), null);
+  const never = () => assert.fail('no date');
+  assert.equal(intake.cancelTargetOf(fixture.header, rows, 'A\ufeff', 'f', never), null);
+  assert.equal(intake.cancelTargetOf(fixture.header, rows, 'C\ufeff', 'g', never), 1);
+  assert.equal(intake.approvalTargetOf(fixture.header, queue([['承認待ち', 'A', 'f\u0085']]), 'A', 'f', never), null,
+    'a 承認 tick approves only the job of the same function');
+});
+
+test('queue headers are known only when they are the same text', () => {
+  const header = fixture.header.map((h) => (h === '状態' ? '状態\u00a0' : h));
+  assert.throws(() => intake.queueColumns(header), /lacks the columns 状態/);
+  const spaced = fixture.header.map((h) => (h === '状態' ? ' 状態\t' : h));
+  assert.equal(intake.queueColumns(spaced).index.state, 10);
+  const both = [...fixture.header, '状態\u0085'];
+  assert.equal(intake.queueColumns(both).index.state, 10, 'a look-alike is one of people\'s own columns');
+});
+
+test('an index tick carries its label trimmed of spaces and tabs only, and is asked once', () => {
+  const press = intake.indexPress({ jobId: 'j', wallMs: 0, indexSheet: '▶パネル', label: ' D\u3000' });
+  assert.equal(press.fn, 'パネルを開く: D\u3000');
+  assert.equal(press.argsJson, '{"open":["D\u3000"]}');
+  const header = indexFixture.header;
+  const row = (command, args) => {
+    const r = header.map(() => '');
+    r[header.indexOf('command')] = command;
+    r[header.indexOf('argsJSON')] = args;
+    r[header.indexOf('状態')] = '待機';
+    return r;
+  };
+  assert.equal(intake.panelAsked(header, [row(' sheetq.panels ', '{"open":["D"]}')], 'D'), true);
+  assert.equal(intake.panelAsked(header, [row('sheetq.panels\u0085', '{"open":["D"]}')], 'D'), false,
+    'a command that only looks like the panel job is not one');
+  assert.equal(intake.panelAsked(header, [row('sheetq.panels', '{"open":["D\u00a0"]}')], 'D'), false);
+});
+
+test('a 中止要求 sheetq might read otherwise is written over, never taken for a request', () => {
+  const header = [...fixture.header, '中止要求'];
+  const never = () => assert.fail('a serial needs no zone');
+  const rows = queue([['待機', 'A', 'f', '', 1]]).map((r) => [...r, '']);
+  rows[0][0] = 'job-1';
+  const write = { index: 0, column: 16, jobId: 'job-1', message: '中止を要求しました: f（待機中のジョブは実行されません）' };
+  for (const cell of ['\u0085', 'bob 2026/12/03 21:30:05\u0085#job-2', 'bob\ufeff#job-1', '止めて\u3000ください']) {
+    rows[0][16] = cell;
+    assert.deepEqual(intake.cancelPlan(header, rows, 'A', 'f', never), write, JSON.stringify(cell));
+  }
+  rows[0][16] = ' bob@example.com 2026/12/03 21:30:05 #job-1\t';
+  assert.equal(intake.cancelPlan(header, rows, 'A', 'f', never).index, undefined, 'a plain request is kept');
+  rows[0][16] = '止めて';
+  assert.equal(intake.cancelPlan(header, rows, 'A', 'f', never).index, undefined,
+    'one written by hand, naming no job, is kept as sheetq honours it');
+});
+
+test('a 承認 line is read, and written back, as sheetq reads it', () => {
+  assert.deepEqual(intake.approvalLines('bob 2026/12/03 21:30:05 #job-1\ufeff\n\u3000\n'),
+    ['bob 2026/12/03 21:30:05 #job-1\ufeff', '\u3000'],
+    'no line is rewritten into one sheetq would count: sheetq reads #job-1 + U+FEFF as another job');
+  assert.equal(intake.approvalBy('bob 2026/12/03 21:30:05 #job-1\ufeff', 'bob', 'job-1'), false);
+  assert.equal(intake.approvalBy('bob 2026/12/03\ufeff21:30:05 #job-1', 'bob', 'job-1'), false,
+    'JavaScript\'s \\s splits on U+FEFF where sheetq does not: the line is no approval to either');
+  assert.equal(intake.approvalBy('bob 2026/12/03\t21:30:05 #job-1', 'bob', 'job-1'), true);
 });
 
 test('the queue may lack 中止要求 (made by an older sheetq); every other column it must have', () => {

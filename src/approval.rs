@@ -344,18 +344,10 @@ impl Turn {
     }
 }
 
-/// Whether `row` is a job that needs approval by `rule` at all: a continuation step (only
-/// sheetq writes one on the protected queue that approvals need) goes on with work already
-/// approved.
-pub fn applies(row: &QueueRow) -> bool {
-    !row.flags
-        .iter()
-        .any(|f| f == crate::commands::CONTINUATION_FLAG)
-}
-
 /// The turns of `rows` this pass, in row order: `rule_of` gives a function's rule, `may`
 /// says whether a row is free to turn (its jobId on one row only, listed running by no
-/// daemon). A 待機 row asked to stop is left to the cancel of the claim rules. On a queue
+/// daemon; and a press, not a continuation step, which goes on with work already approved:
+/// only sheetq's mark tells one, `provenance`, never its システムフラグ). A 待機 row asked to stop is left to the cancel of the claim rules. On a queue
 /// that is not `protected`, approvals cannot be trusted, and rows of functions with
 /// approvers are left as they are.
 pub fn turns<'a>(
@@ -368,7 +360,7 @@ pub fn turns<'a>(
 ) -> Vec<(usize, Turn)> {
     let mut out = Vec::new();
     for (i, row) in rows.iter().enumerate() {
-        if !applies(row) || !may(row) {
+        if !may(row) {
             continue;
         }
         let Some(rule) = rule_of(&row.function) else {
@@ -406,10 +398,11 @@ pub fn turns<'a>(
 }
 
 /// Whether `row` may be claimed as far as approvals go, its function's rule being `rule`:
-/// it needs none, or its 承認 cell holds enough.
+/// it needs none, or its 承認 cell holds enough. (A continuation step, which needs none,
+/// is the caller's to tell: by sheetq's mark, `provenance`.)
 pub fn cleared(row: &QueueRow, rule: Option<&Rule<'_>>) -> bool {
     match rule {
-        Some(rule) if applies(row) => tally(rule, row, chrono_tz::UTC).enough(),
+        Some(rule) => tally(rule, row, chrono_tz::UTC).enough(),
         _ => true,
     }
 }

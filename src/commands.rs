@@ -35,7 +35,8 @@ pub use config::{Builtin, CommandDef, CommandKind};
 pub use process::SAFE_PATH;
 pub use runner::{Opened, PanelOpener};
 
-use crate::panel::catalog::{Asked, Catalog, Refused, PANELS_COMMAND};
+use crate::panel::catalog::{look_alike_message, Asked, Catalog, Refused, PANELS_COMMAND};
+use crate::sheet_text;
 pub use runner::{
     is_retry_note, Outcome, OutcomeStatus, RetryNote, Retrying, Runner, RETRY_NOTE_PREFIX,
 };
@@ -67,6 +68,21 @@ pub struct JobSpec {
     pub panel_row: Option<u32>,
     /// The 承認 cell: the approvals a function with `approvers` runs on.
     pub approvals: String,
+    /// Whether sheetq's own mark on the queue vouches for this row as a step a command
+    /// handed back (`provenance`): set by the daemon from what Google let only sheetq's
+    /// project write, never from the システムフラグ cell.
+    pub continuation: bool,
+}
+
+impl JobSpec {
+    /// Whether the row's システムフラグ says it is a continuation step, in any form that
+    /// looks like the word (`sheet_text::skeleton`): a claim that only [`JobSpec::continuation`]
+    /// can back.
+    pub fn claims_continuation(&self) -> bool {
+        self.flags
+            .iter()
+            .any(|f| sheet_text::skeleton(f) == CONTINUATION_FLAG)
+    }
 }
 
 /// What kind of rule refused a job: the `reason` label of `sheetq_jobs_refused_total`, and
@@ -91,11 +107,16 @@ pub enum Refusal {
     Unreadable,
     /// The function needs approvals the job does not have.
     Approval,
+    /// A command, function or target only looks like a configured one (a hidden, control
+    /// or format character, a fullwidth letter, another case: `sheet_text`).
+    LookAlike,
+    /// The row says it is a continuation step, but no mark of sheetq's vouches for it.
+    Unmarked,
 }
 
 impl Refusal {
     /// Every reason, in the order metrics list them.
-    pub const ALL: [Refusal; 8] = [
+    pub const ALL: [Refusal; 10] = [
         Refusal::UnknownCommand,
         Refusal::Function,
         Refusal::Args,
@@ -104,6 +125,8 @@ impl Refusal {
         Refusal::Requester,
         Refusal::Unreadable,
         Refusal::Approval,
+        Refusal::LookAlike,
+        Refusal::Unmarked,
     ];
 
     /// The label value, e.g. `unknown_command`.
@@ -117,6 +140,8 @@ impl Refusal {
             Refusal::Requester => "requester",
             Refusal::Unreadable => "unreadable",
             Refusal::Approval => "approval",
+            Refusal::LookAlike => "lookalike",
+            Refusal::Unmarked => "unmarked",
         }
     }
 }
@@ -311,7 +336,7 @@ impl Registry {
     }
 
     fn lookup(&self, command: &str) -> Option<&Arc<CommandDef>> {
-        match command.trim() {
+        match sheet_text::trim(command) {
             PANELS_COMMAND => Some(&self.panels),
             name => self.commands.get(name),
         }
@@ -439,7 +464,20 @@ impl Registry {
     /// args must be a JSON object that passes the command's checks, and the values must be
     /// representable as argv/environment text. Nothing is executed here.
     pub fn prepare(&self, spec: &JobSpec) -> Result<PreparedJob, JobRejected> {
-        let name = spec.command.trim();
+        if let Some(why) = self.look_alike(spec) {
+            return Err(JobRejected::new(Refusal::LookAlike, why));
+        }
+        if !spec.continuation && spec.claims_continuation() {
+            return Err(JobRejected::new(
+                Refusal::Unmarked,
+                format!(
+                    "the row's システムフラグ says {CONTINUATION_FLAG}, but sheetq did not write it: no mark of \
+                     sheetq's own vouches for it on the queue, so nothing ran; only a command's \
+                     `continue` makes a continuation step"
+                ),
+            ));
+        }
+        let name = sheet_text::trim(&spec.command);
         let Some(def) = self.lookup(name) else {
             return Err(JobRejected::new(
                 Refusal::UnknownCommand,
@@ -525,8 +563,7 @@ impl Registry {
             target: &spec.target,
             requester: &spec.requester,
             args: &sheet_args,
-            args_trusted: self.queue_protected
-                && spec.flags.iter().any(|f| f.trim() == CONTINUATION_FLAG),
+            args_trusted: self.queue_protected && spec.continuation,
             requester_trusted: self.queue_protected,
             job_id: &spec.job_id,
             approvals: &spec.approvals,
@@ -540,6 +577,21 @@ impl Registry {
             Err(Refused::Args(m)) => Err(JobRejected::new(Refusal::Args, m)),
             Err(Refused::Approval(m)) => Err(JobRejected::new(Refusal::Approval, m)),
         }
+    }
+
+    /// Why the job's command, function or target only looks like one of the config's
+    /// (`sheet_text`): refused before anything is matched, so that no two readings of one
+    /// value (this one's, the intake's) can disagree about what it names.
+    fn look_alike(&self, spec: &JobSpec) -> Option<String> {
+        let commands = self
+            .commands
+            .keys()
+            .map(String::as_str)
+            .chain([PANELS_COMMAND]);
+        if let Some((name, how)) = sheet_text::look_alike(&spec.command, commands) {
+            return Some(look_alike_message("command", &spec.command, name, &how));
+        }
+        self.catalog.look_alike(&spec.function, &spec.target)
     }
 
     fn unknown_command_message(&self, name: &str) -> String {
@@ -680,10 +732,13 @@ mod tests {
         #[derive(serde::Deserialize)]
         struct Raw {
             functions: Vec<crate::panel::catalog::FunctionDef>,
+            #[serde(default)]
+            targets: Vec<crate::panel::catalog::TargetDef>,
         }
         let raw: Raw = toml::from_str(text).unwrap_or_else(|e| panic!("{e}"));
         Catalog {
             functions: raw.functions,
+            targets: raw.targets,
             ..Catalog::default()
         }
     }
@@ -750,9 +805,10 @@ mod tests {
     }
 
     #[test]
-    fn a_continuation_keeps_its_handed_back_args_only_on_a_protected_queue() {
+    fn a_continuation_keeps_its_handed_back_args_only_when_marked_on_a_protected_queue() {
         let mut step = spec("report", r#"{"month":"2026-12"}"#);
         step.flags = vec![CONTINUATION_FLAG.into()];
+        step.continuation = true;
         let r = registry().with_catalog(catalog(
             "[[functions]]\nlabel = \"月次レポート\"\ncommand = \"report\"\n\
              args = { month = \"2026-11\" }",
@@ -761,13 +817,64 @@ mod tests {
         assert_eq!(
             open.reason,
             Refusal::Args,
-            "on an open queue anyone can write the continuation flag"
+            "on an open queue a marked row could have been flipped back to 待機 by anyone"
         );
-        let job = r
-            .with_queue_protected(true)
+        let protected = r.with_queue_protected(true);
+        let job = protected
             .prepare(&step)
-            .unwrap_or_else(|e| panic!("a continuation on a protected queue must run: {e}"));
+            .unwrap_or_else(|e| panic!("a marked continuation on a protected queue must run: {e}"));
         assert_eq!(job.args().get("month"), Some(&serde_json::json!("2026-12")));
+        step.continuation = false;
+        let forged = protected.prepare(&step).unwrap_err();
+        assert_eq!(
+            forged.reason,
+            Refusal::Unmarked,
+            "the flag without sheetq's mark grants nothing: {forged}"
+        );
+    }
+
+    #[test]
+    fn a_flag_or_name_that_only_looks_like_the_configs_is_refused_never_matched() {
+        let r = registry()
+            .with_catalog(catalog(
+                "[[functions]]\nlabel = \"月次レポート\"\ncommand = \"report\"\n\
+                 args = { month = \"2026-11\" }\n\
+                 [[targets]]\nlabel = \"A社\"",
+            ))
+            .with_queue_protected(true);
+        let mut press = spec("report", r#"{"month":"2026-11"}"#);
+        r.prepare(&press)
+            .unwrap_or_else(|e| panic!("the press as the config has it runs: {e}"));
+        for flag in [
+            "continuation\u{85}",
+            "\u{feff}continuation",
+            "Continuation",
+            "ｃontinuation",
+        ] {
+            press.flags = vec![flag.into()];
+            let e = r.prepare(&press).unwrap_err();
+            assert_eq!(e.reason, Refusal::Unmarked, "flag {flag:?}: {e}");
+        }
+        press.flags = Vec::new();
+        for (field, value) in [
+            ("command", "report\u{85}"),
+            ("function", "月次レポート\u{200b}"),
+            ("target", "A社\u{3000}"),
+            ("target", "Ａ社"),
+        ] {
+            let mut asked = press.clone();
+            match field {
+                "command" => asked.command = value.into(),
+                "function" => asked.function = value.into(),
+                _ => asked.target = value.into(),
+            }
+            let e = r.prepare(&asked).unwrap_err();
+            assert_eq!(e.reason, Refusal::LookAlike, "{field} {value:?}: {e}");
+            assert!(
+                e.message.contains("looks like") && e.message.contains("U+"),
+                "the refusal names what it looks like and the character: {e}"
+            );
+        }
     }
 
     #[test]
@@ -893,7 +1000,7 @@ mod tests {
         assert!(!r.is_heavy("nope"));
         let mut s = spec("echo", "");
         assert!(!r.prepare(&s).unwrap().is_heavy());
-        s.flags = vec!["continuation".into(), " heavy".into()];
+        s.flags = vec!["nightly".into(), " heavy".into()];
         assert!(r.prepare(&s).unwrap().is_heavy());
     }
 

@@ -44,6 +44,7 @@ mod archive;
 mod claim_pass;
 mod panel;
 mod poll;
+mod provenance;
 mod schedules;
 pub(crate) mod shared;
 mod writeback;
@@ -612,6 +613,11 @@ struct Served {
     busy_at: tokio::time::Instant,
     /// The row problems already reported ([`Daemon::report_row_problems`]).
     reported: HashSet<String>,
+    /// The marks of continuation rows this daemon knows of (`provenance`).
+    marks: crate::provenance::Marks,
+    /// Whether every live daemon of the spreadsheet calls as an account of our Cloud
+    /// project, so that a row without a mark we can see has none (`provenance`).
+    marks_seen_by_all: bool,
 }
 
 /// What one spreadsheet's daemon shares with the others its process serves: the job slots,
@@ -804,6 +810,8 @@ impl Daemon {
                 budget_bound: false,
                 busy_at: tokio::time::Instant::now(),
                 reported: HashSet::new(),
+                marks: Default::default(),
+                marks_seen_by_all: true,
             },
         };
         daemon.take_in_sheets(meta.sheets);
@@ -1041,6 +1049,9 @@ impl Daemon {
         // for seconds) are written back by this pass: the read looked up their rows, as it
         // looks up every running job's.
         self.take_ended()?;
+        // Before anything is planned on it: a row that says it is a continuation step is
+        // one only by sheetq's mark.
+        self.learn_marks(&poll).await;
         self.report_row_problems(&poll);
         self.report_refused_approvals(&poll);
         // Someone else now writes the heartbeat row of our worker_id: two processes share
@@ -1576,6 +1587,7 @@ impl Daemon {
             panel_sheet: row.panel_sheet.clone(),
             panel_row: row.panel_row,
             approvals: row.approvals.clone(),
+            continuation: self.served.marks.vouches(row),
         };
         let span = tracing::info_span!("job", job.id = ?row.job_id, target = ?row.target_key(), worker = %claimed.tag);
         span.in_scope(|| info!(command = ?row.command, "claimed"));

@@ -67,7 +67,8 @@
 //!   - `emulator/protection.rs`: protected ranges' requests and JSON, who may edit through
 //!     one (the owner always), and the guard every write passes; `emulator/footprint.rs`
 //!     what each `batchUpdate` request would change, for that guard.
-//!   - `emulator/metadata.rs`: developer metadata: where each entry is, create, get, limits;
+//!   - `emulator/metadata.rs`: developer metadata: where each entry is, who sees it (a
+//!     `PROJECT` entry only its creator's project), create, get, limits;
 //!     `emulator/lookup.rs` the requests that select it by `DataFilter` (update, delete,
 //!     search).
 //!   - `emulator/data_filter.rs`: `DataFilter` resolution to metadata and grid ranges.
@@ -111,6 +112,9 @@
 //!   markers and hidden columns; the index's hidden column), its editors (the service
 //!   accounts serving the spreadsheet, never people), the requests that protect it, `check`'s
 //!   verdicts, and whether the queue is protected enough to trust its 依頼者; pure.
+//! - [`provenance`]: what only sheetq can have written (PROJECT-visible developer metadata
+//!   of its own Cloud project): the mark of a continuation step, the digest of its row, and
+//!   what the marks known make of a queue row; pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
 //! - [`schedule`]: the `[[schedules]]` of the config: their cron patterns in the spreadsheet's
 //!   time zone (daylight saving's rules), each occurrence's jobId, which one is due; pure.
@@ -118,6 +122,9 @@
 //!   command line, the demo and the bench.
 //! - [`sheet_time`]: time in sheet cells: date serials and typed dates to instants in the
 //!   spreadsheet's time zone, instants back to serials, and the short panel/log time texts.
+//! - [`sheet_text`]: text in sheet cells against the config's: the one trim (spaces and
+//!   tabs), "the same", and the look-alikes refused (invisible, control and format
+//!   characters, fullwidth forms, case); the rule the Apps Script intake shares, pure.
 //! - [`sheets`]: the port to a spreadsheet (`Sheets` trait), its value types and errors.
 //!   - [`sheets::google`]: the Google implementation (`google-sheets4`): requests, replies,
 //!     timeouts, error classification, retries; `google/convert.rs` the pure type mapping.
@@ -169,9 +176,11 @@ pub mod outbox;
 pub mod panel;
 pub mod probe;
 pub mod protection;
+pub mod provenance;
 pub mod queue;
 pub mod schedule;
 pub mod setup;
+pub mod sheet_text;
 pub mod sheet_time;
 pub mod sheets;
 pub mod watch;

@@ -538,16 +538,17 @@ impl QueueRow {
 impl QueueRow {
     /// The serialisation key: 対象ラベル, or パネルシート名 when the label is empty.
     pub fn target_key(&self) -> &str {
-        if self.target.trim().is_empty() {
-            self.panel_sheet.trim()
+        let target = crate::sheet_text::trim(&self.target);
+        if target.is_empty() {
+            crate::sheet_text::trim(&self.panel_sheet)
         } else {
-            self.target.trim()
+            target
         }
     }
 
     /// The requester, or `None` when empty (an empty requester is never grouped).
     pub fn requester_key(&self) -> Option<&str> {
-        let r = self.requester.trim();
+        let r = crate::sheet_text::trim(&self.requester);
         (!r.is_empty()).then_some(r)
     }
 
@@ -665,7 +666,9 @@ fn parse_row(
             .and_then(|i| cells.get(i as usize))
             .unwrap_or(&Cell::Null)
     };
-    let text = |c: Column| cell_text(get(c)).trim().to_string();
+    // Spaces and tabs at either end only (`sheet_text`): a value whose other characters
+    // were trimmed away here could match a configured one that it only looks like.
+    let text = |c: Column| crate::sheet_text::trim(&cell_text(get(c))).to_string();
     let job_id = text(Column::JobId);
     if job_id.is_empty() {
         problems.push(RowProblem {
@@ -724,7 +727,7 @@ fn parse_row(
     };
     let flags = text(Column::Flags)
         .split(',')
-        .map(|f| f.trim().to_string())
+        .map(|f| crate::sheet_text::trim(f).to_string())
         .filter(|f| !f.is_empty())
         .collect();
     Some(QueueRow {

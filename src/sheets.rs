@@ -312,6 +312,20 @@ pub enum Request {
     /// Delete the developer metadata with this id wherever it is (`deleteDeveloperMetadata`
     /// with a `developerMetadataLookup` by `metadataId`); nothing happens if it is gone.
     DeleteMetadata { id: i32 },
+    /// Attach `key` = `value` to a sheet as developer metadata of visibility `PROJECT`
+    /// (`createDeveloperMetadata`, location `sheetId`): only the caller's own Cloud project
+    /// can read, change or delete it, so no person and no Apps Script can write or copy
+    /// one (`provenance`). A sheet location, so that it can go in the very batch that
+    /// appends a row whose index is not known in advance.
+    MarkSheet {
+        sheet_id: i32,
+        key: String,
+        value: String,
+    },
+    /// Delete every `PROJECT` developer metadata of ours with this key and value
+    /// (`deleteDeveloperMetadata` by a lookup of `metadataKey`, `metadataValue` and
+    /// `visibility`); nothing happens if there is none.
+    Unmark { key: String, value: String },
     /// Delete a sheet (`deleteSheet`): `check --probe` removes its temporary sheet.
     DeleteSheet { sheet_id: i32 },
     /// Sort the rows of `range` by one of its columns (`sortRange`, one `sortSpec` on the
@@ -475,6 +489,10 @@ pub struct MetadataEntry {
     /// Sheet and zero-based row of a row location; `None` for other locations.
     pub sheet_id: Option<i32>,
     pub row: Option<u32>,
+    /// Visibility `PROJECT`: written by the caller's own Cloud project, and by nobody else
+    /// (`provenance`). `DOCUMENT` entries are anyone's with API access to the file.
+    #[serde(default)]
+    pub project_only: bool,
 }
 
 /// The reply of an append: where the rows landed.

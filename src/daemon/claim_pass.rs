@@ -18,6 +18,7 @@ use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
 use crate::notifications::Step;
 use crate::outbox::Finish;
 use crate::panel;
+use crate::provenance::Provenance;
 use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{
@@ -182,6 +183,9 @@ impl Daemon {
             && self.keep_lease(&fresh.workers, &fresh.snapshot, &plan))
         .then_some(rounds + 1);
         let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, intake_writes);
+        // Marks of continuation rows claimed or gone ride along (`provenance`).
+        let (unmarks, unmarked) = self.unmarks(&fresh);
+        commit.requests.extend(unmarks);
         // Last, the lease: released, or swapped to a new lease of ours that it keeps.
         let after = self.lease_after_commit(keep.is_some());
         commit.requests.push(lease::swap(
@@ -193,6 +197,7 @@ impl Daemon {
         let Some(reply) = self.send_commit(&mut commit, &held).await? else {
             return Ok(false);
         };
+        self.unmarked(&unmarked);
         if let (Some(rounds), Some(Reply::CompareAndSwap { changed: 1 })) =
             (keep, reply.replies.last())
         {
@@ -1653,18 +1658,38 @@ impl Daemon {
     /// heavy job runs here or was just picked, rather than being claimed and spending its
     /// timeout at the heavy gate.
     pub(super) fn may_start(&self, row: &QueueRow, picked: &[&QueueRow]) -> bool {
+        match self.served.marks.of(row) {
+            // A row that says it is a continuation step waits for the search of marks that
+            // tells whether sheetq wrote it (`provenance`).
+            Provenance::Unknown => return false,
+            // One sheetq did not write is claimed to be refused (nothing runs): neither its
+            // approvers nor the heavy gate need to wait for it. While a daemon of another
+            // Cloud project serves the spreadsheet, its mark may be one we cannot read: the
+            // row is left to it.
+            Provenance::Unmarked => return self.served.marks_seen_by_all && !self.held(row),
+            Provenance::Continuation | Provenance::Plain => {}
+        }
         // A job of a function with approvers starts only with enough of them, on a queue
-        // that vouches for them (docs/design.md §5.5); admission checks them again.
-        if let Some(rule) = self.registry.catalog().approval_rule(&row.function) {
+        // that vouches for them (docs/design.md §5.5); admission checks them again. A
+        // continuation step goes on with work already approved.
+        let rule = self.registry.catalog().approval_rule(&row.function);
+        if let (Some(rule), false) = (rule, self.served.marks.vouches(row)) {
             if !self.registry.queue_protected() || !crate::approval::cleared(row, Some(&rule)) {
                 return false;
             }
         }
         let heavy = |r: &QueueRow| self.is_heavy(r);
-        // A job we run, or whose result we still have to write, may show as 待機 for a
-        // moment (a misplaced put-back, before its repair): it is not ours to start again.
-        let held = self
-            .running
+        !self.held(row)
+            && (!heavy(row)
+                || !(self.running.values().any(|c| heavy(&c.row))
+                    || picked.iter().any(|p| heavy(p))
+                    || self.slots.heavy_elsewhere()))
+    }
+
+    /// A job we run, or whose result we still have to write, may show as 待機 for a moment
+    /// (a misplaced put-back, before its repair): it is not ours to start again.
+    fn held(&self, row: &QueueRow) -> bool {
+        self.running
             .values()
             .chain(&self.unsettled)
             .any(|c| c.row.job_id == row.job_id)
@@ -1673,12 +1698,7 @@ impl Daemon {
                 .served
                 .landed
                 .iter()
-                .any(|(j, _)| j.job_id == row.job_id);
-        !held
-            && (!heavy(row)
-                || !(self.running.values().any(|c| heavy(&c.row))
-                    || picked.iter().any(|p| heavy(p))
-                    || self.slots.heavy_elsewhere()))
+                .any(|(j, _)| j.job_id == row.job_id)
     }
 
     /// Whether `row` is a heavy job: by its command's or its function's config, or its
@@ -1714,10 +1734,13 @@ impl Daemon {
         // On a queue that lost its protection approvals cannot be trusted: nothing of such
         // functions is turned (nor claimed, `may_start`) until it is protected again.
         let protected = self.registry.queue_protected();
+        // Only presses turn: a continuation step goes on with work already approved, and a
+        // row that only says it is one is refused, or waits for the marks' search.
+        let marks = &self.served.marks;
         plan.turns = crate::approval::turns(
             &snapshot.rows,
             |f| catalog.approval_rule(f),
-            |row| busy.may_claim(row),
+            |row| busy.may_claim(row) && marks.of(row) == Provenance::Plain,
             protected,
             self.served.layout.tz,
             watched.google_now,

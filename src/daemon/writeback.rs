@@ -18,6 +18,7 @@ use crate::binding::{self, WriteCheck, WritePlan};
 use crate::joblog::LogColumn;
 use crate::outbox::{Continuation, Finish, FinishedJob};
 use crate::panel::{self, PanelOutcome};
+use crate::provenance::Fields;
 use crate::queue::{Column, QueueRow, State};
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, Filter, FilterWrite, FilterWritten, Request, ValueRange};
@@ -770,7 +771,7 @@ impl Daemon {
     /// Appends a finished job's continuation row unless `poll` already shows it. `false`
     /// when the append failed (the result then waits, so the continuation is not lost).
     async fn continuation_appended(
-        &self,
+        &mut self,
         poll: &Poll,
         job: &FinishedJob,
     ) -> Result<bool, DaemonError> {
@@ -780,7 +781,7 @@ impl Daemon {
         if poll.snapshot.by_job_id(&cont.job_id).is_some() {
             return Ok(true);
         }
-        match self.append_continuation(poll, job, cont).await {
+        match self.append_continuation(job, cont).await {
             Ok(()) => Ok(true),
             Err(DaemonError::Sheets(e)) if e.is_retryable() => {
                 warn!(job.id = ?job.job_id, error = %e, "could not append the continuation row; the result waits for it");
@@ -1367,8 +1368,7 @@ impl Daemon {
     }
 
     pub(super) async fn append_continuation(
-        &self,
-        poll: &Poll,
+        &mut self,
         job: &FinishedJob,
         cont: &Continuation,
     ) -> Result<(), DaemonError> {
@@ -1379,7 +1379,7 @@ impl Daemon {
             .cloned()
             .collect();
         flags.push(crate::commands::CONTINUATION_FLAG.into());
-        let row = panel::NewJob {
+        let new_row = panel::NewJob {
             job_id: cont.job_id.clone(),
             received_at: Utc::now(),
             requester: job.requester.clone(),
@@ -1390,13 +1390,36 @@ impl Daemon {
             command: job.command.clone(),
             args_json: cont.args_json.clone(),
             flags: flags.join(","),
-        }
-        .to_row(
+        };
+        let cells = new_row.to_row(
             &self.served.layout.columns,
             &self.config.states,
             self.served.layout.tz,
         );
-        self.sheets.append(&self.append_range(poll), &[row]).await?;
+        // The row and sheetq's mark of it in one atomic batch: a continuation step is one
+        // only by the mark (`provenance`), so the row never stands without it, nor the mark
+        // without its row.
+        let mark = self.continuation_mark(&Fields {
+            job_id: &new_row.job_id,
+            requester: &new_row.requester,
+            panel_sheet: &new_row.panel_sheet,
+            target: &new_row.target,
+            function: &new_row.function,
+            command: &new_row.command,
+            args_json: &new_row.args_json,
+        });
+        self.sheets
+            .batch_update(&BatchUpdate {
+                requests: vec![
+                    Request::AppendRows {
+                        sheet_id: self.served.layout.queue_sheet_id,
+                        rows: vec![cells],
+                    },
+                    mark,
+                ],
+                ..Default::default()
+            })
+            .await?;
         info!(job.id = ?job.job_id, next = %cont.job_id, target = ?job.target, "appended a continuation row");
         Ok(())
     }

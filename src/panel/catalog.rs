@@ -63,9 +63,11 @@ pub struct FunctionDef {
 impl FunctionDef {
     /// Whether its `allow` (when set) lets `requester` run it.
     pub fn allows(&self, requester: &str) -> bool {
-        self.allow
-            .as_ref()
-            .is_none_or(|allow| allow.iter().any(|who| allow_matches(who, requester.trim())))
+        self.allow.as_ref().is_none_or(|allow| {
+            allow
+                .iter()
+                .any(|who| allow_matches(who, crate::sheet_text::trim(requester)))
+        })
     }
 
     /// The args as the panel's hidden argsJSON cell holds them (keys sorted).
@@ -172,8 +174,9 @@ pub struct Asked<'a> {
     pub requester: &'a str,
     /// The job's `argsJSON`, parsed.
     pub args: &'a serde_json::Map<String, serde_json::Value>,
-    /// Whether the job's args are trusted as they are: a continuation step on a queue only
-    /// sheetq's accounts (and the owner) can write carries the args its command handed back.
+    /// Whether the job's args are trusted as they are: a continuation step, vouched for by
+    /// sheetq's own mark (`provenance`) on a protected queue, carries the args its command
+    /// handed back.
     pub args_trusted: bool,
     /// Whether 依頼者 can be trusted: only on a queue only sheetq's accounts (and the owner)
     /// write. A function with `allow` runs only then.
@@ -279,8 +282,28 @@ impl Catalog {
         out
     }
 
+    /// The function whose label `label` is the same as ([`crate::sheet_text`]: spaces and
+    /// tabs at either end aside, nothing else).
     pub fn function(&self, label: &str) -> Option<&FunctionDef> {
-        self.functions.iter().find(|f| f.label == label.trim())
+        let label = crate::sheet_text::trim(label);
+        self.functions.iter().find(|f| f.label == label)
+    }
+
+    /// Why a job's function or target label only looks like one of the config's (another
+    /// character hidden in it, a fullwidth letter, another case): such a value is refused,
+    /// never taken for the configured one. `None` when neither does.
+    pub fn look_alike(&self, function: &str, target: &str) -> Option<String> {
+        let functions = self.functions.iter().map(|f| f.label.as_str());
+        if let Some((label, how)) = crate::sheet_text::look_alike(function, functions) {
+            return Some(look_alike_message("function", function, label, &how));
+        }
+        let targets = self
+            .targets
+            .iter()
+            .map(|t| t.label.as_str())
+            .chain([PANELS_TARGET]);
+        crate::sheet_text::look_alike(target, targets)
+            .map(|(label, how)| look_alike_message("target", target, label, &how))
     }
 
     /// Whether any function limits who may run it (`allow`) or needs approvals
@@ -300,7 +323,7 @@ impl Catalog {
     /// Why `target` must not be run on: `[[targets]]` is set, does not list it, and
     /// `targets_from_index` is off. `None` when it may.
     pub fn refuse_target(&self, target: &str) -> Option<String> {
-        let target = target.trim();
+        let target = crate::sheet_text::trim(target);
         if self.targets.is_empty()
             || self.targets_from_index
             || self.targets.iter().any(|t| t.label == target)
@@ -321,13 +344,13 @@ impl Catalog {
         &self,
         asked: &Asked<'_>,
     ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, Refused> {
-        let command = asked.command.trim();
+        let command = crate::sheet_text::trim(asked.command);
         if command == PANELS_COMMAND {
             // One panel job at a time rewrites the index: they all share its target.
-            if asked.target.trim() != PANELS_TARGET {
+            if crate::sheet_text::trim(asked.target) != PANELS_TARGET {
                 return Err(Refused::Target(format!(
                     "the job that opens panels runs on target \"{PANELS_TARGET}\" only, not {}, so nothing ran",
-                    shown(asked.target.trim())
+                    shown(crate::sheet_text::trim(asked.target))
                 )));
             }
             return Ok(None);
@@ -342,7 +365,7 @@ impl Catalog {
             return Err(Refused::Function(format!(
                 "function {} is not among the [[functions]] of sheetq.toml, so nothing ran; \
                  the panel is older than the config: run `sheetq panels sync`",
-                shown(asked.function.trim())
+                shown(crate::sheet_text::trim(asked.function))
             )));
         };
         if f.command != command {
@@ -362,7 +385,7 @@ impl Catalog {
                     f.label
                 )));
             }
-            let requester = asked.requester.trim();
+            let requester = crate::sheet_text::trim(asked.requester);
             if !allow.iter().any(|who| allow_matches(who, requester)) {
                 return Err(Refused::Requester(
                     self.not_allowed.render(requester, &f.label),
@@ -373,8 +396,8 @@ impl Catalog {
             .args_for(asked.args, asked.args_trusted)
             .map_err(Refused::Args)?;
         if let Some(rule) = crate::approval::Rule::of(f) {
-            // A continuation step on a protected queue (its args trusted) goes on with work
-            // already approved: only sheetq and the owner can write one there.
+            // A continuation step (its args trusted) goes on with work already approved:
+            // only sheetq's mark makes a row one, never a cell or a flag.
             if !asked.args_trusted {
                 self.check_approved(&rule, asked)?;
             }
@@ -494,6 +517,16 @@ fn is_allow_entry(who: &str) -> bool {
 
 /// Whether 依頼者 `requester` matches the `allow` entry `who`: letters without regard to
 /// case, `*` any run of characters. An empty 依頼者 matches nothing, not even `*`.
+/// The refusal of a sheet value that only looks like the configured `configured`.
+pub fn look_alike_message(what: &str, value: &str, configured: &str, how: &str) -> String {
+    format!(
+        "{what} {} looks like \"{configured}\" of sheetq.toml but {how}, so nothing ran: a value on the \
+         sheet names a configured one only when it is the same text; run `sheetq panels sync` to \
+         rewrite the panel",
+        shown(value)
+    )
+}
+
 pub fn allow_matches(who: &str, requester: &str) -> bool {
     if requester.is_empty() {
         return false;

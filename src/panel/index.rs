@@ -98,13 +98,12 @@ impl PanelIndex {
     pub fn build(meta: &SpreadsheetMeta, ranges: &[ValueRange], layout: &PanelLayout) -> Self {
         let (top_left, _) = layout.marker_block();
         let at = |values: &[Vec<Cell>], cell: super::CellRef| {
-            cell_text(cell_at(
+            let text = cell_text(cell_at(
                 values,
                 (cell.row - top_left.row) as usize,
                 (cell.col - top_left.col) as usize,
-            ))
-            .trim()
-            .to_string()
+            ));
+            crate::sheet_text::trim(&text).to_string()
         };
         let mut index = PanelIndex::default();
         let mut found: Vec<PanelRef> = Vec::new();
@@ -192,7 +191,9 @@ impl PanelIndex {
 
     /// The panel whose label cell holds `label` (compared trimmed, case-sensitive).
     pub fn get(&self, label: &str) -> Option<&PanelRef> {
-        self.by_label.get(label.trim()).map(|i| &self.panels[*i])
+        self.by_label
+            .get(crate::sheet_text::trim(label))
+            .map(|i| &self.panels[*i])
     }
 
     /// Usable panels in tab order.

@@ -70,7 +70,9 @@ pub fn parse_entries(values: &[Vec<Cell>], layout: &PanelLayout) -> Vec<IndexEnt
         .enumerate()
         .skip(1)
         .filter_map(|(i, cells)| {
-            let text = |c: u32| cell_text(cell_in(cells, c as usize)).trim().to_string();
+            let text = |c: u32| {
+                crate::sheet_text::trim(&cell_text(cell_in(cells, c as usize))).to_string()
+            };
             let entry = IndexEntry {
                 row: i as u32 + 1,
                 ticked: super::table::is_ticked(cell_in(cells, TICK as usize)),

@@ -245,12 +245,17 @@ pub fn plan_intake(
 /// The flags a press takes from its panel row: all but `continuation`, which only sheetq
 /// writes, on the row a command's `continue` appends. A panel's hidden cells are the sheet's,
 /// and a sheet that merely looks like a panel is anyone's: a continuation's args are trusted
-/// on a protected queue, so no press may bring the flag in.
+/// on a protected queue, so no press may bring the flag in, nor anything that looks like it
+/// (`continuation` plus U+0085, fullwidth, another case: [`crate::sheet_text`]). The daemon
+/// trusts a continuation only by sheetq's own mark on the queue (`provenance`), never by
+/// this cell; dropping the word here keeps a press from being refused for carrying it.
 pub fn press_flags(flags: &str) -> String {
     flags
         .split(',')
-        .map(str::trim)
-        .filter(|f| !f.is_empty() && *f != crate::commands::CONTINUATION_FLAG)
+        .map(crate::sheet_text::trim)
+        .filter(|f| {
+            !f.is_empty() && crate::sheet_text::skeleton(f) != crate::commands::CONTINUATION_FLAG
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -685,5 +690,19 @@ mod tests {
                 "{c:?} should be a string: {cells:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_press_never_brings_continuation_in_any_spelling() {
+        assert_eq!(
+            press_flags("heavy,continuation\u{85}, Continuation ,\u{ff43}ontinuation,\u{feff}continuation"),
+            "heavy",
+            "only sheetq's mark makes a continuation step; a press drops every look-alike of the word"
+        );
+        assert_eq!(
+            press_flags(" heavy\t,nightly"),
+            "heavy,nightly",
+            "spaces and tabs at either end go, and nothing else"
+        );
     }
 }

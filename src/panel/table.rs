@@ -81,7 +81,8 @@ impl PanelTable {
         let mut rows = Vec::new();
         for (i, cells) in range.values.iter().enumerate() {
             let get = |c: super::ColumnRef| cell_in(cells, (c.0 - left) as usize);
-            let text = |c: super::ColumnRef| cell_text(get(c)).trim().to_string();
+            let text =
+                |c: super::ColumnRef| crate::sheet_text::trim(&cell_text(get(c))).to_string();
             let row = PanelRow {
                 row: layout.first_row + i as u32,
                 ticked: is_ticked(get(cols.tick)),
@@ -106,7 +107,7 @@ impl PanelTable {
     /// only breaks a tie between rows sharing a label; with no hint among them, the top-most
     /// one is used, as a person reading the panel would.
     pub fn find(&self, function: &str, hint: Option<u32>) -> Option<&PanelRow> {
-        let function = function.trim();
+        let function = crate::sheet_text::trim(function);
         if function.is_empty() {
             return None;
         }

@@ -120,6 +120,12 @@ fn describe(request: &Request) -> String {
             row + 1
         ),
         Request::DeleteMetadata { id } => format!("delete metadata #{id}"),
+        Request::MarkSheet {
+            sheet_id,
+            key,
+            value,
+        } => format!("mark sheet {sheet_id} with project metadata {key}={value}"),
+        Request::Unmark { key, value } => format!("remove project metadata {key}={value}"),
         Request::DeleteSheet { sheet_id } => format!("delete sheet {sheet_id}"),
         Request::SortRows {
             range,

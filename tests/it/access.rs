@@ -39,14 +39,6 @@ label = "サーバーB"
 label = "サーバーC"
 "#;
 
-/// The value of the sample `name{labels}` in a Prometheus text, if shown.
-fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
-    metrics.lines().find_map(|l| {
-        l.strip_prefix(name_and_labels)
-            .and_then(|rest| rest.trim().parse().ok())
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_args_commands_and_targets_are_refused_visibly_and_only_the_configs_args_run() {
     let emu = start_with_quota(FAST).await;

@@ -51,14 +51,6 @@ command = "deploy"
     )
 }
 
-/// The value of the sample `name{labels}` in a Prometheus text, if shown.
-fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
-    metrics.lines().find_map(|l| {
-        l.strip_prefix(name_and_labels)
-            .and_then(|rest| rest.trim().parse().ok())
-    })
-}
-
 /// A spreadsheet set up as an operator sets it up (`sheetq init` protects the queue), the
 /// daemon's config, and jobs queued by alice: `(function, target)` each.
 async fn set_up(
@@ -92,16 +84,6 @@ async fn set_up(
     (config, ids)
 }
 
-fn show<'a>(emu: &'a Emulator, log: &'a Path) -> impl FnOnce() -> String + 'a {
-    move || {
-        format!(
-            "{}\nlog:\n{}",
-            describe_queue(&queue_rows(emu)),
-            std::fs::read_to_string(log).unwrap_or_default()
-        )
-    }
-}
-
 async fn awaiting(emu: &Emulator, job: &str, log: &Path) {
     wait_row(
         emu,
@@ -109,7 +91,7 @@ async fn awaiting(emu: &Emulator, job: &str, log: &Path) {
         "the job to await approval",
         WAIT,
         |r| r.state.is(State::AwaitingApproval),
-        show(emu, log),
+        queue_and_log(emu, log),
     )
     .await;
 }
@@ -176,7 +158,7 @@ async fn a_job_runs_once_approved_by_another_listed_person_and_never_on_its_requ
             format!(
                 "{:?}\n{}",
                 panel_row(&emu, "サーバーA", 8),
-                show(&emu, &log)()
+                queue_and_log(&emu, &log)()
             )
         },
     )
@@ -186,7 +168,7 @@ async fn a_job_runs_once_approved_by_another_listed_person_and_never_on_its_requ
             .state
             .is(State::AwaitingApproval),
         "{}",
-        show(&emu, &log)()
+        queue_and_log(&emu, &log)()
     );
     assert_eq!(
         lines_in(&dir.path().join("runs")),
@@ -199,12 +181,15 @@ async fn a_job_runs_once_approved_by_another_listed_person_and_never_on_its_requ
         ok.status.success() && out_text(&ok).contains("approved by bob@sre.example.com (1/1)"),
         "a listed approver other than the requester approves: {ok:?}"
     );
-    let rows = wait_finished_or(&emu, std::slice::from_ref(job), WAIT, || show(&emu, &log)()).await;
+    let rows = wait_finished_or(&emu, std::slice::from_ref(job), WAIT, || {
+        queue_and_log(&emu, &log)()
+    })
+    .await;
     let done = row_of(&rows, job);
     assert!(
         done.state.is(State::Done) && done.message.contains("deployed"),
         "{}",
-        show(&emu, &log)()
+        queue_and_log(&emu, &log)()
     );
     assert!(
         done.approvals.contains("bob@sre.example.com "),
@@ -283,7 +268,7 @@ async fn one_of_two_approvals_keeps_a_job_waiting_and_an_approvers_stop_rejects_
             format!(
                 "{:?}\n{}",
                 panel_row(&emu, "サーバーA", 9),
-                show(&emu, &log)()
+                queue_and_log(&emu, &log)()
             )
         },
     )
@@ -298,7 +283,8 @@ async fn one_of_two_approvals_keeps_a_job_waiting_and_an_approvers_stop_rejects_
         reject.status.success() && out_text(&reject).contains("rejected by bob@sre.example.com"),
         "{reject:?}"
     );
-    let rows = wait_ended_with_messages(&emu, &[rejected.as_str()], WAIT, show(&emu, &log)).await;
+    let rows =
+        wait_ended_with_messages(&emu, &[rejected.as_str()], WAIT, queue_and_log(&emu, &log)).await;
     let r = row_of(&rows, rejected);
     assert!(
         r.state.is(State::Rejected)
@@ -316,7 +302,7 @@ async fn one_of_two_approvals_keeps_a_job_waiting_and_an_approvers_stop_rejects_
             .state
             .is(State::AwaitingApproval),
         "one approval of two is not enough: {}",
-        show(&emu, &log)()
+        queue_and_log(&emu, &log)()
     );
     assert_eq!(lines_in(&dir.path().join("runs")), 0, "nothing ran");
 }
@@ -337,7 +323,8 @@ async fn a_request_not_approved_in_time_expires_even_when_its_daemon_restarted_m
         .state
         .is(State::AwaitingApproval));
     let _daemon = Binary::start(&config, &dir.path().join("second.log"));
-    let rows = wait_ended_with_messages(&emu, &[job.as_str()], WAIT, show(&emu, &log)).await;
+    let rows =
+        wait_ended_with_messages(&emu, &[job.as_str()], WAIT, queue_and_log(&emu, &log)).await;
     let r = row_of(&rows, job);
     assert!(
         r.state.is(State::Expired)
@@ -387,7 +374,7 @@ async fn with_approvers_a_daemon_refuses_an_open_queue_where_anyone_could_forge_
         assert!(
             std::time::Instant::now() < deadline,
             "the daemon did not stop: {}",
-            show(&emu, &log)()
+            queue_and_log(&emu, &log)()
         );
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -463,7 +450,7 @@ async fn a_job_waiting_for_approval_costs_nothing_per_poll_and_an_approval_at_mo
                 .contains("daemon started")
                 .then_some(())
         },
-        show(&emu, &log),
+        queue_and_log(&emu, &log),
     )
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -479,7 +466,7 @@ async fn a_job_waiting_for_approval_costs_nothing_per_poll_and_an_approval_at_mo
         "alice@example.com",
     )
     .await;
-    wait_ended_with_messages(&emu, &[plain.as_str()], WAIT, show(&emu, &log)).await;
+    wait_ended_with_messages(&emu, &[plain.as_str()], WAIT, queue_and_log(&emu, &log)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let plain_writes = writes_since(&emu, from) - 1;
 
@@ -515,7 +502,7 @@ async fn a_job_waiting_for_approval_costs_nothing_per_poll_and_an_approval_at_mo
         .count();
     let approve = run_sheetq(&config, &["approve", &gated, "--as", "lead@example.com"]).await;
     assert!(approve.status.success(), "{approve:?}");
-    wait_ended_with_messages(&emu, &[gated.as_str()], WAIT, show(&emu, &log)).await;
+    wait_ended_with_messages(&emu, &[gated.as_str()], WAIT, queue_and_log(&emu, &log)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let gated_writes = writes_since(&emu, from) - 2;
     println!(

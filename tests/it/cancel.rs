@@ -79,18 +79,7 @@ fn runs(dir: &Path) -> usize {
 /// Waits until every job of `jobs` is final with its メッセージ (a cancel's 終了日時/メッセージ
 /// follow its state in a later write); returns the queue then.
 async fn wait_ended(emu: &Emulator, jobs: &[&str], log: &Path) -> Vec<sheetq::queue::QueueRow> {
-    wait_ended_with_messages(emu, jobs, WAIT, show(emu, log)).await
-}
-
-/// The queue and a daemon's log, for a failure message.
-fn show<'a>(emu: &'a Emulator, log: &'a Path) -> impl FnOnce() -> String + 'a {
-    move || {
-        format!(
-            "{}\nlog:\n{}",
-            describe_queue(&queue_rows(emu)),
-            std::fs::read_to_string(log).unwrap_or_default()
-        )
-    }
+    wait_ended_with_messages(emu, jobs, WAIT, queue_and_log(emu, log)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +177,7 @@ async fn a_running_job_asked_to_stop_has_its_process_group_stopped_and_ends_canc
                 .collect();
             (pids.len() == 2).then_some(pids)
         },
-        show(&emu, &log),
+        queue_and_log(&emu, &log),
     )
     .await;
     ask_to_stop(&emu, "long", "taro@example.com 2026/12/03 21:30:00 #long");
@@ -247,7 +236,7 @@ async fn a_job_asked_to_stop_whose_daemon_is_dead_ends_cancelled_when_rescued_an
         "the long job to run under vm-dies",
         WAIT,
         || (runs(dir.path()) == 1).then_some(()),
-        show(&emu, &log),
+        queue_and_log(&emu, &log),
     )
     .await;
     drop(daemon);
@@ -509,7 +498,7 @@ async fn sheetq_cancel_stops_waiting_and_running_jobs_and_leaves_finished_ones()
                 .ok()
                 .filter(|t| t.split_whitespace().count() == 2)
         },
-        show(&emu, &log),
+        queue_and_log(&emu, &log),
     )
     .await;
     let out = cancel_cli(&config, &["long", "--as", "ops@example.com", "--wait"]).await;
@@ -517,7 +506,7 @@ async fn sheetq_cancel_stops_waiting_and_running_jobs_and_leaves_finished_ones()
     assert!(
         out.status.success() && stdout.contains("キャンセル: 中止: ops@example.com "),
         "cancel --wait of a running job prints its end and exits 0: {out:?}\n{}",
-        show(&emu, &log)()
+        queue_and_log(&emu, &log)()
     );
     let rows = wait_ended(&emu, &["waiting", "long"], &log).await;
     let waiting = row_of(&rows, "waiting");

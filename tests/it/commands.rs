@@ -53,6 +53,7 @@ fn spec(command: &str, args: &str) -> JobSpec {
         panel_sheet: "A社パネル".into(),
         panel_row: Some(12),
         approvals: String::new(),
+        continuation: false,
     }
 }
 
@@ -328,6 +329,8 @@ async fn environment_is_cleared_but_for_the_allow_list_and_sheetq_fields() {
     );
     let mut s = spec("envy", r#"{"a": 1}"#);
     s.flags = vec!["heavy".into(), " continuation ".into()];
+    // A step sheetq marked: the flag alone would be refused before anything ran.
+    s.continuation = true;
     s.requester = String::new();
     let out = run(&r, &s).await;
     assert_eq!(out.status, OutcomeStatus::Done, "{out:?}");

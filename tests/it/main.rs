@@ -26,6 +26,7 @@ mod panel_sync;
 mod panels;
 mod people;
 mod probe;
+mod provenance;
 mod retries;
 mod schedules;
 mod sheets_google;

@@ -913,3 +913,22 @@ pub fn lines_in(path: &std::path::Path) -> usize {
         .lines()
         .count()
 }
+
+/// The value of the sample `name{labels}` in a Prometheus text, if shown.
+pub fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        l.strip_prefix(name_and_labels)
+            .and_then(|rest| rest.trim().parse().ok())
+    })
+}
+
+/// The queue and a daemon's log `log`, for a failure message.
+pub fn queue_and_log<'a>(emu: &'a Emulator, log: &'a std::path::Path) -> impl Fn() -> String + 'a {
+    move || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&queue_rows(emu)),
+            std::fs::read_to_string(log).unwrap_or_default()
+        )
+    }
+}

@@ -286,6 +286,37 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 data_filter: Some(to_api_filter(&Filter::Metadata(*id))),
             });
         }
+        R::MarkSheet {
+            sheet_id,
+            key,
+            value,
+        } => {
+            out.create_developer_metadata = Some(api::CreateDeveloperMetadataRequest {
+                developer_metadata: Some(api::DeveloperMetadata {
+                    metadata_key: Some(key.clone()),
+                    metadata_value: Some(value.clone()),
+                    visibility: Some("PROJECT".into()),
+                    location: Some(api::DeveloperMetadataLocation {
+                        sheet_id: Some(*sheet_id),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            });
+        }
+        R::Unmark { key, value } => {
+            out.delete_developer_metadata = Some(api::DeleteDeveloperMetadataRequest {
+                data_filter: Some(api::DataFilter {
+                    developer_metadata_lookup: Some(api::DeveloperMetadataLookup {
+                        metadata_key: Some(key.clone()),
+                        metadata_value: Some(value.clone()),
+                        visibility: Some("PROJECT".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            });
+        }
         R::AddProtectedRange {
             area,
             description,
@@ -674,6 +705,7 @@ pub fn metadata_entries(reply: &api::SearchDeveloperMetadataResponse) -> Vec<Met
                 row: range
                     .filter(|_| rows)
                     .and_then(|r| u32::try_from(r.start_index.unwrap_or(0)).ok()),
+                project_only: d.visibility.as_deref() == Some("PROJECT"),
             }
         })
         .collect()

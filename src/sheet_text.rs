@@ -1,0 +1,238 @@
+//! Text in sheet cells compared with the config's: the one written rule that the daemon,
+//! the poll intake and the Apps Script intake (`apps-script/intake.js`: `sheetTrim`, `skeleton`, `compareSheetText`) share
+//! (docs/design.md, "Sheet text against the config"); pure.
+//!
+//! A value read from the sheet names a configured thing (a command, a function, a target,
+//! the `continuation` flag) only when it is **the same** text: its [`trim`] equal to the
+//! configured value code point for code point. Rust's `str::trim` and JavaScript's
+//! `String.prototype.trim` disagree (U+0085 is whitespace to one and not the other, U+FEFF
+//! the other way round), so neither is used on a value that decides anything: a value that
+//! one side trimmed into a match and the other did not is exactly how a flag or a label
+//! slipped past a check. A value that is not the same but has the same [`skeleton`]
+//! **looks like** the configured one (an invisible, control or format character, a
+//! fullwidth letter, another case): it is refused, never normalised into a match.
+//!
+//! The vectors in `tests/vectors/sheet_text.json` hold both implementations to the rule.
+
+/// What a value read from the sheet is to a configured one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Likeness {
+    /// The same text, spaces and tabs at either end aside.
+    Same,
+    /// Not the same, yet the same once invisible, control and format characters are dropped,
+    /// fullwidth forms folded and letters lowercased: a look-alike. `first_hidden` is the
+    /// first code point of the sheet's value that is hidden, a fullwidth form, or not in the
+    /// configured value at all (another case), when it has one.
+    LookAlike { first_hidden: Option<char> },
+    /// Another text altogether.
+    Other,
+}
+
+/// The value with U+0020 SPACE and U+0009 TAB removed at both ends, and nothing else.
+pub fn trim(value: &str) -> &str {
+    value.trim_matches([' ', '\t'])
+}
+
+/// Whether `c` is dropped by the [`skeleton`]: Unicode `White_Space`, a control (`Cc`) or a
+/// format character (`Cf`: zero-width characters, bidirectional marks, the BOM, tags).
+pub fn hidden(c: char) -> bool {
+    c.is_whitespace() || c.is_control() || is_format(c)
+}
+
+/// Unicode general category `Cf` (Unicode 15.1); the same ranges are in the vectors file,
+/// where the Node test checks them against JavaScript's `\p{Cf}`.
+pub const FORMAT_RANGES: &[(u32, u32)] = &[
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+];
+
+fn is_format(c: char) -> bool {
+    let c = c as u32;
+    FORMAT_RANGES.iter().any(|&(lo, hi)| (lo..=hi).contains(&c))
+}
+
+/// The fullwidth form U+FF01–U+FF5E of an ASCII character as that character; any other
+/// character as it is.
+fn folded(c: char) -> char {
+    match c as u32 {
+        cp @ 0xFF01..=0xFF5E => char::from_u32(cp - 0xFF01 + 0x21).unwrap_or(c),
+        _ => c,
+    }
+}
+
+/// What is left of a value for telling look-alikes: hidden characters dropped, fullwidth
+/// forms folded to ASCII, A–Z lowercased.
+pub fn skeleton(value: &str) -> String {
+    value
+        .chars()
+        .filter(|&c| !hidden(c))
+        .map(|c| folded(c).to_ascii_lowercase())
+        .collect()
+}
+
+/// The sheet's `value` against the configured `configured`.
+pub fn compare(value: &str, configured: &str) -> Likeness {
+    if trim(value) == trim(configured) {
+        return Likeness::Same;
+    }
+    let shape = skeleton(value);
+    if shape.is_empty() || shape != skeleton(configured) {
+        return Likeness::Other;
+    }
+    let first_hidden = value
+        .chars()
+        .find(|&c| hidden(c) || folded(c) != c || !configured.contains(c));
+    Likeness::LookAlike { first_hidden }
+}
+
+/// Whether `value` is the same as `configured` ([`Likeness::Same`]).
+pub fn same(value: &str, configured: &str) -> bool {
+    compare(value, configured) == Likeness::Same
+}
+
+/// `U+0085`, with the character's name when it is one people meet in these attacks.
+pub fn code_point(c: char) -> String {
+    let name = match c {
+        '\u{0009}' => " (TAB)",
+        '\u{000A}' => " (LINE FEED)",
+        '\u{000D}' => " (CARRIAGE RETURN)",
+        '\u{0020}' => " (SPACE)",
+        '\u{0085}' => " (NEXT LINE)",
+        '\u{00A0}' => " (NO-BREAK SPACE)",
+        '\u{00AD}' => " (SOFT HYPHEN)",
+        '\u{200B}' => " (ZERO WIDTH SPACE)",
+        '\u{200C}' => " (ZERO WIDTH NON-JOINER)",
+        '\u{200D}' => " (ZERO WIDTH JOINER)",
+        '\u{200E}' => " (LEFT-TO-RIGHT MARK)",
+        '\u{200F}' => " (RIGHT-TO-LEFT MARK)",
+        '\u{2028}' => " (LINE SEPARATOR)",
+        '\u{2029}' => " (PARAGRAPH SEPARATOR)",
+        '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => " (a bidirectional control)",
+        '\u{3000}' => " (IDEOGRAPHIC SPACE)",
+        '\u{FEFF}' => " (ZERO WIDTH NO-BREAK SPACE)",
+        '\u{FF01}'..='\u{FF5E}' => " (a fullwidth form)",
+        'A'..='Z' => " (an upper-case letter)",
+        _ => "",
+    };
+    format!("U+{:04X}{name}", c as u32)
+}
+
+/// How a look-alike differs, for a refusal: "differs by U+0085 (NEXT LINE)".
+pub fn difference(first_hidden: Option<char>) -> String {
+    match first_hidden {
+        Some(c) => format!("differs by {}", code_point(c)),
+        None => "differs by invisible characters".into(),
+    }
+}
+
+/// The first configured value among `configured` that `value` only looks like, with how it
+/// differs: `None` when `value` is the same as one of them, or like none of them.
+pub fn look_alike<'a>(
+    value: &str,
+    configured: impl IntoIterator<Item = &'a str>,
+) -> Option<(&'a str, String)> {
+    let mut found = None;
+    for c in configured {
+        match compare(value, c) {
+            Likeness::Same => return None,
+            Likeness::LookAlike { first_hidden } if found.is_none() => {
+                found = Some((c, difference(first_hidden)));
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VECTORS: &str = include_str!("../tests/vectors/sheet_text.json");
+
+    fn vectors() -> serde_json::Value {
+        serde_json::from_str(VECTORS).unwrap_or_else(|e| panic!("the vectors file parses: {e}"))
+    }
+
+    #[test]
+    fn trim_removes_spaces_and_tabs_only() {
+        for pair in vectors()["trim"].as_array().unwrap() {
+            let (input, want) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+            assert_eq!(trim(input), want, "trim({input:?})");
+        }
+    }
+
+    #[test]
+    fn every_vector_gets_the_verdict_the_rule_gives_it() {
+        for case in vectors()["compare"].as_array().unwrap() {
+            let sheet = case["sheet"].as_str().unwrap();
+            let config = case["config"].as_str().unwrap();
+            let got = compare(sheet, config);
+            let (verdict, hidden) = match &got {
+                Likeness::Same => ("same", None),
+                Likeness::LookAlike { first_hidden } => (
+                    "lookalike",
+                    first_hidden.map(|c| format!("U+{:04X}", c as u32)),
+                ),
+                Likeness::Other => ("other", None),
+            };
+            assert_eq!(
+                verdict,
+                case["verdict"].as_str().unwrap(),
+                "{sheet:?} against {config:?}: {got:?}"
+            );
+            assert_eq!(
+                hidden.as_deref(),
+                case["first_hidden"].as_str(),
+                "the first hidden code point of {sheet:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_format_table_is_the_one_the_vectors_hold_for_node() {
+        let ranges: Vec<(u32, u32)> = vectors()["format_ranges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r[0].as_u64().unwrap() as u32, r[1].as_u64().unwrap() as u32))
+            .collect();
+        assert_eq!(
+            ranges, FORMAT_RANGES,
+            "src/sheet_text.rs and the vectors file list Cf alike"
+        );
+    }
+
+    #[test]
+    fn a_look_alike_is_named_with_its_configured_value_and_how_it_differs() {
+        assert_eq!(
+            look_alike("deploy\u{85}", ["restart", "deploy"]),
+            Some(("deploy", "differs by U+0085 (NEXT LINE)".to_string()))
+        );
+        assert_eq!(
+            look_alike("deploy", ["Deploy", "deploy"]),
+            None,
+            "the same one wins"
+        );
+        assert_eq!(look_alike("build", ["deploy"]), None);
+    }
+}
