@@ -297,9 +297,11 @@ impl Busy {
                     r.job_id == job.job_id && is_final(r) && !r.state.is(State::Cancelled)
                 });
             if !settled {
-                busy.targets.insert(job.target.trim().to_string());
-                if !job.requester.trim().is_empty() {
-                    busy.requesters.insert(job.requester.trim().to_string());
+                busy.targets
+                    .insert(crate::sheet_text::trim(&job.target).to_string());
+                let requester = crate::sheet_text::trim(&job.requester);
+                if !requester.is_empty() {
+                    busy.requesters.insert(requester.to_string());
                 }
             }
         }
@@ -357,7 +359,9 @@ pub fn duplicate_of<'a>(
     function: &str,
 ) -> Option<&'a QueueRow> {
     snapshot.rows.iter().find(|r| {
-        is_open(r) && r.target_key() == target.trim() && r.function.trim() == function.trim()
+        is_open(r)
+            && r.target_key() == crate::sheet_text::trim(target)
+            && crate::sheet_text::trim(&r.function) == crate::sheet_text::trim(function)
     })
 }
 
@@ -373,7 +377,10 @@ pub fn job_to_stop<'a>(
         .rows
         .iter()
         .filter(|r| is_open(r))
-        .filter(|r| r.target_key() == target.trim() && r.function.trim() == function.trim())
+        .filter(|r| {
+            r.target_key() == crate::sheet_text::trim(target)
+                && crate::sheet_text::trim(&r.function) == crate::sheet_text::trim(function)
+        })
         .max_by_key(|r| (r.received_at, r.row))
 }
 

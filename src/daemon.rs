@@ -42,6 +42,7 @@ use crate::workers::{self, RunningRef};
 
 mod archive;
 mod claim_pass;
+mod hold_off;
 mod panel;
 mod poll;
 mod provenance;
@@ -171,6 +172,10 @@ struct Claimed {
     linked: bool,
     /// Whether the claim commit wrote the panel row's 結果 formula (its panel row was found).
     panel_linked: bool,
+    /// The jobId of the continuation step this claim was planned on, when sheetq's mark
+    /// vouched for it then (`provenance`): the commit spends the mark, so the verdict is
+    /// kept here for the job, and holds only if the claim took that very row.
+    continuation: Option<String>,
 }
 
 /// Runs the daemon until `shutdown` is cancelled, then drains running jobs within the
@@ -618,6 +623,13 @@ struct Served {
     /// Whether every live daemon of the spreadsheet calls as an account of our Cloud
     /// project, so that a row without a mark we can see has none (`provenance`).
     marks_seen_by_all: bool,
+    /// Cells of people's sheets someone else's protection bars: left out of our writes.
+    barred: Vec<crate::protection::Barred>,
+    /// Set while the spreadsheet is held off (`hold_off`).
+    held_off: Option<hold_off::HeldOff>,
+    /// The last pass's write-back was refused (400): the layout and protections are read
+    /// afresh for the next, and a second refusal in a row fails the pass.
+    write_refused: bool,
 }
 
 /// What one spreadsheet's daemon shares with the others its process serves: the job slots,
@@ -742,6 +754,7 @@ impl Daemon {
         ));
         runner.set_panel_opener(panel_opener.clone());
         let account = sheets.account();
+        let marks = crate::provenance::Marks::new(&config.spreadsheet_id);
         let watch = Watch::new(config.heartbeat_interval.max(config.poll_interval * 2));
         let mut daemon = Self {
             sheets,
@@ -810,10 +823,14 @@ impl Daemon {
                 budget_bound: false,
                 busy_at: tokio::time::Instant::now(),
                 reported: HashSet::new(),
-                marks: Default::default(),
+                marks,
                 marks_seen_by_all: true,
+                barred: Vec::new(),
+                held_off: None,
+                write_refused: false,
             },
         };
+        daemon.take_in_protections(&meta);
         daemon.take_in_sheets(meta.sheets);
         daemon.take_in_panels(panels);
         match states {
@@ -867,6 +884,7 @@ impl Daemon {
             }
             match self.pass().await {
                 Ok(()) => {
+                    self.served_again();
                     self.observers.health.poll_completed();
                     self.observers
                         .metrics
@@ -900,10 +918,17 @@ impl Daemon {
                     self.served.relayout = true;
                     continue;
                 }
-                Err(other) => {
-                    error!(error = %other, "stopping: the spreadsheet cannot be used as configured");
+                Err(other) if other.ends_the_process() => {
+                    error!(error = %other, "stopping: only the VM's operator can put this right");
                     fatal = Some(other);
                     break;
+                }
+                // Whatever a person did to the spreadsheet (a protection over sheetq's own
+                // sheets, a sheet or header gone, its sharing withdrawn) costs this
+                // spreadsheet, for a while, never the process nor its other spreadsheets.
+                Err(other) => {
+                    self.hold_off(&other);
+                    continue;
                 }
             }
             failures = 0;
@@ -1095,14 +1120,24 @@ impl Daemon {
         };
         // A write-back that fails must not stop claiming: its results wait in the outbox.
         let flushed_at = tokio::time::Instant::now();
+        let refused_before = std::mem::take(&mut self.served.write_refused);
         let wrote_heartbeat = match self.flush(&poll, display).await {
             Ok(wrote) => wrote,
             // Refused too: a bound row deleted between the read and the write makes Google
             // refuse the whole write. The next poll resolves every result afresh.
+            // Refused twice in a row, the cells left out did not help: the pass fails, and the
+            // loop holds the spreadsheet off if that goes on.
             Err(DaemonError::Sheets(e))
-                if e.is_retryable() || e.kind == ErrorKind::InvalidArgument =>
+                if e.is_retryable()
+                    || (e.kind == ErrorKind::InvalidArgument && !refused_before) =>
             {
                 warn!(error = %e, pending = self.outbox.len(), "could not write results; they stay in the outbox and are resolved afresh at the next poll");
+                // Refused for a cell someone protected since the last look: the next pass
+                // reads the protections (and the layout) afresh, and leaves those cells out.
+                if e.kind == ErrorKind::InvalidArgument {
+                    self.served.relayout = true;
+                    self.served.write_refused = true;
+                }
                 false
             }
             Err(e) => return Err(e),
@@ -1158,6 +1193,7 @@ impl Daemon {
             // sheet list, so it is read (one call a few minutes) to notice new panels.
             let meta = self.sheets.metadata().await?;
             self.retrust(&meta);
+            self.take_in_protections(&meta);
             self.take_in_sheets(meta.sheets);
         }
         let waiting = poll
@@ -1302,6 +1338,10 @@ impl Daemon {
     /// how far apart this daemon's polls are now.
     fn next_poll(&self, first: bool) -> (tokio::time::Instant, StdDuration) {
         let now = tokio::time::Instant::now();
+        // A spreadsheet held off is tried again once its wait is over, and not before.
+        if let Some(held) = self.served.held_off.filter(|h| h.until > now) {
+            return (held.until, held.wait);
+        }
         if first {
             return (now, self.config.poll_interval);
         }
@@ -1587,7 +1627,8 @@ impl Daemon {
             panel_sheet: row.panel_sheet.clone(),
             panel_row: row.panel_row,
             approvals: row.approvals.clone(),
-            continuation: self.served.marks.vouches(row),
+            continuation: claimed.continuation.as_deref() == Some(row.job_id.as_str())
+                || self.served.marks.vouches(row),
         };
         let span = tracing::info_span!("job", job.id = ?row.job_id, target = ?row.target_key(), worker = %claimed.tag);
         span.in_scope(|| info!(command = ?row.command, "claimed"));

@@ -144,6 +144,10 @@ pub struct Metrics {
     /// The Google client's call counters; `None` for a sheet reached without it.
     api: Option<Arc<SheetsStats>>,
     outbox_depth: AtomicU64,
+    /// Protected ranges of someone else's whose cells sheetq leaves out of its writes.
+    barred_ranges: AtomicU64,
+    /// 1 while the spreadsheet is held off (`daemon::hold_off`), else 0.
+    held_off: AtomicU64,
     running_jobs: AtomicI64,
     job_duration: Histogram,
     /// Unix seconds of the last poll that read the queue; 0 until the first one.
@@ -177,6 +181,8 @@ impl Metrics {
             lease_acquisitions: AtomicU64::new(0),
             api: None,
             outbox_depth: AtomicU64::new(0),
+            barred_ranges: AtomicU64::new(0),
+            held_off: AtomicU64::new(0),
             running_jobs: AtomicI64::new(0),
             job_duration: Histogram::new(),
             last_successful_poll: AtomicU64::new(0),
@@ -299,6 +305,16 @@ impl Metrics {
     /// Results waiting in the local outbox to be written to the sheet.
     pub fn set_outbox_depth(&self, depth: u64) {
         self.outbox_depth.store(depth, Ordering::Relaxed);
+    }
+
+    /// How many protected ranges of someone else's bar cells sheetq writes.
+    pub fn set_barred_ranges(&self, n: u64) {
+        self.barred_ranges.store(n, Ordering::Relaxed);
+    }
+
+    /// Whether the spreadsheet is held off now.
+    pub fn set_held_off(&self, held: bool) {
+        self.held_off.store(u64::from(held), Ordering::Relaxed);
     }
 
     /// A poll read the queue successfully at `at`.
@@ -534,13 +550,25 @@ impl Metrics {
         }
 
         Self::render_api(&mut out, &sources);
-        let gauges: [Family<Gauge>; 3] = [
+        let gauges: [Family<Gauge>; 5] = [
             Family {
                 name: "sheetq_outbox_depth",
                 help: "Finished results waiting in the local outbox to be written to the sheet.",
                 value: |m| {
                     i64::try_from(m.outbox_depth.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
                 },
+            },
+            Family {
+                name: "sheetq_barred_ranges",
+                help: "Protected ranges of someone else's over cells sheetq writes (panels, the index): their cells are left out of its writes.",
+                value: |m| {
+                    i64::try_from(m.barred_ranges.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+                },
+            },
+            Family {
+                name: "sheetq_held_off",
+                help: "1 while the spreadsheet is held off (it cannot be served as it is; tried again with backoff), else 0.",
+                value: |m| i64::try_from(m.held_off.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
             },
             Family {
                 name: "sheetq_running_jobs",
@@ -807,6 +835,9 @@ struct HealthInner {
     /// the client's retries in an outage).
     api: Option<Arc<SheetsStats>>,
     stopping: AtomicBool,
+    /// Why the loop holds off its spreadsheet (a write Google refused, a sheet gone), until
+    /// a pass succeeds again: `None` while it serves it.
+    paused: Mutex<Option<String>>,
     /// The loops of the spreadsheets a process serves, by label ([`Health::spreadsheet`]);
     /// empty for a daemon of one spreadsheet.
     parts: Mutex<Vec<(String, Health)>>,
@@ -880,6 +911,13 @@ pub enum Verdict {
         limit: Duration,
         spreadsheet: Option<String>,
     },
+    /// The loop holds off its spreadsheet (of `spreadsheet`), trying again with backoff:
+    /// something it needs cannot be read or written, for `reason`. The process serves the
+    /// others.
+    Paused {
+        reason: String,
+        spreadsheet: Option<String>,
+    },
     /// Shutdown has begun; the daemon no longer claims.
     Stopping,
 }
@@ -909,6 +947,13 @@ impl Verdict {
                 secs(last_poll_age),
                 secs(limit)
             ),
+            Verdict::Paused {
+                reason,
+                spreadsheet,
+            } => format!(
+                "paused: the spreadsheet{} is held off, tried again with backoff: {reason}",
+                of_spreadsheet(spreadsheet)
+            ),
             Verdict::Stopping => "stopping: shutdown in progress".into(),
         }
     }
@@ -937,6 +982,7 @@ impl Health {
                 gap_ms: AtomicU64::new(0),
                 api,
                 stopping: AtomicBool::new(false),
+                paused: Mutex::new(None),
                 parts: Mutex::new(Vec::new()),
             }),
         }
@@ -1074,6 +1120,13 @@ impl Health {
         self.inner.last_turn.fetch_max(stamp, Ordering::Relaxed);
     }
 
+    /// The loop holds off its spreadsheet for `reason` (`Some`), or serves it again (`None`).
+    pub fn set_paused(&self, reason: Option<String>) {
+        if let Ok(mut paused) = self.inner.paused.lock() {
+            *paused = reason;
+        }
+    }
+
     /// Shutdown began: report unhealthy so a load balancer or probe stops expecting work.
     pub fn set_stopping(&self) {
         self.inner.stopping.store(true, Ordering::Relaxed);
@@ -1095,6 +1148,12 @@ impl Health {
                 match part.verdict_at(now) {
                     Verdict::Healthy { last_poll_age } => oldest = oldest.max(last_poll_age),
                     Verdict::Stopping => return Verdict::Stopping,
+                    Verdict::Paused { reason, .. } => {
+                        return Verdict::Paused {
+                            reason,
+                            spreadsheet: Some(label),
+                        }
+                    }
                     Verdict::Starting { since, .. } => {
                         return Verdict::Starting {
                             since,
@@ -1116,6 +1175,13 @@ impl Health {
             }
             return Verdict::Healthy {
                 last_poll_age: oldest,
+            };
+        }
+        let paused = self.inner.paused.lock().ok().and_then(|p| p.clone());
+        if let Some(reason) = paused {
+            return Verdict::Paused {
+                reason,
+                spreadsheet: None,
             };
         }
         let stamp = self.inner.last_poll.load(Ordering::Relaxed);

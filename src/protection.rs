@@ -29,6 +29,63 @@ use crate::a1;
 use crate::panel::PanelLayout;
 use crate::sheets::{Area, GridRange, ProtectedRange, Request, SpreadsheetMeta};
 
+/// A protected range sheetq may not write through: made by someone else, its editors leaving
+/// sheetq's account out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Barred {
+    /// The sheet's title, for messages.
+    pub title: String,
+    pub area: Area,
+    pub description: String,
+}
+
+impl fmt::Display for Barred {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = &self.area;
+        let cols = match a.end_col {
+            Some(end) => format!(
+                "{}:{}",
+                a1::column_letters(a.start_col),
+                a1::column_letters(end.saturating_sub(1).max(a.start_col))
+            ),
+            None => format!("{}:", a1::column_letters(a.start_col)),
+        };
+        let rows = match a.end_row {
+            Some(end) => format!("rows {}–{}", a.start_row + 1, end.max(a.start_row + 1)),
+            None => format!("rows {}–", a.start_row + 1),
+        };
+        write!(f, "{} columns {cols} {rows}", a1::quote_title(&self.title))?;
+        if !self.description.is_empty() {
+            write!(f, " (\"{}\")", self.description.escape_debug())?;
+        }
+        Ok(())
+    }
+}
+
+/// The areas of the sheets people use (panels, the index, their own sheets: every sheet
+/// but those in `own`, sheetq's hidden ones) that the account which read `meta` may not
+/// edit: protected ranges whose editors leave it out (Google's `requestingUserCanEdit`
+/// false; a warning-only range bars no script). sheetq leaves their cells out of its writes,
+/// so a person's protection costs the cells it covers, never the claim commit or the
+/// results around them (docs/design.md §1.5). sheetq's own sheets are not among them: a
+/// refusal there holds the whole spreadsheet off, since nothing can be written without them.
+pub fn barred(meta: &SpreadsheetMeta, own: &[&str]) -> Vec<Barred> {
+    meta.sheets
+        .iter()
+        .filter(|s| !own.contains(&s.title.as_str()))
+        .flat_map(|s| {
+            s.protected_ranges
+                .iter()
+                .filter(|p| !p.requesting_user_can_edit && !p.warning_only)
+                .map(|p| Barred {
+                    title: s.title.clone(),
+                    area: p.area,
+                    description: p.description.clone(),
+                })
+        })
+        .collect()
+}
+
 /// The one-shot command that puts an area right.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fix {
@@ -580,6 +637,34 @@ mod tests {
                 sheet(5001, "web-1"),
             ],
         }
+    }
+
+    #[test]
+    fn only_peoples_sheets_areas_that_the_account_may_not_edit_are_barred() {
+        let mine = protected(1, Area::columns(5001, 7, 10), &[SA]);
+        let mut theirs = protected(2, Area::columns(5001, 2, 5), &[PERSON]);
+        theirs.requesting_user_can_edit = false;
+        theirs.description = "mine".into();
+        let mut warning = theirs.clone();
+        warning.id = 3;
+        warning.warning_only = true;
+        let mut in_queue = protected(4, Area::sheet(2001), &[OWNER]);
+        in_queue.requesting_user_can_edit = false;
+        let m = meta(vec![mine, theirs, warning, in_queue]);
+        let barred = barred(&m, &["_ジョブキュー", "_ワーカー", "_ジョブ履歴"]);
+        assert_eq!(
+            barred,
+            [Barred {
+                title: "web-1".into(),
+                area: Area::columns(5001, 2, 5),
+                description: "mine".into(),
+            }],
+            "ours and warning-only ones bar nothing; sheetq's own sheets are not barred but held off"
+        );
+        assert_eq!(
+            barred[0].to_string(),
+            "'web-1' columns C:E rows 1– (\"mine\")"
+        );
     }
 
     fn hidden() -> Vec<Wanted> {

@@ -72,12 +72,14 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// The mark's value: `"<jobId> <sha256 hex>"`. The fields are compared as the parser
-    /// reads cells (spaces and tabs at either end aside, `sheet_text::trim`), so a value
-    /// written and read back is the same.
-    pub fn mark(&self) -> String {
+    /// The mark's value on spreadsheet `spreadsheet`: `"<jobId> <sha256 hex>"`. The fields
+    /// are compared as the parser reads cells (spaces and tabs at either end aside,
+    /// `sheet_text::trim`), so a value written and read back is the same; the spreadsheet's
+    /// id is in the digest, so a mark carried to another spreadsheet vouches for nothing.
+    pub fn mark(&self, spreadsheet: &str) -> String {
         let t = crate::sheet_text::trim;
         let parts = [
+            spreadsheet,
             t(self.job_id),
             t(self.requester),
             t(self.panel_sheet),
@@ -115,14 +117,48 @@ pub enum Provenance {
     Unmarked,
 }
 
-/// The marks this daemon knows of, by jobId, and the rows found to have none.
+/// One mark on the queue sheet: its value and its `metadataId` (explicit, chosen by the
+/// daemon that creates it, so that it can be deleted by id: the form `check --probe` checks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    pub value: String,
+    pub id: i32,
+}
+
+impl Mark {
+    /// The jobId the mark names.
+    pub fn job(&self) -> Option<&str> {
+        job_of(&self.value)
+    }
+}
+
+/// The marks this daemon knows of, by jobId; the rows found to have none; the steps whose
+/// mark a claim commit of ours spent (a mark is good for one claim: a finished step turned
+/// back to 待機 by hand is no step any more); and the marks to create again.
 #[derive(Debug, Clone, Default)]
 pub struct Marks {
-    known: HashMap<String, String>,
+    /// The spreadsheet the marks are of (in every mark's digest).
+    spreadsheet: String,
+    known: HashMap<String, Mark>,
     absent: HashSet<String>,
+    spent: HashMap<String, Mark>,
+    to_create: Vec<Mark>,
 }
 
 impl Marks {
+    /// The marks of spreadsheet `spreadsheet`, none known yet.
+    pub fn new(spreadsheet: &str) -> Self {
+        Marks {
+            spreadsheet: spreadsheet.to_string(),
+            ..Marks::default()
+        }
+    }
+
+    /// The value of the mark of `fields` on this spreadsheet.
+    pub fn value_of(&self, fields: &Fields<'_>) -> String {
+        fields.mark(&self.spreadsheet)
+    }
+
     /// Whether the row's システムフラグ says it is a continuation step, in any form that
     /// looks like the word (`sheet_text::skeleton`).
     pub fn claims_continuation(row: &QueueRow) -> bool {
@@ -137,9 +173,13 @@ impl Marks {
             return Provenance::Plain;
         }
         match self.known.get(&row.job_id) {
-            Some(mark) if *mark == Fields::of_row(row).mark() => Provenance::Continuation,
+            Some(mark) if mark.value == self.value_of(&Fields::of_row(row)) => {
+                Provenance::Continuation
+            }
             Some(_) => Provenance::Unmarked,
-            None if self.absent.contains(&row.job_id) => Provenance::Unmarked,
+            None if self.absent.contains(&row.job_id) || self.spent.contains_key(&row.job_id) => {
+                Provenance::Unmarked
+            }
             None => Provenance::Unknown,
         }
     }
@@ -149,11 +189,11 @@ impl Marks {
         self.of(row) == Provenance::Continuation
     }
 
-    /// A mark this daemon sends with the row it appends.
-    pub fn wrote(&mut self, mark: String) {
-        if let Some(job) = job_of(&mark) {
-            self.absent.remove(job);
-            self.known.insert(job.to_string(), mark);
+    /// A mark this daemon sends with the row it appends, or found by a search.
+    pub fn wrote(&mut self, mark: Mark) {
+        if let Some(job) = mark.job().map(str::to_string) {
+            self.absent.remove(&job);
+            self.known.insert(job, mark);
         }
     }
 
@@ -170,9 +210,11 @@ impl Marks {
 
     /// What a search made after the rows of `asked` were read found: every mark of ours on
     /// the queue. A row asked about without a mark has none, for good.
-    pub fn learn(&mut self, asked: &[String], found: impl IntoIterator<Item = String>) {
+    pub fn learn(&mut self, asked: &[String], found: impl IntoIterator<Item = Mark>) {
         for mark in found {
-            self.wrote(mark);
+            if mark.job().is_some_and(|j| !self.spent.contains_key(j)) {
+                self.wrote(mark);
+            }
         }
         for job in asked {
             if !self.known.contains_key(job) {
@@ -181,10 +223,47 @@ impl Marks {
         }
     }
 
+    /// The mark of the step `row`, for the claim commit that takes it to delete: spent once
+    /// that commit applied ([`Marks::spent`]).
+    pub fn to_spend(&self, row: &QueueRow) -> Option<&Mark> {
+        self.vouches(row)
+            .then(|| self.known.get(&row.job_id))
+            .flatten()
+    }
+
+    /// The claim commit that deleted the marks of `jobs` applied: those steps are no steps
+    /// any more, unless given back ([`Marks::give_back`]).
+    pub fn spent(&mut self, jobs: &[String]) {
+        for job in jobs {
+            if let Some(mark) = self.known.remove(job) {
+                self.spent.insert(job.clone(), mark);
+            }
+        }
+    }
+
+    /// The claim of step `job` did not take (a person's sort put another row under it, or
+    /// another daemon took the row): its mark is created again, under a new id, with the
+    /// next commit, and vouches for its row meanwhile.
+    pub fn give_back(&mut self, job: &str, new_id: i32) {
+        if let Some(mark) = self.spent.remove(job) {
+            let mark = Mark {
+                value: mark.value,
+                id: new_id,
+            };
+            self.to_create.push(mark.clone());
+            self.known.insert(job.to_string(), mark);
+        }
+    }
+
+    /// The marks to create with the next commit ([`Marks::give_back`]); taken.
+    pub fn take_to_create(&mut self) -> Vec<Mark> {
+        std::mem::take(&mut self.to_create)
+    }
+
     /// The marks to remove: those whose row is no longer waiting, and, when `snapshot`
     /// covers the whole queue (`whole`), those whose row is gone.
-    pub fn to_remove(&self, snapshot: &Snapshot, whole: bool) -> Vec<String> {
-        let mut out: Vec<String> = self
+    pub fn to_remove(&self, snapshot: &Snapshot, whole: bool) -> Vec<Mark> {
+        let mut out: Vec<Mark> = self
             .known
             .iter()
             .filter(|(job, _)| {
@@ -198,14 +277,14 @@ impl Marks {
             })
             .map(|(_, mark)| mark.clone())
             .collect();
-        out.sort();
+        out.sort_by_key(|m| m.id);
         out
     }
 
     /// Forgets marks that were removed.
-    pub fn removed(&mut self, marks: &[String]) {
+    pub fn removed(&mut self, marks: &[Mark]) {
         for mark in marks {
-            if let Some(job) = job_of(mark) {
+            if let Some(job) = mark.job() {
                 if self.known.get(job) == Some(mark) {
                     self.known.remove(job);
                 }
@@ -239,12 +318,28 @@ mod tests {
         }
     }
 
+    const SPREADSHEET: &str = "sheet-1";
+
+    fn mark(row: &QueueRow, id: i32) -> Mark {
+        Mark {
+            value: Fields::of_row(row).mark(SPREADSHEET),
+            id,
+        }
+    }
+
     #[test]
     fn a_mark_vouches_only_for_the_row_it_was_made_for() {
         let row = step("j1", State::Waiting);
-        let mut marks = Marks::default();
-        marks.wrote(Fields::of_row(&row).mark());
+        let mut marks = Marks::new(SPREADSHEET);
+        marks.wrote(mark(&row, 1));
         assert_eq!(marks.of(&row), Provenance::Continuation);
+        let mut elsewhere = Marks::new("another-spreadsheet");
+        elsewhere.wrote(mark(&row, 1));
+        assert_eq!(
+            elsewhere.of(&row),
+            Provenance::Unmarked,
+            "a mark carried to another spreadsheet vouches for nothing there"
+        );
         for (what, change) in [
             (
                 "args",
@@ -270,7 +365,7 @@ mod tests {
     fn a_flag_alone_waits_for_a_search_and_is_unmarked_after_one() {
         let mut forged = step("j2", State::Waiting);
         forged.flags = vec!["continuation\u{85}".into()];
-        let mut marks = Marks::default();
+        let mut marks = Marks::new(SPREADSHEET);
         assert_eq!(marks.of(&forged), Provenance::Unknown);
         let s = snapshot(vec![forged.clone()]);
         let asked = marks.to_search(&s);
@@ -300,7 +395,7 @@ mod tests {
     fn a_row_without_the_flag_is_plain_whatever_the_marks() {
         let mut row = step("j3", State::Waiting);
         row.flags = vec!["heavy".into()];
-        assert_eq!(Marks::default().of(&row), Provenance::Plain);
+        assert_eq!(Marks::new(SPREADSHEET).of(&row), Provenance::Plain);
     }
 
     #[test]
@@ -308,14 +403,14 @@ mod tests {
         let waiting = step("w", State::Waiting);
         let running = step("r", State::Running);
         let gone = step("g", State::Waiting);
-        let mut marks = Marks::default();
-        for r in [&waiting, &running, &gone] {
-            marks.wrote(Fields::of_row(r).mark());
+        let mut marks = Marks::new(SPREADSHEET);
+        for (id, r) in [&waiting, &running, &gone].into_iter().enumerate() {
+            marks.wrote(mark(r, id as i32));
         }
         let read = snapshot(vec![waiting.clone(), running.clone()]);
         assert_eq!(
             marks.to_remove(&read, false),
-            [Fields::of_row(&running).mark()],
+            [mark(&running, 1)],
             "a window read says nothing of rows outside it"
         );
         let remove = marks.to_remove(&read, true);
@@ -323,5 +418,33 @@ mod tests {
         marks.removed(&remove);
         assert_eq!(marks.of(&waiting), Provenance::Continuation);
         assert_eq!(marks.of(&running), Provenance::Unknown);
+    }
+
+    #[test]
+    fn a_mark_is_good_for_one_claim_and_comes_back_when_the_claim_did_not_take() {
+        let row = step("s2", State::Waiting);
+        let mut marks = Marks::new(SPREADSHEET);
+        marks.wrote(mark(&row, 7));
+        assert_eq!(marks.to_spend(&row), Some(&mark(&row, 7)));
+        marks.spent(&["s2".to_string()]);
+        assert_eq!(
+            marks.of(&row),
+            Provenance::Unmarked,
+            "a finished step turned back to 待機 by hand is no step any more"
+        );
+        marks.learn(&["s2".to_string()], [mark(&row, 7)]);
+        assert_eq!(
+            marks.of(&row),
+            Provenance::Unmarked,
+            "nor does a stale search bring it back"
+        );
+        marks.give_back("s2", 8);
+        assert_eq!(marks.of(&row), Provenance::Continuation);
+        assert_eq!(
+            marks.take_to_create(),
+            [mark(&row, 8)],
+            "made again under a new id"
+        );
+        assert!(marks.take_to_create().is_empty());
     }
 }

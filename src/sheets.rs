@@ -317,15 +317,14 @@ pub enum Request {
     /// can read, change or delete it, so no person and no Apps Script can write or copy
     /// one (`provenance`). A sheet location, so that it can go in the very batch that
     /// appends a row whose index is not known in advance.
+    /// It is created with the explicit `metadataId` `id` (an id in use fails the batch), so
+    /// that it is deleted by id ([`Request::DeleteMetadata`]).
     MarkSheet {
         sheet_id: i32,
+        id: i32,
         key: String,
         value: String,
     },
-    /// Delete every `PROJECT` developer metadata of ours with this key and value
-    /// (`deleteDeveloperMetadata` by a lookup of `metadataKey`, `metadataValue` and
-    /// `visibility`); nothing happens if there is none.
-    Unmark { key: String, value: String },
     /// Delete a sheet (`deleteSheet`): `check --probe` removes its temporary sheet.
     DeleteSheet { sheet_id: i32 },
     /// Sort the rows of `range` by one of its columns (`sortRange`, one `sortSpec` on the
@@ -486,8 +485,9 @@ pub struct MetadataEntry {
     pub id: i32,
     pub key: String,
     pub value: String,
-    /// Sheet and zero-based row of a row location; `None` for other locations.
+    /// The sheet of a row or sheet location; `None` for other locations.
     pub sheet_id: Option<i32>,
+    /// Zero-based row of a row location; `None` for other locations.
     pub row: Option<u32>,
     /// Visibility `PROJECT`: written by the caller's own Cloud project, and by nobody else
     /// (`provenance`). `DOCUMENT` entries are anyone's with API access to the file.

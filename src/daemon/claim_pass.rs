@@ -184,8 +184,9 @@ impl Daemon {
         .then_some(rounds + 1);
         let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, intake_writes);
         // Marks of continuation rows claimed or gone ride along (`provenance`).
-        let (unmarks, unmarked) = self.unmarks(&fresh);
-        commit.requests.extend(unmarks);
+        let claimed: Vec<&QueueRow> = commit.claims.iter().map(|c| &c.row).collect();
+        let mut marks = self.mark_work(&fresh, &claimed);
+        commit.requests.append(&mut marks.requests);
         // Last, the lease: released, or swapped to a new lease of ours that it keeps.
         let after = self.lease_after_commit(keep.is_some());
         commit.requests.push(lease::swap(
@@ -197,7 +198,7 @@ impl Daemon {
         let Some(reply) = self.send_commit(&mut commit, &held).await? else {
             return Ok(false);
         };
-        self.unmarked(&unmarked);
+
         if let (Some(rounds), Some(Reply::CompareAndSwap { changed: 1 })) =
             (keep, reply.replies.last())
         {
@@ -249,6 +250,9 @@ impl Daemon {
             &mut through,
             &mut follow_up,
         ));
+        // After the claims settled (their jobs spawned): a step whose claim did not take
+        // gets its mark again.
+        self.marks_committed(marks);
         if !undo.is_empty() {
             self.sheets
                 .batch_update(&BatchUpdate {
@@ -373,6 +377,7 @@ impl Daemon {
                 // Set by `log_rows` where it writes the links.
                 linked: false,
                 panel_linked: false,
+                continuation: self.served.marks.vouches(row).then(|| row.job_id.clone()),
             });
         }
         // Waiting rows asked to stop: the tripwire 待機 → キャンセル, and a binding on the same
@@ -430,6 +435,9 @@ impl Daemon {
                 binding_id,
             });
         }
+        // Nothing from here on is read back by its place in the reply: cells someone else's
+        // protection bars are left out of it below (`hold_off`).
+        let read_back = requests.len();
         // Our heartbeat lists the jobs we run, the new claims included, in the same atomic
         // batch: the next daemon's claim sees them even if a person sorts their rows away.
         let claimed_refs: Vec<RunningRef> = claims.iter().map(|c| RunningRef::of(&c.row)).collect();
@@ -472,6 +480,8 @@ impl Daemon {
             );
             requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
         }
+        let rest = requests.split_off(read_back);
+        requests.extend(rest.into_iter().filter(|r| self.request_writable(r)));
         Commit {
             requests,
             response_ranges,
@@ -1233,6 +1243,8 @@ impl Daemon {
         if self.config.intake != Intake::Poll {
             return Ok((Vec::new(), Vec::new(), Vec::new()));
         }
+        let takeable = self.takeable(fresh);
+        let fresh = takeable.as_ref().unwrap_or(fresh);
         let intake = panel::plan_intake(
             &fresh.tables,
             &self.served.panels,
@@ -1525,6 +1537,9 @@ impl Daemon {
 
     /// An A1 write on a known sheet as a grid request, so it can join a commit batch.
     pub(super) fn grid_write(&self, v: &ValueRange) -> Option<Request> {
+        if !self.writable(v) {
+            return None;
+        }
         let r = a1::A1Range::parse(&v.range).ok()?;
         let sheet_id = *self.served.sheet_ids.get(r.sheet.as_deref()?)?;
         let start_row = r.start_row?;
@@ -1617,15 +1632,19 @@ impl Daemon {
             let formula =
                 joblog::panel_result_formula(cols, &c.row.job_id, panel::RESULT_MAX_CHARS);
             if let (Ok((panel_ref, panel_row)), Some(f)) = (located, formula) {
-                requests.push(Request::WriteFormulas {
+                let link = Request::WriteFormulas {
                     range: GridRange::cell(
                         panel_ref.sheet_id,
                         panel_row.row - 1,
                         self.config.panel.columns.result.0,
                     ),
                     rows: vec![vec![Cell::from(f)]],
-                });
-                c.panel_linked = true;
+                };
+                // A 結果 cell someone else's protection bars gets no link (`hold_off`).
+                if self.request_writable(&link) {
+                    requests.push(link);
+                    c.panel_linked = true;
+                }
             }
         }
         requests
@@ -1928,6 +1947,7 @@ mod tests {
             log_row: false,
             linked: false,
             panel_linked: false,
+            continuation: None,
         }
     }
 

@@ -120,6 +120,7 @@ impl Daemon {
     pub(super) async fn discover_panels(&mut self) -> Result<(), DaemonError> {
         let (meta, index) =
             crate::apply::panel::discover(self.sheets.as_ref(), &self.config.panel).await?;
+        self.take_in_protections(&meta);
         self.take_in_sheets(meta.sheets);
         self.take_in_panels(index);
         Ok(())

@@ -1,25 +1,51 @@
 //! The daemon's step for `provenance`: the mark that goes with each continuation row this
 //! daemon appends (in the same atomic batch), the search for marks when a read shows a
 //! waiting row that says it is a continuation step and that no mark this daemon knows of
-//! answers for, and the removal of marks whose rows are no longer waiting, riding the claim
-//! commit. A daemon alone on its spreadsheet knows every mark it wrote and never searches.
+//! answers for, and, riding the claim commit, the deletion of the mark of each step it
+//! claims (a mark is good for one claim), of marks whose rows are no longer waiting, and the
+//! marks made again for steps whose claim did not take. A daemon alone on its spreadsheet
+//! knows every mark it wrote and never searches.
 
 use tracing::{debug, warn};
 
 use super::{Daemon, Poll};
-use crate::provenance::{Fields, CONTINUATION_KEY};
+use crate::provenance::{Fields, Mark, CONTINUATION_KEY};
 use crate::sheets::Request;
+
+/// A fresh explicit `metadataId` for a mark: random and positive, as the row bindings'.
+fn fresh_id() -> i32 {
+    rand::random::<i32>().checked_abs().unwrap_or(1).max(1)
+}
+
+/// What a claim commit does to the marks: the requests it carries, and what to take up
+/// once it applied.
+#[derive(Debug, Default)]
+pub(super) struct MarkWork {
+    pub(super) requests: Vec<Request>,
+    /// Marks of rows no longer waiting, deleted.
+    removed: Vec<Mark>,
+    /// The steps claimed, whose marks the commit deletes.
+    spent: Vec<String>,
+}
 
 impl Daemon {
     /// The request that marks the continuation row `fields` as sheetq's, for the batch that
     /// appends it; the mark is known to this daemon from now on.
     pub(super) fn continuation_mark(&mut self, fields: &Fields<'_>) -> Request {
-        let value = fields.mark();
-        self.served.marks.wrote(value.clone());
+        let mark = Mark {
+            value: self.served.marks.value_of(fields),
+            id: fresh_id(),
+        };
+        self.served.marks.wrote(mark.clone());
+        self.mark_request(mark)
+    }
+
+    fn mark_request(&self, mark: Mark) -> Request {
         Request::MarkSheet {
             sheet_id: self.served.layout.queue_sheet_id,
+            id: mark.id,
             key: CONTINUATION_KEY.to_string(),
-            value,
+            value: mark.value,
         }
     }
 
@@ -47,12 +73,18 @@ impl Daemon {
         }
         match self.sheets.search_metadata(CONTINUATION_KEY).await {
             Ok(found) => {
-                // Only PROJECT entries are sheetq's own: a DOCUMENT one with the same key is
-                // anyone's with access to the file.
+                // Only PROJECT entries on the queue sheet are sheetq's own: a DOCUMENT one
+                // with the same key is anyone's with access to the file.
+                let queue = self.served.layout.queue_sheet_id;
                 let marks = found
                     .into_iter()
-                    .filter(|m| m.project_only && m.key == CONTINUATION_KEY)
-                    .map(|m| m.value);
+                    .filter(|m| {
+                        m.project_only && m.key == CONTINUATION_KEY && m.sheet_id == Some(queue)
+                    })
+                    .map(|m| Mark {
+                        value: m.value,
+                        id: m.id,
+                    });
                 self.served.marks.learn(&asked, marks);
                 debug!(
                     rows = asked.len(),
@@ -65,23 +97,48 @@ impl Daemon {
         }
     }
 
-    /// The requests that remove the marks whose rows `fresh` shows no longer waiting (or
-    /// gone, when it read the whole queue), for the claim commit; with the marks they
-    /// remove, to forget once the commit applied.
-    pub(super) fn unmarks(&self, fresh: &Poll) -> (Vec<Request>, Vec<String>) {
-        let marks = self.served.marks.to_remove(&fresh.snapshot, fresh.full);
-        let requests = marks
+    /// What the claim commit on `fresh` does to the marks: deletes the mark of each step it
+    /// claims (`claimed`: the rows of its claims), and of each row `fresh` shows no longer
+    /// waiting (or gone, when it read the whole queue); makes again those given back. By id,
+    /// as the row bindings are deleted ("nothing happens if it is gone").
+    pub(super) fn mark_work(
+        &mut self,
+        fresh: &Poll,
+        claimed: &[&crate::queue::QueueRow],
+    ) -> MarkWork {
+        let marks = &self.served.marks;
+        let removed = marks.to_remove(&fresh.snapshot, fresh.full);
+        let spending: Vec<Mark> = claimed
             .iter()
-            .map(|value| Request::Unmark {
-                key: CONTINUATION_KEY.to_string(),
-                value: value.clone(),
-            })
+            .filter_map(|r| marks.to_spend(r).cloned())
             .collect();
-        (requests, marks)
+        let mut requests: Vec<Request> = removed
+            .iter()
+            .chain(&spending)
+            .map(|m| Request::DeleteMetadata { id: m.id })
+            .collect();
+        let creates = self.served.marks.take_to_create();
+        requests.extend(creates.into_iter().map(|m| self.mark_request(m)));
+        MarkWork {
+            requests,
+            removed,
+            spent: spending
+                .iter()
+                .filter_map(|m| m.job().map(str::to_string))
+                .collect(),
+        }
     }
 
-    /// Forgets the marks a commit that applied removed.
-    pub(super) fn unmarked(&mut self, marks: &[String]) {
-        self.served.marks.removed(marks);
+    /// The claim commit carrying `work` applied: the marks it deleted are forgotten, the
+    /// steps it claimed are spent, and a step whose claim did not take (no job of ours runs
+    /// it now) gets its mark again with the next commit.
+    pub(super) fn marks_committed(&mut self, work: MarkWork) {
+        self.served.marks.removed(&work.removed);
+        self.served.marks.spent(&work.spent);
+        for job in &work.spent {
+            if !self.running.contains_key(job) {
+                self.served.marks.give_back(job, fresh_id());
+            }
+        }
     }
 }

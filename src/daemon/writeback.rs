@@ -783,7 +783,11 @@ impl Daemon {
         }
         match self.append_continuation(job, cont).await {
             Ok(()) => Ok(true),
-            Err(DaemonError::Sheets(e)) if e.is_retryable() => {
+            // Refused too (400: the sheet's metadata storage full, a mark's id in use): this
+            // job's result waits and is tried again, the other results go on.
+            Err(DaemonError::Sheets(e))
+                if e.is_retryable() || e.kind == crate::sheets::ErrorKind::InvalidArgument =>
+            {
                 warn!(job.id = ?job.job_id, error = %e, "could not append the continuation row; the result waits for it");
                 Ok(false)
             }
@@ -848,6 +852,8 @@ impl Daemon {
         data: Vec<ValueRange>,
         under: Under,
     ) -> Result<Vec<String>, DaemonError> {
+        // Cells someone else's protection bars are left out (`hold_off`): the rest goes.
+        let data: Vec<ValueRange> = data.into_iter().filter(|v| self.writable(v)).collect();
         if through.is_empty() && data.is_empty() {
             return Ok(Vec::new());
         }

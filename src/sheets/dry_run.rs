@@ -122,10 +122,10 @@ fn describe(request: &Request) -> String {
         Request::DeleteMetadata { id } => format!("delete metadata #{id}"),
         Request::MarkSheet {
             sheet_id,
+            id,
             key,
             value,
-        } => format!("mark sheet {sheet_id} with project metadata {key}={value}"),
-        Request::Unmark { key, value } => format!("remove project metadata {key}={value}"),
+        } => format!("mark sheet {sheet_id} with project metadata #{id} {key}={value}"),
         Request::DeleteSheet { sheet_id } => format!("delete sheet {sheet_id}"),
         Request::SortRows {
             range,

@@ -227,4 +227,39 @@ async fn a_step_sheetq_appended_runs_with_the_args_its_command_handed_back() {
         "step 2 ran with its own args: {}",
         runs(dir.path())
     );
+
+    // The owner turns the finished step back to 待機: its mark was spent by the claim that
+    // took it, so it is no step any more and runs nothing again.
+    let row = row_of(&queue_rows(&emu), &next.job_id).row;
+    let (status, reply) = person_writes(
+        &emu,
+        DEFAULT_OWNER,
+        &format!("'_ジョブキュー'!K{row}"),
+        json!([["待機"]]),
+    )
+    .await;
+    assert_eq!(status, 200, "the owner may write the queue: {reply}");
+    wait_row(
+        &emu,
+        &next.job_id,
+        "the replayed step to be refused",
+        // A result that landed is watched for a minute (writeback::LANDED_WATCH), and its
+        // row is not claimed again before that.
+        Duration::from_secs(120),
+        |r| r.state.is(State::Error),
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    let replayed = row_of(&queue_rows(&emu), &next.job_id).clone();
+    assert!(
+        replayed.message.contains("sheetq did not write it"),
+        "a spent mark vouches for nothing: {:?}",
+        replayed.message
+    );
+    assert_eq!(
+        runs(dir.path()).matches(&next.job_id).count(),
+        1,
+        "step 2 ran once: {}",
+        runs(dir.path())
+    );
 }

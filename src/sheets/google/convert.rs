@@ -288,11 +288,13 @@ pub fn to_api_request(request: &Request) -> api::Request {
         }
         R::MarkSheet {
             sheet_id,
+            id,
             key,
             value,
         } => {
             out.create_developer_metadata = Some(api::CreateDeveloperMetadataRequest {
                 developer_metadata: Some(api::DeveloperMetadata {
+                    metadata_id: Some(*id),
                     metadata_key: Some(key.clone()),
                     metadata_value: Some(value.clone()),
                     visibility: Some("PROJECT".into()),
@@ -300,23 +302,10 @@ pub fn to_api_request(request: &Request) -> api::Request {
                         sheet_id: Some(*sheet_id),
                         ..Default::default()
                     }),
-                    ..Default::default()
                 }),
             });
         }
-        R::Unmark { key, value } => {
-            out.delete_developer_metadata = Some(api::DeleteDeveloperMetadataRequest {
-                data_filter: Some(api::DataFilter {
-                    developer_metadata_lookup: Some(api::DeveloperMetadataLookup {
-                        metadata_key: Some(key.clone()),
-                        metadata_value: Some(value.clone()),
-                        visibility: Some("PROJECT".into()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-            });
-        }
+
         R::AddProtectedRange {
             area,
             description,
@@ -701,7 +690,12 @@ pub fn metadata_entries(reply: &api::SearchDeveloperMetadataResponse) -> Vec<Met
                 value: d.metadata_value.clone().unwrap_or_default(),
                 // proto3 JSON omits zeros: a range without `sheetId` is on sheet 0, one
                 // without `startIndex` starts at row 0.
-                sheet_id: range.map(|r| r.sheet_id.unwrap_or(0)),
+                sheet_id: range.map(|r| r.sheet_id.unwrap_or(0)).or_else(|| {
+                    d.location
+                        .as_ref()
+                        .filter(|l| l.location_type.as_deref() == Some("SHEET"))
+                        .map(|l| l.sheet_id.unwrap_or(0))
+                }),
                 row: range
                     .filter(|_| rows)
                     .and_then(|r| u32::try_from(r.start_index.unwrap_or(0)).ok()),

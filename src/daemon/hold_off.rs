@@ -1,0 +1,224 @@
+//! What a person can take away from a daemon, and how little it costs: cells of the panels
+//! and the index that someone else's protected range bars (left out of every write, so the
+//! claim commit and the results go on without them), and a spreadsheet the daemon cannot
+//! use for now (a refusal on its own sheets, a sheet or header gone, its sharing withdrawn),
+//! which it holds off with backoff while the process serves its other spreadsheets and its
+//! running jobs finish. Only what the VM's operator alone can fix ends the process
+//! ([`DaemonError::ends_the_process`]).
+
+use std::time::Duration as StdDuration;
+
+use tracing::{error, info, warn};
+
+use super::{Daemon, DaemonError, Poll};
+use crate::a1;
+use crate::protection;
+use crate::sheets::{Area, GridRange, Request, SpreadsheetMeta, ValueRange};
+
+/// The first wait of a spreadsheet held off; each failure after it doubles the wait.
+pub(super) const HOLD_OFF_FIRST: StdDuration = StdDuration::from_secs(30);
+
+/// The longest wait between two attempts on a spreadsheet held off.
+pub(super) const HOLD_OFF_MAX: StdDuration = StdDuration::from_secs(10 * 60);
+
+/// sheetq's own sheets: a refusal there holds the spreadsheet off rather than costing cells.
+const OWN_SHEETS: [&str; 4] = [
+    crate::queue::QUEUE_SHEET,
+    crate::lease::WORKER_SHEET,
+    crate::joblog::LOG_SHEET,
+    crate::archive::ARCHIVE_SHEET,
+];
+
+/// A spreadsheet held off: when to try again, and the wait that brought it there.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HeldOff {
+    pub(super) until: tokio::time::Instant,
+    pub(super) wait: StdDuration,
+}
+
+/// The wait after `last` (none: the first failure).
+pub(super) fn next_wait(last: Option<StdDuration>) -> StdDuration {
+    last.map_or(HOLD_OFF_FIRST, |w| (w * 2).min(HOLD_OFF_MAX))
+}
+
+impl DaemonError {
+    /// Whether only the VM's operator can put this right, so that the process ends: its
+    /// worker_id taken by another process, or its own state directory failing. Anything a
+    /// person can do to the spreadsheet (protect cells, delete or rename sheets, headers and
+    /// markers, withdraw its sharing) holds that spreadsheet off instead
+    /// ([`Daemon::hold_off`]). The config and the key are checked at start, where a problem
+    /// ends the process with exit code 2.
+    pub fn ends_the_process(&self) -> bool {
+        matches!(self, DaemonError::WorkerIdInUse(_) | DaemonError::Outbox(_))
+    }
+}
+
+impl Daemon {
+    /// Takes up which cells of people's sheets someone else's protection bars, from
+    /// metadata read anyway (start, panel discovery, the sheet list a busy daemon reads):
+    /// said when it changes.
+    pub(super) fn take_in_protections(&mut self, meta: &SpreadsheetMeta) {
+        let barred = protection::barred(meta, &OWN_SHEETS);
+        if barred == self.served.barred {
+            return;
+        }
+        for b in barred.iter().filter(|b| !self.served.barred.contains(b)) {
+            warn!(range = %b, "cells sheetq writes are protected by someone else: they are left out of its writes (the panel's 状態/結果, the index's 状況) until that protection lists sheetq's account or goes; jobs there still run and their results go to the queue");
+        }
+        if barred.is_empty() {
+            info!("no protection of someone else's bars sheetq's writes any more");
+        }
+        self.observers
+            .metrics
+            .set_barred_ranges(barred.len() as u64);
+        self.served.barred = barred;
+    }
+
+    /// Whether the A1 write `v` may go: it touches no cell someone else's protection bars.
+    /// A write whose range cannot be placed goes, for Google to judge.
+    pub(super) fn writable(&self, v: &ValueRange) -> bool {
+        if self.served.barred.is_empty() {
+            return true;
+        }
+        match self.area_of(v) {
+            Some(area) => !self.served.barred.iter().any(|b| b.area.overlaps(&area)),
+            None => true,
+        }
+    }
+
+    /// Whether a grid request of a commit may go: it writes no cell someone else's
+    /// protection bars. Requests that write no cells of a sheet (metadata, the lease's swap)
+    /// go.
+    pub(super) fn request_writable(&self, r: &Request) -> bool {
+        if self.served.barred.is_empty() {
+            return true;
+        }
+        let range = match r {
+            Request::UpdateCells { range, .. }
+            | Request::WriteFormulas { range, .. }
+            | Request::CompareAndSwap { range, .. }
+            | Request::SetCheckboxes { range }
+            | Request::ClearCheckboxes { range }
+            | Request::SetDateTimeFormat { range, .. } => range,
+            _ => return true,
+        };
+        let area = Area::cells(*range);
+        !self.served.barred.iter().any(|b| b.area.overlaps(&area))
+    }
+
+    /// Whether the one cell (`sheet_id`, zero-based `row`, `col`) is barred.
+    fn cell_barred(&self, sheet_id: i32, row: u32, col: u32) -> bool {
+        let cell = Area::cells(GridRange::cell(sheet_id, row, col));
+        self.served.barred.iter().any(|b| b.area.overlaps(&cell))
+    }
+
+    /// The panels' and the index's ticks as the poll intake may take them: a tick whose box
+    /// someone else's protection bars could never be cleared, so it would be taken again at
+    /// every pass; it is left as it is (and said once per pass).
+    pub(super) fn takeable(&self, fresh: &Poll) -> Option<Poll> {
+        if self.served.barred.is_empty() {
+            return None;
+        }
+        let cols = &self.config.panel.columns;
+        let mut out = fresh.clone();
+        let mut left = 0;
+        for (label, table) in out.tables.iter_mut() {
+            let Some(panel) = self.served.panels.get(label) else {
+                continue;
+            };
+            for row in &mut table.rows {
+                let r = row.row.saturating_sub(1);
+                for (ticked, col) in [
+                    (&mut row.ticked, cols.tick.0),
+                    (&mut row.cancel_ticked, cols.cancel.0),
+                    (&mut row.approve_ticked, cols.approve.0),
+                ] {
+                    if *ticked && self.cell_barred(panel.sheet_id, r, col) {
+                        *ticked = false;
+                        left += 1;
+                    }
+                }
+            }
+        }
+        if let Some(index) = &mut out.index {
+            for entry in &mut index.entries {
+                let r = entry.row.saturating_sub(1);
+                if entry.ticked
+                    && self.cell_barred(index.sheet_id, r, crate::panel::index_sheet::TICK)
+                {
+                    entry.ticked = false;
+                    left += 1;
+                }
+            }
+        }
+        if left > 0 {
+            warn!(ticks = left, "ticked boxes that someone else's protection keeps sheetq from clearing are not taken in: each would be taken again at every pass");
+        }
+        Some(out)
+    }
+
+    /// The cells an A1 write covers, on a sheet of the last sheet list.
+    fn area_of(&self, v: &ValueRange) -> Option<Area> {
+        let r = a1::A1Range::parse(&v.range).ok()?;
+        let sheet_id = *self.served.sheet_ids.get(r.sheet.as_deref()?)?;
+        let start_row = r.start_row?;
+        let start_col = r.start_col?;
+        let width = v.values.iter().map(Vec::len).max().unwrap_or(1).max(1) as u32;
+        let height = (v.values.len() as u32).max(1);
+        Some(Area::cells(GridRange {
+            sheet_id,
+            start_row,
+            end_row: start_row + height,
+            start_col,
+            end_col: start_col + width,
+        }))
+    }
+
+    /// Holds the spreadsheet off after `e`: no pass until the wait (doubling from
+    /// [`HOLD_OFF_FIRST`] to [`HOLD_OFF_MAX`]) is over, then its layout is read afresh.
+    /// Running jobs go on and their results wait in the outbox; `/readyz` and the service
+    /// manager's status say why.
+    pub(super) fn hold_off(&mut self, e: &DaemonError) {
+        let wait = next_wait(self.served.held_off.map(|h| h.wait));
+        self.served.held_off = Some(HeldOff {
+            until: tokio::time::Instant::now() + wait,
+            wait,
+        });
+        self.served.relayout = true;
+        let mut why = e.to_string();
+        why.truncate(why.char_indices().nth(200).map_or(why.len(), |(i, _)| i));
+        error!(error = %e, retry_in = ?wait, "this spreadsheet cannot be served as it is now; holding it off and trying again with backoff (running jobs go on, their results wait in the outbox)");
+        self.observers.health.set_paused(Some(why.clone()));
+        self.observers.metrics.set_held_off(true);
+        self.tell_status(&format!(
+            "held off for {}: {why}",
+            humantime::format_duration(wait)
+        ));
+    }
+
+    /// A pass went through: a spreadsheet held off is served again.
+    pub(super) fn served_again(&mut self) {
+        if self.served.held_off.take().is_some() {
+            info!("the spreadsheet can be served again");
+            self.observers.health.set_paused(None);
+            self.observers.metrics.set_held_off(false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_doubles_from_half_a_minute_up_to_ten_minutes() {
+        let mut waits = Vec::new();
+        let mut last = None;
+        for _ in 0..8 {
+            let w = next_wait(last);
+            waits.push(w.as_secs());
+            last = Some(w);
+        }
+        assert_eq!(waits, [30, 60, 120, 240, 480, 600, 600, 600]);
+    }
+}

@@ -1,0 +1,263 @@
+//! No editor can stop the service (docs/design.md §1.5), with the real binary against the
+//! emulator: a protected range someone else made over a panel's 状態/結果/更新日時 cells and
+//! over the index's columns costs those cells and no more (the daemon stays up, the other
+//! panel's presses run, the attacked panel's jobs end with their results on the queue); a
+//! protection over sheetq's own queue holds that spreadsheet off with backoff, shown in
+//! `/readyz` and `/metrics`, until it goes, and nothing waiting is lost.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value as Json};
+use sheetq::emulator::{Emulator, Quota, DEFAULT_OWNER};
+use sheetq::queue::State;
+
+use crate::daemon::{binary_config_with, Binary};
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(40);
+
+const FAST: Quota = Quota::scaled(50);
+
+const CATALOG: &str = r#"
+[commands.deploy]
+exec = ["sh", "-c", "echo deployed"]
+
+[[functions]]
+label = "確認"
+command = "deploy"
+"#;
+
+/// A spreadsheet as an operator sets it up (`sheetq init`, `panels sync`), its config, and
+/// the operator's client for queueing jobs.
+async fn set_up(
+    emu: &Emulator,
+    dir: &Path,
+) -> (
+    std::path::PathBuf,
+    sheetq::config::Config,
+    std::sync::Arc<dyn sheetq::sheets::Sheets>,
+) {
+    let config = binary_config_with(emu, dir, "vm-held", "", CATALOG);
+    let operator = daemon_config(emu, "operator", dir, &[], "");
+    let sheets = client(emu, &operator).await;
+    sheetq::admin::init(sheets.as_ref(), &operator)
+        .await
+        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
+    let synced = run_sheetq(&config, &["panels", "sync"]).await;
+    assert!(synced.status.success(), "sheetq panels sync: {synced:?}");
+    (config, operator, sheets)
+}
+
+/// `spreadsheets.batchUpdate` of `requests` as the person `email`, with their own token.
+async fn person_batch(emu: &Emulator, email: &str, requests: Json) -> (u16, Json) {
+    let token = emu.person_token(email);
+    let path = format!("v4/spreadsheets/{}:batchUpdate", emu.spreadsheet_id());
+    raw(
+        emu,
+        "POST",
+        &path,
+        Some(json!({ "requests": requests })),
+        Some(&token),
+    )
+    .await
+}
+
+/// Protects `range` (a GridRange) for `email` alone, as that person; returns its id.
+async fn protect_for_self(emu: &Emulator, email: &str, range: Json) -> i64 {
+    let (status, reply) = person_batch(
+        emu,
+        email,
+        json!([{ "addProtectedRange": { "protectedRange": {
+            "range": range,
+            "description": "mine",
+            "editors": { "users": [email] } } } }]),
+    )
+    .await;
+    assert_eq!(status, 200, "{email} protects {range}: {reply}");
+    reply["replies"][0]["addProtectedRange"]["protectedRange"]["protectedRangeId"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("the reply names the new range: {reply}"))
+}
+
+fn alive(daemon: &mut Binary, log: &Path) {
+    assert!(
+        daemon.exited().is_none(),
+        "the daemon must still run; its log:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+async fn done(emu: &Emulator, job: &str, log: &Path) {
+    wait_row(
+        emu,
+        job,
+        "the job to end 完了",
+        WAIT,
+        |r| r.state.is(State::Done),
+        queue_and_log(emu, log),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persons_protection_over_panel_and_index_cells_costs_those_cells_and_nothing_more() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (config, operator, sheets) = set_up(&emu, dir.path()).await;
+    let mallory = "mallory@example.com";
+    // サーバーB's 状態/結果/更新日時 (C8:E20), and the index's columns D:F.
+    protect_for_self(
+        &emu,
+        mallory,
+        json!({ "sheetId": 1002, "startRowIndex": 7, "endRowIndex": 20,
+                "startColumnIndex": 2, "endColumnIndex": 5 }),
+    )
+    .await;
+    protect_for_self(
+        &emu,
+        mallory,
+        json!({ "sheetId": 0, "startColumnIndex": 3, "endColumnIndex": 6 }),
+    )
+    .await;
+    let before_b = panel_row(&emu, "サーバーB", 8);
+    let log = dir.path().join("sheetq.log");
+    let (mut daemon, port) = Binary::start_listening(&config, &log);
+    let mut jobs = Vec::new();
+    for target in ["サーバーA", "サーバーB", "サーバーA", "サーバーB"] {
+        let job = enqueue(
+            sheets.as_ref(),
+            &operator,
+            target,
+            "確認",
+            "deploy",
+            "{}",
+            "alice@example.com",
+        )
+        .await;
+        jobs.push(job);
+    }
+    for job in &jobs {
+        done(&emu, job, &log).await;
+    }
+    alive(&mut daemon, &log);
+    let a = panel_row(&emu, "サーバーA", 8);
+    assert!(
+        a.iter().any(|c| c.contains("完了")),
+        "the untouched panel shows its results: {a:?}"
+    );
+    assert_eq!(
+        panel_row(&emu, "サーバーB", 8)[2..5],
+        before_b[2..5],
+        "the protected cells are left as they were"
+    );
+    let (_, metrics) = http_get(port, "/metrics").await;
+    assert_eq!(
+        sample(&metrics, "sheetq_barred_ranges"),
+        Some(2.0),
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "sheetq_held_off"), Some(0.0), "{metrics}");
+    let (status, ready) = http_get(port, "/readyz").await;
+    assert_eq!(status, 200, "still ready: {ready}");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.contains("protected by someone else") && text.contains("サーバーB"),
+        "the log names the protection and what it costs: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protection_over_the_queue_holds_the_spreadsheet_off_until_it_goes_and_loses_nothing() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (config, operator, sheets) = set_up(&emu, dir.path()).await;
+    let log = dir.path().join("sheetq.log");
+    let (mut daemon, port) = Binary::start_listening(&config, &log);
+    let first = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーA",
+        "確認",
+        "deploy",
+        "{}",
+        "alice@example.com",
+    )
+    .await;
+    done(&emu, &first, &log).await;
+    // The owner (who alone may edit inside the protected queue) protects its rows for
+    // themselves, then queues a job there: every claim of sheetq's is refused now.
+    let queue_id = sheetq::emulator::seed::QUEUE_SHEET_ID;
+    let id = protect_for_self(
+        &emu,
+        DEFAULT_OWNER,
+        json!({ "sheetId": queue_id, "startRowIndex": 1 }),
+    )
+    .await;
+    let waiting = "queued-by-the-owner";
+    let row = waiting_row(waiting, "サーバーB", "確認", "deploy", "alice@example.com");
+    let path = format!(
+        "v4/spreadsheets/{}/values/{}:append?valueInputOption=RAW&insertDataOption=INSERT_ROWS",
+        emu.spreadsheet_id(),
+        percent_encoding::utf8_percent_encode(
+            "'_ジョブキュー'!A1",
+            percent_encoding::NON_ALPHANUMERIC
+        )
+    );
+    let token = emu.person_token(DEFAULT_OWNER);
+    let (status, reply) = raw(
+        &emu,
+        "POST",
+        &path,
+        Some(json!({ "values": [row] })),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(
+        status, 200,
+        "the owner may write inside their own protection: {reply}"
+    );
+    wait_for(
+        "the spreadsheet to be held off",
+        Duration::from_secs(60),
+        || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("holding it off")
+                .then_some(())
+        },
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    alive(&mut daemon, &log);
+    let (status, ready) = http_get(port, "/readyz").await;
+    assert!(
+        status != 200 && ready.contains("paused"),
+        "/readyz says the spreadsheet is held off: {status} {ready}"
+    );
+    let (_, metrics) = http_get(port, "/metrics").await;
+    assert_eq!(sample(&metrics, "sheetq_held_off"), Some(1.0), "{metrics}");
+    assert!(
+        row_of(&queue_rows(&emu), waiting).state.is(State::Waiting),
+        "nothing ran while held off"
+    );
+    let (status, reply) = person_batch(
+        &emu,
+        DEFAULT_OWNER,
+        json!([{ "deleteProtectedRange": { "protectedRangeId": id } }]),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    wait_row(
+        &emu,
+        waiting,
+        "the waiting job to run once the protection is gone",
+        Duration::from_secs(90),
+        |r| r.state.is(State::Done),
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    alive(&mut daemon, &log);
+    let (status, ready) = http_get(port, "/readyz").await;
+    assert_eq!(status, 200, "served again: {ready}");
+}
