@@ -213,7 +213,32 @@ async fn protection(
         .collect();
     f.problems
         .extend(crate::protection::verdicts(&meta, &wanted, &editors, &live));
+    f.problems.extend(barred_by_others(&meta, &hidden, account));
     Ok(())
+}
+
+/// Protected ranges someone else made over cells sheetq writes, which its account may not
+/// edit: on a panel or the index they cost those cells (left out of sheetq's writes), on
+/// sheetq's own sheets (`hidden`) they hold the whole spreadsheet off (docs/design.md §1.5).
+fn barred_by_others(
+    meta: &crate::sheets::SpreadsheetMeta,
+    hidden: &[(i32, &str)],
+    account: &str,
+) -> Vec<String> {
+    crate::protection::barred(meta, &[])
+        .into_iter()
+        .map(|b| {
+            let own = hidden.iter().any(|(id, _)| *id == b.area.sheet_id);
+            let cost = if own {
+                "sheetq cannot claim or write results on this spreadsheet while it stands: the daemon holds it off and tries again with backoff"
+            } else {
+                "sheetq leaves those cells out of its writes (状態/結果/更新日時 or 状況 there go stale, ticks there are not taken in); jobs still run and their results reach the queue"
+            };
+            format!(
+                "{b} is protected by someone else and {account} may not edit it: {cost}; remove that protection (Data → Protect sheets and ranges), or add {account} to its editors"
+            )
+        })
+        .collect()
 }
 
 /// What `check` and the daemon say, every time, of a config with `protect = false`.

@@ -48,6 +48,7 @@ mod poll;
 mod provenance;
 mod schedules;
 pub(crate) mod shared;
+mod start_pace;
 mod writeback;
 
 use poll::Poll;
@@ -263,8 +264,10 @@ pub struct Spreadsheet {
 /// fairly among the spreadsheets with work to claim), one heavy job at a time, and each
 /// service account's request budget (the clients of one account share one budget, split
 /// with every other daemon on the account that any of these spreadsheets shows). A problem
-/// that one spreadsheet cannot run with stops them all, after their jobs drain: the
-/// process exits as it would with one.
+/// that one spreadsheet cannot start with (not shared, a sheet or header missing), or one
+/// only the operator can fix, stops them all, after their jobs drain: the process exits as
+/// it would with one. Anything a person does to a running spreadsheet holds that one off
+/// (`hold_off`), and the others keep their pace.
 pub async fn run_spreadsheets(
     spreadsheets: Vec<Spreadsheet>,
     slots: usize,
@@ -404,7 +407,44 @@ async fn start_and_run(
     observers: Observers,
     shared: Shared,
 ) -> Result<RunReport, DaemonError> {
+    // Starts that ended the process before, in a row: this one waits its turn first.
+    let paced = start_pace::wait_before_start(&config.state_dir);
+    if !paced.is_zero() {
+        warn!(wait = ?paced, "the last starts failed: waiting before this one, so that restarts cannot spend the account's quota");
+        if let Err(e) = observers.notifier.extend_timeout(paced + START_STEP_LIMIT) {
+            debug!(error = %e, "cannot ask the service manager for more time to start");
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(RunReport::default()),
+            _ = tokio::time::sleep(paced) => {}
+        }
+    }
+    let result = start_and_run_paced(
+        sheets,
+        config.clone(),
+        registry,
+        shutdown,
+        observers,
+        shared,
+    )
+    .await;
+    if result.is_err() {
+        start_pace::failed(&config.state_dir);
+    }
+    result
+}
+
+/// [`start_and_run`] once its pace allows.
+async fn start_and_run_paced(
+    sheets: Arc<dyn Sheets>,
+    config: Config,
+    registry: Registry,
+    shutdown: CancellationToken,
+    observers: Observers,
+    shared: Shared,
+) -> Result<RunReport, DaemonError> {
     let mut failures = 0u32;
+    let mut held = None;
     let mut daemon = loop {
         let started = Daemon::start(
             Arc::clone(&sheets),
@@ -420,8 +460,27 @@ async fn start_and_run(
                 Err(e) => e,
             },
         };
-        if !e.is_transient() {
+        // What only the operator can fix, or a spreadsheet that cannot be served as set up
+        // (not shared, a sheet or header missing: exit 2), ends the process.
+        if e.ends_the_process() || e.is_setup_problem() {
             return Err(e);
+        }
+        if !e.is_transient() {
+            // Anything else a person can cause (a write refused, a layout changed under the
+            // start) is tried again with the hold-off's backoff, not by a restart loop.
+            let wait = hold_off::next_wait(held);
+            held = Some(wait);
+            error!(error = %e, retry_in = ?wait, "could not start on this spreadsheet as it is now; trying again with backoff");
+            observers.health.set_paused(Some(e.to_string()));
+            observers.health.loop_turned();
+            if let Err(e) = observers.notifier.extend_timeout(wait + START_STEP_LIMIT) {
+                debug!(error = %e, "cannot ask the service manager for more time to start");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(RunReport::default()),
+                _ = tokio::time::sleep(wait) => {}
+            }
+            continue;
         }
         // Google (or the way to it) is down, or refused us for a moment: nothing is wrong
         // with the configuration, so wait and start again rather than exit (docs/design.md
@@ -440,6 +499,9 @@ async fn start_and_run(
             _ = tokio::time::sleep(wait) => {}
         }
     };
+    if held.is_some() {
+        observers.health.set_paused(None);
+    }
     daemon.run(shutdown).await
 }
 
@@ -891,6 +953,7 @@ impl Daemon {
                         .poll_succeeded(std::time::SystemTime::now());
                     if !ready {
                         ready = true;
+                        start_pace::cleared(&self.config.state_dir);
                         if let Err(e) = self.observers.notifier.ready() {
                             warn!(error = %e, "cannot tell the service manager we are ready");
                         }

@@ -271,3 +271,18 @@ fn the_examples_spreadsheet_list_loads_once_uncommented() {
         std::time::Duration::from_secs(30)
     );
 }
+
+#[test]
+fn the_unit_spaces_its_restarts_out() {
+    let unit = include_str!("../deploy/sheetq.service");
+    for key in [
+        "RestartSteps=",
+        "RestartMaxDelaySec=",
+        "RestartPreventExitStatus=2",
+    ] {
+        assert!(
+            unit.lines().any(|l| l.starts_with(key)),
+            "deploy/sheetq.service sets {key}: a start that keeps failing must not hammer the API"
+        );
+    }
+}
