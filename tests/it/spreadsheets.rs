@@ -656,3 +656,50 @@ async fn a_fleet_started_right_after_init_meets_no_429_and_serves_every_spreadsh
 fn read(path: &std::path::Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spreadsheet_a_person_made_unusable_is_held_off_alone_and_the_others_keep_running() {
+    let emu = start_with_quota(Quota::scaled(5)).await;
+    let ids = [
+        emu.spreadsheet_id().to_string(),
+        emu.add_spreadsheet(Seed::Demo),
+    ];
+    // The owner of s2 protects its `_ワーカー` for themselves: every heartbeat and claim of
+    // the daemon there is refused.
+    let token = emu.person_token(sheetq::emulator::DEFAULT_OWNER);
+    let (status, reply) = raw(
+        &emu,
+        "POST",
+        &format!("v4/spreadsheets/{}:batchUpdate", ids[1]),
+        Some(
+            json!({ "requests": [{ "addProtectedRange": { "protectedRange": {
+            "range": { "sheetId": sheetq::emulator::seed::WORKER_SHEET_ID },
+            "editors": { "users": [sheetq::emulator::DEFAULT_OWNER] } } } }] }),
+        ),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(status, 200, "the owner protects s2's _ワーカー: {reply}");
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let config = fleet_config(&emu, dir.path(), "d1", &id_refs, 2, 250);
+    let shutdown = CancellationToken::new();
+    let daemon = serve(&config, &shutdown).await;
+    let jobs = press(&emu, &config, &ids[0], &["サーバーA", "サーバーB"], 3).await;
+    wait_all_done(&emu, &ids[0], &jobs).await;
+    assert!(
+        !daemon.is_finished(),
+        "the process serves s1 while s2 is held off: {:?}",
+        if daemon.is_finished() {
+            Some(daemon.await)
+        } else {
+            None
+        }
+    );
+    shutdown.cancel();
+    let report = daemon
+        .await
+        .unwrap_or_else(|e| panic!("the daemon panicked: {e}"))
+        .unwrap_or_else(|e| panic!("a spreadsheet held off ends nothing: {e}"));
+    assert_eq!(report.jobs_finished, 3, "{report:?}");
+}
