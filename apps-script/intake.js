@@ -1,12 +1,15 @@
 /**
  * sheetq's intake for a PANEL_V2 panel, as pure functions: the queue row a ▶ press becomes,
  * the duplicate guard, the job a ■ (中止) tick asks to stop and the 中止要求 text it writes,
- * the job a 承認 tick approves and the 承認 text it writes, the resolution of the panel's target label, who pressed, the plan of installing or removing
- * the installable trigger, and the toast texts; and the sheet-text rule (sheetTrim,
- * compareSheetText) by which a value read from the sheet names a fixed or configured word.
+ * the job a 承認 tick approves and the 承認 text it writes, the resolution of the panel's
+ * target label, who pressed, which kind of project takes a press (takesPresses), the plan of
+ * installing or removing the standalone project's trigger, and the toast and log texts; and
+ * the sheet-text rule (sheetTrim, compareSheetText) by which a value read from the sheet
+ * names a fixed or configured word.
  *
- * Code.js calls these from its edit triggers; `node --test apps-script/` checks them. No
- * Apps Script service is used here, so both runtimes load this file unchanged. The layout
+ * shell.js calls these for both kinds of project (Code.js, the bound one; Trigger.js, the
+ * standalone one); `node --test apps-script/` checks them. No Apps Script service is used
+ * here, so Apps Script and Node load this file unchanged. The layout
  * follows the daemon's defaults (sheetq.example.toml: [queue.headers], [queue.states],
  * [panel]); change both together.
  */
@@ -688,11 +691,11 @@ function noApprovalColumnMessage() {
  * The toast of a 承認 tick whose event does not say who ticked (requesterOf): an approval by
  * no one cannot count. Google tells the script only of people of the trigger owner's Google
  * Workspace domain; the queue an approval counts on is protected, which only the
- * installable trigger writes.
+ * standalone project's installable trigger writes.
  */
 function unknownApproverMessage() {
   return '承認できません: Google が押した人をスクリプトに知らせなかったため、誰の承認か分かりません。' +
-    '承認は installSheetqTrigger で入れたトリガーが、その所有者と同じ Google Workspace ドメインの人の分だけ記録できます';
+    '承認は、オーナーがスタンドアロン プロジェクトで installSheetqTrigger を実行して入れたトリガーが、その所有者と同じ Google Workspace ドメインの人の分だけ記録できます';
 }
 
 /**
@@ -713,21 +716,151 @@ function requesterOf(e) {
 }
 
 /**
- * The installable-trigger intake: its handler, and the script property that says it is
- * installed (its value is the e-mail of the account that owns the trigger). Script
- * properties are one store for every user of the project, and a simple trigger may read
- * them (AuthMode.LIMITED; https://developers.google.com/apps-script/reference/script/auth-mode),
- * which is how the simple `onEdit` learns to stand down.
+ * The two kinds of Apps Script project that take presses (README.md, "The Apps Script
+ * intake"; apps-script/runtime/project.js loads each kind's files):
+ *   bound       the project of the spreadsheet (Extensions → Apps Script): intake.js,
+ *               shell.js, Code.js. Google shares it with every editor of the spreadsheet,
+ *               so any of them can rewrite it; it keeps only the simple trigger `onEdit`,
+ *               which runs as the person who edited and grants nothing.
+ *   standalone  a project of its own (script.google.com, `clasp create --type standalone`),
+ *               owned by the spreadsheet's owner and shared with no one: intake.js,
+ *               shell.js, Trigger.js. Its installable trigger, made with
+ *               forSpreadsheet(id), runs onSheetqEdit as that owner
+ *               (https://developers.google.com/apps-script/guides/projects#create_a_standalone_project,
+ *               https://developers.google.com/apps-script/reference/script/spreadsheet-trigger-builder).
+ */
+var INTAKE = {
+  bound: 'bound',
+  standalone: 'standalone',
+};
+
+/**
+ * Whether the intake of `kind` takes presses, given whether `_ジョブキュー` carries a
+ * protection (shell.js, queueProtected; warning-only ones count: Sheet.getProtections lists
+ * them):
+ * the standalone trigger serves a protected queue, the bound simple trigger an open one.
+ * Both fire on every edit, Google documents no order between them, and each runs under its
+ * own lock (the bound project's document lock, the standalone project's script lock: no
+ * execution holds both), so only this split keeps one press from being queued twice. On a
+ * protected queue the bound trigger would be refused for everyone but the owner and the
+ * protection's editors, and for the owner it would write a second row beside the standalone
+ * trigger's; on an open queue every editor can write any row by hand, so the standalone
+ * trigger's 依頼者 would vouch for nothing.
+ */
+function takesPresses(kind, queueProtected) {
+  return kind === INTAKE.standalone ? queueProtected === true : queueProtected !== true;
+}
+
+/**
+ * The log line of a standalone trigger that leaves a press alone because `_ジョブキュー` is
+ * not protected (takesPresses): seen by the project's owner under Executions.
+ */
+function openQueueStandDownMessage() {
+  return 'sheetq: ' + QUEUE_SHEET + ' は保護されていないため、この押下はスタンドアロンのトリガーでは受け付けません' +
+    '（開いたキューはバインドされたスクリプトの単純トリガーが受け付けます）。`sheetq init` でキューを保護してください';
+}
+
+/**
+ * The installable-trigger intake of the standalone project: its handler, the script property
+ * that says it is installed (its value is the e-mail of the account that owns the trigger),
+ * and the script property that names the spreadsheet it serves. In a bound project the owner
+ * property is what an earlier version's bound installable trigger left (legacyTriggerMessage).
+ * Script properties are one store for every user of a project, and a simple trigger may read
+ * them (AuthMode.LIMITED; https://developers.google.com/apps-script/reference/script/auth-mode).
  */
 var TRIGGER = {
   handler: 'onSheetqEdit',
   eventType: 'ON_EDIT',
   ownerProperty: 'SHEETQ_TRIGGER_OWNER',
+  spreadsheetProperty: 'SHEETQ_SPREADSHEET_ID',
 };
 
-/** Whether the simple `onEdit` leaves presses to the installable trigger: it is installed. */
-function simpleStandsDown(ownerProperty) {
-  return ownerProperty !== null && ownerProperty !== undefined && String(ownerProperty).trim() !== '';
+/** Whether a script property value records a trigger's owner (null when unset, blank). */
+function ownerRecorded(value) {
+  return value !== null && value !== undefined && String(value).trim() !== '';
+}
+
+/** Whether two e-mail addresses name one account (Google compares them without case). */
+function sameAccount(a, b) {
+  var x = String(a === null || a === undefined ? '' : a).trim().toLowerCase();
+  return x !== '' && x === String(b === null || b === undefined ? '' : b).trim().toLowerCase();
+}
+
+/**
+ * What the bound project says while it still holds SHEETQ_TRIGGER_OWNER: an earlier version
+ * installed a bound installable trigger as `owner`, which runs whatever code the bound
+ * project holds (any editor's) with the owner's rights. Bound Code.js has no onSheetqEdit any
+ * more, so that trigger now finds no handler and does nothing, until someone writes one. Only
+ * the owner can delete it, in the Triggers page of the bound project, never by running bound
+ * code (running bound code as the owner is the hole itself).
+ */
+function legacyTriggerMessage(owner) {
+  return 'sheetq: このスプレッドシートの Apps Script（バインドされたプロジェクト）に、以前 installSheetqTrigger で入れた ' +
+    String(owner).trim() + ' のトリガー（' + TRIGGER.handler + '）が残っています。' +
+    'バインドされたプロジェクトは編集者の誰もが書き換えられ、このトリガーは書き換えられたコードを ' + String(owner).trim() +
+    ' の権限で動かします。' + String(owner).trim() + ' が、拡張機能 → Apps Script の「トリガー」（Triggers）でこのトリガーを削除し、' +
+    '「プロジェクトの設定」（Project Settings）→「スクリプト プロパティ」で ' + TRIGGER.ownerProperty + ' を削除してから、' +
+    'README「The Apps Script intake」のとおりスタンドアロン プロジェクトで installSheetqTrigger を実行してください。' +
+    'バインドされたプロジェクトの関数は実行しないでください';
+}
+
+/**
+ * The spreadsheet id a standalone project's SHEETQ_SPREADSHEET_ID holds ({ id }), or why it
+ * holds none ({ problem }, naming the property and where to set it). The spreadsheet's URL is
+ * taken too: the id is its part between /d/ and the next slash.
+ */
+function spreadsheetIdOf(value) {
+  var v = value === null || value === undefined ? '' : String(value).trim();
+  if (v === '') return { problem: missingSpreadsheetIdMessage() };
+  var inUrl = /\/spreadsheets\/d\/([^/?#]+)/.exec(v);
+  var id = inUrl !== null ? inUrl[1] : v;
+  if (!/^[A-Za-z0-9_-]+$/.test(id)) {
+    return {
+      problem: 'スクリプト プロパティ ' + TRIGGER.spreadsheetProperty + ' の値 ' + JSON.stringify(v.slice(0, 100)) +
+        ' はスプレッドシートの ID ではありません。' + whereToSetSpreadsheetId(),
+    };
+  }
+  return { id: id };
+}
+
+function whereToSetSpreadsheetId() {
+  return 'このスタンドアロン プロジェクトの「プロジェクトの設定」（Project Settings）→「スクリプト プロパティ」（Script properties）で ' +
+    TRIGGER.spreadsheetProperty + ' に sheetq のスプレッドシートの ID（URL の /d/ と /edit の間）を設定してから、もう一度実行してください';
+}
+
+/** The error of installSheetqTrigger when SHEETQ_SPREADSHEET_ID is not set. */
+function missingSpreadsheetIdMessage() {
+  return 'スクリプト プロパティ ' + TRIGGER.spreadsheetProperty + ' がありません。' + whereToSetSpreadsheetId();
+}
+
+/** The error of installSheetqTrigger when `me` cannot open spreadsheet `id` (Google said `said`). */
+function cannotOpenMessage(id, me, said) {
+  return 'スプレッドシート ' + id + '（' + TRIGGER.spreadsheetProperty + '）を ' + me + ' の権限で開けません: ' +
+    String(said === undefined || said === null ? '' : said).slice(0, 300) + '。' + TRIGGER.spreadsheetProperty +
+    ' の値と、' + me + ' がそのスプレッドシートのオーナー（または _ジョブキュー の保護範囲の編集者）であることを確かめてください';
+}
+
+/**
+ * Why `me` must not install the standalone trigger on a spreadsheet whose queue is `queue`
+ * (null when there is no `_ジョブキュー`; else { protections: [{ canEdit, warningOnly }] },
+ * its protections as Protection.canEdit() and isWarningOnly() give them), or null. The
+ * trigger writes as `me`, so `me` must be able to edit every protection of the queue; and a
+ * queue without a real protection is the bound simple trigger's (takesPresses).
+ */
+function installQueueProblem(queue, me) {
+  if (queue === null || queue === undefined) {
+    return 'スプレッドシートに ' + QUEUE_SHEET + ' がありません。先に `sheetq init` を実行してください';
+  }
+  var real = queue.protections.filter(function (p) { return p.warningOnly !== true; });
+  if (real.length === 0) {
+    return QUEUE_SHEET + ' が保護されていません（警告のみの保護は保護ではありません）。保護されていないキューには編集者の誰もが' +
+      '行を書けるので、このトリガーが書く依頼者は何の保証にもなりません。先に `sheetq init` でキューを保護してください';
+  }
+  if (queue.protections.some(function (p) { return p.canEdit !== true; })) {
+    return me + ' は ' + QUEUE_SHEET + ' の保護範囲の編集者ではないので、このトリガーは押下を書き込めません。' +
+      'スプレッドシートのオーナー（または保護範囲の編集者）がスタンドアロン プロジェクトを作り、installSheetqTrigger を実行してください';
+  }
+  return null;
 }
 
 /** Whether a project trigger ({ handler, eventType }) is the intake's installable onEdit. */
@@ -737,16 +870,30 @@ function isIntakeTrigger(t) {
 
 /**
  * What installSheetqTrigger does, run by `me`: `mine` the project's triggers that `me` owns
- * (Apps Script shows no one another account's triggers), `recorded` the owner the script
- * property names ('' or null when none). Returns
+ * ({ handler, eventType, sourceId }; Apps Script shows no one another account's triggers),
+ * `recorded` the owner the script property names ('' or null when none), `spreadsheetId` the
+ * spreadsheet SHEETQ_SPREADSHEET_ID names (a standalone project serves one spreadsheet).
+ * Returns
  *   { create: true, message }           no intake trigger yet: create one, record `me`;
  *   { create: false, message }          `me` has one already: keep it (and record `me`);
  *   { refuse: true, message }           another account has one: a second would queue
- *                                       every press twice.
+ *                                       every press twice; or `me`'s is another
+ *                                       spreadsheet's.
  */
-function installPlan(mine, recorded, me) {
+function installPlan(mine, recorded, me, spreadsheetId) {
   var owner = recorded === null || recorded === undefined ? '' : String(recorded).trim();
-  if (mine.some(isIntakeTrigger)) {
+  var intake = mine.filter(isIntakeTrigger);
+  var elsewhere = intake.filter(function (t) {
+    return spreadsheetId !== undefined && t.sourceId !== undefined && String(t.sourceId) !== spreadsheetId;
+  });
+  if (elsewhere.length > 0) {
+    return {
+      refuse: true,
+      message: 'このプロジェクトの sheetq の onEdit トリガーはスプレッドシート ' + elsewhere[0].sourceId +
+        ' のものです。一つのプロジェクトは一つのスプレッドシートに使います。uninstallSheetqTrigger を実行してから、もう一度実行してください',
+    };
+  }
+  if (intake.length > 0) {
     return { create: false, message: 'sheetq の onEdit トリガーは ' + me + ' のものが既にあります（' + TRIGGER.handler + '）。何もしません' };
   }
   if (owner !== '' && owner !== me) {
@@ -766,15 +913,15 @@ function installPlan(mine, recorded, me) {
 
 /**
  * What uninstallSheetqTrigger does besides deleting `me`'s intake triggers (`recorded` as
- * installPlan's): clear the property when it names `me` or no one, so the simple trigger
- * takes presses again; leave another owner's in place. Returns { clear, message }.
+ * installPlan's): clear the property when it names `me` or no one; leave another owner's in
+ * place. Returns { clear, message }.
  */
 function uninstallPlan(recorded, me) {
   var owner = recorded === null || recorded === undefined ? '' : String(recorded).trim();
   var clear = owner === '' || owner === me;
   var message;
   if (clear) {
-    message = 'sheetq の onEdit トリガーを外しました。押下は単純トリガー（押した人の権限）で受け付けます';
+    message = 'sheetq の onEdit トリガーを外しました。保護されたキューへの押下は、トリガーを入れ直すまで受け付けられません';
   } else {
     message = 'sheetq の onEdit トリガーは ' + owner + ' のものです。' + owner + ' が uninstallSheetqTrigger を実行してください';
   }
@@ -782,23 +929,25 @@ function uninstallPlan(recorded, me) {
 }
 
 /**
- * The toast of a press whose queue row Google refused because `_ジョブキュー` is protected
+ * The toast of a press whose queue write Google refused because `_ジョブキュー` is protected
  * (its message: "You are trying to edit a protected cell or object. Please contact the
  * spreadsheet owner to remove protection if you need to edit.",
  * https://github.com/theoephraim/node-google-spreadsheet/pull/20), or null for any other
  * error. `runner`: the account the script ran as; `installable`: whether it ran as the
- * installable trigger (whose owner must be an editor of the queue's protection) rather than
- * as the person who pressed (who never should be).
+ * standalone project's installable trigger (whose owner must be an editor of the queue's
+ * protection) rather than as the person who pressed (the bound simple trigger, which stands
+ * down on a sheet-protected queue, so meets this only where a range protection covers part
+ * of an otherwise open queue).
  */
 function queueRefusedMessage(errorMessage, installable, runner) {
   if (!/protected cell or object/i.test(String(errorMessage))) return null;
   if (installable) {
     return '受け付けられませんでした: トリガーの所有者 ' + runner + ' は ' + QUEUE_SHEET +
-      ' の保護範囲の編集者ではありません。' + runner + ' が uninstallSheetqTrigger を実行し、' +
-      'スプレッドシートのオーナーが installSheetqTrigger を実行してください';
+      ' の保護範囲の編集者ではありません。' + runner + ' がスタンドアロン プロジェクトで uninstallSheetqTrigger を実行し、' +
+      'スプレッドシートのオーナーが自分のスタンドアロン プロジェクトで installSheetqTrigger を実行してください';
   }
   return '受け付けられませんでした: ' + QUEUE_SHEET + ' は保護されていて、押した人の権限では書き込めません。' +
-    'スプレッドシートのオーナーが Apps Script エディタで installSheetqTrigger を一度実行してください';
+    'スプレッドシートのオーナーが sheetq のスタンドアロン Apps Script プロジェクトで installSheetqTrigger を一度実行してください';
 }
 
 /**
@@ -867,8 +1016,17 @@ if (typeof module !== 'undefined') {
     noApprovalColumnMessage: noApprovalColumnMessage,
     unknownApproverMessage: unknownApproverMessage,
     requesterOf: requesterOf,
+    INTAKE: INTAKE,
+    takesPresses: takesPresses,
+    openQueueStandDownMessage: openQueueStandDownMessage,
     TRIGGER: TRIGGER,
-    simpleStandsDown: simpleStandsDown,
+    ownerRecorded: ownerRecorded,
+    sameAccount: sameAccount,
+    legacyTriggerMessage: legacyTriggerMessage,
+    spreadsheetIdOf: spreadsheetIdOf,
+    missingSpreadsheetIdMessage: missingSpreadsheetIdMessage,
+    cannotOpenMessage: cannotOpenMessage,
+    installQueueProblem: installQueueProblem,
     isIntakeTrigger: isIntakeTrigger,
     installPlan: installPlan,
     uninstallPlan: uninstallPlan,

@@ -174,11 +174,60 @@ test('who pressed is the event\'s user, or empty when Google does not say', () =
     'a user given as text is taken as its e-mail');
 });
 
-test('the simple trigger stands down exactly while an installable trigger is recorded', () => {
-  assert.equal(intake.simpleStandsDown('owner@example.com'), true);
-  assert.equal(intake.simpleStandsDown(null), false, 'getProperty answers null when unset');
-  assert.equal(intake.simpleStandsDown(''), false);
-  assert.equal(intake.simpleStandsDown('  '), false);
+test('one press has one taker: the standalone trigger on a protected queue, the bound simple trigger on an open one', () => {
+  const { bound, standalone } = intake.INTAKE;
+  assert.equal(intake.takesPresses(standalone, true), true);
+  assert.equal(intake.takesPresses(bound, true), false,
+    'the bound trigger leaves a protected queue alone, the owner\'s press included');
+  assert.equal(intake.takesPresses(standalone, false), false,
+    'on an open queue the standalone trigger would vouch for nothing');
+  assert.equal(intake.takesPresses(bound, false), true);
+  for (const q of [true, false]) {
+    assert.equal(intake.takesPresses(bound, q) !== intake.takesPresses(standalone, q), true,
+      'exactly one kind takes a press, whatever the order Google runs them in');
+  }
+});
+
+test('a legacy record is one that names someone; accounts compare without case', () => {
+  assert.equal(intake.ownerRecorded('owner@example.com'), true);
+  assert.equal(intake.ownerRecorded(null), false, 'getProperty answers null when unset');
+  assert.equal(intake.ownerRecorded(''), false);
+  assert.equal(intake.ownerRecorded('  '), false);
+  assert.equal(intake.sameAccount('Owner@Example.com', ' owner@example.com'), true);
+  assert.equal(intake.sameAccount('', ''), false, 'no one is not the owner');
+  assert.equal(intake.sameAccount('alice@example.com', 'owner@example.com'), false);
+});
+
+test('the legacy message names the trigger\'s owner and every step, none of them a bound function', () => {
+  const m = intake.legacyTriggerMessage(' owner@example.com ');
+  assert.match(m, /owner@example\.com のトリガー（onSheetqEdit）が残っています/);
+  assert.match(m, /「トリガー」（Triggers）でこのトリガーを削除/);
+  assert.match(m, /SHEETQ_TRIGGER_OWNER を削除/);
+  assert.match(m, /スタンドアロン プロジェクトで installSheetqTrigger/);
+  assert.doesNotMatch(m, /uninstallSheetqTrigger/, 'no bound function to run as the owner');
+});
+
+test('the standalone project\'s spreadsheet id: the property\'s value or the id in a pasted URL', () => {
+  assert.deepEqual(intake.spreadsheetIdOf(' 1AbC-_9 '), { id: '1AbC-_9' });
+  assert.deepEqual(intake.spreadsheetIdOf('https://docs.google.com/spreadsheets/d/1AbC-_9/edit#gid=0'), { id: '1AbC-_9' });
+  for (const missing of [null, undefined, '', ' ']) {
+    const { problem } = intake.spreadsheetIdOf(missing);
+    assert.match(problem, /スクリプト プロパティ SHEETQ_SPREADSHEET_ID がありません/);
+    assert.match(problem, /Project Settings/);
+    assert.match(problem, /Script properties/);
+  }
+  assert.match(intake.spreadsheetIdOf('a b').problem, /SHEETQ_SPREADSHEET_ID の値 "a b" はスプレッドシートの ID ではありません/);
+});
+
+test('the standalone install needs a queue protected for the installer', () => {
+  const me = 'owner@example.com';
+  assert.match(intake.installQueueProblem(null, me), /_ジョブキュー がありません/);
+  assert.match(intake.installQueueProblem({ protections: [] }, me), /保護されていません/);
+  assert.match(intake.installQueueProblem({ protections: [{ canEdit: true, warningOnly: true }] }, me),
+    /警告のみの保護は保護ではありません/);
+  assert.match(intake.installQueueProblem({ protections: [{ canEdit: true }, { canEdit: false }] }, me),
+    /owner@example\.com は _ジョブキュー の保護範囲の編集者ではない/, 'protections stack: every one must be the installer\'s');
+  assert.equal(intake.installQueueProblem({ protections: [{ canEdit: true, warningOnly: false }] }, me), null);
 });
 
 test('only an edit trigger of onSheetqEdit is the intake\'s trigger', () => {
@@ -209,6 +258,11 @@ test('install: creates once, keeps its own, refuses another account\'s naming it
   assert.match(theirs.message, /admin@example\.com が入れています/);
   assert.match(theirs.message, /uninstallSheetqTrigger/);
   assert.match(theirs.message, /SHEETQ_TRIGGER_OWNER/, 'names the property to delete when it is stale');
+  const elsewhere = intake.installPlan([{ handler: 'onSheetqEdit', eventType: 'ON_EDIT', sourceId: 'old' }], me, me, 'new');
+  assert.equal(elsewhere.refuse, true, 'one standalone project serves one spreadsheet');
+  assert.match(elsewhere.message, /スプレッドシート old のものです/);
+  assert.equal(intake.installPlan([{ handler: 'onSheetqEdit', eventType: 'ON_EDIT', sourceId: 'new' }], me, me, 'new').create,
+    false, 'the same spreadsheet\'s: kept');
 });
 
 test('uninstall clears the record only when it is the caller\'s or no one\'s', () => {
@@ -224,9 +278,10 @@ test('a write refused by the queue\'s protection is told plainly; other errors a
     'the spreadsheet owner to remove protection if you need to edit. (POST :batchUpdate answered 400)';
   const simple = intake.queueRefusedMessage(google, false, '');
   assert.match(simple, /_ジョブキュー は保護されていて/);
-  assert.match(simple, /installSheetqTrigger/, 'says what fixes it');
+  assert.match(simple, /スタンドアロン Apps Script プロジェクトで installSheetqTrigger/, 'says what fixes it');
   const installable = intake.queueRefusedMessage(google, true, 'ed@example.com');
   assert.match(installable, /トリガーの所有者 ed@example\.com は _ジョブキュー の保護範囲の編集者ではありません/);
+  assert.match(installable, /スタンドアロン プロジェクトで uninstallSheetqTrigger/);
   assert.equal(intake.queueRefusedMessage('Exception: Service Spreadsheets failed', false, ''), null);
   assert.equal(intake.queueRefusedMessage(undefined, false, ''), null);
 });

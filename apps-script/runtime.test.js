@@ -1,6 +1,7 @@
-// node --test apps-script/: the Apps Script runtime that runs Code.js in tests (runtime/gas.js),
-// its date handling, who a script may see, and its triggers and script properties checked
-// against what Apps Script documents.
+// node --test apps-script/: the Apps Script runtime that runs the intake's projects in tests
+// (runtime/gas.js, runtime/project.js): its date handling, who a script may see, what each
+// kind of project has (files, active spreadsheet, locks), and its triggers and script
+// properties, checked against what Apps Script documents.
 'use strict';
 
 const test = require('node:test');
@@ -9,8 +10,9 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const {
-  formatDate, instantOfWallClock, wallClockMs, visibleEmail, runtime, projectStore,
+  formatDate, instantOfWallClock, wallClockMs, visibleEmail, runtime,
 } = require('./runtime/gas.js');
+const { createProject } = require('./runtime/project.js');
 
 test('formatDate writes SimpleDateFormat patterns in the given zone', () => {
   const d = new Date(Date.UTC(2026, 11, 2, 1, 4, 5, 67));
@@ -46,13 +48,60 @@ test('a script run without a person\'s authorisation sees their e-mail only with
 
 function run(store, who, authorized) {
   return runtime({
-    apiBase: 'http://127.0.0.1:9/v4', spreadsheetId: 'sheet-1', token: 'unused',
+    apiBase: 'http://127.0.0.1:9/v4', token: 'unused',
     effectiveUser: who, activeUser: authorized ? who : '', authorized, project: store,
   }).globals;
 }
 
+function tempDir() {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'sheetq-gas-'));
+}
+
+function boundProject() {
+  return createProject(tempDir(), { kind: 'bound', owner: 'owner@example.com', container: 'sheet-1' });
+}
+
+function standaloneProject() {
+  return createProject(tempDir(), { kind: 'standalone', owner: 'owner@example.com' });
+}
+
+test('each kind of project loads its own files, after intake.js and shell.js', () => {
+  const names = (store) => store.files().map((f) => path.basename(f));
+  assert.deepEqual(names(boundProject()), ['intake.js', 'shell.js', 'Code.js']);
+  assert.deepEqual(names(standaloneProject()), ['intake.js', 'shell.js', 'Trigger.js']);
+  assert.throws(() => createProject(tempDir(), { kind: 'standalone', owner: 'o@example.com', container: 'x' }),
+    /bound to no spreadsheet/);
+  assert.throws(() => createProject(tempDir(), { kind: 'bound', owner: 'o@example.com' }), /needs the spreadsheet/);
+});
+
+test('a standalone project has no active spreadsheet and no document lock; its script lock is one for every account', () => {
+  const store = standaloneProject();
+  const owner = run(store, 'owner@example.com', true);
+  assert.equal(owner.SpreadsheetApp.getActive(), null, 'getActive() is null where there is no container');
+  assert.equal(owner.SpreadsheetApp.getActiveSpreadsheet(), null);
+  assert.equal(owner.LockService.getDocumentLock(), null,
+    'getDocumentLock() is null outside a containing document');
+  const lock = owner.LockService.getScriptLock();
+  assert.equal(lock.tryLock(0), true);
+  const other = run(store, 'admin@example.com', true).LockService.getScriptLock();
+  assert.equal(other.tryLock(50), false, 'another execution, whoever runs it, waits for the script lock');
+  lock.releaseLock();
+  assert.equal(other.tryLock(0), true);
+  other.releaseLock();
+
+  const bound = run(boundProject(), 'owner@example.com', true);
+  assert.equal(bound.SpreadsheetApp.getActive().getId(), 'sheet-1', 'a bound project\'s is its spreadsheet');
+  assert.notEqual(bound.LockService.getDocumentLock(), null);
+});
+
+test('openById needs the script\'s authorisation, which a simple trigger lacks', () => {
+  const simple = run(boundProject(), 'alice@example.com', false);
+  assert.throws(() => simple.SpreadsheetApp.openById('sheet-2'),
+    /You do not have permission to call SpreadsheetApp\.openById/);
+});
+
 test('installable triggers are each account\'s own, and a simple trigger may not touch them', () => {
-  const store = projectStore(fs.mkdtempSync(path.join(os.tmpdir(), 'sheetq-gas-')));
+  const store = boundProject();
   const owner = run(store, 'owner@example.com', true);
   const made = owner.ScriptApp.newTrigger('onSheetqEdit')
     .forSpreadsheet(owner.SpreadsheetApp.getActive()).onEdit().create();
@@ -60,6 +109,9 @@ test('installable triggers are each account\'s own, and a simple trigger may not
   assert.equal(String(made.getEventType()), 'ON_EDIT');
   assert.equal(made.getTriggerSourceId(), 'sheet-1');
   assert.deepEqual(owner.ScriptApp.getProjectTriggers().map((t) => t.getHandlerFunction()), ['onSheetqEdit']);
+  const byId = run(standaloneProject(), 'owner@example.com', true).ScriptApp.newTrigger('onSheetqEdit')
+    .forSpreadsheet('sheet-2').onEdit().create();
+  assert.equal(byId.getTriggerSourceId(), 'sheet-2', 'forSpreadsheet takes the spreadsheet\'s id too');
 
   const other = run(store, 'admin@example.com', true);
   assert.deepEqual(other.ScriptApp.getProjectTriggers(), [],
@@ -76,7 +128,7 @@ test('installable triggers are each account\'s own, and a simple trigger may not
 });
 
 test('script properties are one store for every account and every run', () => {
-  const store = projectStore(fs.mkdtempSync(path.join(os.tmpdir(), 'sheetq-gas-')));
+  const store = boundProject();
   run(store, 'owner@example.com', true).PropertiesService.getScriptProperties().setProperty('K', 'v');
   const seen = run(store, 'alice@example.com', false).PropertiesService.getScriptProperties();
   assert.equal(seen.getProperty('K'), 'v', 'a simple trigger reads what the owner set');

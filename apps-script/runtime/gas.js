@@ -1,13 +1,27 @@
 /**
- * The Apps Script services that Code.js calls, for Node, over the Sheets API v4 (the sheetq
- * emulator in tests): SpreadsheetApp's Spreadsheet, Sheet and Range, LockService's document
- * lock, PropertiesService's script properties, ScriptApp's installable triggers, Session and
- * Utilities. Each Sheets call is one synchronous HTTP request, as each service call of Apps
- * Script is, so Code.js runs unmodified and in its own order. One `runtime` is one execution
- * of the script, as one account; what outlives an execution (the document lock, script
- * properties, installable triggers) lives in the project's directory (`projectStore`).
+ * The Apps Script services that the intake's projects call (runtime/project.js: the bound
+ * one loads intake.js, shell.js and Code.js, the standalone one intake.js, shell.js and
+ * Trigger.js), for Node, over the Sheets API v4 (the sheetq emulator in tests):
+ * SpreadsheetApp's Spreadsheet, Sheet, Range and Protection, LockService's document and
+ * script locks, PropertiesService's script properties, ScriptApp's installable triggers,
+ * Session and Utilities. Each Sheets call is one synchronous HTTP request, as each service
+ * call of Apps Script is, so the project's files run unmodified and in their own order. One
+ * `runtime` is one execution of one project, as one account; what outlives an execution (the
+ * locks, script properties, installable triggers) lives in the project's directory
+ * (project.js, projectStore).
  *
- * Only what Code.js uses is here, and each piece behaves as Apps Script documents it:
+ * Only what the project's files use is here, and each piece behaves as Apps Script documents
+ * it:
+ *   - SpreadsheetApp.getActive()/getActiveSpreadsheet(): the spreadsheet a bound project is
+ *     bound to; null in a standalone project, which has none ("Returns the currently active
+ *     spreadsheet, or null if there is none").
+ *     https://developers.google.com/apps-script/reference/spreadsheet/spreadsheet-app#getActiveSpreadsheet()
+ *   - SpreadsheetApp.openById(id): that spreadsheet, if the running account can open it (one
+ *     read, which throws with Google's message when it cannot). It needs authorisation, so a
+ *     simple trigger's call throws ("They can modify the file they are bound to, but cannot
+ *     access other files because that would require authorization").
+ *     https://developers.google.com/apps-script/reference/spreadsheet/spreadsheet-app#openById(String)
+ *     https://developers.google.com/apps-script/guides/triggers#restrictions
  *   - Range.getValues(): '' for an empty cell, numbers, booleans and strings as they are, and
  *     a Date for a cell whose number format is a date or time (the serial read in the
  *     spreadsheet's time zone).
@@ -19,32 +33,48 @@
  *     A write Google refuses throws an Exception carrying Google's message (for a protected
  *     range: "You are trying to edit a protected cell or object…").
  *   - Sheet.getDataRange(): A1 to the last row and column with content.
- *   - LockService.getDocumentLock(): one lock per document across every running script;
- *     waitLock(ms) throws when it is not had within ms.
+ *   - Sheet.getProtections(type): the sheet's protections of that type, whoever may edit them
+ *     (SHEET: a protected range with no bounds, which the Sheets API calls "a protected
+ *     sheet"; RANGE: any other), as Protection objects: canEdit() ("Determines whether the
+ *     user has permission to edit the protected range or sheet. The owner of the spreadsheet
+ *     is always able to edit protected ranges and sheets": the API's requestingUserCanEdit),
+ *     isWarningOnly(), getDescription(), getProtectionType() and remove() (one
+ *     deleteProtectedRange, which Google refuses to whoever may not edit the protection).
+ *     https://developers.google.com/apps-script/reference/spreadsheet/sheet#getProtections(ProtectionType)
+ *     https://developers.google.com/apps-script/reference/spreadsheet/protection
+ *     https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/sheets#ProtectedRange
+ *   - LockService.getDocumentLock(): one lock per document across every execution of the
+ *     bound project; null in a standalone project ("If this method is called outside of the
+ *     context of a containing document (such as from a standalone script or web app), null
+ *     is returned"). LockService.getScriptLock(): one lock per project, whoever runs it
+ *     ("Sections of code guarded by a script lock cannot be executed simultaneously
+ *     regardless of the identity of the user"). waitLock(ms) throws when the lock is not had
+ *     within ms; every lock is released when the execution ends.
+ *     https://developers.google.com/apps-script/reference/lock/lock-service
  *     https://developers.google.com/apps-script/reference/lock/lock#waitLock(Integer)
  *   - PropertiesService.getScriptProperties(): one store shared by every user of the
  *     project; a simple trigger may read it (AuthMode.LIMITED).
  *     https://developers.google.com/apps-script/reference/properties/properties-service
- *   - ScriptApp: newTrigger(fn).forSpreadsheet(ss).onEdit().create(), getProjectTriggers()
- *     (the triggers of the current user only: "A given account cannot see triggers
- *     installed from a second account") and deleteTrigger(). Needs authorisation, so a
- *     simple trigger's call throws.
+ *   - ScriptApp: newTrigger(fn).forSpreadsheet(spreadsheet or id).onEdit().create(),
+ *     getProjectTriggers() (the triggers of the current user only: "A given account cannot
+ *     see triggers installed from a second account") and deleteTrigger(). Needs
+ *     authorisation, so a simple trigger's call throws.
  *     https://developers.google.com/apps-script/reference/script/script-app
+ *     https://developers.google.com/apps-script/reference/script/spreadsheet-trigger-builder
  *     https://developers.google.com/apps-script/guides/triggers/installable#restrictions
  *   - Session: getActiveUser() in a simple trigger or a run from the editor,
  *     getEffectiveUser() where the script runs with authorisation (the trigger's owner for
  *     an installable trigger). Where this runtime does not know Google's answer (the active
  *     user of an installable trigger, the effective user of a simple one) the call throws.
  *     https://developers.google.com/apps-script/reference/base/session
- *   - Utilities.formatDate(): SimpleDateFormat patterns (the letters Code.js uses; any other
- *     letter is an error here rather than a guess).
+ *   - Utilities.formatDate(): SimpleDateFormat patterns (the letters the project uses; any
+ *     other letter is an error here rather than a guess).
  */
 'use strict';
 
 const { execFileSync } = require('node:child_process');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
-const path = require('node:path');
 
 const SERIAL_EPOCH_MS = Date.UTC(1899, 11, 30);
 const MS_PER_DAY = 86400000;
@@ -125,36 +155,6 @@ function enumValue(name) {
 
 const EventType = Object.freeze({ ON_EDIT: enumValue('ON_EDIT') });
 const TriggerSource = Object.freeze({ SPREADSHEETS: enumValue('SPREADSHEETS') });
-
-/**
- * What outlives one execution of the project, kept in `dir`: the document lock (a
- * directory), the script properties and the installable triggers (JSON files, each
- * replaced whole by a rename).
- */
-function projectStore(dir) {
-  const file = (name) => path.join(dir, name);
-  function read(name, empty) {
-    try {
-      return JSON.parse(fs.readFileSync(file(name), 'utf8'));
-    } catch (e) {
-      if (e.code === 'ENOENT') return empty;
-      throw e;
-    }
-  }
-  function write(name, value) {
-    const tmp = file(name + '.' + process.pid + '.tmp');
-    fs.writeFileSync(tmp, JSON.stringify(value, null, 2));
-    fs.renameSync(tmp, file(name));
-  }
-  return {
-    lockPath: file('document.lock'),
-    properties: () => read('script-properties.json', {}),
-    setProperties: (p) => write('script-properties.json', p),
-    /** Every installable trigger: { uid, owner, handler, eventType, sourceId }. */
-    triggers: () => read('triggers.json', []),
-    setTriggers: (t) => write('triggers.json', t),
-  };
-}
 
 /** Column letters of 1-based column `n`. */
 function letters(n) {
@@ -242,19 +242,29 @@ function formatDate(date, timeZone, pattern) {
   return out;
 }
 
-/**
- * The services of one execution, for the spreadsheet `spreadsheetId` at `apiBase` (…/v4/):
- *   token          the access token of the account the script runs as;
- *   effectiveUser  that account's e-mail (Session.getEffectiveUser());
- *   activeUser     what Session.getActiveUser() gives ('' when hidden), or undefined where
- *                  this runtime does not know;
- *   authorized     whether the run has the script's authorisation (an installable trigger,
- *                  a run from the editor) or not (a simple trigger);
- *   project        the project's lasting state (projectStore).
- */
-function runtime({ apiBase, spreadsheetId, token, effectiveUser, activeUser, authorized, project }) {
-  const toasts = [];
+/** The runtime's own probe of a Spreadsheet object (not an Apps Script method). */
+const CHECK = Symbol('check');
 
+/** SpreadsheetApp.ProtectionType. */
+const ProtectionType = Object.freeze({ RANGE: enumValue('RANGE'), SHEET: enumValue('SHEET') });
+
+/**
+ * The type of a protected range of the Sheets API: SHEET when its range has no bounds ("The
+ * range may be fully unbounded, in which case this is considered a protected sheet"), RANGE
+ * otherwise (bounded, or backed by a named range).
+ * https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/sheets#ProtectedRange
+ */
+function protectionTypeOf(p) {
+  if (p.namedRangeId !== undefined || p.range === undefined) return ProtectionType.RANGE;
+  const bounds = ['startRowIndex', 'endRowIndex', 'startColumnIndex', 'endColumnIndex'];
+  return bounds.some((k) => p.range[k] !== undefined) ? ProtectionType.RANGE : ProtectionType.SHEET;
+}
+
+/**
+ * Spreadsheet `spreadsheetId` at `apiBase` (…/v4/) as the account of `token` reads and writes
+ * it: a Spreadsheet with its Sheets, Ranges and Protections; its toasts go to `toasts`.
+ */
+function openSpreadsheet({ apiBase, spreadsheetId, token, toasts }) {
   function api(method, pathAndQuery, body) {
     const url = apiBase.replace(/\/$/, '') + '/spreadsheets/' + encodeURIComponent(spreadsheetId) +
       pathAndQuery;
@@ -399,6 +409,17 @@ function runtime({ apiBase, spreadsheetId, token, effectiveUser, activeUser, aut
       const width = values.reduce((w, r) => Math.max(w, r.length), 0);
       return new Range(this, 1, 1, Math.max(values.length, 1), Math.max(width, 1));
     }
+    /** This sheet's protections of `type` (ProtectionType), whoever may edit them. */
+    getProtections(type) {
+      if (type !== ProtectionType.SHEET && type !== ProtectionType.RANGE) {
+        throw new Error('Exception: Invalid argument: type');
+      }
+      const fields = encodeURIComponent('sheets.properties.sheetId,sheets.protectedRanges');
+      const got = (api('GET', '?fields=' + fields).sheets || [])
+        .find((s) => s.properties.sheetId === this.getSheetId()) || {};
+      return (got.protectedRanges || []).filter((p) => protectionTypeOf(p) === type)
+        .map((p) => protection(p));
+    }
     /**
      * Atomic, as Apps Script documents (no other write can come between finding the last
      * row and writing after it): one AppendCellsRequest, which writes after the last row
@@ -414,6 +435,19 @@ function runtime({ apiBase, spreadsheetId, token, effectiveUser, activeUser, aut
     }
   }
 
+  /** A Protection, from the API's ProtectedRange as this account reads it. */
+  function protection(p) {
+    return {
+      canEdit: () => p.requestingUserCanEdit === true,
+      isWarningOnly: () => p.warningOnly === true,
+      getDescription: () => p.description || '',
+      getProtectionType: () => protectionTypeOf(p),
+      remove() {
+        api('POST', ':batchUpdate', { requests: [{ deleteProtectedRange: { protectedRangeId: p.protectedRangeId } }] });
+      },
+    };
+  }
+
   const spreadsheet = {
     getId() { return spreadsheetId; },
     getSpreadsheetTimeZone: timeZone,
@@ -424,34 +458,74 @@ function runtime({ apiBase, spreadsheetId, token, effectiveUser, activeUser, aut
     },
     toast(message, title) { toasts.push({ message: String(message), title: String(title) }); },
   };
+  // Whether the account may open the spreadsheet: one read, which throws when it may not.
+  Object.defineProperty(spreadsheet, CHECK, { value: () => api('GET', '?fields=spreadsheetId') });
 
-  let held = false;
-  const documentLock = {
-    tryLock(ms) {
-      const until = Date.now() + ms;
-      for (;;) {
-        try {
-          fs.mkdirSync(project.lockPath);
-          held = true;
-          return true;
-        } catch (e) {
-          if (e.code !== 'EEXIST') throw e;
+  return spreadsheet;
+}
+
+/**
+ * The services of one execution of `project` (project.js), at `apiBase` (…/v4/):
+ *   token          the access token of the account the script runs as;
+ *   effectiveUser  that account's e-mail (Session.getEffectiveUser());
+ *   activeUser     what Session.getActiveUser() gives ('' when hidden), or undefined where
+ *                  this runtime does not know;
+ *   authorized     whether the run has the script's authorisation (an installable trigger,
+ *                  a run from the editor) or not (a simple trigger);
+ *   project        the project: its kind (a container or none), its lasting state.
+ */
+function runtime({ apiBase, token, effectiveUser, activeUser, authorized, project }) {
+  const toasts = [];
+  const opened = new Map();
+  /** Spreadsheet `id` as the running account sees it, one object per id in an execution. */
+  function open(id) {
+    if (!opened.has(id)) opened.set(id, openSpreadsheet({ apiBase, spreadsheetId: id, token, toasts }));
+    return opened.get(id);
+  }
+  const container = project.container();
+
+  /** A service call that needs the script's authorisation, which a simple trigger lacks. */
+  function authorised(what, scope) {
+    if (!authorized) {
+      throw new Error('Exception: You do not have permission to call ' + what +
+        '. Required permissions: ' + scope);
+    }
+  }
+  const SCRIPTAPP_SCOPE = 'https://www.googleapis.com/auth/script.scriptapp';
+  const SPREADSHEETS_SCOPE = 'https://www.googleapis.com/auth/spreadsheets';
+
+  /** A lock that is a directory of the project's: had by whoever made it, until released. */
+  function dirLock(lockPath) {
+    let held = false;
+    return {
+      tryLock(ms) {
+        const until = Date.now() + ms;
+        for (;;) {
+          try {
+            fs.mkdirSync(lockPath);
+            held = true;
+            return true;
+          } catch (e) {
+            if (e.code !== 'EEXIST') throw e;
+          }
+          if (Date.now() >= until) return false;
+          sleep(20);
         }
-        if (Date.now() >= until) return false;
-        sleep(20);
-      }
-    },
-    waitLock(ms) {
-      if (!this.tryLock(ms)) {
-        throw new Error('Exception: Lock timeout: another process was holding the lock for too long.');
-      }
-    },
-    hasLock() { return held; },
-    releaseLock() {
-      if (held) fs.rmdirSync(project.lockPath);
-      held = false;
-    },
-  };
+      },
+      waitLock(ms) {
+        if (!this.tryLock(ms)) {
+          throw new Error('Exception: Lock timeout: another process was holding the lock for too long.');
+        }
+      },
+      hasLock() { return held; },
+      releaseLock() {
+        if (held) fs.rmdirSync(lockPath);
+        held = false;
+      },
+    };
+  }
+  const documentLock = container === null ? null : dirLock(project.documentLockPath);
+  const scriptLock = dirLock(project.scriptLockPath);
 
   const scriptProperties = {
     getProperty(key) {
@@ -471,15 +545,6 @@ function runtime({ apiBase, spreadsheetId, token, effectiveUser, activeUser, aut
     },
   };
 
-  /** A service call that needs the script's authorisation, which a simple trigger lacks. */
-  function authorised(what, scope) {
-    if (!authorized) {
-      throw new Error('Exception: You do not have permission to call ' + what +
-        '. Required permissions: ' + scope);
-    }
-  }
-  const SCRIPTAPP_SCOPE = 'https://www.googleapis.com/auth/script.scriptapp';
-
   function triggerObject(t) {
     return {
       getUniqueId: () => t.uid,
@@ -496,14 +561,16 @@ function runtime({ apiBase, spreadsheetId, token, effectiveUser, activeUser, aut
     newTrigger(handler) {
       authorised('ScriptApp.newTrigger', SCRIPTAPP_SCOPE);
       return {
+        /** A Spreadsheet, or its id ("forSpreadsheet(key)"). */
         forSpreadsheet(ss) {
+          const sourceId = typeof ss === 'string' ? ss : ss.getId();
           return {
             onEdit() {
               return {
                 create() {
                   const t = {
                     uid: String(crypto.randomInt(2 ** 47)), owner: effectiveUser, handler: String(handler),
-                    eventType: 'ON_EDIT', sourceId: ss.getId(),
+                    eventType: 'ON_EDIT', sourceId,
                   };
                   project.setTriggers(project.triggers().concat([t]));
                   return triggerObject(t);
@@ -541,35 +608,38 @@ function runtime({ apiBase, spreadsheetId, token, effectiveUser, activeUser, aut
     },
   };
 
+  const active = () => (container === null ? null : open(container));
   const globals = {
     SpreadsheetApp: {
-      getActive: () => spreadsheet, getActiveSpreadsheet: () => spreadsheet, openById: () => spreadsheet,
+      getActive: active,
+      getActiveSpreadsheet: active,
+      openById(id) {
+        authorised('SpreadsheetApp.openById', SPREADSHEETS_SCOPE);
+        const ss = open(String(id));
+        ss[CHECK]();
+        return ss;
+      },
+      ProtectionType,
     },
-    LockService: { getDocumentLock: () => documentLock },
+    LockService: { getDocumentLock: () => documentLock, getScriptLock: () => scriptLock },
     PropertiesService: { getScriptProperties: () => scriptProperties },
     ScriptApp: scriptApp,
     Session: session,
     Utilities: { getUuid: () => crypto.randomUUID(), formatDate, sleep },
   };
 
-  /** The range `a1` of sheet `title` (which must exist). */
-  function rangeOf(title, a1) {
-    const sheet = spreadsheet.getSheetByName(title);
-    if (sheet === null) throw new Error('no sheet ' + title);
-    return sheet.getRange(a1);
-  }
-
   /**
-   * The event of an edit that set `a1` of sheet `title` to `value`, seen by this execution:
-   * `user` the e-mail it may see of the person who edited ('' when hidden), `triggerUid`
-   * the installable trigger that fired (none for a simple trigger).
+   * The event of an edit that set `a1` of sheet `title` of spreadsheet `spreadsheetId` to
+   * `value`, seen by this execution: `user` the e-mail it may see of the person who edited
+   * ('' when hidden), `triggerUid` the installable trigger that fired (none for a simple
+   * trigger). Its `source` is the spreadsheet edited, in a standalone project too.
    * https://developers.google.com/apps-script/guides/triggers/events#edit
    */
-  function editEvent(title, a1, value, { user, triggerUid }) {
+  function editEvent(spreadsheetId, title, a1, value, { user, triggerUid }) {
     const e = {
       authMode: authorized ? 'FULL' : 'LIMITED',
-      range: rangeOf(title, a1),
-      source: spreadsheet,
+      range: rangeIn(open(spreadsheetId), title, a1),
+      source: open(spreadsheetId),
       value: String(value).toUpperCase(),
       user: userObject(user),
     };
@@ -577,9 +647,23 @@ function runtime({ apiBase, spreadsheetId, token, effectiveUser, activeUser, aut
     return e;
   }
 
-  return { globals, toasts, rangeOf, editEvent, documentLock };
+  /** Releases every lock the execution holds, as Apps Script does when it ends. */
+  function releaseLocks() {
+    if (documentLock !== null) documentLock.releaseLock();
+    scriptLock.releaseLock();
+  }
+
+  return { globals, toasts, editEvent, releaseLocks, project };
+}
+
+/** The range `a1` of sheet `title` of `spreadsheet` (which must have it). */
+function rangeIn(spreadsheet, title, a1) {
+  const sheet = spreadsheet.getSheetByName(title);
+  if (sheet === null) throw new Error('no sheet ' + title);
+  return sheet.getRange(a1);
 }
 
 module.exports = {
-  runtime, projectStore, personToken, visibleEmail, formatDate, instantOfWallClock, wallClockMs,
+  runtime, openSpreadsheet, rangeIn, personToken, visibleEmail, formatDate, instantOfWallClock,
+  wallClockMs, ProtectionType,
 };
