@@ -1,12 +1,26 @@
 //! The log line formats beyond `tracing-subscriber`'s own: JSON lines that carry Google
 //! Cloud Logging's `severity` field, so a container's log shows each line at its level
 //! rather than as DEFAULT
-//! (https://cloud.google.com/logging/docs/structured-logging#special-payload-fields).
+//! (https://cloud.google.com/logging/docs/structured-logging#special-payload-fields); and
+//! which levels each crate logs at ([`directives`]).
 
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
+
+/// The filter directives for the level the flags ask for (`-v`: debug, `-vv`: trace): sheetq
+/// itself logs at that level, every other crate at `info` at most. The OAuth library, the
+/// HTTP and TLS stacks log the signed JWT assertion, access tokens, request headers and
+/// webhook URLs at debug and trace; an operator who pastes `-vv` output into a ticket must
+/// not hand out a bearer token, so their debug output is never turned on by the flags
+/// (`SHEETQ_LOG`/`RUST_LOG`, set by hand, still reach them).
+pub fn directives(level: &str) -> String {
+    match level {
+        "debug" | "trace" => format!("info,sheetq={level}"),
+        other => other.to_string(),
+    }
+}
 
 /// Cloud Logging's name for a level (`LogSeverity`).
 pub fn severity(level: &Level) -> &'static str {
@@ -50,6 +64,14 @@ mod tests {
     use tracing_subscriber::fmt::MakeWriter;
 
     use super::*;
+
+    #[test]
+    fn verbose_flags_raise_sheetq_alone_past_info() {
+        assert_eq!(directives("trace"), "info,sheetq=trace");
+        assert_eq!(directives("debug"), "info,sheetq=debug");
+        assert_eq!(directives("info"), "info");
+        assert_eq!(directives("warn"), "warn");
+    }
 
     #[derive(Clone, Default)]
     struct Buffer(Arc<Mutex<Vec<u8>>>);

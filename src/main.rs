@@ -26,7 +26,9 @@ fn main() -> ExitCode {
     // SHEETQ_LOG, else the ecosystem's RUST_LOG, else the flags.
     let filter = EnvFilter::try_from_env("SHEETQ_LOG")
         .or_else(|_| EnvFilter::try_from_env("RUST_LOG"))
-        .unwrap_or_else(|_| EnvFilter::new(cli.log_level(default_level)));
+        .unwrap_or_else(|_| {
+            EnvFilter::new(sheetq::logging::directives(cli.log_level(default_level)))
+        });
     // Under systemd, with stderr connected to the journal, log to journald itself: each line
     // keeps its level (as the journal's priority) and its fields (job.id, target, worker) as
     // journal fields, for `journalctl -p warning` and `-o json`. `--log-format json` keeps

@@ -30,6 +30,7 @@ mod probe;
 mod provenance;
 mod retries;
 mod schedules;
+mod secrets;
 mod sheets_google;
 mod spreadsheets;
 mod support;
