@@ -452,6 +452,9 @@ fn over_google_quota(config: &Config) -> Option<String> {
 
 /// The state directory: writable, and what its outbox still holds.
 fn state_dir(dir: &Path, f: &mut Findings) {
+    if let Some(why) = crate::privacy::open_to_others(dir) {
+        f.warnings.push(why);
+    }
     let pending = crate::outbox::read_pending(dir).len();
     if pending > 0 {
         f.warnings.push(format!(

@@ -106,6 +106,8 @@
 //!   sheet, the functions and targets of the config and what a job may run by them
 //!   (`catalog`: function args from the config, listed targets, `allow`) and the panel builder
 //!   (`sync`), all pure.
+//! - [`privacy`]: what sheetq writes on the VM is its user's alone (umask 077 for the
+//!   process, the started-with umask back for jobs), and the check of an open `state_dir`.
 //! - [`probe`]: `sheetq check --probe`: one probe per Google behaviour sheetq relies on, run
 //!   through the `Sheets` port on a temporary sheet (against Google, or the emulator in tests).
 //! - [`protection`]: what only sheetq may write (the hidden sheets whole; each panel's
@@ -174,6 +176,7 @@ pub mod notifications;
 pub mod notify;
 pub mod outbox;
 pub mod panel;
+pub mod privacy;
 pub mod probe;
 pub mod protection;
 pub mod provenance;

@@ -11,6 +11,8 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // First: every file sheetq creates (state_dir, outbox, output files) is 0600/0700.
+    sheetq::privacy::keep_files_private();
     let cli = Cli::parse();
     // The demo and the bench print their own progress; their daemons only speak up when
     // something is wrong.

@@ -170,6 +170,16 @@ fn command(job: &PreparedJob, argv: &[String], args_json: &str) -> Command {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // The job gets back the umask sheetq was started with (sheetq's own is 077: `privacy`).
+    let umask = crate::privacy::job_umask();
+    // SAFETY: runs in the forked child before exec; umask(2) is async-signal-safe and
+    // nothing is allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::stat::umask(umask);
+            Ok(())
+        });
+    }
     #[cfg(target_os = "linux")]
     {
         let parent = Pid::from_raw(std::process::id() as i32);

@@ -89,3 +89,107 @@ async fn the_most_verbose_log_holds_no_credential_and_no_webhook_url() {
         );
     }
 }
+
+/// Every file and directory under `dir`, with its permission bits.
+fn modes_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let Ok(meta) = std::fs::metadata(&p) else {
+            continue;
+        };
+        out.push((p.clone(), meta.permissions().mode() & 0o777));
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                todo.push(entry.path());
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_umask_022_the_state_directory_is_private_and_a_jobs_own_files_are_not() {
+    use std::os::unix::process::CommandExt;
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let report = dir.path().join("report.txt");
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-umask",
+        "",
+        &format!(
+            "[commands.report]\nexec = [\"sh\", \"-c\", \"echo made > '{}'; echo done\"]\n",
+            report.display()
+        ),
+    );
+    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
+    let sheets = client(&emu, &operator).await;
+    let job = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーA",
+        "集計",
+        "report",
+        "{}",
+        "",
+    )
+    .await;
+    let log = dir.path().join("sheetq.log");
+    let out = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+    let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"));
+    command
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(out)
+        .stderr(err);
+    // SAFETY: umask(2) in the child before exec; async-signal-safe, allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start sheetq: {e}"));
+    wait_row(
+        &emu,
+        &job,
+        "the job to end 完了",
+        Duration::from_secs(40),
+        |r| r.state.is(State::Done),
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let state = dir.path().join("state");
+    let modes = modes_under(&state);
+    assert!(
+        modes.len() > 2,
+        "the state directory holds the outbox and the job's output: {modes:?}"
+    );
+    for (path, mode) in &modes {
+        let want = if path.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(
+            *mode,
+            want,
+            "{} is {mode:o} under umask 022; every local user could read it",
+            path.display()
+        );
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let made = std::fs::metadata(&report)
+        .unwrap_or_else(|e| panic!("the job wrote {}: {e}", report.display()))
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(
+        made, 0o644,
+        "a job's own file keeps the umask sheetq was started with"
+    );
+}
