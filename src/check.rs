@@ -150,6 +150,7 @@ pub async fn deployment(
     // before the job runs, so the deployment is safe, only fragile: such a value ends エラー
     // where a safely written argv would have run it as data.
     f.warnings.extend(registry.option_positions());
+    f.warnings.extend(registry.unmasked_env());
     Ok(f)
 }
 
@@ -585,6 +586,10 @@ pub fn log_at_start(config: &Config, registry: &Registry, sheets: &dyn Sheets) {
     clock(sheets.clock_skew(), &mut f);
     if !config.protect {
         f.warnings.push(OPEN_QUEUE.to_string());
+    }
+    f.warnings.extend(registry.unmasked_env());
+    if let Some(why) = crate::privacy::open_to_others(&config.state_dir) {
+        f.warnings.push(why);
     }
     for line in f.problems.iter().chain(&f.warnings) {
         tracing::warn!(problem = %line, "sheetq check: {line}");

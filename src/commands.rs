@@ -21,6 +21,7 @@
 
 pub mod argv;
 pub mod config;
+pub mod mask;
 pub mod output;
 mod process;
 pub mod reaper;
@@ -435,6 +436,26 @@ impl Registry {
                     argv::option_warnings(&def.name, templates)
                 }
                 CommandKind::Builtin(_) => Vec::new(),
+            })
+            .collect()
+    }
+
+    /// One warning per `env` variable whose value here is too short to mask (`mask`): a
+    /// command could print it, and it would show.
+    pub fn unmasked_env(&self) -> Vec<String> {
+        self.commands
+            .values()
+            .flat_map(|def| {
+                mask::too_short_to_mask(&def.env)
+                    .into_iter()
+                    .map(|n| {
+                        format!(
+                            "commands.{}.env: the value of {n} has fewer than {} characters, too few to mask in the job's output; a secret that short would show wherever its output goes",
+                            def.name,
+                            mask::MIN_CHARS
+                        )
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect()
     }

@@ -200,20 +200,29 @@ fn command(job: &PreparedJob, argv: &[String], args_json: &str) -> Command {
 }
 
 /// Reads `stream` to its end into `tail` and the job's merged `log`, so the child never
-/// blocks on a full pipe. Both streams' readers push into one log as their chunks come.
-async fn drain(mut stream: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>, log: Capture) {
+/// blocks on a full pipe. Both streams' readers push into one log as their chunks come,
+/// each through its `mask` first: no secret reaches the tail or the log (`mask`).
+async fn drain(
+    mut stream: impl AsyncRead + Unpin,
+    tail: Arc<Mutex<Tail>>,
+    log: Capture,
+    mut mask: super::mask::Masker,
+) {
     let mut buf = vec![0u8; 16 * 1024];
+    let keep = |bytes: &[u8]| {
+        if bytes.is_empty() {
+            return;
+        }
+        log.push(bytes);
+        tail.lock().unwrap_or_else(|e| e.into_inner()).push(bytes);
+    };
     loop {
         match stream.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => {
-                log.push(&buf[..n]);
-                tail.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(&buf[..n]);
-            }
+            Ok(n) => keep(&mask.feed(&buf[..n])),
         }
     }
+    keep(&mask.finish());
 }
 
 fn text_of(tail: &Mutex<Tail>) -> String {
@@ -269,12 +278,16 @@ pub(crate) async fn run_exec(
     }
     let stdout = Arc::new(Mutex::new(Tail::new(CAPTURE_BYTES)));
     let stderr = Arc::new(Mutex::new(Tail::new(CAPTURE_BYTES)));
+    // The values the command receives through `env` never come back out of it.
+    let secrets = super::mask::Secrets::new(def.env.iter().filter_map(|n| std::env::var(n).ok()));
     let mut readers = tokio::task::JoinSet::new();
     if let Some(s) = child.stdout.take() {
-        readers.spawn(drain(s, Arc::clone(&stdout), log.clone()));
+        let mask = super::mask::Masker::new(secrets.clone());
+        readers.spawn(drain(s, Arc::clone(&stdout), log.clone(), mask));
     }
     if let Some(s) = child.stderr.take() {
-        readers.spawn(drain(s, Arc::clone(&stderr), log.clone()));
+        let mask = super::mask::Masker::new(secrets.clone());
+        readers.spawn(drain(s, Arc::clone(&stderr), log.clone(), mask));
     }
 
     let end = tokio::select! {

@@ -193,3 +193,143 @@ async fn under_umask_022_the_state_directory_is_private_and_a_jobs_own_files_are
         "a job's own file keeps the umask sheetq was started with"
     );
 }
+
+/// A local webhook receiver that answers 200 and keeps each body.
+async fn hook() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::sync::{Arc, Mutex};
+    let bodies: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = Arc::clone(&bodies);
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: String| {
+            let kept = Arc::clone(&kept);
+            async move {
+                kept.lock().unwrap_or_else(|e| e.into_inner()).push(body);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://127.0.0.1:{port}/hook"), bodies)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_a_job_prints_whole_split_or_registered_shows_nowhere_as_itself() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let token = "tok-9d1e55a0c3f2";
+    let runtime = "runtime-secret-77";
+    let (url, bodies) = hook().await;
+    let settings = format!(
+        "[[notify]]\nname = \"ops\"\nurl = \"{url}\"\nformat = \"slack\"\non = [\"完了\"]\n"
+    );
+    // Prints the token whole, then split over two writes with a pause between them,
+    // registers a value of its own and prints it, and ends with both on its last line.
+    let script = "echo \"start $REPORT_TOKEN\"; \
+        printf 'split %s' \"$(printf %s \"$REPORT_TOKEN\" | cut -c1-6)\"; sleep 0.3; \
+        printf '%s\\n' \"$(printf %s \"$REPORT_TOKEN\" | cut -c7-)\"; \
+        echo '::add-mask::runtime-secret-77'; echo 'then runtime-secret-77'; \
+        echo \"to stderr $REPORT_TOKEN\" >&2; \
+        echo \"done $REPORT_TOKEN runtime-secret-77\"";
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-mask",
+        &settings,
+        &format!(
+            "[commands.report]\nexec = [\"sh\", \"-c\", {}]\nenv = [\"REPORT_TOKEN\"]\n",
+            toml::Value::String(script.to_string())
+        ),
+    );
+    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
+    let sheets = client(&emu, &operator).await;
+    sheetq::admin::init(sheets.as_ref(), &operator)
+        .await
+        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
+    let job = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーA",
+        "集計",
+        "report",
+        "{}",
+        "",
+    )
+    .await;
+    let log = dir.path().join("sheetq.log");
+    let out = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+    let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("REPORT_TOKEN", token)
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start sheetq: {e}"));
+    wait_row(
+        &emu,
+        &job,
+        "the job to end 完了",
+        Duration::from_secs(40),
+        |r| r.state.is(State::Done),
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    wait_for(
+        "the notification",
+        Duration::from_secs(30),
+        || (!bodies.lock().unwrap_or_else(|e| e.into_inner()).is_empty()).then_some(()),
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    let logs = run_sheetq(&config, &["logs", &job]).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let message = row_of(&queue_rows(&emu), &job).message.clone();
+    let log_sheet = serde_json::to_string(
+        &emu.values("'_ジョブログ'!A1:Z")
+            .unwrap_or_else(|e| panic!("the log sheet: {e:?}")),
+    )
+    .unwrap_or_default();
+    let file = std::fs::read_to_string(dir.path().join("state/logs").join(format!("{job}.log")))
+        .unwrap_or_else(|e| panic!("the output file: {e}"));
+    let notification = bodies.lock().unwrap_or_else(|e| e.into_inner()).join("\n");
+    let printed = String::from_utf8_lossy(&logs.stdout).into_owned();
+    // The two streams are read apart, so a stderr line may land inside a split stdout
+    // line in the merged output: the pieces are what must never show.
+    assert!(
+        file.contains("start ***") && file.contains("then ***") && file.matches("***").count() >= 5,
+        "the output keeps its shape, the values masked: {file}"
+    );
+    assert!(
+        !file.contains("::add-mask::"),
+        "the registering line is dropped: {file}"
+    );
+    for (place, text) in [
+        ("メッセージ", &message),
+        ("the _ジョブログ row", &log_sheet),
+        ("the output file", &file),
+        ("the notification", &notification),
+        ("`sheetq logs`", &printed),
+        (
+            "the daemon's log",
+            &std::fs::read_to_string(&log).unwrap_or_default(),
+        ),
+    ] {
+        // The whole values, and each half of the token as the job printed it apart.
+        for secret in [token, runtime, "1e55a0c3f2"] {
+            assert!(!text.contains(secret), "{place} holds {secret:?}: {text}");
+        }
+    }
+    assert!(message.contains("done *** ***"), "メッセージ: {message:?}");
+}
