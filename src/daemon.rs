@@ -411,12 +411,8 @@ async fn start_and_run(
     let paced = start_pace::wait_before_start(&config.state_dir);
     if !paced.is_zero() {
         warn!(wait = ?paced, "the last starts failed: waiting before this one, so that restarts cannot spend the account's quota");
-        if let Err(e) = observers.notifier.extend_timeout(paced + START_STEP_LIMIT) {
-            debug!(error = %e, "cannot ask the service manager for more time to start");
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(RunReport::default()),
-            _ = tokio::time::sleep(paced) => {}
+        if !wait_to_start(&observers, &shutdown, paced).await {
+            return Ok(RunReport::default());
         }
     }
     let result = start_and_run_paced(
@@ -472,13 +468,8 @@ async fn start_and_run_paced(
             held = Some(wait);
             error!(error = %e, retry_in = ?wait, "could not start on this spreadsheet as it is now; trying again with backoff");
             observers.health.set_paused(Some(e.to_string()));
-            observers.health.loop_turned();
-            if let Err(e) = observers.notifier.extend_timeout(wait + START_STEP_LIMIT) {
-                debug!(error = %e, "cannot ask the service manager for more time to start");
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return Ok(RunReport::default()),
-                _ = tokio::time::sleep(wait) => {}
+            if !wait_to_start(&observers, &shutdown, wait).await {
+                return Ok(RunReport::default());
             }
             continue;
         }
@@ -490,19 +481,31 @@ async fn start_and_run_paced(
             .delay(failures, &mut rand::thread_rng())
             .max(START_RETRY_FLOOR);
         warn!(error = %e, attempt = failures, retry_in = ?wait, "could not start: the API failed for a moment; starting again");
-        observers.health.loop_turned();
-        if let Err(e) = observers.notifier.extend_timeout(wait + START_STEP_LIMIT) {
-            debug!(error = %e, "cannot ask the service manager for more time to start");
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(RunReport::default()),
-            _ = tokio::time::sleep(wait) => {}
+        if !wait_to_start(&observers, &shutdown, wait).await {
+            return Ok(RunReport::default());
         }
     };
     if held.is_some() {
         observers.health.set_paused(None);
     }
     daemon.run(shutdown).await
+}
+
+/// Waits `wait` before a start, keeping the service manager from timing the start-up out
+/// meanwhile; `false` when `shutdown` came first.
+async fn wait_to_start(
+    observers: &Observers,
+    shutdown: &CancellationToken,
+    wait: StdDuration,
+) -> bool {
+    observers.health.loop_turned();
+    if let Err(e) = observers.notifier.extend_timeout(wait + START_STEP_LIMIT) {
+        debug!(error = %e, "cannot ask the service manager for more time to start");
+    }
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(wait) => true,
+    }
 }
 
 /// How long one attempt to start may take, as the service manager's start-up timeout is

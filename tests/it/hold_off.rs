@@ -209,23 +209,8 @@ async fn a_protection_over_the_queue_holds_the_spreadsheet_off_until_it_goes_and
     .await;
     let waiting = "queued-by-the-owner";
     let row = waiting_row(waiting, "サーバーB", "確認", "deploy", "alice@example.com");
-    let path = format!(
-        "v4/spreadsheets/{}/values/{}:append?valueInputOption=RAW&insertDataOption=INSERT_ROWS",
-        emu.spreadsheet_id(),
-        percent_encoding::utf8_percent_encode(
-            "'_ジョブキュー'!A1",
-            percent_encoding::NON_ALPHANUMERIC
-        )
-    );
-    let token = emu.person_token(DEFAULT_OWNER);
-    let (status, reply) = raw(
-        &emu,
-        "POST",
-        &path,
-        Some(json!({ "values": [row] })),
-        Some(&token),
-    )
-    .await;
+    let (status, reply) =
+        person_appends(&emu, DEFAULT_OWNER, "'_ジョブキュー'!A1", json!([row])).await;
     assert_eq!(
         status, 200,
         "the owner may write inside their own protection: {reply}"

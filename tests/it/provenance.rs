@@ -76,26 +76,11 @@ async fn owner_appends(
     flags: &str,
     target: &str,
 ) {
-    let token = emu.person_token(DEFAULT_OWNER);
     let mut row = waiting_row(job, target, function, command, "mallory@example.com");
     row[8] = json!(args);
     row[9] = json!(flags);
-    let path = format!(
-        "v4/spreadsheets/{}/values/{}:append?valueInputOption=RAW&insertDataOption=INSERT_ROWS",
-        emu.spreadsheet_id(),
-        percent_encoding::utf8_percent_encode(
-            "'_ジョブキュー'!A1",
-            percent_encoding::NON_ALPHANUMERIC
-        )
-    );
-    let (status, reply) = raw(
-        emu,
-        "POST",
-        &path,
-        Some(json!({ "values": [row] })),
-        Some(&token),
-    )
-    .await;
+    let (status, reply) =
+        person_appends(emu, DEFAULT_OWNER, "'_ジョブキュー'!A1", json!([row])).await;
     assert_eq!(
         status, 200,
         "the owner may write the protected queue: {reply}"

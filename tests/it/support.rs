@@ -932,3 +932,23 @@ pub fn queue_and_log<'a>(emu: &'a Emulator, log: &'a std::path::Path) -> impl Fn
         )
     }
 }
+
+/// `values.append` of `rows` under the table of `range` (RAW, new rows inserted) by the
+/// person `email`, with a token of their own, as an installable trigger running as them
+/// appends: the status and Google's reply.
+pub async fn person_appends(emu: &Emulator, email: &str, range: &str, rows: Json) -> (u16, Json) {
+    let token = emu.person_token(email);
+    let path = format!(
+        "v4/spreadsheets/{}/values/{}:append?valueInputOption=RAW&insertDataOption=INSERT_ROWS",
+        emu.spreadsheet_id(),
+        percent_encoding::utf8_percent_encode(range, percent_encoding::NON_ALPHANUMERIC)
+    );
+    raw(
+        emu,
+        "POST",
+        &path,
+        Some(serde_json::json!({ "values": rows })),
+        Some(&token),
+    )
+    .await
+}
