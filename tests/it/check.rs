@@ -18,6 +18,10 @@ use crate::support::{client, daemon_config, start_empty};
 
 /// A config a careful operator would write for one daemon: default-ish cadence.
 fn config_for(emu: &Emulator, dir: &std::path::Path, commands: &str) -> Config {
+    // A good setup's state_dir is its user's alone, as sheetq makes it.
+    let mut private = std::fs::metadata(dir).expect("the state dir").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut private, 0o700);
+    std::fs::set_permissions(dir, private).expect("chmod 700 the state dir");
     daemon_config(
         emu,
         "checked",
