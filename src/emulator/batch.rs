@@ -68,7 +68,7 @@ pub fn run(
         let kind =
             kind_of(r).map_err(|m| ApiError::invalid(format!("Invalid requests[{i}]: {m}")))?;
         let invalid = |m: String| ApiError::invalid(format!("Invalid requests[{i}].{kind}: {m}"));
-        let step = footprint::of_request(&work, r, &kind)
+        let step = footprint::of_request(&work, r, &kind, user)
             .map_err(invalid)
             .and_then(|touches| protection::guard(&work, user, &touches))
             .and_then(|()| apply(&mut work, r, &kind, rules, user).map_err(invalid));

@@ -6,21 +6,45 @@
 //!
 //! The block a request targets counts whole, even cells it would leave as they are (a
 //! `sortRange` that changes no order still sorts a protected range); a request that only
-//! reads (`duplicateSheet`'s source), adds (`addSheet`, `addProtectedRange`) or changes
-//! nothing modelled (`autoResizeDimensions`, developer metadata) touches nothing.
+//! reads (`duplicateSheet`'s source), adds a sheet (`addSheet`) or changes nothing modelled
+//! (`autoResizeDimensions`) touches nothing.
+//!
+//! Protected ranges: adding one touches every cell it would protect, and changing what one
+//! protects or who it lets in, or deleting one, touches every cell of its area besides its
+//! own settings (`protection.rs`: Google lets people who can edit protect; the stricter
+//! reading of cells closed to them).
+//!
+//! Developer metadata: Google documents nothing about protection and developer metadata;
+//! the stricter reading is that creating, updating (key, value, visibility or location) or
+//! deleting an entry is an edit of where it lies: a row or column location counts as every
+//! cell of that row or column, a sheet location as every cell of the sheet, and a move
+//! touches both the old and the new place. Which entries an update or delete selects is
+//! worked out as the request does it, among those its caller sees (`metadata::Seer`). The
+//! spreadsheet's own entries touch no cell: they need the caller to be an editor of the
+//! file, which the sharing check (HTTP 403 for a viewer's write, `http.rs`, `web.rs`) has
+//! made sure of before any batch runs. Reading (search, get) is not a write and is not
+//! judged here; deleting the row, column or sheet an entry is on is judged as that deletion
+//! (the entry goes with it, `metadata::prune`).
 
 use google_sheets4::api::Request;
 
 use super::dimension;
 use super::find_replace;
+use super::lookup;
+use super::metadata::{self, Placed, Seer};
 use super::paste;
-use super::protection::{lines, Touch};
+use super::protection::{self, lines, Touch};
 use super::request::{fields, grid_range, need, nonneg, sheet_of};
 use super::store::{Bounds, Spreadsheet};
 
-/// What request `r` (of kind `kind`, its JSON key) would change in `ss`; the request's own
-/// error when it is malformed.
-pub fn of_request(ss: &Spreadsheet, r: &Request, kind: &str) -> Result<Vec<Touch>, String> {
+/// What request `r` (of kind `kind`, its JSON key) by `user` would change in `ss`; the
+/// request's own error when it is malformed.
+pub fn of_request(
+    ss: &Spreadsheet,
+    r: &Request,
+    kind: &str,
+    user: &str,
+) -> Result<Vec<Touch>, String> {
     Ok(match kind {
         "updateCells" => {
             let u = need(&r.update_cells)?;
@@ -107,17 +131,39 @@ pub fn of_request(ss: &Spreadsheet, r: &Request, kind: &str) -> Result<Vec<Touch
             whole_only: false,
         }],
         "updateSheetProperties" => sheet_properties(ss, r)?,
-        "updateProtectedRange" => {
-            let pr = need(&need(&r.update_protected_range)?.protected_range)?;
-            vec![Touch::Range(pr.protected_range_id.unwrap_or(0))]
-        }
-        "deleteProtectedRange" => vec![Touch::Range(
-            need(&r.delete_protected_range)?
-                .protected_range_id
-                .unwrap_or(0),
-        )],
+        "addProtectedRange" => protection::add_touches(ss, need(&r.add_protected_range)?)?,
+        "updateProtectedRange" => protection::update_touches(ss, need(&r.update_protected_range)?)?,
+        "deleteProtectedRange" => protection::delete_touches(ss, need(&r.delete_protected_range)?),
+        "createDeveloperMetadata" => metadata_at([metadata::create_place(
+            ss,
+            need(&r.create_developer_metadata)?,
+        )?]),
+        "updateDeveloperMetadata" => metadata_at(lookup::update_places(
+            ss,
+            need(&r.update_developer_metadata)?,
+            &Seer::caller(user),
+        )?),
+        "deleteDeveloperMetadata" => metadata_at(lookup::delete_places(
+            ss,
+            need(&r.delete_developer_metadata)?,
+            &Seer::caller(user),
+        )?),
         _ => Vec::new(),
     })
+}
+
+/// The cells developer metadata at `places` lies on: a row's or a column's, a sheet's
+/// every cell; none for the spreadsheet's own (see the module's notes).
+fn metadata_at(places: impl IntoIterator<Item = Placed>) -> Vec<Touch> {
+    places
+        .into_iter()
+        .filter_map(|p| match p {
+            Placed::Spreadsheet => None,
+            Placed::Sheet(i) => Some(Touch::Cells(lines(i, true, 0, u32::MAX))),
+            Placed::Row(i, r) => Some(Touch::Cells(lines(i, true, r, r + 1))),
+            Placed::Column(i, c) => Some(Touch::Cells(lines(i, false, c, c + 1))),
+        })
+        .collect()
 }
 
 /// `rows` × `cols` cells from (`r0`, `c0`) of sheet index `sheet`.

@@ -5,7 +5,9 @@
 //!
 //! Each request selects among the entries its caller sees (`metadata::Seer`): a `PROJECT`
 //! entry of another developer project is neither found, updated (its key, value, visibility
-//! or location) nor deleted.
+//! or location) nor deleted. An update or delete of an entry lying where its caller may not
+//! edit (a protected row, column or sheet) is refused by the protection guard before it is
+//! applied: [`update_places`] and [`delete_places`] tell it where the request lands.
 //!
 //! Reference:
 //! https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets.developerMetadata.
@@ -13,14 +15,14 @@
 use std::collections::BTreeSet;
 
 use google_sheets4::api::{
-    DataFilter, DeleteDeveloperMetadataRequest, UpdateDeveloperMetadataRequest,
+    DataFilter, DeleteDeveloperMetadataRequest, DeveloperMetadata, UpdateDeveloperMetadataRequest,
 };
 use serde_json::{json, Map, Value as Json};
 
 use super::data_filter;
 use super::error::ApiError;
 use super::metadata::{
-    attach, check_storage, detach, locate, locate_as, metadata_json, parse_location, Seer,
+    attach, check_storage, detach, locate, locate_as, metadata_json, parse_location, Placed, Seer,
     Visibility,
 };
 use super::store::Spreadsheet;
@@ -37,16 +39,21 @@ fn select(ss: &Spreadsheet, filters: &[DataFilter], seer: &Seer) -> Result<BTree
     Ok(ids)
 }
 
-/// `updateDeveloperMetadata` by `seer`: every metadata it sees that the filters select gets
-/// the masked fields of `developerMetadata`. Allowed fields: `metadataKey`, `metadataValue`,
-/// `visibility`, `location` (moves it), or `*`; `metadataId` cannot change, nor can the
-/// project that created the entry: made `PROJECT`, an entry is that project's alone. The
-/// reply lists every entry updated, as it now is, even one the update just hid from `seer`.
-pub fn update(
-    ss: &mut Spreadsheet,
-    req: &UpdateDeveloperMetadataRequest,
+/// What an `updateDeveloperMetadata` does, checked as [`update`] checks it: the entry to
+/// copy from, the field mask, the ids selected and the place they move to (when the mask
+/// names `location`).
+struct UpdatePlan<'a> {
+    src: &'a DeveloperMetadata,
+    mask: Vec<String>,
+    ids: BTreeSet<i32>,
+    new_place: Option<Placed>,
+}
+
+fn plan_update<'a>(
+    ss: &Spreadsheet,
+    req: &'a UpdateDeveloperMetadataRequest,
     seer: &Seer,
-) -> Result<Json, String> {
+) -> Result<UpdatePlan<'a>, String> {
     let filters = req.data_filters.as_deref().unwrap_or_default();
     if filters.is_empty() {
         return Err("At least one data filter must be specified in 'dataFilters'.".into());
@@ -66,9 +73,8 @@ pub fn update(
             ));
         }
     }
-    let has = |f: &str| mask.iter().any(|m| m == "*" || m == f);
     let ids = select(ss, filters, seer)?;
-    let new_place = if has("location") {
+    let new_place = if mask.iter().any(|m| m == "*" || m == "location") {
         let loc = src
             .location
             .as_ref()
@@ -77,6 +83,48 @@ pub fn update(
     } else {
         None
     };
+    Ok(UpdatePlan {
+        src,
+        mask,
+        ids,
+        new_place,
+    })
+}
+
+/// Where an `updateDeveloperMetadata` by `seer` changes metadata, for the protection guard
+/// (`footprint.rs`): the place of every entry it selects, and the place it moves them to.
+/// Nothing when it selects nothing.
+pub(super) fn update_places(
+    ss: &Spreadsheet,
+    req: &UpdateDeveloperMetadataRequest,
+    seer: &Seer,
+) -> Result<Vec<Placed>, String> {
+    let plan = plan_update(ss, req, seer)?;
+    let seen = locate_as(ss, seer);
+    let mut places: Vec<Placed> = plan.ids.iter().filter_map(|id| seen.get(*id)).collect();
+    if !places.is_empty() {
+        places.extend(plan.new_place);
+    }
+    Ok(places)
+}
+
+/// `updateDeveloperMetadata` by `seer`: every metadata it sees that the filters select gets
+/// the masked fields of `developerMetadata`. Allowed fields: `metadataKey`, `metadataValue`,
+/// `visibility`, `location` (moves it), or `*`; `metadataId` cannot change, nor can the
+/// project that created the entry: made `PROJECT`, an entry is that project's alone. The
+/// reply lists every entry updated, as it now is, even one the update just hid from `seer`.
+pub fn update(
+    ss: &mut Spreadsheet,
+    req: &UpdateDeveloperMetadataRequest,
+    seer: &Seer,
+) -> Result<Json, String> {
+    let UpdatePlan {
+        src,
+        mask,
+        ids,
+        new_place,
+    } = plan_update(ss, req, seer)?;
+    let has = |f: &str| mask.iter().any(|m| m == "*" || m == f);
     let located = locate_as(ss, seer);
     for id in &ids {
         if has("metadataId") && src.metadata_id.is_some_and(|n| n != *id) {
@@ -134,8 +182,7 @@ pub fn delete(
     req: &DeleteDeveloperMetadataRequest,
     seer: &Seer,
 ) -> Result<Json, String> {
-    let filter = req.data_filter.as_ref().ok_or("dataFilter is required.")?;
-    let ids = select(ss, std::slice::from_ref(filter), seer)?;
+    let ids = delete_targets(ss, req, seer)?;
     let located = locate_as(ss, seer);
     let mut deleted = Vec::new();
     for id in ids {
@@ -153,6 +200,28 @@ pub fn delete(
         reply.insert("deletedDeveloperMetadata".into(), Json::Array(deleted));
     }
     Ok(json!({ "deleteDeveloperMetadata": reply }))
+}
+
+/// The ids a `deleteDeveloperMetadata` by `seer` selects, checked as [`delete`] checks it.
+fn delete_targets(
+    ss: &Spreadsheet,
+    req: &DeleteDeveloperMetadataRequest,
+    seer: &Seer,
+) -> Result<BTreeSet<i32>, String> {
+    let filter = req.data_filter.as_ref().ok_or("dataFilter is required.")?;
+    select(ss, std::slice::from_ref(filter), seer)
+}
+
+/// Where a `deleteDeveloperMetadata` by `seer` deletes metadata, for the protection guard
+/// (`footprint.rs`): the place of every entry it selects.
+pub(super) fn delete_places(
+    ss: &Spreadsheet,
+    req: &DeleteDeveloperMetadataRequest,
+    seer: &Seer,
+) -> Result<Vec<Placed>, String> {
+    let ids = delete_targets(ss, req, seer)?;
+    let seen = locate_as(ss, seer);
+    Ok(ids.iter().filter_map(|id| seen.get(*id)).collect())
 }
 
 /// `developerMetadata.search` by `seer`: `{"matchedDeveloperMetadata": [{"developerMetadata",

@@ -26,10 +26,23 @@
 //! What stays global: [`locate`] itself (the emulator's own view), [`prune`] (an entry goes
 //! with its row, sheet or column whoever deletes it), [`check_storage`] (the limit counts
 //! every entry) and the refusal of an explicit `metadataId` another entry already uses.
+//!
+//! # Who may change an entry
+//!
+//! Google documents nothing about developer metadata and protected ranges. The stricter
+//! reading: creating, updating (key, value, visibility, location) or deleting an entry is an
+//! edit of where it lies (a row or column: its cells; a sheet: all its cells; the
+//! spreadsheet itself: the file, which the caller must be an editor of). The protection
+//! guard refuses it, whole batch, with Google's refusal for a protected cell, for a caller
+//! who may not edit there (`footprint.rs`); [`create_place`], `lookup::update_places` and
+//! `lookup::delete_places` say where each request lands, with the checks the requests
+//! themselves make.
 
 use std::collections::HashMap;
 
-use google_sheets4::api::{CreateDeveloperMetadataRequest, DeveloperMetadataLocation};
+use google_sheets4::api::{
+    CreateDeveloperMetadataRequest, DeveloperMetadata, DeveloperMetadataLocation,
+};
 use rand::Rng;
 
 use serde_json::{json, Map, Value as Json};
@@ -454,15 +467,12 @@ fn fresh_id(ss: &Spreadsheet) -> i32 {
     }
 }
 
-/// `createDeveloperMetadata` by `seer`, recorded as created by its project. An explicit
-/// `metadataId` must be positive and unused by any entry, seen by `seer` or not (the
-/// stricter reading: ids are unique in the spreadsheet); without one, a random positive id
-/// is assigned, as Google does.
-pub fn create(
-    ss: &mut Spreadsheet,
-    req: &CreateDeveloperMetadataRequest,
-    seer: &Seer,
-) -> Result<Json, String> {
+/// A `createDeveloperMetadata` request's entry, key, visibility and place, checked as
+/// [`create`] checks them (the same errors, in the same order).
+fn checked<'a>(
+    ss: &Spreadsheet,
+    req: &'a CreateDeveloperMetadataRequest,
+) -> Result<(&'a DeveloperMetadata, String, Visibility, Placed), String> {
     let md = req
         .developer_metadata
         .as_ref()
@@ -478,6 +488,28 @@ pub fn create(
         .as_ref()
         .ok_or("Developer metadata must always have a location specified.")?;
     let placed = parse_location(ss, loc)?;
+    Ok((md, key, visibility, placed))
+}
+
+/// Where a `createDeveloperMetadata` request would put its entry: what the protection guard
+/// judges (`footprint.rs`).
+pub(super) fn create_place(
+    ss: &Spreadsheet,
+    req: &CreateDeveloperMetadataRequest,
+) -> Result<Placed, String> {
+    checked(ss, req).map(|(_, _, _, placed)| placed)
+}
+
+/// `createDeveloperMetadata` by `seer`, recorded as created by its project. An explicit
+/// `metadataId` must be positive and unused by any entry, seen by `seer` or not (the
+/// stricter reading: ids are unique in the spreadsheet); without one, a random positive id
+/// is assigned, as Google does.
+pub fn create(
+    ss: &mut Spreadsheet,
+    req: &CreateDeveloperMetadataRequest,
+    seer: &Seer,
+) -> Result<Json, String> {
+    let (md, key, visibility, placed) = checked(ss, req)?;
     let id = match md.metadata_id {
         Some(id) if id <= 0 => {
             return Err(format!("metadataId must be positive, got {id}."));
@@ -758,6 +790,51 @@ mod tests {
             assert!(Seer::caller(user).sees(&document), "{user} sees DOCUMENT");
         }
         assert!(Seer::Emulator.sees(&md), "the emulator's own view sees it");
+    }
+
+    #[test]
+    fn metadata_where_the_caller_may_not_edit_is_refused_whole_and_elsewhere_passes() {
+        let mut s = ss();
+        run_as(
+            &mut s,
+            SA_A,
+            json!([
+                { "addProtectedRange": { "protectedRange": { "range": { "sheetId": 5 } } } },
+                tagged(1, "DOCUMENT", row(5, 2)),
+            ]),
+        )
+        .unwrap_or_else(|e| panic!("the protection's editor tags its sheet: {e}"));
+        let refused = |requests: Json, s: &mut Spreadsheet| {
+            run_as(s, PERSON, requests).err().map(|e| e.message)
+        };
+        let by_id = json!({ "developerMetadataLookup": { "metadataId": 1 } });
+        for requests in [
+            json!([
+                tagged(2, "PROJECT", row(0, 1)),
+                tagged(3, "PROJECT", row(5, 2))
+            ]),
+            json!([tagged(3, "DOCUMENT", json!({ "sheetId": 5 }))]),
+            json!([{ "updateDeveloperMetadata": { "dataFilters": [by_id],
+                "developerMetadata": { "metadataValue": "x" }, "fields": "metadataValue" } }]),
+            json!([{ "deleteDeveloperMetadata": { "dataFilter": by_id } }]),
+        ] {
+            assert_eq!(
+                refused(requests.clone(), &mut s).as_deref(),
+                Some(crate::emulator::protection::REFUSED),
+                "{requests}"
+            );
+        }
+        assert_eq!(ids(&s), vec![1], "nothing was created or deleted");
+        run_as(
+            &mut s,
+            PERSON,
+            json!([
+                tagged(2, "PROJECT", row(0, 1)),
+                tagged(3, "DOCUMENT", json!({ "sheetId": 0 })),
+                tagged(4, "DOCUMENT", json!({ "spreadsheet": true })),
+            ]),
+        )
+        .unwrap_or_else(|e| panic!("an open sheet and the file: {e}"));
     }
 
     #[test]

@@ -42,9 +42,22 @@
 //!   `No protected range with id: 2092627652`
 //!   (https://github.com/googleapis/google-api-python-client/issues/1064).
 //!
+//! - Who may protect: Google's help on protecting ranges and sheets
+//!   (https://support.google.com/docs/answer/1218656) gives it to people who can edit: "you
+//!   can protect a range or sheet ... if you can edit". It does not say what happens when
+//!   some of the cells are closed to the caller by a protection they are not an editor of.
+//!   The stricter reading, here and in `footprint.rs`: adding a protected range, changing
+//!   what one protects or who it lets in (its range, editors, `warningOnly`, unprotected
+//!   blocks), and deleting one, each count as an edit of every cell of its area (the new
+//!   area too, when the range moves), so the guard refuses them, with [`REFUSED`], for a
+//!   caller who may not edit one of those cells. The owner always may. The wording for
+//!   protected-range requests is Google's for a protected cell; Google's own for this case
+//!   is not known.
+//!
 //! Where Google is silent the emulator takes the stricter reading, each said where it is
-//! decided: any editor of the file may add a protected range, but only an editor of a range
-//! (or the owner) may update or delete it, with the same refusal as a write; a write is
+//! decided: an editor of the file may add a protected range over cells they may edit (see
+//! above), but only an editor of a range (or the owner) may update or delete it, with the
+//! same refusal as a write; a write is
 //! refused for the whole block it targets, even cells it would leave as they are; rows or
 //! columns inserted inside a protected range's span, and any edit of a protected sheet's
 //! properties or of a sheet holding protection one may not edit, are refused; groups are
@@ -106,6 +119,19 @@ pub fn lines(sheet: usize, rows: bool, from: u32, to: u32) -> Bounds {
             c1: to,
         }
     }
+}
+
+/// Every cell of `area` on sheet index `sheet` (an open side to `u32::MAX`): what adding,
+/// changing or deleting a protection of that area touches.
+pub fn area_cells(sheet: usize, area: &Area) -> Touch {
+    let (r0, r1, c0, c1) = rect_of(area);
+    Touch::Cells(Bounds {
+        sheet,
+        r0,
+        r1,
+        c0,
+        c1,
+    })
 }
 
 fn same(a: &str, b: &str) -> bool {
@@ -331,20 +357,90 @@ fn unprotected_of(
         .collect()
 }
 
-/// `addProtectedRange` by `user`: any editor of the file may protect a range (as anyone
-/// who can edit may protect in the Sheets UI). Replies with the range as added: its new
+const NEEDS_RANGE: &str =
+    "A protected range needs a range (or a namedRangeId, which the emulator does not model).";
+
+/// The sheet index and area an `addProtectedRange` would protect, checked as [`add`] checks
+/// them (the same errors, in the same order).
+fn add_target(ss: &Spreadsheet, req: &AddProtectedRangeRequest) -> Result<(usize, Area), String> {
+    let pr = need(&req.protected_range)?;
+    refuse_backing(pr)?;
+    let g = pr.range.as_ref().ok_or(NEEDS_RANGE)?;
+    area_of(ss, g)
+}
+
+/// What `addProtectedRange` touches, for the guard: every cell it would protect. A caller
+/// may protect only cells they may edit (the module's notes).
+pub fn add_touches(ss: &Spreadsheet, req: &AddProtectedRangeRequest) -> Result<Vec<Touch>, String> {
+    let (sheet, area) = add_target(ss, req)?;
+    Ok(vec![area_cells(sheet, &area)])
+}
+
+/// Whether field mask `mask` names field `f` (or one of its subfields), `*` naming all.
+fn masks(mask: &[String], f: &str) -> bool {
+    mask.iter()
+        .any(|m| m == "*" || m == f || m.starts_with(&format!("{f}.")))
+}
+
+/// The fields of a `ProtectedRange` that change which cells it protects or who may edit
+/// them: an update of any of them counts as an edit of every cell of its area.
+const SETTLES_WHO_EDITS: [&str; 6] = [
+    "range",
+    "editors",
+    "warningOnly",
+    "unprotectedRanges",
+    "namedRangeId",
+    "tableId",
+];
+
+/// What `updateProtectedRange` touches, for the guard: the range's own settings (only its
+/// editors and the owner may change them), and, when the mask changes what it protects or
+/// who it lets in ([`SETTLES_WHO_EDITS`]), every cell of its area and of the area it moves
+/// to. A new range the update itself would refuse adds nothing here: the update fails
+/// anyway, with its own error.
+pub fn update_touches(
+    ss: &Spreadsheet,
+    req: &UpdateProtectedRangeRequest,
+) -> Result<Vec<Touch>, String> {
+    let pr = need(&req.protected_range)?;
+    let id = pr.protected_range_id.unwrap_or(0);
+    let mut touches = vec![Touch::Range(id)];
+    let mask = fields(req.fields.as_ref())?;
+    let Some((sheet, at)) = ss.protected_range(id) else {
+        return Ok(touches);
+    };
+    if SETTLES_WHO_EDITS.iter().any(|f| masks(&mask, f)) {
+        touches.push(area_cells(sheet, &ss.sheets[sheet].protected[at].area));
+        if masks(&mask, "range") {
+            if let Some(Ok((to, area))) = pr.range.as_ref().map(|g| area_of(ss, g)) {
+                touches.push(area_cells(to, &area));
+            }
+        }
+    }
+    Ok(touches)
+}
+
+/// What `deleteProtectedRange` touches, for the guard: the range's own settings and every
+/// cell of its area.
+pub fn delete_touches(ss: &Spreadsheet, req: &DeleteProtectedRangeRequest) -> Vec<Touch> {
+    let id = req.protected_range_id.unwrap_or(0);
+    let mut touches = vec![Touch::Range(id)];
+    if let Some((sheet, at)) = ss.protected_range(id) {
+        touches.push(area_cells(sheet, &ss.sheets[sheet].protected[at].area));
+    }
+    touches
+}
+
+/// `addProtectedRange` by `user`: an editor of the file may protect cells they may edit
+/// (the guard has already refused the others). Replies with the range as added: its new
 /// `protectedRangeId`, the range as sent, `requestingUserCanEdit` and the editors as sent.
 pub fn add(
     ss: &mut Spreadsheet,
     req: &AddProtectedRangeRequest,
     user: &str,
 ) -> Result<Json, String> {
+    let (sheet, area) = add_target(ss, req)?;
     let pr = need(&req.protected_range)?;
-    refuse_backing(pr)?;
-    let g = pr.range.as_ref().ok_or(
-        "A protected range needs a range (or a namedRangeId, which the emulator does not model).",
-    )?;
-    let (sheet, area) = area_of(ss, g)?;
     let id = match pr.protected_range_id {
         Some(id) if ss.protected_range(id).is_some() => {
             return Err(format!("Protected range with id {id} already exists."))
@@ -385,7 +481,8 @@ pub fn add(
 }
 
 /// `updateProtectedRange` by `user`, of the fields its mask lists (`*`: all). The guard has
-/// already refused a user who may not edit the range.
+/// already refused a user who may not edit the range, or, for a change of what it protects
+/// or who it lets in, a cell of its old or new area ([`update_touches`]).
 pub fn update(
     ss: &mut Spreadsheet,
     req: &UpdateProtectedRangeRequest,
@@ -399,12 +496,7 @@ pub fn update(
         .ok_or_else(|| format!("No protected range with id: {id}"))?;
     let mut sheet = from;
     let mut p = ss.sheets[from].protected[at].clone();
-    let all = mask.iter().any(|f| f == "*");
-    let has = |f: &str| {
-        all || mask
-            .iter()
-            .any(|m| m == f || m.starts_with(&format!("{f}.")))
-    };
+    let has = |f: &str| masks(&mask, f);
     for m in &mask {
         let top = m.split('.').next().unwrap_or_default();
         let known = [
@@ -429,10 +521,7 @@ pub fn update(
         refuse_backing(pr)?;
     }
     if has("range") {
-        let g = pr
-            .range
-            .as_ref()
-            .ok_or("A protected range needs a range (or a namedRangeId, which the emulator does not model).")?;
+        let g = pr.range.as_ref().ok_or(NEEDS_RANGE)?;
         let (to, area) = area_of(ss, g)?;
         check_sheet_protection(ss, to, &area, Some(id))?;
         sheet = to;
@@ -487,7 +576,8 @@ pub fn update(
     Ok(json!({}))
 }
 
-/// `deleteProtectedRange`. The guard has already refused a user who may not edit the range.
+/// `deleteProtectedRange`. The guard has already refused a user who may not edit the range
+/// or a cell of its area ([`delete_touches`]).
 pub fn delete(ss: &mut Spreadsheet, req: &DeleteProtectedRangeRequest) -> Result<Json, String> {
     let id = req.protected_range_id.unwrap_or(0);
     let (sheet, at) = ss
@@ -703,6 +793,56 @@ mod tests {
             Ok(()),
             "rows inserted above a range move it down"
         );
+    }
+
+    #[test]
+    fn protecting_changing_or_removing_a_range_needs_every_cell_of_it_open_to_the_caller() {
+        let mut s = ss();
+        add_json(&mut s, SA, json!({ "range": { "sheetId": 7 } }))
+            .unwrap_or_else(|e| panic!("add: {e}"));
+        let alice = "alice@example.com";
+        let owner = s.owner.clone();
+        let adding = |range: Json| -> AddProtectedRangeRequest {
+            serde_json::from_value(json!({ "protectedRange": { "range": range } }))
+                .unwrap_or_else(|e| panic!("request: {e}"))
+        };
+        let in_queue = adding(json!({ "sheetId": 7, "startRowIndex": 1, "endRowIndex": 2 }));
+        let touches = add_touches(&s, &in_queue).unwrap_or_default();
+        assert_eq!(guard(&s, alice, &touches), Err(refused()));
+        assert_eq!(guard(&s, SA, &touches), Ok(()), "an editor of the queue");
+        assert_eq!(guard(&s, &owner, &touches), Ok(()), "the owner always may");
+        let open = adding(json!({ "sheetId": 0, "startRowIndex": 1, "endRowIndex": 2 }));
+        let touches = add_touches(&s, &open).unwrap_or_default();
+        assert_eq!(guard(&s, alice, &touches), Ok(()), "cells open to her");
+
+        let reply = add(&mut s, &open, alice).unwrap_or_else(|e| panic!("add: {e}"));
+        let hers = reply["addProtectedRange"]["protectedRange"]["protectedRangeId"]
+            .as_i64()
+            .unwrap_or_default() as i32;
+        let updating = |pr: Json, fields: &str| -> UpdateProtectedRangeRequest {
+            serde_json::from_str(&json!({ "protectedRange": pr, "fields": fields }).to_string())
+                .unwrap_or_else(|e| panic!("request: {e}"))
+        };
+        let moved = updating(
+            json!({ "protectedRangeId": hers, "range": { "sheetId": 7, "startRowIndex": 3 } }),
+            "range",
+        );
+        let touches = update_touches(&s, &moved).unwrap_or_default();
+        assert_eq!(guard(&s, alice, &touches), Err(refused()), "into the queue");
+        let described = updating(
+            json!({ "protectedRangeId": hers, "description": "d" }),
+            "description",
+        );
+        let touches = update_touches(&s, &described).unwrap_or_default();
+        assert_eq!(
+            touches,
+            vec![Touch::Range(hers)],
+            "a description touches no cell"
+        );
+        let removing: DeleteProtectedRangeRequest =
+            serde_json::from_value(json!({ "protectedRangeId": hers }))
+                .unwrap_or_else(|e| panic!("request: {e}"));
+        assert_eq!(guard(&s, alice, &delete_touches(&s, &removing)), Ok(()));
     }
 
     #[test]

@@ -991,3 +991,285 @@ async fn a_project_entry_goes_with_its_row_whoever_deletes_the_row() {
         emu.developer_metadata()
     );
 }
+
+// Google documents nothing about developer metadata on protected cells; the emulator takes
+// the stricter reading: an entry on a row, column or sheet is changed only by someone who
+// may edit there (a row or column: its cells; a sheet: all of it).
+
+const MALLORY: &str = "mallory@example.com";
+
+/// Google's whole reply to a write that touches a protected cell its author may not edit.
+fn refusal() -> Json {
+    json!({ "error": { "code": 400, "message": sheetq::emulator::protection::REFUSED,
+                       "status": "INVALID_ARGUMENT" } })
+}
+
+/// A `createDeveloperMetadata` of `id` at `location`.
+fn create_at(id: i32, visibility: &str, location: Json) -> Json {
+    json!({ "createDeveloperMetadata": { "developerMetadata": {
+        "metadataId": id, "metadataKey": "k", "metadataValue": "v",
+        "visibility": visibility, "location": location } } })
+}
+
+fn queue_row(sheet_id: i32, row: i32) -> Json {
+    json!({ "dimensionRange": {
+        "sheetId": sheet_id, "dimension": "ROWS", "startIndex": row, "endIndex": row + 1 } })
+}
+
+/// `sheetq init` on `emu` as an operator runs it, protecting sheetq's hidden sheets (the
+/// queue among them) for the service account, or (`protect: false`) leaving them open, as a
+/// spreadsheet made before protection was. Returns the queue's sheet id and its number of
+/// protections.
+async fn init(emu: &Emulator, protect: bool) -> (i32, usize) {
+    let state = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let mut overrides = vec![("requests_per_minute", "50")];
+    if !protect {
+        overrides.push(("protect", "false"));
+    }
+    let config = support::daemon_config(emu, "init-md", state.path(), &overrides, "");
+    let sheets = support::client(emu, &config).await;
+    sheetq::admin::init(sheets.as_ref(), &config)
+        .await
+        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
+    let id = emu.spreadsheet_id().to_string();
+    let queue = emu.with_store(|s| {
+        s.get(&id).ok().and_then(|ss| {
+            ss.sheets
+                .iter()
+                .find(|sh| sh.title == sheetq::emulator::seed::QUEUE_TITLE)
+                .map(|sh| (sh.id, sh.protected.len()))
+        })
+    });
+    queue.unwrap_or_else(|| panic!("init made no queue"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metadata_where_a_person_may_not_edit_is_neither_created_updated_nor_deleted_by_them() {
+    let emu = sheet_with_rows().await;
+    let (queue, protections) = init(&emu, false).await;
+    assert_eq!(protections, 0, "protect = false leaves the queue open");
+    let sa = service_account(&emu, sheetq::emulator::auth::CLIENT_EMAIL).await;
+    let mallory = person(&emu, MALLORY);
+    let on_sheet = json!({ "sheetId": queue });
+    let on_column = json!({ "dimensionRange": {
+        "sheetId": queue, "dimension": "COLUMNS", "startIndex": 0, "endIndex": 1 } });
+
+    // While the queue is open, mallory tags it with entries only her project sees.
+    mallory
+        .batch(
+            &emu,
+            json!([
+                create_at(401, "PROJECT", queue_row(queue, 0)),
+                create_at(402, "PROJECT", on_sheet.clone()),
+            ]),
+        )
+        .await;
+    let (again, protections) = init(&emu, true).await;
+    assert_eq!(
+        (again, protections),
+        (queue, 1),
+        "init protects the queue now"
+    );
+
+    // The service account init made an editor of the queue tags its rows and the sheet.
+    sa.batch(
+        &emu,
+        json!([
+            create_at(501, "DOCUMENT", queue_row(queue, 0)),
+            create_at(502, "DOCUMENT", on_sheet.clone()),
+            create_at(503, "PROJECT", queue_row(queue, 0)),
+            create_at(504, "PROJECT", on_sheet.clone()),
+            create_at(505, "DOCUMENT", on_column.clone()),
+        ]),
+    )
+    .await;
+    // Mallory's own entry on Sheet1, open to her.
+    mallory
+        .batch(&emu, json!([create_at(601, "DOCUMENT", row_location(1))]))
+        .await;
+    let before = emu.developer_metadata();
+
+    let update = |filter: Json, md: Json, fields: &str| {
+        json!({ "updateDeveloperMetadata": {
+            "dataFilters": [filter], "developerMetadata": md, "fields": fields } })
+    };
+    let delete = |filter: Json| json!({ "deleteDeveloperMetadata": { "dataFilter": filter } });
+    let cases = [
+        (
+            "create DOCUMENT on a queue row",
+            create_at(701, "DOCUMENT", queue_row(queue, 0)),
+        ),
+        (
+            "create PROJECT on a queue row",
+            create_at(702, "PROJECT", queue_row(queue, 0)),
+        ),
+        (
+            "create DOCUMENT on the queue sheet",
+            create_at(703, "DOCUMENT", on_sheet.clone()),
+        ),
+        (
+            "create PROJECT on the queue sheet",
+            create_at(704, "PROJECT", on_sheet.clone()),
+        ),
+        (
+            "create on a queue column",
+            create_at(705, "DOCUMENT", on_column.clone()),
+        ),
+        (
+            "update the value of a queue row's entry",
+            update(
+                by_id(501),
+                json!({ "metadataValue": "forged" }),
+                "metadataValue",
+            ),
+        ),
+        (
+            "update the key of the queue sheet's entry",
+            update(
+                by_id(502),
+                json!({ "metadataKey": "forged" }),
+                "metadataKey",
+            ),
+        ),
+        (
+            "make a queue row's entry PROJECT",
+            update(by_id(501), json!({ "visibility": "PROJECT" }), "visibility"),
+        ),
+        (
+            "move a queue row's entry to Sheet1",
+            update(
+                by_id(501),
+                json!({ "location": row_location(2) }),
+                "location",
+            ),
+        ),
+        (
+            "move her own entry onto a queue row",
+            update(
+                by_id(601),
+                json!({ "location": queue_row(queue, 0) }),
+                "location",
+            ),
+        ),
+        (
+            "move her own entry onto the queue sheet",
+            update(
+                by_id(601),
+                json!({ "location": on_sheet.clone() }),
+                "location",
+            ),
+        ),
+        (
+            "update by key, selecting a queue entry among others",
+            update(
+                by_key("k"),
+                json!({ "metadataValue": "forged" }),
+                "metadataValue",
+            ),
+        ),
+        (
+            "update her PROJECT entry on a queue row",
+            update(
+                by_id(401),
+                json!({ "metadataValue": "forged" }),
+                "metadataValue",
+            ),
+        ),
+        (
+            "make her PROJECT entry on the queue sheet DOCUMENT",
+            update(
+                by_id(402),
+                json!({ "visibility": "DOCUMENT" }),
+                "visibility",
+            ),
+        ),
+        (
+            "delete her PROJECT entry on a queue row",
+            delete(by_id(401)),
+        ),
+        (
+            "delete her PROJECT entry on the queue sheet",
+            delete(by_id(402)),
+        ),
+        ("delete a queue row's entry", delete(by_id(501))),
+        ("delete the queue sheet's entry", delete(by_id(502))),
+        ("delete a queue column's entry", delete(by_id(505))),
+        ("delete by key", delete(by_key("k"))),
+    ];
+    for (what, request) in cases {
+        // The first request alone would pass: the batch is refused whole.
+        let (status, body) = mallory
+            .call(
+                &emu,
+                "POST",
+                ":batchUpdate",
+                Some(json!({ "requests": [
+                    create_at(801, "DOCUMENT", row_location(3)), request] })),
+            )
+            .await;
+        assert_eq!((status, &body), (400, &refusal()), "{what}");
+    }
+    assert_eq!(
+        emu.developer_metadata(),
+        before,
+        "no refused request changed, added or removed an entry"
+    );
+
+    // On Sheet1, open to her, she does all of it; and on the spreadsheet, whose editor she is.
+    mallory
+        .batch(
+            &emu,
+            json!([
+                create_at(901, "DOCUMENT", row_location(4)),
+                create_at(902, "PROJECT", json!({ "sheetId": 0 })),
+                create_at(903, "PROJECT", json!({ "spreadsheet": true })),
+                update(
+                    by_id(601),
+                    json!({ "metadataValue": "moved", "location": row_location(5) }),
+                    "metadataValue,location"
+                ),
+                update(
+                    by_id(902),
+                    json!({ "visibility": "DOCUMENT" }),
+                    "visibility"
+                ),
+                delete(by_id(901)),
+                delete(by_id(903)),
+            ]),
+        )
+        .await;
+    let (status, moved) = mallory.get(&emu, 601).await;
+    assert_eq!(
+        (status, &moved["location"]["dimensionRange"]["startIndex"]),
+        (200, &json!(5)),
+        "{moved}"
+    );
+
+    // The service account, an editor of the queue's protection, changes its own entries.
+    sa.batch(
+        &emu,
+        json!([
+            update(
+                by_id(501),
+                json!({ "metadataValue": "next" }),
+                "metadataValue"
+            ),
+            update(
+                by_id(504),
+                json!({ "location": queue_row(queue, 0) }),
+                "location"
+            ),
+            delete(by_id(502)),
+            delete(by_id(505)),
+        ]),
+    )
+    .await;
+    let (status, got) = sa.get(&emu, 501).await;
+    assert_eq!(
+        (status, &got["metadataValue"]),
+        (200, &json!("next")),
+        "{got}"
+    );
+    let (status, got) = sa.get(&emu, 502).await;
+    assert_eq!(status, 404, "deleted by the service account: {got}");
+}

@@ -721,3 +721,176 @@ async fn protected_ranges_are_kept_in_the_state_file() {
         "the protection still holds"
     );
 }
+
+const MALLORY: &str = "mallory@example.com";
+
+/// `addProtectedRange` of `range` (a GridRange) with `users` as its editors.
+fn protect(range: Json, users: &[&str]) -> Json {
+    json!({ "addProtectedRange": { "protectedRange": {
+        "range": range, "description": "mine", "editors": { "users": users } } } })
+}
+
+/// The id of the range an `addProtectedRange` reply added.
+fn added_id(reply: &Json) -> i64 {
+    reply["replies"][0]["addProtectedRange"]["protectedRange"]["protectedRangeId"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("the reply names no protectedRangeId: {reply}"))
+}
+
+/// Every protected range of the handle's spreadsheet, as the owner reads them.
+async fn every_protection(emu: &Emulator, owner: &str) -> Json {
+    let (status, body) = call_as(
+        emu,
+        owner,
+        "GET",
+        "?fields=sheets(properties.sheetId,protectedRanges)",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+// Google's help gives protecting to those who can edit
+// (https://support.google.com/docs/answer/1218656); the emulator reads that strictly: only
+// cells the caller may edit, every one of them.
+#[tokio::test]
+async fn a_person_may_protect_only_cells_she_may_edit_and_the_owner_anywhere() {
+    let emu = support::start_emulator().await;
+    let hub = hub(&emu).await;
+    protect_queue(&hub, emu.spreadsheet_id()).await;
+    let mallory = token_for(&emu, MALLORY).await;
+    let owner = token_for(&emu, &emu.owner()).await;
+    let before = every_protection(&emu, &owner).await;
+    let queue_values = support::sheet_values(&emu, QUEUE_TITLE);
+
+    let in_queue = json!({ "sheetId": QUEUE_SHEET_ID, "startRowIndex": 1, "endRowIndex": 2 });
+    for (what, range) in [
+        ("a row of the queue", in_queue.clone()),
+        (
+            "a cell of the queue",
+            json!({ "sheetId": QUEUE_SHEET_ID, "startRowIndex": 0, "endRowIndex": 1,
+                    "startColumnIndex": 0, "endColumnIndex": 1 }),
+        ),
+        (
+            "columns of the queue, every row",
+            json!({ "sheetId": QUEUE_SHEET_ID, "startColumnIndex": 0, "endColumnIndex": 2 }),
+        ),
+    ] {
+        // The first request alone would pass: the batch is refused whole.
+        let (status, body) = batch_as(
+            &emu,
+            &mallory,
+            json!([tick(PANEL, 7, 0, true), protect(range, &[MALLORY])]),
+        )
+        .await;
+        assert_eq!((status, &body), (400, &refusal()), "{what}");
+    }
+    assert_eq!(
+        every_protection(&emu, &owner).await,
+        before,
+        "no refused request added a protection"
+    );
+    assert_eq!(
+        support::sheet_values(&emu, QUEUE_TITLE),
+        queue_values,
+        "the queue is as it was"
+    );
+    assert_eq!(
+        emu.values("'サーバーA'!A8").unwrap_or_default(),
+        vec![vec![json!(false)]],
+        "the tick of a refused batch was not applied"
+    );
+
+    // A cell of a panel no one protected is hers to protect, for herself.
+    let k8 = json!({ "sheetId": PANEL, "startRowIndex": 7, "endRowIndex": 8,
+                     "startColumnIndex": 10, "endColumnIndex": 11 });
+    let (status, reply) = batch_as(&emu, &mallory, json!([protect(k8, &[MALLORY])])).await;
+    assert_eq!(status, 200, "{reply}");
+    let hers = added_id(&reply);
+    let alice = token_for(&emu, ALICE).await;
+    let (status, _) = put_as(&emu, &alice, "'サーバーA'!K8", json!([["alice"]])).await;
+    assert_eq!(status, 400, "her protection holds against alice");
+    let (status, body) = put_as(&emu, &mallory, "'サーバーA'!K8", json!([["mine"]])).await;
+    assert_eq!(status, 200, "{body}");
+
+    // She may not move her range into the queue, though she is one of its editors.
+    let (status, body) = batch_as(
+        &emu,
+        &mallory,
+        json!([{ "updateProtectedRange": {
+            "protectedRange": { "protectedRangeId": hers, "range": in_queue },
+            "fields": "range" } }]),
+    )
+    .await;
+    assert_eq!((status, &body), (400, &refusal()), "moved into the queue");
+
+    // The owner protects inside the queue, and over her cell, for themselves.
+    let (status, reply) = batch_as(
+        &emu,
+        &owner,
+        json!([
+            protect(in_queue, &[]),
+            protect(
+                json!({ "sheetId": PANEL, "startRowIndex": 7, "endRowIndex": 9,
+                    "startColumnIndex": 10, "endColumnIndex": 12 }),
+                &[]
+            )
+        ]),
+    )
+    .await;
+    assert_eq!(status, 200, "the owner may protect anywhere: {reply}");
+
+    // Her range now covers a cell closed to her: she may change its description, but not
+    // whom it lets in, nor remove it.
+    let (status, body) = batch_as(
+        &emu,
+        &mallory,
+        json!([{ "updateProtectedRange": {
+            "protectedRange": { "protectedRangeId": hers, "description": "still mine" },
+            "fields": "description" } }]),
+    )
+    .await;
+    assert_eq!(status, 200, "a description changes no one's rights: {body}");
+    for (what, request) in [
+        (
+            "updateProtectedRange of its editors",
+            json!({ "updateProtectedRange": {
+                "protectedRange": { "protectedRangeId": hers,
+                                    "editors": { "users": [MALLORY, ALICE] } },
+                "fields": "editors.users" } }),
+        ),
+        (
+            "updateProtectedRange to a warning",
+            json!({ "updateProtectedRange": {
+                "protectedRange": { "protectedRangeId": hers, "warningOnly": true },
+                "fields": "warningOnly" } }),
+        ),
+        (
+            "deleteProtectedRange",
+            json!({ "deleteProtectedRange": { "protectedRangeId": hers } }),
+        ),
+    ] {
+        let (status, body) = batch_as(&emu, &mallory, json!([request])).await;
+        assert_eq!((status, &body), (400, &refusal()), "{what}");
+    }
+    let listed = protected_as(&emu, &owner, PANEL).await;
+    let kept = listed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["protectedRangeId"] == hers)
+        .unwrap_or_else(|| panic!("her range is gone: {listed}"));
+    assert_eq!(
+        (&kept["description"], &kept["editors"]["users"]),
+        (&json!("still mine"), &json!([DEFAULT_OWNER, MALLORY])),
+        "{kept}"
+    );
+    let (status, body) = batch_as(
+        &emu,
+        &owner,
+        json!([{ "deleteProtectedRange": { "protectedRangeId": hers } }]),
+    )
+    .await;
+    assert_eq!(status, 200, "the owner removes it: {body}");
+}
