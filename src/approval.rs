@@ -462,6 +462,7 @@ mod tests {
             approvers: Some(approvers.iter().map(|a| a.to_string()).collect()),
             approvals,
             approval_expires: Some("1h".into()),
+            output: None,
         }
     }
 

@@ -194,6 +194,8 @@ pub struct PreparedJob {
     args: serde_json::Map<String, serde_json::Value>,
     def: Arc<CommandDef>,
     plan: Plan,
+    /// Its output stays on this machine (`output = "private"`, its command's or function's).
+    private_output: bool,
 }
 
 /// What running a prepared job means, decided by [`Registry::prepare`].
@@ -243,6 +245,11 @@ impl PreparedJob {
 
     pub fn timeout(&self) -> Duration {
         self.def.timeout
+    }
+
+    /// Whether its output stays on this machine (`output = "private"`).
+    pub fn private_output(&self) -> bool {
+        self.private_output
     }
 
     pub(crate) fn def(&self) -> &CommandDef {
@@ -460,6 +467,16 @@ impl Registry {
             .collect()
     }
 
+    /// Whether a job of `function` running `command` keeps its output on this machine:
+    /// `output = "private"` on the command, or on the function in `[[functions]]`.
+    pub fn keeps_output_private(&self, command: &str, function: &str) -> bool {
+        self.lookup(command).is_some_and(|d| d.private_output)
+            || self
+                .catalog
+                .function(function)
+                .is_some_and(|f| f.output.as_deref() == Some("private"))
+    }
+
     /// Whether `command` is configured `heavy`; unknown commands are not (they never run).
     pub fn is_heavy(&self, command: &str) -> bool {
         self.get(command).is_some_and(|d| d.heavy)
@@ -558,6 +575,7 @@ impl Registry {
                 args,
                 def: Arc::clone(def),
                 plan,
+                private_output: self.keeps_output_private(&def.name, &spec.function),
             }),
             _ => Err(JobRejected::new(
                 Refusal::Args,

@@ -1716,8 +1716,13 @@ impl Daemon {
         let runner = self.runner.clone();
         let cancel = self.job_cancel.child_token();
         self.job_stops.insert(row.job_id.clone(), cancel.clone());
+        // `output = "private"`: the file on this machine only, no tail for the sheet.
+        let private = self
+            .registry
+            .keeps_output_private(&row.command, &row.function);
+        let chars = if private { 0 } else { self.config.log_chars };
         let output = crate::joblog::Capture::new(
-            self.config.log_chars,
+            chars,
             crate::joblog::file_path(&self.config.state_dir, &row.job_id),
         );
         self.outputs.insert(row.job_id.clone(), (output.clone(), 0));
@@ -1797,10 +1802,17 @@ impl Daemon {
         self.job_stops.remove(&claimed.row.job_id);
         self.retry_notes.remove(&claimed.row.job_id);
         let asked = self.stop_asked.remove(&claimed.row.job_id);
+        let private = self
+            .registry
+            .keeps_output_private(&claimed.row.command, &claimed.row.function);
         let output = match self.outputs.remove(&claimed.row.job_id) {
             Some((capture, _)) => {
                 capture.finish();
-                capture.text(self.config.log_chars)
+                if private {
+                    format!("({})", crate::commands::output::KEPT_PRIVATE)
+                } else {
+                    capture.text(self.config.log_chars)
+                }
             }
             None => String::new(),
         };

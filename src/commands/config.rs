@@ -27,6 +27,7 @@ const KEYS: &[&str] = &[
     "retry_delay",
     "retry_max_delay",
     "retry_on",
+    "output",
 ];
 
 /// Default run-time limit of a command, unless `stale_after` is so short that half of it
@@ -149,6 +150,24 @@ pub struct CommandDef {
     /// `placeholder_patterns`: what each placeholder's value must match, whole, to be put
     /// into argv (besides the rules every value passes, [`super::argv::unfit`]).
     pub(crate) patterns: Patterns,
+    /// `output = "private"`: what the job prints stays on this machine (`state_dir/logs`,
+    /// `sheetq logs`); the sheet and notifications get the result's message or a fixed text.
+    pub private_output: bool,
+}
+
+/// The values of `output`, in a command or a function: where a job's output may go.
+pub fn parse_output(at: &str, v: Option<&toml::Value>, errors: &mut Vec<String>) -> bool {
+    match v {
+        None => false,
+        Some(toml::Value::String(s)) if s == "sheet" => false,
+        Some(toml::Value::String(s)) if s == "private" => true,
+        Some(other) => {
+            errors.push(format!(
+                "{at}.output = {other} must be \"sheet\" (the default: the output's tail on _ジョブログ, the last line as メッセージ) or \"private\" (kept on this machine only: `sheetq logs` prints it)"
+            ));
+            false
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +206,7 @@ pub(crate) fn panels_def(stale_after: Duration) -> CommandDef {
         retry: Retry::default(),
         checks: ArgsChecks::default(),
         patterns: Patterns::new(),
+        private_output: false,
     }
 }
 
@@ -282,6 +302,7 @@ fn parse_one(
         .get("placeholder_patterns")
         .map(|v| parse_patterns(at, v, kind.as_ref(), is_builtin, errors))
         .unwrap_or_default();
+    let private_output = parse_output(at, t.get("output"), errors);
     let description = match t.get("description") {
         None => None,
         Some(toml::Value::String(s)) => Some(s.clone()),
@@ -305,6 +326,7 @@ fn parse_one(
         retry,
         checks,
         patterns,
+        private_output,
     })
 }
 
@@ -1035,5 +1057,21 @@ mod tests {
     fn a_value_that_is_not_a_table_is_named() {
         let e = errors("sleep = \"builtin\"");
         assert!(e[0].starts_with("commands.sleep must be a table"), "{e:?}");
+    }
+
+    #[test]
+    fn output_is_sheet_or_private_and_anything_else_is_named_with_both() {
+        let r = Registry::from_toml_str(
+            "[pay]\nexec = [\"/bin/true\"]\noutput = \"private\"\n[echo2]\nbuiltin = \"echo\"\noutput = \"sheet\"",
+            STALE,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(r.keeps_output_private("pay", "any"));
+        assert!(!r.keeps_output_private("echo2", "any"));
+        let e = errors("[pay]\nexec = [\"/bin/true\"]\noutput = \"hidden\"");
+        assert!(
+            e[0].contains("commands.pay.output") && e[0].contains("\"private\""),
+            "{e:?}"
+        );
     }
 }

@@ -97,6 +97,29 @@ pub enum Exit {
     Signal(i32),
 }
 
+/// What a job whose output is kept private (`output = "private"`) says where its output
+/// would have been shown.
+pub const KEPT_PRIVATE: &str = "output kept on the machine that ran it: sheetq logs JOBID there";
+
+/// The メッセージ of a job whose output stays on this machine: the result's `message`, which
+/// the command wrote for the sheet on purpose (its JSON result line), or else what happened
+/// and where the output is; never a line of what it printed.
+pub fn private_message(ok: bool, exit_code: Option<i32>, timed_out: bool, stdout: &str) -> String {
+    let reported = last_line(stdout)
+        .filter(|l| matches!(serde_json::from_str::<Value>(l), Ok(Value::Object(_))))
+        .and_then(|_| parse_stdout(stdout).ok())
+        .and_then(|r| r.message);
+    match (ok, reported) {
+        (true, Some(m)) => limit_message(&m),
+        (true, None) => format!("done ({KEPT_PRIVATE})"),
+        (false, _) if timed_out => format!("timed out ({KEPT_PRIVATE})"),
+        (false, _) => match exit_code {
+            Some(c) => format!("failed with exit code {c} ({KEPT_PRIVATE})"),
+            None => format!("failed ({KEPT_PRIVATE})"),
+        },
+    }
+}
+
 /// What the last line of stdout said, under the result protocol.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reported {

@@ -313,7 +313,22 @@ pub(crate) async fn run_exec(
         );
         readers.abort_all();
     }
-    outcome_of(end, def, argv, &text_of(&stdout), &text_of(&stderr))
+    let stdout = text_of(&stdout);
+    let mut outcome = outcome_of(end, def, argv, &stdout, &text_of(&stderr));
+    if job.private_output() {
+        // `output = "private"`: nothing the job printed goes to the sheet or a notification.
+        outcome.message = match outcome.status {
+            // The daemon writes who stopped it; the output's last lines stay here.
+            OutcomeStatus::Cancelled => format!("({})", output::KEPT_PRIVATE),
+            status => output::private_message(
+                status == OutcomeStatus::Done,
+                outcome.exit_code,
+                status == OutcomeStatus::TimedOut,
+                &stdout,
+            ),
+        };
+    }
+    outcome
 }
 
 /// Ends the command's process group `pgid` as `end` requires: what the leader left behind

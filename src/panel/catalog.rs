@@ -58,6 +58,10 @@ pub struct FunctionDef {
     /// How long a job waits for its approvals before it ends 期限切れ (`"24h"` when unset).
     #[serde(default)]
     pub approval_expires: Option<String>,
+    /// `"private"`: its jobs' output stays on the daemon's machine (as a command's
+    /// `output = "private"`); `"sheet"` (the default) or unset: as its command says.
+    #[serde(default)]
+    pub output: Option<String>,
 }
 
 impl FunctionDef {
@@ -222,6 +226,15 @@ impl Catalog {
             }
             if f.command.trim().is_empty() {
                 out.push(format!("{at} has an empty command"));
+            }
+            if let Some(o) = f
+                .output
+                .as_deref()
+                .filter(|o| !matches!(*o, "sheet" | "private"))
+            {
+                out.push(format!(
+                    "{at}: output = {o:?} must be \"sheet\" (the default) or \"private\" (the output stays on the daemon's machine)"
+                ));
             }
             if f.flags
                 .iter()

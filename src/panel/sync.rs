@@ -1461,6 +1461,7 @@ mod tests {
                 approvers: None,
                 approvals: None,
                 approval_expires: None,
+                output: None,
             }],
             targets: vec![
                 TargetDef {

@@ -333,3 +333,85 @@ async fn a_secret_a_job_prints_whole_split_or_registered_shows_nowhere_as_itself
     }
     assert!(message.contains("done *** ***"), "メッセージ: {message:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_functions_output_stays_on_the_machine_and_sheetq_logs_prints_it() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (url, bodies) = hook().await;
+    let printed_line = "salary table: alice 123456";
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-private",
+        &format!(
+            "[[notify]]\nname = \"ops\"\nurl = \"{url}\"\nformat = \"slack\"\non = [\"完了\"]\n"
+        ),
+        &format!(
+            "[commands.payroll]\nexec = [\"sh\", \"-c\", \"echo '{printed_line}'; echo 'closing line 42'\"]\n\n\
+             [[functions]]\nlabel = \"給与\"\ncommand = \"payroll\"\noutput = \"private\"\n"
+        ),
+    );
+    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
+    let sheets = client(&emu, &operator).await;
+    sheetq::admin::init(sheets.as_ref(), &operator)
+        .await
+        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
+    let job = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーA",
+        "給与",
+        "payroll",
+        "{}",
+        "",
+    )
+    .await;
+    let log = dir.path().join("sheetq.log");
+    let daemon = Binary::start(&config, &log);
+    wait_row(
+        &emu,
+        &job,
+        "the job to end 完了",
+        Duration::from_secs(40),
+        |r| r.state.is(State::Done),
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    wait_for(
+        "the notification",
+        Duration::from_secs(30),
+        || (!bodies.lock().unwrap_or_else(|e| e.into_inner()).is_empty()).then_some(()),
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    let logs = run_sheetq(&config, &["logs", &job]).await;
+    daemon.kill();
+    let message = row_of(&queue_rows(&emu), &job).message.clone();
+    assert!(
+        message.contains("output kept on the machine that ran it"),
+        "メッセージ says where the output is: {message:?}"
+    );
+    let log_sheet = serde_json::to_string(
+        &emu.values("'_ジョブログ'!A1:Z")
+            .unwrap_or_else(|e| panic!("the log sheet: {e:?}")),
+    )
+    .unwrap_or_default();
+    let panel = panel_row(&emu, "サーバーA", 8).join(" ");
+    let notification = bodies.lock().unwrap_or_else(|e| e.into_inner()).join("\n");
+    for (place, text) in [
+        ("メッセージ", &message),
+        ("the _ジョブログ sheet", &log_sheet),
+        ("the panel", &panel),
+        ("the notification", &notification),
+    ] {
+        for line in [printed_line, "closing line 42"] {
+            assert!(!text.contains(line), "{place} holds {line:?}: {text}");
+        }
+    }
+    let printed = String::from_utf8_lossy(&logs.stdout);
+    assert!(
+        printed.contains(printed_line) && printed.contains("closing line 42"),
+        "`sheetq logs` on this machine prints the whole output: {printed} {logs:?}"
+    );
+}
