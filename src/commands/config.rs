@@ -28,6 +28,7 @@ const KEYS: &[&str] = &[
     "retry_max_delay",
     "retry_on",
     "output",
+    "mask",
 ];
 
 /// Default run-time limit of a command, unless `stale_after` is so short that half of it
@@ -153,6 +154,47 @@ pub struct CommandDef {
     /// `output = "private"`: what the job prints stays on this machine (`state_dir/logs`,
     /// `sheetq logs`); the sheet and notifications get the result's message or a fixed text.
     pub private_output: bool,
+    /// `mask = [...]`: patterns whose matches in the job's output are shown as `***`.
+    pub mask: std::sync::Arc<Vec<regex::bytes::Regex>>,
+}
+
+/// `mask = ["regex", ...]`: each a regex (Rust's syntax) that matches something.
+fn parse_mask(
+    at: &str,
+    v: Option<&toml::Value>,
+    is_builtin: bool,
+    errors: &mut Vec<String>,
+) -> Vec<regex::bytes::Regex> {
+    let Some(v) = v else {
+        return Vec::new();
+    };
+    if is_builtin {
+        errors.push(format!(
+            "{at}.mask only applies to exec commands: remove it"
+        ));
+        return Vec::new();
+    }
+    let Some(items) = v.as_array() else {
+        errors.push(format!(
+            "{at}.mask = {v} must be a list of regexes, e.g. mask = [\"ghp_[A-Za-z0-9]{{36}}\"]"
+        ));
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let Some(source) = item.as_str() else {
+            errors.push(format!("{at}.mask: {item} must be a regex string"));
+            continue;
+        };
+        match regex::bytes::Regex::new(source) {
+            Ok(r) if r.is_match(b"") => errors.push(format!(
+                "{at}.mask: {source:?} matches the empty string, so it would mask between every two characters; make it match the secret itself"
+            )),
+            Ok(r) => out.push(r),
+            Err(e) => errors.push(format!("{at}.mask: {source:?} is not a regex: {e}")),
+        }
+    }
+    out
 }
 
 /// The values of `output`, in a command or a function: where a job's output may go.
@@ -207,6 +249,7 @@ pub(crate) fn panels_def(stale_after: Duration) -> CommandDef {
         checks: ArgsChecks::default(),
         patterns: Patterns::new(),
         private_output: false,
+        mask: std::sync::Arc::default(),
     }
 }
 
@@ -303,6 +346,7 @@ fn parse_one(
         .map(|v| parse_patterns(at, v, kind.as_ref(), is_builtin, errors))
         .unwrap_or_default();
     let private_output = parse_output(at, t.get("output"), errors);
+    let mask = std::sync::Arc::new(parse_mask(at, t.get("mask"), is_builtin, errors));
     let description = match t.get("description") {
         None => None,
         Some(toml::Value::String(s)) => Some(s.clone()),
@@ -327,6 +371,7 @@ fn parse_one(
         checks,
         patterns,
         private_output,
+        mask,
     })
 }
 
@@ -1071,6 +1116,23 @@ mod tests {
         let e = errors("[pay]\nexec = [\"/bin/true\"]\noutput = \"hidden\"");
         assert!(
             e[0].contains("commands.pay.output") && e[0].contains("\"private\""),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn mask_patterns_are_regexes_that_match_something() {
+        let r = Registry::from_toml_str(
+            "[rep]\nexec = [\"/bin/true\"]\nmask = [\"ghp_[A-Za-z0-9]{8,}\"]",
+            STALE,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(r.get("rep").map(|d| d.mask.len()), Some(1));
+        let e = errors("[rep]\nexec = [\"/bin/true\"]\nmask = [\"(\", \"x*\"]");
+        assert!(
+            e.iter()
+                .any(|m| m.contains("commands.rep.mask") && m.contains("not a regex"))
+                && e.iter().any(|m| m.contains("matches the empty string")),
             "{e:?}"
         );
     }

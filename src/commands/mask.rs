@@ -5,6 +5,9 @@
 //! the panel's 結果, notifications, `sheetq logs`, the file under `state_dir/logs`) is taken
 //! from what comes out of here, so one place masks them all.
 //!
+//! A command's `mask = [...]` patterns (regexes) are masked too, line by line: with patterns,
+//! a line is shown once it is complete (or 4 KiB long, or the stream ended).
+//!
 //! Output comes in chunks of whatever size the pipe gives; a secret split over two reads is
 //! still masked: the masker holds back the end of a chunk while it could be the beginning
 //! of a secret, and an `::add-mask::` line until its end. Values shorter than
@@ -73,32 +76,75 @@ pub fn too_short_to_mask(names: &[String]) -> Vec<&str> {
         .collect()
 }
 
+/// The longest line held back for the `mask` patterns before it is matched as it is.
+const MAX_PATTERN_LINE: usize = 4096;
+
 /// One stream's masker: bytes in, bytes safe to show out.
 #[derive(Debug)]
 pub struct Masker {
     secrets: Secrets,
     held: Vec<u8>,
     at_line_start: bool,
+    /// The command's `mask` patterns, and the line being gathered for them.
+    patterns: Arc<Vec<regex::bytes::Regex>>,
+    line: Vec<u8>,
 }
 
 impl Masker {
     pub fn new(secrets: Secrets) -> Self {
+        Self::with_patterns(secrets, Arc::default())
+    }
+
+    /// A masker that also masks what `patterns` match, line by line.
+    pub fn with_patterns(secrets: Secrets, patterns: Arc<Vec<regex::bytes::Regex>>) -> Self {
         Masker {
             secrets,
             held: Vec::new(),
             at_line_start: true,
+            patterns,
+            line: Vec::new(),
         }
     }
 
     /// Takes a chunk; returns what may be shown of the output so far.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
         self.held.extend_from_slice(bytes);
-        self.run(false)
+        let out = self.run(false);
+        self.by_line(out, false)
     }
 
     /// The stream ended: what was held back, masked.
     pub fn finish(&mut self) -> Vec<u8> {
-        self.run(true)
+        let out = self.run(true);
+        self.by_line(out, true)
+    }
+
+    /// Masks what the patterns match in each complete line of `out` (values already
+    /// masked); an incomplete line waits for its end, unless `end` or it is too long.
+    fn by_line(&mut self, out: Vec<u8>, end: bool) -> Vec<u8> {
+        if self.patterns.is_empty() {
+            return out;
+        }
+        self.line.extend(out);
+        let mut shown = Vec::new();
+        while let Some(nl) = self.line.iter().position(|b| *b == b'\n') {
+            let rest = self.line.split_off(nl + 1);
+            let line = std::mem::replace(&mut self.line, rest);
+            shown.extend(self.masked_line(&line));
+        }
+        if end || self.line.len() > MAX_PATTERN_LINE {
+            let line = std::mem::take(&mut self.line);
+            shown.extend(self.masked_line(&line));
+        }
+        shown
+    }
+
+    fn masked_line(&self, line: &[u8]) -> Vec<u8> {
+        let mut line = line.to_vec();
+        for p in self.patterns.iter() {
+            line = p.replace_all(&line, SHOWN).into_owned();
+        }
+        line
     }
 
     fn run(&mut self, end: bool) -> Vec<u8> {
@@ -251,5 +297,18 @@ mod tests {
             ),
             "echo ::add-mask::not-registered-1\nnot-registered-1\n"
         );
+    }
+
+    #[test]
+    fn a_pattern_masks_whole_lines_once_they_are_complete() {
+        let patterns = Arc::new(vec![
+            regex::bytes::Regex::new(r"ghp_[A-Za-z0-9]{8,}").unwrap()
+        ]);
+        let mut m = Masker::with_patterns(Secrets::default(), patterns);
+        let mut out = m.feed(b"token ghp_abcd");
+        assert!(out.is_empty(), "a line is held until it ends: {out:?}");
+        out.extend(m.feed(b"EFGH1234 used\nnext"));
+        out.extend(m.finish());
+        assert_eq!(String::from_utf8_lossy(&out), "token *** used\nnext");
     }
 }

@@ -282,11 +282,11 @@ pub(crate) async fn run_exec(
     let secrets = super::mask::Secrets::new(def.env.iter().filter_map(|n| std::env::var(n).ok()));
     let mut readers = tokio::task::JoinSet::new();
     if let Some(s) = child.stdout.take() {
-        let mask = super::mask::Masker::new(secrets.clone());
+        let mask = super::mask::Masker::with_patterns(secrets.clone(), Arc::clone(&def.mask));
         readers.spawn(drain(s, Arc::clone(&stdout), log.clone(), mask));
     }
     if let Some(s) = child.stderr.take() {
-        let mask = super::mask::Masker::new(secrets.clone());
+        let mask = super::mask::Masker::with_patterns(secrets.clone(), Arc::clone(&def.mask));
         readers.spawn(drain(s, Arc::clone(&stderr), log.clone(), mask));
     }
 

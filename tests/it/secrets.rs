@@ -239,6 +239,7 @@ async fn a_secret_a_job_prints_whole_split_or_registered_shows_nowhere_as_itself
         printf '%s\\n' \"$(printf %s \"$REPORT_TOKEN\" | cut -c7-)\"; \
         echo '::add-mask::runtime-secret-77'; echo 'then runtime-secret-77'; \
         echo \"to stderr $REPORT_TOKEN\" >&2; \
+        echo 'a pattern: ghp_ABCDEFGH12345678 (from the config)'; \
         echo \"done $REPORT_TOKEN runtime-secret-77\"";
     let config = binary_config_with(
         &emu,
@@ -246,7 +247,7 @@ async fn a_secret_a_job_prints_whole_split_or_registered_shows_nowhere_as_itself
         "vm-mask",
         &settings,
         &format!(
-            "[commands.report]\nexec = [\"sh\", \"-c\", {}]\nenv = [\"REPORT_TOKEN\"]\n",
+            "[commands.report]\nexec = [\"sh\", \"-c\", {}]\nenv = [\"REPORT_TOKEN\"]\nmask = [\"ghp_[A-Za-z0-9]{{8,}}\"]\n",
             toml::Value::String(script.to_string())
         ),
     );
@@ -308,7 +309,10 @@ async fn a_secret_a_job_prints_whole_split_or_registered_shows_nowhere_as_itself
     // The two streams are read apart, so a stderr line may land inside a split stdout
     // line in the merged output: the pieces are what must never show.
     assert!(
-        file.contains("start ***") && file.contains("then ***") && file.matches("***").count() >= 5,
+        file.contains("start ***")
+            && file.contains("then ***")
+            && file.contains("a pattern: *** (from the config)")
+            && file.matches("***").count() >= 6,
         "the output keeps its shape, the values masked: {file}"
     );
     assert!(
@@ -327,7 +331,7 @@ async fn a_secret_a_job_prints_whole_split_or_registered_shows_nowhere_as_itself
         ),
     ] {
         // The whole values, and each half of the token as the job printed it apart.
-        for secret in [token, runtime, "1e55a0c3f2"] {
+        for secret in [token, runtime, "1e55a0c3f2", "ghp_ABCDEFGH12345678"] {
             assert!(!text.contains(secret), "{place} holds {secret:?}: {text}");
         }
     }
