@@ -1244,9 +1244,12 @@ impl Daemon {
             return Ok((Vec::new(), Vec::new(), Vec::new()));
         }
         let takeable = self.takeable(fresh);
-        let fresh = takeable.as_ref().unwrap_or(fresh);
+        let (tables, index) = match &takeable {
+            Some(t) => (&t.tables, t.index.as_ref()),
+            None => (&fresh.tables, fresh.index.as_ref()),
+        };
         let intake = panel::plan_intake(
-            &fresh.tables,
+            tables,
             &self.served.panels,
             &fresh.snapshot,
             now,
@@ -1255,7 +1258,7 @@ impl Daemon {
             || uuid::Uuid::new_v4().to_string(),
         );
         let mut intake = intake;
-        if let Some(index) = &fresh.index {
+        if let Some(index) = index {
             let ticks = panel::plan_index_intake(
                 &index.title,
                 &index.entries,
@@ -1540,20 +1543,25 @@ impl Daemon {
         if !self.writable(v) {
             return None;
         }
+        Some(Request::UpdateCells {
+            range: self.grid_range(v)?,
+            rows: v.values.clone(),
+        })
+    }
+
+    /// The cells an A1 write covers, on a sheet of the last sheet list.
+    pub(super) fn grid_range(&self, v: &ValueRange) -> Option<GridRange> {
         let r = a1::A1Range::parse(&v.range).ok()?;
         let sheet_id = *self.served.sheet_ids.get(r.sheet.as_deref()?)?;
         let start_row = r.start_row?;
         let start_col = r.start_col?;
         let width = v.values.iter().map(Vec::len).max().unwrap_or(0) as u32;
-        Some(Request::UpdateCells {
-            range: GridRange {
-                sheet_id,
-                start_row,
-                end_row: start_row + v.values.len() as u32,
-                start_col,
-                end_col: start_col + width,
-            },
-            rows: v.values.clone(),
+        Some(GridRange {
+            sheet_id,
+            start_row,
+            end_row: start_row + v.values.len() as u32,
+            start_col,
+            end_col: start_col + width,
         })
     }
 

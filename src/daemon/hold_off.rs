@@ -11,7 +11,6 @@ use std::time::Duration as StdDuration;
 use tracing::{error, info, warn};
 
 use super::{Daemon, DaemonError, Poll};
-use crate::a1;
 use crate::protection;
 use crate::sheets::{Area, GridRange, Request, SpreadsheetMeta, ValueRange};
 
@@ -28,6 +27,12 @@ const OWN_SHEETS: [&str; 4] = [
     crate::joblog::LOG_SHEET,
     crate::archive::ARCHIVE_SHEET,
 ];
+
+/// The ticks of a pass's read that the poll intake may take ([`Daemon::takeable`]).
+pub(super) struct Ticks {
+    pub(super) tables: std::collections::HashMap<String, crate::panel::PanelTable>,
+    pub(super) index: Option<super::poll::IndexRead>,
+}
 
 /// A spreadsheet held off: when to try again, and the wait that brought it there.
 #[derive(Debug, Clone, Copy)]
@@ -80,10 +85,21 @@ impl Daemon {
         if self.served.barred.is_empty() {
             return true;
         }
-        match self.area_of(v) {
-            Some(area) => !self.served.barred.iter().any(|b| b.area.overlaps(&area)),
-            None => true,
-        }
+        self.grid_range(v).is_none_or(|g| {
+            // A write of no values still names its first cell.
+            let end_row = g.end_row.max(g.start_row + 1);
+            let end_col = g.end_col.max(g.start_col + 1);
+            !self.barred_area(Area::cells(GridRange {
+                end_row,
+                end_col,
+                ..g
+            }))
+        })
+    }
+
+    /// Whether someone else's protection bars a cell of `area`.
+    fn barred_area(&self, area: Area) -> bool {
+        self.served.barred.iter().any(|b| b.area.overlaps(&area))
     }
 
     /// Whether a grid request of a commit may go: it writes no cell someone else's
@@ -102,25 +118,27 @@ impl Daemon {
             | Request::SetDateTimeFormat { range, .. } => range,
             _ => return true,
         };
-        let area = Area::cells(*range);
-        !self.served.barred.iter().any(|b| b.area.overlaps(&area))
+        !self.barred_area(Area::cells(*range))
     }
 
     /// Whether the one cell (`sheet_id`, zero-based `row`, `col`) is barred.
     fn cell_barred(&self, sheet_id: i32, row: u32, col: u32) -> bool {
-        let cell = Area::cells(GridRange::cell(sheet_id, row, col));
-        self.served.barred.iter().any(|b| b.area.overlaps(&cell))
+        self.barred_area(Area::cells(GridRange::cell(sheet_id, row, col)))
     }
 
-    /// The panels' and the index's ticks as the poll intake may take them: a tick whose box
-    /// someone else's protection bars could never be cleared, so it would be taken again at
-    /// every pass; it is left as it is (and said once per pass).
-    pub(super) fn takeable(&self, fresh: &Poll) -> Option<Poll> {
+    /// The panels' and the index's ticks as the poll intake may take them (`None`: as
+    /// `fresh` read them): a tick whose box someone else's protection bars could never be
+    /// cleared, so it would be taken again at every pass; it is left as it is (and said once
+    /// per pass). Only the function tables and the index are copied, not the queue.
+    pub(super) fn takeable(&self, fresh: &Poll) -> Option<Ticks> {
         if self.served.barred.is_empty() {
             return None;
         }
         let cols = &self.config.panel.columns;
-        let mut out = fresh.clone();
+        let mut out = Ticks {
+            tables: fresh.tables.clone(),
+            index: fresh.index.clone(),
+        };
         let mut left = 0;
         for (label, table) in out.tables.iter_mut() {
             let Some(panel) = self.served.panels.get(label) else {
@@ -155,23 +173,6 @@ impl Daemon {
             warn!(ticks = left, "ticked boxes that someone else's protection keeps sheetq from clearing are not taken in: each would be taken again at every pass");
         }
         Some(out)
-    }
-
-    /// The cells an A1 write covers, on a sheet of the last sheet list.
-    fn area_of(&self, v: &ValueRange) -> Option<Area> {
-        let r = a1::A1Range::parse(&v.range).ok()?;
-        let sheet_id = *self.served.sheet_ids.get(r.sheet.as_deref()?)?;
-        let start_row = r.start_row?;
-        let start_col = r.start_col?;
-        let width = v.values.iter().map(Vec::len).max().unwrap_or(1).max(1) as u32;
-        let height = (v.values.len() as u32).max(1);
-        Some(Area::cells(GridRange {
-            sheet_id,
-            start_row,
-            end_row: start_row + height,
-            start_col,
-            end_col: start_col + width,
-        }))
     }
 
     /// Holds the spreadsheet off after `e`: no pass until the wait (doubling from
