@@ -11,7 +11,7 @@ use std::time::Duration;
 use sheetq::emulator::{Emulator, Quota};
 use sheetq::queue::State;
 
-use crate::daemon::{binary_config_with, Binary};
+use crate::daemon::{binary_config_with, protected_set_up, Binary};
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -58,14 +58,7 @@ async fn set_up(
     dir: &Path,
     jobs: &[(&str, &str)],
 ) -> (std::path::PathBuf, Vec<String>) {
-    let config = binary_config_with(emu, dir, "vm-approve", "", &catalog(dir));
-    let operator = daemon_config(emu, "operator", dir, &[], "");
-    let sheets = client(emu, &operator).await;
-    sheetq::admin::init(sheets.as_ref(), &operator)
-        .await
-        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
-    let synced = run_sheetq(&config, &["panels", "sync"]).await;
-    assert!(synced.status.success(), "sheetq panels sync: {synced:?}");
+    let (config, operator, sheets) = protected_set_up(emu, dir, "vm-approve", &catalog(dir)).await;
     let mut ids = Vec::new();
     for (function, target) in jobs {
         ids.push(

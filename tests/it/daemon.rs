@@ -994,15 +994,29 @@ impl Binary {
         log: &std::path::Path,
         args: &[&str],
     ) -> Binary {
+        Self::start_configured(config, log, args, |_| {})
+    }
+
+    /// [`Binary::start_with`], the process set up by `configure` first (its environment,
+    /// its umask).
+    pub(crate) fn start_configured(
+        config: &std::path::Path,
+        log: &std::path::Path,
+        args: &[&str],
+        configure: impl FnOnce(&mut std::process::Command),
+    ) -> Binary {
         let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("{e}"));
         let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"));
+        command
             .arg("run")
             .args(args)
             .arg("--config")
             .arg(config)
             .stdout(out)
-            .stderr(err)
+            .stderr(err);
+        configure(&mut command);
+        let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start sheetq: {e}"));
         Binary { child }
@@ -1087,6 +1101,31 @@ max_retries = 1
     );
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
     path
+}
+
+/// A spreadsheet set up as an operator sets it up (`sheetq init` protects the queue,
+/// `sheetq panels sync` makes the panels), the daemon's config for the binary
+/// ([`binary_config_with`] with `commands`), and the operator's config and client, for
+/// queueing jobs as `sheetq enqueue` does.
+pub(crate) async fn protected_set_up(
+    emu: &sheetq::emulator::Emulator,
+    dir: &std::path::Path,
+    worker: &str,
+    commands: &str,
+) -> (
+    std::path::PathBuf,
+    sheetq::config::Config,
+    std::sync::Arc<dyn sheetq::sheets::Sheets>,
+) {
+    let config = binary_config_with(emu, dir, worker, "", commands);
+    let operator = daemon_config(emu, "operator", dir, &[], "");
+    let sheets = client(emu, &operator).await;
+    sheetq::admin::init(sheets.as_ref(), &operator)
+        .await
+        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
+    let synced = run_sheetq(&config, &["panels", "sync"]).await;
+    assert!(synced.status.success(), "sheetq panels sync: {synced:?}");
+    (config, operator, sheets)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

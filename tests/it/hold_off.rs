@@ -12,7 +12,7 @@ use serde_json::{json, Value as Json};
 use sheetq::emulator::{Emulator, Quota, DEFAULT_OWNER};
 use sheetq::queue::State;
 
-use crate::daemon::{binary_config_with, Binary};
+use crate::daemon::{protected_set_up, Binary};
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -28,8 +28,7 @@ label = "確認"
 command = "deploy"
 "#;
 
-/// A spreadsheet as an operator sets it up (`sheetq init`, `panels sync`), its config, and
-/// the operator's client for queueing jobs.
+/// A spreadsheet as an operator sets it up, with [`CATALOG`].
 async fn set_up(
     emu: &Emulator,
     dir: &Path,
@@ -38,15 +37,7 @@ async fn set_up(
     sheetq::config::Config,
     std::sync::Arc<dyn sheetq::sheets::Sheets>,
 ) {
-    let config = binary_config_with(emu, dir, "vm-held", "", CATALOG);
-    let operator = daemon_config(emu, "operator", dir, &[], "");
-    let sheets = client(emu, &operator).await;
-    sheetq::admin::init(sheets.as_ref(), &operator)
-        .await
-        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
-    let synced = run_sheetq(&config, &["panels", "sync"]).await;
-    assert!(synced.status.success(), "sheetq panels sync: {synced:?}");
-    (config, operator, sheets)
+    protected_set_up(emu, dir, "vm-held", CATALOG).await
 }
 
 /// `spreadsheets.batchUpdate` of `requests` as the person `email`, with their own token.

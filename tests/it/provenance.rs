@@ -14,7 +14,7 @@ use serde_json::json;
 use sheetq::emulator::{Emulator, Quota, DEFAULT_OWNER};
 use sheetq::queue::State;
 
-use crate::daemon::{binary_config_with, Binary};
+use crate::daemon::{protected_set_up, Binary};
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -49,20 +49,6 @@ args = {{ step = 1 }}
 
 fn runs(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("runs")).unwrap_or_default()
-}
-
-/// A spreadsheet as an operator sets it up (`sheetq init` protects the queue, `panels sync`
-/// makes the panels) and the daemon's config.
-async fn set_up(emu: &Emulator, dir: &Path) -> std::path::PathBuf {
-    let config = binary_config_with(emu, dir, "vm-trust", "", &catalog(dir));
-    let operator = daemon_config(emu, "operator", dir, &[], "");
-    let sheets = client(emu, &operator).await;
-    sheetq::admin::init(sheets.as_ref(), &operator)
-        .await
-        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
-    let synced = run_sheetq(&config, &["panels", "sync"]).await;
-    assert!(synced.status.success(), "sheetq panels sync: {synced:?}");
-    config
 }
 
 /// Appends a 待機 row to the queue as the owner, with the owner's own token: what an
@@ -104,7 +90,7 @@ async fn ended(emu: &Emulator, job: &str, log: &Path) -> sheetq::queue::QueueRow
 async fn a_continuation_flag_on_the_queue_grants_neither_approval_nor_args_whoever_wrote_it() {
     let emu = start_with_quota(FAST).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let config = set_up(&emu, dir.path()).await;
+    let (config, _, _) = protected_set_up(&emu, dir.path(), "vm-trust", &catalog(dir.path())).await;
     let prod = r#"{"env":"prod","force":true}"#;
     // The attack of a look-alike panel through the owner's trigger: the flag with U+0085
     // (NEXT LINE) after it, which one trim kept and the other removed; then the plain word,
@@ -172,9 +158,8 @@ async fn a_continuation_flag_on_the_queue_grants_neither_approval_nor_args_whoev
 async fn a_step_sheetq_appended_runs_with_the_args_its_command_handed_back() {
     let emu = start_with_quota(FAST).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let config = set_up(&emu, dir.path()).await;
-    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
-    let sheets = client(&emu, &operator).await;
+    let (config, operator, sheets) =
+        protected_set_up(&emu, dir.path(), "vm-trust", &catalog(dir.path())).await;
     let first = enqueue(
         sheets.as_ref(),
         &operator,

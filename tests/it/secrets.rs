@@ -26,18 +26,7 @@ async fn the_most_verbose_log_holds_no_credential_and_no_webhook_url() {
         &settings,
         "[commands.echo]\nbuiltin = \"echo\"\n",
     );
-    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
-    let sheets = client(&emu, &operator).await;
-    let job = enqueue(
-        sheets.as_ref(),
-        &operator,
-        "サーバーA",
-        "動作確認 (2秒)",
-        "echo",
-        "{}",
-        "",
-    )
-    .await;
+    let job = queue_one(&emu, dir.path(), false, "動作確認 (2秒)", "echo").await;
     let log = dir.path().join("sheetq.log");
     let daemon = Binary::start_with(&config, &log, &["-vv"]);
     wait_row(
@@ -90,6 +79,68 @@ async fn the_most_verbose_log_holds_no_credential_and_no_webhook_url() {
     }
 }
 
+/// Queues one job of `function` running `command` on サーバーA as `sheetq enqueue` does, after
+/// `sheetq init` when `init`; its jobId.
+async fn queue_one(
+    emu: &sheetq::emulator::Emulator,
+    dir: &std::path::Path,
+    init: bool,
+    function: &str,
+    command: &str,
+) -> String {
+    let operator = daemon_config(emu, "operator", dir, &[], "");
+    let sheets = client(emu, &operator).await;
+    if init {
+        sheetq::admin::init(sheets.as_ref(), &operator)
+            .await
+            .unwrap_or_else(|e| panic!("sheetq init: {e}"));
+    }
+    enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーA",
+        function,
+        command,
+        "{}",
+        "",
+    )
+    .await
+}
+
+/// Waits for `job` to end 完了 and for the receiver to have taken a notification.
+async fn done_and_notified(
+    emu: &sheetq::emulator::Emulator,
+    job: &str,
+    log: &std::path::Path,
+    bodies: &std::sync::Mutex<Vec<String>>,
+) {
+    wait_row(
+        emu,
+        job,
+        "the job to end 完了",
+        Duration::from_secs(40),
+        |r| r.state.is(State::Done),
+        queue_and_log(emu, log),
+    )
+    .await;
+    wait_for(
+        "the notification",
+        Duration::from_secs(30),
+        || (!bodies.lock().unwrap_or_else(|e| e.into_inner()).is_empty()).then_some(()),
+        queue_and_log(emu, log),
+    )
+    .await;
+}
+
+/// Everything `_ジョブログ` holds, as text.
+fn log_sheet(emu: &sheetq::emulator::Emulator) -> String {
+    serde_json::to_string(
+        &emu.values("'_ジョブログ'!A1:Z")
+            .unwrap_or_else(|e| panic!("the log sheet: {e:?}")),
+    )
+    .unwrap_or_default()
+}
+
 /// Every file and directory under `dir`, with its permission bits.
 fn modes_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u32)> {
     use std::os::unix::fs::PermissionsExt;
@@ -125,37 +176,17 @@ async fn under_umask_022_the_state_directory_is_private_and_a_jobs_own_files_are
             report.display()
         ),
     );
-    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
-    let sheets = client(&emu, &operator).await;
-    let job = enqueue(
-        sheets.as_ref(),
-        &operator,
-        "サーバーA",
-        "集計",
-        "report",
-        "{}",
-        "",
-    )
-    .await;
+    let job = queue_one(&emu, dir.path(), false, "集計", "report").await;
     let log = dir.path().join("sheetq.log");
-    let out = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
-    let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"));
-    command
-        .args(["run", "--config"])
-        .arg(&config)
-        .stdout(out)
-        .stderr(err);
-    // SAFETY: umask(2) in the child before exec; async-signal-safe, allocates nothing.
-    unsafe {
-        command.pre_exec(|| {
-            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
-            Ok(())
-        });
-    }
-    let mut child = command
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start sheetq: {e}"));
+    let daemon = Binary::start_configured(&config, &log, &[], |command| {
+        // SAFETY: umask(2) in the child before exec; async-signal-safe, allocates nothing.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+                Ok(())
+            });
+        }
+    });
     wait_row(
         &emu,
         &job,
@@ -165,8 +196,7 @@ async fn under_umask_022_the_state_directory_is_private_and_a_jobs_own_files_are
         queue_and_log(&emu, &log),
     )
     .await;
-    let _ = child.kill();
-    let _ = child.wait();
+    daemon.kill();
     let state = dir.path().join("state");
     let modes = modes_under(&state);
     assert!(
@@ -251,57 +281,16 @@ async fn a_secret_a_job_prints_whole_split_or_registered_shows_nowhere_as_itself
             toml::Value::String(script.to_string())
         ),
     );
-    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
-    let sheets = client(&emu, &operator).await;
-    sheetq::admin::init(sheets.as_ref(), &operator)
-        .await
-        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
-    let job = enqueue(
-        sheets.as_ref(),
-        &operator,
-        "サーバーA",
-        "集計",
-        "report",
-        "{}",
-        "",
-    )
-    .await;
+    let job = queue_one(&emu, dir.path(), true, "集計", "report").await;
     let log = dir.path().join("sheetq.log");
-    let out = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
-    let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sheetq"))
-        .args(["run", "--config"])
-        .arg(&config)
-        .env("REPORT_TOKEN", token)
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start sheetq: {e}"));
-    wait_row(
-        &emu,
-        &job,
-        "the job to end 完了",
-        Duration::from_secs(40),
-        |r| r.state.is(State::Done),
-        queue_and_log(&emu, &log),
-    )
-    .await;
-    wait_for(
-        "the notification",
-        Duration::from_secs(30),
-        || (!bodies.lock().unwrap_or_else(|e| e.into_inner()).is_empty()).then_some(()),
-        queue_and_log(&emu, &log),
-    )
-    .await;
+    let daemon = Binary::start_configured(&config, &log, &[], |command| {
+        command.env("REPORT_TOKEN", token);
+    });
+    done_and_notified(&emu, &job, &log, &bodies).await;
     let logs = run_sheetq(&config, &["logs", &job]).await;
-    let _ = child.kill();
-    let _ = child.wait();
+    daemon.kill();
     let message = row_of(&queue_rows(&emu), &job).message.clone();
-    let log_sheet = serde_json::to_string(
-        &emu.values("'_ジョブログ'!A1:Z")
-            .unwrap_or_else(|e| panic!("the log sheet: {e:?}")),
-    )
-    .unwrap_or_default();
+    let log_sheet = log_sheet(&emu);
     let file = std::fs::read_to_string(dir.path().join("state/logs").join(format!("{job}.log")))
         .unwrap_or_else(|e| panic!("the output file: {e}"));
     let notification = bodies.lock().unwrap_or_else(|e| e.into_inner()).join("\n");
@@ -356,39 +345,10 @@ async fn a_private_functions_output_stays_on_the_machine_and_sheetq_logs_prints_
              [[functions]]\nlabel = \"給与\"\ncommand = \"payroll\"\noutput = \"private\"\n"
         ),
     );
-    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
-    let sheets = client(&emu, &operator).await;
-    sheetq::admin::init(sheets.as_ref(), &operator)
-        .await
-        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
-    let job = enqueue(
-        sheets.as_ref(),
-        &operator,
-        "サーバーA",
-        "給与",
-        "payroll",
-        "{}",
-        "",
-    )
-    .await;
+    let job = queue_one(&emu, dir.path(), true, "給与", "payroll").await;
     let log = dir.path().join("sheetq.log");
     let daemon = Binary::start(&config, &log);
-    wait_row(
-        &emu,
-        &job,
-        "the job to end 完了",
-        Duration::from_secs(40),
-        |r| r.state.is(State::Done),
-        queue_and_log(&emu, &log),
-    )
-    .await;
-    wait_for(
-        "the notification",
-        Duration::from_secs(30),
-        || (!bodies.lock().unwrap_or_else(|e| e.into_inner()).is_empty()).then_some(()),
-        queue_and_log(&emu, &log),
-    )
-    .await;
+    done_and_notified(&emu, &job, &log, &bodies).await;
     let logs = run_sheetq(&config, &["logs", &job]).await;
     daemon.kill();
     let message = row_of(&queue_rows(&emu), &job).message.clone();
@@ -396,11 +356,7 @@ async fn a_private_functions_output_stays_on_the_machine_and_sheetq_logs_prints_
         message.contains("output kept on the machine that ran it"),
         "メッセージ says where the output is: {message:?}"
     );
-    let log_sheet = serde_json::to_string(
-        &emu.values("'_ジョブログ'!A1:Z")
-            .unwrap_or_else(|e| panic!("the log sheet: {e:?}")),
-    )
-    .unwrap_or_default();
+    let log_sheet = log_sheet(&emu);
     let panel = panel_row(&emu, "サーバーA", 8).join(" ");
     let notification = bodies.lock().unwrap_or_else(|e| e.into_inner()).join("\n");
     for (place, text) in [
