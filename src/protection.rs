@@ -54,9 +54,12 @@ impl fmt::Display for Barred {
             Some(end) => format!("rows {}–{}", a.start_row + 1, end.max(a.start_row + 1)),
             None => format!("rows {}–", a.start_row + 1),
         };
-        write!(f, "{} columns {cols} {rows}", a1::quote_title(&self.title))?;
+        // A sheet's title and a protection's description are anyone's text: shown escaped
+        // and cut, never raw in a log line or an operator's terminal.
+        let shown = crate::panel::catalog::shown;
+        write!(f, "sheet {} columns {cols} {rows}", shown(&self.title))?;
         if !self.description.is_empty() {
-            write!(f, " (\"{}\")", self.description.escape_debug())?;
+            write!(f, " ({})", shown(&self.description))?;
         }
         Ok(())
     }
@@ -663,7 +666,17 @@ mod tests {
         );
         assert_eq!(
             barred[0].to_string(),
-            "'web-1' columns C:E rows 1– (\"mine\")"
+            "sheet \"web-1\" columns C:E rows 1– (\"mine\")"
+        );
+        let hostile = Barred {
+            title: "\u{1b}]0;OWNED\u{7}".into(),
+            description: "x".repeat(50_000),
+            ..barred[0].clone()
+        };
+        let text = hostile.to_string();
+        assert!(
+            !text.contains('\u{1b}') && text.len() < 200,
+            "a person's title and description are shown escaped and cut: {text}"
         );
     }
 

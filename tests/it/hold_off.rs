@@ -163,7 +163,10 @@ async fn a_persons_protection_over_panel_and_index_cells_costs_those_cells_and_n
         String::from_utf8_lossy(&check.stderr)
     );
     assert_eq!(check.status.code(), Some(3), "check finds problems: {out}");
-    for range in ["'サーバーB' columns C:E rows 8–20", "'▶パネル' columns D:F"] {
+    for range in [
+        "sheet \"サーバーB\" columns C:E rows 8–20",
+        "sheet \"▶パネル\" columns D:F",
+    ] {
         assert!(
             out.contains(range) && out.contains("protected by someone else"),
             "check names {range} with its fix: {out}"
