@@ -61,7 +61,7 @@ impl<'a> Rule<'a> {
             Some(Refusal::Unknown)
         } else if requester.is_empty() {
             Some(Refusal::RequesterUnknown)
-        } else if same_person(who, requester) {
+        } else if same_person(who, requester) || vouched_only(requester, who) {
             Some(Refusal::Requester)
         } else if !self.approvers.iter().any(|a| allow_matches(a, who)) {
             Some(Refusal::NotListed)
@@ -82,6 +82,14 @@ pub fn is_address(who: &str) -> bool {
             (parts.next(), parts.next(), parts.next()),
             (Some(local), Some(domain), None) if !local.is_empty() && !domain.is_empty()
         )
+}
+
+/// Whether `requester` is a press vouched for by a ▶ cell that only `who` (and the owner)
+/// may tick (`crate::guard`): then `who` pressed it, and may not approve it too.
+fn vouched_only(requester: &str, who: &str) -> bool {
+    requester
+        .strip_prefix(crate::protection::VOUCHED_PREFIX)
+        .is_some_and(|people| same_person(people, who))
 }
 
 /// Whether two names are one person's: the same address, letters in any case.
@@ -105,23 +113,21 @@ pub fn problems(at: &str, f: &FunctionDef) -> Vec<String> {
             "{at}: approvers = [] lets nobody approve, so its jobs could never run; list who may approve, or remove approvers"
         ));
     }
-    for who in approvers {
-        if who.trim().is_empty() || who.contains(char::is_whitespace) || !who.contains('@') {
-            out.push(format!(
-                "{at}: approvers entry {who:?} must be an e-mail address or a pattern such as \"*@sre.example.com\" (no spaces)"
-            ));
-        }
-    }
+    out.extend(
+        approvers
+            .iter()
+            .filter_map(|who| crate::protection::entry_problem(at, "approvers", who)),
+    );
     if f.approvals == Some(0) {
         out.push(format!(
             "{at}: approvals = 0 would need no approval; remove approvers instead, or set approvals = 1 or more"
         ));
     }
     if let Some(n) = f.approvals {
-        let exact = approvers.iter().filter(|a| !a.contains('*')).count();
-        if n as usize > exact && !approvers.iter().any(|a| a.contains('*')) {
+        if n as usize > approvers.len() {
             out.push(format!(
-                "{at}: approvals = {n} but approvers lists {exact} address(es) and no pattern, so its jobs could never run; list more approvers or lower approvals"
+                "{at}: approvals = {n} but approvers lists {} entr(ies), each of which counts once, so its jobs could never run; list more approvers or lower approvals",
+                approvers.len()
             ));
         }
     }
@@ -463,6 +469,7 @@ mod tests {
             approvals,
             approval_expires: Some("1h".into()),
             output: None,
+            cancel: None,
         }
     }
 
@@ -482,7 +489,7 @@ mod tests {
 
     #[test]
     fn an_approval_counts_only_from_a_listed_person_other_than_the_requester_for_this_job() {
-        let f = function(&["*@sre.example.com", "lead@example.com"], Some(2));
+        let f = function(&["bob@sre.example.com", "lead@example.com"], Some(2));
         let rule = Rule::of(&f).unwrap();
         let cell = [
             "alice@example.com 2026/12/04 10:01:00 #job-1",
@@ -512,7 +519,7 @@ mod tests {
 
     #[test]
     fn only_an_address_other_than_a_known_requester_can_count() {
-        let f = function(&["*@sre.example.com"], None);
+        let f = function(&["bob@sre.example.com"], None);
         let rule = Rule::of(&f).unwrap();
         for forged in [
             "x #job-2 bob@sre.example.com",
@@ -536,6 +543,19 @@ mod tests {
         assert_eq!(
             rule.refusal("bob@sre.example.com", "alice@example.com"),
             None
+        );
+        assert_eq!(
+            rule.refusal("bob@sre.example.com", "保護された▶: bob@sre.example.com"),
+            Some(Refusal::Requester),
+            "a press from a ▶ cell only bob may tick is bob's: he may not approve it too"
+        );
+        assert_eq!(
+            rule.refusal(
+                "bob@sre.example.com",
+                "保護された▶: alice@example.com, bob@sre.example.com"
+            ),
+            None,
+            "with several who may press, polling cannot tell who did"
         );
         let no_job = row("bob@sre.example.com 2026/12/04 10:05:00");
         assert!(
@@ -658,8 +678,13 @@ mod tests {
         assert!(p.contains("approval_expires = \"soon\""), "{p}");
         let f = function(&["a@example.com"], Some(2));
         assert!(
-            problems("f", &f).join("\n").contains("lists 1 address(es)"),
+            problems("f", &f).join("\n").contains("lists 1 entr(ies)"),
             "two approvals from one listed person can never come"
+        );
+        let f = function(&["*@sre.example.com"], None);
+        assert!(
+            problems("f", &f).join("\n").contains("is a pattern"),
+            "a pattern is refused, never widened"
         );
         let mut f = function(&["a@example.com"], None);
         f.approvers = None;

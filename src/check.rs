@@ -202,6 +202,11 @@ async fn protection(
         panels.index_sheet.as_ref(),
         &config.panel,
     ));
+    wanted.extend(crate::guard::wanted_on(
+        &panel_sheets,
+        &config.panel,
+        &config.catalog,
+    ));
     let live: Vec<(String, String)> = heartbeats
         .iter()
         .filter(|h| !h.stopped && h.worker_id != config.worker_id)

@@ -113,11 +113,14 @@ pub enum Refusal {
     LookAlike,
     /// The row says it is a continuation step, but no mark of sheetq's vouches for it.
     Unmarked,
+    /// A tick (▶, 承認, ■) of a function that names who may make it, in a cell the
+    /// spreadsheet does not guard for them (`crate::guard`): it proves nothing of who made it.
+    Unguarded,
 }
 
 impl Refusal {
     /// Every reason, in the order metrics list them.
-    pub const ALL: [Refusal; 10] = [
+    pub const ALL: [Refusal; 11] = [
         Refusal::UnknownCommand,
         Refusal::Function,
         Refusal::Args,
@@ -128,6 +131,7 @@ impl Refusal {
         Refusal::Approval,
         Refusal::LookAlike,
         Refusal::Unmarked,
+        Refusal::Unguarded,
     ];
 
     /// The label value, e.g. `unknown_command`.
@@ -143,6 +147,7 @@ impl Refusal {
             Refusal::Approval => "approval",
             Refusal::LookAlike => "lookalike",
             Refusal::Unmarked => "unmarked",
+            Refusal::Unguarded => "unguarded",
         }
     }
 }

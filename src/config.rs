@@ -513,7 +513,7 @@ impl Config {
         let headers = raw.queue.headers.unwrap_or_default();
         let states = raw.queue.states.unwrap_or_default();
         check_queue(problems, &headers, &states);
-        let panel = raw.panel.unwrap_or_default();
+        let mut panel = raw.panel.unwrap_or_default();
         problems.extend(panel.problems().into_iter().map(|p| format!("[panel] {p}")));
         let catalog = Catalog {
             functions: raw.functions,
@@ -524,6 +524,20 @@ impl Config {
         };
         problems.extend(catalog.problems());
         let spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);
+        // One 承認 column per approver of the function with the most, on every panel of
+        // every spreadsheet served (they share one layout).
+        let approval_columns = std::iter::once(&catalog)
+            .chain(spreadsheets.iter().map(|e| &e.catalog))
+            .map(crate::guard::approval_columns)
+            .max()
+            .unwrap_or(0);
+        panel.approval_columns = approval_columns.max(1) as u32;
+        problems.extend(
+            panel
+                .approval_problems()
+                .into_iter()
+                .map(|p| format!("[panel] {p}")),
+        );
         let protect_editors = protect_editors(problems, raw.protect_editors);
         let notify = crate::notifications::parse_channels(raw.notify.as_ref(), |var| {
             std::env::var(var).ok()

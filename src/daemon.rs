@@ -42,6 +42,7 @@ use crate::workers::{self, RunningRef};
 
 mod archive;
 mod claim_pass;
+mod guards;
 mod hold_off;
 mod panel;
 mod poll;
@@ -690,6 +691,9 @@ struct Served {
     marks_seen_by_all: bool,
     /// Cells of people's sheets someone else's protection bars: left out of our writes.
     barred: Vec<crate::protection::Barred>,
+    /// The protected ranges as the last metadata read listed them (its sheets, with their
+    /// protections): which ▶/承認/■ cells are guarded for whom (`crate::guard`).
+    protections: SpreadsheetMeta,
     /// Set while the spreadsheet is held off (`hold_off`).
     held_off: Option<hold_off::HeldOff>,
     /// The last pass's write-back was refused (400): the layout and protections are read
@@ -891,6 +895,7 @@ impl Daemon {
                 marks,
                 marks_seen_by_all: true,
                 barred: Vec::new(),
+                protections: SpreadsheetMeta::default(),
                 held_off: None,
                 write_refused: false,
             },

@@ -167,6 +167,7 @@ pub mod daemon;
 pub mod demo;
 #[cfg(feature = "emulator")]
 pub mod emulator;
+pub mod guard;
 pub mod joblog;
 pub mod journal;
 pub mod lease;

@@ -937,6 +937,7 @@ impl Lab<'_> {
                     area: Area::sheet(self.id()),
                     description: "sheetq check --probe".into(),
                     editors: vec![account.clone()],
+                    groups: Vec::new(),
                 }],
                 Vec::new(),
             )

@@ -89,6 +89,97 @@ pub fn barred(meta: &SpreadsheetMeta, own: &[&str]) -> Vec<Barred> {
         .collect()
 }
 
+/// How a vouched 依頼者 begins ([`People::vouched_requester`]).
+pub const VOUCHED_PREFIX: &str = "保護された▶: ";
+
+/// How a config entry names a Google Group: `group:team@example.com`.
+pub const GROUP_PREFIX: &str = "group:";
+
+/// People a protected range can let in: addresses and Google Groups, lower-cased.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct People {
+    pub users: BTreeSet<String>,
+    pub groups: BTreeSet<String>,
+}
+
+impl People {
+    /// The people of config entries already checked by [`entry_problem`].
+    pub fn of<'a>(entries: impl IntoIterator<Item = &'a String>) -> Self {
+        let mut out = Self::default();
+        for e in entries {
+            let e = e.trim().to_lowercase();
+            match e.strip_prefix(GROUP_PREFIX) {
+                Some(group) => out.groups.insert(group.to_string()),
+                None => out.users.insert(e),
+            };
+        }
+        out
+    }
+
+    /// Both lists together.
+    pub fn and(mut self, other: &People) -> Self {
+        self.users.extend(other.users.iter().cloned());
+        self.groups.extend(other.groups.iter().cloned());
+        self
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.users.is_empty() && self.groups.is_empty()
+    }
+
+    /// The 依頼者 the poll intake writes for a press in a ▶ cell guarded for these people
+    /// (`crate::guard`): not an address, since polling cannot tell which of them ticked,
+    /// but what Google vouched for. Only sheetq writes it, into a queue only sheetq's
+    /// accounts may write, and a function's `allow` admits it when it names these people.
+    pub fn vouched_requester(&self) -> String {
+        format!("{VOUCHED_PREFIX}{self}")
+    }
+
+    /// Whether `user` is one of the listed addresses (groups aside: their members are
+    /// Google's to know).
+    pub fn lists_user(&self, user: &str) -> bool {
+        self.users
+            .iter()
+            .any(|u| u.eq_ignore_ascii_case(user.trim()))
+    }
+}
+
+impl fmt::Display for People {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let all: Vec<String> = self
+            .users
+            .iter()
+            .cloned()
+            .chain(self.groups.iter().map(|g| format!("{GROUP_PREFIX}{g}")))
+            .collect();
+        if all.is_empty() {
+            f.write_str("nobody but the owner")
+        } else {
+            f.write_str(&all.join(", "))
+        }
+    }
+}
+
+/// What is wrong with one `key` entry (`allow`, `approvers`, `cancel`) of the function at
+/// `at`, naming the fix: it must be an address or `group:` and a group's address, which a
+/// protected range can list as they are. A pattern (`*@ops.example.com`) is refused, never
+/// widened into something Google would enforce differently.
+pub fn entry_problem(at: &str, key: &str, who: &str) -> Option<String> {
+    let address = who.strip_prefix(GROUP_PREFIX).unwrap_or(who);
+    if who.contains('*') {
+        Some(format!(
+            "{at}: {key} entry {who:?} is a pattern, which a protected range cannot express (its editors are addresses and Google Groups, and sheetq lets Google enforce who may tick): \
+             list the addresses, or a Google Group as \"group:ops@example.com\""
+        ))
+    } else if !crate::approval::is_address(address) || address.contains(':') {
+        Some(format!(
+            "{at}: {key} entry {who:?} must be an e-mail address (\"alice@example.com\") or a Google Group written \"group:ops@example.com\" (no spaces)"
+        ))
+    } else {
+        None
+    }
+}
+
 /// The one-shot command that puts an area right.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fix {
@@ -114,16 +205,44 @@ pub struct Wanted {
     /// What it is, for people: `sheet '_ジョブキュー'`, `the markers G1:G3 of panel 'web-1'`.
     pub what: String,
     pub fix: Fix,
+    /// Who may edit it besides sheetq's accounts and the owner: the people a function names
+    /// for its ▶, 承認 and ■ cells ([`crate::guard`]); nobody for everything else.
+    pub people: People,
 }
 
 impl Wanted {
     /// The description the protection carries, which people see under Data → Protected
     /// sheets and ranges.
     pub fn description(&self) -> String {
-        format!(
-            "sheetq: {} (only sheetq's service accounts write it)",
-            self.what
-        )
+        if self.people.is_empty() {
+            format!(
+                "sheetq: {} (only sheetq's service accounts write it)",
+                self.what
+            )
+        } else {
+            format!(
+                "sheetq: {} (only {} may tick it, as sheetq.toml says)",
+                self.what, self.people
+            )
+        }
+    }
+
+    /// Its editors as a protected range lists them: sheetq's accounts, then the people's
+    /// addresses.
+    fn users(&self, editors: &Editors) -> Vec<String> {
+        let mut out = editors.accounts().to_vec();
+        out.extend(
+            self.people
+                .users
+                .iter()
+                .filter(|u| !editors.has(u))
+                .cloned(),
+        );
+        out
+    }
+
+    fn groups(&self) -> Vec<String> {
+        self.people.groups.iter().cloned().collect()
     }
 }
 
@@ -141,6 +260,7 @@ fn whole_sheet(sheet_id: i32, title: &str) -> Wanted {
         area: Area::sheet(sheet_id),
         what: format!("sheet {}", a1::quote_title(title)),
         fix: Fix::Init,
+        people: People::default(),
     }
 }
 
@@ -171,6 +291,7 @@ pub fn panel(sheet_id: i32, title: &str, layout: &PanelLayout) -> Vec<Wanted> {
                 area,
                 what: format!("the markers {} of panel {name}", cells_text(&area)),
                 fix: Fix::PanelsSync,
+                people: People::default(),
             }
         })
         .collect();
@@ -185,6 +306,7 @@ pub fn panel(sheet_id: i32, title: &str, layout: &PanelLayout) -> Vec<Wanted> {
                 columns_text(&area)
             ),
             fix: Fix::PanelsSync,
+            people: People::default(),
         }
     }));
     out
@@ -204,6 +326,7 @@ pub fn index(sheet_id: i32, title: &str, layout: &PanelLayout) -> Vec<Wanted> {
             a1::quote_title(title)
         ),
         fix: Fix::PanelsSync,
+        people: People::default(),
     }]
 }
 
@@ -373,7 +496,7 @@ fn standing<'m>(
     }
     let judged: Vec<(&ProtectedRange, Vec<String>)> = own
         .iter()
-        .map(|p| (*p, faults(p, editors, owner)))
+        .map(|p| (*p, faults(p, wanted, editors, owner)))
         .collect();
     if judged.iter().any(|(_, f)| f.is_empty()) {
         return Standing::Right;
@@ -386,7 +509,12 @@ fn standing<'m>(
 }
 
 /// What is wrong with protection `p` of an area sheetq wants: empty when nothing is.
-fn faults(p: &ProtectedRange, editors: &Editors, owner: &BTreeSet<String>) -> Vec<String> {
+fn faults(
+    p: &ProtectedRange,
+    wanted: &Wanted,
+    editors: &Editors,
+    owner: &BTreeSet<String>,
+) -> Vec<String> {
     if p.warning_only {
         return vec!["it only warns, and anyone may click through the warning".to_string()];
     }
@@ -397,17 +525,57 @@ fn faults(p: &ProtectedRange, editors: &Editors, owner: &BTreeSet<String>) -> Ve
     let others: Vec<&str> = p
         .editors
         .iter()
-        .filter(|u| !editors.has(u) && !owner.contains(&u.to_lowercase()))
+        .filter(|u| {
+            !editors.has(u) && !owner.contains(&u.to_lowercase()) && !wanted.people.lists_user(u)
+        })
         .map(String::as_str)
         .collect();
+    let should = if wanted.people.is_empty() {
+        "only sheetq's service accounts should".to_string()
+    } else {
+        format!(
+            "only {} and sheetq's service accounts should",
+            wanted.people
+        )
+    };
     if !others.is_empty() {
         out.push(format!(
-            "{} may edit it too, and only sheetq's service accounts should",
+            "{} may edit it too, and {should}",
             others.join(", ")
         ));
     }
-    if !p.groups.is_empty() {
-        out.push(format!("the group(s) {} may edit it", p.groups.join(", ")));
+    let other_groups: Vec<&str> = p
+        .groups
+        .iter()
+        .filter(|g| !wanted.people.groups.contains(&g.to_lowercase()))
+        .map(String::as_str)
+        .collect();
+    if !other_groups.is_empty() {
+        out.push(format!(
+            "the group(s) {} may edit it, and {should}",
+            other_groups.join(", ")
+        ));
+    }
+    let left_out: Vec<String> = wanted
+        .people
+        .users
+        .iter()
+        .filter(|u| !p.editors.iter().any(|e| e.eq_ignore_ascii_case(u)))
+        .cloned()
+        .chain(
+            wanted
+                .people
+                .groups
+                .iter()
+                .filter(|g| !p.groups.iter().any(|e| e.eq_ignore_ascii_case(g)))
+                .map(|g| format!("{}{g}", GROUP_PREFIX)),
+        )
+        .collect();
+    if !left_out.is_empty() {
+        out.push(format!(
+            "{} may not edit it, and sheetq.toml says they may",
+            left_out.join(", ")
+        ));
     }
     if p.domain_users_can_edit {
         out.push("everyone in the domain may edit it".to_string());
@@ -443,6 +611,14 @@ pub struct Planned {
     /// One line per area protected so that this account may not change it, with the fix
     /// (the owner's).
     pub blocked: Vec<String>,
+    /// The areas whose protection the requests add or change, in order.
+    pub areas: Vec<Area>,
+}
+
+/// Whether `wanted` is protected exactly as it should be: only sheetq's accounts, its
+/// people and the owner may edit it, and it does not merely warn.
+pub fn is_exact(meta: &SpreadsheetMeta, wanted: &Wanted, editors: &Editors) -> bool {
+    standing(meta, wanted, editors, &presumed_owner(meta)) == Standing::Right
 }
 
 /// The requests that make each of `wanted` protected for `editors` alone, given the
@@ -453,7 +629,11 @@ pub struct Planned {
 pub fn plan(meta: &SpreadsheetMeta, wanted: &[Wanted], editors: &Editors) -> Planned {
     let owner = presumed_owner(meta);
     let mut out = Planned::default();
-    let list = editors.accounts().join(", ");
+    let list = |w: &Wanted| {
+        let mut all = w.users(editors);
+        all.extend(w.groups().iter().map(|g| format!("{}{g}", GROUP_PREFIX)));
+        all.join(", ")
+    };
     for w in wanted {
         match standing(meta, w, editors, &owner) {
             Standing::Right => {}
@@ -461,21 +641,26 @@ pub fn plan(meta: &SpreadsheetMeta, wanted: &[Wanted], editors: &Editors) -> Pla
                 out.requests.push(Request::AddProtectedRange {
                     area: w.area,
                     description: w.description(),
-                    editors: editors.accounts().to_vec(),
+                    editors: w.users(editors),
+                    groups: w.groups(),
                 });
+                out.areas.push(w.area);
                 out.done
-                    .push(format!("protected {} (editors: {list})", w.what));
+                    .push(format!("protected {} (editors: {})", w.what, list(w)));
             }
             Standing::Wrong(p, faults) => {
                 out.requests.push(Request::UpdateProtectedRange {
                     id: p.id,
-                    editors: editors.accounts().to_vec(),
+                    editors: w.users(editors),
+                    groups: w.groups(),
                     clear_unprotected: !p.unprotected.is_empty(),
                 });
+                out.areas.push(w.area);
                 out.done.push(format!(
-                    "put the protection of {} right ({}); editors now: {list}",
+                    "put the protection of {} right ({}); editors now: {}",
                     w.what,
-                    faults.join("; ")
+                    faults.join("; "),
+                    list(w)
                 ));
             }
             Standing::Blocked(p) => out.blocked.push(blocked_text(w, p, editors)),
@@ -802,6 +987,7 @@ mod tests {
                 description:
                     "sheetq: sheet '_ジョブキュー' (only sheetq's service accounts write it)".into(),
                 editors: vec![SA.into()],
+                groups: Vec::new(),
             }
         );
         assert_eq!(
@@ -829,6 +1015,7 @@ mod tests {
             vec![Request::UpdateProtectedRange {
                 id: 2001,
                 editors: vec![SA.into()],
+                groups: Vec::new(),
                 clear_unprotected: false,
             }],
             "only the queue's protection changes"
@@ -861,6 +1048,7 @@ mod tests {
             Request::UpdateProtectedRange {
                 id: 4001,
                 editors: vec![SA.into()],
+                groups: Vec::new(),
                 clear_unprotected: true,
             }
         );
@@ -945,6 +1133,7 @@ mod tests {
                 area: Area::sheet(2001),
                 description: hidden()[0].description(),
                 editors: vec![SA.into()],
+                groups: Vec::new(),
             }],
             "the whole queue is protected anew; the column's protection stays"
         );
@@ -1033,5 +1222,41 @@ mod tests {
             queue_protected(&m, "_ジョブキュー", &[SA.to_string()]),
             Ok(())
         );
+    }
+
+    #[test]
+    fn entries_are_addresses_or_groups_and_a_pattern_is_refused_naming_what_to_write() {
+        let at = "[[functions]] entry 1 (\"deploy\")";
+        assert_eq!(entry_problem(at, "allow", "alice@example.com"), None);
+        assert_eq!(entry_problem(at, "allow", "group:ops@example.com"), None);
+        let pattern = entry_problem(at, "allow", "*@ops.example.com")
+            .unwrap_or_else(|| panic!("a pattern must be refused"));
+        assert!(
+            pattern.contains("\"*@ops.example.com\"") && pattern.contains("group:ops@example.com"),
+            "the refusal names the entry and what to write: {pattern}"
+        );
+        for bad in [
+            "alice",
+            "al ice@example.com",
+            "group:ops",
+            "x:y@example.com",
+        ] {
+            assert!(
+                entry_problem(at, "approvers", bad).is_some(),
+                "{bad:?} must be refused"
+            );
+        }
+    }
+
+    #[test]
+    fn people_split_addresses_from_groups_without_regard_to_case() {
+        let p = People::of(&[
+            "Alice@Example.com".to_string(),
+            "group:OPS@example.com".to_string(),
+        ]);
+        assert_eq!(p.users, BTreeSet::from(["alice@example.com".to_string()]));
+        assert_eq!(p.groups, BTreeSet::from(["ops@example.com".to_string()]));
+        assert_eq!(p.to_string(), "alice@example.com, group:ops@example.com");
+        assert!(p.lists_user("ALICE@example.com"));
     }
 }

@@ -146,6 +146,17 @@ impl Area {
         }
     }
 
+    /// The area as a grid range, when every end of it is given (an area of cells).
+    pub fn grid(&self) -> Option<GridRange> {
+        Some(GridRange {
+            sheet_id: self.sheet_id,
+            start_row: self.start_row,
+            end_row: self.end_row?,
+            start_col: self.start_col,
+            end_col: self.end_col?,
+        })
+    }
+
     /// Whether it is the whole sheet (a "protected sheet" in Google's words).
     pub fn is_sheet(&self) -> bool {
         *self == Self::sheet(self.sheet_id)
@@ -344,14 +355,17 @@ pub enum Request {
         destination: u32,
     },
     /// Protect `area` so that only `editors` (e-mail addresses; the spreadsheet's owner
-    /// always may) edit it: `addProtectedRange`, not warning-only, no groups, not the whole
-    /// domain. The area's cells keep their values.
+    /// always may) and the members of `groups` (Google Groups' addresses) edit it:
+    /// `addProtectedRange`, not warning-only, not the whole domain. The area's cells keep
+    /// their values.
     AddProtectedRange {
         area: Area,
         description: String,
         editors: Vec<String>,
+        groups: Vec<String>,
     },
-    /// Make protected range `id` a real protection whose only editors are `editors`
+    /// Make protected range `id` a real protection whose only editors are `editors` and the
+    /// members of `groups`
     /// (`updateProtectedRange` with `fields: "warningOnly,editors"`: setting both at once,
     /// because Google makes every editor of the file an editor when `warningOnly` turns false
     /// without `editors`); with `clear_unprotected`, also without holes
@@ -359,6 +373,7 @@ pub enum Request {
     UpdateProtectedRange {
         id: i32,
         editors: Vec<String>,
+        groups: Vec<String>,
         clear_unprotected: bool,
     },
     /// Remove protected range `id` (`deleteProtectedRange`); its cells keep their values.

@@ -154,9 +154,10 @@ impl Daemon {
         self.write_follow_ups(&mut fresh).await;
         // Presses first: the rows they become are claimable in this very pass.
         let mut intake_writes = match self.take_in_presses(&fresh, now).await {
-            Ok((mut writes, taken, asked)) => {
+            Ok((mut writes, taken, plan)) => {
                 fresh.snapshot.rows.extend(taken);
-                writes.extend(self.take_in_cancels(&mut fresh, asked));
+                writes.extend(self.take_in_cancels(&mut fresh, plan.cancels));
+                writes.extend(self.take_in_approvals(&mut fresh, plan.approvals, now));
                 writes
             }
             Err(e) => {
@@ -1234,30 +1235,35 @@ impl Daemon {
     /// show duplicate/rejection texts) in the commit, and the returned rows (where the append
     /// put them) may be claimed by that same commit. A crash in between leaves the ticks,
     /// and the duplicate guard then finds the rows already queued.
-    #[allow(clippy::type_complexity)]
     async fn take_in_presses(
-        &self,
+        &mut self,
         fresh: &Poll,
         now: chrono::DateTime<Utc>,
-    ) -> Result<(Vec<Request>, Vec<QueueRow>, Vec<(String, String)>), DaemonError> {
+    ) -> Result<(Vec<Request>, Vec<QueueRow>, panel::IntakePlan), DaemonError> {
         if self.config.intake != Intake::Poll {
-            return Ok((Vec::new(), Vec::new(), Vec::new()));
+            return Ok((Vec::new(), Vec::new(), panel::IntakePlan::default()));
         }
         let takeable = self.takeable(fresh);
         let (tables, index) = match &takeable {
             Some(t) => (&t.tables, t.index.as_ref()),
             None => (&fresh.tables, fresh.index.as_ref()),
         };
-        let intake = panel::plan_intake(
+        let panels = self.served.panels.clone();
+        let catalog = self.registry.catalog().clone();
+        let layout = self.config.panel.clone();
+        let ticks = panel::intake::Ticks {
             tables,
-            &self.served.panels,
-            &fresh.snapshot,
+            index: &panels,
+            snapshot: &fresh.snapshot,
             now,
-            self.served.layout.tz,
-            &self.config.panel,
-            || uuid::Uuid::new_v4().to_string(),
-        );
-        let mut intake = intake;
+            tz: self.served.layout.tz,
+            layout: &layout,
+            catalog: &catalog,
+            guards: &Default::default(),
+        };
+        let mut intake = self
+            .plan_guarded(ticks, || uuid::Uuid::new_v4().to_string())
+            .await?;
         if let Some(index) = index {
             let ticks = panel::plan_index_intake(
                 &index.title,
@@ -1318,7 +1324,7 @@ impl Daemon {
             .chain(&intake.rejected)
             .filter_map(|v| self.grid_write(v))
             .collect();
-        Ok((writes, taken, intake.cancels))
+        Ok((writes, taken, intake))
     }
 
     /// Takes in the ■ ticks of this pass (`asked`: per job, its 中止要求 text): the rows of
@@ -1800,7 +1806,7 @@ impl Daemon {
             && (poll.tables.values().any(|t| {
                 t.rows
                     .iter()
-                    .any(|r| r.ticked || r.cancel_ticked || r.approve_ticked)
+                    .any(|r| r.ticked || r.cancel_ticked || !r.approve_ticks.is_empty())
             }) || poll
                 .index
                 .as_ref()

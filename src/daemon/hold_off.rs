@@ -63,6 +63,7 @@ impl Daemon {
     /// metadata read anyway (start, panel discovery, the sheet list a busy daemon reads):
     /// said when it changes.
     pub(super) fn take_in_protections(&mut self, meta: &SpreadsheetMeta) {
+        self.served.protections = meta.clone();
         let barred = protection::barred(meta, &OWN_SHEETS);
         if barred == self.served.barred {
             return;
@@ -149,13 +150,17 @@ impl Daemon {
                 for (ticked, col) in [
                     (&mut row.ticked, cols.tick.0),
                     (&mut row.cancel_ticked, cols.cancel.0),
-                    (&mut row.approve_ticked, cols.approve.0),
                 ] {
                     if *ticked && self.cell_barred(panel.sheet_id, r, col) {
                         *ticked = false;
                         left += 1;
                     }
                 }
+                let approve = self.config.panel.columns.approve.0;
+                let before = row.approve_ticks.len();
+                row.approve_ticks
+                    .retain(|n| !self.cell_barred(panel.sheet_id, r, approve + *n as u32));
+                left += before - row.approve_ticks.len();
             }
         }
         if let Some(index) = &mut out.index {

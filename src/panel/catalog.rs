@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::protection::People;
+
 /// The command of the jobs that create or show panels (a tick on the index). It is built
 /// into the daemon and needs no `[commands]` entry.
 pub const PANELS_COMMAND: &str = "sheetq.panels";
@@ -40,16 +42,18 @@ pub struct FunctionDef {
     /// システムフラグ, e.g. `["heavy"]`.
     #[serde(default)]
     pub flags: Vec<String>,
-    /// Who may run it: e-mail addresses, or patterns with `*` (`"*@ops.example.com"`),
-    /// matched against 依頼者 without regard to case. `None`: anyone who can press.
+    /// Who may run it: e-mail addresses and Google Groups (`"group:ops@example.com"`),
+    /// without regard to case. `panels sync` protects the function's ▶ cells for them
+    /// ([`crate::guard`]). `None`: anyone who can press.
     #[serde(default)]
     pub allow: Option<Vec<String>>,
     /// The keys of `argsJSON` a job may set itself (still checked by the command's
     /// schema); every other key is the config's.
     #[serde(default)]
     pub args_from_sheet: Vec<String>,
-    /// Who may approve its jobs (docs/design.md §5.5): e-mail addresses or `*` patterns.
-    /// `Some`: a job waits as 承認待ち until approved, and never runs before.
+    /// Who may approve its jobs (docs/design.md §5.5): e-mail addresses and Google Groups,
+    /// each with a 承認 cell of its own that only they may tick. `Some`: a job waits as
+    /// 承認待ち until approved, and never runs before.
     #[serde(default)]
     pub approvers: Option<Vec<String>>,
     /// How many distinct approvers must approve (1 when unset).
@@ -62,6 +66,11 @@ pub struct FunctionDef {
     /// `output = "private"`); `"sheet"` (the default) or unset: as its command says.
     #[serde(default)]
     pub output: Option<String>,
+    /// Who may stop its jobs with ■ (addresses and groups, as `allow`); when unset, its
+    /// `allow` and `approvers` together, or anyone who can press when it has neither
+    /// ([`FunctionDef::stoppers`]).
+    #[serde(default)]
+    pub cancel: Option<Vec<String>>,
 }
 
 impl FunctionDef {
@@ -72,6 +81,33 @@ impl FunctionDef {
                 .iter()
                 .any(|who| allow_matches(who, crate::sheet_text::trim(requester)))
         })
+    }
+
+    /// Who may press it: `allow`, when set.
+    pub fn pressers(&self) -> Option<People> {
+        self.allow.as_ref().map(People::of)
+    }
+
+    /// Who may stop its jobs: `cancel` when set; else, when it names who may run or approve
+    /// it, those people (whoever may start a job may withdraw it, and an approver may turn
+    /// it down); else anyone who can press (`None`).
+    pub fn stoppers(&self) -> Option<People> {
+        if let Some(c) = &self.cancel {
+            return Some(People::of(c));
+        }
+        match (&self.allow, &self.approvers) {
+            (None, None) => None,
+            (a, b) => Some(People::of(a.iter().flatten().chain(b.iter().flatten()))),
+        }
+    }
+
+    /// The approvers one by one, each with a 承認 cell of its own.
+    pub fn approver_people(&self) -> Vec<People> {
+        self.approvers
+            .iter()
+            .flatten()
+            .map(|a| People::of([a]))
+            .collect()
     }
 
     /// The args as the panel's hidden argsJSON cell holds them (keys sorted).
@@ -244,12 +280,12 @@ impl Catalog {
                     "{at}: flags must be non-empty words without commas, e.g. flags = [\"heavy\"]"
                 ));
             }
-            for who in f.allow.iter().flatten() {
-                if !is_allow_entry(who) {
-                    out.push(format!(
-                        "{at}: allow entry {who:?} must be an e-mail address or a pattern such as \"*@ops.example.com\" (no spaces)"
-                    ));
-                }
+            for (key, list) in [("allow", &f.allow), ("cancel", &f.cancel)] {
+                out.extend(
+                    list.iter()
+                        .flatten()
+                        .filter_map(|who| crate::protection::entry_problem(&at, key, who)),
+                );
             }
             if f.allow.as_ref().is_some_and(Vec::is_empty) {
                 out.push(format!(
@@ -399,7 +435,10 @@ impl Catalog {
                 )));
             }
             let requester = crate::sheet_text::trim(asked.requester);
-            if !allow.iter().any(|who| allow_matches(who, requester)) {
+            // A press the poll intake took from a ▶ cell that only these people may edit
+            // carries what Google vouched for (`crate::guard`), in a queue only sheetq writes.
+            let vouched = People::of(allow).vouched_requester();
+            if requester != vouched && !allow.iter().any(|who| allow_matches(who, requester)) {
                 return Err(Refused::Requester(
                     self.not_allowed.render(requester, &f.label),
                 ));
@@ -523,13 +562,6 @@ fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     }
 }
 
-/// Whether an `allow` entry is well formed: no spaces, and an `@` unless it is `*`.
-fn is_allow_entry(who: &str) -> bool {
-    !who.is_empty() && !who.chars().any(char::is_whitespace) && (who == "*" || who.contains('@'))
-}
-
-/// Whether 依頼者 `requester` matches the `allow` entry `who`: letters without regard to
-/// case, `*` any run of characters. An empty 依頼者 matches nothing, not even `*`.
 /// The refusal of a sheet value that only looks like the configured `configured`.
 pub fn look_alike_message(what: &str, value: &str, configured: &str, how: &str) -> String {
     format!(
@@ -540,35 +572,12 @@ pub fn look_alike_message(what: &str, value: &str, configured: &str, how: &str) 
     )
 }
 
+/// Whether 依頼者 `requester` is the `allow` (or `approvers`) entry `who`: the same address,
+/// letters without regard to case. An empty 依頼者 matches nothing, and a group entry
+/// (`group:…`) no address: who is in a group is Google's to know, and Google tells it only
+/// by letting its members edit a cell ([`crate::guard`]).
 pub fn allow_matches(who: &str, requester: &str) -> bool {
-    if requester.is_empty() {
-        return false;
-    }
-    let who: Vec<char> = who.to_lowercase().chars().collect();
-    let text: Vec<char> = requester.to_lowercase().chars().collect();
-    glob(&who, &text)
-}
-
-/// `*`-only glob matching, iterative with one backtrack point (linear in practice).
-fn glob(pattern: &[char], text: &[char]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && pattern[p] == '*' {
-            star = Some((p, t));
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == text[t] {
-            p += 1;
-            t += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == '*')
+    !requester.is_empty() && who.trim().eq_ignore_ascii_case(requester.trim())
 }
 
 #[cfg(test)]
@@ -785,7 +794,7 @@ mod tests {
     fn allow_lets_only_the_listed_requesters_run_a_function() {
         let c = catalog(
             "[[functions]]\nlabel = \"再起動\"\ncommand = \"echo\"\n\
-             allow = [\"alice@example.com\", \"*@ops.example.com\"]",
+             allow = [\"alice@example.com\", \"group:ops@example.com\"]",
         );
         let ask = |requester: &str| {
             c.admit(&Asked {
@@ -802,8 +811,19 @@ mod tests {
         };
         assert!(ask("Alice@Example.com").is_ok(), "case does not matter");
         assert!(
-            ask("carol@ops.example.com").is_ok(),
-            "a domain pattern matches"
+            matches!(ask("carol@example.com"), Err(Refused::Requester(_))),
+            "a group's member is known only by a cell Google lets them tick"
+        );
+        assert!(
+            ask("保護された▶: alice@example.com, group:ops@example.com").is_ok(),
+            "a press from a ▶ cell guarded for exactly these people"
+        );
+        assert!(
+            matches!(
+                ask("保護された▶: alice@example.com"),
+                Err(Refused::Requester(_))
+            ),
+            "a press vouched for other people than the function's"
         );
         assert_eq!(
             ask("mallory@example.com"),
@@ -820,10 +840,10 @@ mod tests {
         );
         assert!(
             matches!(
-                ask("x@ops.example.com.evil.test"),
+                ask("alice@example.com.evil.test"),
                 Err(Refused::Requester(_))
             ),
-            "a pattern matches the whole address, not a prefix"
+            "an entry matches the whole address, not a prefix"
         );
         let on_an_open_queue = c.admit(&Asked {
             function: "再起動",
@@ -843,14 +863,13 @@ mod tests {
     }
 
     #[test]
-    fn allow_patterns_match_whole_addresses() {
-        assert!(allow_matches("*", "a@b"));
-        assert!(!allow_matches("*", ""));
-        assert!(allow_matches("*@ops.example.com", "bob@ops.example.com"));
-        assert!(!allow_matches("*@ops.example.com", "bob@ops.example.com.x"));
-        assert!(!allow_matches("*@ops.example.com", "bob@xops.example.co"));
-        assert!(allow_matches("a*b*c@x", "aXXbYYc@x"));
+    fn entries_match_whole_addresses_in_any_case_and_never_as_patterns() {
+        assert!(allow_matches("Alice@Example.com", "alice@example.com"));
+        assert!(!allow_matches("*", "a@b"), "a star is no pattern any more");
+        assert!(!allow_matches("*@ops.example.com", "bob@ops.example.com"));
+        assert!(!allow_matches("group:ops@example.com", "ops@example.com"));
         assert!(!allow_matches("alice@example.com", "alice@example.co"));
+        assert!(!allow_matches("alice@example.com", ""));
     }
 
     #[test]

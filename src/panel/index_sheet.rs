@@ -274,7 +274,7 @@ mod tests {
             row: 8,
             ticked: false,
             cancel_ticked: false,
-            approve_ticked: false,
+            approve_ticks: Vec::new(),
             function: function.into(),
             status: status.into(),
             result: String::new(),

@@ -17,11 +17,12 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
-use super::catalog::{PANELS_COMMAND, PANELS_FUNCTION, PANELS_TARGET};
+use super::catalog::{shown, Catalog, PANELS_COMMAND, PANELS_FUNCTION, PANELS_TARGET};
 use super::index_sheet::{self, IndexEntry};
 use super::{cell_range, PanelIndex, PanelLayout, PanelTable};
 use crate::cancel;
 use crate::claim;
+use crate::guard::{Guards, Role};
 use crate::queue::{Column, ColumnMap, Snapshot, State, StateWords};
 use crate::sheet_time;
 use crate::sheets::{Cell, ValueRange};
@@ -93,6 +94,11 @@ pub struct IntakePlan {
     /// ■ ticks: per job to stop, the 中止要求 text asking for it (who cannot be known by
     /// polling: 不明).
     pub cancels: Vec<(String, String)>,
+    /// 承認 ticks in guarded cells: per job to approve, the approver whose cell it was.
+    pub approvals: Vec<(String, String)>,
+    /// Ticks refused because their cell is not guarded for the people the function names
+    /// (each also in `rejected`): (panel title, function, what was ticked).
+    pub unguarded: Vec<(String, String, Role)>,
 }
 
 impl IntakePlan {
@@ -159,76 +165,155 @@ pub fn plan_index_intake(
     plan
 }
 
+/// What one intake pass reads from: the panels' tables, under the lease, and what the
+/// config and the spreadsheet's protections say of who may tick where.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticks<'a> {
+    pub tables: &'a HashMap<String, PanelTable>,
+    pub index: &'a PanelIndex,
+    pub snapshot: &'a Snapshot,
+    pub now: DateTime<Utc>,
+    pub tz: Tz,
+    pub layout: &'a PanelLayout,
+    pub catalog: &'a Catalog,
+    /// The cells the spreadsheet guards exactly as the config says (`crate::guard`).
+    pub guards: &'a Guards,
+}
+
+/// The status text of a tick in a cell that a function reserves for some people but that
+/// is not protected so (a tick there proves nothing of who made it).
+pub fn unguarded_text(role: Role, function: &str) -> String {
+    format!(
+        "❌ エラー: {} の {role} は許可された人だけが押せるよう保護されていないため受け付けませんでした（sheetq panels sync で保護されます）",
+        shown(function)
+    )
+}
+
 /// Turns the ticks of this pass into a plan: one queue row per ticked function unless
 /// `claim::duplicate_of` finds a `待機`/`実行中` row for the same target and function (then
 /// the status cell shows the duplicate message); two ticks of one function in a pass make
 /// one row. Every ticked box is cleared. Only panels in `index` are polled, so a panel
 /// whose label is in conflict keeps its ticks until the conflict is fixed.
-pub fn plan_intake(
-    tables: &HashMap<String, PanelTable>,
-    index: &PanelIndex,
-    snapshot: &Snapshot,
-    now: DateTime<Utc>,
-    tz: Tz,
-    layout: &PanelLayout,
-    mut new_job_id: impl FnMut() -> String,
-) -> IntakePlan {
+///
+/// Who ticked cannot be known by polling; who *could* have ticked can (`crate::guard`). A
+/// function that names who may press (`allow`), approve (`approvers`) or stop (`cancel`)
+/// takes a tick only from a cell the spreadsheet guards exactly for them: a press then
+/// carries the people Google vouched for as its 依頼者, an approval names the one approver
+/// whose cell it is. A tick in such a cell left open is refused on the row's 状態.
+pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> IntakePlan {
     let mut plan = IntakePlan::default();
     let mut taken: HashSet<(String, String)> = HashSet::new();
-    let cols = &layout.columns;
-    for panel in index.panels() {
-        let Some(table) = tables.get(&panel.label) else {
+    let cols = &t.layout.columns;
+    for panel in t.index.panels() {
+        let Some(table) = t.tables.get(&panel.label) else {
             continue;
         };
-        for row in table.rows.iter().filter(|r| r.cancel_ticked) {
-            plan.clears.push(ValueRange::new(
-                cell_range(&panel.title, cols.cancel.0, cols.cancel.0, row.row),
+        let status = |row: u32, text: String| {
+            ValueRange::new(
+                cell_range(&panel.title, cols.status.0, cols.status.0, row),
+                vec![vec![Cell::String(text)]],
+            )
+        };
+        let clear = |col: u32, row: u32| {
+            ValueRange::new(
+                cell_range(&panel.title, col, col, row),
                 vec![vec![Cell::Bool(false)]],
-            ));
+            )
+        };
+        // Whether the tick in (`row`, `col`) may count for `role` of the function of the
+        // row: the function names nobody for it, or the cell is guarded for them.
+        let guarded = |row: &super::PanelRow, col: u32, role: Role| {
+            let f = t.catalog.function(&row.function);
+            let people = f.and_then(|f| match role {
+                Role::Press => f.pressers(),
+                Role::Stop => f.stoppers(),
+                Role::Approve(_) => None,
+            });
+            people.is_none()
+                || t.guards
+                    .holds(&panel.title, row.row, col, &row.function, role)
+        };
+        for row in table.rows.iter().filter(|r| r.cancel_ticked) {
+            plan.clears.push(clear(cols.cancel.0, row.row));
+            if !guarded(row, cols.cancel.0, Role::Stop) {
+                plan.rejected
+                    .push(status(row.row, unguarded_text(Role::Stop, &row.function)));
+                plan.unguarded
+                    .push((panel.title.clone(), row.function.clone(), Role::Stop));
+                continue;
+            }
             // A tick on a function with nothing waiting or running changes nothing.
-            if let Some(job) = claim::job_to_stop(snapshot, &panel.label, &row.function) {
+            if let Some(job) = claim::job_to_stop(t.snapshot, &panel.label, &row.function) {
                 if !claim::cancel_asked(job) {
-                    let request = cancel::Request::new("", now, &job.job_id);
+                    let request = cancel::Request::new("", t.now, &job.job_id);
                     plan.cancels
-                        .push((job.job_id.clone(), request.cell_text(tz)));
+                        .push((job.job_id.clone(), request.cell_text(t.tz)));
                 }
             }
         }
-        // Polling cannot tell who ticked 承認, so the tick cannot count: it is cleared, and
-        // the job's status says how to approve (`approval::POLL_HINT`).
-        for row in table.rows.iter().filter(|r| r.approve_ticked) {
-            plan.clears.push(ValueRange::new(
-                cell_range(&panel.title, cols.approve.0, cols.approve.0, row.row),
-                vec![vec![Cell::Bool(false)]],
-            ));
+        for row in table.rows.iter() {
+            for &n in &row.approve_ticks {
+                let col = cols.approve.0 + n as u32;
+                plan.clears.push(clear(col, row.row));
+                let approver = t
+                    .catalog
+                    .function(&row.function)
+                    .and_then(|f| f.approvers.as_ref())
+                    .and_then(|a| a.get(n));
+                // Only a cell that this one approver (and the owner) may edit names them.
+                let Some(approver) = approver.filter(|_| {
+                    t.guards
+                        .holds(&panel.title, row.row, col, &row.function, Role::Approve(n))
+                }) else {
+                    plan.rejected.push(status(
+                        row.row,
+                        unguarded_text(Role::Approve(n), &row.function),
+                    ));
+                    plan.unguarded.push((
+                        panel.title.clone(),
+                        row.function.clone(),
+                        Role::Approve(n),
+                    ));
+                    continue;
+                };
+                if let Some(job) = job_to_approve(t.snapshot, &panel.label, &row.function) {
+                    plan.approvals
+                        .push((job.job_id.clone(), approver.trim().to_lowercase()));
+                }
+            }
         }
         for row in table.rows.iter().filter(|r| r.ticked) {
-            plan.clears.push(ValueRange::new(
-                cell_range(&panel.title, cols.tick.0, cols.tick.0, row.row),
-                vec![vec![Cell::Bool(false)]],
-            ));
-            let status = |text: String| {
-                ValueRange::new(
-                    cell_range(&panel.title, cols.status.0, cols.status.0, row.row),
-                    vec![vec![Cell::String(text)]],
-                )
-            };
+            plan.clears.push(clear(cols.tick.0, row.row));
             if row.function.is_empty() {
-                plan.rejected.push(status(NO_FUNCTION_TEXT.to_string()));
+                plan.rejected
+                    .push(status(row.row, NO_FUNCTION_TEXT.to_string()));
                 continue;
             }
-            if let Some(existing) = claim::duplicate_of(snapshot, &panel.label, &row.function) {
+            if !guarded(row, cols.tick.0, Role::Press) {
+                plan.rejected
+                    .push(status(row.row, unguarded_text(Role::Press, &row.function)));
+                plan.unguarded
+                    .push((panel.title.clone(), row.function.clone(), Role::Press));
+                continue;
+            }
+            if let Some(existing) = claim::duplicate_of(t.snapshot, &panel.label, &row.function) {
                 plan.duplicates
-                    .push(status(claim::duplicate_message(existing, tz)));
+                    .push(status(row.row, claim::duplicate_message(existing, t.tz)));
                 continue;
             }
             if !taken.insert((panel.label.clone(), row.function.clone())) {
                 continue;
             }
+            let requester = t
+                .catalog
+                .function(&row.function)
+                .and_then(|f| f.pressers())
+                .map(|p| p.vouched_requester())
+                .unwrap_or_default();
             plan.new_rows.push(NewJob {
                 job_id: new_job_id(),
-                received_at: now,
-                requester: String::new(),
+                received_at: t.now,
+                requester,
                 panel_sheet: panel.title.clone(),
                 panel_row: Some(row.row),
                 target: panel.label.clone(),
@@ -240,6 +325,24 @@ pub fn plan_intake(
         }
     }
     plan
+}
+
+/// The job a 承認 tick on the panel row of `function` approves: the newest of its target
+/// and function still waiting (for approval, or as a press not yet turned to 承認待ち).
+fn job_to_approve<'a>(
+    snapshot: &'a Snapshot,
+    target: &str,
+    function: &str,
+) -> Option<&'a crate::queue::QueueRow> {
+    snapshot
+        .rows
+        .iter()
+        .filter(|r| r.state.is(State::AwaitingApproval) || r.state.is(State::Waiting))
+        .filter(|r| {
+            r.target_key() == crate::sheet_text::trim(target)
+                && crate::sheet_text::trim(&r.function) == crate::sheet_text::trim(function)
+        })
+        .max_by_key(|r| (r.received_at, r.row))
 }
 
 /// The flags a press takes from its panel row: all but `continuation`, which only sheetq
@@ -454,18 +557,21 @@ mod tests {
 
     fn plan(tables: &HashMap<String, PanelTable>, index: &PanelIndex, s: &Snapshot) -> IntakePlan {
         let mut n = 0;
-        plan_intake(
+        let catalog = Catalog::default();
+        let ticks = Ticks {
             tables,
             index,
-            s,
-            at(125),
-            tz(),
-            &PanelLayout::default(),
-            || {
-                n += 1;
-                format!("new-{n}")
-            },
-        )
+            snapshot: s,
+            now: at(125),
+            tz: tz(),
+            layout: &PanelLayout::default(),
+            catalog: &catalog,
+            guards: &Guards::default(),
+        };
+        plan_intake(&ticks, || {
+            n += 1;
+            format!("new-{n}")
+        })
     }
 
     #[test]
@@ -703,6 +809,186 @@ mod tests {
             press_flags(" heavy\t,nightly"),
             "heavy,nightly",
             "spaces and tabs at either end go, and nothing else"
+        );
+    }
+
+    /// A catalog of one function that names who may press, approve and stop it.
+    fn gated_catalog() -> Catalog {
+        let list = |l: &[&str]| Some(l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        Catalog {
+            functions: vec![crate::panel::catalog::FunctionDef {
+                label: "本番反映".into(),
+                command: "deploy".into(),
+                args: toml::Table::new(),
+                flags: Vec::new(),
+                allow: list(&["alice@example.com"]),
+                args_from_sheet: Vec::new(),
+                approvers: list(&["lead@example.com", "group:sre@example.com"]),
+                approvals: None,
+                approval_expires: None,
+                output: None,
+                cancel: None,
+            }],
+            ..Catalog::default()
+        }
+    }
+
+    const SA: &str = "sheetq@p.iam.gserviceaccount.com";
+
+    /// Panel 'P' (sheet 5) with the cells at (column, 1-based row) protected for `users`
+    /// (sheetq's account and the owner added), and its marker G1 for sheetq alone: Google
+    /// lists the owner on every protected range, which is how sheetq tells who the owner is.
+    fn guarded(cells: &[(u32, u32, &[&str])]) -> Guards {
+        let mut m = meta(&[(5, "P")]);
+        let marker: &[&str] = &[];
+        m.sheets[0].protected_ranges = cells
+            .iter()
+            .chain([&(6, 1, marker)])
+            .enumerate()
+            .map(|(i, (col, row, users))| crate::sheets::ProtectedRange {
+                id: i as i32 + 1,
+                area: crate::sheets::Area::cells(crate::sheets::GridRange {
+                    sheet_id: 5,
+                    start_row: row - 1,
+                    end_row: *row,
+                    start_col: *col,
+                    end_col: col + 1,
+                }),
+                description: String::new(),
+                warning_only: false,
+                editors: users
+                    .iter()
+                    .map(|u| u.to_string())
+                    .chain([SA.to_string(), "owner@example.com".to_string()])
+                    .collect(),
+                groups: Vec::new(),
+                domain_users_can_edit: false,
+                unprotected: Vec::new(),
+                requesting_user_can_edit: true,
+            })
+            .collect();
+        let editors = crate::protection::Editors::new(SA, &[]).unwrap_or_else(|e| panic!("{e}"));
+        Guards::read(
+            &m,
+            &[(5, "P".to_string())],
+            &gated_layout(),
+            &gated_catalog(),
+            &editors,
+        )
+    }
+
+    /// The default layout with the two 承認 columns (K, L) of [`gated_catalog`].
+    fn gated_layout() -> PanelLayout {
+        PanelLayout {
+            approval_columns: 2,
+            ..PanelLayout::default()
+        }
+    }
+
+    fn plan_with(rows: Vec<Vec<Cell>>, s: &Snapshot, guards: &Guards) -> IntakePlan {
+        let layout = gated_layout();
+        let index = PanelIndex::build(&meta(&[(5, "P")]), &[marker("P", "A", "")], &layout);
+        let tables = super::super::parse_tables(&index, &[table("P", rows)], &layout);
+        let catalog = gated_catalog();
+        let ticks = Ticks {
+            tables: &tables,
+            index: &index,
+            snapshot: s,
+            now: at(125),
+            tz: tz(),
+            layout: &layout,
+            catalog: &catalog,
+            guards,
+        };
+        plan_intake(&ticks, || "new-1".to_string())
+    }
+
+    /// Row 8 of the gated function, with ▶, ■ and the `n`-th 承認 boxes ticked as given.
+    fn gated_row(press: bool, stop: bool, approve: &[usize]) -> Vec<Cell> {
+        let mut cells = func_row(press, "本番反映", "", "deploy", "{}", "");
+        cells[5] = json!(stop);
+        cells.resize(12, json!(""));
+        for n in approve {
+            cells[10 + n] = json!(true);
+        }
+        cells
+    }
+
+    #[test]
+    fn a_press_counts_only_from_a_cell_guarded_for_exactly_the_allowed_people() {
+        let open = plan_with(
+            vec![gated_row(true, false, &[])],
+            &snapshot(vec![]),
+            &Guards::default(),
+        );
+        assert!(
+            open.new_rows.is_empty(),
+            "an open ▶ cell proves nothing: {open:?}"
+        );
+        assert_eq!(
+            open.unguarded,
+            [("P".to_string(), "本番反映".to_string(), Role::Press)]
+        );
+        assert!(
+            open.rejected[0].values[0][0]
+                .as_str()
+                .is_some_and(|t| t.contains("panels sync")),
+            "the row says why and what fixes it: {:?}",
+            open.rejected
+        );
+        let widened = guarded(&[(0, 8, &["alice@example.com", "mallory@example.com"])]);
+        assert!(
+            plan_with(
+                vec![gated_row(true, false, &[])],
+                &snapshot(vec![]),
+                &widened
+            )
+            .new_rows
+            .is_empty(),
+            "a protection that lets someone else in proves nothing either"
+        );
+        let exact = guarded(&[(0, 8, &["alice@example.com"])]);
+        let p = plan_with(vec![gated_row(true, false, &[])], &snapshot(vec![]), &exact);
+        assert_eq!(p.new_rows.len(), 1, "{p:?}");
+        assert_eq!(
+            p.new_rows[0].requester, "保護された▶: alice@example.com",
+            "the row carries who Google let tick, not a name nobody vouched for"
+        );
+    }
+
+    #[test]
+    fn an_approval_names_the_one_approver_whose_cell_was_ticked_and_an_open_cell_counts_nothing() {
+        let mut waiting = queue_row(3, State::AwaitingApproval, "A", "本番反映");
+        waiting.requester = "保護された▶: alice@example.com".into();
+        let s = snapshot(vec![waiting]);
+        // lead's cell (K8) is guarded for lead; the second approver's (L8) is left open.
+        let g = guarded(&[(10, 8, &["lead@example.com"])]);
+        let p = plan_with(vec![gated_row(false, false, &[0, 1])], &s, &g);
+        assert_eq!(
+            p.approvals,
+            [("job-3".to_string(), "lead@example.com".to_string())]
+        );
+        assert_eq!(
+            p.unguarded,
+            [("P".to_string(), "本番反映".to_string(), Role::Approve(1))]
+        );
+        assert_eq!(p.clears.len(), 2, "both boxes are cleared: {:?}", p.clears);
+    }
+
+    #[test]
+    fn a_stop_counts_only_from_a_cell_guarded_for_who_may_stop() {
+        let s = snapshot(vec![queue_row(3, State::AwaitingApproval, "A", "本番反映")]);
+        let open = plan_with(vec![gated_row(false, true, &[])], &s, &Guards::default());
+        assert!(
+            open.cancels.is_empty(),
+            "an open ■ stops nobody's job: {open:?}"
+        );
+        let g = guarded(&[(5, 8, &["alice@example.com", "lead@example.com"])]);
+        assert!(
+            plan_with(vec![gated_row(false, true, &[])], &s, &g)
+                .cancels
+                .is_empty(),
+            "the ■ of a function whose approvers include a group needs the group too"
         );
     }
 }

@@ -155,6 +155,11 @@ pub struct PanelLayout {
     /// How many rows from `first_row` are read: bounds every read of a panel.
     pub max_rows: u32,
     pub columns: PanelColumns,
+    /// How many 承認 columns the panels have, from `columns.approve` rightwards: one per
+    /// approver of the function with the most (each approver ticks a cell of their own,
+    /// `crate::guard`), at least one. Not a key: the config's functions decide it.
+    #[serde(skip)]
+    pub approval_columns: u32,
 }
 
 impl Default for PanelLayout {
@@ -169,6 +174,7 @@ impl Default for PanelLayout {
             first_row: 8,
             max_rows: 200,
             columns: PanelColumns::default(),
+            approval_columns: 1,
         }
     }
 }
@@ -225,6 +231,37 @@ impl PanelLayout {
                 out.push(format!(
                     "panel.{name} ({cell}) must be above the function table (header row {})",
                     self.header_row
+                ));
+            }
+        }
+        out
+    }
+
+    /// The 承認 columns, left to right: the `n`-th is the `n`-th approver's.
+    pub fn approve_columns(&self) -> std::ops::Range<u32> {
+        let first = self.columns.approve.0;
+        first..first + self.approval_columns.max(1)
+    }
+
+    /// Left-most and right-most column of the function table, its 承認 columns included:
+    /// the table is read as one block.
+    pub fn table_span(&self) -> (u32, u32) {
+        let (min, max) = self.columns.span();
+        (min, max.max(self.approve_columns().end - 1))
+    }
+
+    /// The 承認 columns right of `columns.approve` that another column of the table takes:
+    /// each approver needs a cell of their own.
+    pub fn approval_problems(&self) -> Vec<String> {
+        let extra = self.approve_columns().skip(1);
+        let mut out = Vec::new();
+        for col in extra {
+            if let Some((name, _)) = self.columns.all().iter().find(|(_, c)| c.0 == col) {
+                out.push(format!(
+                    "columns.{name} ({}) is where the 承認 cell of an approver goes: a function lists {} approvers, each with a column of their own from columns.approve ({}) rightwards; move columns.approve right of the table, or list fewer approvers",
+                    ColumnRef(col),
+                    self.approval_columns,
+                    self.columns.approve
                 ));
             }
         }

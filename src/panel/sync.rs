@@ -223,7 +223,7 @@ fn rows_read(layout: &PanelLayout) -> u32 {
 
 /// The right-most column panels or the index use (zero-based).
 fn last_col(layout: &PanelLayout) -> u32 {
-    let (_, table) = layout.columns.span();
+    let (_, table) = layout.table_span();
     [
         table,
         layout.marker_cell.col,
@@ -1207,7 +1207,7 @@ struct Target {
 
 /// A panel's function table from a whole-sheet read.
 fn table_of(read: &Read, layout: &PanelLayout) -> PanelTable {
-    let (left, right) = layout.columns.span();
+    let (left, right) = layout.table_span();
     let rows = (layout.first_row..=layout.last_row())
         .map(|row| {
             (left..=right)
@@ -1260,8 +1260,18 @@ fn panel_cells(
     ] {
         cells.set(header, col.0, text(h));
     }
-    if !catalog.functions.iter().any(|f| f.approvers.is_some()) {
-        cells.set(header, cols.approve.0, Cell::Null);
+    // One 承認 column per approver (`crate::guard`): 承認, 承認 2, …; none without approvers.
+    let approvers = crate::guard::approval_columns(catalog);
+    for (n, col) in layout.approve_columns().enumerate() {
+        cells.set(
+            header,
+            col,
+            match n {
+                _ if n >= approvers => Cell::Null,
+                0 => text(APPROVE_HEADER),
+                _ => text(format!("{APPROVE_HEADER} {}", n + 1)),
+            },
+        );
     }
     let first = layout.first_row - 1;
     for (i, f) in catalog.functions.iter().enumerate() {
@@ -1273,15 +1283,18 @@ fn panel_cells(
             cols.cancel.0,
             Cell::Bool(old.is_some_and(|o| o.cancel_ticked)),
         );
-        cells.set(
-            row,
-            cols.approve.0,
-            if f.approvers.is_some() {
-                Cell::Bool(old.is_some_and(|o| o.approve_ticked))
-            } else {
-                Cell::Null
-            },
-        );
+        let approvers = f.approvers.as_ref().map_or(0, Vec::len);
+        for (n, col) in layout.approve_columns().enumerate() {
+            cells.set(
+                row,
+                col,
+                if n < approvers {
+                    Cell::Bool(old.is_some_and(|o| o.approve_ticks.contains(&n)))
+                } else {
+                    Cell::Null
+                },
+            );
+        }
         cells.set(row, cols.function.0, text(&f.label));
         cells.set(
             row,
@@ -1305,8 +1318,13 @@ fn panel_cells(
     let end = first + catalog.functions.len() as u32;
     let old_end = table.rows.iter().map(|r| r.row).max().unwrap_or(0);
     for row in end..old_end {
-        for (_, col) in cols.all() {
-            cells.set(row, col.0, Cell::Null);
+        for col in cols
+            .all()
+            .map(|(_, c)| c.0)
+            .into_iter()
+            .chain(layout.approve_columns())
+        {
+            cells.set(row, col, Cell::Null);
         }
     }
     cells
@@ -1336,9 +1354,11 @@ fn panel_table_formats(
     }
     approve_boxes(layout, catalog, sheet_id, out);
     if old_end > end {
-        out.push(Request::ClearCheckboxes {
-            range: column_block(sheet_id, layout.columns.approve.0, end, old_end),
-        });
+        for col in layout.approve_columns() {
+            out.push(Request::ClearCheckboxes {
+                range: column_block(sheet_id, col, end, old_end),
+            });
+        }
     }
     out.push(Request::SetDateTimeFormat {
         range: column_block(sheet_id, layout.columns.updated.0, first, end),
@@ -1346,19 +1366,21 @@ fn panel_table_formats(
     });
 }
 
-/// The 承認 column of the function rows: a checkbox where the function has `approvers`,
-/// none elsewhere.
+/// The 承認 columns of the function rows: a checkbox in the `n`-th for the function's
+/// `n`-th approver, none elsewhere.
 fn approve_boxes(layout: &PanelLayout, catalog: &Catalog, sheet_id: i32, out: &mut Vec<Request>) {
     let first = layout.first_row - 1;
-    let col = layout.columns.approve.0;
     for (i, f) in catalog.functions.iter().enumerate() {
         let row = first + i as u32;
-        let range = column_block(sheet_id, col, row, row + 1);
-        out.push(if f.approvers.is_some() {
-            Request::SetCheckboxes { range }
-        } else {
-            Request::ClearCheckboxes { range }
-        });
+        let approvers = f.approvers.as_ref().map_or(0, Vec::len);
+        for (n, col) in layout.approve_columns().enumerate() {
+            let range = column_block(sheet_id, col, row, row + 1);
+            out.push(if n < approvers {
+                Request::SetCheckboxes { range }
+            } else {
+                Request::ClearCheckboxes { range }
+            });
+        }
     }
 }
 
@@ -1462,6 +1484,7 @@ mod tests {
                 approvals: None,
                 approval_expires: None,
                 output: None,
+                cancel: None,
             }],
             targets: vec![
                 TargetDef {

@@ -13,7 +13,7 @@ use crate::sheets::{Cell, ValueRange};
 
 /// The table ranges of every usable panel, in the index's (tab) order.
 pub fn table_ranges(index: &PanelIndex, layout: &PanelLayout) -> Vec<String> {
-    let (first, last) = layout.columns.span();
+    let (first, last) = layout.table_span();
     let cells = format!(
         "{}{}:{}{}",
         a1::column_letters(first),
@@ -37,8 +37,10 @@ pub struct PanelRow {
     pub ticked: bool,
     /// The ■ box is ticked: stop the function's job.
     pub cancel_ticked: bool,
-    /// The 承認 box is ticked (the installable trigger clears it once it records who).
-    pub approve_ticked: bool,
+    /// The 承認 boxes ticked, by approver: `n` for the `n`-th 承認 column (the installable
+    /// trigger clears a box once it records who; the poll intake takes a tick in a cell only
+    /// that approver may edit, `crate::guard`).
+    pub approve_ticks: Vec<usize>,
     /// 機能, trimmed.
     pub function: String,
     /// 状態 as shown now.
@@ -76,7 +78,7 @@ impl PanelTable {
     /// `layout.first_row`, column 0 the table's left-most column, as that range asks for.
     /// Rows with neither a function label nor a tick are left out (spacers, notes).
     pub fn parse(range: &ValueRange, layout: &PanelLayout) -> Self {
-        let (left, _) = layout.columns.span();
+        let (left, _) = layout.table_span();
         let cols = &layout.columns;
         let mut rows = Vec::new();
         for (i, cells) in range.values.iter().enumerate() {
@@ -87,7 +89,12 @@ impl PanelTable {
                 row: layout.first_row + i as u32,
                 ticked: is_ticked(get(cols.tick)),
                 cancel_ticked: is_ticked(get(cols.cancel)),
-                approve_ticked: is_ticked(get(cols.approve)),
+                approve_ticks: layout
+                    .approve_columns()
+                    .enumerate()
+                    .filter(|(_, c)| is_ticked(cell_in(cells, (c - left) as usize)))
+                    .map(|(n, _)| n)
+                    .collect(),
                 function: text(cols.function),
                 status: text(cols.status),
                 result: text(cols.result),

@@ -216,18 +216,22 @@ fn describe(request: &Request) -> String {
             area,
             description,
             editors,
+            groups,
         } => format!(
-            "protect {} ({description:?}), editors {}",
+            "protect {} ({description:?}), editors {}{}",
             area_text(area),
-            editors.join(", ")
+            editors.join(", "),
+            groups_text(groups)
         ),
         Request::UpdateProtectedRange {
             id,
             editors,
+            groups,
             clear_unprotected,
         } => format!(
-            "protected range #{id}: not warning-only, editors {}{}",
+            "protected range #{id}: not warning-only, editors {}{}{}",
             editors.join(", "),
+            groups_text(groups),
             if *clear_unprotected {
                 ", no unprotected holes"
             } else {
@@ -454,6 +458,15 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         Ok(AppendReply {
             updated_range: range.to_string(),
         })
+    }
+}
+
+/// `, groups a@x, b@y` when a protection lets groups in.
+fn groups_text(groups: &[String]) -> String {
+    if groups.is_empty() {
+        String::new()
+    } else {
+        format!(", groups {}", groups.join(", "))
     }
 }
 

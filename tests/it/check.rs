@@ -342,6 +342,7 @@ async fn an_unprotected_queue_and_a_person_among_its_editors_are_named_with_the_
             requests: vec![Request::UpdateProtectedRange {
                 id: queue.id,
                 editors: vec![sheets.account(), mallory.to_string()],
+                groups: Vec::new(),
                 clear_unprotected: false,
             }],
             ..Default::default()

@@ -310,13 +310,14 @@ pub fn to_api_request(request: &Request) -> api::Request {
             area,
             description,
             editors,
+            groups,
         } => {
             out.add_protected_range = Some(api::AddProtectedRangeRequest {
                 protected_range: Some(api::ProtectedRange {
                     range: Some(to_api_area(area)),
                     description: Some(description.clone()),
                     warning_only: Some(false),
-                    editors: Some(only_editors(editors)),
+                    editors: Some(only_editors(editors, groups)),
                     ..Default::default()
                 }),
             });
@@ -324,8 +325,12 @@ pub fn to_api_request(request: &Request) -> api::Request {
         R::UpdateProtectedRange {
             id,
             editors,
+            groups,
             clear_unprotected,
-        } => out.update_protected_range = Some(fix_protection(*id, editors, *clear_unprotected)),
+        } => {
+            out.update_protected_range =
+                Some(fix_protection(*id, editors, groups, *clear_unprotected))
+        }
         R::DeleteProtectedRange { id } => {
             out.delete_protected_range = Some(api::DeleteProtectedRangeRequest {
                 protected_range_id: Some(*id),
@@ -350,10 +355,10 @@ pub fn to_api_area(area: &Area) -> api::GridRange {
 
 /// Exactly these users may edit: no group, not the whole domain (which Google may
 /// otherwise let edit a range protected in a Workspace document).
-fn only_editors(users: &[String]) -> api::Editors {
+fn only_editors(users: &[String], groups: &[String]) -> api::Editors {
     api::Editors {
         users: Some(users.to_vec()),
-        groups: Some(Vec::new()),
+        groups: Some(groups.to_vec()),
         domain_users_can_edit: Some(false),
     }
 }
@@ -365,6 +370,7 @@ fn only_editors(users: &[String]) -> api::Editors {
 fn fix_protection(
     id: i32,
     editors: &[String],
+    groups: &[String],
     clear_unprotected: bool,
 ) -> api::UpdateProtectedRangeRequest {
     let mut fields = vec!["warningOnly", "editors"];
@@ -375,7 +381,7 @@ fn fix_protection(
         protected_range: Some(api::ProtectedRange {
             protected_range_id: Some(id),
             warning_only: Some(false),
-            editors: Some(only_editors(editors)),
+            editors: Some(only_editors(editors, groups)),
             unprotected_ranges: clear_unprotected.then(Vec::new),
             ..Default::default()
         }),
@@ -1164,6 +1170,7 @@ mod tests {
             area: Area::sheet(7),
             description: "sheetq: queue".into(),
             editors: vec!["sa@p.iam.gserviceaccount.com".into()],
+            groups: Vec::new(),
         }));
         assert_eq!(
             v["addProtectedRange"]["protectedRange"],
@@ -1180,6 +1187,7 @@ mod tests {
             area: Area::columns(7, 7, 10),
             description: String::new(),
             editors: vec![],
+            groups: Vec::new(),
         }));
         assert_eq!(
             v["addProtectedRange"]["protectedRange"]["range"],
@@ -1188,6 +1196,7 @@ mod tests {
         let v = wire(to_api_request(&Request::UpdateProtectedRange {
             id: 42,
             editors: vec!["sa@p".into()],
+            groups: Vec::new(),
             clear_unprotected: false,
         }));
         assert_eq!(
@@ -1201,6 +1210,7 @@ mod tests {
         let v = wire(to_api_request(&Request::UpdateProtectedRange {
             id: 42,
             editors: vec![],
+            groups: Vec::new(),
             clear_unprotected: true,
         }));
         assert_eq!(
@@ -1269,6 +1279,7 @@ mod tests {
             area: Area::sheet(1),
             description: "q".into(),
             editors: vec![],
+            groups: Vec::new(),
         }];
         let got = replies(
             &req,

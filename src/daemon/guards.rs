@@ -1,0 +1,124 @@
+//! The poll intake's side of who may press, approve and stop (`crate::guard`): which of the
+//! panels' ▶/承認/■ cells the spreadsheet guards exactly as the config says, judged from the
+//! protections of the last metadata read (no request per poll), read afresh once when a
+//! tick would be refused for want of a guard (a `panels sync` run since that read); the
+//! approvals those cells' ticks carry into the queue, in the commit; and every refusal
+//! said (log, metric).
+
+use tracing::{info, warn};
+
+use super::{Daemon, DaemonError, Poll};
+use crate::commands::Refusal;
+use crate::guard::Guards;
+use crate::panel::intake::{IntakePlan, Ticks};
+use crate::queue::{Column, State};
+use crate::sheets::{Cell, Request, ValueRange};
+
+impl Daemon {
+    /// The cells guarded exactly for the current config, from the protections last read.
+    fn guards(&self) -> Guards {
+        let editors = match crate::protection::Editors::of(&self.config, &self.sheets.account()) {
+            Ok(Some(e)) => e,
+            // Without protection (`protect = false`) or an account to name, no cell is
+            // guarded: functions that name people take no tick, and say so.
+            Ok(None) | Err(_) => return Guards::default(),
+        };
+        let panels: Vec<(i32, String)> = self
+            .served
+            .panels
+            .panels()
+            .iter()
+            .map(|p| (p.sheet_id, p.title.clone()))
+            .collect();
+        Guards::read(
+            &self.served.protections,
+            &panels,
+            &self.config.panel,
+            self.registry.catalog(),
+            &editors,
+        )
+    }
+
+    /// The poll intake's plan of `ticks` (its guards filled in here). When a tick would be
+    /// refused for want of a guard, the protections are read once more (one request, only
+    /// then) and the plan made again: a `panels sync` since the last read guards them now.
+    pub(super) async fn plan_guarded(
+        &mut self,
+        ticks: Ticks<'_>,
+        mut new_job_id: impl FnMut() -> String,
+    ) -> Result<IntakePlan, DaemonError> {
+        let guards = self.guards();
+        let plan = crate::panel::plan_intake(
+            &Ticks {
+                guards: &guards,
+                ..ticks
+            },
+            &mut new_job_id,
+        );
+        if plan.unguarded.is_empty() {
+            return Ok(plan);
+        }
+        let meta = self.sheets.metadata().await?;
+        self.take_in_protections(&meta);
+        let guards = self.guards();
+        let plan = crate::panel::plan_intake(
+            &Ticks {
+                guards: &guards,
+                ..ticks
+            },
+            &mut new_job_id,
+        );
+        for (panel, function, role) in &plan.unguarded {
+            warn!(
+                panel = %crate::panel::catalog::shown(panel),
+                function = %crate::panel::catalog::shown(function),
+                tick = %role,
+                "a tick in a cell the config reserves for some people was refused: the cell is not protected for exactly them (run `sheetq panels sync`; `sheetq check` names the cells)"
+            );
+            self.observers.metrics.job_refused(Refusal::Unguarded);
+        }
+        Ok(plan)
+    }
+
+    /// Takes in the 承認 ticks of guarded cells (`asked`: per job, the approver whose cell
+    /// it was): the rows of `fresh` carry the approval from now on, so that this very
+    /// pass's approval turns count it, and the commit writes it into the row's 承認 cell,
+    /// worded as `sheetq approve` and the installable trigger word it. An approver counted
+    /// already on the row adds nothing.
+    pub(super) fn take_in_approvals(
+        &self,
+        fresh: &mut Poll,
+        asked: Vec<(String, String)>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<Request> {
+        let columns = &self.served.layout.columns;
+        let tz = self.served.layout.tz;
+        let mut writes = Vec::new();
+        for (job, who) in asked {
+            for row in fresh.snapshot.rows.iter_mut().filter(|r| {
+                r.job_id == job
+                    && (r.state.is(State::AwaitingApproval) || r.state.is(State::Waiting))
+            }) {
+                let counted = crate::approval::entries(&row.approvals, &job, tz)
+                    .iter()
+                    .any(|e| crate::approval::same_person(&e.who, &who));
+                if counted {
+                    continue;
+                }
+                row.approvals = crate::approval::with_approval(&row.approvals, &who, now, &job, tz);
+                info!(job.id = ?job, approver = %who, "approval taken from the approver's own 承認 cell");
+                match columns.position(Column::Approvals) {
+                    Some(_) => writes.extend(self.grid_write(&ValueRange::new(
+                        columns.cell(Column::Approvals, row.row),
+                        vec![vec![Cell::from(row.approvals.as_str())]],
+                    ))),
+                    None => warn!(
+                        job.id = ?job,
+                        "an approval was ticked, but the queue has no 承認 column to hold it; run `sheetq init` to add it"
+                    ),
+                }
+            }
+        }
+        writes
+    }
+}
