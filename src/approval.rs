@@ -432,8 +432,8 @@ pub fn expired_message(rule: &Rule<'_>, tally: &Tally) -> String {
 }
 
 /// Added to the panel's 状態 of a job waiting for approval when the daemon takes presses by
-/// polling, which cannot tell who ticked 承認.
-pub const POLL_HINT: &str = "承認は Apps Script のトリガーか sheetq approve で";
+/// polling: each approver ticks the 承認 cell only they may edit (`crate::guard`).
+pub const POLL_HINT: &str = "承認は承認者それぞれの承認欄のチェックか sheetq approve で";
 
 /// The panel's 状態 of a job waiting for approval: 「承認待ち (依頼: alice@…) 0/1」, and the
 /// approvals that did not count with why.

@@ -478,7 +478,8 @@ fn state_dir(dir: &Path, f: &mut Findings) {
 }
 
 /// `allow` (who may press) against what makes 依頼者 trustworthy: a daemon with `allow` and
-/// `protect = false` does not start; with poll intake 依頼者 is always empty, so nobody may.
+/// `protect = false` does not start. (Under the poll intake a press counts from a ▶ cell
+/// guarded for the allowed people; the protection checks name every cell that is not.)
 fn allow(config: &Config, f: &mut Findings) {
     let limited: Vec<&str> = config
         .catalog
@@ -496,17 +497,11 @@ fn allow(config: &Config, f: &mut Findings) {
              remove protect = false and run `sheetq init`, or remove allow"
         ));
     }
-    if config.intake == crate::config::Intake::Poll {
-        f.warnings.push(format!(
-            "[[functions]] {limited:?} have allow, but with intake = \"poll\" 依頼者 is always empty (the daemon sees a ticked box, not who ticked it), so nobody may run them; \
-             use the Apps Script intake's installable trigger, which fills 依頼者 from e.user"
-        ));
-    }
 }
 
 /// `approvers` against what makes approvals trustworthy (docs/design.md §5.5): a daemon with
-/// `approvers` and `protect = false` does not start; with poll intake a 承認 tick cannot say
-/// who ticked, so approvals come only from `sheetq approve`.
+/// `approvers` and `protect = false` does not start. (Under the poll intake an approval
+/// counts from the approver's own guarded 承認 cell, as the protection checks see.)
 fn approvers(config: &Config, f: &mut Findings) {
     let gated: Vec<&str> = config
         .catalog
@@ -522,11 +517,6 @@ fn approvers(config: &Config, f: &mut Findings) {
         f.problems.push(format!(
             "[[functions]] {gated:?} have approvers, but protect = false leaves the queue open, where anyone may write an approval: the daemon will not start unless the queue is protected all the same; \
              remove protect = false and run `sheetq init`, or remove approvers"
-        ));
-    }
-    if config.intake == crate::config::Intake::Poll {
-        f.warnings.push(format!(
-            "[[functions]] {gated:?} have approvers, but with intake = \"poll\" a 承認 tick cannot say who ticked, so it does not count: approve with `sheetq approve JOBID --as WHO`, or use the Apps Script intake's installable trigger"
         ));
     }
 }

@@ -424,6 +424,9 @@ pub struct BatchUpdateReply {
     /// Every sheet of the spreadsheet after the update, when [`BatchUpdate::sheet_list`]
     /// asked for them (and no response ranges narrowed the reply); else empty.
     pub sheets: Vec<SheetMeta>,
+    /// The protected ranges of each sheet the reply lists (those of the response ranges, or
+    /// all with [`BatchUpdate::sheet_list`]), by sheet id, as this account may see them.
+    pub protections: Vec<(i32, Vec<ProtectedRange>)>,
 }
 
 /// Where a data-filtered read or write goes. Google resolves it when the request is

@@ -1070,7 +1070,10 @@ impl Daemon {
         };
         let held = lease.to_string();
         let fresh = match self.parse_poll(&plan, &reply.ranges) {
-            Ok(p) => p,
+            Ok(p) => Poll {
+                protections: (!reply.protections.is_empty()).then(|| reply.protections.clone()),
+                ..p
+            },
             Err(e) => {
                 self.release(&held).await;
                 return Err(e);
@@ -1262,7 +1265,9 @@ impl Daemon {
             guards: &Default::default(),
         };
         let mut intake = self
-            .plan_guarded(ticks, || uuid::Uuid::new_v4().to_string())
+            .plan_guarded(ticks, fresh.protections.as_deref(), || {
+                uuid::Uuid::new_v4().to_string()
+            })
             .await?;
         if let Some(index) = index {
             let ticks = panel::plan_index_intake(

@@ -1,9 +1,8 @@
 //! The poll intake's side of who may press, approve and stop (`crate::guard`): which of the
-//! panels' ▶/承認/■ cells the spreadsheet guards exactly as the config says, judged from the
-//! protections of the last metadata read (no request per poll), read afresh once when a
-//! tick would be refused for want of a guard (a `panels sync` run since that read); the
-//! approvals those cells' ticks carry into the queue, in the commit; and every refusal
-//! said (log, metric).
+//! panels' ▶/承認/■ cells the spreadsheet guards exactly as the config says, judged on the
+//! protections the lease acquire's call lists beside the very ticks it reads (no request of
+//! its own); the approvals those cells' ticks carry into the queue, in the commit; and
+//! every refusal said (log, metric).
 
 use tracing::{info, warn};
 
@@ -12,11 +11,11 @@ use crate::commands::Refusal;
 use crate::guard::Guards;
 use crate::panel::intake::{IntakePlan, Ticks};
 use crate::queue::{Column, State};
-use crate::sheets::{Cell, Request, ValueRange};
+use crate::sheets::{Cell, ProtectedRange, Request, SpreadsheetMeta, ValueRange};
 
 impl Daemon {
-    /// The cells guarded exactly for the current config, from the protections last read.
-    fn guards(&self) -> Guards {
+    /// The cells guarded exactly for the current config, judged on `meta`'s protections.
+    fn guards_on(&self, meta: &SpreadsheetMeta) -> Guards {
         let editors = match crate::protection::Editors::of(&self.config, &self.sheets.account()) {
             Ok(Some(e)) => e,
             // Without protection (`protect = false`) or an account to name, no cell is
@@ -31,7 +30,7 @@ impl Daemon {
             .map(|p| (p.sheet_id, p.title.clone()))
             .collect();
         Guards::read(
-            &self.served.protections,
+            meta,
             &panels,
             &self.config.panel,
             self.registry.catalog(),
@@ -39,34 +38,39 @@ impl Daemon {
         )
     }
 
-    /// The poll intake's plan of `ticks` (its guards filled in here). When a tick would be
-    /// refused for want of a guard, the protections are read once more (one request, only
-    /// then) and the plan made again: a `panels sync` since the last read guards them now.
+    /// The poll intake's plan of `ticks`, its guards judged on the protections `fresh`
+    /// read (the lease acquire's call lists them beside the ticks); when that read did not
+    /// list them (a commit under a kept lease) and a tick needs a guard, they are read now,
+    /// one request, only then. Ticks refused for want of a guard are said (log, metric).
     pub(super) async fn plan_guarded(
         &mut self,
         ticks: Ticks<'_>,
-        mut new_job_id: impl FnMut() -> String,
+        fresh: Option<&[(i32, Vec<ProtectedRange>)]>,
+        new_job_id: impl FnMut() -> String,
     ) -> Result<IntakePlan, DaemonError> {
-        let guards = self.guards();
-        let plan = crate::panel::plan_intake(
-            &Ticks {
-                guards: &guards,
-                ..ticks
-            },
-            &mut new_job_id,
-        );
-        if plan.unguarded.is_empty() {
-            return Ok(plan);
+        match fresh {
+            Some(read) => {
+                let mut meta = self.served.protections.clone();
+                for (id, ranges) in read {
+                    if let Some(sheet) = meta.sheets.iter_mut().find(|s| s.sheet_id == *id) {
+                        sheet.protected_ranges = ranges.clone();
+                    }
+                }
+                self.take_in_protections(&meta);
+            }
+            None if needs_guard(&ticks) => {
+                let meta = self.sheets.metadata().await?;
+                self.take_in_protections(&meta);
+            }
+            None => {}
         }
-        let meta = self.sheets.metadata().await?;
-        self.take_in_protections(&meta);
-        let guards = self.guards();
+        let guards = self.guards_on(&self.served.protections);
         let plan = crate::panel::plan_intake(
             &Ticks {
                 guards: &guards,
                 ..ticks
             },
-            &mut new_job_id,
+            new_job_id,
         );
         for (panel, function, role) in &plan.unguarded {
             warn!(
@@ -121,4 +125,16 @@ impl Daemon {
         }
         writes
     }
+}
+
+/// Whether a tick of `ticks` counts only from a guarded cell: a ▶ of a function with
+/// `allow`, a ■ of one with who may stop it, any 承認.
+fn needs_guard(ticks: &Ticks<'_>) -> bool {
+    ticks.tables.values().flat_map(|t| &t.rows).any(|row| {
+        let f = ticks.catalog.function(&row.function);
+        let names = |people: Option<crate::protection::People>| people.is_some();
+        (row.ticked && names(f.and_then(|f| f.pressers())))
+            || (row.cancel_ticked && names(f.and_then(|f| f.stoppers())))
+            || !row.approve_ticks.is_empty()
+    })
 }

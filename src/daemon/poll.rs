@@ -47,6 +47,10 @@ pub(super) struct Poll {
     pub(super) index: Option<IndexRead>,
     /// The row an append of new queue rows starts its range at ([`queue::append_anchor`]).
     pub(super) append_from: u32,
+    /// The protected ranges of the sheets this read covered, when it was the lease
+    /// acquire's (a `spreadsheets.batchUpdate`, whose reply lists them): who may tick which
+    /// panel cell, read in the very call that read the ticks (`crate::guard`).
+    pub(super) protections: Option<Vec<(i32, Vec<crate::sheets::ProtectedRange>)>>,
 }
 
 /// The index sheet as one poll read it.
@@ -596,6 +600,7 @@ impl Daemon {
             bound: HashMap::new(),
             index,
             append_from,
+            protections: None,
         })
     }
 }

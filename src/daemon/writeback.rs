@@ -1616,6 +1616,7 @@ mod tests {
             bound: bound.into_iter().collect(),
             index: None,
             append_from: 2,
+            protections: None,
         }
     }
 

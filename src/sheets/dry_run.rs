@@ -414,6 +414,9 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
             ranges,
             row_metadata: Vec::new(),
             sheets,
+            // The dry run reads no protections: a tick that needs a guard is judged by the
+            // last metadata read.
+            protections: Vec::new(),
         })
     }
 

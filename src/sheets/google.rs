@@ -104,7 +104,11 @@ type Hub = google_sheets4::Sheets<Connector>;
 /// the read-back ranges only what [`convert::response_ranges`] reads (each block's position,
 /// its cells' effective values and its rows' metadata ids). Without it Google returns every
 /// cell's formats and properties, ten times the bytes.
-const BATCH_UPDATE_FIELDS: &str = "replies,updatedSpreadsheet.sheets(properties(sheetId,title,index,hidden,gridProperties(rowCount,columnCount)),data(startRow,startColumn,rowData.values.effectiveValue,rowMetadata.developerMetadata.metadataId))";
+///
+/// The protected ranges of the sheets the reply lists ride along too: the claim commit's
+/// lease acquire reads the panels' ticks and, in the same call, who may tick which cell
+/// (`crate::guard`), so neither can change between the two.
+const BATCH_UPDATE_FIELDS: &str = "replies,updatedSpreadsheet.sheets(properties(sheetId,title,index,hidden,gridProperties(rowCount,columnCount)),protectedRanges,data(startRow,startColumn,rowData.values.effectiveValue,rowMetadata.developerMetadata.metadataId))";
 
 /// The spreadsheet, reached through Google's API.
 pub struct GoogleSheets {
@@ -589,11 +593,17 @@ impl Sheets for GoogleSheets {
             (Some(s), true) => convert::sheets_of(s),
             _ => Vec::new(),
         };
+        let protections = reply
+            .updated_spreadsheet
+            .as_ref()
+            .map(convert::protections_of)
+            .unwrap_or_default();
         Ok(BatchUpdateReply {
             replies,
             ranges,
             row_metadata,
             sheets,
+            protections,
         })
     }
 

@@ -164,7 +164,7 @@ async fn forged_args_commands_and_targets_are_refused_visibly_and_only_the_confi
     assert_no_quota_refusals(&emu);
 }
 
-/// `[[functions]]` with `allow`: 動作確認 only for alice and the ops domain.
+/// `[[functions]]` with `allow`: 動作確認 only for alice and carol.
 const ALLOW: &str = r#"
 [commands.echo]
 builtin = "echo"
@@ -173,7 +173,7 @@ builtin = "echo"
 label = "動作確認 (2秒)"
 command = "echo"
 args = { greeting = "hello" }
-allow = ["alice@example.com", "*@ops.example.com"]
+allow = ["alice@example.com", "carol@ops.example.com"]
 "#;
 
 /// Waits up to [`WAIT`] for the process to exit; its exit code.
@@ -211,7 +211,7 @@ async fn allow_on_an_unprotected_queue_refuses_to_start_and_to_reload() {
 
     // Started without allow, then reloaded with it: the reload is refused, the daemon runs on.
     let without = ALLOW.replace(
-        "allow = [\"alice@example.com\", \"*@ops.example.com\"]\n",
+        "allow = [\"alice@example.com\", \"carol@ops.example.com\"]\n",
         "",
     );
     binary_config_with(&emu, dir.path(), "vm-allow", "", &without);

@@ -29,12 +29,12 @@ exec = ["sh", "-c", "echo \"$SHEETQ_JOB_ID\" >> '{runs}'; echo deployed"]
 [[functions]]
 label = "再起動"
 command = "deploy"
-approvers = ["lead@example.com", "*@sre.example.com"]
+approvers = ["lead@example.com", "bob@sre.example.com"]
 
 [[functions]]
 label = "本番反映"
 command = "deploy"
-approvers = ["lead@example.com", "*@sre.example.com"]
+approvers = ["lead@example.com", "bob@sre.example.com"]
 approvals = 2
 
 [[functions]]

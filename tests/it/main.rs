@@ -19,6 +19,7 @@ mod emulator;
 mod emulator_metadata;
 mod emulator_protection;
 mod emulator_rows;
+mod guards;
 mod hold_off;
 mod joblog;
 mod notifications;

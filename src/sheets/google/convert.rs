@@ -801,6 +801,22 @@ pub fn sheets_of(s: &lean::Spreadsheet) -> Vec<SheetMeta> {
         .collect()
 }
 
+/// The protected ranges of every sheet a batch reply's `updatedSpreadsheet` lists, by sheet
+/// id.
+pub fn protections_of(s: &lean::Spreadsheet) -> Vec<(i32, Vec<ProtectedRange>)> {
+    s.sheets
+        .iter()
+        .flatten()
+        .filter_map(|sh| {
+            let id = sh.properties.as_ref()?.sheet_id?;
+            Some((
+                id,
+                protected_ranges(id, sh.protected_ranges.as_deref().unwrap_or(&[])),
+            ))
+        })
+        .collect()
+}
+
 /// The parts of a `spreadsheets.batchUpdate` reply sheetq reads, and nothing else. The
 /// client crate's `Spreadsheet` type has a slot for every optional field of every cell, so a
 /// read-back of a busy queue (thousands of cells) parsed into it costs tens of megabytes;
@@ -822,8 +838,10 @@ pub mod lean {
     }
 
     #[derive(Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
     pub struct Sheet {
         pub properties: Option<api::SheetProperties>,
+        pub protected_ranges: Option<Vec<api::ProtectedRange>>,
         pub data: Option<Vec<GridData>>,
     }
 
