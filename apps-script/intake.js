@@ -177,6 +177,7 @@ var PANEL = {
   marker: 'PANEL_V2',
   markerCell: 'G1',
   labelCell: 'G2',
+  headerRow: 7,
   firstRow: 8,
   tickColumn: 1,
   functionColumn: 2,
@@ -186,6 +187,14 @@ var PANEL = {
   flagsColumn: 10,
   approveColumn: 11,
 };
+
+/**
+ * Whether a panel header names a column of 承認 boxes: 承認 itself, or 承認 and the
+ * approver's number (承認 2, 承認 3, …) as `panels sync` writes them.
+ */
+function isApprovalHeader(text) {
+  return /^承認( [0-9]+)?$/.test(sheetTrim(text));
+}
 
 /** The index sheet (▶パネル): found by its marker; a tick in column A asks for a panel. */
 var INDEX = {
@@ -998,6 +1007,7 @@ if (typeof module !== 'undefined') {
     queuedMessage: queuedMessage,
     noQueueMessage: noQueueMessage,
     cancelCells: cancelCells,
+    isApprovalHeader: isApprovalHeader,
     cancelTargetOf: cancelTargetOf,
     cancelRequestText: cancelRequestText,
     cancelPlan: cancelPlan,

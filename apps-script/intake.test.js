@@ -581,6 +581,15 @@ test('the queue may lack 承認 as it may lack 中止要求; found by name like 
   assert.equal(intake.PANEL.approveColumn, 11, 'the 承認 boxes are column K of a panel');
 });
 
+test('each approver has a 承認 column of its own, headed 承認, 承認 2, …', () => {
+  for (const h of ['承認', '承認 2', ' 承認 12\t']) {
+    assert.ok(intake.isApprovalHeader(h), `${JSON.stringify(h)} heads 承認 boxes`);
+  }
+  for (const h of ['', '承認者', '承認\u200b', 'システムフラグ', '承認 x']) {
+    assert.ok(!intake.isApprovalHeader(h), `${JSON.stringify(h)} does not`);
+  }
+});
+
 test('only 待機, 承認待ち and 実行中 are jobs not finished; 却下 and 期限切れ are final', () => {
   for (const s of ['待機', '承認待ち', '実行中']) assert.equal(intake.isPending(s), true, s);
   for (const s of ['完了', 'エラー', 'タイムアウト', 'キャンセル', '却下', '期限切れ', '']) {

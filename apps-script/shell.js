@@ -58,8 +58,8 @@ function takeTick(press, range) {
   if (marker === PANEL.marker && range.getColumn() === PANEL.tickColumn &&
       range.getRow() >= PANEL.firstRow) {
     take = takeIn;
-  } else if (marker === PANEL.marker && range.getColumn() === PANEL.approveColumn &&
-      range.getRow() >= PANEL.firstRow) {
+  } else if (marker === PANEL.marker && range.getRow() >= PANEL.firstRow &&
+      isApproveColumn(sheet, range.getColumn())) {
     take = takeApproval;
   } else if (marker === INDEX.marker && range.getColumn() === INDEX.tickColumn &&
       range.getRow() >= INDEX.firstRow) {
@@ -74,6 +74,16 @@ function takeTick(press, range) {
     // The tick is a button: it goes back whatever the outcome.
     range.setValue(false);
   }
+}
+
+/**
+ * Whether `column` of a panel holds 承認 boxes: column K, and each column right of it whose
+ * header says 承認 (one per approver: `panels sync` writes 承認, 承認 2, …).
+ */
+function isApproveColumn(sheet, column) {
+  if (column === PANEL.approveColumn) return true;
+  if (column < PANEL.approveColumn) return false;
+  return isApprovalHeader(sheet.getRange(PANEL.headerRow, column).getValue());
 }
 
 /**

@@ -43,7 +43,8 @@
 //! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
 //!   (what one read covers), `claim_pass` (acquire, decide, commit, settle), `writeback`
 //!   (place, write, verify, repair; restart recovery, continuation; retry notes, notices),
-//!   `schedules` (occurrences due, looked up and appended in the commit), `archive`, `panel`
+//!   `schedules` (occurrences due, looked up and appended in the commit), `guards` (ticks
+//!   taken only from cells guarded for the config's people), `archive`, `panel`
 //!   (panel jobs and hiding idle panels), `shared` (what the daemons of one process serving
 //!   several spreadsheets share: the slot pool and each account's budget split;
 //!   [`daemon::run_spreadsheets`]). Its state is split by owner: `Daemon` holds what
@@ -84,6 +85,10 @@
 //!   - `emulator/batch.rs`: `spreadsheets.batchUpdate` dispatch (atomic), cell and sheet
 //!     requests; `dimension.rs` rows/columns and `sortRange`; `paste.rs` cut/copy-paste;
 //!     `find_replace.rs` the compare-and-swap.
+//! - [`guard`]: who may press, approve and stop, as Google enforces it: the ▶, 承認 (one per
+//!   approver) and ■ cells of functions that name people, what `panels sync` protects for
+//!   them, and which of them a spreadsheet guards exactly (`daemon/guards.rs` applies it in
+//!   the poll intake).
 //! - [`joblog`]: what a job printed: the capture of an `exec` job's merged output, the hidden
 //!   sheet `_ジョブログ` (its columns by name, the binding of a job's log row), the links to a
 //!   log row that survive sorts, and the full output under `state_dir/logs`.

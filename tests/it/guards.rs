@@ -89,6 +89,30 @@ async fn only_the_listed_people_can_tick_and_each_tick_counts_as_exactly_theirs(
         reply.to_string().contains("protected cell"),
         "Google's own refusal: {reply}"
     );
+    // The same through the web view, with its person picker set to mallory.
+    let panel_a = sheets
+        .metadata()
+        .await
+        .ok()
+        .and_then(|m| m.sheet("サーバーA").map(|s| s.sheet_id))
+        .unwrap_or_else(|| panic!("the emulator's spreadsheet has panel サーバーA"));
+    let web_tick = json!({ "requests": [{ "updateCells": {
+        "range": { "sheetId": panel_a, "startRowIndex": 7, "endRowIndex": 8,
+                   "startColumnIndex": 0, "endColumnIndex": 1 },
+        "rows": [{ "values": [{ "userEnteredValue": { "boolValue": true } }] }],
+        "fields": "userEnteredValue" } }] });
+    let (status, reply) = raw(
+        &emu,
+        "POST",
+        &format!("/_emulator/web/edit?as={MALLORY}"),
+        Some(web_tick),
+        None,
+    )
+    .await;
+    assert_eq!(
+        status, 400,
+        "the web view refuses mallory's tick as Google's UI does: {reply}"
+    );
     let (status, reply) = tick(&emu, ALICE, "A8").await;
     assert_eq!(status, 200, "alice may press: {reply}");
     let job = wait_for(
