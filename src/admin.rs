@@ -725,6 +725,9 @@ pub struct Status {
     pub unplaceable: Vec<StatusJob>,
     /// Notifications in this machine's journal not yet sent (oldest first); never a URL.
     pub notifications_waiting: Vec<StatusNotice>,
+    /// Whether a daemon on this machine holds the spreadsheet off, since when, why, and
+    /// when it tries again (`crate::pause`).
+    pub held_off: Option<crate::pause::Pause>,
     pub workers: Vec<StatusWorker>,
 }
 
@@ -881,6 +884,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         outbox_pending,
         unplaceable,
         notifications_waiting,
+        held_off: crate::pause::read(&config.state_dir),
         workers: view.workers(&worker),
     })
 }
@@ -1098,6 +1102,16 @@ impl Status {
             "row bindings: {} ({} of {} characters of developer metadata)",
             self.row_bindings, self.row_binding_chars, self.row_binding_limit
         );
+        if let Some(p) = &self.held_off {
+            let _ = writeln!(
+                out,
+                // The reason may quote sheet values: escaped, never raw on a terminal.
+                "HELD OFF (this machine's daemon) since {}: {:?}; next try {}",
+                p.since.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z"),
+                p.reason,
+                p.retry_at.with_timezone(&tz).format("%H:%M:%S")
+            );
+        }
         let _ = writeln!(
             out,
             "outbox (this machine): {} result(s) waiting to be written",

@@ -803,6 +803,11 @@ impl Daemon {
         } = load_layout(sheets.as_ref(), &config).await?;
         let registry = trust_queue(registry, &config, queue_protection)?;
         let outbox = Outbox::open(&config.state_dir)?;
+        // A note left by a run that ended while holding the spreadsheet off says nothing of
+        // this one.
+        if let Err(e) = crate::pause::clear(&config.state_dir) {
+            warn!(error = %e, "could not remove an old hold-off note from state_dir");
+        }
         let policy = claim_policy(&config);
         let Shared {
             slots,

@@ -85,6 +85,8 @@
 //!   - `emulator/batch.rs`: `spreadsheets.batchUpdate` dispatch (atomic), cell and sheet
 //!     requests; `dimension.rs` rows/columns and `sortRange`; `paste.rs` cut/copy-paste;
 //!     `find_replace.rs` the compare-and-swap.
+//! - [`pause`]: the note a daemon leaves in `state_dir` while it holds a spreadsheet off,
+//!   which `sheetq status` on the same machine shows.
 //! - [`guard`]: who may press, approve and stop, as Google enforces it: the ▶, 承認 (one per
 //!   approver) and ■ cells of functions that name people, what `panels sync` protects for
 //!   them, and which of them a spreadsheet guards exactly (`daemon/guards.rs` applies it in
@@ -182,6 +184,7 @@ pub mod notifications;
 pub mod notify;
 pub mod outbox;
 pub mod panel;
+pub mod pause;
 pub mod privacy;
 pub mod probe;
 pub mod protection;

@@ -39,6 +39,8 @@ pub(super) struct Ticks {
 pub(super) struct HeldOff {
     pub(super) until: tokio::time::Instant,
     pub(super) wait: StdDuration,
+    /// When this run of failures began, for people (`sheetq status`).
+    pub(super) since: chrono::DateTime<chrono::Utc>,
 }
 
 /// The wait after `last` (none: the first failure).
@@ -182,17 +184,28 @@ impl Daemon {
 
     /// Holds the spreadsheet off after `e`: no pass until the wait (doubling from
     /// [`HOLD_OFF_FIRST`] to [`HOLD_OFF_MAX`]) is over, then its layout is read afresh.
-    /// Running jobs go on and their results wait in the outbox; `/readyz` and the service
-    /// manager's status say why.
+    /// Running jobs go on and their results wait in the outbox; `/readyz`, the service
+    /// manager's status and `sheetq status` on this machine (`crate::pause`) say why.
     pub(super) fn hold_off(&mut self, e: &DaemonError) {
         let wait = next_wait(self.served.held_off.map(|h| h.wait));
+        let now = chrono::Utc::now();
+        let since = self.served.held_off.map_or(now, |h| h.since);
         self.served.held_off = Some(HeldOff {
             until: tokio::time::Instant::now() + wait,
             wait,
+            since,
         });
         self.served.relayout = true;
         let mut why = e.to_string();
         why.truncate(why.char_indices().nth(200).map_or(why.len(), |(i, _)| i));
+        let pause = crate::pause::Pause {
+            since,
+            retry_at: now + chrono::Duration::from_std(wait).unwrap_or_default(),
+            reason: why.clone(),
+        };
+        if let Err(e) = crate::pause::write(&self.config.state_dir, &pause) {
+            warn!(error = %e, "could not leave the hold-off note for `sheetq status` in state_dir");
+        }
         error!(error = %e, retry_in = ?wait, "this spreadsheet cannot be served as it is now; holding it off and trying again with backoff (running jobs go on, their results wait in the outbox)");
         self.observers.health.set_paused(Some(why.clone()));
         self.observers.metrics.set_held_off(true);
@@ -206,6 +219,9 @@ impl Daemon {
     pub(super) fn served_again(&mut self) {
         if self.served.held_off.take().is_some() {
             info!("the spreadsheet can be served again");
+            if let Err(e) = crate::pause::clear(&self.config.state_dir) {
+                warn!(error = %e, "could not remove the hold-off note from state_dir");
+            }
             self.observers.health.set_paused(None);
             self.observers.metrics.set_held_off(false);
         }

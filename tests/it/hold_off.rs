@@ -229,6 +229,12 @@ async fn a_protection_over_the_queue_holds_the_spreadsheet_off_until_it_goes_and
     );
     let (_, metrics) = http_get(port, "/metrics").await;
     assert_eq!(sample(&metrics, "sheetq_held_off"), Some(1.0), "{metrics}");
+    let status_out = run_sheetq(&config, &["status"]).await;
+    let shown = String::from_utf8_lossy(&status_out.stdout);
+    assert!(
+        shown.contains("HELD OFF") && shown.contains("protected cell"),
+        "`sheetq status` on the daemon's machine says it is held off, and why: {status_out:?}"
+    );
     assert!(
         row_of(&queue_rows(&emu), waiting).state.is(State::Waiting),
         "nothing ran while held off"
@@ -252,6 +258,11 @@ async fn a_protection_over_the_queue_holds_the_spreadsheet_off_until_it_goes_and
     alive(&mut daemon, &log);
     let (status, ready) = http_get(port, "/readyz").await;
     assert_eq!(status, 200, "served again: {ready}");
+    let status_out = run_sheetq(&config, &["status"]).await;
+    assert!(
+        !String::from_utf8_lossy(&status_out.stdout).contains("HELD OFF"),
+        "served again, `status` no longer says it is held off: {status_out:?}"
+    );
 }
 
 /// Google's per-minute figure for a spreadsheet that refuses every write sheetq makes, over
