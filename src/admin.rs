@@ -1016,6 +1016,10 @@ impl Status {
     pub fn text(&self) -> String {
         let tz: chrono_tz::Tz = self.time_zone.parse().unwrap_or(chrono_tz::UTC);
         let at = |j: &StatusJob| j.at.as_deref().map(|t| readable(t, tz)).unwrap_or_default();
+        // Everything read from the spreadsheet is shown by the one rule for sheet text
+        // (`sheet_text::visible`): no escape sequence reaches the terminal, no line is
+        // longer than a screenful.
+        let v = |s: &str| crate::sheet_text::visible(s, crate::sheet_text::LINE_CHARS);
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -1031,15 +1035,15 @@ impl Status {
                 let asked = j
                     .stop_asked_by
                     .as_ref()
-                    .map(|who| format!("; asked to stop by {who}"))
+                    .map(|who| format!("; asked to stop by {}", v(who)))
                     .unwrap_or_default();
                 let _ = writeln!(
                     out,
                     "  {} target={} function={} worker={} since {} ({}s){asked}",
-                    j.job_id,
-                    j.target,
-                    j.function,
-                    j.worker,
+                    v(&j.job_id),
+                    v(&j.target),
+                    v(&j.function),
+                    v(&j.worker),
                     at(j),
                     j.age_secs.unwrap_or(0)
                 );
@@ -1049,8 +1053,8 @@ impl Status {
             let _ = writeln!(
                 out,
                 "oldest waiting: {} target={} since {}",
-                j.job_id,
-                j.target,
+                v(&j.job_id),
+                v(&j.target),
                 at(j)
             );
         }
@@ -1060,9 +1064,9 @@ impl Status {
                 let _ = writeln!(
                     out,
                     "  {} target={} function={} since {}",
-                    j.job_id,
-                    j.target,
-                    j.function,
+                    v(&j.job_id),
+                    v(&j.target),
+                    v(&j.function),
                     at(j)
                 );
             }
@@ -1073,12 +1077,12 @@ impl Status {
                 let _ = writeln!(
                     out,
                     "  {} {} target={} function={} at {}: {}",
-                    j.state,
-                    j.job_id,
-                    j.target,
-                    j.function,
+                    v(&j.state),
+                    v(&j.job_id),
+                    v(&j.target),
+                    v(&j.function),
                     at(j),
-                    j.message
+                    v(&j.message)
                 );
             }
         }
@@ -1121,9 +1125,9 @@ impl Status {
             let _ = writeln!(
                 out,
                 "  {} target={} function={} finished {}",
-                j.job_id,
-                j.target,
-                j.function,
+                v(&j.job_id),
+                v(&j.target),
+                v(&j.function),
                 at(j)
             );
         }
@@ -1137,11 +1141,11 @@ impl Status {
                 let _ = writeln!(
                     out,
                     "  {} target={} function={} finished {}: {}",
-                    j.job_id,
-                    j.target,
-                    j.function,
+                    v(&j.job_id),
+                    v(&j.target),
+                    v(&j.function),
                     at(j),
-                    j.message
+                    v(&j.message)
                 );
             }
         }
@@ -1180,7 +1184,11 @@ impl Status {
             let _ = writeln!(
                 out,
                 "  {} host={} version={} slots={} running={} {seen}",
-                w.id, w.host, w.version, w.slots, w.running
+                v(&w.id),
+                v(&w.host),
+                v(&w.version),
+                v(&w.slots),
+                v(&w.running)
             );
         }
         out

@@ -330,6 +330,15 @@ pub struct LogsArgs {
     /// 0.5 s; the sheet every 10 s, two reads each time).
     #[arg(long, short = 'f')]
     pub follow: bool,
+    /// Print the output's bytes as they are. Without it, control and format characters
+    /// other than line feeds and tabs are shown as `\u{1b}`, so no escape sequence in a
+    /// job's output acts on the terminal. Refused when stdout is a terminal, unless
+    /// `--force`.
+    #[arg(long)]
+    pub raw: bool,
+    /// With `--raw`, print to a terminal all the same.
+    #[arg(long, requires = "raw")]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -826,8 +835,20 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
 /// `sheetq logs JOBID [--follow]`: from this machine's file when there is one, else from
 /// the sheet.
 async fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
     let config = args.config.load()?;
-    let mut out = std::io::stdout().lock();
+    let stdout = std::io::stdout();
+    if args.raw && !args.force && stdout.is_terminal() {
+        anyhow::bail!(
+            "--raw prints the job's output as it is, escape sequences included, and stdout is a terminal they would act on; \
+             pipe it (`sheetq logs --raw JOBID | less -R`, `> file`), leave --raw out to see them made visible, or add --force"
+        );
+    }
+    let mut out: Box<dyn std::io::Write> = if args.raw {
+        Box::new(stdout.lock())
+    } else {
+        Box::new(crate::sheet_text::VisibleWriter::new(stdout.lock()))
+    };
     let local =
         admin::logs::from_file(&config.state_dir, &args.job_id, args.follow, &mut out).await?;
     if !local {

@@ -163,6 +163,109 @@ pub fn look_alike<'a>(
     found
 }
 
+/// Whether `c` would act on a terminal, a log line or a rendered message rather than show:
+/// a control character (`Cc`: ESC and the rest) or a format character (`Cf`: bidirectional
+/// overrides and isolates, zero-width characters, the BOM). Line breaks and tabs are
+/// controls too; [`visible`] keeps none, [`VisibleWriter`] keeps the two of output text.
+pub fn acts(c: char) -> bool {
+    c.is_control() || is_format(c)
+}
+
+/// The one rule for showing a sheet value (or anything people typed) where it could act
+/// (an operator's terminal, a log line, a status listing): every control and format
+/// character made visible as `\u{1b}`, and at most `max` characters of the value kept, the
+/// cut marked with `…`. The rest shows as it is (Japanese text stays readable).
+pub fn visible(value: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (n, c) in value.chars().enumerate() {
+        if n == max {
+            out.push('…');
+            break;
+        }
+        if acts(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// How many characters of a sheet value a log line or a terminal line shows
+/// ([`visible`]); the whole value stays where it was written (the sheet, the job's log file).
+pub const LINE_CHARS: usize = 200;
+
+/// A writer of text that is not sheetq's own (a job's output, for `sheetq logs`) to a
+/// terminal: control and format characters other than line feed and tab are written as
+/// `\u{1b}`, bytes that are not UTF-8 as `\xff`, so no escape sequence reaches the terminal.
+/// A character split across two writes is held back until its end comes.
+pub struct VisibleWriter<W: std::io::Write> {
+    inner: W,
+    pending: Vec<u8>,
+}
+
+impl<W: std::io::Write> VisibleWriter<W> {
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            pending: Vec::new(),
+        }
+    }
+
+    fn emit(&mut self, text: &str) -> std::io::Result<()> {
+        let mut out = String::with_capacity(text.len());
+        for c in text.chars() {
+            if acts(c) && c != '\n' && c != '\t' {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            } else {
+                out.push(c);
+            }
+        }
+        self.inner.write_all(out.as_bytes())
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for VisibleWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        let mut bytes = std::mem::take(&mut self.pending);
+        let mut start = 0;
+        loop {
+            match std::str::from_utf8(&bytes[start..]) {
+                Ok(text) => {
+                    let text = text.to_string();
+                    self.emit(&text)?;
+                    break;
+                }
+                Err(e) => {
+                    let good = start + e.valid_up_to();
+                    let text = String::from_utf8_lossy(&bytes[start..good]).into_owned();
+                    self.emit(&text)?;
+                    match e.error_len() {
+                        Some(len) => {
+                            for b in &bytes[good..good + len] {
+                                self.inner.write_all(format!("\\x{b:02x}").as_bytes())?;
+                            }
+                            start = good + len;
+                        }
+                        // The rest is the start of a character whose end is to come.
+                        None => {
+                            bytes.drain(..good);
+                            self.pending = bytes;
+                            return Ok(buf.len());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +337,38 @@ mod tests {
             "the same one wins"
         );
         assert_eq!(look_alike("build", ["deploy"]), None);
+    }
+
+    #[test]
+    fn a_value_shown_makes_every_control_and_format_character_visible_and_is_cut() {
+        let attack = "\u{1b}]0;OWNED\u{7}\u{1b}[2J\u{202e}evil\u{200b}\n名前";
+        let shown = visible(attack, LINE_CHARS);
+        assert!(
+            !shown.chars().any(acts),
+            "nothing in {shown:?} acts on a terminal"
+        );
+        assert_eq!(
+            shown,
+            "\\u{1b}]0;OWNED\\u{7}\\u{1b}[2J\\u{202e}evil\\u{200b}\\u{a}名前"
+        );
+        assert_eq!(
+            visible(&"x".repeat(50_000), LINE_CHARS).chars().count(),
+            LINE_CHARS + 1
+        );
+    }
+
+    #[test]
+    fn output_written_for_a_terminal_keeps_lines_and_tabs_and_nothing_else_that_acts() {
+        use std::io::Write;
+        let mut out = VisibleWriter::new(Vec::new());
+        let text = "ok\tfine\n\u{1b}[1A\u{1b}[K\u{202e}名前\n".as_bytes();
+        // Written a byte at a time: a character split across writes is still whole.
+        for b in text {
+            out.write_all(&[*b]).unwrap_or_else(|e| panic!("{e}"));
+        }
+        out.write_all(&[0xff, b'\n'])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let got = String::from_utf8(out.inner).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, "ok\tfine\n\\u{1b}[1A\\u{1b}[K\\u{202e}名前\n\\xff\n");
     }
 }

@@ -21,6 +21,7 @@ mod emulator_protection;
 mod emulator_rows;
 mod guards;
 mod hold_off;
+mod inert;
 mod joblog;
 mod notifications;
 mod outage;

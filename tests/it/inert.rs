@@ -1,0 +1,114 @@
+//! Sheet values are inert wherever sheetq shows them (docs/design.md §5.6), with the real
+//! binary: what people typed, and what a job printed, reaches an operator's terminal through
+//! `sheetq status` and `sheetq logs` with every control and format character made visible,
+//! so no escape sequence retitles, clears or rewrites the terminal.
+
+use std::time::Duration;
+
+use sheetq::emulator::Quota;
+use sheetq::queue::State;
+
+use crate::daemon::{binary_config_with, Binary};
+use crate::support::*;
+
+/// Escape sequences an editor can type into a cell: a terminal title, a clear screen, an
+/// OSC 8 hyperlink, a cursor move with a line erase, and a direction override.
+const ATTACK: &str = "\u{1b}]0;OWNED-TITLE\u{7}\u{1b}[2J\u{1b}]8;;https://evil.example/\u{1b}\\link\u{1b}]8;;\u{1b}\\\u{1b}[1A\u{1b}[K\u{202e}x";
+
+/// Whether `text` holds a character that acts on a terminal (other than line feeds and tabs).
+fn acts(text: &str) -> Option<char> {
+    text.chars()
+        .find(|c| (c.is_control() && *c != '\n' && *c != '\t') || *c == '\u{202e}')
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escape_sequences_typed_or_printed_reach_no_terminal_through_status_or_logs() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // The job prints the same sequences; `[[targets]]` makes a row naming the attack as
+    // its target a refused job, shown under "recent failures".
+    let script = "printf 'before\\033]0;OWNED-TITLE\\007\\033[2J\\033[1A\\033[Kafter\\n'";
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-inert",
+        "",
+        &format!(
+            "[commands.show]\nexec = [\"sh\", \"-c\", {}]\n\n[[targets]]\nlabel = \"サーバーA\"\n",
+            toml::Value::String(script.to_string())
+        ),
+    );
+    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
+    let sheets = client(&emu, &operator).await;
+    let printed = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーA",
+        "表示",
+        "show",
+        "{}",
+        "",
+    )
+    .await;
+    // An editor's row, typed straight into the (unprotected) queue.
+    let typed = "typed-by-an-editor".to_string();
+    let row = waiting_row(&typed, ATTACK, ATTACK, "show", ATTACK);
+    let (code, reply) = person_appends(
+        &emu,
+        sheetq::emulator::DEFAULT_OWNER,
+        "'_ジョブキュー'!A1",
+        serde_json::json!([row]),
+    )
+    .await;
+    assert_eq!(code, 200, "{reply}");
+    let log = dir.path().join("sheetq.log");
+    let daemon = Binary::start(&config, &log);
+    for job in [&printed, &typed] {
+        wait_row(
+            &emu,
+            job,
+            "the job to end",
+            Duration::from_secs(40),
+            |r| r.state.is_final(),
+            queue_and_log(&emu, &log),
+        )
+        .await;
+    }
+    assert!(
+        row_of(&queue_rows(&emu), &typed).state.is(State::Error),
+        "the look-alike job was refused: {}",
+        describe_queue(&queue_rows(&emu))
+    );
+
+    let status = run_sheetq(&config, &["status"]).await;
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{status:?}");
+    assert!(
+        shown.contains("recent failures") && shown.contains("OWNED-TITLE"),
+        "the refused job is listed: {shown}"
+    );
+    assert_eq!(
+        acts(&shown),
+        None,
+        "`sheetq status` printed a character that acts on the terminal: {shown:?}"
+    );
+    assert!(
+        shown.contains("\\u{1b}]0;OWNED-TITLE"),
+        "the sequence is shown, made visible: {shown}"
+    );
+
+    let logs = run_sheetq(&config, &["logs", &printed]).await;
+    let out = String::from_utf8_lossy(&logs.stdout);
+    assert!(logs.status.success() && out.contains("after"), "{logs:?}");
+    assert_eq!(
+        acts(&out),
+        None,
+        "`sheetq logs` printed a character that acts on the terminal: {out:?}"
+    );
+    let raw = run_sheetq(&config, &["logs", "--raw", &printed]).await;
+    assert!(
+        String::from_utf8_lossy(&raw.stdout).contains("\u{1b}]0;OWNED-TITLE\u{7}"),
+        "--raw into a pipe prints the bytes as they are: {raw:?}"
+    );
+    daemon.kill();
+}
