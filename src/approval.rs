@@ -118,6 +118,26 @@ pub fn problems(at: &str, f: &FunctionDef) -> Vec<String> {
             .iter()
             .filter_map(|who| crate::protection::entry_problem(at, "approvers", who)),
     );
+    let mut seen = std::collections::HashSet::new();
+    for who in approvers {
+        if !seen.insert(who.trim().to_lowercase()) {
+            out.push(format!(
+                "{at}: approvers lists {who:?} twice (letters in any case are one address); list each approver once"
+            ));
+        }
+    }
+    if f.approvals.is_some_and(|n| n >= 2) {
+        if let Some(group) = approvers
+            .iter()
+            .find(|a| a.starts_with(crate::protection::GROUP_PREFIX))
+        {
+            out.push(format!(
+                "{at}: approvals = {} with the group {group:?} among the approvers: a group's 承認 cell cannot say which member ticked it, so one person could count as the group and as themselves; \
+                 list the approvers one by one, or set approvals = 1",
+                f.approvals.unwrap_or(2)
+            ));
+        }
+    }
     if f.approvals == Some(0) {
         out.push(format!(
             "{at}: approvals = 0 would need no approval; remove approvers instead, or set approvals = 1 or more"
@@ -686,6 +706,19 @@ mod tests {
             problems("f", &f).join("\n").contains("is a pattern"),
             "a pattern is refused, never widened"
         );
+        let f = function(&["lead@example.com", "Lead@Example.com"], Some(2));
+        assert!(
+            problems("f", &f).join("\n").contains("twice"),
+            "one person listed twice could never make two approvals"
+        );
+        let f = function(&["lead@example.com", "group:leads@example.com"], Some(2));
+        assert!(
+            problems("f", &f)
+                .join("\n")
+                .contains("cannot say which member"),
+            "lead could count as himself and as the group"
+        );
+        assert!(problems("f", &function(&["group:leads@example.com"], None)).is_empty());
         let mut f = function(&["a@example.com"], None);
         f.approvers = None;
         assert!(problems("f", &f)[0].contains("need approvers"));

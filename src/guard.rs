@@ -158,10 +158,14 @@ impl Guards {
         editors: &Editors,
     ) -> Self {
         let cells = cells(layout, catalog);
+        if cells.is_empty() {
+            return Self::default();
+        }
+        let owner = protection::presumed_owner(meta);
         let mut exact = BTreeMap::new();
         for (sheet_id, title) in panels {
             for c in &cells {
-                if protection::is_exact(meta, &wanted_of(*sheet_id, title, c), editors) {
+                if protection::is_exact(meta, &owner, &wanted_of(*sheet_id, title, c), editors) {
                     exact.insert((title.clone(), c.row, c.col), c.clone());
                 }
             }

@@ -611,14 +611,18 @@ pub struct Planned {
     /// One line per area protected so that this account may not change it, with the fix
     /// (the owner's).
     pub blocked: Vec<String>,
-    /// The areas whose protection the requests add or change, in order.
-    pub areas: Vec<Area>,
 }
 
 /// Whether `wanted` is protected exactly as it should be: only sheetq's accounts, its
-/// people and the owner may edit it, and it does not merely warn.
-pub fn is_exact(meta: &SpreadsheetMeta, wanted: &Wanted, editors: &Editors) -> bool {
-    standing(meta, wanted, editors, &presumed_owner(meta)) == Standing::Right
+/// people and the owner (`owner`, [`presumed_owner`] of `meta`, worked out once per read by
+/// the caller) may edit it, and it does not merely warn.
+pub fn is_exact(
+    meta: &SpreadsheetMeta,
+    owner: &BTreeSet<String>,
+    wanted: &Wanted,
+    editors: &Editors,
+) -> bool {
+    standing(meta, wanted, editors, owner) == Standing::Right
 }
 
 /// The requests that make each of `wanted` protected for `editors` alone, given the
@@ -644,7 +648,6 @@ pub fn plan(meta: &SpreadsheetMeta, wanted: &[Wanted], editors: &Editors) -> Pla
                     editors: w.users(editors),
                     groups: w.groups(),
                 });
-                out.areas.push(w.area);
                 out.done
                     .push(format!("protected {} (editors: {})", w.what, list(w)));
             }
@@ -655,7 +658,6 @@ pub fn plan(meta: &SpreadsheetMeta, wanted: &[Wanted], editors: &Editors) -> Pla
                     groups: w.groups(),
                     clear_unprotected: !p.unprotected.is_empty(),
                 });
-                out.areas.push(w.area);
                 out.done.push(format!(
                     "put the protection of {} right ({}); editors now: {}",
                     w.what,

@@ -146,17 +146,6 @@ impl Area {
         }
     }
 
-    /// The area as a grid range, when every end of it is given (an area of cells).
-    pub fn grid(&self) -> Option<GridRange> {
-        Some(GridRange {
-            sheet_id: self.sheet_id,
-            start_row: self.start_row,
-            end_row: self.end_row?,
-            start_col: self.start_col,
-            end_col: self.end_col?,
-        })
-    }
-
     /// Whether it is the whole sheet (a "protected sheet" in Google's words).
     pub fn is_sheet(&self) -> bool {
         *self == Self::sheet(self.sheet_id)

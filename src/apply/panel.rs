@@ -71,25 +71,15 @@ fn protect(
         plan.report.index_sheet.as_ref(),
         &config.panel,
     );
-    let guards = crate::guard::wanted_on(&panels, &config.panel, &config.catalog);
-    wanted.extend(guards.iter().cloned());
+    // The ▶/承認/■ cells of functions that name people; the sync itself writes them
+    // unticked (`panel::sync`), so no tick made while others could edit one is kept.
+    wanted.extend(crate::guard::wanted_on(
+        &panels,
+        &config.panel,
+        &config.catalog,
+    ));
     let planned = crate::protection::plan(meta, &wanted, editors);
     plan.requests.extend(planned.requests);
-    // A tick left in a ▶/承認/■ cell whose protection this batch adds or changes was made
-    // while someone else could: it is cleared in the same batch, so that no tick made
-    // before the cell was guarded is ever taken for one of its people's.
-    for area in planned
-        .areas
-        .iter()
-        .filter(|a| guards.iter().any(|g| g.area == **a))
-    {
-        if let Some(range) = area.grid() {
-            plan.requests.push(crate::sheets::Request::UpdateCells {
-                range,
-                rows: vec![vec![crate::sheets::Cell::Bool(false)]],
-            });
-        }
-    }
     plan.report.protected.extend(planned.done);
     plan.report.problems.extend(planned.blocked);
 }

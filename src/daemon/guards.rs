@@ -52,8 +52,14 @@ impl Daemon {
             Some(read) => {
                 let mut meta = self.served.protections.clone();
                 for (id, ranges) in read {
-                    if let Some(sheet) = meta.sheets.iter_mut().find(|s| s.sheet_id == *id) {
-                        sheet.protected_ranges = ranges.clone();
+                    match meta.sheets.iter_mut().find(|s| s.sheet_id == *id) {
+                        Some(sheet) => sheet.protected_ranges = ranges.clone(),
+                        // A panel made since the last metadata read (a panel job's).
+                        None => meta.sheets.push(crate::sheets::SheetMeta {
+                            sheet_id: *id,
+                            protected_ranges: ranges.clone(),
+                            ..Default::default()
+                        }),
                     }
                 }
                 self.take_in_protections(&meta);
@@ -64,7 +70,12 @@ impl Daemon {
             }
             None => {}
         }
-        let guards = self.guards_on(&self.served.protections);
+        // Judged only when a tick needs it: an idle panel costs nothing here.
+        let guards = if needs_guard(&ticks) {
+            self.guards_on(&self.served.protections)
+        } else {
+            Guards::default()
+        };
         let plan = crate::panel::plan_intake(
             &Ticks {
                 guards: &guards,
@@ -98,11 +109,19 @@ impl Daemon {
         let columns = &self.served.layout.columns;
         let tz = self.served.layout.tz;
         let mut writes = Vec::new();
+        if columns.position(Column::Approvals).is_none() {
+            if !asked.is_empty() {
+                warn!("an approval was ticked, but the queue has no 承認 column to hold it, so it counts nothing; run `sheetq init` to add it");
+            }
+            return writes;
+        }
         for (job, who) in asked {
-            for row in fresh.snapshot.rows.iter_mut().filter(|r| {
-                r.job_id == job
-                    && (r.state.is(State::AwaitingApproval) || r.state.is(State::Waiting))
-            }) {
+            for row in fresh
+                .snapshot
+                .rows
+                .iter_mut()
+                .filter(|r| r.job_id == job && r.state.is(State::AwaitingApproval))
+            {
                 let counted = crate::approval::entries(&row.approvals, &job, tz)
                     .iter()
                     .any(|e| crate::approval::same_person(&e.who, &who));
@@ -111,16 +130,10 @@ impl Daemon {
                 }
                 row.approvals = crate::approval::with_approval(&row.approvals, &who, now, &job, tz);
                 info!(job.id = ?job, approver = %who, "approval taken from the approver's own 承認 cell");
-                match columns.position(Column::Approvals) {
-                    Some(_) => writes.extend(self.grid_write(&ValueRange::new(
-                        columns.cell(Column::Approvals, row.row),
-                        vec![vec![Cell::from(row.approvals.as_str())]],
-                    ))),
-                    None => warn!(
-                        job.id = ?job,
-                        "an approval was ticked, but the queue has no 承認 column to hold it; run `sheetq init` to add it"
-                    ),
-                }
+                writes.extend(self.grid_write(&ValueRange::new(
+                    columns.cell(Column::Approvals, row.row),
+                    vec![vec![Cell::from(row.approvals.as_str())]],
+                )));
             }
         }
         writes

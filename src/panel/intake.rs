@@ -328,7 +328,8 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
 }
 
 /// The job a 承認 tick on the panel row of `function` approves: the newest of its target
-/// and function still waiting (for approval, or as a press not yet turned to 承認待ち).
+/// and function waiting for approval, the one the panel row shows as 承認待ち (never a
+/// row not turned yet, which the approver has not seen).
 fn job_to_approve<'a>(
     snapshot: &'a Snapshot,
     target: &str,
@@ -337,7 +338,7 @@ fn job_to_approve<'a>(
     snapshot
         .rows
         .iter()
-        .filter(|r| r.state.is(State::AwaitingApproval) || r.state.is(State::Waiting))
+        .filter(|r| r.state.is(State::AwaitingApproval))
         .filter(|r| {
             r.target_key() == crate::sheet_text::trim(target)
                 && crate::sheet_text::trim(&r.function) == crate::sheet_text::trim(function)

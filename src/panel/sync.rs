@@ -1277,11 +1277,19 @@ fn panel_cells(
     for (i, f) in catalog.functions.iter().enumerate() {
         let row = first + i as u32;
         let old = table.find(&f.label, None);
-        cells.set(row, cols.tick.0, Cell::Bool(old.is_some_and(|o| o.ticked)));
+        // A cell only some people may tick (`crate::guard`) never gets a tick carried over:
+        // the one found by label may sit in an open row someone labelled so, and the sync's
+        // own write of it would pass for one of theirs. Such a cell is written unticked.
+        let (press_open, stop_open) = (f.pressers().is_none(), f.stoppers().is_none());
+        cells.set(
+            row,
+            cols.tick.0,
+            Cell::Bool(press_open && old.is_some_and(|o| o.ticked)),
+        );
         cells.set(
             row,
             cols.cancel.0,
-            Cell::Bool(old.is_some_and(|o| o.cancel_ticked)),
+            Cell::Bool(stop_open && old.is_some_and(|o| o.cancel_ticked)),
         );
         let approvers = f.approvers.as_ref().map_or(0, Vec::len);
         for (n, col) in layout.approve_columns().enumerate() {
@@ -1289,7 +1297,8 @@ fn panel_cells(
                 row,
                 col,
                 if n < approvers {
-                    Cell::Bool(old.is_some_and(|o| o.approve_ticks.contains(&n)))
+                    // Each approver's own cell: never a tick carried over (see ▶ above).
+                    Cell::Bool(false)
                 } else {
                     Cell::Null
                 },
@@ -1615,5 +1624,47 @@ mod tests {
         let moved = sheet_id_for("server-1", &[first].into_iter().collect());
         assert_ne!(moved, first, "a taken id moves on");
         assert!(moved > 0);
+    }
+
+    #[test]
+    fn a_tick_is_never_carried_into_a_cell_only_some_people_may_tick() {
+        // An editor relabelled the function's row and wrote its label, ticked, into an open
+        // row below: carried over by label, the tick would land in the guarded cells.
+        let row = |n: u32, function: &str, ticked: bool| super::super::PanelRow {
+            row: n,
+            ticked,
+            cancel_ticked: ticked,
+            approve_ticks: if ticked { vec![0] } else { Vec::new() },
+            function: function.into(),
+            status: String::new(),
+            result: String::new(),
+            updated: Cell::Null,
+            command: String::new(),
+            args_json: String::new(),
+            flags: String::new(),
+        };
+        let table = PanelTable {
+            rows: vec![row(8, "ほか", false), row(20, "確認", true)],
+        };
+        let layout = PanelLayout::default();
+        let (tick, stop, approve) = (0, layout.columns.cancel.0, layout.columns.approve.0);
+        let open = catalog();
+        let cells = panel_cells(&layout, &open, "A", "", &table, None);
+        assert_eq!(
+            (cells.plain.get(&(7, tick)), cells.plain.get(&(7, stop))),
+            (Some(&Cell::Bool(true)), Some(&Cell::Bool(true))),
+            "a function open to everyone keeps its ticks by label"
+        );
+        let mut gated = catalog();
+        gated.functions[0].allow = Some(vec!["alice@example.com".into()]);
+        gated.functions[0].approvers = Some(vec!["lead@example.com".into()]);
+        let cells = panel_cells(&layout, &gated, "A", "", &table, None);
+        for (what, col) in [("▶", tick), ("■", stop), ("承認", approve)] {
+            assert_eq!(
+                cells.plain.get(&(7, col)),
+                Some(&Cell::Bool(false)),
+                "the guarded {what} cell is written unticked"
+            );
+        }
     }
 }
