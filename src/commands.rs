@@ -482,6 +482,12 @@ impl Registry {
                 .is_some_and(|f| f.output.as_deref() == Some("private"))
     }
 
+    /// How many times `command` is tried again after a failure (`retries`); `None` for a
+    /// command not configured.
+    pub fn retries_of(&self, command: &str) -> Option<u32> {
+        self.lookup(command).map(|d| d.retry.retries)
+    }
+
     /// Whether `command` is configured `heavy`; unknown commands are not (they never run).
     pub fn is_heavy(&self, command: &str) -> bool {
         self.get(command).is_some_and(|d| d.heavy)

@@ -34,7 +34,7 @@ use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QueueRow, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{
-    BatchUpdate, Cell, ErrorKind, GridRange, Precedence, Request, Sheets, SheetsError,
+    BatchUpdate, Cell, ErrorKind, Filter, GridRange, Precedence, Request, Sheets, SheetsError,
     SpreadsheetMeta, ValueRange,
 };
 use crate::watch::Watch;
@@ -564,6 +564,9 @@ struct Daemon {
     /// Who asked to stop which running job, from the row's 中止要求 or a ■ tick: a job that
     /// ends stopped with a request here ends キャンセル, not エラー.
     stop_asked: HashMap<String, crate::cancel::Request>,
+    /// 中止要求 texts a job's own read before a retry found (`Retrying::asked_to_stop`), by
+    /// jobId: taken up as `stop_asked` when the job ends.
+    stops_read: std::sync::Arc<std::sync::Mutex<HashMap<String, String>>>,
     /// What each running job printed so far, and the capture's version its log row last
     /// showed (refreshed riding the heartbeat's write).
     outputs: HashMap<String, (crate::joblog::Capture, u64)>,
@@ -854,6 +857,7 @@ impl Daemon {
             log_writes: Vec::new(),
             log_dead: std::collections::HashSet::new(),
             stop_asked: HashMap::new(),
+            stops_read: Default::default(),
             status_sent: String::new(),
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
             report: RunReport::default(),
@@ -1741,6 +1745,7 @@ impl Daemon {
         let retrying = crate::commands::Retrying {
             notes,
             stop: self.retries_stop.clone(),
+            asked_to_stop: self.stop_check(&claimed),
         };
         if self.is_heavy(row) {
             self.slots.heavy(true);
@@ -1763,6 +1768,54 @@ impl Daemon {
             .instrument(span),
         );
         self.task_jobs.insert(handle.id(), job_id);
+    }
+
+    /// What a job with retries asks right before each retry (`Retrying::asked_to_stop`):
+    /// one read of its row, through its binding, for a 中止要求 naming it. `None` when the
+    /// job's command has no retries, or the queue has no 中止要求 column.
+    fn stop_check(&self, claimed: &Claimed) -> Option<crate::commands::runner::StopCheck> {
+        let retries = self.registry.retries_of(&claimed.row.command).unwrap_or(0);
+        let column = self
+            .served
+            .layout
+            .columns
+            .position(queue::Column::CancelRequest)?;
+        let id = crate::binding::id_of_token(&claimed.tag.token)?;
+        if retries == 0 {
+            return None;
+        }
+        let sheets = self.sheets.clone();
+        let job = claimed.row.job_id.clone();
+        let found = self.stops_read.clone();
+        Some(Box::new(move || {
+            let sheets = sheets.clone();
+            let job = job.clone();
+            let found = found.clone();
+            Box::pin(async move {
+                match sheets.read_filtered(&[Filter::Metadata(id)]).await {
+                    Ok(read) => {
+                        let text = read
+                            .first()
+                            .and_then(|r| r.row())
+                            .and_then(|(_, cells)| cells.get(column as usize))
+                            .map(queue::cell_text)
+                            .filter(|text| crate::cancel::applies(text, &job));
+                        let asked = text.is_some();
+                        if let Some(text) = text {
+                            found
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(job.clone(), text);
+                        }
+                        asked
+                    }
+                    Err(e) => {
+                        debug!(error = %e, job.id = ?job, "could not read the row before a retry; the polls still see a stop");
+                        false
+                    }
+                }
+            })
+        }))
     }
 
     /// A job ended: its result goes to the outbox (durably) before anything else.
@@ -1811,7 +1864,22 @@ impl Daemon {
         self.running.remove(&claimed.row.job_id);
         self.job_stops.remove(&claimed.row.job_id);
         self.retry_notes.remove(&claimed.row.job_id);
-        let asked = self.stop_asked.remove(&claimed.row.job_id);
+        let read_before_retry = self
+            .stops_read
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&claimed.row.job_id);
+        let asked = self.stop_asked.remove(&claimed.row.job_id).or_else(|| {
+            let text = read_before_retry?;
+            let tz = self.served.layout.tz;
+            crate::cancel::Request::parse(&text, tz).or_else(|| {
+                Some(crate::cancel::Request::new(
+                    "",
+                    Utc::now(),
+                    &claimed.row.job_id,
+                ))
+            })
+        });
         let private = self
             .registry
             .keeps_output_private(&claimed.row.command, &claimed.row.function);

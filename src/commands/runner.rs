@@ -107,10 +107,28 @@ fn one_line(text: &str) -> String {
 
 /// How a job's retries are told and ended: the notes for the daemon to show, and a token
 /// that ends retrying (cancelled when the daemon stops).
-#[derive(Debug)]
 pub struct Retrying {
     pub notes: watch::Sender<Option<String>>,
     pub stop: CancellationToken,
+    /// Asked right before each retry starts: whether a request to stop the job stands now
+    /// (one read of its row's 中止要求, made after the wait): a stop written a moment ago,
+    /// before any poll saw it, still keeps the next attempt from starting.
+    pub asked_to_stop: Option<StopCheck>,
+}
+
+/// Whether a stop has been asked for the job, read afresh: `true` ends its retries
+/// (キャンセル). A read that fails answers `false`: the daemon's polls still see the request.
+pub type StopCheck = Box<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> + Send + Sync,
+>;
+
+impl std::fmt::Debug for Retrying {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Retrying")
+            .field("stop", &self.stop)
+            .field("asked_to_stop", &self.asked_to_stop.is_some())
+            .finish()
+    }
 }
 
 impl Retrying {
@@ -119,6 +137,7 @@ impl Retrying {
         Self {
             notes: watch::channel(None).0,
             stop: CancellationToken::new(),
+            asked_to_stop: None,
         }
     }
 }
@@ -265,6 +284,17 @@ impl Runner {
                 _ = sleep(note.delay) => {}
                 _ = cancel.cancelled() => break outcome_cancelled_waiting(outcome),
                 _ = retrying.stop.cancelled() => break stopped_retrying(outcome),
+            }
+            // A stop is final: one written since the last poll keeps the retry from starting.
+            if let Some(check) = &retrying.asked_to_stop {
+                let asked = tokio::select! {
+                    asked = check() => asked,
+                    _ = cancel.cancelled() => true,
+                };
+                if asked || cancel.is_cancelled() {
+                    info!(attempt, "a stop was asked for; no retry starts");
+                    break outcome_cancelled_waiting(outcome);
+                }
             }
             notes.send_replace(Some(note.running()));
             attempt += 1;

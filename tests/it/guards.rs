@@ -187,6 +187,17 @@ async fn only_the_listed_people_can_tick_and_each_tick_counts_as_exactly_theirs(
         status, 200,
         "確認 names nobody, so anyone may press it: {reply}"
     );
+    wait_for(
+        "mallory's press of 確認 to run",
+        WAIT,
+        || {
+            queue_rows(&emu)
+                .into_iter()
+                .find(|r| r.function == "確認" && r.state.is(State::Done))
+        },
+        &show,
+    )
+    .await;
 
     // A ▶ cell whose protection is gone proves nothing: the tick is refused on the panel.
     let meta = sheets
@@ -239,7 +250,8 @@ async fn only_the_listed_people_can_tick_and_each_tick_counts_as_exactly_theirs(
     assert_eq!(
         lines_in(&dir.path().join("runs")),
         2,
-        "確認 ran, the refused press did not"
+        "the first deploy and 確認 ran, the refused press did not: {}",
+        show()
     );
     assert_no_quota_refusals(&emu);
 }

@@ -318,3 +318,71 @@ async fn a_daemon_stopped_while_a_job_waits_for_its_retry_ends_it_with_its_last_
     );
     assert_eq!(lines_in(&runs), attempts, "no attempt after the stop");
 }
+
+/// The race of a stop against quick retries: with polls 5 s apart and a retry every second,
+/// the daemon would see `sheetq cancel`'s request only at its next poll; each retry reads
+/// the row first, so no attempt starts once `cancel` has returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_attempt_starts_after_sheetq_cancel_returns_even_between_two_polls() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let starts = dir.path().join("starts");
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q2",
+        json!([waiting("hasty", "サーバーC", "hasty")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let commands = format!(
+        "[commands.hasty]\nexec = [\"/bin/sh\", \"-c\", \"date +%s%N >> {}; exit 1\"]\n\
+         retries = 6\nretry_delay = \"1s\"\nretry_max_delay = \"1s\"\n",
+        starts.display()
+    );
+    let config = binary_config_with(&emu, dir.path(), "vm-1", "", &commands);
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &config,
+        text.replace("poll_interval = \"100ms\"", "poll_interval = \"5s\""),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    wait_for(
+        "the first attempt",
+        WAIT,
+        || (lines_in(&starts) >= 1).then_some(()),
+        show(&emu, &log),
+    )
+    .await;
+    let asked = run_sheetq(&config, &["cancel", "hasty", "--as", "ops"]).await;
+    let returned = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    assert!(
+        asked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    wait_row(
+        &emu,
+        "hasty",
+        "the job to end cancelled",
+        WAIT,
+        |r| r.state.is(State::Cancelled),
+        show(&emu, &log),
+    )
+    .await;
+    let late: Vec<u128> = std::fs::read_to_string(&starts)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse::<u128>().ok())
+        .filter(|t| *t > returned)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{} attempt(s) started after `sheetq cancel` returned:\n{}",
+        late.len(),
+        show(&emu, &log)()
+    );
+}
