@@ -5,6 +5,7 @@
 //! which levels each crate logs at ([`directives`]).
 
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::field::MakeExt as _;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
@@ -20,6 +21,33 @@ pub fn directives(level: &str) -> String {
         "debug" | "trace" => format!("info,sheetq={level}"),
         other => other.to_string(),
     }
+}
+
+/// How many characters of a log line's message are kept (its fields keep
+/// [`crate::sheet_text::LINE_CHARS`]): a message quoting a huge cell stays a line.
+pub const MESSAGE_CHARS: usize = 1000;
+
+/// The text format's fields, every value shown by the one rule for text that is not
+/// sheetq's own (`sheet_text::visible`): control and format characters made visible, each
+/// field cut at 200 characters, the message at [`MESSAGE_CHARS`]. Span fields (a job's
+/// `target`, `function`) go through it too. A 50,000-character label ticked on a panel
+/// thus adds a few hundred bytes to the log, not the label each time it is named.
+pub fn bounded_fields() -> impl for<'w> FormatFields<'w> + 'static {
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let message = field.name() == "message";
+        let max = if message {
+            MESSAGE_CHARS
+        } else {
+            crate::sheet_text::LINE_CHARS
+        };
+        let text = crate::sheet_text::visible(&format!("{value:?}"), max);
+        if message {
+            write!(writer, "{text}")
+        } else {
+            write!(writer, "{}={text}", field.name())
+        }
+    })
+    .delimited(" ")
 }
 
 /// Cloud Logging's name for a level (`LogSeverity`).
@@ -125,5 +153,34 @@ mod tests {
             lines[0]["fields"]["job.id"], "j1",
             "the fields stay: {text}"
         );
+    }
+
+    #[test]
+    fn a_huge_or_hostile_field_stays_one_short_visible_line_in_spans_and_events() {
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(buffer.clone())
+            .with_ansi(false)
+            .fmt_fields(bounded_fields())
+            .finish();
+        let label = format!("\u{1b}]0;OWNED\u{7}\u{202e}{}", "x".repeat(50_000));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("job", target = %label);
+            let _in = span.enter();
+            tracing::warn!(function = ?label, shown = %label, "press taken into the queue");
+        });
+        let text = String::from_utf8(buffer.0.lock().map(|b| b.clone()).unwrap_or_default())
+            .expect("utf-8 log");
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.len() < 2_000,
+            "a 50,000-character value is cut in each of its 3 places: {} bytes",
+            text.len()
+        );
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "nothing in the line acts on a terminal: {text:?}"
+        );
+        assert!(text.contains("press taken into the queue"), "{text}");
     }
 }

@@ -62,7 +62,8 @@ fn main() -> ExitCode {
                 tracing_subscriber::fmt::format().json(),
             ))
             .init(),
-        LogFormat::Text => builder.init(),
+        // Fields bounded and made visible: a cell's text never floods or rewrites a line.
+        LogFormat::Text => builder.fmt_fields(sheetq::logging::bounded_fields()).init(),
     }
     run(cli)
 }

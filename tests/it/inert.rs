@@ -112,3 +112,63 @@ async fn escape_sequences_typed_or_printed_reach_no_terminal_through_status_or_l
     );
     daemon.kill();
 }
+
+/// One tick of a 50,000-character label (Google's most for a cell) is named in the intake's
+/// line, the job's span, the refusal and the end: each cut to a line, the log grows by a few
+/// kilobytes, not the label four times over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_of_a_fifty_thousand_character_label_adds_under_ten_kilobytes_to_the_log() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = binary_config_with(&emu, dir.path(), "vm-flood", "intake = \"poll\"\n", "");
+    let log = dir.path().join("sheetq.log");
+    let daemon = Binary::start(&config, &log);
+    wait_for(
+        "the daemon to start",
+        Duration::from_secs(40),
+        || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("daemon started")
+                .then_some(())
+        },
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    let label = format!("\u{1b}[2J{}", "長".repeat(50_000 - 4));
+    let (code, reply) = person_writes(
+        &emu,
+        sheetq::emulator::DEFAULT_OWNER,
+        "'サーバーA'!A20:B20",
+        serde_json::json!([[true, label]]),
+    )
+    .await;
+    assert_eq!(code, 200, "{reply}");
+    let job = wait_for(
+        "the press to be taken in and end",
+        Duration::from_secs(40),
+        || {
+            queue_rows(&emu)
+                .into_iter()
+                .find(|r| r.function.chars().count() > 1000 && r.state.is_final())
+        },
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    daemon.kill();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let grew = text.len() as u64 - before;
+    assert!(
+        grew < 10_000,
+        "the log grew by {grew} bytes for one tick of job {}:\n{}",
+        job.job_id,
+        &text[before as usize..]
+    );
+    assert!(
+        !text.contains('\u{1b}'),
+        "no escape sequence reaches the log"
+    );
+}
