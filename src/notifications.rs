@@ -512,12 +512,15 @@ impl Notice {
         let mut head = format!(
             "{icon} {}: {} / {}",
             escape(&data(&self.state, 40)),
-            escape(&data(&self.target, 200)),
-            escape(&data(&self.function, 200))
+            inline(&data(&self.target, 200), escape),
+            inline(&data(&self.function, 200), escape)
         );
         let mut about = Vec::new();
         if !self.requester.trim().is_empty() {
-            about.push(format!("依頼: {}", escape(&data(&self.requester, 200))));
+            about.push(format!(
+                "依頼: {}",
+                inline(&data(&self.requester, 200), escape)
+            ));
         }
         if let Some(s) = self.duration_secs {
             about.push(duration_text(Duration::from_secs(s)));
@@ -528,7 +531,7 @@ impl Notice {
         let mut lines = vec![head];
         let message = data(&self.message, MESSAGE_MAX_CHARS);
         if !message.trim().is_empty() {
-            lines.push(escape(&message));
+            lines.push(block(&message, escape));
         }
         let links: Vec<String> = [("パネル", &self.panel_url), ("ログ", &self.log_url)]
             .into_iter()
@@ -568,17 +571,41 @@ fn duration_text(d: Duration) -> String {
     }
 }
 
-/// A sheet value as data: control characters (line breaks but `\n` too) dropped, cut to
-/// `max` characters with `…`.
+/// A sheet value as data: control and format characters (bidirectional overrides,
+/// zero-width characters; line breaks but `\n` too) dropped, cut to `max` characters with
+/// `…`.
 fn data(text: &str, max: usize) -> String {
     let clean: String = text
         .chars()
-        .filter(|c| *c == '\n' || !c.is_control())
+        .filter(|c| *c == '\n' || !crate::sheet_text::acts(*c))
         .collect();
     match clean.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &clean[..i]),
         None => clean,
     }
+}
+
+/// A value from the sheet quoted in a chat line: an inline code span, where neither Slack's
+/// mrkdwn nor Google Chat's formatting applies (no bold, italics, strikethrough or mention:
+/// https://api.slack.com/reference/surfaces/formatting#basic-formatting,
+/// https://developers.google.com/workspace/chat/format-messages), on one line, its own
+/// backticks turned into `ˋ` so it cannot close the span, and `://` written `:／／` so that no
+/// chat makes a bare URL of it a link (both link bare URLs in plain text).
+fn inline(text: &str, escape: fn(&str) -> String) -> String {
+    if text.trim().is_empty() {
+        return String::new();
+    }
+    format!("`{}`", escape(&defang(&text.replace('\n', " "))))
+}
+
+/// A multi-line value (メッセージ) quoted as a code block, as [`inline`] quotes one line.
+fn block(text: &str, escape: fn(&str) -> String) -> String {
+    format!("```\n{}\n```", escape(&defang(text)))
+}
+
+/// A value's backticks and URL schemes made inert inside a code span or block.
+fn defang(text: &str) -> String {
+    text.replace('`', "ˋ").replace("://", ":／／")
 }
 
 /// Google Chat reads `<users/all>` as a mention and `<url|text>` as a link: a sheet value's
@@ -728,7 +755,7 @@ mod tests {
             .to_string();
         assert!(
             chat.starts_with(
-                "❌ エラー: サーバーA / バックアップ (依頼: a@example.com, 1 分 15 秒)\n"
+                "❌ エラー: `サーバーA` / `バックアップ` (依頼: `a@example.com`, 1 分 15 秒)\n```\n"
             ),
             "{chat}"
         );
@@ -756,5 +783,55 @@ mod tests {
         assert_eq!(json["outcome"], "error");
         assert_eq!(json["durationSeconds"], 75);
         assert_eq!(json["requester"], "a@example.com");
+    }
+
+    #[test]
+    fn a_phishing_label_reaches_a_chat_as_quoted_data_with_no_link_markup_or_override() {
+        let label = "https://evil.example/sso-reset *至急* _再ログイン_ ~x~ @channel\u{202e}`x`";
+        for format in ["slack", "google-chat"] {
+            let channel = &parse(
+                &format!("[[notify]]\nurl = \"https://example.com/h\"\nformat = \"{format}\""),
+                &[],
+            )
+            .unwrap_or_else(|e| panic!("{e:#?}"))[0];
+            let n = Notice::of(
+                channel,
+                &job(Finish::Error, label, label),
+                "sid",
+                "エラー",
+                Links::default(),
+                Utc::now(),
+            );
+            let text = n.body(channel.format)["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            assert!(
+                !text.contains("https://evil") && text.contains("https:／／evil.example"),
+                "{format}: no bare URL a chat would link: {text}"
+            );
+            assert!(
+                !text.contains('\u{202e}'),
+                "{format}: no direction override: {text}"
+            );
+            // Every piece of the label sits inside a code span: between an odd and an even
+            // backtick of the line, where no markup applies.
+            let head = text.lines().next().unwrap_or_default();
+            for piece in ["*至急*", "_再ログイン_", "~x~"] {
+                let at = head
+                    .find(piece)
+                    .unwrap_or_else(|| panic!("{piece} in {head}"));
+                let ticks_before = head[..at].matches('`').count();
+                assert!(
+                    ticks_before % 2 == 1,
+                    "{format}: {piece} is quoted in {head}"
+                );
+            }
+            assert_eq!(
+                head.matches('`').count() % 2,
+                0,
+                "{format}: the label's own backticks cannot close a span: {head}"
+            );
+        }
     }
 }

@@ -332,7 +332,7 @@ async fn a_daemon_killed_before_the_send_sends_the_notice_once_after_restart() {
     assert_eq!(taken.len(), 1, "one message: {taken:#?}");
     let text = taken[0]["text"].as_str().unwrap_or_default();
     assert!(
-        text.starts_with("❌ エラー: サーバーB / ") && text.contains("disk full"),
+        text.starts_with("❌ エラー: `サーバーB` / ") && text.contains("disk full"),
         "the Google Chat text: {text}"
     );
     let ids: Vec<String> = hook.hits().iter().map(|h| h.query.clone()).collect();
