@@ -304,12 +304,23 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
             if !taken.insert((panel.label.clone(), row.function.clone())) {
                 continue;
             }
-            let requester = t
-                .catalog
-                .function(&row.function)
+            let function = t.catalog.function(&row.function);
+            let requester = function
                 .and_then(|f| f.pressers())
                 .map(|p| p.vouched_requester())
                 .unwrap_or_default();
+            // A configured function runs what the config says, whatever the row's hidden
+            // cells hold: a person who sorted the panel's visible columns left them on other
+            // functions' rows, and the press still runs its own function. Without
+            // [[functions]] the hidden cells are all there is.
+            let (command, args_json, flags) = match function {
+                Some(f) => (f.command.clone(), f.args_json(), f.flags_text()),
+                None => (
+                    row.command.clone(),
+                    row.args_json.clone(),
+                    press_flags(&row.flags),
+                ),
+            };
             plan.new_rows.push(NewJob {
                 job_id: new_job_id(),
                 received_at: t.now,
@@ -318,9 +329,9 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
                 panel_row: Some(row.row),
                 target: panel.label.clone(),
                 function: row.function.clone(),
-                command: row.command.clone(),
-                args_json: row.args_json.clone(),
-                flags: press_flags(&row.flags),
+                command,
+                args_json,
+                flags,
             });
         }
     }

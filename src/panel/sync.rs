@@ -1169,6 +1169,19 @@ pub fn check(input: &SyncInput, known: impl Fn(&str) -> bool) -> Vec<String> {
             continue;
         };
         for row in table.rows.iter().filter(|r| !r.function.is_empty()) {
+            if let Some(f) = input.catalog.function(&row.function) {
+                if crate::sheet_text::trim(&row.command) != f.command {
+                    out.push(format!(
+                        "panel {} row {} ({}): its hidden command is {:?}, the command of another row: the panel's rows were sorted or moved by a person, splitting the columns people edit from the hidden ones; \
+                         presses still run what the config says, and `sheetq panels sync` puts the rows back in line",
+                        a1::quote_title(&p.title),
+                        row.row,
+                        crate::panel::catalog::shown(&row.function),
+                        crate::sheet_text::visible(&row.command, 40)
+                    ));
+                    continue;
+                }
+            }
             if !known(&row.command) {
                 out.push(format!(
                     "panel {} row {} ({}): command \"{}\" is not configured, so a press there ends as an error; \

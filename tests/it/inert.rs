@@ -172,3 +172,86 @@ async fn a_tick_of_a_fifty_thousand_character_label_adds_under_ten_kilobytes_to_
         "no escape sequence reaches the log"
     );
 }
+
+/// A person sorts a panel's visible columns (A:F) by 機能: the hidden H:J stay, so each
+/// row's hidden command is another function's. The next press still runs what the config
+/// says its function runs, and `sheetq check` names the sort and its fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panel_sorted_by_a_person_still_runs_each_press_as_its_function_says() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let runs = dir.path().join("runs");
+    let catalog = format!(
+        "intake = \"poll\"\n\n\
+         [commands.alpha]\nexec = [\"sh\", \"-c\", \"echo alpha >> '{r}'\"]\n\
+         [commands.beta]\nexec = [\"sh\", \"-c\", \"echo beta >> '{r}'\"]\n\n\
+         [[functions]]\nlabel = \"い 最初\"\ncommand = \"alpha\"\n\n\
+         [[functions]]\nlabel = \"あ 次\"\ncommand = \"beta\"\n",
+        r = runs.display()
+    );
+    let (config, _, sheets) =
+        crate::daemon::protected_set_up(&emu, dir.path(), "vm-sorted", &catalog).await;
+    let panel = sheets
+        .metadata()
+        .await
+        .ok()
+        .and_then(|m| m.sheet("サーバーA").map(|s| s.sheet_id))
+        .unwrap_or_else(|| panic!("panel サーバーA"));
+    // Row 8 is い (alpha), row 9 あ (beta); sorted by 機能, あ comes first.
+    let (code, reply) = raw(
+        &emu,
+        "POST",
+        &format!("v4/spreadsheets/{}:batchUpdate", emu.spreadsheet_id()),
+        Some(serde_json::json!({ "requests": [{ "sortRange": {
+            "range": { "sheetId": panel, "startRowIndex": 7, "endRowIndex": 9,
+                       "startColumnIndex": 0, "endColumnIndex": 6 },
+            "sortSpecs": [{ "dimensionIndex": 1, "sortOrder": "ASCENDING" }] } }] })),
+        Some(&emu.person_token(sheetq::emulator::DEFAULT_OWNER)),
+    )
+    .await;
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(
+        panel_row(&emu, "サーバーA", 8)[1],
+        "あ 次",
+        "the sort moved the labels"
+    );
+    let check = run_sheetq(&config, &["check"]).await;
+    let said = String::from_utf8_lossy(&check.stdout).into_owned()
+        + &String::from_utf8_lossy(&check.stderr);
+    assert!(
+        said.contains("rows were sorted or moved by a person") && said.contains("panels sync"),
+        "check names the sort and its fix: {said}"
+    );
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    // The person presses あ 次, now on row 8 beside alpha's hidden cells.
+    let (code, reply) = person_writes(
+        &emu,
+        "alice@example.com",
+        "'サーバーA'!A8",
+        serde_json::json!([[true]]),
+    )
+    .await;
+    assert_eq!(code, 200, "{reply}");
+    let job = wait_for(
+        "the press of あ 次 to end",
+        Duration::from_secs(40),
+        || {
+            queue_rows(&emu)
+                .into_iter()
+                .find(|r| r.function == "あ 次" && r.state.is_final())
+        },
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    assert!(
+        job.state.is(State::Done),
+        "the press ran, not refused as an old panel: {}",
+        describe_queue(&queue_rows(&emu))
+    );
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap_or_default(),
+        "beta\n",
+        "it ran beta, あ 次's command, not the hidden alpha beside it"
+    );
+}
