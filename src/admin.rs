@@ -32,6 +32,10 @@ pub enum AdminError {
     Sheets(#[from] SheetsError),
     #[error("{}", .0.join("\n"))]
     Problems(Vec<String>),
+    #[error(
+        "job {0:?} is not in '{QUEUE_SHEET}': it was archived, its row was deleted, or the jobId is mistyped (`sheetq status` lists the running and waiting jobs)"
+    )]
+    NotInQueue(String),
 }
 
 impl From<queue::LayoutError> for AdminError {
@@ -709,6 +713,9 @@ pub struct Status {
     /// Rows per 状態 word, the configured words first, in lifecycle order.
     pub counts: Vec<(String, usize)>,
     pub running: Vec<StatusJob>,
+    /// Jobs a live daemon's heartbeat lists as running whose queue row is gone (deleted
+    /// while they ran): `sheetq cancel` still stops them, through that daemon.
+    pub running_without_row: Vec<StatusOrphan>,
     pub oldest_waiting: Option<StatusJob>,
     /// Jobs waiting for approval (承認待ち), oldest first: `sheetq approve` takes their jobIds.
     pub awaiting_approval: Vec<StatusJob>,
@@ -729,6 +736,14 @@ pub struct Status {
     /// when it tries again (`crate::pause`).
     pub held_off: Option<crate::pause::Pause>,
     pub workers: Vec<StatusWorker>,
+}
+
+/// A running job without a queue row, as its daemon's heartbeat lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusOrphan {
+    pub job_id: String,
+    pub target: String,
+    pub worker: String,
 }
 
 /// A notification waiting to be sent: its channel's name, the job, its sends so far.
@@ -836,6 +851,22 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         .map(|r| view.job(r, r.received_at))
         .collect();
     let worker = values.get(2).map(|v| v.values.clone()).unwrap_or_default();
+    let in_queue: std::collections::HashSet<&str> =
+        snapshot.rows.iter().map(|r| r.job_id.as_str()).collect();
+    let running_without_row = crate::workers::parse(&worker, tz)
+        .into_iter()
+        .filter(|h| !h.stopped)
+        .flat_map(|h| {
+            h.jobs
+                .into_iter()
+                .filter(|j| !j.done && !j.held && !in_queue.contains(j.job_id.as_str()))
+                .map(move |j| StatusOrphan {
+                    job_id: j.job_id,
+                    target: j.target,
+                    worker: h.worker_id.clone(),
+                })
+        })
+        .collect();
     let lease = worker
         .first()
         .and_then(|r| r.get(1))
@@ -873,6 +904,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         queue_rows: snapshot.rows.len(),
         counts: view.counts(&snapshot),
         running,
+        running_without_row,
         oldest_waiting,
         awaiting_approval,
         recent_failures: view.recent_failures(&snapshot, 5),
@@ -1046,6 +1078,21 @@ impl Status {
                     v(&j.worker),
                     at(j),
                     j.age_secs.unwrap_or(0)
+                );
+            }
+        }
+        if !self.running_without_row.is_empty() {
+            let _ = writeln!(
+                out,
+                "running without a queue row (its row was deleted; `sheetq cancel JOBID` stops it through its daemon):"
+            );
+            for j in &self.running_without_row {
+                let _ = writeln!(
+                    out,
+                    "  {} target={} on {}",
+                    v(&j.job_id),
+                    v(&j.target),
+                    v(&j.worker)
                 );
             }
         }

@@ -915,6 +915,14 @@ async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
                 word(*state)
             );
         }
+        Outcome::AskedDaemon { worker } => {
+            // No row to wait on: the job's result goes nowhere (its row is gone).
+            println!(
+                "{job}: its queue row is gone; asked the daemon {} that runs it (through its heartbeat row) to stop it within a poll",
+                crate::sheet_text::visible(worker, crate::sheet_text::LINE_CHARS)
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
         Outcome::Ended { state } => {
             println!("{job}: already ended {}; nothing to stop", word(*state));
             return Ok(if *state == crate::queue::State::Cancelled {

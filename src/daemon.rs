@@ -1172,6 +1172,7 @@ impl Daemon {
         }
         self.settle_unsettled(&poll);
         self.stop_asked_jobs(&poll.snapshot);
+        self.stop_asked_by_heartbeat(&poll);
         self.expire_holds(&poll);
         self.share_budget(&poll);
         self.watch_budget();
@@ -1959,6 +1960,29 @@ impl Daemon {
     }
 
     /// Stops job `job_id` running here on `request`.
+    /// Stops the jobs of ours that `sheetq cancel` asked to stop through our heartbeat row
+    /// (`workers::STOP_COLUMN`): jobs whose queue row is gone, which no 中止要求 can reach.
+    fn stop_asked_by_heartbeat(&mut self, poll: &Poll) {
+        let Some(own) = poll.own_heartbeat_row else {
+            return;
+        };
+        let Some(beat) = poll.workers.iter().find(|h| h.row == own) else {
+            return;
+        };
+        let tz = self.served.layout.tz;
+        let asked: Vec<(String, crate::cancel::Request)> = beat
+            .stops
+            .lines()
+            .filter_map(|line| crate::cancel::Request::parse(line, tz))
+            .filter_map(|r| Some((r.job.clone()?, r)))
+            .filter(|(job, _)| self.running.contains_key(job) && !self.stop_asked.contains_key(job))
+            .collect();
+        for (job, request) in asked {
+            info!(job.id = ?job, "a stop asked through this daemon's heartbeat row (the job's queue row is gone)");
+            self.stop(&job, request);
+        }
+    }
+
     fn stop(&mut self, job_id: &str, request: crate::cancel::Request) {
         let Some(token) = self.job_stops.get(job_id) else {
             return;

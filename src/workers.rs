@@ -37,6 +37,17 @@ pub const HEADER: [&str; 10] = [
 /// Letter of the last heartbeat column.
 pub const LAST_COLUMN: &str = "J";
 
+/// The column right of the heartbeat (K, zero-based 10) where `sheetq cancel` asks a daemon
+/// to stop a job whose queue row is gone (docs/design.md §2.1): one request per line, as
+/// 中止要求 words them (`<who> yyyy/MM/dd HH:mm:ss #<jobId>`). The daemon never writes it,
+/// its heartbeat covers A–J only, and the column is no part of the row's fingerprint, so a
+/// request never passes for a sign of life. Read only where the sheet is that wide
+/// (`sheetq cancel` widens it when it first needs it).
+pub const STOP_COLUMN: u32 = 10;
+
+/// How many requests the stop column of one row keeps (the newest).
+pub const STOPS_KEPT: usize = 10;
+
 /// How far word of a daemon on one's account travels from heartbeat to heartbeat: a daemon
 /// heard of through more than this many others is not counted (docs/design.md §6), so a
 /// chain of up to `MAX_HOPS + 1` processes, each overlapping the next, counts itself whole.
@@ -138,6 +149,8 @@ pub struct Heartbeat {
     /// share of the quota. Its listed jobs stay held until `dead_after`, as a crashed
     /// daemon's would, since its outbox may still hold their results.
     pub stopped: bool,
+    /// The requests to stop a job of its whose row is gone ([`STOP_COLUMN`]), as written.
+    pub stops: String,
 }
 
 impl Heartbeat {
@@ -164,6 +177,7 @@ pub fn parse(rows: &[Vec<Cell>], tz: Tz) -> Vec<Heartbeat> {
                 row: i as u32 + 1,
                 fingerprint: row
                     .iter()
+                    .take(HEADER.len())
                     .map(queue::cell_text)
                     .collect::<Vec<_>>()
                     .join("\t"),
@@ -179,6 +193,7 @@ pub fn parse(rows: &[Vec<Cell>], tz: Tz) -> Vec<Heartbeat> {
                 account: text(row, 8),
                 sharers: serde_json::from_str(&text(row, 9)).unwrap_or_default(),
                 stopped: row.get(3).and_then(Cell::as_u64) == Some(0),
+                stops: text(row, STOP_COLUMN as usize),
             })
         })
         .collect()

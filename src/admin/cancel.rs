@@ -27,6 +27,9 @@ pub enum Outcome {
     AlreadyAsked { state: State, by: String },
     /// The job had already ended `state`; nothing was written.
     Ended { state: State },
+    /// The job's queue row is gone, and the daemon `worker`, whose heartbeat lists it as
+    /// running, was asked to stop it through its heartbeat row.
+    AskedDaemon { worker: String },
 }
 
 /// How often the row is looked up again after a write that landed on another row (moved in
@@ -41,7 +44,7 @@ pub async fn cancel(
     job_id: &str,
     who: &str,
 ) -> Result<Outcome, AdminError> {
-    write_on_row(sheets, config, job_id, Column::CancelRequest, |row, tz| {
+    let on_row = write_on_row(sheets, config, job_id, Column::CancelRequest, |row, tz| {
         let state = known_state(row, job_id, "nothing to stop")?;
         if state.is_final() {
             return Ok(Step::Done(Outcome::Ended { state }));
@@ -55,7 +58,16 @@ pub async fn cancel(
         let text = Request::new(who, Utc::now(), job_id).cell_text(tz);
         Ok(Step::Write(text, Outcome::Asked { state }))
     })
-    .await
+    .await;
+    match on_row {
+        // Its row is gone (deleted, or moved out while it ran): the daemon that runs it
+        // still lists it in its heartbeat, and is asked there.
+        Err(AdminError::NotInQueue(_)) => match through_heartbeat(sheets, job_id, who).await? {
+            Some(worker) => Ok(Outcome::AskedDaemon { worker }),
+            None => Err(AdminError::NotInQueue(job_id.to_string())),
+        },
+        other => other,
+    }
 }
 
 /// What [`write_on_row`] does with the row it found: write `text` into its cell and answer
@@ -170,9 +182,73 @@ pub(super) async fn write_on_row<T>(
 
 /// The row of `job_id`, or the error that says where it may have gone.
 fn find<'a>(rows: &'a [QueueRow], job_id: &str) -> Result<&'a QueueRow, AdminError> {
-    rows.iter().find(|r| r.job_id == job_id).ok_or_else(|| {
-        AdminError::Problems(vec![format!(
-            "job {job_id:?} is not in '{QUEUE_SHEET}': it was archived, its row was deleted, or the jobId is mistyped (`sheetq status` lists the running and waiting jobs)"
+    rows.iter()
+        .find(|r| r.job_id == job_id)
+        .ok_or_else(|| AdminError::NotInQueue(job_id.to_string()))
+}
+
+/// Asks the daemon running `job_id`, whose queue row is gone, to stop it: the heartbeat
+/// rows list each daemon's running jobs, and the request goes into the stop column of the
+/// one that lists it (`workers::STOP_COLUMN`), which that daemon reads at every poll. The
+/// sheet is widened to that column first when it is not yet. `None`: no live heartbeat
+/// lists the job.
+async fn through_heartbeat(
+    sheets: &dyn Sheets,
+    job_id: &str,
+    who: &str,
+) -> Result<Option<String>, AdminError> {
+    use crate::workers;
+    let meta = sheets.metadata().await?;
+    let tz = sheet_time::parse_zone(&meta.time_zone)?;
+    let worker = meta
+        .sheet(crate::lease::WORKER_SHEET)
+        .ok_or_else(|| AdminError::NotInQueue(job_id.to_string()))?;
+    let wide = worker.column_count > workers::STOP_COLUMN as i32;
+    let stop = crate::a1::column_letters(workers::STOP_COLUMN);
+    let last = if wide {
+        stop.as_str()
+    } else {
+        workers::LAST_COLUMN
+    };
+    let read = sheets
+        .read(&[crate::a1::range(
+            crate::lease::WORKER_SHEET,
+            &format!("A1:{last}"),
         )])
-    })
+        .await?;
+    let rows = read.first().map(|v| v.values.clone()).unwrap_or_default();
+    let Some(beat) = workers::parse(&rows, tz)
+        .into_iter()
+        .find(|h| !h.stopped && h.jobs.iter().any(|j| j.job_id == job_id && !j.done))
+    else {
+        return Ok(None);
+    };
+    if !wide {
+        sheets
+            .batch_update(&crate::sheets::BatchUpdate {
+                requests: vec![crate::sheets::Request::SetColumnCount {
+                    sheet_id: worker.sheet_id,
+                    columns: workers::STOP_COLUMN as i32 + 1,
+                }],
+                ..Default::default()
+            })
+            .await?;
+    }
+    let mut lines: Vec<String> = beat.stops.lines().map(str::to_string).collect();
+    lines.push(Request::new(who, Utc::now(), job_id).cell_text(tz));
+    let keep = lines.len().saturating_sub(workers::STOPS_KEPT);
+    let text = lines[keep..].join("\n");
+    // The cell is written by position: the heartbeat rows do not move (only daemons write
+    // the protected sheet, each its own row), and the request names its job, so one that
+    // landed on another daemon's row stops nothing there.
+    sheets
+        .write(&[crate::sheets::ValueRange::new(
+            crate::a1::range(
+                crate::lease::WORKER_SHEET,
+                &format!("{stop}{r}", r = beat.row),
+            ),
+            vec![vec![Cell::from(text.as_str())]],
+        )])
+        .await?;
+    Ok(Some(beat.worker_id))
 }

@@ -249,7 +249,7 @@ impl Daemon {
         let mut ranges = vec![
             a1::range(QUEUE_SHEET, &format!("A1:{l}1")),
             a1::range(QUEUE_SHEET, &format!("A{start}:{l}")),
-            a1::range(WORKER_SHEET, &format!("A1:{}", workers::LAST_COLUMN)),
+            a1::range(WORKER_SHEET, &format!("A1:{}", self.worker_last_column())),
         ];
         let tables = panel::table_ranges(&self.served.panels, &self.config.panel);
         let table_count = tables.len();
@@ -290,6 +290,22 @@ impl Daemon {
             sweep,
             markers: marker_count,
             index,
+        }
+    }
+
+    /// The last column of `_ワーカー` a read covers: the heartbeat's, and the stop column
+    /// right of it once the sheet is that wide (`workers::STOP_COLUMN`; a read past a
+    /// sheet's last column is refused).
+    fn worker_last_column(&self) -> String {
+        let wide = self
+            .served
+            .sheet_meta
+            .sheet(WORKER_SHEET)
+            .is_some_and(|s| s.column_count > workers::STOP_COLUMN as i32);
+        if wide {
+            a1::column_letters(workers::STOP_COLUMN)
+        } else {
+            workers::LAST_COLUMN.to_string()
         }
     }
 

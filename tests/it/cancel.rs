@@ -516,3 +516,91 @@ async fn sheetq_cancel_stops_waiting_and_running_jobs_and_leaves_finished_ones()
     );
     assert_eq!(runs(dir.path()), 1, "only the running job's command ran");
 }
+
+/// The owner deletes the row of a running job. `sheetq status` still lists it (from its
+/// daemon's heartbeat), and `sheetq cancel` stops it through that daemon: the request goes
+/// into the daemon's heartbeat row, which it reads at every poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_whose_row_was_deleted_is_listed_and_stopped_through_its_daemon() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    emu.set_values(
+        "'_ジョブキュー'!A2:Q2",
+        json!([queue_row("orphan", "サーバーA", "long", "待機", "")]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-1",
+        "heartbeat_interval = \"1s\"\n",
+        &long_command(dir.path()),
+    );
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let show = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_for(
+        "the long job to run",
+        WAIT,
+        || (runs(dir.path()) == 1 && dir.path().join("pids").exists()).then_some(()),
+        show,
+    )
+    .await;
+    // Listed by its daemon's heartbeat, then its row deleted.
+    wait_for(
+        "the heartbeat to list the job",
+        WAIT,
+        || {
+            sheet_values(&emu, "_ワーカー")
+                .iter()
+                .any(|r| {
+                    r.iter()
+                        .any(|c| c.as_str().is_some_and(|t| t.contains("orphan")))
+                })
+                .then_some(())
+        },
+        show,
+    )
+    .await;
+    let queue = sheetq::emulator::seed::QUEUE_SHEET_ID;
+    emu.batch_update(json!([{ "deleteDimension": { "range": {
+        "sheetId": queue, "dimension": "ROWS", "startIndex": 1, "endIndex": 2 } } }]))
+        .unwrap_or_else(|e| panic!("delete the job's row: {e:?}"));
+    assert!(
+        !queue_rows(&emu).iter().any(|r| r.job_id == "orphan"),
+        "the row is gone"
+    );
+
+    let status = run_sheetq(&config, &["status"]).await;
+    let listed = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        listed.contains("running without a queue row") && listed.contains("orphan"),
+        "status lists the job from its daemon's heartbeat: {listed}"
+    );
+    let asked = run_sheetq(&config, &["cancel", "orphan", "--as", "ops"]).await;
+    assert!(
+        asked.status.success()
+            && String::from_utf8_lossy(&asked.stdout).contains("asked the daemon vm-1"),
+        "{asked:?}"
+    );
+    wait_for(
+        "the daemon to stop the job",
+        WAIT,
+        || {
+            show()
+                .lines()
+                .any(|l| {
+                    l.contains("job finished") && l.contains("orphan") && l.contains("Cancelled")
+                })
+                .then_some(())
+        },
+        show,
+    )
+    .await;
+    assert!(
+        show().contains("a stop asked through this daemon's heartbeat row"),
+        "{}",
+        show()
+    );
+}
