@@ -702,6 +702,7 @@ mod tests {
             account: "ops@p".into(),
             sharers: Vec::new(),
             stopped: false,
+            stops: String::new(),
         }
     }
 

@@ -494,6 +494,7 @@ mod tests {
             account: "sheetq@p.iam.gserviceaccount.com".into(),
             sharers: Vec::new(),
             stopped: false,
+            stops: String::new(),
         }
     }
 
