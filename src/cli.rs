@@ -910,8 +910,10 @@ async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
             );
         }
         Outcome::AlreadyAsked { state, by } => {
+            // Who asked is the row's text: shown by the rule for sheet text.
             println!(
-                "{job}: already asked to stop by {by}; it is {}",
+                "{job}: already asked to stop by {}; it is {}",
+                crate::sheet_text::visible(by, crate::sheet_text::LINE_CHARS),
                 word(*state)
             );
         }

@@ -582,3 +582,55 @@ async fn a_request_for_approval_its_approval_and_a_rejection_each_notify_once() 
         show(&emu, &log, &hook)()
     );
 }
+
+/// An editor's phishing label (a bare URL, markup, `@channel`, a direction override) on a
+/// failed job reaches Slack and Google Chat quoted: inside code spans, its URL broken, the
+/// override dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phishing_label_reaches_slack_and_google_chat_as_quoted_data() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let hook = Receiver::start(&[], 200).await;
+    let label = "https://evil.example/sso-reset *至急* _再ログイン_ @channel\u{202e}";
+    let commands = sh(
+        "fail",
+        "echo 'see https://evil.example/x'; exit 1",
+        "",
+        dir.path(),
+    ) + &notify(&hook.url(), "slack", "on = [\"エラー\"]")
+        + &notify(&hook.url(), "google-chat", "on = [\"エラー\"]").replace("\"ops\"", "\"chat\"");
+    let (daemon, _, log) = start(
+        &emu,
+        dir.path(),
+        vec![waiting("phish", label, "fail")],
+        &commands,
+    );
+    let taken = wait_for(
+        "both channels to take the job's notification",
+        WAIT,
+        || {
+            let taken = hook.taken();
+            (taken.len() >= 2).then_some(taken)
+        },
+        show(&emu, &log, &hook),
+    )
+    .await;
+    stop(daemon).await;
+    for body in &taken {
+        let text = body["text"].as_str().unwrap_or_default();
+        assert!(
+            !text.contains("https://evil") && text.contains("https:／／evil.example"),
+            "no bare URL a chat would link: {text}"
+        );
+        assert!(!text.contains('\u{202e}'), "no direction override: {text}");
+        let head = text.lines().next().unwrap_or_default();
+        let at = head
+            .find("*至急*")
+            .unwrap_or_else(|| panic!("the label in {head}"));
+        assert_eq!(
+            head[..at].matches('`').count() % 2,
+            1,
+            "the label's markup sits inside a code span: {head}"
+        );
+    }
+}
