@@ -29,6 +29,7 @@ const KEYS: &[&str] = &[
     "retry_on",
     "output",
     "mask",
+    "secrets",
 ];
 
 /// Default run-time limit of a command, unless `stale_after` is so short that half of it
@@ -339,6 +340,9 @@ fn parse_one(
         .unwrap_or_default();
     if !env.is_empty() && is_builtin {
         errors.push(format!("{at}.env only applies to exec commands: remove it"));
+    }
+    if let Some(v) = t.get("secrets") {
+        check_secrets(at, v, &env, errors);
     }
     let checks = parse_checks(at, t, errors);
     let patterns = t
@@ -744,6 +748,36 @@ fn parse_env(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Vec<String>
     names
 }
 
+/// `secrets = ["REPORT_TOKEN"]`: the `env` variables that hold secrets. Each must be in
+/// `env`, and a value set in the daemon's environment must be long enough to mask
+/// (`mask::MIN_CHARS`, as GitLab asks of masked variables): a shorter one would show in the
+/// job's output wherever it goes, so the config is refused, at start and at reload, naming
+/// the variable. (Every `env` value that long is masked, secret or not; `secrets` is what
+/// makes a short one an error rather than a value shown as it is.)
+fn check_secrets(at: &str, v: &toml::Value, env: &[String], errors: &mut Vec<String>) {
+    let Some(list) = v.as_array() else {
+        errors.push(format!(
+            "{at}.secrets = {v} must be a list of the env variables that hold secrets, e.g. [\"REPORT_TOKEN\"]"
+        ));
+        return;
+    };
+    for item in list {
+        let Some(name) = item.as_str().filter(|n| env.iter().any(|e| e == n)) else {
+            errors.push(format!(
+                "{at}.secrets: {item} is not among its env; list the variable in env too (a secret is passed through env)"
+            ));
+            continue;
+        };
+        let length = std::env::var(name).map_or(0, |v| v.chars().count());
+        if length > 0 && length < super::mask::MIN_CHARS {
+            errors.push(format!(
+                "{at}.secrets: the value of {name} has {length} characters, fewer than {}: too short to mask in the job's output (it would be guessable, and masking every such string would garble the output); use a longer secret",
+                super::mask::MIN_CHARS
+            ));
+        }
+    }
+}
+
 fn is_env_name(n: &str) -> bool {
     let mut chars = n.chars();
     chars
@@ -1135,5 +1169,29 @@ mod tests {
                 && e.iter().any(|m| m.contains("matches the empty string")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn a_secret_too_short_to_mask_is_refused_naming_the_variable() {
+        // Set for this test alone; no other test reads these names.
+        std::env::set_var("SHEETQ_TEST_SHORT_SECRET", "abc123");
+        std::env::set_var("SHEETQ_TEST_LONG_SECRET", "abcdef123456");
+        let mut errors = Vec::new();
+        let env = vec![
+            "SHEETQ_TEST_SHORT_SECRET".to_string(),
+            "SHEETQ_TEST_LONG_SECRET".to_string(),
+        ];
+        let list = toml::Value::Array(vec![
+            "SHEETQ_TEST_SHORT_SECRET".into(),
+            "SHEETQ_TEST_LONG_SECRET".into(),
+            "NOT_PASSED".into(),
+        ]);
+        check_secrets("commands.report", &list, &env, &mut errors);
+        assert_eq!(errors.len(), 2, "{errors:#?}");
+        assert!(
+            errors[0].contains("SHEETQ_TEST_SHORT_SECRET has 6 characters"),
+            "{errors:#?}"
+        );
+        assert!(errors[1].contains("not among its env"), "{errors:#?}");
     }
 }
