@@ -725,6 +725,9 @@ fn parse_exec(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Option<Vec
     ok.then_some(argv)
 }
 
+/// The variables that say where the daemon's credentials are: no command may pass them on.
+const KEY_VARIABLES: &[&str] = &["GOOGLE_APPLICATION_CREDENTIALS", "CREDENTIALS_DIRECTORY"];
+
 fn parse_env(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Vec<String> {
     let Some(list) = v.as_array() else {
         errors.push(format!(
@@ -737,6 +740,12 @@ fn parse_env(at: &str, v: &toml::Value, errors: &mut Vec<String>) -> Vec<String>
         match item.as_str() {
             Some(n) if n.starts_with("SHEETQ_") => errors.push(format!(
                 "{at}.env: \"{n}\" is reserved: sheetq sets the SHEETQ_* variables itself"
+            )),
+            // Where the daemon's own key is: never handed to a job (it would let the job call
+            // the API as sheetq, or read the key itself).
+            Some(n) if KEY_VARIABLES.contains(&n) => errors.push(format!(
+                "{at}.env: \"{n}\" names where sheetq's service account key is; a job must not be handed it. \
+                 Give the job a credential of its own under another name"
             )),
             Some(n) if is_env_name(n) => names.push(n.to_string()),
             _ => errors.push(format!(
@@ -1193,5 +1202,18 @@ mod tests {
             "{errors:#?}"
         );
         assert!(errors[1].contains("not among its env"), "{errors:#?}");
+    }
+
+    #[test]
+    fn no_command_is_handed_where_the_key_is() {
+        let mut errors = Vec::new();
+        let list = toml::Value::Array(vec![
+            "GOOGLE_APPLICATION_CREDENTIALS".into(),
+            "CREDENTIALS_DIRECTORY".into(),
+            "HOME".into(),
+        ]);
+        assert_eq!(parse_env("commands.report", &list, &mut errors), ["HOME"]);
+        assert_eq!(errors.len(), 2, "{errors:#?}");
+        assert!(errors.iter().all(|e| e.contains("service account key")), "{errors:#?}");
     }
 }
