@@ -82,7 +82,9 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
         .map_err(|e| AdminError::Problems(vec![e]))?;
     let mut done = Vec::new();
     let mut add = Vec::new();
-    let worker_cols = WORKER_HEADER.len() as i32;
+    // The heartbeat's columns, and the stop column right of them (`sheetq cancel` of a job
+    // whose queue row is gone, `workers::STOP_COLUMN`).
+    let worker_cols = (WORKER_HEADER.len() as i32).max(crate::workers::STOP_COLUMN as i32 + 1);
     let new_archive = meta.sheet(ARCHIVE_SHEET).is_none();
     let mut taken: std::collections::HashSet<i32> =
         meta.sheets.iter().map(|s| s.sheet_id).collect();
@@ -118,8 +120,8 @@ pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, A
             }
         }
     }
-    // Heartbeat rows grew from 6 to 10 columns (process, running jobs, account, sharers):
-    // widen an older sheet.
+    // Heartbeat rows grew from 6 to 10 columns (process, running jobs, account, sharers),
+    // and the stop column came after them: widen an older sheet.
     if let Some(w) = meta
         .sheet(WORKER_SHEET)
         .filter(|w| w.column_count < worker_cols)
@@ -1059,7 +1061,7 @@ impl Status {
             self.queue_rows, self.time_zone
         );
         for (w, n) in &self.counts {
-            let _ = writeln!(out, "  {w}: {n}");
+            let _ = writeln!(out, "  {}: {n}", v(w));
         }
         if !self.running.is_empty() {
             let _ = writeln!(out, "running:");
@@ -1147,7 +1149,7 @@ impl Status {
         } else {
             writeln!(out, "archive '{archive}': not created yet; {retention}")
         };
-        let _ = writeln!(out, "lease: {}", self.lease);
+        let _ = writeln!(out, "lease: {}", v(&self.lease));
         let _ = writeln!(
             out,
             "row bindings: {} ({} of {} characters of developer metadata)",
@@ -1206,9 +1208,9 @@ impl Status {
                 let _ = writeln!(
                     out,
                     "  {} job {} ({}), {} send(s) tried{}",
-                    n.channel,
-                    n.job_id,
-                    n.state,
+                    v(&n.channel),
+                    v(&n.job_id),
+                    v(&n.state),
                     n.tries,
                     n.next_try
                         .map(|t| format!(

@@ -823,7 +823,12 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
         } else {
             format!(" {}", done.result_url)
         };
-        println!("{word}: {}{url}", done.message);
+        // The job's メッセージ may quote its output: shown by the rule for sheet text.
+        println!(
+            "{word}: {}{}",
+            crate::sheet_text::visible(&done.message, 1000),
+            crate::sheet_text::visible(&url, crate::sheet_text::LINE_CHARS)
+        );
     }
     Ok(if done.state == crate::queue::State::Done {
         ExitCode::SUCCESS
@@ -939,7 +944,11 @@ async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
     }
     let every = std::time::Duration::from_secs(5);
     let done = admin::wait_finished(sheets.as_ref(), &config, job, every).await?;
-    println!("{}: {}", word(done.state), done.message);
+    println!(
+        "{}: {}",
+        word(done.state),
+        crate::sheet_text::visible(&done.message, 1000)
+    );
     Ok(if done.state == crate::queue::State::Cancelled {
         ExitCode::SUCCESS
     } else {

@@ -1785,6 +1785,7 @@ impl Daemon {
         if retries == 0 {
             return None;
         }
+        let id_column = self.served.layout.columns.index(queue::Column::JobId) as usize;
         let sheets = self.sheets.clone();
         let job = claimed.row.job_id.clone();
         let found = self.stops_read.clone();
@@ -1795,9 +1796,15 @@ impl Daemon {
             Box::pin(async move {
                 match sheets.read_filtered(&[Filter::Metadata(id)]).await {
                     Ok(read) => {
+                        // Only the job's own row counts: a person's sort can leave a
+                        // binding on another row, whose 中止要求 is that row's job's.
                         let text = read
                             .first()
                             .and_then(|r| r.row())
+                            .filter(|(_, cells)| {
+                                cells.get(id_column).map(queue::cell_text).as_deref()
+                                    == Some(job.as_str())
+                            })
                             .and_then(|(_, cells)| cells.get(column as usize))
                             .map(queue::cell_text)
                             .filter(|text| crate::cancel::applies(text, &job));
@@ -1959,7 +1966,6 @@ impl Daemon {
         }
     }
 
-    /// Stops job `job_id` running here on `request`.
     /// Stops the jobs of ours that `sheetq cancel` asked to stop through our heartbeat row
     /// (`workers::STOP_COLUMN`): jobs whose queue row is gone, which no 中止要求 can reach.
     fn stop_asked_by_heartbeat(&mut self, poll: &Poll) {
@@ -1983,6 +1989,7 @@ impl Daemon {
         }
     }
 
+    /// Stops job `job_id` running here on `request`.
     fn stop(&mut self, job_id: &str, request: crate::cancel::Request) {
         let Some(token) = self.job_stops.get(job_id) else {
             return;

@@ -25,11 +25,13 @@ pub fn directives(level: &str) -> String {
 
 /// How many characters of a log line's message are kept (its fields keep
 /// [`crate::sheet_text::LINE_CHARS`]): a message quoting a huge cell stays a line.
-pub const MESSAGE_CHARS: usize = 1000;
+pub const MESSAGE_CHARS: usize = 4000;
 
 /// The text format's fields, every value shown by the one rule for text that is not
 /// sheetq's own (`sheet_text::visible`): control and format characters made visible, each
-/// field cut at 200 characters, the message at [`MESSAGE_CHARS`]. Span fields (a job's
+/// field cut at 200 characters, the message (sheetq's own words, which may quote a value) at
+/// [`MESSAGE_CHARS`]. The journald layer and the JSON format keep fields whole: journald
+/// stores a field as bytes, and JSON escapes every control character. Span fields (a job's
 /// `target`, `function`) go through it too. A 50,000-character label ticked on a panel
 /// thus adds a few hundred bytes to the log, not the label each time it is named.
 pub fn bounded_fields() -> impl for<'w> FormatFields<'w> + 'static {

@@ -225,6 +225,17 @@ impl<W: std::io::Write> VisibleWriter<W> {
     }
 }
 
+impl<W: std::io::Write> Drop for VisibleWriter<W> {
+    /// A character cut off at the end of the stream (a capped log, a killed job) is shown
+    /// as its bytes, not lost.
+    fn drop(&mut self) {
+        for b in std::mem::take(&mut self.pending) {
+            let _ = self.inner.write_all(format!("\\x{b:02x}").as_bytes());
+        }
+        let _ = self.inner.flush();
+    }
+}
+
 impl<W: std::io::Write> std::io::Write for VisibleWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.pending.extend_from_slice(buf);
@@ -360,15 +371,24 @@ mod tests {
     #[test]
     fn output_written_for_a_terminal_keeps_lines_and_tabs_and_nothing_else_that_acts() {
         use std::io::Write;
-        let mut out = VisibleWriter::new(Vec::new());
-        let text = "ok\tfine\n\u{1b}[1A\u{1b}[K\u{202e}名前\n".as_bytes();
-        // Written a byte at a time: a character split across writes is still whole.
-        for b in text {
-            out.write_all(&[*b]).unwrap_or_else(|e| panic!("{e}"));
+        let mut buffer = Vec::new();
+        {
+            let mut out = VisibleWriter::new(&mut buffer);
+            let text = "ok\tfine\n\u{1b}[1A\u{1b}[K\u{202e}名前\n".as_bytes();
+            // Written a byte at a time: a character split across writes is still whole.
+            for b in text {
+                out.write_all(&[*b]).unwrap_or_else(|e| panic!("{e}"));
+            }
+            out.write_all(&[0xff, b'\n'])
+                .unwrap_or_else(|e| panic!("{e}"));
+            // The stream ends inside a character: its bytes are shown, not lost.
+            out.write_all(&"名".as_bytes()[..2])
+                .unwrap_or_else(|e| panic!("{e}"));
         }
-        out.write_all(&[0xff, b'\n'])
-            .unwrap_or_else(|e| panic!("{e}"));
-        let got = String::from_utf8(out.inner).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(got, "ok\tfine\n\\u{1b}[1A\\u{1b}[K\\u{202e}名前\n\\xff\n");
+        let got = String::from_utf8(buffer).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            got,
+            "ok\tfine\n\\u{1b}[1A\\u{1b}[K\\u{202e}名前\n\\xff\n\\xe5\\x90"
+        );
     }
 }

@@ -217,10 +217,12 @@ async fn through_heartbeat(
         )])
         .await?;
     let rows = read.first().map(|v| v.values.clone()).unwrap_or_default();
-    let Some(beat) = workers::parse(&rows, tz)
-        .into_iter()
-        .find(|h| !h.stopped && h.jobs.iter().any(|j| j.job_id == job_id && !j.done))
-    else {
+    let Some(beat) = workers::parse(&rows, tz).into_iter().find(|h| {
+        !h.stopped
+            && h.jobs
+                .iter()
+                .any(|j| j.job_id == job_id && !j.done && !j.held)
+    }) else {
         return Ok(None);
     };
     if !wide {
@@ -234,21 +236,41 @@ async fn through_heartbeat(
             })
             .await?;
     }
-    let mut lines: Vec<String> = beat.stops.lines().map(str::to_string).collect();
-    lines.push(Request::new(who, Utc::now(), job_id).cell_text(tz));
-    let keep = lines.len().saturating_sub(workers::STOPS_KEPT);
-    let text = lines[keep..].join("\n");
-    // The cell is written by position: the heartbeat rows do not move (only daemons write
-    // the protected sheet, each its own row), and the request names its job, so one that
-    // landed on another daemon's row stops nothing there.
-    sheets
-        .write(&[crate::sheets::ValueRange::new(
-            crate::a1::range(
-                crate::lease::WORKER_SHEET,
-                &format!("{stop}{r}", r = beat.row),
-            ),
-            vec![vec![Cell::from(text.as_str())]],
-        )])
-        .await?;
-    Ok(Some(beat.worker_id))
+    let line = Request::new(who, Utc::now(), job_id).cell_text(tz);
+    let cell = crate::a1::range(
+        crate::lease::WORKER_SHEET,
+        &format!("{stop}{r}", r = beat.row),
+    );
+    let mut stops = beat.stops.clone();
+    // Read, add, write, read back: a request another `cancel` wrote in between is kept, and
+    // ours is written again should that one have overwritten it.
+    for _ in 0..ATTEMPTS {
+        let mut lines: Vec<&str> = stops.lines().collect();
+        lines.push(&line);
+        let keep = lines.len().saturating_sub(workers::STOPS_KEPT);
+        let text = lines[keep..].join("\n");
+        // By position: the heartbeat rows do not move (only daemons write the protected
+        // sheet, each its own row), and the request names its job, so one that landed on
+        // another daemon's row stops nothing there.
+        sheets
+            .write(&[crate::sheets::ValueRange::new(
+                cell.clone(),
+                vec![vec![Cell::from(text.as_str())]],
+            )])
+            .await?;
+        let back = sheets.read(std::slice::from_ref(&cell)).await?;
+        stops = back
+            .first()
+            .and_then(|v| v.values.first())
+            .and_then(|r| r.first())
+            .map(queue::cell_text)
+            .unwrap_or_default();
+        if stops.lines().any(|l| l == line) {
+            return Ok(Some(beat.worker_id));
+        }
+    }
+    Err(AdminError::Problems(vec![format!(
+        "the request to stop {job_id} kept being overwritten on the heartbeat row of {} ({ATTEMPTS} tries); try again",
+        beat.worker_id
+    )]))
 }

@@ -1214,6 +1214,9 @@ mod tests {
         ]);
         assert_eq!(parse_env("commands.report", &list, &mut errors), ["HOME"]);
         assert_eq!(errors.len(), 2, "{errors:#?}");
-        assert!(errors.iter().all(|e| e.contains("service account key")), "{errors:#?}");
+        assert!(
+            errors.iter().all(|e| e.contains("service account key")),
+            "{errors:#?}"
+        );
     }
 }

@@ -1172,25 +1172,25 @@ pub fn check(input: &SyncInput, known: impl Fn(&str) -> bool) -> Vec<String> {
             if let Some(f) = input.catalog.function(&row.function) {
                 if crate::sheet_text::trim(&row.command) != f.command {
                     out.push(format!(
-                        "panel {} row {} ({}): its hidden command is {:?}, the command of another row: the panel's rows were sorted or moved by a person, splitting the columns people edit from the hidden ones; \
+                        "panel {} row {} ({}): its hidden command is {}, not the config's {:?} for that function: the panel's rows were sorted or moved by a person (splitting the columns people edit from the hidden ones), or the config changed since the last sync; \
                          presses still run what the config says, and `sheetq panels sync` puts the rows back in line",
                         a1::quote_title(&p.title),
                         row.row,
                         crate::panel::catalog::shown(&row.function),
-                        crate::sheet_text::visible(&row.command, 40)
+                        crate::panel::catalog::shown(&row.command),
+                        f.command
                     ));
                     continue;
                 }
             }
             if !known(&row.command) {
                 out.push(format!(
-                    "panel {} row {} ({}): command \"{}\" is not configured, so a press there ends as an error; \
-                     add [commands.{}] or run `sheetq panels sync` to copy the functions of the config",
+                    "panel {} row {} ({}): command {} is not configured, so a press there ends as an error; \
+                     add a [commands.…] entry for it or run `sheetq panels sync` to copy the functions of the config",
                     a1::quote_title(&p.title),
                     row.row,
-                    row.function,
-                    row.command,
-                    row.command
+                    crate::panel::catalog::shown(&row.function),
+                    crate::panel::catalog::shown(&row.command),
                 ));
             }
         }
