@@ -479,8 +479,29 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let configs = args.config.load_each()?;
             let mut all = Vec::new();
             for config in &configs {
-                let sheets = connect_one_shot(config).await?;
-                let status = admin::status(sheets.as_ref(), config).await?;
+                // A daemon on this machine holding the spreadsheet off says why, even when
+                // the spreadsheet cannot be read from here either (sharing withdrawn, a sheet
+                // deleted): the note is local.
+                let status = match connect_one_shot(config).await {
+                    Ok(sheets) => admin::status(sheets.as_ref(), config)
+                        .await
+                        .map_err(anyhow::Error::from),
+                    Err(e) => Err(e),
+                };
+                let status = match status {
+                    Ok(status) => status,
+                    Err(e) => {
+                        if let Some(p) = crate::pause::read(&config.state_dir) {
+                            eprintln!(
+                                "HELD OFF (this machine's daemon) since {}: {:?}; next try {}",
+                                p.since.format("%Y-%m-%d %H:%M:%S UTC"),
+                                p.reason,
+                                p.retry_at.format("%H:%M:%S UTC")
+                            );
+                        }
+                        return Err(e);
+                    }
+                };
                 if !args.json {
                     if let Some(h) = heading(config, configs.len() > 1) {
                         println!("{h}");

@@ -442,6 +442,7 @@ async fn start_and_run_paced(
 ) -> Result<RunReport, DaemonError> {
     let mut failures = 0u32;
     let mut held = None;
+    let mut held_since: Option<DateTime<Utc>> = None;
     let mut daemon = loop {
         let started = Daemon::start(
             Arc::clone(&sheets),
@@ -466,9 +467,21 @@ async fn start_and_run_paced(
             // Anything else a person can cause (a write refused, a layout changed under the
             // start) is tried again with the hold-off's backoff, not by a restart loop.
             let wait = hold_off::next_wait(held);
+            let now = Utc::now();
+            let since = held_since.get_or_insert(now);
             held = Some(wait);
             error!(error = %e, retry_in = ?wait, "could not start on this spreadsheet as it is now; trying again with backoff");
             observers.health.set_paused(Some(e.to_string()));
+            let mut why = e.to_string();
+            why.truncate(why.char_indices().nth(200).map_or(why.len(), |(i, _)| i));
+            let note = crate::pause::Pause {
+                since: *since,
+                retry_at: now + chrono::Duration::from_std(wait).unwrap_or_default(),
+                reason: why,
+            };
+            if let Err(e) = crate::pause::write(&config.state_dir, &note) {
+                warn!(error = %e, "could not leave the hold-off note for `sheetq status` in state_dir");
+            }
             if !wait_to_start(&observers, &shutdown, wait).await {
                 return Ok(RunReport::default());
             }
