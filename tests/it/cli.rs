@@ -250,7 +250,7 @@ async fn check_on_the_demo_spreadsheet_names_only_its_deliberately_unconfigured_
     );
     assert_eq!(
         stderr
-            .matches("(未設定の機能): command \"broken\" is not configured")
+            .matches("(\"未設定の機能\"): command \"broken\" is not configured")
             .count(),
         3,
         "{stderr}"
