@@ -580,6 +580,9 @@ struct Daemon {
     /// 中止要求 texts a job's own read before a retry found (`Retrying::asked_to_stop`), by
     /// jobId: taken up as `stop_asked` when the job ends.
     stops_read: std::sync::Arc<std::sync::Mutex<HashMap<String, String>>>,
+    /// Jobs refused before they ran, by jobId, with why: their notices carry none of the
+    /// sheet's text (`Notice::withheld`). Lost with a restart, when the notice is a plain one.
+    refused_jobs: HashMap<String, crate::commands::Refusal>,
     /// What each running job printed so far, and the capture's version its log row last
     /// showed (refreshed riding the heartbeat's write).
     outputs: HashMap<String, (crate::joblog::Capture, u64)>,
@@ -871,6 +874,7 @@ impl Daemon {
             log_dead: std::collections::HashSet::new(),
             stop_asked: HashMap::new(),
             stops_read: Default::default(),
+            refused_jobs: HashMap::new(),
             status_sent: String::new(),
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
             report: RunReport::default(),
@@ -1740,6 +1744,8 @@ impl Daemon {
         };
         if let Err(rejected) = &prepared {
             refused(&self.observers.metrics, &spec, rejected, &span);
+            self.refused_jobs
+                .insert(row.job_id.clone(), rejected.reason);
         }
         let runner = self.runner.clone();
         let cancel = self.job_cancel.child_token();

@@ -496,6 +496,21 @@ impl Notice {
         }
     }
 
+    /// The notice of a job refused before it ran (`reason`: `function`, `target`, …), without
+    /// the sheet's text: a refused job's target, function, 依頼者 and メッセージ are whatever
+    /// an editor typed (a look-alike panel's phishing label), so the channel hears only
+    /// that job so-and-so of this spreadsheet was refused, and why, with its links.
+    pub fn withheld(mut self, reason: &str) -> Notice {
+        self.target = "(設定にない値)".into();
+        self.function = String::new();
+        self.requester = String::new();
+        self.message = format!(
+            "ジョブ {} は設定に合わないため実行されませんでした (reason: {reason}); 内容はパネルかログで確認してください",
+            data(&self.job_id, 80)
+        );
+        self
+    }
+
     /// `❌ エラー: サーバーA / 月次レポート (依頼: a@example.com, 12 秒)`, the message, the links;
     /// sheet values passed through `escape`.
     fn text(&self, escape: fn(&str) -> String) -> String {
@@ -831,6 +846,36 @@ mod tests {
                 head.matches('`').count() % 2,
                 0,
                 "{format}: the label's own backticks cannot close a span: {head}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_job_is_announced_without_the_sheets_text() {
+        let channel = &parse(
+            "[[notify]]\nurl = \"https://example.com/h\"\nformat = \"slack\"",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{e:#?}"))[0];
+        let label = "https://evil.example/reset *至急*";
+        let n = Notice::of(
+            channel,
+            &job(Finish::Error, label, label),
+            "sid",
+            "エラー",
+            Links::default(),
+            Utc::now(),
+        )
+        .withheld("function");
+        for format in [Format::Slack, Format::GoogleChat, Format::Json] {
+            let body = n.body(format).to_string();
+            assert!(
+                !body.contains("evil") && !body.contains("至急") && !body.contains("disk full"),
+                "{format:?}: {body}"
+            );
+            assert!(
+                body.contains("j-1") && body.contains("function"),
+                "{format:?}: {body}"
             );
         }
     }

@@ -312,6 +312,7 @@ impl Daemon {
         for job in jobs {
             // Taken whether anyone wants it or not: the job is done with.
             let log_row = self.log_rows_landed.remove(&job.job_id);
+            let refused = self.refused_jobs.remove(&job.job_id);
             let wanting: Vec<_> = channels.iter().filter(|c| c.wants(job)).collect();
             if wanting.is_empty() {
                 continue;
@@ -329,11 +330,14 @@ impl Daemon {
                     .map(|(log, row)| crate::notifications::row_url(id, log.sheet_id, row)),
             };
             let state = self.config.states.word(finish_state(job.finish));
-            notices.extend(
-                wanting.into_iter().map(|c| {
-                    crate::notifications::Notice::of(c, job, id, state, links.clone(), now)
-                }),
-            );
+            // A job refused before it ran is announced without the sheet's text.
+            notices.extend(wanting.into_iter().map(|c| {
+                let n = crate::notifications::Notice::of(c, job, id, state, links.clone(), now);
+                match refused {
+                    Some(reason) => n.withheld(reason.as_str()),
+                    None => n,
+                }
+            }));
         }
         if let Err(e) = self.announcer.record(notices) {
             warn!(error = %e, "could not record notifications of finished jobs; they are not sent");

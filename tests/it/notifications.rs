@@ -634,3 +634,42 @@ async fn a_phishing_label_reaches_slack_and_google_chat_as_quoted_data() {
         );
     }
 }
+
+/// A job refused before it ran (its function is not in the config, as a look-alike panel's
+/// would be) is announced with its jobId and the reason, none of the sheet's text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_job_is_announced_without_the_text_an_editor_typed() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let hook = Receiver::start(&[], 200).await;
+    let label = "https://evil.example/sso-reset 至急";
+    let commands = sh("fail", "exit 1", "", dir.path())
+        + "[[functions]]\nlabel = \"別の機能\"\ncommand = \"fail\"\n\n"
+        + &notify(&hook.url(), "slack", "on = [\"エラー\"]");
+    let (daemon, _, log) = start(
+        &emu,
+        dir.path(),
+        vec![waiting("refused-1", label, "fail")],
+        &commands,
+    );
+    let taken = wait_for(
+        "the refused job's notification",
+        WAIT,
+        || {
+            let taken = hook.taken();
+            (!taken.is_empty()).then_some(taken)
+        },
+        show(&emu, &log, &hook),
+    )
+    .await;
+    stop(daemon).await;
+    let text = taken[0]["text"].as_str().unwrap_or_default();
+    assert!(
+        !text.contains("evil") && !text.contains("至急") && !text.contains(FUNCTION),
+        "none of the sheet's text: {text}"
+    );
+    assert!(
+        text.contains("refused-1") && text.contains("reason: function"),
+        "the jobId and why: {text}"
+    );
+}
