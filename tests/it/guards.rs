@@ -255,21 +255,3 @@ async fn only_the_listed_people_can_tick_and_each_tick_counts_as_exactly_theirs(
     );
     assert_no_quota_refusals(&emu);
 }
-
-/// `spreadsheets.batchUpdate` of `requests` as the person `email`, with their own token.
-async fn person_batch(
-    emu: &Emulator,
-    email: &str,
-    requests: serde_json::Value,
-) -> (u16, serde_json::Value) {
-    let token = emu.person_token(email);
-    let path = format!("v4/spreadsheets/{}:batchUpdate", emu.spreadsheet_id());
-    raw(
-        emu,
-        "POST",
-        &path,
-        Some(json!({ "requests": requests })),
-        Some(&token),
-    )
-    .await
-}

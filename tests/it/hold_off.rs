@@ -40,20 +40,6 @@ async fn set_up(
     protected_set_up(emu, dir, "vm-held", CATALOG).await
 }
 
-/// `spreadsheets.batchUpdate` of `requests` as the person `email`, with their own token.
-async fn person_batch(emu: &Emulator, email: &str, requests: Json) -> (u16, Json) {
-    let token = emu.person_token(email);
-    let path = format!("v4/spreadsheets/{}:batchUpdate", emu.spreadsheet_id());
-    raw(
-        emu,
-        "POST",
-        &path,
-        Some(json!({ "requests": requests })),
-        Some(&token),
-    )
-    .await
-}
-
 /// Protects `range` (a GridRange) for `email` alone, as that person; returns its id.
 async fn protect_for_self(emu: &Emulator, email: &str, range: Json) -> i64 {
     let (status, reply) = person_batch(

@@ -952,3 +952,17 @@ pub async fn person_appends(emu: &Emulator, email: &str, range: &str, rows: Json
     )
     .await
 }
+
+/// `spreadsheets.batchUpdate` of `requests` as the person `email`, with their own token.
+pub async fn person_batch(emu: &Emulator, email: &str, requests: Json) -> (u16, Json) {
+    let token = emu.person_token(email);
+    let path = format!("v4/spreadsheets/{}:batchUpdate", emu.spreadsheet_id());
+    raw(
+        emu,
+        "POST",
+        &path,
+        Some(serde_json::json!({ "requests": requests })),
+        Some(&token),
+    )
+    .await
+}
