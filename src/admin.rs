@@ -78,8 +78,9 @@ fn require_init(meta: &crate::sheets::SpreadsheetMeta) -> Result<(), AdminError>
 /// did, one line each; running it twice does nothing the second time.
 pub async fn init(sheets: &dyn Sheets, config: &Config) -> Result<Vec<String>, AdminError> {
     let meta = sheets.metadata().await?;
-    let editors = crate::protection::Editors::of(config, &sheets.account())
-        .map_err(|e| AdminError::Problems(vec![e]))?;
+    let editors =
+        crate::protection::Editors::of(config.protect, &config.protect_editors, &sheets.account())
+            .map_err(|e| AdminError::Problems(vec![e]))?;
     let mut done = Vec::new();
     let mut add = Vec::new();
     // The heartbeat's columns, and the stop column right of them (`sheetq cancel` of a job

@@ -71,18 +71,7 @@ impl<'a> Rule<'a> {
     }
 }
 
-/// Whether `who` is written as an e-mail address: printable ASCII without spaces or `#`, one
-/// `@` with something on each side. The names Google gives the trigger are; `--as` and hand
-/// edits must be too.
-pub fn is_address(who: &str) -> bool {
-    let plain = who.chars().all(|c| c.is_ascii_graphic() && c != '#');
-    let mut parts = who.split('@');
-    plain
-        && matches!(
-            (parts.next(), parts.next(), parts.next()),
-            (Some(local), Some(domain), None) if !local.is_empty() && !domain.is_empty()
-        )
-}
+pub use crate::protection::is_address;
 
 /// Whether `requester` is a press vouched for by a ▶ cell that only `who` (and the owner)
 /// may tick (`crate::guard`): then `who` pressed it, and may not approve it too.

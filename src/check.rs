@@ -166,15 +166,16 @@ async fn protection(
     google_now: chrono::DateTime<Utc>,
     f: &mut Findings,
 ) -> Result<(), SheetsError> {
-    let editors = match crate::protection::Editors::of(config, account) {
-        Ok(Some(editors)) => editors,
-        // `deployment` warns of the open queue.
-        Ok(None) => return Ok(()),
-        Err(why) => {
-            f.problems.push(why);
-            return Ok(());
-        }
-    };
+    let editors =
+        match crate::protection::Editors::of(config.protect, &config.protect_editors, account) {
+            Ok(Some(editors)) => editors,
+            // `deployment` warns of the open queue.
+            Ok(None) => return Ok(()),
+            Err(why) => {
+                f.problems.push(why);
+                return Ok(());
+            }
+        };
     let (meta, panels) = crate::apply::panel::discover(sheets, &config.panel).await?;
     if meta.sheet(crate::joblog::LOG_SHEET).is_none() && config.log_chars > 0 {
         f.warnings.push(format!(

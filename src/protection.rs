@@ -56,7 +56,7 @@ impl fmt::Display for Barred {
         };
         // A sheet's title and a protection's description are anyone's text: shown escaped
         // and cut, never raw in a log line or an operator's terminal.
-        let shown = crate::panel::catalog::shown;
+        let shown = crate::sheet_text::shown;
         write!(f, "sheet {} columns {cols} {rows}", shown(&self.title))?;
         if !self.description.is_empty() {
             write!(f, " ({})", shown(&self.description))?;
@@ -160,6 +160,19 @@ impl fmt::Display for People {
     }
 }
 
+/// Whether `who` is written as an e-mail address: printable ASCII without spaces or `#`, one
+/// `@` with something on each side. The names Google gives the trigger are; `--as` and hand
+/// edits must be too.
+pub fn is_address(who: &str) -> bool {
+    let plain = who.chars().all(|c| c.is_ascii_graphic() && c != '#');
+    let mut parts = who.split('@');
+    plain
+        && matches!(
+            (parts.next(), parts.next(), parts.next()),
+            (Some(local), Some(domain), None) if !local.is_empty() && !domain.is_empty()
+        )
+}
+
 /// What is wrong with one `key` entry (`allow`, `approvers`, `cancel`) of the function at
 /// `at`, naming the fix: it must be an address or `group:` and a group's address, which a
 /// protected range can list as they are. A pattern (`*@ops.example.com`) is refused, never
@@ -171,7 +184,7 @@ pub fn entry_problem(at: &str, key: &str, who: &str) -> Option<String> {
             "{at}: {key} entry {who:?} is a pattern, which a protected range cannot express (its editors are addresses and Google Groups, and sheetq lets Google enforce who may tick): \
              list the addresses, or a Google Group as \"group:ops@example.com\""
         ))
-    } else if !crate::approval::is_address(address) || address.contains(':') {
+    } else if !is_address(address) || address.contains(':') {
         Some(format!(
             "{at}: {key} entry {who:?} must be an e-mail address (\"alice@example.com\") or a Google Group written \"group:ops@example.com\" (no spaces)"
         ))
@@ -422,13 +435,17 @@ impl Editors {
         Ok(Self { accounts })
     }
 
-    /// Who may write what `config`'s sheetq protects when it calls as `account`: `None`
-    /// when the config turns protection off (`protect = false`).
-    pub fn of(config: &crate::config::Config, account: &str) -> Result<Option<Self>, String> {
-        if !config.protect {
+    /// Who may write what sheetq protects when it calls as `account`, with the config's
+    /// `protect` and `protect_editors`: `None` when protection is off (`protect = false`).
+    pub fn of(
+        protect: bool,
+        protect_editors: &[String],
+        account: &str,
+    ) -> Result<Option<Self>, String> {
+        if !protect {
             return Ok(None);
         }
-        Self::new(account, &config.protect_editors).map(Some)
+        Self::new(account, protect_editors).map(Some)
     }
 
     /// The accounts, lower-cased, this sheetq's first.

@@ -277,6 +277,21 @@ impl<W: std::io::Write> std::io::Write for VisibleWriter<W> {
     }
 }
 
+/// At most this many characters of a sheet value are shown in a message or a log line.
+pub const SHOWN_CHARS: usize = 40;
+
+/// A value from the sheet as a message or a log line shows it: quoted, escaped (`\n`,
+/// `\u{202e}`: never raw, so a cell or log line cannot be broken or disguised by it), cut
+/// after a few dozen characters. Sheet text is data.
+pub fn shown(value: &str) -> String {
+    let cut: String = value.chars().take(SHOWN_CHARS).collect();
+    let mut out = format!("{cut:?}");
+    if cut.len() < value.len() {
+        out.insert(out.len() - 1, '…');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -141,7 +141,8 @@ pub async fn sync(
         None => sync::plan(&input)?,
     };
     if let Some(editors) =
-        crate::protection::Editors::of(config, &sheets.account()).map_err(PanelsError::Protect)?
+        crate::protection::Editors::of(config.protect, &config.protect_editors, &sheets.account())
+            .map_err(PanelsError::Protect)?
     {
         protect(&meta, config, &editors, &mut plan);
     }

@@ -496,7 +496,11 @@ impl Daemon {
     /// accounts; none when the config turns protection off, or (logged) when this daemon
     /// cannot tell its account and the config names none.
     fn archive_protection(&self, sheet_id: i32) -> Vec<Request> {
-        let editors = match crate::protection::Editors::of(&self.config, &self.sheets.account()) {
+        let editors = match crate::protection::Editors::of(
+            self.config.protect,
+            &self.config.protect_editors,
+            &self.sheets.account(),
+        ) {
             Ok(Some(editors)) => editors,
             Ok(None) => return Vec::new(),
             Err(why) => {

@@ -16,7 +16,11 @@ use crate::sheets::{Cell, ProtectedRange, Request, SpreadsheetMeta, ValueRange};
 impl Daemon {
     /// The cells guarded exactly for the current config, judged on `meta`'s protections.
     fn guards_on(&self, meta: &SpreadsheetMeta) -> Guards {
-        let editors = match crate::protection::Editors::of(&self.config, &self.sheets.account()) {
+        let editors = match crate::protection::Editors::of(
+            self.config.protect,
+            &self.config.protect_editors,
+            &self.sheets.account(),
+        ) {
             Ok(Some(e)) => e,
             // Without protection (`protect = false`) or an account to name, no cell is
             // guarded: functions that name people take no tick, and say so.
