@@ -133,12 +133,28 @@ impl Daemon {
             &self.config.panel,
         ));
         if let Some(index) = &poll.index {
+            // A panel some of whose cells someone else's protection bars says so on the
+            // index (`hold_off`), where people look first.
+            let barred: std::collections::HashSet<String> = self
+                .served
+                .panels
+                .panels()
+                .iter()
+                .filter(|p| {
+                    self.served
+                        .barred
+                        .iter()
+                        .any(|b| b.area.sheet_id == p.sheet_id)
+                })
+                .map(|p| p.label.clone())
+                .collect();
             display.extend(panel::index_sheet::index_updates(
                 &index.title,
                 &index.entries,
                 &poll.tables,
                 &poll.snapshot.rows,
                 &self.config.panel,
+                &barred,
             ));
         }
         display

@@ -154,23 +154,36 @@ pub fn is_idle(
     activity < sheet_time::instant_to_serial(now - hide_after, tz)
 }
 
+/// What 状況 says of a panel some of whose cells someone else's protection keeps sheetq from
+/// writing (their jobs still run; their results go to the queue).
+pub const BARRED_NOTE: &str = "⚠ 他の人の保護で書けないセルがあります (sheetq check)";
+
 /// The index cells the daemon keeps current, where they differ from what it shows: per
-/// target with a panel, 状況 (from the unfinished queue rows of this read), 最終結果 and the
-/// hidden last activity (from the panel's function rows). Rows are the ones just read;
-/// entries whose label is no panel are left alone.
+/// target with a panel, 状況 (from the unfinished queue rows of this read, and
+/// [`BARRED_NOTE`] for the targets in `barred`), 最終結果 and the hidden last activity (from
+/// the panel's function rows). Rows are the ones just read; entries whose label is no panel
+/// are left alone.
 pub fn index_updates(
     title: &str,
     entries: &[IndexEntry],
     tables: &HashMap<String, PanelTable>,
     rows: &[QueueRow],
     layout: &PanelLayout,
+    barred: &std::collections::HashSet<String>,
 ) -> Vec<ValueRange> {
     let mut out = Vec::new();
     for e in entries.iter().filter(|e| !e.label.is_empty()) {
         let Some(table) = tables.get(&e.label) else {
             continue;
         };
-        let state = state_text(&e.label, rows);
+        let mut state = state_text(&e.label, rows);
+        if barred.contains(&e.label) {
+            state = if state.is_empty() {
+                BARRED_NOTE.to_string()
+            } else {
+                format!("{state} · {BARRED_NOTE}")
+            };
+        }
         if state != e.state {
             out.push(ValueRange::new(
                 super::cell_range(title, STATE, STATE, e.row),

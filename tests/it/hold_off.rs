@@ -303,3 +303,57 @@ async fn ten_minutes_of_a_spreadsheet_refusing_every_write_cost_under_ten_reques
         std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
+
+/// A person protects a panel's 状態/結果/更新日時 cells for themselves: the index names the
+/// panel's refusal in its 状況 (which sheetq can still write), where people look first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_names_a_panel_whose_cells_someone_else_protected() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (config, operator, sheets) = set_up(&emu, dir.path()).await;
+    protect_for_self(
+        &emu,
+        "mallory@example.com",
+        json!({ "sheetId": 1002, "startRowIndex": 7, "endRowIndex": 20,
+                "startColumnIndex": 2, "endColumnIndex": 5 }),
+    )
+    .await;
+    let log = dir.path().join("sheetq.log");
+    let mut daemon = Binary::start(&config, &log);
+    let job = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーB",
+        "確認",
+        "deploy",
+        "{}",
+        "alice@example.com",
+    )
+    .await;
+    done(&emu, &job, &log).await;
+    let state_of = |label: &str| {
+        sheet_values(&emu, "▶パネル")
+            .into_iter()
+            .find(|r| r.get(1).and_then(|c| c.as_str()) == Some(label))
+            .and_then(|r| r.get(4).and_then(|c| c.as_str()).map(str::to_string))
+            .unwrap_or_default()
+    };
+    wait_for(
+        "the index to name サーバーB's protected cells",
+        Duration::from_secs(60),
+        || state_of("サーバーB").contains("他の人の保護").then_some(()),
+        || {
+            format!(
+                "index: {:?}\n{}",
+                sheet_values(&emu, "▶パネル"),
+                queue_and_log(&emu, &log)()
+            )
+        },
+    )
+    .await;
+    assert!(
+        !state_of("サーバーA").contains("他の人の保護"),
+        "only the panel someone protected is named"
+    );
+    alive(&mut daemon, &log);
+}
