@@ -1157,14 +1157,7 @@ impl Status {
             self.row_bindings, self.row_binding_chars, self.row_binding_limit
         );
         if let Some(p) = &self.held_off {
-            let _ = writeln!(
-                out,
-                // The reason may quote sheet values: escaped, never raw on a terminal.
-                "HELD OFF (this machine's daemon) since {}: {:?}; next try {}",
-                p.since.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z"),
-                p.reason,
-                p.retry_at.with_timezone(&tz).format("%H:%M:%S")
-            );
+            let _ = writeln!(out, "{}", p.line(tz));
         }
         let _ = writeln!(
             out,

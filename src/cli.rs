@@ -492,12 +492,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     Ok(status) => status,
                     Err(e) => {
                         if let Some(p) = crate::pause::read(&config.state_dir) {
-                            eprintln!(
-                                "HELD OFF (this machine's daemon) since {}: {:?}; next try {}",
-                                p.since.format("%Y-%m-%d %H:%M:%S UTC"),
-                                p.reason,
-                                p.retry_at.format("%H:%M:%S UTC")
-                            );
+                            eprintln!("{}", p.line(chrono_tz::UTC));
                         }
                         return Err(e);
                     }

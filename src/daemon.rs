@@ -472,16 +472,7 @@ async fn start_and_run_paced(
             held = Some(wait);
             error!(error = %e, retry_in = ?wait, "could not start on this spreadsheet as it is now; trying again with backoff");
             observers.health.set_paused(Some(e.to_string()));
-            let mut why = e.to_string();
-            why.truncate(why.char_indices().nth(200).map_or(why.len(), |(i, _)| i));
-            let note = crate::pause::Pause {
-                since: *since,
-                retry_at: now + chrono::Duration::from_std(wait).unwrap_or_default(),
-                reason: why,
-            };
-            if let Err(e) = crate::pause::write(&config.state_dir, &note) {
-                warn!(error = %e, "could not leave the hold-off note for `sheetq status` in state_dir");
-            }
+            crate::pause::Pause::new(*since, now, wait, &e.to_string()).leave(&config.state_dir);
             if !wait_to_start(&observers, &shutdown, wait).await {
                 return Ok(RunReport::default());
             }

@@ -24,6 +24,46 @@ pub struct Pause {
     pub reason: String,
 }
 
+impl Pause {
+    /// A hold-off that began at `since` and tries again `wait` after `now`, because of
+    /// `reason` (cut to 200 characters).
+    pub fn new(
+        since: DateTime<Utc>,
+        now: DateTime<Utc>,
+        wait: std::time::Duration,
+        reason: &str,
+    ) -> Self {
+        let cut = reason
+            .char_indices()
+            .nth(200)
+            .map_or(reason.len(), |(i, _)| i);
+        Self {
+            since,
+            retry_at: now + chrono::Duration::from_std(wait).unwrap_or_default(),
+            reason: reason[..cut].to_string(),
+        }
+    }
+
+    /// The line `sheetq status` prints, times in `tz`: the reason escaped, since it may
+    /// quote sheet values.
+    pub fn line(&self, tz: chrono_tz::Tz) -> String {
+        format!(
+            "HELD OFF (this machine's daemon) since {}: {:?}; next try {}",
+            self.since.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z"),
+            self.reason,
+            self.retry_at.with_timezone(&tz).format("%H:%M:%S %Z")
+        )
+    }
+
+    /// Leaves it for `sheetq status` in `state_dir`; a failure is logged (the note is for
+    /// people, nothing decides on it).
+    pub fn leave(&self, state_dir: &Path) {
+        if let Err(e) = write(state_dir, self) {
+            tracing::warn!(error = %e, "could not leave the hold-off note for `sheetq status` in state_dir");
+        }
+    }
+}
+
 fn file(state_dir: &Path) -> PathBuf {
     state_dir.join("held-off.json")
 }

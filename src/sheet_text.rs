@@ -182,13 +182,18 @@ pub fn visible(value: &str, max: usize) -> String {
             out.push('…');
             break;
         }
-        if acts(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
+        push_visible(&mut out, c, acts(c));
     }
     out
+}
+
+/// Pushes `c` onto `out`: as `\\u{1b}` when `escape`, else as it is.
+fn push_visible(out: &mut String, c: char, escape: bool) {
+    if escape {
+        out.push_str(&format!("\\u{{{:x}}}", c as u32));
+    } else {
+        out.push(c);
+    }
 }
 
 /// How many characters of a sheet value a log line or a terminal line shows
@@ -215,11 +220,7 @@ impl<W: std::io::Write> VisibleWriter<W> {
     fn emit(&mut self, text: &str) -> std::io::Result<()> {
         let mut out = String::with_capacity(text.len());
         for c in text.chars() {
-            if acts(c) && c != '\n' && c != '\t' {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
-            } else {
-                out.push(c);
-            }
+            push_visible(&mut out, c, acts(c) && c != '\n' && c != '\t');
         }
         self.inner.write_all(out.as_bytes())
     }

@@ -1251,24 +1251,21 @@ impl Daemon {
             Some(t) => (&t.tables, t.index.as_ref()),
             None => (&fresh.tables, fresh.index.as_ref()),
         };
-        let panels = self.served.panels.clone();
-        let catalog = self.registry.catalog().clone();
-        let layout = self.config.panel.clone();
+        let guards = self
+            .guards_for(tables, fresh.protections.as_deref())
+            .await?;
         let ticks = panel::intake::Ticks {
             tables,
-            index: &panels,
+            index: &self.served.panels,
             snapshot: &fresh.snapshot,
             now,
             tz: self.served.layout.tz,
-            layout: &layout,
-            catalog: &catalog,
-            guards: &Default::default(),
+            layout: &self.config.panel,
+            catalog: self.registry.catalog(),
+            guards: &guards,
         };
-        let mut intake = self
-            .plan_guarded(ticks, fresh.protections.as_deref(), || {
-                uuid::Uuid::new_v4().to_string()
-            })
-            .await?;
+        let mut intake = panel::plan_intake(&ticks, || uuid::Uuid::new_v4().to_string());
+        self.say_unguarded(&intake);
         if let Some(index) = index {
             let ticks = panel::plan_index_intake(
                 &index.title,

@@ -4,12 +4,16 @@
 //! its own); the approvals those cells' ticks carry into the queue, in the commit; and
 //! every refusal said (log, metric).
 
+use std::collections::HashMap;
+
 use tracing::{info, warn};
 
 use super::{Daemon, DaemonError, Poll};
 use crate::commands::Refusal;
 use crate::guard::Guards;
-use crate::panel::intake::{IntakePlan, Ticks};
+use crate::panel::catalog::Catalog;
+use crate::panel::intake::IntakePlan;
+use crate::panel::PanelTable;
 use crate::queue::{Column, State};
 use crate::sheets::{Cell, ProtectedRange, Request, SpreadsheetMeta, ValueRange};
 
@@ -42,16 +46,19 @@ impl Daemon {
         )
     }
 
-    /// The poll intake's plan of `ticks`, its guards judged on the protections `fresh`
-    /// read (the lease acquire's call lists them beside the ticks); when that read did not
-    /// list them (a commit under a kept lease) and a tick needs a guard, they are read now,
-    /// one request, only then. Ticks refused for want of a guard are said (log, metric).
-    pub(super) async fn plan_guarded(
+    /// The guards of this pass's ticks (`tables`): none when no tick needs one (an idle
+    /// panel, an open function: nothing is judged); else judged on the protections `fresh`
+    /// read (the lease acquire's call lists them beside the ticks), or, when that read did
+    /// not list them (a commit under a kept lease), on the metadata read now: one request,
+    /// only then.
+    pub(super) async fn guards_for(
         &mut self,
-        ticks: Ticks<'_>,
+        tables: &HashMap<String, PanelTable>,
         fresh: Option<&[(i32, Vec<ProtectedRange>)]>,
-        new_job_id: impl FnMut() -> String,
-    ) -> Result<IntakePlan, DaemonError> {
+    ) -> Result<Guards, DaemonError> {
+        if !needs_guard(tables, self.registry.catalog()) {
+            return Ok(Guards::default());
+        }
         match fresh {
             Some(read) => {
                 let mut meta = self.served.protections.clone();
@@ -68,25 +75,16 @@ impl Daemon {
                 }
                 self.take_in_protections(&meta);
             }
-            None if needs_guard(&ticks) => {
+            None => {
                 let meta = self.sheets.metadata().await?;
                 self.take_in_protections(&meta);
             }
-            None => {}
         }
-        // Judged only when a tick needs it: an idle panel costs nothing here.
-        let guards = if needs_guard(&ticks) {
-            self.guards_on(&self.served.protections)
-        } else {
-            Guards::default()
-        };
-        let plan = crate::panel::plan_intake(
-            &Ticks {
-                guards: &guards,
-                ..ticks
-            },
-            new_job_id,
-        );
+        Ok(self.guards_on(&self.served.protections))
+    }
+
+    /// Says each tick `plan` refused for want of a guard (log, metric).
+    pub(super) fn say_unguarded(&self, plan: &IntakePlan) {
         for (panel, function, role) in &plan.unguarded {
             warn!(
                 panel = %crate::panel::catalog::shown(panel),
@@ -96,7 +94,6 @@ impl Daemon {
             );
             self.observers.metrics.job_refused(Refusal::Unguarded);
         }
-        Ok(plan)
     }
 
     /// Takes in the 承認 ticks of guarded cells (`asked`: per job, the approver whose cell
@@ -144,14 +141,13 @@ impl Daemon {
     }
 }
 
-/// Whether a tick of `ticks` counts only from a guarded cell: a ▶ of a function with
+/// Whether a tick of `tables` counts only from a guarded cell: a ▶ of a function with
 /// `allow`, a ■ of one with who may stop it, any 承認.
-fn needs_guard(ticks: &Ticks<'_>) -> bool {
-    ticks.tables.values().flat_map(|t| &t.rows).any(|row| {
-        let f = ticks.catalog.function(&row.function);
-        let names = |people: Option<crate::protection::People>| people.is_some();
-        (row.ticked && names(f.and_then(|f| f.pressers())))
-            || (row.cancel_ticked && names(f.and_then(|f| f.stoppers())))
+fn needs_guard(tables: &HashMap<String, PanelTable>, catalog: &Catalog) -> bool {
+    tables.values().flat_map(|t| &t.rows).any(|row| {
+        let f = catalog.function(&row.function);
+        (row.ticked && f.and_then(|f| f.pressers()).is_some())
+            || (row.cancel_ticked && f.and_then(|f| f.stoppers()).is_some())
             || !row.approve_ticks.is_empty()
     })
 }

@@ -196,16 +196,9 @@ impl Daemon {
             since,
         });
         self.served.relayout = true;
-        let mut why = e.to_string();
-        why.truncate(why.char_indices().nth(200).map_or(why.len(), |(i, _)| i));
-        let pause = crate::pause::Pause {
-            since,
-            retry_at: now + chrono::Duration::from_std(wait).unwrap_or_default(),
-            reason: why.clone(),
-        };
-        if let Err(e) = crate::pause::write(&self.config.state_dir, &pause) {
-            warn!(error = %e, "could not leave the hold-off note for `sheetq status` in state_dir");
-        }
+        let pause = crate::pause::Pause::new(since, now, wait, &e.to_string());
+        pause.leave(&self.config.state_dir);
+        let why = pause.reason;
         error!(error = %e, retry_in = ?wait, "this spreadsheet cannot be served as it is now; holding it off and trying again with backoff (running jobs go on, their results wait in the outbox)");
         self.observers.health.set_paused(Some(why.clone()));
         self.observers.metrics.set_held_off(true);
