@@ -221,7 +221,79 @@ async fn protection(
     f.problems
         .extend(crate::protection::verdicts(&meta, &wanted, &editors, &live));
     f.problems.extend(barred_by_others(&meta, &hidden, account));
+    let mut ours: Vec<(i32, &str)> = hidden.clone();
+    ours.extend(panel_sheets.iter().map(|(id, t)| (*id, t.as_str())));
+    if let Some(index) = panels.index_sheet.as_ref() {
+        ours.push((index.0, index.1.as_str()));
+    }
+    let ids = ours.iter().map(|(id, _)| *id).collect();
+    let entries = sheets
+        .search_metadata(&crate::sheets::MetadataLookup::OnSheets(ids))
+        .await?;
+    let (on_hidden, on_panels) = foreign_metadata(&entries, &ours, &hidden);
+    f.problems.extend(on_hidden);
+    f.warnings.extend(on_panels);
     Ok(())
+}
+
+/// Developer metadata on sheetq's sheets (`ours`: the hidden ones and the panels and index)
+/// that sheetq did not write: as problems on its own sheets (`hidden`), where only sheetq
+/// and the people `protect_editors` names may edit, and as warnings on the panels and the
+/// index, which people may edit. sheetq writes two shapes only:
+/// - row bindings (`binding::KEY`, `DOCUMENT`, on a row of the queue or the archive);
+/// - its marks (`PROJECT`, keys `sheetq.*`). A `PROJECT` entry is seen only by the project
+///   that made it (`provenance`), so one with another key was written by another program of
+///   sheetq's own Cloud project.
+///
+/// Another project's `PROJECT` entries are invisible to sheetq and cannot be named; they are
+/// also never read or trusted by it.
+fn foreign_metadata(
+    entries: &[crate::sheets::MetadataEntry],
+    ours: &[(i32, &str)],
+    hidden: &[(i32, &str)],
+) -> (Vec<String>, Vec<String>) {
+    let bindings_on: Vec<i32> = hidden
+        .iter()
+        .filter(|(_, t)| [crate::queue::QUEUE_SHEET, crate::archive::ARCHIVE_SHEET].contains(t))
+        .map(|(id, _)| *id)
+        .collect();
+    let (mut problems, mut warnings) = (Vec::new(), Vec::new());
+    for m in entries {
+        let binding = !m.project_only
+            && m.key == crate::binding::KEY
+            && m.row.is_some()
+            && m.sheet_id.is_some_and(|s| bindings_on.contains(&s));
+        let mark = m.project_only && m.key.starts_with("sheetq.");
+        if binding || mark {
+            continue;
+        }
+        let Some((sheet_id, title)) = m
+            .sheet_id
+            .and_then(|s| ours.iter().find(|(id, _)| *id == s))
+        else {
+            continue;
+        };
+        let place = match m.row {
+            Some(r) => format!("'{title}' row {}", r + 1),
+            None => format!("'{title}'"),
+        };
+        let written_by = if m.project_only {
+            "another program of sheetq's own Cloud project (PROJECT visibility)"
+        } else {
+            "someone who may edit that sheet (DOCUMENT visibility)"
+        };
+        let line = format!(
+            "developer metadata sheetq did not write is on {place}: key \"{}\" (id {}), by {written_by}; sheetq neither reads nor trusts it, but if nobody you know made it, find who may edit there and delete it (developerMetadata.search on the sheet, then deleteDeveloperMetadata by id)",
+            crate::sheet_text::visible(&m.key, crate::sheet_text::LINE_CHARS),
+            m.id,
+        );
+        if hidden.iter().any(|(id, _)| id == sheet_id) {
+            problems.push(line);
+        } else {
+            warnings.push(line);
+        }
+    }
+    (problems, warnings)
 }
 
 /// Protected ranges someone else made over cells sheetq writes, which its account may not
@@ -595,6 +667,46 @@ pub fn log_at_start(config: &Config, registry: &Registry, sheets: &dyn Sheets) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_metadata_sheetq_does_not_write_is_named_problem_on_its_sheets_warning_on_panels() {
+        use crate::sheets::MetadataEntry;
+        let entry = |id, key: &str, sheet, row, project_only| MetadataEntry {
+            id,
+            key: key.to_string(),
+            value: String::new(),
+            sheet_id: Some(sheet),
+            row,
+            project_only,
+        };
+        let hidden = [(10, crate::queue::QUEUE_SHEET), (11, WORKER_SHEET)];
+        let mut ours = hidden.to_vec();
+        ours.push((20, "サーバーA"));
+        let entries = [
+            entry(1, crate::binding::KEY, 10, Some(4), false),
+            entry(2, crate::lease::FENCE_KEY, 10, None, true),
+            entry(3, crate::binding::KEY, 11, Some(1), false),
+            entry(4, crate::lease::FENCE_KEY, 10, None, false),
+            entry(5, "note", 20, None, false),
+            entry(6, "other.tool", 10, None, true),
+        ];
+        let (problems, warnings) = foreign_metadata(&entries, &ours, &hidden);
+        let ids = |lines: &[String]| -> Vec<String> {
+            lines
+                .iter()
+                .filter_map(|l| l.split("(id ").nth(1))
+                .filter_map(|l| l.split(')').next())
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(
+            ids(&problems),
+            ["3", "4", "6"],
+            "a binding off the queue, a mark anyone could have written and another program's mark are named: {problems:?}"
+        );
+        assert_eq!(ids(&warnings), ["5"], "a panel's entry is a warning: {warnings:?}");
+        assert!(problems[2].contains("sheetq's own Cloud project"), "{problems:?}");
+    }
 
     /// The configs of `n` spreadsheets served by one process, with `settings` at the top.
     fn fleet(n: usize, settings: &str) -> Vec<Config> {

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::a1;
 use crate::queue::cell_text;
 use crate::sheets::{
-    Area, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterWrite, GridRange, Reply,
+    Area, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterWrite, MetadataLookup, GridRange, Reply,
     Request, Sheets, SheetsError,
 };
 
@@ -525,7 +525,7 @@ impl<'a> Lab<'a> {
 
     /// The zero-based row of binding `id`, if it is on a row of the probe sheet.
     async fn bound_row(&self, id: i32) -> Result<Option<u32>, SheetsError> {
-        let found = self.sheets.search_metadata(&self.key).await?;
+        let found = self.sheets.search_metadata(&MetadataLookup::key(&self.key)).await?;
         Ok(found
             .into_iter()
             .find(|m| m.id == id && m.sheet_id == self.sheet)

@@ -486,6 +486,22 @@ pub struct FilterWritten {
     pub values: Vec<Vec<Cell>>,
 }
 
+/// What a `developerMetadata.search` looks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataLookup {
+    /// Every entry with this key, wherever it is.
+    Key(String),
+    /// Every entry on these sheets: the sheets' own and their rows' and columns'
+    /// (`INTERSECTING_LOCATION` on each sheet, one data filter per sheet).
+    OnSheets(Vec<i32>),
+}
+
+impl MetadataLookup {
+    pub fn key(key: &str) -> Self {
+        MetadataLookup::Key(key.to_string())
+    }
+}
+
 /// One developer metadata entry as `developerMetadata.search` reports it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct MetadataEntry {
@@ -622,8 +638,12 @@ pub trait Sheets: Send + Sync {
         self.write_filtered(data).await
     }
 
-    /// `developerMetadata.search` by key (a read): every entry with that key.
-    async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError>;
+    /// `developerMetadata.search` (a read): every entry `lookup` selects that the caller's
+    /// project sees (its own `PROJECT` entries and every `DOCUMENT` one), each once.
+    async fn search_metadata(
+        &self,
+        lookup: &MetadataLookup,
+    ) -> Result<Vec<MetadataEntry>, SheetsError>;
 
     /// Who the calls are made as (the service account's e-mail), to find the other daemons
     /// that share its quota; empty when unknown.

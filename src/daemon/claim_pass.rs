@@ -22,7 +22,8 @@ use crate::provenance::Provenance;
 use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
 use crate::sheet_time;
 use crate::sheets::{
-    BatchUpdate, BatchUpdateReply, Cell, GridRange, Precedence, Reply, Request, ValueRange,
+    BatchUpdate, BatchUpdateReply, Cell, GridRange, MetadataLookup, Precedence, Reply, Request,
+    ValueRange,
 };
 use crate::workers::RunningRef;
 
@@ -1209,7 +1210,7 @@ impl Daemon {
     /// commit it fences can apply by then; its creator removing it too does no harm.
     pub(super) async fn sweep_fences(&mut self) {
         let now = tokio::time::Instant::now();
-        match self.sheets.search_metadata(lease::FENCE_KEY).await {
+        match self.sheets.search_metadata(&MetadataLookup::key(lease::FENCE_KEY)).await {
             Ok(found) => {
                 let known: std::collections::HashSet<i32> =
                     self.served.fences.iter().map(|(id, _)| *id).collect();

@@ -10,7 +10,7 @@ use tracing::{debug, warn};
 
 use super::{Daemon, Poll};
 use crate::provenance::{Fields, Mark, CONTINUATION_KEY};
-use crate::sheets::Request;
+use crate::sheets::{MetadataLookup, Request};
 
 /// A fresh explicit `metadataId` for a mark: random and positive, as the row bindings'.
 fn fresh_id() -> i32 {
@@ -71,7 +71,7 @@ impl Daemon {
         if asked.is_empty() {
             return;
         }
-        match self.sheets.search_metadata(CONTINUATION_KEY).await {
+        match self.sheets.search_metadata(&MetadataLookup::key(CONTINUATION_KEY)).await {
             Ok(found) => {
                 // Only PROJECT entries on the queue sheet are sheetq's own: a DOCUMENT one
                 // with the same key is anyone's with access to the file.

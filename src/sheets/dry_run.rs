@@ -22,7 +22,7 @@ use async_trait::async_trait;
 
 use super::{
     AppendReply, BatchUpdate, BatchUpdateReply, Cell, Filter, FilterRead, FilterWrite,
-    FilterWritten, GridRange, MetadataEntry, Reply, Request, SheetMeta, Sheets, SheetsError,
+    FilterWritten, GridRange, MetadataEntry, MetadataLookup, Reply, Request, SheetMeta, Sheets, SheetsError,
     SpreadsheetMeta, ValueRange,
 };
 
@@ -446,8 +446,11 @@ impl<S: Sheets> Sheets for DryRunSheets<S> {
         Ok(vec![None; data.len()])
     }
 
-    async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError> {
-        self.inner.search_metadata(key).await
+    async fn search_metadata(
+        &self,
+        lookup: &MetadataLookup,
+    ) -> Result<Vec<MetadataEntry>, SheetsError> {
+        self.inner.search_metadata(lookup).await
     }
 
     async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError> {
@@ -530,7 +533,10 @@ mod tests {
         ) -> Result<Vec<Option<FilterWritten>>, SheetsError> {
             Err(refuse("values.batchUpdateByDataFilter"))
         }
-        async fn search_metadata(&self, _: &str) -> Result<Vec<MetadataEntry>, SheetsError> {
+        async fn search_metadata(
+            &self,
+            _: &MetadataLookup,
+        ) -> Result<Vec<MetadataEntry>, SheetsError> {
             Ok(Vec::new())
         }
     }

@@ -41,7 +41,7 @@ use super::stats::{ApiMethod, Outcome, SheetsStats};
 use super::turns::Precedence;
 use super::{
     AppendReply, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterRead, FilterWrite,
-    FilterWritten, MetadataEntry, Sheets, SheetsError, SpreadsheetMeta, ValueRange,
+    FilterWritten, MetadataEntry, MetadataLookup, Sheets, SheetsError, SpreadsheetMeta, ValueRange,
 };
 
 /// Google's endpoint.
@@ -653,15 +653,41 @@ impl Sheets for GoogleSheets {
         Ok(convert::filtered_writes(data, &reply))
     }
 
-    async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError> {
-        let request = api::SearchDeveloperMetadataRequest {
-            data_filters: Some(vec![api::DataFilter {
-                developer_metadata_lookup: Some(api::DeveloperMetadataLookup {
-                    metadata_key: Some(key.to_string()),
-                    ..Default::default()
-                }),
+    async fn search_metadata(
+        &self,
+        lookup: &MetadataLookup,
+    ) -> Result<Vec<MetadataEntry>, SheetsError> {
+        let lookups = match lookup {
+            MetadataLookup::Key(key) => vec![api::DeveloperMetadataLookup {
+                metadata_key: Some(key.clone()),
                 ..Default::default()
-            }]),
+            }],
+            // An empty list of data filters is refused by Google; no sheet, nothing found.
+            MetadataLookup::OnSheets(ids) if ids.is_empty() => return Ok(Vec::new()),
+            // INTERSECTING_LOCATION on a sheet selects the sheet's own entries and its
+            // rows' and columns' (DeveloperMetadataLookup.locationMatchingStrategy).
+            MetadataLookup::OnSheets(ids) => ids
+                .iter()
+                .map(|id| api::DeveloperMetadataLookup {
+                    metadata_location: Some(api::DeveloperMetadataLocation {
+                        sheet_id: Some(*id),
+                        ..Default::default()
+                    }),
+                    location_matching_strategy: Some("INTERSECTING_LOCATION".into()),
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        let request = api::SearchDeveloperMetadataRequest {
+            data_filters: Some(
+                lookups
+                    .into_iter()
+                    .map(|l| api::DataFilter {
+                        developer_metadata_lookup: Some(l),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
         };
         let reply = self
             .call(ApiMethod::DeveloperMetadataSearch, || {
@@ -672,7 +698,12 @@ impl Sheets for GoogleSheets {
                     .doit()
             })
             .await?;
-        Ok(convert::metadata_entries(&reply))
+        // An entry two filters select is listed under each (MatchedDeveloperMetadata):
+        // keep it once.
+        let mut entries = convert::metadata_entries(&reply);
+        let mut seen = std::collections::BTreeSet::new();
+        entries.retain(|m| seen.insert(m.id));
+        Ok(entries)
     }
 
     async fn append(&self, range: &str, rows: &[Vec<Cell>]) -> Result<AppendReply, SheetsError> {

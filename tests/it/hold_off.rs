@@ -357,3 +357,74 @@ async fn the_index_names_a_panel_whose_cells_someone_else_protected() {
     );
     alive(&mut daemon, &log);
 }
+
+/// Creates developer metadata `key` at `location` (a DeveloperMetadataLocation) as `email`.
+async fn person_marks(emu: &Emulator, email: &str, key: &str, location: Json) -> (u16, Json) {
+    person_batch(
+        emu,
+        email,
+        json!([{ "createDeveloperMetadata": { "developerMetadata": {
+            "metadataKey": key,
+            "metadataValue": "x",
+            "location": location,
+            "visibility": "DOCUMENT" } } }]),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_developer_metadata_on_sheetqs_sheets_that_sheetq_did_not_write() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (config, _operator, sheets) = set_up(&emu, dir.path()).await;
+    let meta = sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
+    let queue = meta
+        .sheet(sheetq::queue::QUEUE_SHEET)
+        .map(|s| s.sheet_id)
+        .unwrap_or_else(|| panic!("set up makes the queue"));
+    let clean = run_sheetq(&config, &["check"]).await;
+    let clean_out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&clean.stdout),
+        String::from_utf8_lossy(&clean.stderr)
+    );
+    assert!(
+        !clean_out.contains("did not write"),
+        "a fresh deployment carries only sheetq's own metadata: {clean_out}"
+    );
+    // A person may mark a column of a panel that nothing protects (U)...
+    let (status, reply) = person_marks(
+        &emu,
+        "mallory@example.com",
+        "mallory.note\u{1b}[2J",
+        json!({ "dimensionRange": { "sheetId": 1002, "dimension": "COLUMNS",
+                                    "startIndex": 20, "endIndex": 21 } }),
+    )
+    .await;
+    assert_eq!(status, 200, "a person marks an open column of a panel: {reply}");
+    // ...but not a row of the protected queue, which only the owner and sheetq may edit.
+    let queue_row = json!({ "dimensionRange": { "sheetId": queue, "dimension": "ROWS",
+                                                "startIndex": 1, "endIndex": 2 } });
+    let (status, reply) =
+        person_marks(&emu, "mallory@example.com", "sheetq.job", queue_row.clone()).await;
+    assert_ne!(status, 200, "a person may not mark the protected queue: {reply}");
+    let (status, reply) = person_marks(&emu, DEFAULT_OWNER, "owner.note", queue_row).await;
+    assert_eq!(status, 200, "the owner may: {reply}");
+
+    let check = run_sheetq(&config, &["check"]).await;
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_eq!(check.status.code(), Some(3), "metadata on the queue is a problem: {out}");
+    assert!(
+        out.contains("did not write is on '_ジョブキュー' row 2: key \"owner.note\""),
+        "check names the owner's entry on the queue: {out}"
+    );
+    assert!(
+        out.contains("did not write is on 'サーバーB': key \"mallory.note\\u{1b}[2J\""),
+        "check names the person's entry on the panel, its key made inert: {out}"
+    );
+    assert!(!out.contains('\u{1b}'), "no escape reaches the terminal: {out}");
+}

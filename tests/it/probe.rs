@@ -11,7 +11,7 @@ use sheetq::emulator::{Deviation, Emulator, EmulatorOptions, SortMetadata};
 use sheetq::probe::{self, Probe, ProbeResult, Report, Verdict};
 use sheetq::sheets::{
     AppendReply, BatchUpdate, BatchUpdateReply, Cell, Filter, FilterRead, FilterWrite,
-    FilterWritten, MetadataEntry, Sheets, SheetsError, SpreadsheetMeta, ValueRange,
+    FilterWritten, MetadataEntry, MetadataLookup, Sheets, SheetsError, SpreadsheetMeta, ValueRange,
 };
 
 use crate::support::{client, daemon_config, start_with};
@@ -112,8 +112,11 @@ impl Sheets for ProtectionsUnlisted {
     ) -> Result<Vec<Option<FilterWritten>>, SheetsError> {
         self.0.write_filtered(data).await
     }
-    async fn search_metadata(&self, key: &str) -> Result<Vec<MetadataEntry>, SheetsError> {
-        self.0.search_metadata(key).await
+    async fn search_metadata(
+        &self,
+        lookup: &MetadataLookup,
+    ) -> Result<Vec<MetadataEntry>, SheetsError> {
+        self.0.search_metadata(lookup).await
     }
     fn account(&self) -> String {
         self.0.account()
