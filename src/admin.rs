@@ -876,7 +876,9 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         .map(queue::cell_text)
         .unwrap_or_default();
     // Row bindings: what they use of Google's metadata storage limit.
-    let bindings = sheets.search_metadata(&crate::sheets::MetadataLookup::key(crate::binding::KEY)).await?;
+    let bindings = sheets
+        .search_metadata(&crate::sheets::MetadataLookup::key(crate::binding::KEY))
+        .await?;
     let row_binding_chars = bindings
         .iter()
         .map(|b| b.key.chars().count() + b.value.chars().count())

@@ -704,8 +704,15 @@ mod tests {
             ["3", "4", "6"],
             "a binding off the queue, a mark anyone could have written and another program's mark are named: {problems:?}"
         );
-        assert_eq!(ids(&warnings), ["5"], "a panel's entry is a warning: {warnings:?}");
-        assert!(problems[2].contains("sheetq's own Cloud project"), "{problems:?}");
+        assert_eq!(
+            ids(&warnings),
+            ["5"],
+            "a panel's entry is a warning: {warnings:?}"
+        );
+        assert!(
+            problems[2].contains("sheetq's own Cloud project"),
+            "{problems:?}"
+        );
     }
 
     /// The configs of `n` spreadsheets served by one process, with `settings` at the top.

@@ -276,6 +276,15 @@ pub struct CheckArgs {
     /// With --probe: run only these probes (names as the table prints them).
     #[arg(long, value_name = "PROBE", requires = "probe", value_delimiter = ',')]
     pub only: Vec<String>,
+    /// With --probe: the key file of a service account of another Cloud project, shared on
+    /// the spreadsheet as Editor, for the probes of what other editors may do (protect inside
+    /// sheetq's ranges, see or delete its developer metadata); skipped without it.
+    #[arg(long, value_name = "FILE", requires = "probe")]
+    pub probe_editor: Option<PathBuf>,
+    /// With --probe: the key file of a service account shared on the spreadsheet as Viewer,
+    /// for the probe of a viewer's write; skipped without it.
+    #[arg(long, value_name = "FILE", requires = "probe")]
+    pub probe_viewer: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -1038,10 +1047,26 @@ async fn check(
             probing.requests_per_minute = 50;
         }
         let sheets = connect_one_shot(&probing).await?;
+        let as_other = |key: &Option<PathBuf>| {
+            let mut other = probing.clone();
+            other.credentials = key.clone();
+            async move {
+                match &other.credentials {
+                    Some(_) => connect_one_shot(&other).await.map(Some),
+                    None => Ok(None),
+                }
+            }
+        };
+        let editor = as_other(&args.probe_editor).await?;
+        let viewer = as_other(&args.probe_viewer).await?;
+        let others = crate::probe::Others {
+            editor: editor.as_deref(),
+            viewer: viewer.as_deref(),
+        };
         let stop = async {
             let _ = tokio::signal::ctrl_c().await;
         };
-        let report = crate::probe::run(sheets.as_ref(), &only, stop).await;
+        let report = crate::probe::run(sheets.as_ref(), others, &only, stop).await;
         if let Some(file) = &args.save {
             std::fs::write(file, crate::probe::saved_json(&report))
                 .with_context(|| format!("cannot write the probe results to {}", file.display()))?;

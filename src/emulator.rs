@@ -33,7 +33,8 @@
 //! - [`control`]: fault plan, the quota's limits and windows, request log and counters.
 //! - [`fields`]: the `fields` partial-response parameter.
 //! - [`shared`]: the state every handler shares (store, tokens, faults and quota, rules,
-//!   sharing, the replies' clock) and the JSON reply.
+//!   the replies' clock) and the JSON reply. Each spreadsheet's sharing is its own
+//!   (`store::Sharing`).
 //! - [`http`]: routing, accounting and the accept loop, on top of everything else.
 //! - [`admin`]: the `/_emulator/...` endpoints (log, faults, quota, reset, credentials, a
 //!   person's token).
@@ -440,12 +441,27 @@ impl Emulator {
         }
     }
 
-    /// Shares the spreadsheets with the account `email` as `access` (everyone is an editor
-    /// until told otherwise).
+    /// Shares every spreadsheet the emulator holds with the account `email` as `access`
+    /// (everyone is an editor of a seeded spreadsheet until told otherwise). The owner
+    /// stays its owner.
     pub fn share(&self, email: &str, access: Access) {
-        if let Ok(mut a) = self.shared.access.lock() {
-            a.insert(email.to_string(), access);
-        }
+        self.with_store(|s| {
+            for ss in s.spreadsheets.values_mut() {
+                ss.sharing.roles.insert(email.to_ascii_lowercase(), access);
+            }
+        });
+    }
+
+    /// Shares the spreadsheet `id` alone with `email` as `access`; `false` when the
+    /// emulator holds no such spreadsheet.
+    pub fn share_one(&self, id: &str, email: &str, access: Access) -> bool {
+        self.with_store(|s| {
+            s.get_mut(id)
+                .map(|ss| {
+                    ss.sharing.roles.insert(email.to_ascii_lowercase(), access);
+                })
+                .is_ok()
+        })
     }
 
     /// Every request so far, oldest first.

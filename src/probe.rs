@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use crate::a1;
 use crate::queue::cell_text;
 use crate::sheets::{
-    Area, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterWrite, MetadataLookup, GridRange, Reply,
-    Request, Sheets, SheetsError,
+    Area, BatchUpdate, BatchUpdateReply, Cell, ErrorKind, Filter, FilterWrite, GridRange,
+    MetadataLookup, Reply, Request, Sheets, SheetsError,
 };
 
 /// The behaviours probed, in the order they run.
@@ -41,6 +41,9 @@ pub enum Probe {
     CreateMetadataIdInUse,
     AppendAfterBlankRow,
     ProtectedOwnEditor,
+    ProtectInsideClosed,
+    MetadataOtherProject,
+    ViewerWrite,
 }
 
 /// Where a behaviour comes from.
@@ -83,7 +86,7 @@ const USERS_SORT: &str =
 impl Probe {
     /// Every probe, in the order they run: the concurrent one first, while the client's
     /// request budget still lets both of its calls go out at once.
-    pub const ALL: [Probe; 16] = [
+    pub const ALL: [Probe; 19] = [
         Probe::ConcurrentCas,
         Probe::FindReplaceCas,
         Probe::BatchAllOrNothing,
@@ -100,7 +103,25 @@ impl Probe {
         Probe::CreateMetadataIdInUse,
         Probe::AppendAfterBlankRow,
         Probe::ProtectedOwnEditor,
+        Probe::ProtectInsideClosed,
+        Probe::MetadataOtherProject,
+        Probe::ViewerWrite,
     ];
+
+    /// The other account the probe acts as, if any: its `check` option and what it must be.
+    pub fn needs(self) -> Option<(Role, &'static str)> {
+        match self {
+            Probe::ProtectInsideClosed | Probe::MetadataOtherProject => Some((
+                Role::Editor,
+                "--probe-editor FILE: the key of a service account of another Cloud project, shared on the spreadsheet as Editor",
+            )),
+            Probe::ViewerWrite => Some((
+                Role::Viewer,
+                "--probe-viewer FILE: the key of a service account shared on the spreadsheet as Viewer",
+            )),
+            _ => None,
+        }
+    }
 
     /// The probe's name, as `--json` and the saved results spell it.
     pub fn name(self) -> String {
@@ -202,6 +223,24 @@ impl Probe {
                 Basis::Documented("https://developers.google.com/sheets/api/reference/rest/v4/spreadsheets/sheets#protectedrange"),
                 "`sheetq init` and `panels sync` could not protect what only sheetq may write (people could forge queue rows and 依頼者), or sheetq could not write its own sheets once protected; set protect = false until it is understood",
             ),
+            Probe::ProtectInsideClosed => (
+                "another editor of the file cannot add a protected range inside a range protected against it: the batchUpdate is refused",
+                "§1.5",
+                Basis::Believed("undocumented; Google lets those who can edit a range protect it (https://support.google.com/docs/answer/1218656), the stricter reading of cells closed to them"),
+                "a person could protect cells inside sheetq's protected queue or panel columns: sheetq's next write there is refused. Covered: the daemon holds that spreadsheet off with backoff (queue) or leaves those cells out (panel, index), and `check` names the range",
+            ),
+            Probe::MetadataOtherProject => (
+                "an account of another Cloud project sees DOCUMENT developer metadata but not this project's PROJECT metadata; its delete of a DOCUMENT entry on a sheet protected against it is refused, its delete of the PROJECT entry finds nothing, and both stay",
+                "§4",
+                Basis::Believed("PROJECT visibility is documented (https://developers.google.com/sheets/api/guides/metadata#visibility); protection of metadata is undocumented, the stricter reading"),
+                "if PROJECT entries were seen by others, provenance marks could be forged (sheetq would trust another project's continuation); if DOCUMENT entries on the protected queue could be deleted or moved by people, a running job's binding could go: its result is then placed by jobId with an incident, nothing lost",
+            ),
+            Probe::ViewerWrite => (
+                "a viewer of the file reads it, and its write is refused with 403",
+                "§5.1",
+                Basis::Documented("https://support.google.com/docs/answer/2494822 (viewers cannot edit)"),
+                "people shared as viewers could write queue rows or tick panels; keep protect = true, which protects what only sheetq may write from every account but its own",
+            ),
             Probe::ConcurrentCas => (
                 "two concurrent batchUpdates that compare-and-swap one cell: exactly one changes it",
                 "§3",
@@ -223,6 +262,32 @@ impl Probe {
     }
 }
 
+/// An account besides sheetq's that a probe acts as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Role {
+    /// An editor of the file, of another Cloud project than sheetq's account.
+    Editor,
+    /// A viewer of the file.
+    Viewer,
+}
+
+/// The accounts besides sheetq's that some probes act as ([`Probe::needs`]); a probe whose
+/// account is not given is skipped and says what to give.
+#[derive(Clone, Copy, Default)]
+pub struct Others<'a> {
+    pub editor: Option<&'a dyn Sheets>,
+    pub viewer: Option<&'a dyn Sheets>,
+}
+
+impl<'a> Others<'a> {
+    fn get(&self, role: Role) -> Option<&'a dyn Sheets> {
+        match role {
+            Role::Editor => self.editor,
+            Role::Viewer => self.viewer,
+        }
+    }
+}
+
 /// What a probe concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -230,6 +295,8 @@ pub enum Verdict {
     Pass,
     Differs,
     Error,
+    /// Not run: it needs an account that was not given.
+    Skipped,
 }
 
 /// One probe's result: what it saw, and whether that is what sheetq relies on.
@@ -255,11 +322,15 @@ pub struct Report {
 }
 
 impl Report {
-    /// Every probe asked for ran (the run was not stopped), passed, and the sheet is gone.
+    /// Every probe asked for ran (the run was not stopped) and passed, but those skipped for
+    /// want of an account (the table says so), and the sheet is gone.
     pub fn all_pass(&self) -> bool {
         !self.interrupted
             && self.left_behind.is_none()
-            && self.results.iter().all(|r| r.verdict == Verdict::Pass)
+            && self
+                .results
+                .iter()
+                .all(|r| matches!(r.verdict, Verdict::Pass | Verdict::Skipped))
     }
 
     /// The table `check --probe` prints.
@@ -271,6 +342,7 @@ impl Report {
                 Verdict::Pass => "PASS",
                 Verdict::Differs => "DIFFERS",
                 Verdict::Error => "ERROR",
+                Verdict::Skipped => "SKIPPED",
             };
             out.push_str(&format!(
                 "{verdict:<8} {:<30} {:<5} {}\n         expected: {}\n         observed: {}\n",
@@ -280,7 +352,7 @@ impl Report {
                 info.expects,
                 r.observed
             ));
-            if r.verdict != Verdict::Pass {
+            if matches!(r.verdict, Verdict::Differs | Verdict::Error) {
                 out.push_str(&format!(
                     "         if Google does otherwise: {}\n",
                     info.if_differs
@@ -308,6 +380,7 @@ impl Report {
 /// `stop` fires, and deletes the temporary sheet whichever comes first.
 pub async fn run(
     sheets: &dyn Sheets,
+    others: Others<'_>,
     only: &[Probe],
     stop: impl std::future::Future<Output = ()>,
 ) -> Report {
@@ -315,7 +388,7 @@ pub async fn run(
     let title = format!("_sheetq_probe_{tag}");
     let mut results = Vec::new();
     let interrupted = {
-        let mut lab = Lab::new(sheets, &title, &tag);
+        let mut lab = Lab::new(sheets, others, &title, &tag);
         let probes: Vec<Probe> = if only.is_empty() {
             Probe::ALL.to_vec()
         } else {
@@ -323,6 +396,14 @@ pub async fn run(
         };
         let all = async {
             for p in probes {
+                if let Some((_, what)) = p.needs().filter(|(r, _)| others.get(*r).is_none()) {
+                    results.push(ProbeResult {
+                        probe: p,
+                        verdict: Verdict::Skipped,
+                        observed: format!("not run: give {what}"),
+                    });
+                    continue;
+                }
                 let result = match lab.probe(p).await {
                     Ok((pass, observed)) => ProbeResult {
                         probe: p,
@@ -382,6 +463,7 @@ const GRID_COLS: u32 = 4;
 /// The temporary sheet and the ids the probes use.
 struct Lab<'a> {
     sheets: &'a dyn Sheets,
+    others: Others<'a>,
     title: String,
     /// The developer metadata key of every binding a probe makes.
     key: String,
@@ -420,10 +502,11 @@ fn column(values: &[Vec<String>], col: usize) -> Vec<String> {
 }
 
 impl<'a> Lab<'a> {
-    fn new(sheets: &'a dyn Sheets, title: &str, tag: &str) -> Self {
+    fn new(sheets: &'a dyn Sheets, others: Others<'a>, title: &str, tag: &str) -> Self {
         let seed = u32::from_str_radix(tag, 16).unwrap_or(1) & 0x3fff_ffff;
         Lab {
             sheets,
+            others,
             title: title.to_string(),
             key: format!("sheetq.probe.{tag}"),
             sheet: None,
@@ -525,7 +608,10 @@ impl<'a> Lab<'a> {
 
     /// The zero-based row of binding `id`, if it is on a row of the probe sheet.
     async fn bound_row(&self, id: i32) -> Result<Option<u32>, SheetsError> {
-        let found = self.sheets.search_metadata(&MetadataLookup::key(&self.key)).await?;
+        let found = self
+            .sheets
+            .search_metadata(&MetadataLookup::key(&self.key))
+            .await?;
         Ok(found
             .into_iter()
             .find(|m| m.id == id && m.sheet_id == self.sheet)
@@ -572,7 +658,203 @@ impl<'a> Lab<'a> {
             Probe::AppendAfterBlankRow => self.append_after_blank_row().await,
             Probe::ConcurrentCas => self.concurrent_cas().await,
             Probe::ProtectedOwnEditor => self.protected_own_editor().await,
+            Probe::ProtectInsideClosed => self.protect_inside_closed().await,
+            Probe::MetadataOtherProject => self.metadata_other_project().await,
+            Probe::ViewerWrite => self.viewer_write().await,
         }
+    }
+
+    /// The account of `role`, or the error that says it is missing.
+    fn other(&self, role: Role) -> Result<&'a dyn Sheets, SheetsError> {
+        self.others.get(role).ok_or_else(|| {
+            SheetsError::new(
+                ErrorKind::Fatal,
+                "check --probe",
+                "no such account was given",
+            )
+        })
+    }
+
+    /// sheetq's account, named as a protection's editor (a key file names it).
+    fn own_account(&self) -> Result<String, SheetsError> {
+        let account = self.sheets.account();
+        if account.is_empty() {
+            return Err(SheetsError::new(
+                ErrorKind::Fatal,
+                "check --probe",
+                "the credentials do not name their service account (metadata server), so the probe cannot make it the protection's editor; run it with a key file",
+            ));
+        }
+        Ok(account)
+    }
+
+    /// Protects rows `rows` of the probe sheet for sheetq's account alone; the protection's
+    /// id.
+    async fn protect_rows(&self, rows: std::ops::Range<u32>) -> Result<i32, SheetsError> {
+        let account = self.own_account()?;
+        let reply = self
+            .batch(
+                vec![Request::AddProtectedRange {
+                    area: Area::cells(grid(self.id(), rows, 0..GRID_COLS)),
+                    description: "sheetq check --probe".into(),
+                    editors: vec![account],
+                    groups: Vec::new(),
+                }],
+                Vec::new(),
+            )
+            .await?;
+        match reply.replies.first() {
+            Some(Reply::AddProtectedRange { id }) => Ok(*id),
+            _ => Err(SheetsError::new(
+                ErrorKind::Fatal,
+                "check --probe",
+                "the reply of addProtectedRange names no protected range",
+            )),
+        }
+    }
+
+    async fn protect_inside_closed(&mut self) -> Result<Observed, SheetsError> {
+        let editor = self.other(Role::Editor)?;
+        self.fresh(&[&["closed"], &["open"]], &[]).await?;
+        self.protect_rows(0..1).await?;
+        // First, that the account may edit the file at all: an open cell.
+        editor
+            .write(&[crate::sheets::ValueRange::new(
+                self.a1("A2"),
+                vec![vec![text("written by the other editor")]],
+            )])
+            .await
+            .map_err(|e| not_an_editor(e, "--probe-editor"))?;
+        let tried = editor
+            .batch_update(&BatchUpdate {
+                requests: vec![Request::AddProtectedRange {
+                    area: Area::cells(grid(self.id(), 0..1, 0..1)),
+                    description: "sheetq check --probe: the other editor's".into(),
+                    // sheetq's account among its editors, so that the probe sheet can still
+                    // be deleted if it is applied.
+                    editors: vec![editor.account(), self.own_account()?],
+                    groups: Vec::new(),
+                }],
+                ..Default::default()
+            })
+            .await;
+        Ok(match tried {
+            Err(e) if matches!(e.kind, ErrorKind::InvalidArgument | ErrorKind::Permission) => (
+                true,
+                format!(
+                    "the other editor wrote an open cell; its addProtectedRange inside the range protected against it was refused ({:?})",
+                    e.kind
+                ),
+            ),
+            Err(e) => return Err(e),
+            Ok(_) => {
+                (
+                    false,
+                    "the other editor wrote an open cell; its addProtectedRange inside the range protected against it was applied".into(),
+                )
+            }
+        })
+    }
+
+    async fn metadata_other_project(&mut self) -> Result<Observed, SheetsError> {
+        let editor = self.other(Role::Editor)?;
+        let (mine, theirs) = (self.own_account()?, editor.account());
+        if project_of(&mine).is_some() && project_of(&mine) == project_of(&theirs) {
+            return Err(SheetsError::new(
+                ErrorKind::Fatal,
+                "check --probe",
+                format!(
+                    "--probe-editor is {theirs}, of sheetq's own Cloud project; give a service account of another project"
+                ),
+            ));
+        }
+        let bound = self.fresh(&[&["a"], &["b"], &["c"]], &[1]).await?;
+        let document = bound.first().copied().unwrap_or_default();
+        let project = self.fresh_id();
+        self.batch(
+            vec![Request::MarkSheet {
+                sheet_id: self.id(),
+                id: project,
+                key: self.key.clone(),
+                value: "probe".into(),
+            }],
+            Vec::new(),
+        )
+        .await?;
+        self.protect_rows(0..GRID_ROWS).await?;
+        let seen = editor
+            .search_metadata(&MetadataLookup::key(&self.key))
+            .await
+            .map_err(|e| not_an_editor(e, "--probe-editor"))?;
+        let saw = |id: i32| seen.iter().any(|m| m.id == id);
+        let (saw_document, saw_project) = (saw(document), saw(project));
+        let delete = |id| BatchUpdate {
+            requests: vec![Request::DeleteMetadata { id }],
+            ..Default::default()
+        };
+        let delete_document = match editor.batch_update(&delete(document)).await {
+            Ok(_) => "applied".to_string(),
+            Err(e) if matches!(e.kind, ErrorKind::InvalidArgument | ErrorKind::Permission) => {
+                format!("refused ({:?})", e.kind)
+            }
+            Err(e) => return Err(e),
+        };
+        let delete_project = match editor.batch_update(&delete(project)).await {
+            Ok(_) => "succeeded".to_string(),
+            Err(e) if matches!(e.kind, ErrorKind::InvalidArgument | ErrorKind::Permission) => {
+                format!("was refused ({:?})", e.kind)
+            }
+            Err(e) => return Err(e),
+        };
+        let after = self
+            .sheets
+            .search_metadata(&MetadataLookup::key(&self.key))
+            .await?;
+        let kept = |id: i32| after.iter().any(|m| m.id == id);
+        let both_kept = kept(document) && kept(project);
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        Ok((
+            saw_document && !saw_project && delete_document.starts_with("refused") && both_kept,
+            format!(
+                "the other project's account saw the DOCUMENT entry: {}, the PROJECT entry: {}; its delete of the DOCUMENT entry on the protected sheet was {delete_document}; its delete of the PROJECT entry {delete_project}; both still there: {}",
+                yes(saw_document),
+                yes(saw_project),
+                yes(both_kept),
+            ),
+        ))
+    }
+
+    async fn viewer_write(&mut self) -> Result<Observed, SheetsError> {
+        let viewer = self.other(Role::Viewer)?;
+        self.fresh(&[&["as it was"]], &[]).await?;
+        viewer.read(&[self.a1("A1")]).await.map_err(|e| {
+            SheetsError::new(
+                e.kind,
+                "check --probe",
+                format!("--probe-viewer cannot read the spreadsheet ({}); share it with that account as Viewer", e.message),
+            )
+        })?;
+        let wrote = viewer
+            .write(&[crate::sheets::ValueRange::new(
+                self.a1("A1"),
+                vec![vec![text("written by a viewer")]],
+            )])
+            .await;
+        let after = self.column_a("A1").await?;
+        Ok(match wrote {
+            Err(e) if e.kind == ErrorKind::Permission => (
+                after == ["as it was"],
+                format!("the viewer read the sheet; its write was refused (Permission); A1 after: {after:?}"),
+            ),
+            Err(e) => (
+                false,
+                format!("the viewer read the sheet; its write failed otherwise ({:?}); A1 after: {after:?}", e.kind),
+            ),
+            Ok(()) => (
+                false,
+                format!("the viewer read the sheet; its write was applied; A1 after: {after:?}"),
+            ),
+        })
     }
 
     async fn find_replace_cas(&mut self) -> Result<Observed, SheetsError> {
@@ -1011,6 +1293,30 @@ impl Lab<'_> {
                 },
             ),
         ))
+    }
+}
+
+/// The Cloud project of a service account's address (`NAME@PROJECT.iam.gserviceaccount.com`).
+fn project_of(account: &str) -> Option<&str> {
+    account
+        .rsplit_once('@')
+        .and_then(|(_, domain)| domain.strip_suffix(".iam.gserviceaccount.com"))
+}
+
+/// `e`, from an account given as `option`, said as the sharing it lacks when Google refused
+/// it.
+fn not_an_editor(e: SheetsError, option: &str) -> SheetsError {
+    if e.kind == ErrorKind::Permission {
+        SheetsError::new(
+            e.kind,
+            "check --probe",
+            format!(
+                "{option} may not edit the spreadsheet ({}); share it with that account as Editor",
+                e.message
+            ),
+        )
+    } else {
+        e
     }
 }
 

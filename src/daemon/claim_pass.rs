@@ -1210,7 +1210,11 @@ impl Daemon {
     /// commit it fences can apply by then; its creator removing it too does no harm.
     pub(super) async fn sweep_fences(&mut self) {
         let now = tokio::time::Instant::now();
-        match self.sheets.search_metadata(&MetadataLookup::key(lease::FENCE_KEY)).await {
+        match self
+            .sheets
+            .search_metadata(&MetadataLookup::key(lease::FENCE_KEY))
+            .await
+        {
             Ok(found) => {
                 let known: std::collections::HashSet<i32> =
                     self.served.fences.iter().map(|(id, _)| *id).collect();

@@ -71,7 +71,11 @@ impl Daemon {
         if asked.is_empty() {
             return;
         }
-        match self.sheets.search_metadata(&MetadataLookup::key(CONTINUATION_KEY)).await {
+        match self
+            .sheets
+            .search_metadata(&MetadataLookup::key(CONTINUATION_KEY))
+            .await
+        {
             Ok(found) => {
                 // Only PROJECT entries on the queue sheet are sheetq's own: a DOCUMENT one
                 // with the same key is anyone's with access to the file.

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value as Json};
 use super::error::ApiError;
 pub use super::grid::{cell_json, extended_value, grid_data, sheet_properties, spreadsheet_json};
 use super::protection::{self, Touch};
-use super::store::{range_a1, Bounds, Sheet, Spreadsheet, Store};
+use super::store::{range_a1, Access, Bounds, Sheet, Spreadsheet, Store};
 use super::values::{self, Input, Out, Render};
 
 /// `majorDimension` of a `ValueRange`.
@@ -640,6 +640,8 @@ pub fn create(store: &mut Store, body: &Json, id: String, owner: &str) -> Result
         .unwrap_or("Untitled spreadsheet");
     let mut ss = Spreadsheet::new(id, title);
     ss.owner = owner.to_string();
+    // Drive shares a new file with its creator alone.
+    ss.sharing.others = Access::None;
     if let Some(tz) = body.pointer("/properties/timeZone").and_then(Json::as_str) {
         if tz.parse::<chrono_tz::Tz>().is_err() {
             return Err(ApiError::invalid(format!("Invalid timeZone: {tz}")));

@@ -53,6 +53,26 @@ pub fn parse(body: &[u8]) -> Result<BatchUpdateSpreadsheetRequest, ApiError> {
         .map_err(|e| ApiError::invalid(format!("Invalid JSON payload received. {e}")))
 }
 
+/// What the guard judges of a request of `kind` that touches `touches`: nothing, for the
+/// deviations that let a request past protected ranges.
+fn guarded_touches(
+    rules: &Rules,
+    kind: &str,
+    touches: Vec<protection::Touch>,
+) -> Vec<protection::Touch> {
+    let metadata = matches!(
+        kind,
+        "createDeveloperMetadata" | "updateDeveloperMetadata" | "deleteDeveloperMetadata"
+    );
+    if (kind == "addProtectedRange" && rules.deviates(Deviation::ProtectAnywhere))
+        || (metadata && rules.deviates(Deviation::MetadataIgnoresProtection))
+    {
+        Vec::new()
+    } else {
+        touches
+    }
+}
+
 /// Runs a whole batch of `user` (a service account or a person) against `ss`: on success
 /// `ss` holds the result and the reply is returned; on failure `ss` is untouched.
 pub fn run(
@@ -69,6 +89,7 @@ pub fn run(
             kind_of(r).map_err(|m| ApiError::invalid(format!("Invalid requests[{i}]: {m}")))?;
         let invalid = |m: String| ApiError::invalid(format!("Invalid requests[{i}].{kind}: {m}"));
         let step = footprint::of_request(&work, r, &kind, user)
+            .map(|touches| guarded_touches(rules, &kind, touches))
             .map_err(invalid)
             .and_then(|touches| protection::guard(&work, user, &touches))
             .and_then(|()| apply(&mut work, r, &kind, rules, user).map_err(invalid));

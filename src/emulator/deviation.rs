@@ -55,6 +55,14 @@ pub enum Deviation {
     /// Concurrent `batchUpdate` calls each work on a copy taken when they arrived, and the
     /// last to finish wins: two compare-and-swaps can both succeed.
     UnserialisedBatches,
+    /// `addProtectedRange` is judged to touch no cell: anyone who may edit the file protects
+    /// anything, even inside a range closed to them.
+    ProtectAnywhere,
+    /// Creating, moving and deleting developer metadata is judged to touch no cell: anyone
+    /// who may edit the file changes entries on protected sheets and rows.
+    MetadataIgnoresProtection,
+    /// A viewer's (or commenter's) write goes through as an editor's.
+    ViewersWrite,
 }
 
 /// The row metadata of sheet `sheet`, by row index: taken before an edit, to pin it back.

@@ -654,10 +654,12 @@ async fn api_call(
     // viewer's write. The owner always has the file.
     match sh.access_to(call.spreadsheet_id(), &user) {
         Access::None => return pending.finish(Err(ApiError::for_status(403, call.is_write()))),
-        Access::Reader if call.is_write() => {
+        Access::Reader | Access::Commenter
+            if call.is_write() && !sh.rules.deviates(Deviation::ViewersWrite) =>
+        {
             return pending.finish(Err(ApiError::for_status(403, true)))
         }
-        Access::Reader | Access::Writer => {}
+        Access::Reader | Access::Commenter | Access::Writer => {}
     }
     let fault = sh.control().fault_for(call.method_id(), Some(&user), &body);
     let mut drop_after = false;

@@ -146,6 +146,9 @@ fn domain(email: &str) -> Option<&str> {
 /// warning-only range, a listed user, and with `domainUsersCanEdit` an address of the
 /// owner's domain. Group membership is not modelled: a group lets no one in.
 pub fn may_edit(ss: &Spreadsheet, p: &Protected, user: &str) -> bool {
+    if !ss.may_edit_file(user) {
+        return false;
+    }
     same(user, &ss.owner)
         || p.warning_only
         || p.editors.users.iter().any(|u| same(u, user))

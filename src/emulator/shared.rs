@@ -1,9 +1,8 @@
 //! What every handler of the emulator shares, below the HTTP routing (`http`) and the
 //! endpoints beside the API (`admin`, `web`): the store, the token issuer, the fault plan and
-//! quota, the rules a test chose, sharing and the clock of the replies; and the JSON reply
+//! quota, the rules a test chose and the clock of the replies; and the JSON reply
 //! they all send.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -39,21 +38,9 @@ pub struct Shared {
     /// Added to the time the `Date` header of every API reply says: a test's way to put
     /// Google's clock (or ours) off.
     pub clock_skew: Mutex<chrono::TimeDelta>,
-    /// Accounts (service accounts' and people's e-mails) whose sharing is not the default
-    /// (editor).
-    pub access: Mutex<BTreeMap<String, Access>>,
 }
 
-/// How a spreadsheet is shared with an account.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Not shared: every call is refused with 403.
-    None,
-    /// Viewer (or commenter): reads pass, writes are refused with 403.
-    Reader,
-    /// Editor: everything passes (the default).
-    Writer,
-}
+pub use super::store::Access;
 
 impl Shared {
     pub fn new(store: Store, latency: Duration, rules: Rules, quota: Option<Quota>) -> Self {
@@ -69,7 +56,6 @@ impl Shared {
             version: tokio::sync::watch::Sender::new(0),
             rules,
             clock_skew: Mutex::new(chrono::TimeDelta::zero()),
-            access: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -81,24 +67,14 @@ impl Shared {
             .to_string()
     }
 
-    /// How the spreadsheet `id` is shared with `user`: as its owner, a writer; else as
-    /// [`Shared::access_of`] says.
+    /// How the spreadsheet `id` is shared with `user` ([`Spreadsheet::access`]); an editor
+    /// for a spreadsheet the emulator does not hold (the call then fails as not found).
+    ///
+    /// [`Spreadsheet::access`]: super::store::Spreadsheet::access
     pub fn access_to(&self, id: &str, user: &str) -> Access {
-        let owns = self.store().get(id).is_ok_and(|ss| ss.owner == user);
-        if owns {
-            Access::Writer
-        } else {
-            self.access_of(user)
-        }
-    }
-
-    /// How the spreadsheets are shared with `user` (a service account or a person).
-    pub fn access_of(&self, user: &str) -> Access {
-        self.access
-            .lock()
-            .ok()
-            .and_then(|a| a.get(user).copied())
-            .unwrap_or(Access::Writer)
+        self.store()
+            .get(id)
+            .map_or(Access::Writer, |ss| ss.access(user))
     }
 
     pub fn store(&self) -> MutexGuard<'_, Store> {

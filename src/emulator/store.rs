@@ -488,6 +488,41 @@ fn default_owner() -> String {
     DEFAULT_OWNER.to_string()
 }
 
+/// A role a file is shared with an account as (Drive's `permissions.role`, less `owner`,
+/// which is [`Spreadsheet::owner`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// Not shared: every call is refused with 403.
+    None,
+    /// Viewer: reads pass, writes are refused with 403.
+    Reader,
+    /// Commenter: to the Sheets API a viewer (comments are Drive's, not the Sheets API's).
+    Commenter,
+    /// Editor: writes pass, as far as protected ranges let them.
+    Writer,
+}
+
+/// How one file is shared: each listed account's role, and everyone else's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sharing {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub roles: BTreeMap<String, Access>,
+    /// The role of an account not listed: `Writer` for a spreadsheet the emulator seeds (a
+    /// file its owner shared "anyone with the link can edit", the test's default), `None`
+    /// for one made through `spreadsheets.create` (Drive shares a new file with no one).
+    pub others: Access,
+}
+
+impl Default for Sharing {
+    fn default() -> Self {
+        Sharing {
+            roles: BTreeMap::new(),
+            others: Access::Writer,
+        }
+    }
+}
+
 /// One spreadsheet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spreadsheet {
@@ -505,6 +540,9 @@ pub struct Spreadsheet {
     /// right now is known from the row or column carrying its id (`metadata::locate`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub developer_metadata: BTreeMap<i32, Metadata>,
+    /// Who else has the file, and as what.
+    #[serde(default)]
+    pub sharing: Sharing,
 }
 
 impl Spreadsheet {
@@ -517,7 +555,29 @@ impl Spreadsheet {
             owner: default_owner(),
             sheets: Vec::new(),
             developer_metadata: BTreeMap::new(),
+            sharing: Sharing::default(),
         }
+    }
+
+    /// How the file is shared with `user` (a service account or a person, compared without
+    /// regard to case): its owner is always an editor.
+    pub fn access(&self, user: &str) -> Access {
+        if self.owner.eq_ignore_ascii_case(user) {
+            return Access::Writer;
+        }
+        self.sharing
+            .roles
+            .iter()
+            .find(|(who, _)| who.eq_ignore_ascii_case(user))
+            .map_or(self.sharing.others, |(_, a)| *a)
+    }
+
+    /// Whether `user` may edit the file at all: its owner or an editor. Listing someone
+    /// among a protected range's editors does not share the file with them ("does not
+    /// automatically give the user permission to edit the spreadsheet itself",
+    /// https://developers.google.com/apps-script/reference/spreadsheet/protection#addeditoremailaddress).
+    pub fn may_edit_file(&self, user: &str) -> bool {
+        self.access(user) == Access::Writer
     }
 
     /// The whole grid of sheet index `i` as bounds.

@@ -44,7 +44,7 @@ use super::control::RequestRecord;
 use super::error::ApiError;
 use super::people;
 use super::protection;
-use super::shared::{Access, Shared};
+use super::shared::Shared;
 use super::store::Spreadsheet;
 use super::values::{self, DateRender, Input, Render, ValueRender};
 
@@ -409,12 +409,7 @@ fn person_edit(
             None => ss.owner.clone(),
         };
         // As for an API call: the file must be shared with the person for editing.
-        let shared_as = if ss.owner == person {
-            Access::Writer
-        } else {
-            sh.access_of(&person)
-        };
-        if shared_as != Access::Writer {
+        if !ss.may_edit_file(&person) {
             return Err(ApiError::for_status(403, true));
         }
         apply(ss, &person)

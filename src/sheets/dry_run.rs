@@ -22,8 +22,8 @@ use async_trait::async_trait;
 
 use super::{
     AppendReply, BatchUpdate, BatchUpdateReply, Cell, Filter, FilterRead, FilterWrite,
-    FilterWritten, GridRange, MetadataEntry, MetadataLookup, Reply, Request, SheetMeta, Sheets, SheetsError,
-    SpreadsheetMeta, ValueRange,
+    FilterWritten, GridRange, MetadataEntry, MetadataLookup, Reply, Request, SheetMeta, Sheets,
+    SheetsError, SpreadsheetMeta, ValueRange,
 };
 
 /// How many leading cells of a write are shown in the log, and how long each may be.

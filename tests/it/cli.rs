@@ -720,11 +720,31 @@ async fn check_probe_prints_its_table_saves_json_and_leaves_no_sheet() {
     // A budget that lets the probes go as fast as the emulator's quota (Google's) allows.
     let config = write_config(dir.path(), &emu, "requests_per_minute = 600");
     let saved = dir.path().join("probes.json");
+    // The other editor (a service account of another project) and a viewer.
+    let editor_key = dir.path().join("editor.json");
+    let other = "other@proj-b.iam.gserviceaccount.com";
+    let key = support::body_of(
+        emu.addr().port(),
+        &format!("/_emulator/credentials?account={other}"),
+    )
+    .await;
+    std::fs::write(&editor_key, key).expect("write the editor's key");
+    let viewer_key = dir.path().join("viewer.json");
+    std::fs::write(&viewer_key, emu.credentials_json_for("viewer"))
+        .expect("write the viewer's key");
+    emu.share(
+        &sheetq::emulator::Emulator::account("viewer"),
+        sheetq::emulator::Access::Reader,
+    );
     let args = [
         "check".to_string(),
         "--config".into(),
         config.display().to_string(),
         "--probe".into(),
+        "--probe-editor".into(),
+        editor_key.display().to_string(),
+        "--probe-viewer".into(),
+        viewer_key.display().to_string(),
         "--save".into(),
         saved.display().to_string(),
     ];

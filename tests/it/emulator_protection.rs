@@ -125,6 +125,107 @@ async fn a_person_gets_a_token_of_their_own_and_the_api_knows_them_by_it() {
     assert_eq!(body["error"]["status"], "PERMISSION_DENIED", "{body}");
 }
 
+/// `values.update` of one cell of spreadsheet `id` with `token`: status and body.
+async fn write_in(emu: &Emulator, id: &str, token: &str, range: &str) -> (u16, Json) {
+    let path = format!(
+        "v4/spreadsheets/{id}/values/{}?valueInputOption=RAW",
+        utf8(range)
+    );
+    support::raw(
+        emu,
+        "PUT",
+        &path,
+        Some(json!({ "values": [["x"]] })),
+        Some(token),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn sharing_is_per_file_and_a_protected_ranges_editor_edits_only_if_the_file_is_shared_so() {
+    let emu = support::start_emulator().await;
+    let first = emu.spreadsheet_id().to_string();
+    let second = emu.add_spreadsheet(sheetq::emulator::Seed::Demo);
+    let alice = token_for(&emu, ALICE).await;
+    assert!(emu.share_one(&first, ALICE, Access::Reader));
+    let (status, body) = write_in(&emu, &first, &alice, "'サーバーA'!K8").await;
+    assert_eq!(
+        status, 403,
+        "a viewer of the first file may not write it: {body}"
+    );
+    let (status, body) = write_in(&emu, &second, &alice, "'サーバーA'!K8").await;
+    assert_eq!(
+        status, 200,
+        "the second file is shared with her as editor: {body}"
+    );
+    assert!(emu.share_one(&first, ALICE, Access::Commenter));
+    let (status, body) = write_in(&emu, &first, &alice, "'サーバーA'!K8").await;
+    assert_eq!(
+        status, 403,
+        "to the Sheets API a commenter is a viewer: {body}"
+    );
+
+    // The owner protects K8 for alice; being listed does not share the file with her.
+    let owner = token_for(&emu, &emu.owner()).await;
+    let path = format!("v4/spreadsheets/{first}:batchUpdate");
+    let (status, body) = support::raw(
+        &emu,
+        "POST",
+        &path,
+        Some(
+            json!({ "requests": [{ "addProtectedRange": { "protectedRange": {
+            "range": { "sheetId": PANEL, "startRowIndex": 7, "endRowIndex": 8,
+                       "startColumnIndex": 10, "endColumnIndex": 11 },
+            "editors": { "users": [ALICE] } } } }] }),
+        ),
+        Some(&owner),
+    )
+    .await;
+    assert_eq!(
+        status, 200,
+        "the owner may list a viewer as a range's editor: {body}"
+    );
+    let (status, body) = write_in(&emu, &first, &alice, "'サーバーA'!K8").await;
+    assert_eq!(status, 403, "a listed viewer still may not write: {body}");
+    let closed = || {
+        emu.with_store(|s| {
+            s.get(&first)
+                .ok()
+                .and_then(|ss| {
+                    let i = ss.sheets.iter().position(|sh| sh.id == PANEL)?;
+                    Some(sheetq::emulator::protection::closed_areas(ss, i, ALICE).len())
+                })
+                .unwrap_or(0)
+        })
+    };
+    let as_viewer = closed();
+    assert!(emu.share_one(&first, ALICE, Access::Writer));
+    assert!(
+        closed() < as_viewer,
+        "K8 is closed to her while she only views the file, open once she edits it"
+    );
+    let (status, body) = write_in(&emu, &first, &alice, "'サーバーA'!K8").await;
+    assert_eq!(
+        status, 200,
+        "once an editor of the file, the range lets her in: {body}"
+    );
+
+    // A file made through the API is its creator's alone.
+    let hub = hub(&emu).await;
+    let made = ok(
+        "spreadsheets.create",
+        hub.spreadsheets()
+            .create(Default::default())
+            .add_scope(SCOPE)
+            .doit()
+            .await,
+    );
+    let made = made.spreadsheet_id.unwrap_or_default();
+    let path = format!("v4/spreadsheets/{made}/values/A1");
+    let (status, body) = support::raw(&emu, "GET", &path, None, Some(&alice)).await;
+    assert_eq!(status, 403, "a new file is shared with no one: {body}");
+}
+
 #[tokio::test]
 async fn the_owner_is_a_person_who_always_has_the_file() {
     let emu = support::start_emulator().await;

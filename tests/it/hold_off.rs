@@ -401,13 +401,19 @@ async fn check_names_developer_metadata_on_sheetqs_sheets_that_sheetq_did_not_wr
                                     "startIndex": 20, "endIndex": 21 } }),
     )
     .await;
-    assert_eq!(status, 200, "a person marks an open column of a panel: {reply}");
+    assert_eq!(
+        status, 200,
+        "a person marks an open column of a panel: {reply}"
+    );
     // ...but not a row of the protected queue, which only the owner and sheetq may edit.
     let queue_row = json!({ "dimensionRange": { "sheetId": queue, "dimension": "ROWS",
                                                 "startIndex": 1, "endIndex": 2 } });
     let (status, reply) =
         person_marks(&emu, "mallory@example.com", "sheetq.job", queue_row.clone()).await;
-    assert_ne!(status, 200, "a person may not mark the protected queue: {reply}");
+    assert_ne!(
+        status, 200,
+        "a person may not mark the protected queue: {reply}"
+    );
     let (status, reply) = person_marks(&emu, DEFAULT_OWNER, "owner.note", queue_row).await;
     assert_eq!(status, 200, "the owner may: {reply}");
 
@@ -417,7 +423,11 @@ async fn check_names_developer_metadata_on_sheetqs_sheets_that_sheetq_did_not_wr
         String::from_utf8_lossy(&check.stdout),
         String::from_utf8_lossy(&check.stderr)
     );
-    assert_eq!(check.status.code(), Some(3), "metadata on the queue is a problem: {out}");
+    assert_eq!(
+        check.status.code(),
+        Some(3),
+        "metadata on the queue is a problem: {out}"
+    );
     assert!(
         out.contains("did not write is on '_ジョブキュー' row 2: key \"owner.note\""),
         "check names the owner's entry on the queue: {out}"
@@ -426,5 +436,123 @@ async fn check_names_developer_metadata_on_sheetqs_sheets_that_sheetq_did_not_wr
         out.contains("did not write is on 'サーバーB': key \"mallory.note\\u{1b}[2J\""),
         "check names the person's entry on the panel, its key made inert: {out}"
     );
-    assert!(!out.contains('\u{1b}'), "no escape reaches the terminal: {out}");
+    assert!(
+        !out.contains('\u{1b}'),
+        "no escape reaches the terminal: {out}"
+    );
+}
+
+/// Where Google is silent on developer metadata and protection, the emulator refuses a
+/// person's change to an entry on the protected queue; the daemon is also run against the
+/// lenient reading (`Deviation::MetadataIgnoresProtection`): a person deletes a running
+/// job's row binding, and plants one of their own on another job's row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_lenient_reading_a_person_who_deletes_or_plants_a_binding_costs_no_result() {
+    let emu = start_with(sheetq::emulator::EmulatorOptions {
+        quota: Some(FAST),
+        deviation: Some(sheetq::emulator::Deviation::MetadataIgnoresProtection),
+        ..sheetq::emulator::EmulatorOptions::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let catalog = r#"
+[commands.slow]
+exec = ["sh", "-c", "sleep 3; echo slow-done"]
+
+[[functions]]
+label = "確認"
+command = "slow"
+"#;
+    let (config, operator, sheets) =
+        protected_set_up(&emu, dir.path(), "vm-lenient", catalog).await;
+    let log = dir.path().join("sheetq.log");
+    let mut daemon = Binary::start(&config, &log);
+    let running = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーA",
+        "確認",
+        "slow",
+        "{}",
+        "alice@example.com",
+    )
+    .await;
+    let waiting = enqueue(
+        sheets.as_ref(),
+        &operator,
+        "サーバーA",
+        "確認",
+        "slow",
+        "{}",
+        "alice@example.com",
+    )
+    .await;
+    wait_row(
+        &emu,
+        &running,
+        "the first job to run",
+        WAIT,
+        |r| r.state.is(State::Running),
+        queue_and_log(&emu, &log),
+    )
+    .await;
+    let binding = emu
+        .developer_metadata()
+        .into_iter()
+        .find(|m| m["metadataKey"] == sheetq::binding::KEY)
+        .unwrap_or_else(|| panic!("the running job is bound: {:?}", emu.developer_metadata()));
+    let queue = binding["location"]["dimensionRange"]["sheetId"].clone();
+    let (status, reply) = person_batch(
+        &emu,
+        "mallory@example.com",
+        json!([
+            { "deleteDeveloperMetadata": { "dataFilter": { "developerMetadataLookup": {
+                "metadataId": binding["metadataId"] } } } },
+            { "createDeveloperMetadata": { "developerMetadata": {
+                "metadataKey": sheetq::binding::KEY,
+                "metadataValue": running,
+                "location": { "dimensionRange": { "sheetId": queue, "dimension": "ROWS",
+                                                  "startIndex": 2, "endIndex": 3 } },
+                "visibility": "DOCUMENT" } } }
+        ]),
+    )
+    .await;
+    assert_eq!(
+        status, 200,
+        "the lenient reading lets the person through: {reply}"
+    );
+    for (job, what) in [(&running, "the unbound job"), (&waiting, "the next job")] {
+        wait_row(
+            &emu,
+            job,
+            &format!("{what} to end 完了"),
+            WAIT,
+            |r| r.state.is(State::Done),
+            queue_and_log(&emu, &log),
+        )
+        .await;
+    }
+    alive(&mut daemon, &log);
+    let rows = queue_rows(&emu);
+    let row_of = |job: &str| {
+        rows.iter()
+            .find(|r| r.job_id == job)
+            .cloned()
+            .unwrap_or_else(|| panic!("{job} keeps its row: {rows:?}"))
+    };
+    let (first, second) = (row_of(&running), row_of(&waiting));
+    for row in [&first, &second] {
+        assert_eq!(
+            row.message, "slow-done",
+            "each job's own result on its own row: {row:?}"
+        );
+    }
+    assert_ne!(
+        first.worker, second.worker,
+        "each row names its own claim: {first:?} {second:?}"
+    );
+    assert!(
+        second.started_at >= first.finished_at,
+        "the row the planted binding pointed at ran its own job after the first ended, not marked done by the first's result: {first:?} {second:?}"
+    );
 }

@@ -7,14 +7,49 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sheetq::emulator::{Deviation, Emulator, EmulatorOptions, SortMetadata};
-use sheetq::probe::{self, Probe, ProbeResult, Report, Verdict};
+use sheetq::emulator::{Access, Deviation, Emulator, EmulatorOptions, SortMetadata};
+use sheetq::probe::{self, Others, Probe, ProbeResult, Report, Verdict};
+use sheetq::sheets::auth::Credentials;
 use sheetq::sheets::{
     AppendReply, BatchUpdate, BatchUpdateReply, Cell, Filter, FilterRead, FilterWrite,
     FilterWritten, MetadataEntry, MetadataLookup, Sheets, SheetsError, SpreadsheetMeta, ValueRange,
 };
 
-use crate::support::{client, daemon_config, start_with};
+use crate::support::{body_of, client, client_as, daemon_config, start_with};
+
+/// The service account of another developer project that the probes use as the file's
+/// other editor (`--probe-editor`).
+const OTHER_EDITOR: &str = "other@proj-b.iam.gserviceaccount.com";
+
+/// The accounts besides sheetq's the probes act as: [`OTHER_EDITOR`], and a service account
+/// of the emulator's project that the spreadsheet is shared with as a viewer.
+struct Accounts {
+    editor: Arc<dyn Sheets>,
+    viewer: Arc<dyn Sheets>,
+}
+
+impl Accounts {
+    async fn of(emu: &Emulator, config: &sheetq::config::Config) -> Accounts {
+        let key = body_of(
+            emu.addr().port(),
+            &format!("/_emulator/credentials?account={OTHER_EDITOR}"),
+        )
+        .await;
+        let editor = sheetq::setup::connect(config, Some(Credentials::KeyJson(key)), false)
+            .await
+            .unwrap_or_else(|e| panic!("the other editor connects: {e:#}"));
+        emu.share(&Emulator::account("viewer"), Access::Reader);
+        let viewer = client_as(emu, config, "viewer").await;
+        Accounts { editor, viewer }
+    }
+
+    fn others(&self) -> Others<'_> {
+        Others {
+            editor: Some(self.editor.as_ref()),
+            viewer: Some(self.viewer.as_ref()),
+        }
+    }
+}
 
 /// Runs the probes through the real Google client with a generous client-side budget: the
 /// emulator's own quota (Google's: 60 reads and 60 writes a minute) is what limits them, so
@@ -29,7 +64,14 @@ async fn run_probes(emu: &Emulator, only: &[Probe]) -> Report {
         "",
     );
     let sheets = client(emu, &config).await;
-    probe::run(sheets.as_ref(), only, std::future::pending()).await
+    let accounts = Accounts::of(emu, &config).await;
+    probe::run(
+        sheets.as_ref(),
+        accounts.others(),
+        only,
+        std::future::pending(),
+    )
+    .await
 }
 
 fn probe_sheets_left(emu: &Emulator) -> Vec<String> {
@@ -67,9 +109,11 @@ async fn every_probe_passes_on_the_emulator_within_one_minutes_quota_and_leaves_
         reads <= 60 && writes <= 60,
         "check --probe must fit one minute of Google's per-user quota (60 reads, 60 writes): it made {reads} reads and {writes} writes"
     );
+    let viewer = Emulator::account("viewer");
     assert!(
-        log.iter().all(|r| r.status == 200 || r.status == 400),
-        "only the probes' deliberately invalid requests may fail: {:?}",
+        log.iter()
+            .all(|r| r.status == 200 || r.status == 400 || (r.status == 403 && r.user == viewer)),
+        "only the probes' deliberately invalid requests (and the viewer's write) may fail: {:?}",
         log.iter()
             .filter(|r| r.status != 200)
             .map(|r| (&r.method, r.status))
@@ -163,6 +207,9 @@ fn deviating(probe: Probe) -> Otherwise {
         Probe::AppendAfterBlankRow => deviation(Deviation::AppendFromTop),
         Probe::ConcurrentCas => deviation(Deviation::UnserialisedBatches),
         Probe::ProtectedOwnEditor => Otherwise::ProtectionsUnlisted,
+        Probe::ProtectInsideClosed => deviation(Deviation::ProtectAnywhere),
+        Probe::MetadataOtherProject => deviation(Deviation::MetadataIgnoresProtection),
+        Probe::ViewerWrite => deviation(Deviation::ViewersWrite),
     }
 }
 
@@ -181,7 +228,8 @@ async fn each_probe_reports_differs_when_the_spreadsheet_behaves_otherwise() {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let config = daemon_config(&emu, "probe", dir.path(), &[], "");
                 let sheets = ProtectionsUnlisted(client(&emu, &config).await);
-                let report = probe::run(&sheets, &[p], std::future::pending()).await;
+                let report =
+                    probe::run(&sheets, Others::default(), &[p], std::future::pending()).await;
                 (emu, report)
             }
         };
@@ -192,8 +240,9 @@ async fn each_probe_reports_differs_when_the_spreadsheet_behaves_otherwise() {
         assert_eq!(
             probe_sheets_left(&emu),
             Vec::<String>::new(),
-            "{}: sheet left",
-            p.name()
+            "{}: sheet left\n{}",
+            p.name(),
+            report.table()
         );
     }
     assert!(
@@ -216,13 +265,14 @@ async fn a_stopped_probe_run_still_deletes_its_sheet() {
         "",
     );
     let sheets = client(&emu, &config).await;
+    let accounts = Accounts::of(&emu, &config).await;
     // Stopped (as by Ctrl-C) once the third probe has made its sheet.
     let stop = async {
         while emu.count("spreadsheets.batchUpdate") < 5 {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
     };
-    let report = probe::run(sheets.as_ref(), &[], stop).await;
+    let report = probe::run(sheets.as_ref(), accounts.others(), &[], stop).await;
     assert!(report.interrupted, "the run must say it was stopped");
     assert!(
         report.results.len() < Probe::ALL.len(),
@@ -263,6 +313,10 @@ fn disagreements(emulator: &[ProbeResult], saved: &[ProbeResult]) -> Vec<String>
         .iter()
         .filter_map(|s| {
             let e = emulator.iter().find(|e| e.probe == s.probe)?;
+            // A probe not run for want of an account says nothing of either side.
+            if s.verdict == Verdict::Skipped || e.verdict == Verdict::Skipped {
+                return None;
+            }
             (e.observed != s.observed || e.verdict != s.verdict).then(|| {
                 format!(
                     "{}: Google observed {:?} ({:?}), the emulator {:?} ({:?})",
@@ -301,4 +355,40 @@ async fn the_emulator_agrees_with_every_probe_run_saved_from_google() {
             found.join("\n")
         );
     }
+}
+
+#[tokio::test]
+async fn probes_that_need_another_account_are_skipped_without_one_and_say_what_to_give() {
+    let emu = start_with(EmulatorOptions::default()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = daemon_config(&emu, "probe", dir.path(), &[], "");
+    let sheets = client(&emu, &config).await;
+    let needing: Vec<Probe> = Probe::ALL
+        .into_iter()
+        .filter(|p| p.needs().is_some())
+        .collect();
+    assert_eq!(needing.len(), 3, "{needing:?}");
+    let report = probe::run(
+        sheets.as_ref(),
+        Others::default(),
+        &needing,
+        std::future::pending(),
+    )
+    .await;
+    assert!(
+        report.results.iter().all(|r| r.verdict == Verdict::Skipped),
+        "{}",
+        report.table()
+    );
+    let table = report.table();
+    for option in ["--probe-editor FILE", "--probe-viewer FILE"] {
+        assert!(
+            table.contains(option),
+            "the table says to give {option}:\n{table}"
+        );
+    }
+    assert!(
+        report.all_pass(),
+        "a skipped probe is not a failure; the table says it was skipped"
+    );
 }
