@@ -230,7 +230,7 @@ impl Probe {
                 "a person could protect cells inside sheetq's protected queue or panel columns: sheetq's next write there is refused. Covered: the daemon holds that spreadsheet off with backoff (queue) or leaves those cells out (panel, index), and `check` names the range",
             ),
             Probe::MetadataOtherProject => (
-                "an account of another Cloud project sees DOCUMENT developer metadata but not this project's PROJECT metadata; its delete of a DOCUMENT entry on a sheet protected against it is refused, its delete of the PROJECT entry finds nothing, and both stay",
+                "an account of another Cloud project sees DOCUMENT developer metadata but not this project's PROJECT metadata; its delete or move of a DOCUMENT entry on a sheet protected against it is refused, its delete of the PROJECT entry finds nothing, and both stay where they were",
                 "§4",
                 Basis::Believed("PROJECT visibility is documented (https://developers.google.com/sheets/api/guides/metadata#visibility); protection of metadata is undocumented, the stricter reading"),
                 "if PROJECT entries were seen by others, provenance marks could be forged (sheetq would trust another project's continuation); if DOCUMENT entries on the protected queue could be deleted or moved by people, a running job's binding could go: its result is then placed by jobId with an incident, nothing lost",
@@ -799,6 +799,21 @@ impl<'a> Lab<'a> {
             }
             Err(e) => return Err(e),
         };
+        let moved = BatchUpdate {
+            requests: vec![Request::MoveMetadataToRow {
+                id: document,
+                sheet_id: self.id(),
+                row: 0,
+            }],
+            ..Default::default()
+        };
+        let move_document = match editor.batch_update(&moved).await {
+            Ok(_) => "applied".to_string(),
+            Err(e) if matches!(e.kind, ErrorKind::InvalidArgument | ErrorKind::Permission) => {
+                format!("refused ({:?})", e.kind)
+            }
+            Err(e) => return Err(e),
+        };
         let delete_project = match editor.batch_update(&delete(project)).await {
             Ok(_) => "succeeded".to_string(),
             Err(e) if matches!(e.kind, ErrorKind::InvalidArgument | ErrorKind::Permission) => {
@@ -810,13 +825,21 @@ impl<'a> Lab<'a> {
             .sheets
             .search_metadata(&MetadataLookup::key(&self.key))
             .await?;
-        let kept = |id: i32| after.iter().any(|m| m.id == id);
-        let both_kept = kept(document) && kept(project);
+        let kept = |id: i32, row: Option<u32>| {
+            after
+                .iter()
+                .any(|m| m.id == id && (row.is_none() || m.row == row))
+        };
+        let both_kept = kept(document, Some(1)) && kept(project, None);
         let yes = |b: bool| if b { "yes" } else { "no" };
         Ok((
-            saw_document && !saw_project && delete_document.starts_with("refused") && both_kept,
+            saw_document
+                && !saw_project
+                && delete_document.starts_with("refused")
+                && move_document.starts_with("refused")
+                && both_kept,
             format!(
-                "the other project's account saw the DOCUMENT entry: {}, the PROJECT entry: {}; its delete of the DOCUMENT entry on the protected sheet was {delete_document}; its delete of the PROJECT entry {delete_project}; both still there: {}",
+                "the other project's account saw the DOCUMENT entry: {}, the PROJECT entry: {}; its delete of the DOCUMENT entry on the protected sheet was {delete_document}, its move of it to row 1 {move_document}; its delete of the PROJECT entry {delete_project}; both still there, the DOCUMENT one on row 2: {}",
                 yes(saw_document),
                 yes(saw_project),
                 yes(both_kept),

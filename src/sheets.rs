@@ -312,6 +312,10 @@ pub enum Request {
     /// Delete the developer metadata with this id wherever it is (`deleteDeveloperMetadata`
     /// with a `developerMetadataLookup` by `metadataId`); nothing happens if it is gone.
     DeleteMetadata { id: i32 },
+    /// Move the developer metadata with this id to zero-based row `row` of a sheet
+    /// (`updateDeveloperMetadata` by `metadataId`, `fields: "location"`): what a person
+    /// might try on a row binding; sheetq itself only does it in `check --probe`.
+    MoveMetadataToRow { id: i32, sheet_id: i32, row: u32 },
     /// Attach `key` = `value` to a sheet as developer metadata of visibility `PROJECT`
     /// (`createDeveloperMetadata`, location `sheetId`): only the caller's own Cloud project
     /// can read, change or delete it, so no person and no Apps Script can write or copy

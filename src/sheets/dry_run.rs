@@ -120,6 +120,9 @@ fn describe(request: &Request) -> String {
             row + 1
         ),
         Request::DeleteMetadata { id } => format!("delete metadata #{id}"),
+        Request::MoveMetadataToRow { id, sheet_id, row } => {
+            format!("move metadata #{id} to row {} of sheet {sheet_id}", row + 1)
+        }
         Request::MarkSheet {
             sheet_id,
             id,

@@ -286,6 +286,19 @@ pub fn to_api_request(request: &Request) -> api::Request {
                 data_filter: Some(to_api_filter(&Filter::Metadata(*id))),
             });
         }
+        R::MoveMetadataToRow { id, sheet_id, row } => {
+            out.update_developer_metadata = Some(api::UpdateDeveloperMetadataRequest {
+                data_filters: Some(vec![to_api_filter(&Filter::Metadata(*id))]),
+                developer_metadata: Some(api::DeveloperMetadata {
+                    location: Some(api::DeveloperMetadataLocation {
+                        dimension_range: Some(rows_range(*sheet_id, *row, row + 1)),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                fields: Some(FieldMask::new(&["location"])),
+            });
+        }
         R::MarkSheet {
             sheet_id,
             id,
