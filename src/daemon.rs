@@ -32,6 +32,7 @@ use crate::notify::Notifier;
 use crate::outbox::{Continuation, Finish, FinishedJob, Outbox, OutboxError};
 use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QueueRow, WorkerTag, QUEUE_SHEET};
+use crate::sheet_text::Logged;
 use crate::sheet_time;
 use crate::sheets::{
     BatchUpdate, Cell, ErrorKind, Filter, GridRange, Precedence, Request, Sheets, SheetsError,
@@ -1546,7 +1547,7 @@ impl Daemon {
                 h.since.elapsed(),
             );
             if ended || now >= h.until {
-                info!(job.id = ?h.job.job_id, target = %h.job.target, ended, "the target of a job we timed out is free again");
+                info!(job.id = ?h.job.job_id, target = %Logged(&h.job.target), ended, "the target of a job we timed out is free again");
                 return false;
             }
             true
@@ -1654,7 +1655,7 @@ impl Daemon {
             }
             self.served.reported.insert(text);
             self.observers.metrics.approval(why.label());
-            warn!(job.id = ?job, function = ?function, approver = ?who, reason = why.label(), "an approval does not count: {}", why.words());
+            warn!(job.id = ?job, function = %Logged(&function), approver = %Logged(&who), reason = why.label(), "an approval does not count: {}", why.words());
         }
     }
 
@@ -1719,8 +1720,8 @@ impl Daemon {
             continuation: claimed.continuation.as_deref() == Some(row.job_id.as_str())
                 || self.served.marks.vouches(row),
         };
-        let span = tracing::info_span!("job", job.id = ?row.job_id, target = ?row.target_key(), worker = %claimed.tag);
-        span.in_scope(|| info!(command = ?row.command, "claimed"));
+        let span = tracing::info_span!("job", job.id = ?row.job_id, target = %Logged(row.target_key()), worker = %claimed.tag);
+        span.in_scope(|| info!(command = %Logged(&row.command), "claimed"));
         let prepared = if spec.target.is_empty() {
             // Nothing to serialise it by, nothing for `{target}`: not a job as it stands.
             Err(crate::commands::JobRejected::new(
@@ -1937,7 +1938,7 @@ impl Daemon {
             },
         };
         let row = &claimed.row;
-        info!(job.id = ?row.job_id, target = ?row.target_key(), worker = %claimed.tag, outcome = ?outcome.status, "job finished");
+        info!(job.id = ?row.job_id, target = %Logged(row.target_key()), worker = %claimed.tag, outcome = ?outcome.status, "job finished");
         let continuation = outcome.continue_args.as_ref().map(|args| Continuation {
             job_id: uuid::Uuid::new_v4().to_string(),
             args_json: serde_json::Value::Object(args.clone()).to_string(),
@@ -2004,7 +2005,7 @@ impl Daemon {
         let Some(token) = self.job_stops.get(job_id) else {
             return;
         };
-        info!(job.id = ?job_id, by = ?request.who, "asked to stop the job; stopping its process group");
+        info!(job.id = ?job_id, by = %Logged(&request.who), "asked to stop the job; stopping its process group");
         self.observers.metrics.cancel_asked();
         token.cancel();
         self.stop_asked.insert(job_id.to_string(), request);
@@ -2378,11 +2379,11 @@ fn refused(
     span.in_scope(|| {
         warn!(
             reason = %rejected.reason,
-            requester = ?spec.requester,
-            target = ?spec.target,
-            function = ?spec.function,
-            command = ?spec.command,
-            refused = ?rejected.message,
+            requester = %Logged(&spec.requester),
+            target = %Logged(&spec.target),
+            function = %Logged(&spec.function),
+            command = %Logged(&spec.command),
+            refused = %Logged(&rejected.message),
             "job refused; nothing ran"
         )
     });

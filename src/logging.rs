@@ -30,10 +30,12 @@ pub const MESSAGE_CHARS: usize = 4000;
 /// The text format's fields, every value shown by the one rule for text that is not
 /// sheetq's own (`sheet_text::visible`): control and format characters made visible, each
 /// field cut at 200 characters, the message (sheetq's own words, which may quote a value) at
-/// [`MESSAGE_CHARS`]. The journald layer and the JSON format keep fields whole: journald
-/// stores a field as bytes, and JSON escapes every control character. Span fields (a job's
-/// `target`, `function`) go through it too. A 50,000-character label ticked on a panel
-/// thus adds a few hundred bytes to the log, not the label each time it is named.
+/// [`MESSAGE_CHARS`]. Span fields (a job's `target`, `function`) go through it too. The
+/// journald layer and the JSON format write fields as they get them, so every field that
+/// carries sheet text is bounded where it is logged ([`crate::sheet_text::Logged`]); this
+/// format bounds whatever else a field holds. A 50,000-character label ticked on a panel
+/// thus adds a few hundred bytes to any of the three outputs, not the label each time it is
+/// named.
 pub fn bounded_fields() -> impl for<'w> FormatFields<'w> + 'static {
     tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
         let message = field.name() == "message";

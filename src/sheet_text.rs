@@ -278,6 +278,20 @@ impl<W: std::io::Write> std::io::Write for VisibleWriter<W> {
     }
 }
 
+/// A value from the sheet (or anything people typed) as a log field or a log message
+/// shows it, whatever the output (text, JSON, journald): [`visible`] with
+/// [`LINE_CHARS`], so a field is one short line with nothing raw in it. The JSON and
+/// journald outputs write fields as they get them, so every field that carries sheet text
+/// goes through this: `target = %Logged(&row.target)`.
+#[derive(Clone, Copy)]
+pub struct Logged<'a>(pub &'a str);
+
+impl std::fmt::Display for Logged<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&visible(self.0, LINE_CHARS))
+    }
+}
+
 /// At most this many characters of a sheet value are shown in a message or a log line.
 pub const SHOWN_CHARS: usize = 40;
 

@@ -233,7 +233,7 @@ impl Runner {
     ///
     /// The timeout clock starts here, not when the command starts, so that a heavy job
     /// waiting for the gate still ends before the sheet's `stale_after` would time it out.
-    #[instrument(skip_all, fields(job.id = ?job.job_id(), command = %job.command(), target = ?job.spec().target))]
+    #[instrument(skip_all, fields(job.id = ?job.job_id(), command = %crate::sheet_text::Logged(job.command()), target = %crate::sheet_text::Logged(&job.spec().target)))]
     pub async fn run(&self, job: PreparedJob, cancel: CancellationToken) -> Outcome {
         self.run_logged(job, cancel, &Capture::none(), &Retrying::unwatched())
             .await

@@ -20,6 +20,7 @@ use crate::outbox::Finish;
 use crate::panel;
 use crate::provenance::Provenance;
 use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
+use crate::sheet_text::Logged;
 use crate::sheet_time;
 use crate::sheets::{
     BatchUpdate, BatchUpdateReply, Cell, GridRange, MetadataLookup, Precedence, Reply, Request,
@@ -601,7 +602,7 @@ impl Daemon {
                     ));
                 }
                 _ => {
-                    warn!(job.id = ?row.job_id, target = ?row.target_key(), reason = %message, state = %word, "ended a stale job; its target stays busy until the job could have ended on its own");
+                    warn!(job.id = ?row.job_id, target = %Logged(row.target_key()), reason = %message, state = %word, "ended a stale job; its target stays busy until the job could have ended on its own");
                     if finish == Finish::Cancelled {
                         self.observers.metrics.cancel_asked();
                     }
@@ -656,7 +657,7 @@ impl Daemon {
                     let request = cancel::asked_of(row, tz, now)
                         .unwrap_or_else(|| cancel::Request::new("", now, &row.job_id));
                     let message = request.message(now, tz, "");
-                    info!(job.id = ?row.job_id, target = ?row.target_key(), by = ?request.who, "cancelled a waiting job; it never ran");
+                    info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&request.who), "cancelled a waiting job; it never ran");
                     self.observers.metrics.cancel_asked();
                     let ended = (*binding_id, Finish::Cancelled, message);
                     self.end_unrun(fresh, row, ended, now, through, follow_up);
@@ -747,25 +748,25 @@ impl Daemon {
                     self.observers.metrics.approval(t.turn.label());
                     let finish = match &t.turn {
                         approval::Turn::Await(tally) => {
-                            info!(job.id = ?row.job_id, target = ?row.target_key(), function = ?row.function, requester = ?row.requester, needed = tally.needed, "job awaits approval; it does not run before");
+                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), requester = %Logged(&row.requester), needed = tally.needed, "job awaits approval; it does not run before");
                             self.announce_step(fresh, row, Step::Requested, now);
                             None
                         }
                         approval::Turn::Release => {
-                            info!(job.id = ?row.job_id, target = ?row.target_key(), function = ?row.function, "job awaited approval, which its function needs no more; it waits to run");
+                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), "job awaited approval, which its function needs no more; it waits to run");
                             None
                         }
                         approval::Turn::Approve(tally) => {
-                            info!(job.id = ?row.job_id, target = ?row.target_key(), function = ?row.function, approved_by = ?tally.approved_by, "job approved; it waits to run");
+                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), approved_by = %Logged(&tally.approved_by.join(", ")), "job approved; it waits to run");
                             self.announce_step(fresh, row, Step::Approved, now);
                             None
                         }
                         approval::Turn::Reject(stop) => {
-                            info!(job.id = ?row.job_id, target = ?row.target_key(), by = ?stop.who, "job rejected; it never ran");
+                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&stop.who), "job rejected; it never ran");
                             Some((Finish::Rejected, approval::rejected_message(stop, now, tz)))
                         }
                         approval::Turn::Withdraw(stop) => {
-                            info!(job.id = ?row.job_id, target = ?row.target_key(), by = ?stop.who, "job awaiting approval cancelled; it never ran");
+                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&stop.who), "job awaiting approval cancelled; it never ran");
                             self.observers.metrics.cancel_asked();
                             Some((Finish::Cancelled, stop.message(now, tz, "")))
                         }
@@ -774,7 +775,7 @@ impl Daemon {
                             let message = rule
                                 .map(|r| approval::expired_message(&r, tally))
                                 .unwrap_or_default();
-                            info!(job.id = ?row.job_id, target = ?row.target_key(), approvals = %tally.count_text(), "job not approved in time; it never ran");
+                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), approvals = %tally.count_text(), "job not approved in time; it never ran");
                             Some((Finish::Expired, message))
                         }
                     };
@@ -847,12 +848,12 @@ impl Daemon {
                 // written as text (its log row is restated with the result).
                 claimed.linked = false;
                 claimed.panel_linked = false;
-                warn!(job.id = ?claimed.row.job_id, target = ?claimed.row.target_key(), worker = %claimed.tag, %planned, "the queue moved during the claim; running the row that was claimed instead");
+                warn!(job.id = ?claimed.row.job_id, target = %Logged(claimed.row.target_key()), worker = %claimed.tag, %planned, "the queue moved during the claim; running the row that was claimed instead");
                 self.spawn(claimed);
             }
             Settled::PutBack { row, slot } => {
                 self.rows_moved();
-                warn!(job.id = ?row.job_id, target = ?row.target_key(), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
+                warn!(job.id = ?row.job_id, target = %Logged(row.target_key()), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
                 let mut cells =
                     self.claim_values(Some(&self.config.states.waiting), &Cell::from(""), "");
                 // The commit's link to a log row that will not be filled goes too.
@@ -869,7 +870,7 @@ impl Daemon {
                 self.observers.metrics.claim_conflict();
                 warn!(
                     job.id = ?claimed.row.job_id,
-                    target = ?claimed.row.target_key(),
+                    target = %Logged(claimed.row.target_key()),
                     worker = %claimed.tag,
                     "claim conflict: the row was not ours after the commit; not running it"
                 );
@@ -917,7 +918,7 @@ impl Daemon {
         let mut cells = self.claim_values(None, &started, &before.worker);
         // The commit wrote its link formula over the row's 結果URL too.
         cells.push((Column::ResultUrl, Cell::from(before.result_url.as_str())));
-        info!(job.id = ?row.job_id, row = row.row, worker = ?before.worker, claim = %tag, "giving the row our claim landed on its 開始日時/ワーカー back");
+        info!(job.id = ?row.job_id, row = row.row, worker = %Logged(&before.worker), claim = %tag, "giving the row our claim landed on its 開始日時/ワーカー back");
         self.follow_up(row, None, cells, through, follow_up);
     }
 
@@ -1309,7 +1310,7 @@ impl Daemon {
                 .collect();
             let reply = self.sheets.append(&self.append_range(fresh), &rows).await?;
             for j in &intake.new_rows {
-                info!(job.id = ?j.job_id, target = ?j.target, function = ?j.function, "press taken into the queue");
+                info!(job.id = ?j.job_id, target = %Logged(&j.target), function = %Logged(&j.function), "press taken into the queue");
             }
             // Where Google put them, so they can be claimed now (the commit's read-back
             // checks each claim as usual).
@@ -1358,7 +1359,7 @@ impl Daemon {
                     ))),
                     None => warn!(
                         job.id = ?job,
-                        worker = ?row.worker,
+                        worker = %Logged(&row.worker),
                         "a ■ tick asks to stop a job another daemon runs, but the queue has no {} column to tell it by; run `sheetq init` to add it",
                         self.config.headers.cancel_request
                     ),

@@ -15,6 +15,7 @@ use crate::apply::panel::{self as sync_panels, SyncRequest};
 use crate::commands::{Opened, PanelOpener};
 use crate::config::Config;
 use crate::panel::index_sheet;
+use crate::sheet_text::Logged;
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets};
 
 /// How often the daemon looks for idle panels (a look costs nothing but this poll's data;
@@ -69,7 +70,7 @@ impl Daemon {
             })
             .await?;
         for (id, label) in hidden {
-            info!(target = ?label, "panel hidden: its target had no job for hide_panels_after");
+            info!(target = %Logged(&label), "panel hidden: its target had no job for hide_panels_after");
             if let Some(s) = self
                 .served
                 .sheet_meta

@@ -15,6 +15,7 @@ use crate::lease::{LeaseState, WORKER_SHEET};
 use crate::panel::index_sheet::{self, IndexEntry};
 use crate::panel::{self, PanelIndex, PanelTable};
 use crate::queue::{self, Column, ColumnMap, QueueRow, Snapshot, State, QUEUE_SHEET};
+use crate::sheet_text::Logged;
 use crate::sheets::{Cell, Filter, FilterRead, SheetMeta, ValueRange};
 use crate::watch;
 use crate::workers::{self, Heartbeat};
@@ -166,10 +167,10 @@ impl Daemon {
             || index.problems != self.served.panels.problems
         {
             for c in &index.conflicts {
-                warn!(target = ?c.label, "{}", c.to_string().escape_debug());
+                warn!(target = %Logged(&c.label), "{}", Logged(&c.to_string()));
             }
             for p in &index.problems {
-                warn!("{}", p.to_string().escape_debug());
+                warn!("{}", Logged(&p.to_string()));
             }
         }
         self.served.panels = index;

@@ -20,6 +20,7 @@ use crate::outbox::{Continuation, Finish, FinishedJob};
 use crate::panel::{self, PanelOutcome};
 use crate::provenance::Fields;
 use crate::queue::{Column, QueueRow, State};
+use crate::sheet_text::Logged;
 use crate::sheet_time;
 use crate::sheets::{BatchUpdate, Cell, Filter, FilterWrite, FilterWritten, Request, ValueRange};
 
@@ -211,7 +212,7 @@ impl Daemon {
         match panel::locate(&self.served.panels, &poll.tables, row) {
             Ok((panel_ref, panel_row)) => Some((panel_ref, panel_row.row)),
             Err(miss) => {
-                warn!(job.id = ?row.job_id, target = ?row.target_key(), "{miss}; only the queue row is written");
+                warn!(job.id = ?row.job_id, target = %Logged(row.target_key()), "{miss}; only the queue row is written");
                 None
             }
         }
@@ -616,7 +617,7 @@ impl Daemon {
                     // finish: its タイムアウト stands, and its panel row may belong to a new press.
                     warn!(
                         job.id = ?job.job_id,
-                        target = ?job.target,
+                        target = %Logged(&job.target),
                         worker = %job.worker,
                         rows = ?with_job.iter().map(|r| (r.row, r.state.clone(), r.worker.as_str())).collect::<Vec<_>>(),
                         bound = ?at_binding.map(|r| (r.row, r.job_id.as_str(), r.state.clone(), r.worker.as_str())),
@@ -669,9 +670,9 @@ impl Daemon {
         self.observers.metrics.result_unplaceable();
         warn!(
             job.id = ?job.job_id,
-            target = ?job.target,
+            target = %Logged(&job.target),
             outcome = ?job.finish,
-            message = %job.message,
+            message = %Logged(&job.message),
             "the job's queue row was deleted by a person; its result is written nowhere in the queue (only its panel row)"
         );
         if let Err(e) = self.outbox.record_unplaceable(job) {
@@ -725,7 +726,7 @@ impl Daemon {
             }
         }
         for row in found {
-            warn!(job.id = ?row.job_id, worker = ?row.worker, row = row.row, "a row shows a claim of ours that runs nothing (put back by a repair from an older read); putting it back to waiting");
+            warn!(job.id = ?row.job_id, worker = %Logged(&row.worker), row = row.row, "a row shows a claim of ours that runs nothing (put back by a repair from an older read); putting it back to waiting");
             self.observers.metrics.write_incident();
             let cells = self.claim_values(Some(&self.config.states.waiting), &Cell::from(""), "");
             let mut through = Vec::new();
@@ -1446,7 +1447,7 @@ impl Daemon {
                 ..Default::default()
             })
             .await?;
-        info!(job.id = ?job.job_id, next = %cont.job_id, target = ?job.target, "appended a continuation row");
+        info!(job.id = ?job.job_id, next = %cont.job_id, target = %Logged(&job.target), "appended a continuation row");
         Ok(())
     }
 

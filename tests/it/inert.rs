@@ -118,11 +118,22 @@ async fn escape_sequences_typed_or_printed_reach_no_terminal_through_status_or_l
 /// kilobytes, not the label four times over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tick_of_a_fifty_thousand_character_label_adds_under_ten_kilobytes_to_the_log() {
+    fifty_thousand_character_label("text").await;
+}
+
+/// The JSON lines (and journald, which gets the same field values) write each field as the
+/// call site gave it: every field with sheet text is bounded where it is logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_of_a_fifty_thousand_character_label_adds_under_ten_kilobytes_to_the_json_log() {
+    fifty_thousand_character_label("json").await;
+}
+
+async fn fifty_thousand_character_label(format: &str) {
     let emu = start_with_quota(Quota::scaled(50)).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = binary_config_with(&emu, dir.path(), "vm-flood", "intake = \"poll\"\n", "");
     let log = dir.path().join("sheetq.log");
-    let daemon = Binary::start(&config, &log);
+    let daemon = Binary::start_with(&config, &log, &["--log-format", format]);
     wait_for(
         "the daemon to start",
         Duration::from_secs(40),
@@ -163,13 +174,13 @@ async fn a_tick_of_a_fifty_thousand_character_label_adds_under_ten_kilobytes_to_
     let grew = text.len() as u64 - before;
     assert!(
         grew < 10_000,
-        "the log grew by {grew} bytes for one tick of job {}:\n{}",
+        "the {format} log grew by {grew} bytes for one tick of job {}:\n{}",
         job.job_id,
         &text[before as usize..]
     );
     assert!(
-        !text.contains('\u{1b}'),
-        "no escape sequence reaches the log"
+        !text.contains('\u{1b}') && !text.contains("\\u001b"),
+        "no escape sequence reaches the {format} log"
     );
 }
 
