@@ -387,7 +387,10 @@ pub fn job_to_stop<'a>(
 /// The answer to a duplicate press: `既に実行中です（依頼: <依頼者> / HH:mm）`, with the
 /// existing row's requester (or `不明` when empty) and its 受付日時 in the sheet's zone.
 pub fn duplicate_message(existing: &QueueRow, tz: Tz) -> String {
-    let who = existing.requester_key().unwrap_or("不明");
+    let who = crate::sheet_text::visible(
+        existing.requester_key().unwrap_or("不明"),
+        crate::sheet_text::LINE_CHARS,
+    );
     let at = existing
         .received_at
         .map(|t| t.with_timezone(&tz).format("%H:%M").to_string())
@@ -429,6 +432,27 @@ mod tests {
 
     fn at(minutes: i64, seconds: i64) -> DateTime<Utc> {
         t0() + Duration::minutes(minutes) + Duration::seconds(seconds)
+    }
+
+    #[test]
+    fn a_duplicate_press_quotes_no_acting_character_of_the_requester() {
+        let hostile = format!(
+            "{}{}",
+            crate::sheet_text::every_acting_character(),
+            "x".repeat(60_000)
+        );
+        let existing = row(2, State::Running, "A", &hostile);
+        let message = duplicate_message(&existing, chrono_tz::Asia::Tokyo);
+        let raw: Vec<char> = message
+            .chars()
+            .filter(|c| crate::sheet_text::acts(*c))
+            .collect();
+        assert!(raw.is_empty(), "the panel message carries {raw:?} raw");
+        assert!(
+            message.chars().count() < 10_000,
+            "{} characters",
+            message.chars().count()
+        );
     }
 
     /// A queue row on sheet row `row`, received `row` minutes after t0 unless changed.

@@ -187,6 +187,32 @@ pub fn visible(value: &str, max: usize) -> String {
     out
 }
 
+/// [`visible`] for a cell sheetq writes (a panel's or the index's text that quotes a sheet
+/// value): line feeds and tabs are kept, as a cell shows them, every other control and
+/// format character is made visible, and at most `max` characters are kept. A copied value
+/// can thus neither disguise the rest of its cell (a bidi override) nor push the cell past
+/// Google's 50,000-character limit, which would fail the whole write it rides in.
+pub fn for_cell(value: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (n, c) in value.chars().enumerate() {
+        if n == max {
+            out.push('…');
+            break;
+        }
+        push_visible(&mut out, c, acts(c) && c != '\n' && c != '\t');
+    }
+    out
+}
+
+/// Every character [`acts`] is true of, in one string: what a printer's test feeds it.
+#[cfg(test)]
+pub(crate) fn every_acting_character() -> String {
+    (0..=0x10_FFFF_u32)
+        .filter_map(char::from_u32)
+        .filter(|c| acts(*c))
+        .collect()
+}
+
 /// Pushes `c` onto `out`: as `\\u{1b}` when `escape`, else as it is.
 fn push_visible(out: &mut String, c: char, escape: bool) {
     if escape {

@@ -15,6 +15,7 @@ use chrono_tz::Tz;
 
 use super::{cell_in, PanelIndex, PanelLayout, PanelRef, PanelTable};
 use crate::queue::{cell_text, QueueRow, State};
+use crate::sheet_text::{for_cell, visible, LINE_CHARS};
 use crate::sheet_time;
 use crate::sheets::{Cell, SpreadsheetMeta, ValueRange};
 
@@ -104,7 +105,8 @@ pub fn state_text<'a>(label: &str, rows: impl IntoIterator<Item = &'a QueueRow>)
             awaiting += 1;
         }
     }
-    let text = match (running.first(), waiting) {
+    let running = running.first().map(|f| visible(f, LINE_CHARS));
+    let text = match (running, waiting) {
         (None, 0) => String::new(),
         (None, n) => format!("⏳ 待機 {n} 件"),
         (Some(f), 0) => format!("▶ 実行中: {f}"),
@@ -126,7 +128,10 @@ pub fn last_result(table: &PanelTable) -> Option<(f64, String)> {
         .filter_map(|r| r.updated.as_f64().map(|t| (t, r)))
         .filter(|(_, r)| !r.status.is_empty())
         .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(t, r)| (t, format!("{}: {}", r.function, r.status)))
+        .map(|(t, r)| {
+            let (function, status) = (visible(&r.function, LINE_CHARS), for_cell(&r.status, 500));
+            (t, format!("{function}: {status}"))
+        })
 }
 
 /// The later of two optional serials.
@@ -308,6 +313,39 @@ mod tests {
             Some((46001.0, "再起動: ❌ エラー".to_string()))
         );
         assert_eq!(last_result(&PanelTable::default()), None);
+    }
+
+    #[test]
+    fn the_index_shows_no_acting_character_of_a_label_or_status_and_stays_short() {
+        let hostile = format!(
+            "{}{}",
+            crate::sheet_text::every_acting_character(),
+            "長".repeat(60_000)
+        );
+        let running = queue_row(2, State::Running, "A", &hostile);
+        let state = state_text("A", [&running]);
+        let table = PanelTable {
+            rows: vec![PanelRow {
+                row: 8,
+                function: hostile.clone(),
+                status: hostile.clone(),
+                updated: json!(46000.0),
+                ..PanelRow::default()
+            }],
+        };
+        let (_, last) = last_result(&table).unwrap_or_default();
+        for (cell, text, kept) in [("状況", &state, ""), ("最終結果", &last, "\n\t")] {
+            let raw: Vec<char> = text
+                .chars()
+                .filter(|c| crate::sheet_text::acts(*c) && !kept.contains(*c))
+                .collect();
+            assert!(raw.is_empty(), "{cell} carries {raw:?} raw");
+            assert!(
+                text.chars().count() < 10_000,
+                "{cell} stays far below Google's 50,000 characters a cell: {} characters",
+                text.chars().count()
+            );
+        }
     }
 
     #[test]

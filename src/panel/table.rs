@@ -29,7 +29,7 @@ pub fn table_ranges(index: &PanelIndex, layout: &PanelLayout) -> Vec<String> {
 }
 
 /// One function row of a panel.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PanelRow {
     /// 1-based sheet row at the time of the read.
     pub row: u32,
