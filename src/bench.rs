@@ -42,6 +42,7 @@ pub mod cold;
 mod figures;
 pub mod fleet;
 mod process;
+pub mod retry;
 pub mod schedule;
 
 use figures::{mib, rss_of, secs, vm_hwm};
@@ -453,6 +454,8 @@ pub struct BenchReport {
     /// Peak RSS in KiB of one daemon run as a process of its own through the saturation
     /// jobs (0: not measured).
     pub busy_alone_rss_kib: u64,
+    /// What a failing job's retries add in requests.
+    pub retry: retry::RetryCost,
     /// The Markdown printed.
     pub markdown: String,
 }
@@ -622,6 +625,14 @@ pub async fn measure(args: Params, out: &mut impl Write) -> anyhow::Result<Bench
         )?;
         report.idle.push(idle);
     }
+
+    report.retry = retry::measure(deadline).await?;
+    writeln!(
+        out,
+        "{} retries: a failing job without and with {} retries run",
+        at(started),
+        retry::RETRIES
+    )?;
 
     report.markdown = markdown(&report, &args, quota);
     writeln!(out, "\n{}", report.markdown)?;
@@ -1490,6 +1501,22 @@ fn main_table(r: &BenchReport, args: &Params, md: &mut String) {
     row(
         "reads / writes per job".into(),
         format!("{:.2} / {:.2}", s.reads_per_job(), s.writes_per_job()),
+    );
+    let c = &r.retry;
+    row(
+        format!(
+            "a failing job, without / with {} retries: reads, writes",
+            retry::RETRIES
+        ),
+        format!(
+            "{} / {}, {} / {} ({:.1} read and {:.1} write per retry: the stop check before it)",
+            c.without.reads,
+            c.with.reads,
+            c.without.writes,
+            c.with.writes,
+            c.reads_per_retry(),
+            c.writes_per_retry()
+        ),
     );
     let window = if s.shorter_than_a_minute {
         " (run < 60 s: whole run)"

@@ -35,6 +35,12 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         (6, 6, 0),
         "every job counted once"
     );
+    let retry = report.retry;
+    assert_eq!(
+        (retry.reads_per_retry(), retry.writes_per_retry()),
+        (1.0, 0.0),
+        "a retry costs the one read of its stop check and nothing else: {retry:?}"
+    );
     assert_eq!(
         report.daemon_jobs_finished, 8,
         "the daemons ran the 6 jobs and the 2 presses, nothing twice"
