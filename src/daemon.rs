@@ -2205,7 +2205,7 @@ struct Started {
 /// (the panels) and the archive's counter in one read: the fatal checks of start-up, in two
 /// of the account's requests.
 async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Started, DaemonError> {
-    let meta = sheets.metadata().await?;
+    let mut meta = sheets.metadata().await?;
     let protection = queue_protection(&meta, sheets, config);
     let tz = sheet_time::parse_zone(&meta.time_zone)?;
     let queue = meta
@@ -2214,9 +2214,13 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Started, Da
     let worker = meta
         .sheet(WORKER_SHEET)
         .ok_or_else(|| DaemonError::MissingSheet(WORKER_SHEET.into()))?;
-    let wanted = workers::HEADER.len() as i32;
+    // The heartbeat's columns and the stop column right of them (`workers::STOP_COLUMN`,
+    // which `sheetq cancel` writes and every poll reads once the sheet is that wide).
+    let wanted = (workers::HEADER.len() as i32).max(workers::STOP_COLUMN as i32 + 1);
+    let mut widened = None;
     if worker.column_count < wanted {
-        // Heartbeat rows grew a column (the account): make room rather than stop.
+        // Heartbeat rows grew a column (the account, the stop column): make room rather
+        // than stop, once, at start.
         info!(
             columns = worker.column_count,
             wanted, "widening '_ワーカー' for the heartbeat's new columns"
@@ -2228,11 +2232,17 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Started, Da
             }],
             ..Default::default()
         };
-        if let Err(e) = sheets.batch_update(&widen).await {
-            warn!(error = %e, "could not widen '_ワーカー'");
-            return Err(DaemonError::WorkerSheetTooNarrow {
-                columns: worker.column_count,
-            });
+        match sheets.batch_update(&widen).await {
+            Ok(_) => widened = Some(wanted),
+            Err(e) if worker.column_count < workers::HEADER.len() as i32 => {
+                warn!(error = %e, "could not widen '_ワーカー'");
+                return Err(DaemonError::WorkerSheetTooNarrow {
+                    columns: worker.column_count,
+                });
+            }
+            // The heartbeat fits: only `sheetq cancel` of a job whose row is gone waits
+            // for a wider sheet (it widens it itself).
+            Err(e) => warn!(error = %e, "could not widen '_ワーカー' for its stop column"),
         }
     }
     let last_col = queue.last_column();
@@ -2295,6 +2305,12 @@ async fn load_layout(sheets: &dyn Sheets, config: &Config) -> Result<Started, Da
         columns,
         log,
     };
+    if let Some(columns) = widened {
+        // So that the first poll reads the stop column already.
+        if let Some(w) = meta.sheets.iter_mut().find(|s| s.title == WORKER_SHEET) {
+            w.column_count = columns;
+        }
+    }
     Ok(Started {
         layout,
         protection,

@@ -309,6 +309,20 @@ pub fn panel(sheet_id: i32, title: &str, layout: &PanelLayout) -> Vec<Wanted> {
         })
         .collect();
     let c = &layout.columns;
+    // The labels, closed to people as the hidden cells are: a sort by a person that would
+    // split a function's label from its hidden command, argsJSON and flags (and so take
+    // the panel out of use under the trigger intake) must take in the label column, and
+    // Google refuses it whole.
+    let function = Area::columns(sheet_id, c.function.0, c.function.0 + 1);
+    out.push(Wanted {
+        area: function,
+        what: format!(
+            "the 機能 column {} of panel {name}, so that no sort by a person splits a label from its hidden cells",
+            columns_text(&function)
+        ),
+        fix: Fix::PanelsSync,
+        people: People::default(),
+    });
     let hidden = [c.command.0, c.args_json.0, c.flags.0];
     out.extend(runs(&hidden).into_iter().map(|cols| {
         let area = Area::columns(sheet_id, cols.start, cols.end);
@@ -912,7 +926,7 @@ mod tests {
     }
 
     #[test]
-    fn a_panel_protects_its_markers_and_hidden_columns_and_leaves_the_table_open() {
+    fn a_panel_protects_its_markers_labels_and_hidden_columns_and_leaves_the_rest_open() {
         let wanted = panel(5001, "web-1", &PanelLayout::default());
         let areas: Vec<Area> = wanted.iter().map(|w| w.area).collect();
         let g = |rows: std::ops::Range<u32>| {
@@ -926,16 +940,25 @@ mod tests {
         };
         assert_eq!(
             areas,
-            vec![g(0..3), g(4..5), Area::columns(5001, 7, 10)],
-            "G1:G3 and G5 (G4 holds nothing), and H:J every row"
+            vec![
+                g(0..3),
+                g(4..5),
+                Area::columns(5001, 1, 2),
+                Area::columns(5001, 7, 10)
+            ],
+            "G1:G3 and G5 (G4 holds nothing), the labels B and H:J every row"
         );
         assert_eq!(wanted[0].what, "the markers G1:G3 of panel 'web-1'");
         assert_eq!(wanted[1].what, "the markers G5 of panel 'web-1'");
         assert_eq!(
             wanted[2].what,
+            "the 機能 column B of panel 'web-1', so that no sort by a person splits a label from its hidden cells"
+        );
+        assert_eq!(
+            wanted[3].what,
             "the hidden command, argsJSON and flags columns H:J of panel 'web-1'"
         );
-        for open in [0, 1, 2, 3, 4] {
+        for open in [0, 2, 3, 4] {
             let column = Area::columns(5001, open, open + 1);
             assert!(
                 !areas.iter().any(|a| a.overlaps(&column)),
@@ -964,6 +987,7 @@ mod tests {
                     start_col: 25,
                     end_col: 26
                 }),
+                Area::columns(9, 1, 2),
                 Area::columns(9, 10, 13)
             ]
         );

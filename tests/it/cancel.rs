@@ -604,3 +604,60 @@ async fn a_running_job_whose_row_was_deleted_is_listed_and_stopped_through_its_d
         show()
     );
 }
+
+/// A `_ワーカー` made before the stop column (ten columns wide) is widened by the daemon at
+/// start, so that its polls read column K from the first (a stop `sheetq cancel` leaves
+/// there is not left waiting for the next metadata read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_started_on_a_ten_column_worker_sheet_widens_it_for_the_stop_column() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let width = |emu: &Emulator| {
+        emu.with_spreadsheet(|ss| {
+            ss.sheets
+                .iter()
+                .find(|s| s.title == "_ワーカー")
+                .map(|s| s.column_count)
+        })
+        .ok()
+        .flatten()
+    };
+    emu.with_spreadsheet(|ss| {
+        for s in ss.sheets.iter_mut().filter(|s| s.title == "_ワーカー") {
+            s.column_count = 10;
+        }
+    })
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(width(&emu), Some(10));
+    let config = binary_config_with(&emu, dir.path(), "vm-1", "", "");
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    wait_for(
+        "the daemon to widen '_ワーカー' to K",
+        WAIT,
+        || (width(&emu) == Some(11)).then_some(()),
+        || std::fs::read_to_string(&log).unwrap_or_default(),
+    )
+    .await;
+    wait_for(
+        "a poll to read column K",
+        WAIT,
+        || {
+            emu.requests()
+                .iter()
+                .any(|r| {
+                    r.ranges
+                        .iter()
+                        .any(|range| range.contains("_ワーカー") && range.contains(":K"))
+                })
+                .then_some(())
+        },
+        || {
+            format!(
+                "{:?}",
+                emu.requests().iter().map(|r| &r.ranges).collect::<Vec<_>>()
+            )
+        },
+    )
+    .await;
+}

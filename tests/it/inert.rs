@@ -184,9 +184,10 @@ async fn fifty_thousand_character_label(format: &str) {
     );
 }
 
-/// A person sorts a panel's visible columns (A:F) by 機能: the hidden H:J stay, so each
-/// row's hidden command is another function's. The next press still runs what the config
-/// says its function runs, and `sheetq check` names the sort and its fix.
+/// An editor cannot sort a panel's visible columns (A:F): 機能 is protected as H:J are, and
+/// Google refuses the sort whole. The owner can: the hidden H:J stay, so each row's hidden
+/// command is another function's. The next press still runs what the config says its
+/// function runs, and `sheetq check` names the sort and its fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panel_sorted_by_a_person_still_runs_each_press_as_its_function_says() {
     let emu = start_with_quota(Quota::scaled(50)).await;
@@ -208,7 +209,23 @@ async fn a_panel_sorted_by_a_person_still_runs_each_press_as_its_function_says()
         .ok()
         .and_then(|m| m.sheet("サーバーA").map(|s| s.sheet_id))
         .unwrap_or_else(|| panic!("panel サーバーA"));
-    // Row 8 is い (alpha), row 9 あ (beta); sorted by 機能, あ comes first.
+    // Row 8 is い (alpha), row 9 あ (beta); sorted by 機能, あ comes first. An editor's
+    // sort is refused whole: the 機能 column is closed to people.
+    let sort = serde_json::json!([{ "sortRange": {
+        "range": { "sheetId": panel, "startRowIndex": 7, "endRowIndex": 9,
+                   "startColumnIndex": 0, "endColumnIndex": 6 },
+        "sortSpecs": [{ "dimensionIndex": 1, "sortOrder": "ASCENDING" }] } }]);
+    let (code, reply) = person_batch(&emu, "mallory@example.com", sort).await;
+    assert_ne!(
+        code, 200,
+        "an editor's sort of the labels is refused: {reply}"
+    );
+    assert_eq!(
+        panel_row(&emu, "サーバーA", 8)[1],
+        "い 最初",
+        "the editor's sort moved nothing"
+    );
+    // The owner may still sort.
     let (code, reply) = raw(
         &emu,
         "POST",

@@ -409,8 +409,8 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
     for title in ["server-2", "server-x"] {
         assert_eq!(
             protected_areas(service_account.as_ref(), title).await.len(),
-            3,
-            "{title}: its markers G1:G3 and G5 and H:J"
+            4,
+            "{title}: its markers G1:G3 and G5, its labels B and H:J"
         );
     }
 }
@@ -793,7 +793,8 @@ async fn protected_areas(
 }
 
 #[tokio::test]
-async fn sync_protects_each_panels_markers_and_hidden_columns_and_leaves_the_rest_to_people() {
+async fn sync_protects_each_panels_markers_labels_and_hidden_columns_and_leaves_the_rest_to_people()
+{
     let emu = start_empty().await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let catalog = format!("{FUNCTIONS}{}", targets(3));
@@ -831,8 +832,8 @@ async fn sync_protects_each_panels_markers_and_hidden_columns_and_leaves_the_res
     );
     assert_eq!(
         done.report.protected.len(),
-        3 * 3 + 1,
-        "per panel G1:G3, G5 and H:J, and the index's hidden column: {}",
+        3 * 4 + 1,
+        "per panel G1:G3, G5, B and H:J, and the index's hidden column: {}",
         done.report
     );
     assert_eq!(
@@ -860,10 +861,14 @@ async fn sync_protects_each_panels_markers_and_hidden_columns_and_leaves_the_res
             sheet_id: id,
             ..g(4..5)
         },
+        sheetq::sheets::Area::columns(id, 1, 2),
         sheetq::sheets::Area::columns(id, 7, 10),
     ];
     expected.sort_by_key(|a| (a.start_col, a.start_row));
-    assert_eq!(areas, expected, "the markers and H:J, every row");
+    assert_eq!(
+        areas, expected,
+        "the markers, the labels B and H:J, every row"
+    );
 
     // A person, editor of the file, presses and types where people do, and nowhere else.
     let alice = "alice@example.com";
@@ -871,6 +876,7 @@ async fn sync_protects_each_panels_markers_and_hidden_columns_and_leaves_the_res
         ("'server-2'!A8", json!([[true]]), true),
         ("'▶パネル'!B5", json!([["server-9"]]), true),
         ("'server-2'!H8", json!([["rm"]]), false),
+        ("'server-2'!B8", json!([["another label"]]), false),
         (
             "'server-2'!I8",
             json!([[r#"{"target":"-oProxyCommand=id"}"#]]),
