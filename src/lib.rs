@@ -54,37 +54,16 @@
 //!   `claim_pass::settle_claims`, `binding::plan_write`), tested alone; `Daemon`'s methods
 //!   apply them.
 //! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
-//! - [`emulator`]: a Google Sheets API v4 + OAuth2 token emulator on loopback, for tests and
-//!   local runs without Google (store, HTTP server, fault injection, request log, web view).
-//!   It, the demo and the bench are the default-on cargo feature `emulator`; a production
-//!   build leaves them out (`--no-default-features`). Inside, imports go one way: `store`
-//!   (the data, metadata entries included) at the bottom; `request` (the checked parts of a
-//!   request), `metadata`, `data_filter`, `lookup` and the operations (`batch`, `values`,
-//!   `by_filter`, …) above it; `shared` (what handlers share) below `admin`, `web` and
-//!   `http`, which routes on top.
-//!   - `emulator/store.rs`: spreadsheets, sheets, rows as objects (cells + metadata ids);
-//!     `store/protected.rs` a protected range's data, kept on its sheet and moved by row and
-//!     column edits.
-//!   - `emulator/protection.rs`: protected ranges' requests and JSON, who may edit through
-//!     one (the owner always), and the guard every write passes; `emulator/footprint.rs`
-//!     what each `batchUpdate` request would change, for that guard.
-//!   - `emulator/metadata.rs`: developer metadata: where each entry is, who sees it (a
-//!     `PROJECT` entry only its creator's project), create, get, limits;
-//!     `emulator/lookup.rs` the requests that select it by `DataFilter` (update, delete,
-//!     search).
-//!   - `emulator/data_filter.rs`: `DataFilter` resolution to metadata and grid ranges.
-//!   - `emulator/by_filter.rs`: `values.batchGet/Update/ClearByDataFilter`.
-//!   - `emulator/api.rs`: `spreadsheets.create` and `values.*` (append's table detection).
-//!   - `emulator/quota.rs`: Google's per-minute quotas (per user, a service account or a
-//!     person; per project; reads and writes apart), their sliding window, the `--quota` syntax.
-//!   - `emulator/people.rs`: the accounts that are not service accounts (the spreadsheet's
-//!     owner, a team): what makes an address a person's; their tokens come from `auth.rs`.
-//!   - `emulator/grid.rs`: spreadsheet JSON with grid data and row/column metadata.
-//!   - `emulator/web.rs`: the web view at `/` (page, live view, a person's edits); its
-//!     assets in `emulator/web/`.
-//!   - `emulator/batch.rs`: `spreadsheets.batchUpdate` dispatch (atomic), cell and sheet
-//!     requests; `dimension.rs` rows/columns and `sortRange`; `paste.rs` cut/copy-paste;
-//!     `find_replace.rs` the compare-and-swap.
+//! - [`emulator`]: the `sheetq-emulator` crate of this workspace (`emulator/`, its own
+//!   README), re-exported: a Google Sheets API v4 + OAuth2 token emulator on loopback, for
+//!   tests and local runs without Google (store, HTTP server, fault injection, request log,
+//!   web view). It imports nothing of sheetq (its A1 reading is its own, held to sheetq's
+//!   by `tests/it/two_readings.rs`). It, the demo and the bench are the default-on cargo
+//!   feature `emulator`; a production build leaves them out (`--no-default-features`).
+//!   Inside, imports go one way: `store` (the data, metadata entries included) at the
+//!   bottom; `request`, `metadata`, `data_filter`, `lookup` and the operations (`batch`,
+//!   `values`, `by_filter`, …) above it; `shared` below `admin`, `web` and `http`, which
+//!   routes on top. Its `lib.rs` lists every module.
 //! - [`pause`]: the note a daemon leaves in `state_dir` while it holds a spreadsheet off,
 //!   which `sheetq status` on the same machine shows.
 //! - [`guard`]: who may press, approve and stop, as Google enforces it: the ▶, 承認 (one per
@@ -172,8 +151,10 @@ pub mod config;
 pub mod daemon;
 #[cfg(feature = "emulator")]
 pub mod demo;
+/// The Sheets API emulator (the `sheetq-emulator` crate of this workspace), under its old
+/// name.
 #[cfg(feature = "emulator")]
-pub mod emulator;
+pub use sheetq_emulator as emulator;
 pub mod guard;
 pub mod joblog;
 pub mod journal;

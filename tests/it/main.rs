@@ -36,3 +36,4 @@ mod secrets;
 mod sheets_google;
 mod spreadsheets;
 mod support;
+mod two_readings;

@@ -721,12 +721,7 @@ mod tests {
 
     fn batch(ss: &mut Spreadsheet, requests: Json) -> Result<Json, ApiError> {
         let body = serde_json::to_vec(&json!({ "requests": requests })).unwrap_or_default();
-        run(
-            ss,
-            &parse(&body)?,
-            &Rules::default(),
-            crate::emulator::DEFAULT_OWNER,
-        )
+        run(ss, &parse(&body)?, &Rules::default(), crate::DEFAULT_OWNER)
     }
 
     fn cas(from: &str, to: &str) -> Json {

@@ -550,9 +550,9 @@ pub fn get(ss: &Spreadsheet, id: i32, seer: &Seer) -> Result<Json, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emulator::batch;
-    use crate::emulator::deviation::Rules;
-    use crate::emulator::store::Sheet;
+    use crate::batch;
+    use crate::deviation::Rules;
+    use crate::store::Sheet;
 
     fn ss() -> Spreadsheet {
         let mut ss = Spreadsheet::new("id", "t");
@@ -562,7 +562,7 @@ mod tests {
     }
 
     fn run(ss: &mut Spreadsheet, requests: Json) -> Result<Json, ApiError> {
-        run_as(ss, crate::emulator::DEFAULT_OWNER, requests)
+        run_as(ss, crate::DEFAULT_OWNER, requests)
     }
 
     fn run_as(ss: &mut Spreadsheet, user: &str, requests: Json) -> Result<Json, ApiError> {
@@ -820,7 +820,7 @@ mod tests {
         ] {
             assert_eq!(
                 refused(requests.clone(), &mut s).as_deref(),
-                Some(crate::emulator::protection::REFUSED),
+                Some(crate::protection::REFUSED),
                 "{requests}"
             );
         }

@@ -693,7 +693,7 @@ pub fn create(store: &mut Store, body: &Json, id: String, owner: &str) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emulator::values::{DateRender, ValueRender};
+    use crate::values::{DateRender, ValueRender};
 
     const UNFORMATTED: Render = Render {
         value: ValueRender::Unformatted,
@@ -756,7 +756,7 @@ mod tests {
             Some("INSERT_ROWS"),
             None,
             false,
-            crate::emulator::DEFAULT_OWNER,
+            crate::DEFAULT_OWNER,
         )
         .unwrap_or_else(|e| panic!("append: {e}"));
         assert_eq!(got["tableRange"], "Sheet1!A1:B2");
@@ -780,7 +780,7 @@ mod tests {
             Some("INSERT_ROWS"),
             None,
             false,
-            crate::emulator::DEFAULT_OWNER,
+            crate::DEFAULT_OWNER,
         )
         .unwrap_or_else(|e| panic!("append: {e}"));
         assert_eq!(
@@ -800,7 +800,7 @@ mod tests {
             &json!({"values": [["a","b","c"]]}),
             Input::Raw,
             None,
-            crate::emulator::DEFAULT_OWNER,
+            crate::DEFAULT_OWNER,
         )
         .err()
         .map(|e| e.message);

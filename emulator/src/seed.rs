@@ -27,6 +27,19 @@ pub const INDEX_SHEET_ID: i32 = 0;
 pub const QUEUE_SHEET_ID: i32 = 2001;
 pub const WORKER_SHEET_ID: i32 = 3001;
 pub const LOG_SHEET_ID: i32 = 4001;
+/// The job log sheet, as `sheetq init` makes it.
+pub const LOG_TITLE: &str = "_ジョブログ";
+/// The job log's header, as `sheetq init` writes it.
+pub const LOG_HEADER: [&str; 6] = [
+    "jobId",
+    "対象ラベル",
+    "機能ラベル",
+    "開始日時",
+    "終了日時",
+    "出力",
+];
+/// The header of a panel's ■ column, as `sheetq panels sync` writes it.
+pub const CANCEL_HEADER: &str = "■ 中止";
 
 /// Queue header (docs/design.md §1.1), in default order, as `sheetq init` writes it.
 pub const QUEUE_HEADER: [&str; 18] = [
@@ -87,7 +100,7 @@ fn demo(id: String) -> Spreadsheet {
         .with_timezone(&chrono_tz::Asia::Tokyo)
         .naive_local();
 
-    // The index as `sheetq panels sync` lays it out (crate::panel::index_sheet).
+    // The index as `sheetq panels sync` lays it out.
     let mut index = Sheet::new(INDEX_SHEET_ID, INDEX_TITLE);
     for (c, h) in ["▶", "対象", "位置", "パネル", "状況", "最終結果"]
         .iter()
@@ -134,7 +147,7 @@ fn demo(id: String) -> Spreadsheet {
             (2, "状態"),
             (3, "結果"),
             (4, "更新日時"),
-            (5, crate::panel::sync::CANCEL_HEADER),
+            (5, CANCEL_HEADER),
             (7, "command"),
             (8, "argsJSON"),
             (9, "システムフラグ"),
@@ -186,8 +199,8 @@ fn demo(id: String) -> Spreadsheet {
     worker.hidden = true;
     ss.sheets.push(worker);
 
-    let mut log = Sheet::new(LOG_SHEET_ID, crate::joblog::LOG_SHEET);
-    for (c, h) in crate::joblog::HEADER.iter().enumerate() {
+    let mut log = Sheet::new(LOG_SHEET_ID, LOG_TITLE);
+    for (c, h) in LOG_HEADER.iter().enumerate() {
         text(&mut log, 0, c as u32, h);
     }
     log.hidden = true;

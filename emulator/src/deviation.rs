@@ -1,5 +1,5 @@
 //! Deliberately wrong behaviours, one per Google behaviour sheetq relies on: a test switches
-//! one on to show that the probe which checks that behaviour (`crate::probe`) reports
+//! one on to show that the probe which checks that behaviour (sheetq's `check --probe`) reports
 //! DIFFERS, so no probe is a test that cannot fail. Never on in normal use; `sheetq
 //! emulator` has no flag for them.
 //!

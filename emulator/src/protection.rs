@@ -701,7 +701,7 @@ pub fn closed_areas(ss: &Spreadsheet, sheet: usize, viewer: &str) -> Vec<Bounds>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emulator::store::Sheet;
+    use crate::store::Sheet;
 
     const SA: &str = "sheetq@project.iam.gserviceaccount.com";
 

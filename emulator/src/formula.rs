@@ -526,7 +526,7 @@ fn call(name: &str, args: Vec<Eff>, ranges: Vec<(usize, Result<Vec<Eff>, Eff>)>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emulator::store::Sheet;
+    use crate::store::Sheet;
 
     fn eval(ss: &Spreadsheet, f: &str) -> Eff {
         effective(ss, 0, &Value::Formula(f.into()))

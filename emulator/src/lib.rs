@@ -1,8 +1,12 @@
 //! A Google Sheets API v4 emulator for the subset sheetq uses, plus the OAuth2 token
 //! endpoint of the service-account flow, served over real HTTP on loopback so that the real
-//! `google-sheets4` client and `yup-oauth2` talk to it (docs/design.md §7–§8).
+//! `google-sheets4` client and `yup-oauth2` talk to it (sheetq's docs/design.md §7–§8).
+//! A crate of its own: it imports nothing of sheetq, and can stand in for Google for any
+//! client of the Sheets API (see its README).
 //!
 //! Parts:
+//! - [`a1`]: A1 notation, read as Google's guide describes it (its own reading, kept apart
+//!   from any client's).
 //! - [`store`]: spreadsheets, sheets, rows as objects (cells + metadata ids), protected
 //!   ranges on their sheets, and the grid edits shared by API and tests.
 //! - [`metadata`]: developer metadata: where each entry is, create and get, and who sees
@@ -43,6 +47,7 @@
 //! This file holds the [`Emulator`] handle that tests start and stop, state-file
 //! persistence, and [`serve`] for the `sheetq emulator` command.
 
+pub mod a1;
 pub mod admin;
 pub mod api;
 pub mod auth;
@@ -212,9 +217,10 @@ impl From<EmulatorArgs> for EmulatorOptions {
 
 /// `--time-zone`: an IANA zone name, as Google accepts in `properties.timeZone`.
 fn parse_zone_arg(zone: &str) -> Result<String, String> {
-    crate::sheet_time::parse_zone(zone)
+    zone.trim()
+        .parse::<chrono_tz::Tz>()
         .map(|_| zone.to_string())
-        .map_err(|e| e.to_string())
+        .map_err(|_| format!("{zone:?} is not an IANA time zone name (e.g. Asia/Tokyo)"))
 }
 
 /// `--owner`: a person's e-mail address (not a service account's).

@@ -160,7 +160,7 @@ impl Protected {
     }
 
     /// Follows `n` rows (or columns) inserted before `at`.
-    pub(in crate::emulator) fn insert(&mut self, rows: bool, at: u32, n: u32) {
+    pub(crate) fn insert(&mut self, rows: bool, at: u32, n: u32) {
         for a in self.areas() {
             a.span(rows).insert(at, n);
         }
@@ -168,14 +168,14 @@ impl Protected {
 
     /// Follows the deletion of rows (or columns) `[from, to)`; returns `false` when the
     /// protected area itself is gone. Unprotected blocks that are gone are dropped.
-    pub(in crate::emulator) fn delete(&mut self, rows: bool, from: u32, to: u32) -> bool {
+    pub(crate) fn delete(&mut self, rows: bool, from: u32, to: u32) -> bool {
         self.unprotected
             .retain_mut(|a| a.span(rows).delete(from, to));
         self.area.span(rows).delete(from, to)
     }
 
     /// Follows rows (or columns) `[from, to)` moved before `dest`.
-    pub(in crate::emulator) fn relocate(&mut self, rows: bool, from: u32, to: u32, dest: u32) {
+    pub(crate) fn relocate(&mut self, rows: bool, from: u32, to: u32, dest: u32) {
         for a in self.areas() {
             a.span(rows).relocate(from, to, dest);
         }

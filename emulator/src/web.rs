@@ -483,7 +483,7 @@ fn describe(req: &google_sheets4::api::BatchUpdateSpreadsheetRequest) -> Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emulator::seed::{self, Seed};
+    use crate::seed::{self, Seed};
 
     #[test]
     fn the_view_shows_checkboxes_formatted_dates_and_frozen_rows() {
