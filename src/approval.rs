@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use crate::cancel::{self, Request};
-use crate::panel::catalog::{allow_matches, FunctionDef};
+use crate::function::{allow_matches, FunctionDef};
 use crate::queue::{QueueRow, State};
 
 /// How long a request waits for its approvals when the function does not say.
@@ -74,7 +74,7 @@ impl<'a> Rule<'a> {
 pub use crate::protection::is_address;
 
 /// Whether `requester` is a press vouched for by a ▶ cell that only `who` (and the owner)
-/// may tick (`crate::guard`): then `who` pressed it, and may not approve it too.
+/// may tick (`crate::panel::guard`): then `who` pressed it, and may not approve it too.
 fn vouched_only(requester: &str, who: &str) -> bool {
     requester
         .strip_prefix(crate::protection::VOUCHED_PREFIX)
@@ -388,7 +388,7 @@ pub fn turns<'a>(
             continue;
         }
         let turn = if row.state.is(State::Waiting) {
-            if crate::claim::cancel_asked(row) {
+            if crate::cancel::asked(row) {
                 continue;
             }
             let tally = tally(&rule, row, tz);
@@ -441,14 +441,14 @@ pub fn expired_message(rule: &Rule<'_>, tally: &Tally) -> String {
 }
 
 /// Added to the panel's 状態 of a job waiting for approval when the daemon takes presses by
-/// polling: each approver ticks the 承認 cell only they may edit (`crate::guard`).
+/// polling: each approver ticks the 承認 cell only they may edit (`crate::panel::guard`).
 pub const POLL_HINT: &str = "承認は承認者それぞれの承認欄のチェックか sheetq approve で";
 
 /// The panel's 状態 of a job waiting for approval: 「承認待ち (依頼: alice@…) 0/1」, and the
 /// approvals that did not count with why.
 pub fn waiting_text(row: &QueueRow, tally: &Tally) -> String {
     let requester = match row.requester.trim() {
-        "" => crate::panel::catalog::NO_REQUESTER.to_string(),
+        "" => crate::function::NO_REQUESTER.to_string(),
         r => cancel::Request::new(r, Utc::now(), "").who,
     };
     let mut text = format!("承認待ち (依頼: {requester}) {}", tally.count_text());

@@ -11,7 +11,6 @@
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
-use crate::commands::output;
 use crate::queue::QueueRow;
 use crate::sheet_time;
 
@@ -132,7 +131,7 @@ impl Request {
         if tail.is_empty() {
             head
         } else {
-            output::limit_message(&format!("{head}\n{tail}"))
+            crate::sheet_text::limit_message(&format!("{head}\n{tail}"))
         }
     }
 }
@@ -143,13 +142,20 @@ impl Request {
 fn clean_who(who: &str) -> String {
     let cleaned: String = who
         .chars()
-        .filter(|c| !crate::commands::argv::disguises(*c))
+        .filter(|c| !crate::sheet_text::disguises(*c))
         .take(WHO_MAX_CHARS)
         .collect();
     match cleaned.trim() {
         "" => UNKNOWN.to_string(),
         t => t.to_string(),
     }
+}
+
+/// Whether someone asked to stop `row`'s job (its 中止要求 cell asks, naming this job or
+/// none: [`applies`]): never claimed, and it ends キャンセル instead of running or timing
+/// out.
+pub fn asked(row: &crate::queue::QueueRow) -> bool {
+    applies(&row.cancel_request, &row.job_id)
 }
 
 #[cfg(test)]

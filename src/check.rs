@@ -198,12 +198,12 @@ async fn protection(
         .iter()
         .map(|p| (p.sheet_id, p.title.clone()))
         .collect();
-    wanted.extend(crate::protection::panels_and_index(
+    wanted.extend(crate::panel::protected::panels_and_index(
         &panel_sheets,
         panels.index_sheet.as_ref(),
         &config.panel,
     ));
-    wanted.extend(crate::guard::wanted_on(
+    wanted.extend(crate::panel::guard::wanted_on(
         &panel_sheets,
         &config.panel,
         &config.catalog,

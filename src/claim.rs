@@ -184,9 +184,10 @@ pub enum Pick {
     Fallback,
 }
 
-/// What one pass decides.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PassPlan {
+/// What one pass decides; `T` is what the daemon decides for rows of functions with
+/// approvers (`approval::Turn`), which this module does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassPlan<T = ()> {
     pub stale: Vec<Stale>,
     /// Indices into `Snapshot::rows`, in the order chosen, with how each was picked.
     pub claims: Vec<(usize, Pick)>,
@@ -195,29 +196,35 @@ pub struct PassPlan {
     pub cancels: Vec<usize>,
     /// Rows of functions with `approvers` that change state (docs/design.md §5.5): indices
     /// into `Snapshot::rows`, in row order. Filled by the daemon, which knows the config.
-    pub turns: Vec<(usize, crate::approval::Turn)>,
+    pub turns: Vec<(usize, T)>,
 }
 
-/// Whether someone asked to stop `row`'s job (its 中止要求 cell asks, naming this job or
-/// none: [`crate::cancel::applies`]): never claimed, and it ends キャンセル instead of
-/// running or timing out.
-pub fn cancel_asked(row: &QueueRow) -> bool {
-    crate::cancel::applies(&row.cancel_request, &row.job_id)
+impl<T> Default for PassPlan<T> {
+    fn default() -> Self {
+        PassPlan {
+            stale: Vec::new(),
+            claims: Vec::new(),
+            cancels: Vec::new(),
+            turns: Vec::new(),
+        }
+    }
 }
+
+pub use crate::cancel::asked as cancel_asked;
 
 /// Plans one claim pass (docs/design.md §2): times out stale rows, then picks up to `free_slots`
 /// waiting rows, each pick counting as running for the next. `eligible(row, picked)` lets
 /// the caller hold back rows it cannot run now given the rows already picked in this pass
 /// (e.g. a second heavy job); such rows are skipped, as if excluded, and are not taken by
 /// the fallback either.
-pub fn plan_pass(
+pub fn plan_pass<T>(
     snapshot: &Snapshot,
     policy: &ClaimPolicy,
     watched: &Watched,
     elsewhere: &[RunningRef],
     free_slots: usize,
     mut eligible: impl FnMut(&QueueRow, &[&QueueRow]) -> bool,
-) -> PassPlan {
+) -> PassPlan<T> {
     let stale = stale_rows(snapshot, policy, watched);
     let mut busy = Busy::of(snapshot, elsewhere);
     let cancels = (0..snapshot.rows.len())
@@ -492,7 +499,7 @@ mod tests {
     }
 
     fn plan(s: &Snapshot, slots: usize) -> Vec<String> {
-        plan_pass(
+        plan_pass::<()>(
             s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -532,7 +539,7 @@ mod tests {
             asked_busy,
             row(5, State::Waiting, "C", "w@example.com"),
         ]);
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -577,7 +584,7 @@ mod tests {
             row(4, State::Waiting, "C", "x@example.com"),
             row(5, State::Waiting, "B", "x@example.com"),
         ]);
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -639,7 +646,7 @@ mod tests {
             row(4, State::Waiting, "C", ""),
         ]);
         assert_eq!(plan(&s, 2), ["job-3", "job-4"]);
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -655,7 +662,7 @@ mod tests {
         let mut heavy = row(2, State::Waiting, "A", "");
         heavy.command = "report".into();
         let s = snap(vec![heavy, row(3, State::Waiting, "B", "")]);
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -686,7 +693,7 @@ mod tests {
         rows[1].command = "report".into();
         let s = snap(rows);
         // At most one "report" per pass.
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -724,7 +731,7 @@ mod tests {
             (Duration::minutes(15) + Duration::milliseconds(1), true),
             (Duration::minutes(15) + Duration::seconds(60), true),
         ] {
-            let p = plan_pass(
+            let p = plan_pass::<()>(
                 &running_on_a(),
                 &policy,
                 &watched_running(watched),
@@ -750,7 +757,7 @@ mod tests {
             row(2, State::Cancelled, "A", "x@example.com"),
             row(3, State::Waiting, "B", "y@example.com"),
         ]);
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -809,7 +816,7 @@ mod tests {
                     at(60, 0) - ago,
                     Duration::minutes(2) + Duration::seconds(1),
                 );
-                let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+                let p = plan_pass::<()>(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
                 assert_eq!(
                     p.stale.len(),
                     usize::from(times_out),
@@ -829,7 +836,7 @@ mod tests {
         // A daemon that just claimed may not have shown its heartbeat to us yet.
         let (s, w) =
             started_by_a_worker_without_heartbeat("AppsScript", at(0, 0), Duration::minutes(2));
-        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        let p = plan_pass::<()>(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
         assert!(
             p.stale.is_empty(),
             "watched only dead_after, not more: {:?}",
@@ -840,7 +847,7 @@ mod tests {
             started_by_a_worker_without_heartbeat("", at(0, 0), Duration::minutes(5));
         s.rows[0].worker = "vm-1/0 #abc".into();
         w.quiet.insert("vm-1".into(), Duration::seconds(10));
-        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        let p = plan_pass::<()>(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
         assert!(
             p.stale.is_empty(),
             "vm-1's heartbeat is alive: {:?}",
@@ -850,7 +857,7 @@ mod tests {
         let (s, mut w) =
             started_by_a_worker_without_heartbeat("AppsScript", at(0, 0), Duration::minutes(5));
         w.google_now = None;
-        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        let p = plan_pass::<()>(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
         assert!(p.stale.is_empty(), "no Date seen yet: {:?}", p.stale);
     }
 
@@ -868,14 +875,14 @@ mod tests {
             started_by_a_worker_without_heartbeat("AppsScript", first_pass, Duration::minutes(5));
         w.zone = Some(zone);
         w.google_now = Some(first_pass + Duration::minutes(70));
-        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        let p = plan_pass::<()>(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
         assert!(
             p.stale.is_empty(),
             "01:30 is taken at its later pass: {:?}",
             p.stale
         );
         w.google_now = Some(first_pass + Duration::minutes(76));
-        let p = plan_pass(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
+        let p = plan_pass::<()>(&s, &ClaimPolicy::default(), &w, &[], 1, |_, _| true);
         assert_eq!(
             p.stale.len(),
             1,
@@ -890,7 +897,7 @@ mod tests {
         // less than dead_after: only what this observer watched counts.
         let mut s = running_on_a();
         s.rows[0].started_at = Some(at(-24 * 60, 0));
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &watched_running(Duration::seconds(5)),
@@ -912,7 +919,7 @@ mod tests {
             ] {
                 let mut s = running_on_a();
                 s.rows[0].worker = worker.to_string();
-                let p = plan_pass(
+                let p = plan_pass::<()>(
                     &s,
                     &ClaimPolicy::default(),
                     &watched_running(watched),
@@ -934,7 +941,7 @@ mod tests {
         let s = running_on_a();
         let mut watched = watched_running(Duration::minutes(1));
         watched.quiet.insert("vm-1".into(), Duration::minutes(3));
-        let p = plan_pass(&s, &ClaimPolicy::default(), &watched, &[], 1, |_, _| true);
+        let p = plan_pass::<()>(&s, &ClaimPolicy::default(), &watched, &[], 1, |_, _| true);
         assert!(
             matches!(&p.stale[..], [Stale { index: 0, reason: StaleReason::DeadWorker { daemon_id, .. } }] if daemon_id == "vm-1"),
             "vm-1's heartbeat stood still for 3 min (> dead_after 2 min): {:?}",
@@ -944,7 +951,7 @@ mod tests {
         let msg = p.stale[0].reason.message(&ClaimPolicy::default());
         assert!(msg.contains("vm-1") && msg.contains("180 秒"), "{msg}");
         watched.quiet.insert("vm-1".into(), Duration::seconds(30));
-        let p = plan_pass(&s, &ClaimPolicy::default(), &watched, &[], 1, |_, _| true);
+        let p = plan_pass::<()>(&s, &ClaimPolicy::default(), &watched, &[], 1, |_, _| true);
         assert!(
             p.stale.is_empty(),
             "a live daemon's one-minute-old job keeps running"
@@ -958,7 +965,7 @@ mod tests {
         let mut watched = watched_running(Duration::hours(2));
         watched.me = "vm-1".into();
         watched.quiet.insert("vm-1".into(), Duration::hours(1));
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &running_on_a(),
             &ClaimPolicy::default(),
             &watched,
@@ -984,7 +991,7 @@ mod tests {
             done: false,
             held: false,
         }];
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -1008,7 +1015,7 @@ mod tests {
         let mut done = row(2, State::Done, "A", "y@example.com");
         done.job_id = "job-2".into();
         let s = snap(vec![done, row(5, State::Waiting, "A", "x@example.com")]);
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -1030,7 +1037,7 @@ mod tests {
             cancelled,
             row(5, State::Waiting, "A", "x@example.com"),
         ]);
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -1059,7 +1066,7 @@ mod tests {
             done: true,
             held: false,
         }];
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -1093,7 +1100,7 @@ mod tests {
             done: false,
             held: false,
         }];
-        let p = plan_pass(
+        let p = plan_pass::<()>(
             &s,
             &ClaimPolicy::default(),
             &Watched::default(),
@@ -1216,7 +1223,7 @@ mod tests {
     proptest! {
         #[test]
         fn a_pass_keeps_the_invariants(s in arb_snapshot(), slots in 0..5usize) {
-            let p = plan_pass(&s, &ClaimPolicy::default(), &Watched::default(), &[], slots, |_, _| true);
+            let p = plan_pass::<()>(&s, &ClaimPolicy::default(), &Watched::default(), &[], slots, |_, _| true);
             prop_assert!(p.claims.len() <= slots, "more picks than free slots");
             let picked: HashSet<usize> = p.claims.iter().map(|(i, _)| *i).collect();
             prop_assert_eq!(picked.len(), p.claims.len(), "a row was picked twice");

@@ -42,8 +42,7 @@ pub use runner::{
     is_retry_note, Outcome, OutcomeStatus, RetryNote, Retrying, Runner, RETRY_NOTE_PREFIX,
 };
 
-/// The システムフラグ of a row a command's `continue` appended: the next step of its job.
-pub const CONTINUATION_FLAG: &str = "continuation";
+pub use crate::queue::CONTINUATION_FLAG;
 
 /// Upper bound of `args.seconds` for the built-in `sleep`.
 pub const SLEEP_MAX_SECONDS: f64 = 3600.0;
@@ -114,7 +113,7 @@ pub enum Refusal {
     /// The row says it is a continuation step, but no mark of sheetq's vouches for it.
     Unmarked,
     /// A tick (▶, 承認, ■) of a function that names who may make it, in a cell the
-    /// spreadsheet does not guard for them (`crate::guard`): it proves nothing of who made it.
+    /// spreadsheet does not guard for them (`crate::panel::guard`): it proves nothing of who made it.
     Unguarded,
 }
 

@@ -528,7 +528,7 @@ impl Config {
         // every spreadsheet served (they share one layout).
         let approval_columns = std::iter::once(&catalog)
             .chain(spreadsheets.iter().map(|e| &e.catalog))
-            .map(crate::guard::approval_columns)
+            .map(crate::panel::guard::approval_columns)
             .max()
             .unwrap_or(0);
         panel.approval_columns = approval_columns.max(1) as u32;

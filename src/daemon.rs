@@ -703,7 +703,7 @@ struct Served {
     /// Cells of people's sheets someone else's protection bars: left out of our writes.
     barred: Vec<crate::protection::Barred>,
     /// The protected ranges as the last metadata read listed them (its sheets, with their
-    /// protections): which ▶/承認/■ cells are guarded for whom (`crate::guard`).
+    /// protections): which ▶/承認/■ cells are guarded for whom (`crate::panel::guard`).
     protections: SpreadsheetMeta,
     /// Set while the spreadsheet is held off (`hold_off`).
     held_off: Option<hold_off::HeldOff>,

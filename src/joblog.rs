@@ -12,7 +12,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::commands::output::TRUNCATED_START;
+use crate::sheet_text::TRUNCATED_START;
 use crate::sheets::Cell;
 
 /// Title of the hidden log sheet.

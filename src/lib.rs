@@ -12,6 +12,14 @@
 //! `claim_pass` and `writeback` apply `claim` and `binding`), and `apply/` for what the
 //! one-shot commands share with the daemon (`apply/panel.rs` applies `panel::sync`).
 //!
+//! Imports go one way, down: no module imports one that imports it back, directly or not,
+//! and none imports a module above its own floor (as `farm-studio look` draws them). Text
+//! rules every printer shares (`sheet_text`: showing and cutting sheet text), the queue's
+//! own conventions (`queue`: states, the retry note, the continuation flag) and a
+//! function's definition (`function`) sit low, so the rules above them (`cancel`,
+//! `approval`, `claim`, `panel`, `commands`) reach them without reaching up: `claim` knows
+//! nothing of approvals (its pass plan carries the daemon's `Turn`s as a type parameter).
+//!
 //! - [`a1`]: A1 notation, quoting titles and parsing ranges into grid coordinates.
 //! - [`admin`]: one-shot operator commands: `init`, `check`, `status`, `enqueue`, `cancel`,
 //!   `logs`, `schedules`.
@@ -66,10 +74,8 @@
 //!   routes on top. Its `lib.rs` lists every module.
 //! - [`pause`]: the note a daemon leaves in `state_dir` while it holds a spreadsheet off,
 //!   which `sheetq status` on the same machine shows.
-//! - [`guard`]: who may press, approve and stop, as Google enforces it: the ▶, 承認 (one per
-//!   approver) and ■ cells of functions that name people, what `panels sync` protects for
-//!   them, and which of them a spreadsheet guards exactly (`daemon/guards.rs` applies it in
-//!   the poll intake).
+//! - [`function`]: one `[[functions]]` entry (what it runs, who may press, approve and stop
+//!   it) and whom an `allow` entry names: data below both the catalog and the approval rule.
 //! - [`joblog`]: what a job printed: the capture of an `exec` job's merged output, the hidden
 //!   sheet `_ジョブログ` (its columns by name, the binding of a job's log row), the links to a
 //!   log row that survive sorts, and the full output under `state_dir/logs`.
@@ -91,7 +97,11 @@
 //!   texts, result write-back cells, the waiting display and intake by polling, the index
 //!   sheet, the functions and targets of the config and what a job may run by them
 //!   (`catalog`: function args from the config, listed targets, `allow`) and the panel builder
-//!   (`sync`), all pure.
+//!   (`sync`), all pure. `panel::guard`: who may press, approve and stop, as Google
+//!   enforces it (the ▶, 承認 and ■ cells of functions that name people, what `panels sync`
+//!   protects for them, which of them a spreadsheet guards exactly; `daemon/guards.rs`
+//!   applies it in the poll intake). `panel::protected`: the areas of the panels and the
+//!   index that sheetq protects, placed by the layout.
 //! - [`privacy`]: what sheetq writes on the VM is its user's alone (umask 077 for the
 //!   process, the started-with umask back for jobs), and the check of an open `state_dir`.
 //! - [`probe`]: `sheetq check --probe`: one probe per Google behaviour sheetq relies on, run
@@ -155,7 +165,7 @@ pub mod demo;
 /// name.
 #[cfg(feature = "emulator")]
 pub use sheetq_emulator as emulator;
-pub mod guard;
+pub mod function;
 pub mod joblog;
 pub mod journal;
 pub mod lease;

@@ -15,10 +15,12 @@
 //! - [`intake`]: ticked boxes → queue rows, with the duplicate guard.
 
 pub mod catalog;
+pub mod guard;
 pub mod index;
 pub mod index_sheet;
 pub mod intake;
 pub mod layout;
+pub mod protected;
 pub mod status;
 pub mod sync;
 pub mod table;

@@ -753,6 +753,21 @@ fn parse_row(
     })
 }
 
+/// How メッセージ of a job waiting to be tried again begins (「再試行 2/3: …」).
+pub const RETRY_NOTE_PREFIX: &str = "再試行 ";
+
+/// Whether a running job's メッセージ is a retry note (`commands::RetryNote`) (sheetq writes nothing else
+/// starting so on a running row).
+pub fn is_retry_note(message: &str) -> bool {
+    message
+        .strip_prefix(RETRY_NOTE_PREFIX)
+        .and_then(|rest| rest.split_once(['/']))
+        .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// The システムフラグ of a row a command's `continue` appended: the next step of its job.
+pub const CONTINUATION_FLAG: &str = "continuation";
+
 #[cfg(test)]
 mod tests {
     use super::*;

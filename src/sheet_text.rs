@@ -333,6 +333,74 @@ pub fn shown(value: &str) -> String {
     out
 }
 
+// Cutting text to fit a cell: what every writer of メッセージ and the panels shares.
+
+/// Longest メッセージ sheetq writes, in characters. Far below the 50,000-character cell
+/// limit on purpose: the message is read in a cell of a panel, and the full log belongs in
+/// the command's own output (a file, the URL).
+pub const MESSAGE_MAX_CHARS: usize = 2_000;
+
+/// Marks a message cut at its end.
+pub const TRUNCATED_END: &str = "… (truncated)";
+/// Marks a message whose beginning was dropped (a tail).
+pub const TRUNCATED_START: &str = "(truncated) …";
+
+/// Cuts `message` to [`MESSAGE_MAX_CHARS`], keeping the beginning, with a visible marker.
+pub fn limit_message(message: &str) -> String {
+    head_chars(message, MESSAGE_MAX_CHARS)
+}
+
+/// `text` on one line (whitespace, newlines included, collapsed to single spaces), cut to
+/// `max` characters, the last being `…` when anything was cut.
+pub fn one_line(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    let mut out: String = line.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The first `max` characters of `text` (marker included when cut).
+pub fn head_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let keep = max.saturating_sub(TRUNCATED_END.chars().count());
+    let mut out: String = text.chars().take(keep).collect();
+    out.push_str(TRUNCATED_END);
+    out
+}
+
+/// The last `max` characters of `text` (marker included when cut).
+pub fn tail_chars(text: &str, max: usize) -> String {
+    let total = text.chars().count();
+    if total <= max {
+        return text.to_string();
+    }
+    let keep = max.saturating_sub(TRUNCATED_START.chars().count());
+    let mut out = TRUNCATED_START.to_string();
+    out.extend(text.chars().skip(total - keep));
+    out
+}
+/// Characters that end a line, control a terminal, or make text read other than it is:
+/// the C0 and C1 controls and DEL, the line and paragraph separators, and the bidirectional
+/// marks, embeddings, overrides and isolates (Unicode Standard Annex #9,
+/// https://www.unicode.org/reports/tr9/), which can show `-x` where `x-` is.
+pub fn disguises(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200E}'
+                | '\u{200F}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

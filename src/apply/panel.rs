@@ -66,14 +66,14 @@ fn protect(
     plan: &mut sync::SyncPlan,
 ) {
     let panels = plan.report.panel_sheets(meta);
-    let mut wanted = crate::protection::panels_and_index(
+    let mut wanted = crate::panel::protected::panels_and_index(
         &panels,
         plan.report.index_sheet.as_ref(),
         &config.panel,
     );
     // The ▶/承認/■ cells of functions that name people; the sync itself writes them
     // unticked (`panel::sync`), so no tick made while others could edit one is kept.
-    wanted.extend(crate::guard::wanted_on(
+    wanted.extend(crate::panel::guard::wanted_on(
         &panels,
         &config.panel,
         &config.catalog,

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use regex::Regex;
 
-pub use crate::panel::catalog::{shown, SHOWN_CHARS};
+pub use crate::sheet_text::{shown, SHOWN_CHARS};
 
 use super::JobSpec;
 
@@ -310,22 +310,7 @@ fn unfit_text(command: &str, p: Placeholder, v: &str, patterns: &Patterns) -> Op
     }
 }
 
-/// Characters that end a line, control a terminal, or make text read other than it is:
-/// the C0 and C1 controls and DEL, the line and paragraph separators, and the bidirectional
-/// marks, embeddings, overrides and isolates (Unicode Standard Annex #9,
-/// https://www.unicode.org/reports/tr9/), which can show `-x` where `x-` is.
-pub(crate) fn disguises(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{200E}'
-                | '\u{200F}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202A}'..='\u{202E}'
-                | '\u{2066}'..='\u{2069}'
-        )
-}
+pub(crate) use crate::sheet_text::disguises;
 
 /// The elements of `argv` that begin with a placeholder where the program still reads
 /// options (no `--` before them), by index.

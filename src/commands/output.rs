@@ -7,23 +7,17 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value};
 
 use super::CELL_MAX_CHARS;
+pub use crate::sheet_text::{
+    head_chars, limit_message, one_line, tail_chars, MESSAGE_MAX_CHARS, TRUNCATED_END,
+    TRUNCATED_START,
+};
 
 /// Bytes of each of stdout and stderr that are kept (the tail). Older output is dropped as
 /// new output arrives, so a command printing gigabytes costs no more memory than this.
 pub const CAPTURE_BYTES: usize = 64 * 1024;
 
-/// Longest メッセージ sheetq writes, in characters. Far below the 50,000-character cell
-/// limit on purpose: the message is read in a cell of a panel, and the full log belongs in
-/// the command's own output (a file, the URL).
-pub const MESSAGE_MAX_CHARS: usize = 2_000;
-
 /// How much of stderr's tail goes into a failure message, in characters.
 pub const STDERR_TAIL_CHARS: usize = 1_500;
-
-/// Marks a message cut at its end.
-pub const TRUNCATED_END: &str = "… (truncated)";
-/// Marks a message whose beginning was dropped (a tail).
-pub const TRUNCATED_START: &str = "(truncated) …";
 
 /// The last [`CAPTURE_BYTES`] (or `cap`) bytes written to a stream.
 #[derive(Debug, Clone)]
@@ -256,46 +250,6 @@ pub fn interpret(exit: Exit, stdout: &str, stderr: &str) -> Interpreted {
 /// The last line with something on it, trimmed.
 pub fn last_line(text: &str) -> Option<&str> {
     text.lines().map(str::trim).rfind(|l| !l.is_empty())
-}
-
-/// Cuts `message` to [`MESSAGE_MAX_CHARS`], keeping the beginning, with a visible marker.
-pub fn limit_message(message: &str) -> String {
-    head_chars(message, MESSAGE_MAX_CHARS)
-}
-
-/// `text` on one line (whitespace, newlines included, collapsed to single spaces), cut to
-/// `max` characters, the last being `…` when anything was cut.
-pub fn one_line(text: &str, max: usize) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() <= max {
-        return line;
-    }
-    let mut out: String = line.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-/// The first `max` characters of `text` (marker included when cut).
-pub fn head_chars(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let keep = max.saturating_sub(TRUNCATED_END.chars().count());
-    let mut out: String = text.chars().take(keep).collect();
-    out.push_str(TRUNCATED_END);
-    out
-}
-
-/// The last `max` characters of `text` (marker included when cut).
-pub fn tail_chars(text: &str, max: usize) -> String {
-    let total = text.chars().count();
-    if total <= max {
-        return text.to_string();
-    }
-    let keep = max.saturating_sub(TRUNCATED_START.chars().count());
-    let mut out = TRUNCATED_START.to_string();
-    out.extend(text.chars().skip(total - keep));
-    out
 }
 
 fn compact(v: &Value) -> String {

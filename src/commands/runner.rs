@@ -64,8 +64,7 @@ pub struct RetryNote {
     pub delay: Duration,
 }
 
-/// How メッセージ of a job waiting to be tried again begins (「再試行 2/3: …」).
-pub const RETRY_NOTE_PREFIX: &str = "再試行 ";
+pub use crate::queue::{is_retry_note, RETRY_NOTE_PREFIX};
 
 impl RetryNote {
     /// 「再試行 2/3: <last message> (30 秒後)」: shown while the job waits.
@@ -88,15 +87,6 @@ impl RetryNote {
             one_line(&self.last)
         ))
     }
-}
-
-/// Whether a running job's メッセージ is a [`RetryNote`] (sheetq writes nothing else
-/// starting so on a running row).
-pub fn is_retry_note(message: &str) -> bool {
-    message
-        .strip_prefix(RETRY_NOTE_PREFIX)
-        .and_then(|rest| rest.split_once(['/']))
-        .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// A message on one line, cut to about 200 characters (a note carries the gist, the log

@@ -283,7 +283,7 @@ impl Daemon {
     fn commit_of(
         &mut self,
         fresh: &Poll,
-        plan: &claim::PassPlan,
+        plan: &claim::PassPlan<crate::approval::Turn>,
         held: &str,
         now: chrono::DateTime<Utc>,
         display: &[ValueRange],
@@ -945,7 +945,7 @@ impl Daemon {
         &self,
         workers: &[crate::workers::Heartbeat],
         snapshot: &queue::Snapshot,
-        plan: &claim::PassPlan,
+        plan: &claim::PassPlan<crate::approval::Turn>,
     ) -> bool {
         let me = &self.config.worker_id;
         let alone = !(workers.iter())
@@ -989,7 +989,7 @@ impl Daemon {
         &self,
         poll: &Poll,
         written: &queue::Snapshot,
-        plan: &claim::PassPlan,
+        plan: &claim::PassPlan<crate::approval::Turn>,
     ) -> bool {
         self.served.kept_lease.is_some() && !self.keep_lease(&poll.workers, written, plan)
     }
@@ -1759,7 +1759,7 @@ impl Daemon {
         snapshot: &crate::queue::Snapshot,
         watched: &claim::Watched,
         elsewhere: &[RunningRef],
-    ) -> claim::PassPlan {
+    ) -> claim::PassPlan<crate::approval::Turn> {
         let catalog = self.registry.catalog();
         let mut plan = claim::plan_pass(
             snapshot,

@@ -1,4 +1,4 @@
-//! The poll intake's side of who may press, approve and stop (`crate::guard`): which of the
+//! The poll intake's side of who may press, approve and stop (`crate::panel::guard`): which of the
 //! panels' ▶/承認/■ cells the spreadsheet guards exactly as the config says, judged on the
 //! protections the lease acquire's call lists beside the very ticks it reads (no request of
 //! its own); the approvals those cells' ticks carry into the queue, in the commit; and
@@ -10,8 +10,8 @@ use tracing::{info, warn};
 
 use super::{Daemon, DaemonError, Poll};
 use crate::commands::Refusal;
-use crate::guard::Guards;
 use crate::panel::catalog::Catalog;
+use crate::panel::guard::Guards;
 use crate::panel::intake::IntakePlan;
 use crate::panel::PanelTable;
 use crate::queue::{Column, State};

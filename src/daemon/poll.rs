@@ -50,7 +50,7 @@ pub(super) struct Poll {
     pub(super) append_from: u32,
     /// The protected ranges of the sheets this read covered, when it was the lease
     /// acquire's (a `spreadsheets.batchUpdate`, whose reply lists them): who may tick which
-    /// panel cell, read in the very call that read the ticks (`crate::guard`).
+    /// panel cell, read in the very call that read the ticks (`crate::panel::guard`).
     pub(super) protections: Option<Vec<(i32, Vec<crate::sheets::ProtectedRange>)>>,
 }
 

@@ -22,7 +22,7 @@ use super::index_sheet::{self, IndexEntry};
 use super::{cell_range, PanelIndex, PanelLayout, PanelTable};
 use crate::cancel;
 use crate::claim;
-use crate::guard::{Guards, Role};
+use crate::panel::guard::{Guards, Role};
 use crate::queue::{Column, ColumnMap, Snapshot, State, StateWords};
 use crate::sheet_time;
 use crate::sheets::{Cell, ValueRange};
@@ -176,7 +176,7 @@ pub struct Ticks<'a> {
     pub tz: Tz,
     pub layout: &'a PanelLayout,
     pub catalog: &'a Catalog,
-    /// The cells the spreadsheet guards exactly as the config says (`crate::guard`).
+    /// The cells the spreadsheet guards exactly as the config says (`crate::panel::guard`).
     pub guards: &'a Guards,
 }
 
@@ -195,7 +195,7 @@ pub fn unguarded_text(role: Role, function: &str) -> String {
 /// one row. Every ticked box is cleared. Only panels in `index` are polled, so a panel
 /// whose label is in conflict keeps its ticks until the conflict is fixed.
 ///
-/// Who ticked cannot be known by polling; who *could* have ticked can (`crate::guard`). A
+/// Who ticked cannot be known by polling; who *could* have ticked can (`crate::panel::guard`). A
 /// function that names who may press (`allow`), approve (`approvers`) or stop (`cancel`)
 /// takes a tick only from a cell the spreadsheet guards exactly for them: a press then
 /// carries the people Google vouched for as its 依頼者, an approval names the one approver
@@ -244,7 +244,7 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
             }
             // A tick on a function with nothing waiting or running changes nothing.
             if let Some(job) = claim::job_to_stop(t.snapshot, &panel.label, &row.function) {
-                if !claim::cancel_asked(job) {
+                if !crate::cancel::asked(job) {
                     let request = cancel::Request::new("", t.now, &job.job_id);
                     plan.cancels
                         .push((job.job_id.clone(), request.cell_text(t.tz)));
@@ -369,7 +369,7 @@ pub fn press_flags(flags: &str) -> String {
         .split(',')
         .map(crate::sheet_text::trim)
         .filter(|f| {
-            !f.is_empty() && crate::sheet_text::skeleton(f) != crate::commands::CONTINUATION_FLAG
+            !f.is_empty() && crate::sheet_text::skeleton(f) != crate::queue::CONTINUATION_FLAG
         })
         .collect::<Vec<_>>()
         .join(",")

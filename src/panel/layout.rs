@@ -157,7 +157,7 @@ pub struct PanelLayout {
     pub columns: PanelColumns,
     /// How many 承認 columns the panels have, from `columns.approve` rightwards: one per
     /// approver of the function with the most (each approver ticks a cell of their own,
-    /// `crate::guard`), at least one. Not a key: the config's functions decide it.
+    /// `crate::panel::guard`), at least one. Not a key: the config's functions decide it.
     #[serde(skip)]
     pub approval_columns: u32,
 }

@@ -12,8 +12,8 @@ use chrono_tz::Tz;
 
 use super::{cell_range, PanelIndex, PanelLayout, PanelRef, PanelRow, PanelTable};
 use crate::claim;
-use crate::commands::output::one_line;
 use crate::queue::{QueueRow, Snapshot, State};
+use crate::sheet_text::one_line;
 use crate::sheet_time;
 use crate::sheets::{Cell, ValueRange};
 
@@ -103,7 +103,7 @@ pub fn running_text(started_at: Option<DateTime<Utc>>, tz: Tz) -> String {
 pub const RETRYING_TEXT_MAX_CHARS: usize = 60;
 
 /// `🔁 再試行 1/3: exit code 1 (30 秒後)`: a running job between two attempts, whose
-/// メッセージ is the retry note ([`crate::commands::RetryNote`]), cut to
+/// メッセージ is the retry note (`commands::RetryNote`), cut to
 /// [`RETRYING_TEXT_MAX_CHARS`].
 pub fn retrying_text(note: &str) -> String {
     format!("🔁 {}", one_line(note, RETRYING_TEXT_MAX_CHARS))
@@ -112,7 +112,7 @@ pub fn retrying_text(note: &str) -> String {
 /// What the panel row of a running `job` shows: its retry note while it retries, else
 /// `▶ 実行中 (HH:mm〜)`.
 pub fn running_row_text(job: &QueueRow, tz: Tz) -> String {
-    if crate::commands::is_retry_note(&job.message) {
+    if crate::queue::is_retry_note(&job.message) {
         retrying_text(&job.message)
     } else {
         running_text(job.started_at, tz)

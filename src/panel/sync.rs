@@ -1273,8 +1273,8 @@ fn panel_cells(
     ] {
         cells.set(header, col.0, text(h));
     }
-    // One 承認 column per approver (`crate::guard`): 承認, 承認 2, …; none without approvers.
-    let approvers = crate::guard::approval_columns(catalog);
+    // One 承認 column per approver (`crate::panel::guard`): 承認, 承認 2, …; none without approvers.
+    let approvers = crate::panel::guard::approval_columns(catalog);
     for (n, col) in layout.approve_columns().enumerate() {
         cells.set(
             header,
@@ -1290,7 +1290,7 @@ fn panel_cells(
     for (i, f) in catalog.functions.iter().enumerate() {
         let row = first + i as u32;
         let old = table.find(&f.label, None);
-        // A cell only some people may tick (`crate::guard`) never gets a tick carried over:
+        // A cell only some people may tick (`crate::panel::guard`) never gets a tick carried over:
         // the one found by label may sit in an open row someone labelled so, and the sync's
         // own write of it would pass for one of theirs. Such a cell is written unticked.
         let (press_open, stop_open) = (f.pressers().is_none(), f.stoppers().is_none());

@@ -39,7 +39,7 @@ pub struct PanelRow {
     pub cancel_ticked: bool,
     /// The 承認 boxes ticked, by approver: `n` for the `n`-th 承認 column (the installable
     /// trigger clears a box once it records who; the poll intake takes a tick in a cell only
-    /// that approver may edit, `crate::guard`).
+    /// that approver may edit, `crate::panel::guard`).
     pub approve_ticks: Vec<usize>,
     /// 機能, trimmed.
     pub function: String,

@@ -107,7 +107,7 @@ type Hub = google_sheets4::Sheets<Connector>;
 ///
 /// The protected ranges of the sheets the reply lists ride along too: the claim commit's
 /// lease acquire reads the panels' ticks and, in the same call, who may tick which cell
-/// (`crate::guard`), so neither can change between the two.
+/// (`crate::panel::guard`), so neither can change between the two.
 const BATCH_UPDATE_FIELDS: &str = "replies,updatedSpreadsheet.sheets(properties(sheetId,title,index,hidden,gridProperties(rowCount,columnCount)),protectedRanges,data(startRow,startColumn,rowData.values.effectiveValue,rowMetadata.developerMetadata.metadataId))";
 
 /// The spreadsheet, reached through Google's API.
