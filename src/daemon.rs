@@ -45,6 +45,7 @@ mod archive;
 mod claim_pass;
 mod guards;
 mod hold_off;
+mod ledger;
 mod panel;
 mod poll;
 mod provenance;

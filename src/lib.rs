@@ -49,7 +49,9 @@
 //!   heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
-//!   (what one read covers), `claim_pass` (acquire, decide, commit, settle), `writeback`
+//!   (what one read covers), `claim_pass` (acquire, decide, commit, settle), `ledger` (the
+//!   claim commit as a typed ledger: each section adds its rows' entries and reads the
+//!   reply back through the `Place` each got, no index counted by hand), `writeback`
 //!   (place, write, verify, repair; restart recovery, continuation; retry notes, notices),
 //!   `schedules` (occurrences due, looked up and appended in the commit), `guards` (ticks
 //!   taken only from cells guarded for the config's people), `archive`, `panel`

@@ -28,6 +28,8 @@ use crate::sheets::{
 };
 use crate::workers::RunningRef;
 
+use super::ledger::{Ledger, Place};
+
 use super::writeback::{finish_state, needs_whole_queue, Through, Under};
 use super::{Claimed, Daemon, DaemonError, Poll};
 
@@ -67,15 +69,24 @@ pub(super) struct KeptLease {
 /// A claim commit before it is sent: its requests and read-back ranges, and what they
 /// stand for (the timeouts and claims, in request order).
 struct Commit {
-    requests: Vec<Request>,
-    response_ranges: Vec<String>,
+    /// The batch, each section's entries at the places they keep below.
+    ledger: Ledger,
     /// The stale rows being timed out (or, asked to stop, cancelled), with their message.
     stale: Vec<Ended>,
     claims: Vec<Claimed>,
+    /// Where each claim's entry is, in the order of `claims`.
+    claim_places: Vec<Place>,
     /// Waiting rows asked to stop, each with the binding its 終了日時/メッセージ go through.
-    cancels: Vec<(QueueRow, i32)>,
-    /// Rows of functions with `approvers` changing state, after the cancels.
+    cancels: Vec<Cancelling>,
+    /// Rows of functions with `approvers` changing state.
     turns: Vec<Turned>,
+}
+
+/// A waiting row a claim commit cancels: the binding its 終了日時/メッセージ follow through.
+struct Cancelling {
+    row: QueueRow,
+    binding_id: i32,
+    place: Place,
 }
 
 /// A row a claim commit turns for its approvals (docs/design.md §5.5): its swap, and for a
@@ -84,13 +95,7 @@ struct Turned {
     row: QueueRow,
     turn: approval::Turn,
     binding_id: Option<i32>,
-}
-
-impl Turned {
-    /// Requests it adds to the commit: the swap, and the binding if any.
-    fn requests(&self) -> usize {
-        1 + usize::from(self.binding_id.is_some())
-    }
+    place: Place,
 }
 
 /// A running row a claim commit ends: timed out, or cancelled when someone asked to stop it.
@@ -98,16 +103,7 @@ struct Ended {
     row: QueueRow,
     finish: Finish,
     message: String,
-}
-
-/// Whether the `i`-th compare-and-swap of a claim commit changed its cell. Replies follow
-/// the requests: the fence first, then the stale rows' swaps, then 4 per claim (swap,
-/// binding, 開始日時, ワーカー).
-fn swapped(reply: &BatchUpdateReply, i: usize) -> bool {
-    matches!(
-        reply.replies.get(1 + i),
-        Some(Reply::CompareAndSwap { changed: 1 })
-    )
+    place: Place,
 }
 
 impl Daemon {
@@ -189,14 +185,14 @@ impl Daemon {
         // Marks of continuation rows claimed or gone ride along (`provenance`).
         let claimed: Vec<&QueueRow> = commit.claims.iter().map(|c| &c.row).collect();
         let mut marks = self.mark_work(&fresh, &claimed);
-        commit.requests.append(&mut marks.requests);
+        commit.ledger.extend(std::mem::take(&mut marks.requests));
         // Last, the lease: released, or swapped to a new lease of ours that it keeps.
         let after = self.lease_after_commit(keep.is_some());
-        commit.requests.push(lease::swap(
+        commit.ledger.extend([lease::swap(
             self.served.layout.worker_sheet_id,
             &held,
             &after,
-        ));
+        )]);
         let sent = tokio::time::Instant::now();
         let Some(reply) = self.send_commit(&mut commit, &held).await? else {
             return Ok(false);
@@ -225,7 +221,6 @@ impl Daemon {
         );
         let cancels = std::mem::take(&mut commit.cancels);
         let turns = std::mem::take(&mut commit.turns);
-        let first = (commit.stale.len(), commit.claims.len());
         self.settle_claims(
             &fresh,
             &reply,
@@ -238,21 +233,12 @@ impl Daemon {
         undo.extend(self.settle_cancels(
             &fresh,
             &reply,
-            first,
             &cancels,
             now,
             &mut through,
             &mut follow_up,
         ));
-        undo.extend(self.settle_turns(
-            &fresh,
-            &reply,
-            (first.0, first.1, cancels.len()),
-            &turns,
-            now,
-            &mut through,
-            &mut follow_up,
-        ));
+        undo.extend(self.settle_turns(&fresh, &reply, &turns, now, &mut through, &mut follow_up));
         // After the claims settled (their jobs spawned): a step whose claim did not take
         // gets its mark again.
         self.marks_committed(marks);
@@ -294,41 +280,45 @@ impl Daemon {
         let serial = Cell::from(sheet_time::instant_to_serial(now, self.served.layout.tz));
         // The fence of our lease first: should the lease have been taken over by the time
         // Google applies this batch (however late), the fence exists and nothing applies.
-        let mut requests = vec![lease::fence(self.served.layout.worker_sheet_id, held)];
-        let mut response_ranges = Vec::new();
+        let mut ledger =
+            Ledger::starting_with(lease::fence(self.served.layout.worker_sheet_id, held));
         let mut stale = Vec::new();
         for s in &plan.stale {
             let row = &fresh.snapshot.rows[s.index];
             // A row someone asked to stop, whose daemon is gone, ends キャンセル: it is
             // rescued as any dead daemon's row, and the request still holds.
             let reason = s.reason.message(&self.policy);
-            let ended = match cancel::asked_of(row, self.served.layout.tz, now) {
-                Some(request) => Ended {
-                    row: row.clone(),
-                    finish: Finish::Cancelled,
-                    message: request.message(
+            let (finish, message) = match cancel::asked_of(row, self.served.layout.tz, now) {
+                Some(request) => (
+                    Finish::Cancelled,
+                    request.message(
                         now,
                         self.served.layout.tz,
                         &format!("{}\n({reason})", cancel::UNCONFIRMED),
                     ),
-                },
-                None => Ended {
-                    row: row.clone(),
-                    finish: Finish::Timeout,
-                    message: reason,
-                },
+                ),
+                None => (Finish::Timeout, reason),
             };
-            requests.push(cas(
-                qid,
-                row.row,
-                cols.index(Column::State),
-                &self.config.states.running,
-                self.config.states.word(finish_state(ended.finish)),
-            ));
-            response_ranges.push(self.row_range(row.row));
-            stale.push(ended);
+            let place = ledger.row(
+                cas(
+                    qid,
+                    row.row,
+                    cols.index(Column::State),
+                    &self.config.states.running,
+                    self.config.states.word(finish_state(finish)),
+                ),
+                [],
+                self.row_range(row.row),
+            );
+            stale.push(Ended {
+                row: row.clone(),
+                finish,
+                message,
+                place,
+            });
         }
         let mut claims = Vec::new();
+        let mut claim_places = Vec::new();
         for (index, _) in &plan.claims {
             let row = &fresh.snapshot.rows[*index];
             let Some(slot) = self.slots.take() else {
@@ -343,33 +333,32 @@ impl Daemon {
             // The tripwire, then the binding on the same row in the same atomic batch: the
             // binding lands exactly where the swap did, and the read-back says which job
             // that row holds.
-            requests.push(cas(
-                qid,
-                row.row,
-                cols.index(Column::State),
-                &self.config.states.waiting,
-                &self.config.states.running,
+            claim_places.push(ledger.row(
+                cas(
+                    qid,
+                    row.row,
+                    cols.index(Column::State),
+                    &self.config.states.waiting,
+                    &self.config.states.running,
+                ),
+                [
+                    Request::BindRow {
+                        sheet_id: qid,
+                        row: row.row - 1,
+                        id: binding_id,
+                        key: binding::KEY.to_string(),
+                        value: tag.to_string(),
+                    },
+                    cell(qid, row.row, cols.index(Column::StartedAt), serial.clone()),
+                    cell(
+                        qid,
+                        row.row,
+                        cols.index(Column::Worker),
+                        Cell::from(tag.to_string()),
+                    ),
+                ],
+                self.row_range(row.row),
             ));
-            requests.push(Request::BindRow {
-                sheet_id: qid,
-                row: row.row - 1,
-                id: binding_id,
-                key: binding::KEY.to_string(),
-                value: tag.to_string(),
-            });
-            requests.push(cell(
-                qid,
-                row.row,
-                cols.index(Column::StartedAt),
-                serial.clone(),
-            ));
-            requests.push(cell(
-                qid,
-                row.row,
-                cols.index(Column::Worker),
-                Cell::from(tag.to_string()),
-            ));
-            response_ranges.push(self.row_range(row.row));
             claims.push(Claimed {
                 row: row.clone(),
                 tag,
@@ -385,62 +374,73 @@ impl Daemon {
         }
         // Waiting rows asked to stop: the tripwire 待機 → キャンセル, and a binding on the same
         // row, through which its 終了日時/メッセージ follow once the read-back shows the swap
-        // hit the row it meant. They come after the claims, whose replies keep their places.
+        // hit the row it meant.
         let mut cancels = Vec::new();
         for index in &plan.cancels {
             let row = &fresh.snapshot.rows[*index];
             let (token, binding_id) = binding::new_token();
-            requests.push(cas(
-                qid,
-                row.row,
-                cols.index(Column::State),
-                &self.config.states.waiting,
-                &self.config.states.cancelled,
-            ));
-            requests.push(Request::BindRow {
-                sheet_id: qid,
-                row: row.row - 1,
-                id: binding_id,
-                key: binding::KEY.to_string(),
-                value: format!("{} cancel #{token}", self.config.worker_id),
+            let place = ledger.row(
+                cas(
+                    qid,
+                    row.row,
+                    cols.index(Column::State),
+                    &self.config.states.waiting,
+                    &self.config.states.cancelled,
+                ),
+                [Request::BindRow {
+                    sheet_id: qid,
+                    row: row.row - 1,
+                    id: binding_id,
+                    key: binding::KEY.to_string(),
+                    value: format!("{} cancel #{token}", self.config.worker_id),
+                }],
+                self.row_range(row.row),
+            );
+            cancels.push(Cancelling {
+                row: row.clone(),
+                binding_id,
+                place,
             });
-            response_ranges.push(self.row_range(row.row));
-            cancels.push((row.clone(), binding_id));
         }
         // Approval turns: the swap on 状態, and for a final state a binding on the same row
-        // for its 終了日時/メッセージ, as for a cancel; after the cancels.
+        // for its 終了日時/メッセージ, as for a cancel.
         let mut turns = Vec::new();
         for (index, turn) in &plan.turns {
             let row = &fresh.snapshot.rows[*index];
             let (from, to) = turn.swap();
-            requests.push(cas(
-                qid,
-                row.row,
-                cols.index(Column::State),
-                self.config.states.word(from),
-                self.config.states.word(to),
-            ));
-            let binding_id = to.is_final().then(|| {
+            let bound = to.is_final().then(|| {
                 let (token, binding_id) = binding::new_token();
-                requests.push(Request::BindRow {
+                let bind = Request::BindRow {
                     sheet_id: qid,
                     row: row.row - 1,
                     id: binding_id,
                     key: binding::KEY.to_string(),
                     value: format!("{} approval #{token}", self.config.worker_id),
-                });
-                binding_id
+                };
+                (binding_id, bind)
             });
-            response_ranges.push(self.row_range(row.row));
+            let place = ledger.row(
+                cas(
+                    qid,
+                    row.row,
+                    cols.index(Column::State),
+                    self.config.states.word(from),
+                    self.config.states.word(to),
+                ),
+                bound.as_ref().map(|(_, bind)| bind.clone()),
+                self.row_range(row.row),
+            );
             turns.push(Turned {
                 row: row.clone(),
                 turn: turn.clone(),
-                binding_id,
+                binding_id: bound.map(|(id, _)| id),
+                place,
             });
         }
         // Nothing from here on is read back by its place in the reply: cells someone else's
         // protection bars are left out of it below (`hold_off`).
-        let read_back = requests.len();
+        let read_back = ledger.len();
+        let mut requests = Vec::new();
         // Our heartbeat lists the jobs we run, the new claims included, in the same atomic
         // batch: the next daemon's claim sees them even if a person sorts their rows away.
         let claimed_refs: Vec<RunningRef> = claims.iter().map(|c| RunningRef::of(&c.row)).collect();
@@ -483,13 +483,13 @@ impl Daemon {
             );
             requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
         }
-        let rest = requests.split_off(read_back);
-        requests.extend(rest.into_iter().filter(|r| self.request_writable(r)));
+        ledger.extend(requests);
+        ledger.retain_from(read_back, |r| self.request_writable(r));
         Commit {
-            requests,
-            response_ranges,
+            ledger,
             stale,
             claims,
+            claim_places,
             cancels,
             turns,
         }
@@ -507,11 +507,12 @@ impl Daemon {
         // has no conditional write of an empty cell). That is only safe while the lease
         // holds, so it is never sent, nor retried, once less than a quarter of it is left.
         let left = self.lease_left().saturating_sub(self.config.lease_ttl / 4);
+        let (requests, response_ranges) = commit.ledger.take();
         let result = self
             .sheets
             .batch_update(&BatchUpdate {
-                requests: std::mem::take(&mut commit.requests),
-                response_ranges: std::mem::take(&mut commit.response_ranges),
+                requests,
+                response_ranges,
                 sheet_list: false,
                 send_by: Some(std::time::Instant::now() + left),
             })
@@ -581,13 +582,13 @@ impl Daemon {
         let cols = self.served.layout.columns.clone();
         let qid = self.queue_sheet_id();
         let mut undo = Vec::new();
-        for (k, ended) in stale.iter().enumerate() {
+        for ended in stale {
             let (row, message, finish) = (&ended.row, &ended.message, ended.finish);
             let word = self.config.states.word(finish_state(finish)).to_string();
-            if !swapped(reply, k) {
+            if !ended.place.swapped(reply) {
                 continue;
             }
-            let hit = self.row_read_back(reply, k, row.row);
+            let hit = self.row_read_back(reply, ended.place, row.row);
             match hit {
                 Some(hit) if hit.job_id != row.job_id => {
                     // The queue moved: the swap timed out another running job. Undo it.
@@ -624,20 +625,17 @@ impl Daemon {
         undo
     }
 
-    /// Settles the cancels of a commit, whose replies follow the `first` = (stale rows,
-    /// claims) before them: a swap that hit the row it meant ended that job キャンセル, and
+    /// Settles the cancels of a commit: a swap that hit the row it meant ended that job キャンセル, and
     /// its 終了日時/メッセージ follow through the binding made with it (under our next lease,
     /// like a timeout's) and its panel row says so; a swap that hit another waiting row (a
     /// sort moved the queue) is undone; a row that was no longer waiting is left alone, its
     /// request taken up again by the next pass that reads it waiting. Returns the undo
     /// requests.
-    #[allow(clippy::too_many_arguments)]
     fn settle_cancels(
         &mut self,
         fresh: &Poll,
         reply: &BatchUpdateReply,
-        (stale, claims): (usize, usize),
-        cancels: &[(QueueRow, i32)],
+        cancels: &[Cancelling],
         now: chrono::DateTime<Utc>,
         through: &mut Vec<Through>,
         follow_up: &mut Vec<ValueRange>,
@@ -646,12 +644,14 @@ impl Daemon {
         let state_col = self.served.layout.columns.index(Column::State);
         let qid = self.queue_sheet_id();
         let mut undo = Vec::new();
-        for (k, (row, binding_id)) in cancels.iter().enumerate() {
-            let changed = matches!(
-                reply.replies.get(1 + stale + 4 * claims + 2 * k),
-                Some(Reply::CompareAndSwap { changed: 1 })
-            );
-            let hit = self.row_read_back(reply, stale + claims + k, row.row);
+        for Cancelling {
+            row,
+            binding_id,
+            place,
+        } in cancels
+        {
+            let changed = place.swapped(reply);
+            let hit = self.row_read_back(reply, *place, row.row);
             match hit {
                 Some(hit) if changed && hit.job_id == row.job_id => {
                     let request = cancel::asked_of(row, tz, now)
@@ -718,12 +718,10 @@ impl Daemon {
     /// 終了日時/メッセージ follow through its binding; a swap that hit another row (a sort
     /// moved the queue) is undone; a row no longer in the state planned is left for the next
     /// pass. Returns the undo requests.
-    #[allow(clippy::too_many_arguments)]
     fn settle_turns(
         &mut self,
         fresh: &Poll,
         reply: &BatchUpdateReply,
-        (stale, claims, cancels): (usize, usize, usize),
         turns: &[Turned],
         now: chrono::DateTime<Utc>,
         through: &mut Vec<Through>,
@@ -733,16 +731,11 @@ impl Daemon {
         let state_col = self.served.layout.columns.index(Column::State);
         let qid = self.queue_sheet_id();
         let mut undo = Vec::new();
-        let mut at = 1 + stale + 4 * claims + 2 * cancels;
-        for (k, t) in turns.iter().enumerate() {
-            let changed = matches!(
-                reply.replies.get(at),
-                Some(Reply::CompareAndSwap { changed: 1 })
-            );
-            at += t.requests();
+        for t in turns {
+            let changed = t.place.swapped(reply);
             let (from, to) = t.turn.swap();
             let row = &t.row;
-            let hit = self.row_read_back(reply, stale + claims + cancels + k, row.row);
+            let hit = self.row_read_back(reply, t.place, row.row);
             match hit {
                 Some(hit) if changed && hit.job_id == row.job_id => {
                     self.observers.metrics.approval(t.turn.label());
@@ -816,14 +809,18 @@ impl Daemon {
         through: &mut Vec<Through>,
         follow_up: &mut Vec<ValueRange>,
     ) {
-        let stale = commit.stale.len();
-        let after: Vec<Option<QueueRow>> = (commit.claims.iter().enumerate())
-            .map(|(k, c)| self.row_read_back(reply, stale + k, c.row.row))
+        let after: Vec<Option<QueueRow>> = (commit.claims.iter().zip(&commit.claim_places))
+            .map(|(c, place)| self.row_read_back(reply, *place, c.row.row))
             .collect();
         let busy = claim::Busy::of(&fresh.snapshot, elsewhere);
-        let settled = settle_claims(reply, stale, commit.claims, after, busy, |row| {
-            self.may_start(row, &[])
-        });
+        let settled = settle_claims(
+            reply,
+            &commit.claim_places,
+            commit.claims,
+            after,
+            busy,
+            |row| self.may_start(row, &[]),
+        );
         for s in settled {
             self.apply_settled(fresh, s, through, follow_up);
         }
@@ -1016,15 +1013,16 @@ impl Daemon {
         chrono::Duration::from_std(self.config.lease_ttl).unwrap_or(chrono::Duration::seconds(30))
     }
 
-    /// Queue row `i` of a commit's read-back (one row per range), parsed; `hint` is the
-    /// sheet row it was asked for.
-    pub(super) fn row_read_back(
-        &self,
-        reply: &BatchUpdateReply,
-        i: usize,
-        hint: u32,
-    ) -> Option<QueueRow> {
-        let values = reply.ranges.get(i)?.values.first()?;
+    /// The queue row of a commit's entry at `place` as the reply read it back, parsed;
+    /// `hint` is the sheet row it was asked for.
+    fn row_read_back(&self, reply: &BatchUpdateReply, place: Place, hint: u32) -> Option<QueueRow> {
+        self.read_back_row(place.read_back(reply), hint)
+    }
+
+    /// A read-back of one queue row (`range`), parsed; `hint` is the sheet row it was asked
+    /// for.
+    pub(super) fn read_back_row(&self, range: Option<&ValueRange>, hint: u32) -> Option<QueueRow> {
+        let values = range?.values.first()?;
         self.parse_row(values, hint)
     }
 
@@ -1845,12 +1843,12 @@ enum Settled {
 }
 
 /// Decides each claim of a commit from its reply: `after[k]` is claim `k`'s row as the
-/// read-back shows it, `stale` how many timeouts came before the claims in the batch, `busy`
+/// read-back shows it, `places[k]` where its entry is in the commit, `busy`
 /// what keeps a row from being claimed (the plan's rules, on the fresh read), `may_start`
 /// whether this daemon may start a row now (the heavy gate, jobs it already holds).
 fn settle_claims(
     reply: &BatchUpdateReply,
-    stale: usize,
+    places: &[Place],
     claims: Vec<Claimed>,
     after: Vec<Option<QueueRow>>,
     mut busy: claim::Busy,
@@ -1860,17 +1858,13 @@ fn settle_claims(
         busy.take(&c.row);
     }
     let mut settled = Vec::with_capacity(claims.len());
-    for (k, (claimed, after)) in claims.into_iter().zip(after).enumerate() {
-        let swap = swapped(reply, stale + 4 * k);
+    for ((claimed, after), place) in claims.into_iter().zip(after).zip(places) {
+        let swap = place.swapped(reply);
         let ours = after
             .as_ref()
             .is_some_and(|r| r.worker == claimed.tag.to_string());
         let binding_id = binding::id_of_token(&claimed.tag.token);
-        let bound_here = reply
-            .row_metadata
-            .get(stale + k)
-            .and_then(|rows| rows.first())
-            .is_some_and(|ids| binding_id.is_some_and(|id| ids.contains(&id)));
+        let bound_here = binding_id.is_some_and(|id| place.bound_here(reply, id));
         if ours && !bound_here {
             // The batch is atomic and the binding was created at the swap's row, so this
             // means the reply did not show it: say so; the write-back rebinds if needed.
@@ -1926,22 +1920,6 @@ pub(super) fn cell(sheet_id: i32, row: u32, col: u32, value: Cell) -> Request {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_claim_is_ours_only_where_its_tripwire_changed_its_cell() {
-        // The fence, one stale row's swap, then a claim's swap, binding, 開始日時, ワーカー.
-        let reply = BatchUpdateReply {
-            replies: vec![
-                Reply::Empty,
-                Reply::CompareAndSwap { changed: 0 },
-                Reply::CompareAndSwap { changed: 1 },
-            ],
-            ..Default::default()
-        };
-        assert!(!swapped(&reply, 0), "the stale row's swap changed nothing");
-        assert!(swapped(&reply, 1), "the claim's tripwire flipped its cell");
-        assert!(!swapped(&reply, 2), "no reply at all is no claim");
-    }
 
     fn queued(n: u32, job: &str, target: &str, state: State, worker: &str) -> QueueRow {
         QueueRow {
@@ -2002,6 +1980,33 @@ mod tests {
         claim::Busy::of(&snapshot, &[])
     }
 
+    /// The places of `claims` claims in a commit after `stale` timeouts, as `commit_of`
+    /// lays them out (the fence first, one swap per timeout, four requests per claim).
+    fn claim_places(stale: u32, claims: u32) -> Vec<Place> {
+        let mut ledger = Ledger::starting_with(Request::DeleteMetadata { id: 0 });
+        for row in 0..stale {
+            ledger.row(
+                cas(1, row + 2, 10, "実行中", "タイムアウト"),
+                [],
+                format!("A{row}"),
+            );
+        }
+        (0..claims)
+            .map(|k| {
+                let row = stale + k + 2;
+                ledger.row(
+                    cas(1, row, 10, "待機", "実行中"),
+                    [
+                        Request::DeleteMetadata { id: 0 },
+                        Request::DeleteMetadata { id: 0 },
+                        Request::DeleteMetadata { id: 0 },
+                    ],
+                    format!("A{row}"),
+                )
+            })
+            .collect()
+    }
+
     /// Settles the single claim `c` of a commit with no timeouts, its row read back as
     /// `after`, on a fresh read of `rows`.
     fn settle_one(
@@ -2013,7 +2018,7 @@ mod tests {
     ) -> Vec<Settled> {
         settle_claims(
             reply,
-            0,
+            &claim_places(0, 1),
             vec![c.clone()],
             vec![Some(after)],
             nothing_busy(rows),
@@ -2112,7 +2117,7 @@ mod tests {
         let after = queued(5, "j1", "A", State::Running, &c.tag.to_string());
         let settled = settle_claims(
             &reply,
-            1,
+            &claim_places(1, 1),
             vec![c.clone()],
             vec![Some(after)],
             nothing_busy(std::slice::from_ref(&c.row)),

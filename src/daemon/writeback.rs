@@ -848,7 +848,7 @@ impl Daemon {
             })
             .await?;
         for (k, (id, row, job_id)) in rebind.iter().enumerate() {
-            let landed = self.row_read_back(&reply, k, *row);
+            let landed = self.read_back_row(reply.ranges.get(k), *row);
             if landed.as_ref().is_some_and(|r| &r.job_id == job_id) {
                 self.observers.metrics.rebind();
                 info!(job.id = ?job_id, row, binding = id, "moved the row binding back onto the job's row");

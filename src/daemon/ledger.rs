@@ -1,0 +1,186 @@
+//! The claim commit as a typed ledger: one atomic `batchUpdate` that every capability rides
+//! (docs/design.md §2–§5), built section by section. A section adds a row's entry through
+//! [`Ledger::row`] and keeps the [`Place`] it gets back; the reply is then read through that
+//! place ([`Place::swapped`], [`Place::read_back`], [`Place::bound_here`]), so no section
+//! counts the requests of the others, and adding a section touches only its own code.
+//!
+//! Only the entries that are read back take a place: the requests that follow them (the
+//! heartbeat, log rows, panel texts, the lease's swap) are never read by position, which is
+//! also what lets the commit leave out the cells someone else's protection bars.
+
+use crate::sheets::{BatchUpdateReply, Reply, Request, ValueRange};
+
+/// Where a row's entry sits in the commit: its compare-and-swap among the requests (and so
+/// among the replies), and its read-back among the `responseRanges`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Place {
+    swap: usize,
+    read_back: usize,
+}
+
+impl Place {
+    /// Whether the entry's compare-and-swap changed its cell.
+    pub(super) fn swapped(self, reply: &BatchUpdateReply) -> bool {
+        matches!(
+            reply.replies.get(self.swap),
+            Some(Reply::CompareAndSwap { changed: 1 })
+        )
+    }
+
+    /// The entry's row as the reply read it back, after the whole batch applied.
+    pub(super) fn read_back(self, reply: &BatchUpdateReply) -> Option<&ValueRange> {
+        reply.ranges.get(self.read_back)
+    }
+
+    /// Whether the reply shows developer metadata `id` on the entry's row.
+    pub(super) fn bound_here(self, reply: &BatchUpdateReply, id: i32) -> bool {
+        reply
+            .row_metadata
+            .get(self.read_back)
+            .and_then(|rows| rows.first())
+            .is_some_and(|ids| ids.contains(&id))
+    }
+}
+
+/// The requests and read-back ranges of a commit, in the order they go.
+#[derive(Debug, Default)]
+pub(super) struct Ledger {
+    requests: Vec<Request>,
+    response_ranges: Vec<String>,
+    /// The end of the last entry's requests: nothing before it is ever removed.
+    entries_end: usize,
+}
+
+impl Ledger {
+    /// A ledger that starts with `first` (the lease's fence).
+    pub(super) fn starting_with(first: Request) -> Self {
+        Ledger {
+            requests: vec![first],
+            response_ranges: Vec::new(),
+            entries_end: 1,
+        }
+    }
+
+    /// A row's entry: its compare-and-swap, the requests that go with it (`then`), and the
+    /// range that reads the row back. Returns where the reply answers for it.
+    pub(super) fn row(
+        &mut self,
+        swap: Request,
+        then: impl IntoIterator<Item = Request>,
+        read_back: String,
+    ) -> Place {
+        let place = Place {
+            swap: self.requests.len(),
+            read_back: self.response_ranges.len(),
+        };
+        self.requests.push(swap);
+        self.requests.extend(then);
+        self.response_ranges.push(read_back);
+        self.entries_end = self.requests.len();
+        place
+    }
+
+    /// Requests no one reads back by position.
+    pub(super) fn extend(&mut self, requests: impl IntoIterator<Item = Request>) {
+        self.requests.extend(requests);
+    }
+
+    /// How many requests the ledger holds so far.
+    pub(super) fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Keeps, of the requests from `from` on, those `keep` lets through. Only for requests
+    /// added after every entry: an entry's place never moves.
+    pub(super) fn retain_from(&mut self, from: usize, keep: impl Fn(&Request) -> bool) {
+        let from = from.max(self.entries_end).min(self.requests.len());
+        let rest = self.requests.split_off(from);
+        self.requests.extend(rest.into_iter().filter(|r| keep(r)));
+    }
+
+    /// The batch's requests and ranges, leaving the ledger empty.
+    pub(super) fn take(&mut self) -> (Vec<Request>, Vec<String>) {
+        (
+            std::mem::take(&mut self.requests),
+            std::mem::take(&mut self.response_ranges),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sheets::GridRange;
+
+    fn swap(row: u32) -> Request {
+        Request::CompareAndSwap {
+            range: GridRange::cell(1, row, 10),
+            find: "待機".into(),
+            replacement: "実行中".into(),
+        }
+    }
+
+    fn range(row: u32) -> String {
+        format!("'_ジョブキュー'!A{row}:R{row}")
+    }
+
+    #[test]
+    fn each_entry_is_answered_where_it_went_whatever_came_before() {
+        let mut ledger = Ledger::starting_with(Request::DeleteMetadata { id: 0 });
+        // A section of two-request entries, then one of four, then one of one.
+        let cancel = ledger.row(swap(2), [Request::DeleteMetadata { id: 0 }], range(2));
+        let claim = ledger.row(
+            swap(3),
+            [
+                Request::DeleteMetadata { id: 0 },
+                Request::DeleteMetadata { id: 0 },
+                Request::DeleteMetadata { id: 0 },
+            ],
+            range(3),
+        );
+        let turn = ledger.row(swap(4), [], range(4));
+        ledger.extend([Request::DeleteMetadata { id: 0 }]);
+        let (requests, ranges) = ledger.take();
+        assert_eq!((requests.len(), ranges.len()), (9, 3));
+        let reply = BatchUpdateReply {
+            replies: vec![
+                Reply::Empty,
+                Reply::CompareAndSwap { changed: 1 },
+                Reply::Empty,
+                Reply::CompareAndSwap { changed: 0 },
+                Reply::Empty,
+                Reply::Empty,
+                Reply::Empty,
+                Reply::CompareAndSwap { changed: 1 },
+            ],
+            ranges: (2..5)
+                .map(|r| ValueRange::new(range(r), Vec::new()))
+                .collect(),
+            row_metadata: vec![vec![vec![]], vec![vec![77]], vec![vec![]]],
+            ..Default::default()
+        };
+        assert!(
+            cancel.swapped(&reply),
+            "the cancel's swap is the second reply"
+        );
+        assert!(!claim.swapped(&reply), "the claim's swap changed nothing");
+        assert!(
+            turn.swapped(&reply),
+            "the turn's swap comes after the claim's four"
+        );
+        assert_eq!(
+            turn.read_back(&reply).map(|v| v.range.as_str()),
+            Some(range(4).as_str()),
+            "each entry reads its own row back"
+        );
+        assert!(claim.bound_here(&reply, 77) && !cancel.bound_here(&reply, 77));
+    }
+
+    #[test]
+    fn a_place_past_the_reply_answers_no() {
+        let mut ledger = Ledger::starting_with(Request::DeleteMetadata { id: 0 });
+        let place = ledger.row(swap(2), [], range(2));
+        let empty = BatchUpdateReply::default();
+        assert!(!place.swapped(&empty) && place.read_back(&empty).is_none());
+    }
+}
