@@ -41,8 +41,11 @@ use crate::sheets::{
 use crate::watch::Watch;
 use crate::workers::{self, RunningRef};
 
+use claim_work::ClaimWork;
+
 mod archive;
 mod claim_pass;
+mod claim_work;
 mod guards;
 mod hold_off;
 mod ledger;
@@ -1253,16 +1256,14 @@ impl Daemon {
         // a claim pass.
         let under_lease =
             !self.served.pending_through.is_empty() || self.served.lease_kept_until.is_some();
-        let scheduled = !self.schedules_due(&poll, Utc::now()).is_empty();
-        if !plan.claims.is_empty()
-            || !plan.stale.is_empty()
-            || !plan.cancels.is_empty()
-            || !plan.turns.is_empty()
-            || scheduled
-            || self.has_ticks(&poll)
-            || open_commit
-            || under_lease
-        {
+        let work = ClaimWork {
+            schedules: !self.schedules_due(&poll, Utc::now()).is_empty(),
+            ticks: self.has_ticks(&poll),
+            open_commit,
+            under_lease,
+            ..ClaimWork::of_plan(&plan)
+        };
+        if work.any() {
             // Presses, results or a held lease wait on it: its calls go ahead of plain ones.
             self.sheets.set_precedence(self.precedence(true));
             wrote_heartbeat |= self.claim_pass(&poll, &written, deferred).await?;

@@ -49,7 +49,8 @@
 //!   heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
 //! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
-//!   (what one read covers), `claim_pass` (acquire, decide, commit, settle), `ledger` (the
+//!   (what one read covers), `claim_work` (whether a poll takes the lease: each
+//!   capability's answer, named), `claim_pass` (acquire, decide, commit, settle), `ledger` (the
 //!   claim commit as a typed ledger: each section adds its rows' entries and reads the
 //!   reply back through the `Place` each got, no index counted by hand), `writeback`
 //!   (place, write, verify, repair; restart recovery, continuation; retry notes, notices),
