@@ -227,12 +227,20 @@ async fn protection(
         ours.push((index.0, index.1.as_str()));
     }
     let ids = ours.iter().map(|(id, _)| *id).collect();
-    let entries = sheets
+    match sheets
         .search_metadata(&crate::sheets::MetadataLookup::OnSheets(ids))
-        .await?;
-    let (on_hidden, on_panels) = foreign_metadata(&entries, &ours, &hidden);
-    f.problems.extend(on_hidden);
-    f.warnings.extend(on_panels);
+        .await
+    {
+        Ok(entries) => {
+            let (on_hidden, on_panels) = foreign_metadata(&entries, &ours, &hidden);
+            f.problems.extend(on_hidden);
+            f.warnings.extend(on_panels);
+        }
+        // A sheet gone since the read, say: the other findings stand.
+        Err(e) => f.warnings.push(format!(
+            "could not list the developer metadata on sheetq's sheets ({e}); run `sheetq check` again"
+        )),
+    }
     Ok(())
 }
 
@@ -273,9 +281,10 @@ fn foreign_metadata(
         else {
             continue;
         };
+        let title = crate::sheet_text::shown(title);
         let place = match m.row {
-            Some(r) => format!("'{title}' row {}", r + 1),
-            None => format!("'{title}'"),
+            Some(r) => format!("{title} row {}", r + 1),
+            None => title,
         };
         let written_by = if m.project_only {
             "another program of sheetq's own Cloud project (PROJECT visibility)"
@@ -293,7 +302,22 @@ fn foreign_metadata(
             warnings.push(line);
         }
     }
-    (problems, warnings)
+    (at_most(problems), at_most(warnings))
+}
+
+/// How many lines of one kind `check` prints of the entries it names.
+const NAMED_AT_MOST: usize = 20;
+
+/// The first [`NAMED_AT_MOST`] `lines`, and one saying how many more there are.
+fn at_most(mut lines: Vec<String>) -> Vec<String> {
+    if lines.len() > NAMED_AT_MOST {
+        let more = lines.len() - NAMED_AT_MOST;
+        lines.truncate(NAMED_AT_MOST);
+        lines.push(format!(
+            "…and {more} more such entries (developerMetadata.search on the sheet lists them all)"
+        ));
+    }
+    lines
 }
 
 /// Protected ranges someone else made over cells sheetq writes, which its account may not

@@ -109,8 +109,8 @@
 //!   process, the started-with umask back for jobs), and the check of an open `state_dir`.
 //! - [`probe`]: `sheetq check --probe`: one probe per Google behaviour sheetq relies on, run
 //!   through the `Sheets` port on a temporary sheet (against Google, or the emulator in tests).
-//! - [`protection`]: what only sheetq may write (the hidden sheets whole; each panel's
-//!   markers and hidden columns; the index's hidden column), its editors (the service
+//! - [`protection`]: what only sheetq may write (the hidden sheets whole; the panels' and
+//!   the index's areas come from `panel::protected`), its editors (the service
 //!   accounts serving the spreadsheet, never people), the requests that protect it, `check`'s
 //!   verdicts, and whether the queue is protected enough to trust its 依頼者; pure.
 //! - [`provenance`]: what only sheetq can have written (PROJECT-visible developer metadata

@@ -54,6 +54,37 @@ pub fn bounded_fields() -> impl for<'w> FormatFields<'w> + 'static {
     .delimited(" ")
 }
 
+/// A JSON log line with every string value bounded as the text format bounds a field
+/// (the message at [`MESSAGE_CHARS`]) and its control and format characters made visible:
+/// fields are bounded where they are logged ([`crate::sheet_text::Logged`]), and this
+/// catches one that is not. A line that is not JSON is left as it is.
+fn bounded_json(line: String) -> String {
+    fn bound(key: &str, v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) => {
+                let max = if key == "message" {
+                    MESSAGE_CHARS
+                } else {
+                    crate::sheet_text::LINE_CHARS
+                };
+                *s = crate::sheet_text::visible(s, max);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|i| bound(key, i)),
+            serde_json::Value::Object(map) => map.iter_mut().for_each(|(k, v)| bound(k, v)),
+            _ => {}
+        }
+    }
+    let trimmed = line.trim_end_matches('\n');
+    match serde_json::from_str::<serde_json::Value>(trimmed) {
+        Ok(mut value) => {
+            bound("", &mut value);
+            let end = &line[trimmed.len()..];
+            format!("{value}{end}")
+        }
+        Err(_) => line,
+    }
+}
+
 /// Cloud Logging's name for a level (`LogSeverity`).
 pub fn severity(level: &Level) -> &'static str {
     match *level {
@@ -81,6 +112,7 @@ where
     ) -> std::fmt::Result {
         let mut line = String::new();
         self.0.format_event(ctx, Writer::new(&mut line), event)?;
+        let line = bounded_json(line);
         let severity = severity(event.metadata().level());
         match line.strip_prefix('{') {
             Some(rest) => write!(writer, "{{\"severity\":\"{severity}\",{rest}"),
@@ -157,6 +189,22 @@ mod tests {
             lines[0]["fields"]["job.id"], "j1",
             "the fields stay: {text}"
         );
+    }
+
+    #[test]
+    fn a_json_line_bounds_every_string_a_call_site_left_whole() {
+        let huge = format!("\u{1b}]0;x\u{7}{}", "長".repeat(10_000));
+        let line = serde_json::json!({
+            "fields": { "message": "m", "job.id": huge },
+            "span": { "target": huge },
+        })
+        .to_string()
+            + "\n";
+        let out = bounded_json(line);
+        assert!(out.ends_with('\n'), "the line keeps its end");
+        assert!(out.len() < 2_000, "every value is cut: {} bytes", out.len());
+        assert!(!out.contains('\u{1b}') && !out.contains("\\u001b"), "{out}");
+        assert_eq!(bounded_json("not json".into()), "not json");
     }
 
     #[test]

@@ -387,8 +387,11 @@ pub async fn run(
     let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     let title = format!("_sheetq_probe_{tag}");
     let mut results = Vec::new();
+    // The ids of the sheets the probes make, chosen before each is asked for: the clean-up
+    // deletes by them, never by title (a person could give another sheet the probe's title).
+    let made = std::sync::Mutex::new(Vec::new());
     let interrupted = {
-        let mut lab = Lab::new(sheets, others, &title, &tag);
+        let mut lab = Lab::new(sheets, others, &title, &tag, &made);
         let probes: Vec<Probe> = if only.is_empty() {
             Probe::ALL.to_vec()
         } else {
@@ -428,7 +431,8 @@ pub async fn run(
             () = stop => true,
         }
     };
-    let left_behind = clean_up(sheets, &title).await.err();
+    let made = made.into_inner().unwrap_or_else(|p| p.into_inner());
+    let left_behind = clean_up(sheets, &made).await.err();
     Report {
         results,
         sheet: title,
@@ -437,18 +441,25 @@ pub async fn run(
     }
 }
 
-/// Deletes the sheet titled `title`, if it is there (found by title: a reply lost on the way
-/// must not leave it behind).
-async fn clean_up(sheets: &dyn Sheets, title: &str) -> Result<(), String> {
+/// Deletes the probe sheets of `made` that are still there, found by the ids the probes
+/// chose (so a reply lost on the way leaves nothing behind, and a sheet a person renamed to
+/// the probe's title is never touched).
+async fn clean_up(sheets: &dyn Sheets, made: &[i32]) -> Result<(), String> {
     let meta = sheets.metadata().await.map_err(|e| e.to_string())?;
-    let Some(sheet) = meta.sheet(title) else {
+    let requests: Vec<Request> = meta
+        .sheets
+        .iter()
+        .filter(|s| made.contains(&s.sheet_id))
+        .map(|s| Request::DeleteSheet {
+            sheet_id: s.sheet_id,
+        })
+        .collect();
+    if requests.is_empty() {
         return Ok(());
-    };
+    }
     sheets
         .batch_update(&BatchUpdate {
-            requests: vec![Request::DeleteSheet {
-                sheet_id: sheet.sheet_id,
-            }],
+            requests,
             ..Default::default()
         })
         .await
@@ -464,6 +475,8 @@ const GRID_COLS: u32 = 4;
 struct Lab<'a> {
     sheets: &'a dyn Sheets,
     others: Others<'a>,
+    /// Every sheet id a probe asked for, whether or not the reply came.
+    made: &'a std::sync::Mutex<Vec<i32>>,
     title: String,
     /// The developer metadata key of every binding a probe makes.
     key: String,
@@ -502,11 +515,18 @@ fn column(values: &[Vec<String>], col: usize) -> Vec<String> {
 }
 
 impl<'a> Lab<'a> {
-    fn new(sheets: &'a dyn Sheets, others: Others<'a>, title: &str, tag: &str) -> Self {
+    fn new(
+        sheets: &'a dyn Sheets,
+        others: Others<'a>,
+        title: &str,
+        tag: &str,
+        made: &'a std::sync::Mutex<Vec<i32>>,
+    ) -> Self {
         let seed = u32::from_str_radix(tag, 16).unwrap_or(1) & 0x3fff_ffff;
         Lab {
             sheets,
             others,
+            made,
             title: title.to_string(),
             key: format!("sheetq.probe.{tag}"),
             sheet: None,
@@ -546,6 +566,9 @@ impl<'a> Lab<'a> {
     /// with a binding on each of the zero-based `bound` rows; returns the bindings' ids.
     async fn fresh(&mut self, rows: &[&[&str]], bound: &[u32]) -> Result<Vec<i32>, SheetsError> {
         let id = self.fresh_id();
+        if let Ok(mut made) = self.made.lock() {
+            made.push(id);
+        }
         let mut requests = Vec::new();
         if let Some(old) = self.sheet {
             requests.push(Request::DeleteSheet { sheet_id: old });
@@ -725,10 +748,10 @@ impl<'a> Lab<'a> {
             )])
             .await
             .map_err(|e| not_an_editor(e, "--probe-editor"))?;
-        let tried = editor
-            .batch_update(&BatchUpdate {
+        let protect = |row: u32| -> Result<BatchUpdate, SheetsError> {
+            Ok(BatchUpdate {
                 requests: vec![Request::AddProtectedRange {
-                    area: Area::cells(grid(self.id(), 0..1, 0..1)),
+                    area: Area::cells(grid(self.id(), row..row + 1, 0..1)),
                     description: "sheetq check --probe: the other editor's".into(),
                     // sheetq's account among its editors, so that the probe sheet can still
                     // be deleted if it is applied.
@@ -737,12 +760,22 @@ impl<'a> Lab<'a> {
                 }],
                 ..Default::default()
             })
-            .await;
+        };
+        // The control: the same request on an open cell goes through, so a refusal below
+        // is the closed range's doing, not the request's.
+        editor.batch_update(&protect(1)?).await.map_err(|e| {
+            SheetsError::new(
+                e.kind,
+                "check --probe",
+                format!("the other editor could not protect even an open cell ({}), so the probe cannot tell why it is refused", e.message),
+            )
+        })?;
+        let tried = editor.batch_update(&protect(0)?).await;
         Ok(match tried {
             Err(e) if matches!(e.kind, ErrorKind::InvalidArgument | ErrorKind::Permission) => (
                 true,
                 format!(
-                    "the other editor wrote an open cell; its addProtectedRange inside the range protected against it was refused ({:?})",
+                    "the other editor wrote and protected an open cell; its addProtectedRange inside the range protected against it was refused ({:?})",
                     e.kind
                 ),
             ),
@@ -750,7 +783,7 @@ impl<'a> Lab<'a> {
             Ok(_) => {
                 (
                     false,
-                    "the other editor wrote an open cell; its addProtectedRange inside the range protected against it was applied".into(),
+                    "the other editor wrote and protected an open cell; its addProtectedRange inside the range protected against it was applied".into(),
                 )
             }
         })
@@ -768,8 +801,21 @@ impl<'a> Lab<'a> {
                 ),
             ));
         }
-        let bound = self.fresh(&[&["a"], &["b"], &["c"]], &[1]).await?;
-        let document = bound.first().copied().unwrap_or_default();
+        // Rows 1–3 protected against the other editor, with an entry on row 2; another
+        // entry on row 4, open, for the control.
+        let bound = self
+            .fresh(&[&["a"], &["b"], &["c"], &["d"], &["e"]], &[1, 3])
+            .await?;
+        let (document, open) = match bound[..] {
+            [document, open] => (document, open),
+            _ => {
+                return Err(SheetsError::new(
+                    ErrorKind::Fatal,
+                    "check --probe",
+                    "the probe sheet was made without its two bindings",
+                ))
+            }
+        };
         let project = self.fresh_id();
         self.batch(
             vec![Request::MarkSheet {
@@ -781,7 +827,7 @@ impl<'a> Lab<'a> {
             Vec::new(),
         )
         .await?;
-        self.protect_rows(0..GRID_ROWS).await?;
+        self.protect_rows(0..3).await?;
         let seen = editor
             .search_metadata(&MetadataLookup::key(&self.key))
             .await
@@ -792,6 +838,27 @@ impl<'a> Lab<'a> {
             requests: vec![Request::DeleteMetadata { id }],
             ..Default::default()
         };
+        let move_to = |id, row| BatchUpdate {
+            requests: vec![Request::MoveMetadataToRow {
+                id,
+                sheet_id: self.id(),
+                row,
+            }],
+            ..Default::default()
+        };
+        // The control: on an open row the same requests go through, so a refusal below is
+        // the protection's doing, not the request's.
+        let control = match editor.batch_update(&move_to(open, 4)).await {
+            Ok(_) => editor.batch_update(&delete(open)).await.map(drop),
+            Err(e) => Err(e),
+        };
+        control.map_err(|e| {
+            SheetsError::new(
+                e.kind,
+                "check --probe",
+                format!("the other editor could not move or delete developer metadata on an open row ({}), so the probe cannot tell why it is refused", e.message),
+            )
+        })?;
         let delete_document = match editor.batch_update(&delete(document)).await {
             Ok(_) => "applied".to_string(),
             Err(e) if matches!(e.kind, ErrorKind::InvalidArgument | ErrorKind::Permission) => {
@@ -799,15 +866,7 @@ impl<'a> Lab<'a> {
             }
             Err(e) => return Err(e),
         };
-        let moved = BatchUpdate {
-            requests: vec![Request::MoveMetadataToRow {
-                id: document,
-                sheet_id: self.id(),
-                row: 0,
-            }],
-            ..Default::default()
-        };
-        let move_document = match editor.batch_update(&moved).await {
+        let move_document = match editor.batch_update(&move_to(document, 4)).await {
             Ok(_) => "applied".to_string(),
             Err(e) if matches!(e.kind, ErrorKind::InvalidArgument | ErrorKind::Permission) => {
                 format!("refused ({:?})", e.kind)
@@ -839,7 +898,7 @@ impl<'a> Lab<'a> {
                 && move_document.starts_with("refused")
                 && both_kept,
             format!(
-                "the other project's account saw the DOCUMENT entry: {}, the PROJECT entry: {}; its delete of the DOCUMENT entry on the protected sheet was {delete_document}, its move of it to row 1 {move_document}; its delete of the PROJECT entry {delete_project}; both still there, the DOCUMENT one on row 2: {}",
+                "the other project's account saw the DOCUMENT entry: {}, the PROJECT entry: {}; it moved and deleted an entry on an open row; its delete of the DOCUMENT entry on the protected rows was {delete_document}, its move of it to an open row {move_document}; its delete of the PROJECT entry {delete_project}; both still there, the DOCUMENT one on row 2: {}",
                 yes(saw_document),
                 yes(saw_project),
                 yes(both_kept),

@@ -1,6 +1,6 @@
 //! Which parts of the spreadsheet only sheetq may write, and who "sheetq" is there: the
-//! rules of docs/design.md §5.1, pure. What must be protected ([`hidden_sheets`],
-//! [`panel`], [`index`]), by whom ([`Editors`]: the service accounts that serve the
+//! rules of docs/design.md §5.1, pure. What must be protected ([`hidden_sheets`]; the
+//! panels' and the index's areas are placed by their layout in `panel::protected`), by whom ([`Editors`]: the service accounts that serve the
 //! spreadsheet, never people), the requests that make the spreadsheet so ([`plan`]), what
 //! `sheetq check` says of it ([`verdicts`]), and whether the queue can be trusted to hold
 //! only what sheetq's accounts wrote ([`queue_protected`]).

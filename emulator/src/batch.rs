@@ -471,10 +471,12 @@ fn value_from(v: &ExtendedValue) -> Result<Option<Value>, String> {
     Ok(if let Some(n) = v.number_value {
         Some(Value::Number(n))
     } else if let Some(s) = &v.string_value {
+        super::values::check_length(s)?;
         Some(Value::String(s.clone()))
     } else if let Some(b) = v.bool_value {
         Some(Value::Bool(b))
     } else if let Some(f) = &v.formula_value {
+        super::values::check_length(f)?;
         Some(Value::Formula(f.clone()))
     } else if v.error_value.is_some() {
         return Err("errorValue cannot be written".into());

@@ -392,6 +392,10 @@ impl Emulator {
         let id = store::fresh_spreadsheet_id();
         let mut ss = seed::build(seed, id.clone());
         ss.owner = self.owner();
+        // Shared as the handle's other spreadsheets were with [`Emulator::share`].
+        if let Ok(shares) = self.shared.shares.lock() {
+            ss.sharing.roles.extend(shares.clone());
+        }
         self.with_store(|s| s.insert(ss));
         id
     }
@@ -447,10 +451,13 @@ impl Emulator {
         }
     }
 
-    /// Shares every spreadsheet the emulator holds with the account `email` as `access`
-    /// (everyone is an editor of a seeded spreadsheet until told otherwise). The owner
-    /// stays its owner.
+    /// Shares every spreadsheet the emulator holds with the account `email` as `access`, and
+    /// those [`Emulator::add_spreadsheet`] adds later (everyone is an editor of a seeded
+    /// spreadsheet until told otherwise). The owner stays its owner.
     pub fn share(&self, email: &str, access: Access) {
+        if let Ok(mut shares) = self.shared.shares.lock() {
+            shares.insert(email.to_ascii_lowercase(), access);
+        }
         self.with_store(|s| {
             for ss in s.spreadsheets.values_mut() {
                 ss.sharing.roles.insert(email.to_ascii_lowercase(), access);

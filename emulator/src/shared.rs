@@ -38,6 +38,8 @@ pub struct Shared {
     /// Added to the time the `Date` header of every API reply says: a test's way to put
     /// Google's clock (or ours) off.
     pub clock_skew: Mutex<chrono::TimeDelta>,
+    /// What `Emulator::share` gave each account, for spreadsheets added after it.
+    pub shares: Mutex<std::collections::BTreeMap<String, Access>>,
 }
 
 pub use super::store::Access;
@@ -56,6 +58,7 @@ impl Shared {
             version: tokio::sync::watch::Sender::new(0),
             rules,
             clock_skew: Mutex::new(chrono::TimeDelta::zero()),
+            shares: Mutex::new(std::collections::BTreeMap::new()),
         }
     }
 

@@ -93,6 +93,21 @@ impl Render {
     }
 }
 
+/// The most characters a cell holds (https://support.google.com/docs/answer/37603: "Cells
+/// containing text: 50,000 characters").
+pub const CELL_MAX_CHARS: usize = 50_000;
+
+/// Google's refusal of a value longer than a cell holds; the whole request fails with it.
+pub fn check_length(text: &str) -> Result<(), String> {
+    if text.chars().count() > CELL_MAX_CHARS {
+        Err(format!(
+            "Your input contains more than the maximum of {CELL_MAX_CHARS} characters in a single cell."
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// What a written value becomes: the cell's value (`None` clears it) and, for typed dates
 /// and the like, the number format that comes with it.
 pub type Entered = (Option<Value>, Option<NumberFormat>);
@@ -101,6 +116,9 @@ pub type Entered = (Option<Value>, Option<NumberFormat>);
 /// as it is" (JSON `null` is skipped, documented on `ValueRange.values`); an empty string
 /// clears the value.
 pub fn input_value(v: &Json, input: Input) -> Result<Option<Entered>, ApiError> {
+    if let Json::String(s) = v {
+        check_length(s).map_err(ApiError::invalid)?;
+    }
     Ok(Some(match v {
         Json::Null => return Ok(None),
         Json::Bool(b) => (Some(Value::Bool(*b)), None),

@@ -712,8 +712,8 @@ impl Daemon {
         self.announce_ended(fresh, row, finish, &message, now);
     }
 
-    /// Settles the approval turns of a commit, whose replies follow the `first` = (stale
-    /// rows, claims, cancels) before them, as [`Self::settle_cancels`] settles cancels: a
+    /// Settles the approval turns of a commit, each read at its own place in the reply, as
+    /// [`Self::settle_cancels`] settles cancels: a
     /// swap that hit the row it meant is logged, counted and announced, and a final state's
     /// 終了日時/メッセージ follow through its binding; a swap that hit another row (a sort
     /// moved the queue) is undone; a row no longer in the state planned is left for the next

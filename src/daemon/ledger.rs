@@ -5,8 +5,10 @@
 //! counts the requests of the others, and adding a section touches only its own code.
 //!
 //! Only the entries that are read back take a place: the requests that follow them (the
-//! heartbeat, log rows, panel texts, the lease's swap) are never read by position, which is
-//! also what lets the commit leave out the cells someone else's protection bars.
+//! heartbeat, log rows, panel texts, continuation marks) are never read by position, which
+//! is also what lets the commit leave out the cells someone else's protection bars. The
+//! lease's swap is the one exception: the caller appends it after everything else and
+//! reads it as the last reply.
 
 use crate::sheets::{BatchUpdateReply, Reply, Request, ValueRange};
 

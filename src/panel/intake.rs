@@ -27,6 +27,18 @@ use crate::queue::{Column, ColumnMap, Snapshot, State, StateWords};
 use crate::sheet_time;
 use crate::sheets::{Cell, ValueRange};
 
+/// The longest index label a tick opens a panel for: the index is open to every editor,
+/// and what a tick takes in is copied into a queue row, so a label past this (no target
+/// is named so) is cleared and left out, never copied. A row is thus far below Google's
+/// 50,000 characters a cell, which would refuse the append and with it every press of
+/// the pass.
+pub const MAX_LABEL_CHARS: usize = 100;
+
+/// The most labels one panel job takes; further ticks wait for the next pass.
+pub const MAX_LABELS_PER_JOB: usize = 100;
+
+/// How much of the labels the job's 機能ラベル shows.
+const MAX_NAMED_CHARS: usize = 500;
 /// A new `待機` queue row: one press (intake), one job from the shell (`sheetq enqueue`), or
 /// the next step of a job that asked to continue. The one place a queue row is laid out.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,15 +152,22 @@ pub fn plan_index_intake(
         .collect();
     let mut labels: Vec<String> = Vec::new();
     for e in entries.iter().filter(|e| e.ticked) {
+        if labels.len() == MAX_LABELS_PER_JOB {
+            // Left ticked: the next pass takes them.
+            break;
+        }
         plan.clears.push(ValueRange::new(
             cell_range(title, index_sheet::TICK, index_sheet::TICK, e.row),
             vec![vec![Cell::Bool(false)]],
         ));
-        if !e.label.is_empty() && !asked.contains(&e.label) && !labels.contains(&e.label) {
+        let fits = e.label.chars().count() <= MAX_LABEL_CHARS;
+        if fits && !e.label.is_empty() && !asked.contains(&e.label) && !labels.contains(&e.label) {
             labels.push(e.label.clone());
         }
     }
     if !labels.is_empty() {
+        // 機能ラベル names them for people; the args carry them whole.
+        let named = crate::sheet_text::one_line(&labels.join(", "), MAX_NAMED_CHARS);
         plan.new_rows.push(NewJob {
             job_id: new_job_id(),
             received_at: now,
@@ -156,7 +175,7 @@ pub fn plan_index_intake(
             panel_sheet: title.to_string(),
             panel_row: None,
             target: PANELS_TARGET.into(),
-            function: format!("{PANELS_FUNCTION}: {}", labels.join(", ")),
+            function: format!("{PANELS_FUNCTION}: {named}"),
             command: PANELS_COMMAND.into(),
             args_json: serde_json::json!({ "open": labels }).to_string(),
             flags: String::new(),
@@ -565,6 +584,39 @@ mod tests {
             || "job".into(),
         );
         assert!(none.new_rows.is_empty() && none.clears.is_empty());
+    }
+
+    #[test]
+    fn a_label_no_target_could_have_is_cleared_and_never_copied_into_the_queue() {
+        let huge = "長".repeat(50_000);
+        let mut entries = vec![index_entry(2, true, &huge)];
+        entries.extend((0..150).map(|i| index_entry(3 + i, true, &format!("web-{i:03}"))));
+        let plan = plan_index_intake("▶パネル", &entries, &snapshot(vec![]), at(0), || {
+            "job".into()
+        });
+        assert_eq!(plan.new_rows.len(), 1);
+        let job = &plan.new_rows[0];
+        assert!(
+            !job.args_json.contains('長') && !job.function.contains('長'),
+            "the huge label is not copied"
+        );
+        assert!(
+            job.function.chars().count() <= 600 && job.args_json.chars().count() < 50_000,
+            "the row's cells stay short: {} and {} characters",
+            job.function.chars().count(),
+            job.args_json.chars().count()
+        );
+        let opened: serde_json::Value = serde_json::from_str(&job.args_json).unwrap_or_default();
+        assert_eq!(
+            opened["open"].as_array().map(Vec::len),
+            Some(MAX_LABELS_PER_JOB),
+            "one job takes at most {MAX_LABELS_PER_JOB} labels"
+        );
+        assert_eq!(
+            plan.clears.len(),
+            MAX_LABELS_PER_JOB + 1,
+            "the huge label's tick and the labels taken are cleared; the rest wait ticked"
+        );
     }
 
     fn plan(tables: &HashMap<String, PanelTable>, index: &PanelIndex, s: &Snapshot) -> IntakePlan {

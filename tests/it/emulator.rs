@@ -1678,3 +1678,48 @@ async fn the_web_view_follows_a_change_and_a_persons_edit_is_logged_as_theirs() 
         "the first request was not applied"
     );
 }
+
+#[tokio::test]
+async fn a_value_longer_than_a_cell_holds_is_refused_whole_as_at_google() {
+    let emu = support::start_emulator().await;
+    let token = emu.person_token(&emu.owner());
+    let long = "x".repeat(50_001);
+    let path = format!(
+        "v4/spreadsheets/{}/values/{}?valueInputOption=RAW",
+        emu.spreadsheet_id(),
+        percent_encoding::utf8_percent_encode(
+            "'サーバーA'!K8:L8",
+            percent_encoding::NON_ALPHANUMERIC
+        )
+    );
+    let (status, body) = support::raw(
+        &emu,
+        "PUT",
+        &path,
+        Some(json!({ "values": [["fits", long]] })),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"].as_str().is_some_and(
+            |m| m.contains("more than the maximum of 50000 characters in a single cell")
+        ),
+        "{body}"
+    );
+    let k8 = emu.values("'サーバーA'!K8").unwrap_or_default();
+    assert!(k8.is_empty(), "nothing of the request applied: {k8:?}");
+    let path = format!("v4/spreadsheets/{}:batchUpdate", emu.spreadsheet_id());
+    let (status, body) = support::raw(
+        &emu,
+        "POST",
+        &path,
+        Some(json!({ "requests": [{ "updateCells": {
+            "start": { "sheetId": 1001, "rowIndex": 7, "columnIndex": 10 },
+            "rows": [{ "values": [{ "userEnteredValue": { "stringValue": "x".repeat(50_001) } }] }],
+            "fields": "userEnteredValue" } }] })),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(status, 400, "updateCells too: {body}");
+}

@@ -429,11 +429,11 @@ async fn check_names_developer_metadata_on_sheetqs_sheets_that_sheetq_did_not_wr
         "metadata on the queue is a problem: {out}"
     );
     assert!(
-        out.contains("did not write is on '_ジョブキュー' row 2: key \"owner.note\""),
+        out.contains("did not write is on \"_ジョブキュー\" row 2: key \"owner.note\""),
         "check names the owner's entry on the queue: {out}"
     );
     assert!(
-        out.contains("did not write is on 'サーバーB': key \"mallory.note\\u{1b}[2J\""),
+        out.contains("did not write is on \"サーバーB\": key \"mallory.note\\u{1b}[2J\""),
         "check names the person's entry on the panel, its key made inert: {out}"
     );
     assert!(
