@@ -43,7 +43,9 @@ use crate::workers::{self, RunningRef};
 
 use claim_work::ClaimWork;
 
+mod approvals;
 mod archive;
+mod cancels;
 mod claim_pass;
 mod claim_work;
 mod guards;

@@ -54,7 +54,9 @@
 //!   claim commit as a typed ledger: each section adds its rows' entries and reads the
 //!   reply back through the `Place` each got, no index counted by hand), `writeback`
 //!   (place, write, verify, repair; restart recovery, continuation; retry notes, notices),
-//!   `schedules` (occurrences due, looked up and appended in the commit), `guards` (ticks
+//!   `cancels` and `approvals` (each capability's room: its entries in the commit, how
+//!   their replies settle, what it shows), `schedules` (occurrences due, looked up and
+//!   appended in the commit), `guards` (ticks
 //!   taken only from cells guarded for the config's people), `archive`, `panel`
 //!   (panel jobs and hiding idle panels), `shared` (what the daemons of one process serving
 //!   several spreadsheets share: the slot pool and each account's budget split;

@@ -15,7 +15,6 @@ use crate::claim;
 use crate::config::Intake;
 use crate::joblog::{self, LogColumn};
 use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
-use crate::notifications::Step;
 use crate::outbox::Finish;
 use crate::panel;
 use crate::provenance::Provenance;
@@ -28,6 +27,8 @@ use crate::sheets::{
 };
 use crate::workers::RunningRef;
 
+use super::approvals::Turned;
+use super::cancels::Cancelling;
 use super::ledger::{Ledger, Place};
 
 use super::writeback::{finish_state, needs_whole_queue, Through, Under};
@@ -80,22 +81,6 @@ struct Commit {
     cancels: Vec<Cancelling>,
     /// Rows of functions with `approvers` changing state.
     turns: Vec<Turned>,
-}
-
-/// A waiting row a claim commit cancels: the binding its 終了日時/メッセージ follow through.
-struct Cancelling {
-    row: QueueRow,
-    binding_id: i32,
-    place: Place,
-}
-
-/// A row a claim commit turns for its approvals (docs/design.md §5.5): its swap, and for a
-/// final state the binding its 終了日時/メッセージ follow through.
-struct Turned {
-    row: QueueRow,
-    turn: approval::Turn,
-    binding_id: Option<i32>,
-    place: Place,
 }
 
 /// A running row a claim commit ends: timed out, or cancelled when someone asked to stop it.
@@ -372,71 +357,8 @@ impl Daemon {
                 continuation: self.served.marks.vouches(row).then(|| row.job_id.clone()),
             });
         }
-        // Waiting rows asked to stop: the tripwire 待機 → キャンセル, and a binding on the same
-        // row, through which its 終了日時/メッセージ follow once the read-back shows the swap
-        // hit the row it meant.
-        let mut cancels = Vec::new();
-        for index in &plan.cancels {
-            let row = &fresh.snapshot.rows[*index];
-            let (token, binding_id) = binding::new_token();
-            let place = ledger.row(
-                cas(
-                    qid,
-                    row.row,
-                    cols.index(Column::State),
-                    &self.config.states.waiting,
-                    &self.config.states.cancelled,
-                ),
-                [Request::BindRow {
-                    sheet_id: qid,
-                    row: row.row - 1,
-                    id: binding_id,
-                    key: binding::KEY.to_string(),
-                    value: format!("{} cancel #{token}", self.config.worker_id),
-                }],
-                self.row_range(row.row),
-            );
-            cancels.push(Cancelling {
-                row: row.clone(),
-                binding_id,
-                place,
-            });
-        }
-        // Approval turns: the swap on 状態, and for a final state a binding on the same row
-        // for its 終了日時/メッセージ, as for a cancel.
-        let mut turns = Vec::new();
-        for (index, turn) in &plan.turns {
-            let row = &fresh.snapshot.rows[*index];
-            let (from, to) = turn.swap();
-            let bound = to.is_final().then(|| {
-                let (token, binding_id) = binding::new_token();
-                let bind = Request::BindRow {
-                    sheet_id: qid,
-                    row: row.row - 1,
-                    id: binding_id,
-                    key: binding::KEY.to_string(),
-                    value: format!("{} approval #{token}", self.config.worker_id),
-                };
-                (binding_id, bind)
-            });
-            let place = ledger.row(
-                cas(
-                    qid,
-                    row.row,
-                    cols.index(Column::State),
-                    self.config.states.word(from),
-                    self.config.states.word(to),
-                ),
-                bound.as_ref().map(|(_, bind)| bind.clone()),
-                self.row_range(row.row),
-            );
-            turns.push(Turned {
-                row: row.clone(),
-                turn: turn.clone(),
-                binding_id: bound.map(|(id, _)| id),
-                place,
-            });
-        }
+        let cancels = self.cancel_entries(&mut ledger, fresh, &plan.cancels);
+        let turns = self.turn_entries(&mut ledger, fresh, &plan.turns);
         // Nothing from here on is read back by its place in the reply: cells someone else's
         // protection bars are left out of it below (`hold_off`).
         let read_back = ledger.len();
@@ -619,179 +541,6 @@ impl Daemon {
                     // Its daemon is gone (or cut off): this swap, which only one daemon's
                     // commit can make, is the job's end as the sheet shows it.
                     self.announce_ended(fresh, row, finish, message, now);
-                }
-            }
-        }
-        undo
-    }
-
-    /// Settles the cancels of a commit: a swap that hit the row it meant ended that job キャンセル, and
-    /// its 終了日時/メッセージ follow through the binding made with it (under our next lease,
-    /// like a timeout's) and its panel row says so; a swap that hit another waiting row (a
-    /// sort moved the queue) is undone; a row that was no longer waiting is left alone, its
-    /// request taken up again by the next pass that reads it waiting. Returns the undo
-    /// requests.
-    fn settle_cancels(
-        &mut self,
-        fresh: &Poll,
-        reply: &BatchUpdateReply,
-        cancels: &[Cancelling],
-        now: chrono::DateTime<Utc>,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) -> Vec<Request> {
-        let tz = self.served.layout.tz;
-        let state_col = self.served.layout.columns.index(Column::State);
-        let qid = self.queue_sheet_id();
-        let mut undo = Vec::new();
-        for Cancelling {
-            row,
-            binding_id,
-            place,
-        } in cancels
-        {
-            let changed = place.swapped(reply);
-            let hit = self.row_read_back(reply, *place, row.row);
-            match hit {
-                Some(hit) if changed && hit.job_id == row.job_id => {
-                    let request = cancel::asked_of(row, tz, now)
-                        .unwrap_or_else(|| cancel::Request::new("", now, &row.job_id));
-                    let message = request.message(now, tz, "");
-                    info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&request.who), "cancelled a waiting job; it never ran");
-                    self.observers.metrics.cancel_asked();
-                    let ended = (*binding_id, Finish::Cancelled, message);
-                    self.end_unrun(fresh, row, ended, now, through, follow_up);
-                }
-                hit if changed => {
-                    // The queue moved between the read and the commit: the swap cancelled
-                    // another waiting job. Put it back to 待機.
-                    let at = hit.as_ref().map_or(row.row, |h| h.row);
-                    warn!(job.id = ?hit.map(|h| h.job_id), planned = ?row.job_id, "the queue moved during a cancel; putting the row that was hit back to waiting");
-                    self.rows_moved();
-                    undo.push(cas(
-                        qid,
-                        at,
-                        state_col,
-                        &self.config.states.cancelled,
-                        &self.config.states.waiting,
-                    ));
-                    self.served.unbind.push(*binding_id);
-                }
-                _ => {
-                    debug!(job.id = ?row.job_id, "the row asked to stop was no longer waiting at the commit; the next pass looks again");
-                    self.served.unbind.push(*binding_id);
-                }
-            }
-        }
-        undo
-    }
-
-    /// The end of a job that never ran, whose swap to its final state hit its row: its
-    /// 終了日時/メッセージ follow through the binding made with the swap (`ended`: binding,
-    /// finish, message), under our next lease like a timeout's; its panel row and its
-    /// notifications say so.
-    fn end_unrun(
-        &mut self,
-        fresh: &Poll,
-        row: &QueueRow,
-        (id, finish, message): (i32, Finish, String),
-        now: chrono::DateTime<Utc>,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) {
-        through.push(Through {
-            id,
-            job_id: row.job_id.clone(),
-            worker: row.worker.clone(),
-            state: Some(finish_state(finish)),
-            cells: self.finish_values(finish, now, "", &message),
-            unbind: true,
-            result: false,
-        });
-        follow_up.extend(self.panel_result(fresh, row, finish, now, "", &message));
-        self.announce_ended(fresh, row, finish, &message, now);
-    }
-
-    /// Settles the approval turns of a commit, each read at its own place in the reply, as
-    /// [`Self::settle_cancels`] settles cancels: a
-    /// swap that hit the row it meant is logged, counted and announced, and a final state's
-    /// 終了日時/メッセージ follow through its binding; a swap that hit another row (a sort
-    /// moved the queue) is undone; a row no longer in the state planned is left for the next
-    /// pass. Returns the undo requests.
-    fn settle_turns(
-        &mut self,
-        fresh: &Poll,
-        reply: &BatchUpdateReply,
-        turns: &[Turned],
-        now: chrono::DateTime<Utc>,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) -> Vec<Request> {
-        let tz = self.served.layout.tz;
-        let state_col = self.served.layout.columns.index(Column::State);
-        let qid = self.queue_sheet_id();
-        let mut undo = Vec::new();
-        for t in turns {
-            let changed = t.place.swapped(reply);
-            let (from, to) = t.turn.swap();
-            let row = &t.row;
-            let hit = self.row_read_back(reply, t.place, row.row);
-            match hit {
-                Some(hit) if changed && hit.job_id == row.job_id => {
-                    self.observers.metrics.approval(t.turn.label());
-                    let finish = match &t.turn {
-                        approval::Turn::Await(tally) => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), requester = %Logged(&row.requester), needed = tally.needed, "job awaits approval; it does not run before");
-                            self.announce_step(fresh, row, Step::Requested, now);
-                            None
-                        }
-                        approval::Turn::Release => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), "job awaited approval, which its function needs no more; it waits to run");
-                            None
-                        }
-                        approval::Turn::Approve(tally) => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), approved_by = %Logged(&tally.approved_by.join(", ")), "job approved; it waits to run");
-                            self.announce_step(fresh, row, Step::Approved, now);
-                            None
-                        }
-                        approval::Turn::Reject(stop) => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&stop.who), "job rejected; it never ran");
-                            Some((Finish::Rejected, approval::rejected_message(stop, now, tz)))
-                        }
-                        approval::Turn::Withdraw(stop) => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&stop.who), "job awaiting approval cancelled; it never ran");
-                            self.observers.metrics.cancel_asked();
-                            Some((Finish::Cancelled, stop.message(now, tz, "")))
-                        }
-                        approval::Turn::Expire(tally) => {
-                            let rule = self.registry.catalog().approval_rule(&row.function);
-                            let message = rule
-                                .map(|r| approval::expired_message(&r, tally))
-                                .unwrap_or_default();
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), approvals = %tally.count_text(), "job not approved in time; it never ran");
-                            Some((Finish::Expired, message))
-                        }
-                    };
-                    if let (Some((finish, message)), Some(id)) = (finish, t.binding_id) {
-                        self.end_unrun(fresh, row, (id, finish, message), now, through, follow_up);
-                    }
-                }
-                hit if changed => {
-                    let at_row = hit.as_ref().map_or(row.row, |h| h.row);
-                    warn!(job.id = ?hit.map(|h| h.job_id), planned = ?row.job_id, "the queue moved during an approval step; putting the row that was hit back");
-                    self.rows_moved();
-                    undo.push(cas(
-                        qid,
-                        at_row,
-                        state_col,
-                        self.config.states.word(to),
-                        self.config.states.word(from),
-                    ));
-                    self.served.unbind.extend(t.binding_id);
-                }
-                _ => {
-                    debug!(job.id = ?row.job_id, "the row was no longer in the state its approval step expected; the next pass looks again");
-                    self.served.unbind.extend(t.binding_id);
                 }
             }
         }
@@ -1015,7 +764,12 @@ impl Daemon {
 
     /// The queue row of a commit's entry at `place` as the reply read it back, parsed;
     /// `hint` is the sheet row it was asked for.
-    fn row_read_back(&self, reply: &BatchUpdateReply, place: Place, hint: u32) -> Option<QueueRow> {
+    pub(super) fn row_read_back(
+        &self,
+        reply: &BatchUpdateReply,
+        place: Place,
+        hint: u32,
+    ) -> Option<QueueRow> {
         self.read_back_row(place.read_back(reply), hint)
     }
 
@@ -1333,40 +1087,6 @@ impl Daemon {
         Ok((writes, taken, intake))
     }
 
-    /// Takes in the ■ ticks of this pass (`asked`: per job, its 中止要求 text): the rows of
-    /// `fresh` carry them from now on, so that this very pass cancels a waiting job in its
-    /// commit and stops a job running here. A job another daemon runs learns of it from
-    /// its row: the request is written into the row's 中止要求 in the commit (returned). That
-    /// write goes by the row number of `fresh`, read under the lease; the text names its
-    /// job, so should a person's sort put another row there meanwhile, it stops nothing on
-    /// that row.
-    fn take_in_cancels(&self, fresh: &mut Poll, asked: Vec<(String, String)>) -> Vec<Request> {
-        let columns = &self.served.layout.columns;
-        let mut writes = Vec::new();
-        for (job, text) in asked {
-            for row in fresh.snapshot.rows.iter_mut().filter(|r| r.job_id == job) {
-                row.cancel_request = text.clone();
-                let ours = self.running.contains_key(&job);
-                if !row.state.is(State::Running) || ours {
-                    continue;
-                }
-                match columns.position(Column::CancelRequest) {
-                    Some(_) => writes.extend(self.grid_write(&ValueRange::new(
-                        columns.cell(Column::CancelRequest, row.row),
-                        vec![vec![Cell::from(text.as_str())]],
-                    ))),
-                    None => warn!(
-                        job.id = ?job,
-                        worker = %Logged(&row.worker),
-                        "a ■ tick asks to stop a job another daemon runs, but the queue has no {} column to tell it by; run `sheetq init` to add it",
-                        self.config.headers.cancel_request
-                    ),
-                }
-            }
-        }
-        writes
-    }
-
     /// The compare-and-swap that frees `held`, our lease; none while a write sent under it
     /// is in doubt: kept on purpose, it may still be applied. Our next pass takes the lease
     /// back (renewing it), or it runs out on its own.
@@ -1679,17 +1399,6 @@ impl Daemon {
 
     pub(super) fn queue_sheet_id(&self) -> i32 {
         self.served.layout.queue_sheet_id
-    }
-
-    /// The panel's 状態 of a job waiting for approval with `tally`: who asked, the count,
-    /// the approvals that do not count, and with the poll intake how to approve.
-    pub(super) fn approval_text(&self, row: &QueueRow, tally: &approval::Tally) -> String {
-        let text = approval::waiting_text(row, tally);
-        if self.config.intake == Intake::Poll {
-            format!("{text} · {}", approval::POLL_HINT)
-        } else {
-            text
-        }
     }
 
     /// Whether this daemon may start `row` now, with `picked` already chosen in this pass: a
