@@ -16,8 +16,7 @@ use crate::queue::{Column, QueueRow};
 use crate::sheet_text::Logged;
 use crate::sheets::{BatchUpdateReply, Request, ValueRange};
 
-use super::claim_pass::cas;
-use super::ledger::{Ledger, Place};
+use super::ledger::{cas, Ledger, Place};
 use super::poll::Poll;
 use super::writeback::Through;
 use super::Daemon;

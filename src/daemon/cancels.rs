@@ -14,8 +14,7 @@ use crate::queue::{Column, QueueRow, State};
 use crate::sheet_text::Logged;
 use crate::sheets::{BatchUpdateReply, Cell, Request, ValueRange};
 
-use super::claim_pass::cas;
-use super::ledger::{Ledger, Place};
+use super::ledger::{cas, Ledger, Place};
 use super::poll::Poll;
 use super::writeback::{finish_state, Through};
 use super::Daemon;

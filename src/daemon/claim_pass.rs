@@ -29,7 +29,7 @@ use crate::workers::RunningRef;
 
 use super::approvals::Turned;
 use super::cancels::Cancelling;
-use super::ledger::{Ledger, Place};
+use super::ledger::{cas, cell, Ledger, Place};
 
 use super::writeback::{finish_state, needs_whole_queue, Through, Under};
 use super::{Claimed, Daemon, DaemonError, Poll};
@@ -1609,21 +1609,6 @@ fn settle_claims(
         });
     }
     settled
-}
-
-pub(super) fn cas(sheet_id: i32, row: u32, col: u32, from: &str, to: &str) -> Request {
-    Request::CompareAndSwap {
-        range: GridRange::cell(sheet_id, row - 1, col),
-        find: from.to_string(),
-        replacement: to.to_string(),
-    }
-}
-
-pub(super) fn cell(sheet_id: i32, row: u32, col: u32, value: Cell) -> Request {
-    Request::UpdateCells {
-        range: GridRange::cell(sheet_id, row - 1, col),
-        rows: vec![vec![value]],
-    }
 }
 
 #[cfg(test)]

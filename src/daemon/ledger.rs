@@ -10,7 +10,7 @@
 //! lease's swap is the one exception: the caller appends it after everything else and
 //! reads it as the last reply.
 
-use crate::sheets::{BatchUpdateReply, Reply, Request, ValueRange};
+use crate::sheets::{BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 
 /// Where a row's entry sits in the commit: its compare-and-swap among the requests (and so
 /// among the replies), and its read-back among the `responseRanges`.
@@ -109,10 +109,27 @@ impl Ledger {
     }
 }
 
+/// The compare-and-swap of one queue cell (zero-based `col`, 1-based `row`): `from` to `to`,
+/// matching the whole cell, case and all.
+pub(super) fn cas(sheet_id: i32, row: u32, col: u32, from: &str, to: &str) -> Request {
+    Request::CompareAndSwap {
+        range: GridRange::cell(sheet_id, row - 1, col),
+        find: from.to_string(),
+        replacement: to.to_string(),
+    }
+}
+
+/// An unconditional write of one cell (1-based `row`).
+pub(super) fn cell(sheet_id: i32, row: u32, col: u32, value: Cell) -> Request {
+    Request::UpdateCells {
+        range: GridRange::cell(sheet_id, row - 1, col),
+        rows: vec![vec![value]],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sheets::GridRange;
 
     fn swap(row: u32) -> Request {
         Request::CompareAndSwap {
