@@ -50,6 +50,7 @@ mod claim_pass;
 mod claim_work;
 mod guards;
 mod hold_off;
+mod kept_lease;
 mod ledger;
 mod panel;
 mod poll;
@@ -682,7 +683,7 @@ struct Served {
     /// that this daemon, alone on the spreadsheet, claims as soon as a job of its ends
     /// (docs/design.md §3): the next claim pass commits under it on its poll's read,
     /// without an acquire.
-    kept_lease: Option<claim_pass::KeptLease>,
+    kept_lease: Option<kept_lease::KeptLease>,
     /// Until when our commits renew the lease instead of releasing it: a write sent under
     /// it may still be applied (its reply was lost), and no claim may come before that.
     lease_kept_until: Option<tokio::time::Instant>,

@@ -54,7 +54,9 @@
 //!   claim commit as a typed ledger: each section adds its rows' entries and reads the
 //!   reply back through the `Place` each got, no index counted by hand), `writeback`
 //!   (place, write, verify, repair; restart recovery, continuation; retry notes, notices),
-//!   `cancels` and `approvals` (each capability's room: its entries in the commit, how
+//!   `kept_lease` (when a lone daemon may keep the lease for its next commit, use it, and
+//!   must free it: pure decisions, unit-tested), `cancels` and `approvals` (each
+//!   capability's room: its entries in the commit, how
 //!   their replies settle, what it shows), `schedules` (occurrences due, looked up and
 //!   appended in the commit), `guards` (ticks
 //!   taken only from cells guarded for the config's people), `archive`, `panel`

@@ -121,7 +121,7 @@ impl RunningRef {
 }
 
 /// One heartbeat row, parsed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Heartbeat {
     /// 1-based sheet row.
     pub row: u32,

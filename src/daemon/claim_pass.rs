@@ -2,8 +2,6 @@
 //! in the same call, decide on that fresh data, and commit claims, timeouts, intake and the
 //! lease release in one atomic batch whose reply says which claims really are ours.
 
-use std::collections::HashSet;
-
 use chrono::Utc;
 use tracing::{debug, info, instrument, warn};
 
@@ -29,6 +27,7 @@ use crate::workers::RunningRef;
 
 use super::approvals::Turned;
 use super::cancels::Cancelling;
+use super::kept_lease::{KeptLease, KEPT_ROUNDS};
 use super::ledger::{cas, cell, Ledger, Place};
 
 use super::writeback::{finish_state, needs_whole_queue, Through, Under};
@@ -52,19 +51,6 @@ pub(super) const FENCE_FIRST_SWEEP: std::time::Duration = std::time::Duration::f
 /// TTL, then Google's request limit).
 pub(super) fn fence_kept(lease_ttl: std::time::Duration) -> std::time::Duration {
     REQUEST_LIMIT + lease_ttl
-}
-
-/// How many commits in a row keep the lease at most: the acquire that follows carries the
-/// removals of finished rows' bindings and of old fences, which ride on acquires.
-const KEPT_ROUNDS: u32 = 8;
-
-/// A lease a commit of ours left in the cell for our next claim ([`Daemon::keep_lease`]).
-#[derive(Debug, Clone)]
-pub(super) struct KeptLease {
-    /// The cell's text, as the commit wrote it.
-    value: String,
-    /// How many commits in a row have kept it.
-    rounds: u32,
 }
 
 /// A claim commit before it is sent: its requests and read-back ranges, and what they
@@ -679,84 +665,6 @@ impl Daemon {
             })
     }
 
-    /// Whether a commit leaves the lease ours for the next claim pass, to commit under on
-    /// its poll's read without an acquire (one write less a round). Only when the claims
-    /// that follow can be nobody else's: rows of `snapshot` stay waiting after `plan`, every
-    /// one of them for a target a job of ours runs on (so no daemon may claim it before our
-    /// result, and the pass that writes that result claims it), and no other live daemon
-    /// shows among `workers` (a stopped one's row counts for nothing), whose presses the kept lease
-    /// would hold back. A row another daemon could claim now (its target free, our slots
-    /// full) lets the lease go.
-    fn keep_lease(
-        &self,
-        workers: &[crate::workers::Heartbeat],
-        snapshot: &queue::Snapshot,
-        plan: &claim::PassPlan<crate::approval::Turn>,
-    ) -> bool {
-        let me = &self.config.worker_id;
-        let alone = !(workers.iter())
-            .any(|h| &h.worker_id != me && !h.stopped && h.is_live(self.config.dead_after));
-        let rows = &snapshot.rows;
-        let decided: HashSet<usize> = (plan.claims.iter().map(|(i, _)| *i))
-            .chain(plan.cancels.iter().copied())
-            .chain(plan.turns.iter().map(|(i, _)| *i))
-            .collect();
-        let ours: HashSet<&str> = (self.running.values().map(|c| c.row.target_key()))
-            .chain(plan.claims.iter().map(|(i, _)| rows[*i].target_key()))
-            .collect();
-        let mut left = (rows.iter().enumerate())
-            .filter(|(i, r)| r.state.is(State::Waiting) && !decided.contains(i))
-            .peekable();
-        let any_left = left.peek().is_some();
-        alone && any_left && left.all(|(_, r)| ours.contains(r.target_key()))
-    }
-
-    /// Whether this pass may commit under `kept`, the lease our last commit kept, on `poll`
-    /// (read after that commit applied): the cell still holds it, enough of its time is
-    /// left that the commit cannot outlive it, and nothing of ours is in doubt (a commit
-    /// whose reply was lost, writes to settle under a fresh acquire: those take the lease
-    /// back, fencing what was sent under it).
-    fn can_commit_under(&self, kept: &KeptLease, poll: &Poll) -> bool {
-        let on_cell = matches!(&poll.lease, LeaseState::Held(l) if l.to_string() == kept.value);
-        on_cell
-            && self.lease_left() >= self.config.lease_ttl / 2
-            && self.unsettled.is_empty()
-            && self.served.pending_through.is_empty()
-            && self.served.unsure.is_empty()
-            && self.served.lease_kept_until.is_none()
-    }
-
-    /// Whether a pass that sends no commit should free the lease our last commit kept: kept
-    /// for a claim of ours that is no longer the only one coming (another daemon shows up,
-    /// a row waits that another daemon could claim while our slots are full), it would
-    /// hold the others back until it ran out. `written`: the queue as this pass's read and
-    /// write-back left it; `plan`: what this pass would claim on it.
-    pub(super) fn kept_lease_blocks(
-        &self,
-        poll: &Poll,
-        written: &queue::Snapshot,
-        plan: &claim::PassPlan<crate::approval::Turn>,
-    ) -> bool {
-        self.served.kept_lease.is_some() && !self.keep_lease(&poll.workers, written, plan)
-    }
-
-    /// Frees the lease our last commit kept (one compare-and-swap; taken over meanwhile, it
-    /// changes nothing).
-    pub(super) async fn release_kept(&mut self) {
-        if let Some(kept) = self.served.kept_lease.take() {
-            info!("freeing the lease kept for our next claim: another daemon may claim first");
-            self.release(&kept.value).await;
-        }
-    }
-
-    /// The compare-and-swap that frees the lease our last commit kept, if any (and no write
-    /// sent under it is in doubt): at shutdown, riding the last heartbeat. Changed by then
-    /// (taken over), it changes nothing.
-    pub(super) fn release_kept_lease(&mut self) -> Option<Request> {
-        let kept = self.served.kept_lease.take()?;
-        self.release_request(&kept.value)
-    }
-
     /// The lease's time to live, as the sheet's clock arithmetic needs it.
     pub(super) fn lease_ttl(&self) -> chrono::Duration {
         chrono::Duration::from_std(self.config.lease_ttl).unwrap_or(chrono::Duration::seconds(30))
@@ -1090,7 +998,7 @@ impl Daemon {
     /// The compare-and-swap that frees `held`, our lease; none while a write sent under it
     /// is in doubt: kept on purpose, it may still be applied. Our next pass takes the lease
     /// back (renewing it), or it runs out on its own.
-    fn release_request(&self, held: &str) -> Option<Request> {
+    pub(super) fn release_request(&self, held: &str) -> Option<Request> {
         if self.served.lease_kept_until.is_some() {
             return None;
         }
