@@ -16,7 +16,7 @@ use crate::queue::{Column, QueueRow};
 use crate::sheet_text::Logged;
 use crate::sheets::{BatchUpdateReply, Request, ValueRange};
 
-use super::ledger::{cas, Ledger, Place};
+use super::ledger::{cas, Landing, Ledger, Place};
 use super::poll::Poll;
 use super::writeback::Through;
 use super::Daemon;
@@ -96,12 +96,11 @@ impl Daemon {
         let qid = self.queue_sheet_id();
         let mut undo = Vec::new();
         for t in turns {
-            let changed = t.place.swapped(reply);
             let (from, to) = t.turn.swap();
             let row = &t.row;
             let hit = self.row_read_back(reply, t.place, row.row);
-            match hit {
-                Some(hit) if changed && hit.job_id == row.job_id => {
+            match Landing::of(t.place.swapped(reply), hit.as_ref(), row) {
+                Landing::Landed => {
                     self.observers.metrics.approval(t.turn.label());
                     let finish = match &t.turn {
                         approval::Turn::Await(tally) => {
@@ -140,20 +139,19 @@ impl Daemon {
                         self.end_unrun(fresh, row, (id, finish, message), now, through, follow_up);
                     }
                 }
-                hit if changed => {
-                    let at_row = hit.as_ref().map_or(row.row, |h| h.row);
-                    warn!(job.id = ?hit.map(|h| h.job_id), planned = ?row.job_id, "the queue moved during an approval step; putting the row that was hit back");
+                Landing::Moved { at, hit } => {
+                    warn!(job.id = ?hit, planned = ?row.job_id, "the queue moved during an approval step; putting the row that was hit back");
                     self.rows_moved();
                     undo.push(cas(
                         qid,
-                        at_row,
+                        at,
                         state_col,
                         self.config.states.word(to),
                         self.config.states.word(from),
                     ));
                     self.served.unbind.extend(t.binding_id);
                 }
-                _ => {
+                Landing::Missed => {
                     debug!(job.id = ?row.job_id, "the row was no longer in the state its approval step expected; the next pass looks again");
                     self.served.unbind.extend(t.binding_id);
                 }

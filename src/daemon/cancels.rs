@@ -14,7 +14,7 @@ use crate::queue::{Column, QueueRow, State};
 use crate::sheet_text::Logged;
 use crate::sheets::{BatchUpdateReply, Cell, Request, ValueRange};
 
-use super::ledger::{cas, Ledger, Place};
+use super::ledger::{cas, Landing, Ledger, Place};
 use super::poll::Poll;
 use super::writeback::{finish_state, Through};
 use super::Daemon;
@@ -92,10 +92,9 @@ impl Daemon {
             place,
         } in cancels
         {
-            let changed = place.swapped(reply);
             let hit = self.row_read_back(reply, *place, row.row);
-            match hit {
-                Some(hit) if changed && hit.job_id == row.job_id => {
+            match Landing::of(place.swapped(reply), hit.as_ref(), row) {
+                Landing::Landed => {
                     let request = cancel::asked_of(row, tz, now)
                         .unwrap_or_else(|| cancel::Request::new("", now, &row.job_id));
                     let message = request.message(now, tz, "");
@@ -104,11 +103,10 @@ impl Daemon {
                     let ended = (*binding_id, Finish::Cancelled, message);
                     self.end_unrun(fresh, row, ended, now, through, follow_up);
                 }
-                hit if changed => {
+                Landing::Moved { at, hit } => {
                     // The queue moved between the read and the commit: the swap cancelled
                     // another waiting job. Put it back to 待機.
-                    let at = hit.as_ref().map_or(row.row, |h| h.row);
-                    warn!(job.id = ?hit.map(|h| h.job_id), planned = ?row.job_id, "the queue moved during a cancel; putting the row that was hit back to waiting");
+                    warn!(job.id = ?hit, planned = ?row.job_id, "the queue moved during a cancel; putting the row that was hit back to waiting");
                     self.rows_moved();
                     undo.push(cas(
                         qid,
@@ -119,7 +117,7 @@ impl Daemon {
                     ));
                     self.served.unbind.push(*binding_id);
                 }
-                _ => {
+                Landing::Missed => {
                     debug!(job.id = ?row.job_id, "the row asked to stop was no longer waiting at the commit; the next pass looks again");
                     self.served.unbind.push(*binding_id);
                 }

@@ -10,6 +10,7 @@
 //! lease's swap is the one exception: the caller appends it after everything else and
 //! reads it as the last reply.
 
+use crate::queue::QueueRow;
 use crate::sheets::{BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 
 /// Where a row's entry sits in the commit: its compare-and-swap among the requests (and so
@@ -41,6 +42,34 @@ impl Place {
             .get(self.read_back)
             .and_then(|rows| rows.first())
             .is_some_and(|ids| ids.contains(&id))
+    }
+}
+
+/// Where a row's compare-and-swap landed, as the commit's reply shows it: the same
+/// judgement for every section whose swap moves a waiting row (a cancel, an approval turn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Landing {
+    /// The swap changed the row it meant: it holds the planned job.
+    Landed,
+    /// The swap changed another row (a sort moved the queue between the read and the
+    /// commit): sheet row `at`, holding job `hit` if the read-back shows one. To be undone.
+    Moved { at: u32, hit: Option<String> },
+    /// The swap changed nothing: the row was no longer in the state planned.
+    Missed,
+}
+
+impl Landing {
+    /// How a swap that `changed` its cell (or not) landed, given the row `hit` the reply
+    /// read back where `planned` was.
+    pub(super) fn of(changed: bool, hit: Option<&QueueRow>, planned: &QueueRow) -> Landing {
+        match hit {
+            _ if !changed => Landing::Missed,
+            Some(hit) if hit.job_id == planned.job_id => Landing::Landed,
+            hit => Landing::Moved {
+                at: hit.map_or(planned.row, |h| h.row),
+                hit: hit.map(|h| h.job_id.clone()),
+            },
+        }
     }
 }
 
@@ -193,6 +222,36 @@ mod tests {
             "each entry reads its own row back"
         );
         assert!(claim.bound_here(&reply, 77) && !cancel.bound_here(&reply, 77));
+    }
+
+    #[test]
+    fn a_swap_landed_on_its_row_on_another_or_nowhere() {
+        let planned = QueueRow {
+            job_id: "j1".into(),
+            ..QueueRow::blank(5)
+        };
+        let other = QueueRow {
+            job_id: "j2".into(),
+            ..QueueRow::blank(5)
+        };
+        assert_eq!(Landing::of(true, Some(&planned), &planned), Landing::Landed);
+        assert_eq!(
+            Landing::of(true, Some(&other), &planned),
+            Landing::Moved {
+                at: 5,
+                hit: Some("j2".into())
+            },
+            "a sort put another job where the planned one was"
+        );
+        assert_eq!(
+            Landing::of(true, None, &planned),
+            Landing::Moved { at: 5, hit: None },
+            "changed, but the read-back shows no job there"
+        );
+        assert_eq!(
+            Landing::of(false, Some(&planned), &planned),
+            Landing::Missed
+        );
     }
 
     #[test]
