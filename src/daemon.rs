@@ -48,6 +48,8 @@ mod archive;
 mod cancels;
 mod claim_pass;
 mod claim_work;
+mod claims;
+mod effects;
 mod guards;
 mod hold_off;
 mod kept_lease;
@@ -57,6 +59,7 @@ mod poll;
 mod provenance;
 mod schedules;
 pub(crate) mod shared;
+mod stale;
 mod start_pace;
 mod writeback;
 

@@ -5,6 +5,7 @@
 //! expires) is `crate::approval`'s.
 
 use chrono::Utc;
+use chrono_tz::Tz;
 use tracing::{debug, info, warn};
 
 use crate::approval;
@@ -14,11 +15,11 @@ use crate::notifications::Step;
 use crate::outbox::Finish;
 use crate::queue::{Column, QueueRow};
 use crate::sheet_text::Logged;
-use crate::sheets::{BatchUpdateReply, Request, ValueRange};
+use crate::sheets::Request;
 
-use super::ledger::{cas, Landing, Ledger, Place};
+use super::effects::{Effect, Metric};
+use super::ledger::{cas, Landing, Ledger, Place, ReadBack};
 use super::poll::Poll;
-use super::writeback::Through;
 use super::Daemon;
 
 /// A row a claim commit turns for its approvals (docs/design.md §5.5): its swap, and for a
@@ -28,6 +29,9 @@ pub(super) struct Turned {
     pub(super) turn: approval::Turn,
     pub(super) binding_id: Option<i32>,
     pub(super) place: Place,
+    /// For an expiry, the メッセージ it ends with (the function's rule, as the entry was
+    /// made); empty otherwise.
+    pub(super) expired: String,
 }
 
 impl Daemon {
@@ -67,97 +71,22 @@ impl Daemon {
                 bound.as_ref().map(|(_, bind)| bind.clone()),
                 self.row_range(row.row),
             );
+            let expired = match turn {
+                approval::Turn::Expire(tally) => (self.registry.catalog())
+                    .approval_rule(&row.function)
+                    .map(|r| approval::expired_message(&r, tally))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
             turns.push(Turned {
                 row: row.clone(),
                 turn: turn.clone(),
                 binding_id: bound.map(|(id, _)| id),
                 place,
+                expired,
             });
         }
         turns
-    }
-
-    /// Settles the approval turns of a commit, each read at its own place in the reply, as
-    /// [`Self::settle_cancels`] settles cancels: a swap that hit the row it meant is logged,
-    /// counted and announced, and a final state's 終了日時/メッセージ follow through its
-    /// binding; a swap that hit another row (a sort moved the queue) is undone; a row no
-    /// longer in the state planned is left for the next pass. Returns the undo requests.
-    pub(super) fn settle_turns(
-        &mut self,
-        fresh: &Poll,
-        reply: &BatchUpdateReply,
-        turns: &[Turned],
-        now: chrono::DateTime<Utc>,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) -> Vec<Request> {
-        let tz = self.served.layout.tz;
-        let state_col = self.served.layout.columns.index(Column::State);
-        let qid = self.queue_sheet_id();
-        let mut undo = Vec::new();
-        for t in turns {
-            let (from, to) = t.turn.swap();
-            let row = &t.row;
-            let hit = self.row_read_back(reply, t.place, row.row);
-            match Landing::of(t.place.swapped(reply), hit.as_ref(), row) {
-                Landing::Landed => {
-                    self.observers.metrics.approval(t.turn.label());
-                    let finish = match &t.turn {
-                        approval::Turn::Await(tally) => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), requester = %Logged(&row.requester), needed = tally.needed, "job awaits approval; it does not run before");
-                            self.announce_step(fresh, row, Step::Requested, now);
-                            None
-                        }
-                        approval::Turn::Release => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), "job awaited approval, which its function needs no more; it waits to run");
-                            None
-                        }
-                        approval::Turn::Approve(tally) => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), approved_by = %Logged(&tally.approved_by.join(", ")), "job approved; it waits to run");
-                            self.announce_step(fresh, row, Step::Approved, now);
-                            None
-                        }
-                        approval::Turn::Reject(stop) => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&stop.who), "job rejected; it never ran");
-                            Some((Finish::Rejected, approval::rejected_message(stop, now, tz)))
-                        }
-                        approval::Turn::Withdraw(stop) => {
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&stop.who), "job awaiting approval cancelled; it never ran");
-                            self.observers.metrics.cancel_asked();
-                            Some((Finish::Cancelled, stop.message(now, tz, "")))
-                        }
-                        approval::Turn::Expire(tally) => {
-                            let rule = self.registry.catalog().approval_rule(&row.function);
-                            let message = rule
-                                .map(|r| approval::expired_message(&r, tally))
-                                .unwrap_or_default();
-                            info!(job.id = ?row.job_id, target = %Logged(row.target_key()), approvals = %tally.count_text(), "job not approved in time; it never ran");
-                            Some((Finish::Expired, message))
-                        }
-                    };
-                    if let (Some((finish, message)), Some(id)) = (finish, t.binding_id) {
-                        self.end_unrun(fresh, row, (id, finish, message), now, through, follow_up);
-                    }
-                }
-                Landing::Moved { at, hit } => {
-                    warn!(job.id = ?hit, planned = ?row.job_id, "the queue moved during an approval step; putting the row that was hit back");
-                    self.rows_moved();
-                    undo.push(cas(
-                        qid,
-                        at,
-                        state_col,
-                        self.config.states.word(to),
-                        self.config.states.word(from),
-                    ));
-                    self.served.unbind.extend(t.binding_id);
-                }
-                Landing::Missed => {
-                    debug!(job.id = ?row.job_id, "the row was no longer in the state its approval step expected; the next pass looks again");
-                    self.served.unbind.extend(t.binding_id);
-                }
-            }
-        }
-        undo
     }
 
     /// The panel's 状態 of a job waiting for approval with `tally`: who asked, the count,
@@ -169,5 +98,176 @@ impl Daemon {
         } else {
             text
         }
+    }
+}
+
+/// What the reply decides of the approval turns a commit made, each read at its own
+/// place, as [`super::cancels::settle`] decides of cancels: a swap that hit the row it meant
+/// is counted and announced, and a final state's 終了日時/メッセージ follow through its
+/// binding; a swap that hit another row (a sort moved the queue) is undone; a row no longer
+/// in the state planned is left for the next pass.
+pub(super) fn settle(
+    turns: &[Turned],
+    read: &ReadBack,
+    now: chrono::DateTime<Utc>,
+    tz: Tz,
+) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    for t in turns {
+        let (from, to) = t.turn.swap();
+        let row = &t.row;
+        match read.landing(t.place, row) {
+            Landing::Landed => {
+                effects.push(Effect::Metric(Metric::Approval(t.turn.label())));
+                let announce = |step| Effect::Announce {
+                    row: row.clone(),
+                    step,
+                };
+                let finish = match &t.turn {
+                    approval::Turn::Await(tally) => {
+                        info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), requester = %Logged(&row.requester), needed = tally.needed, "job awaits approval; it does not run before");
+                        effects.push(announce(Step::Requested));
+                        None
+                    }
+                    approval::Turn::Release => {
+                        info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), "job awaited approval, which its function needs no more; it waits to run");
+                        None
+                    }
+                    approval::Turn::Approve(tally) => {
+                        info!(job.id = ?row.job_id, target = %Logged(row.target_key()), function = %Logged(&row.function), approved_by = %Logged(&tally.approved_by.join(", ")), "job approved; it waits to run");
+                        effects.push(announce(Step::Approved));
+                        None
+                    }
+                    approval::Turn::Reject(stop) => {
+                        info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&stop.who), "job rejected; it never ran");
+                        Some((Finish::Rejected, approval::rejected_message(stop, now, tz)))
+                    }
+                    approval::Turn::Withdraw(stop) => {
+                        info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&stop.who), "job awaiting approval cancelled; it never ran");
+                        effects.push(Effect::Metric(Metric::CancelAsked));
+                        Some((Finish::Cancelled, stop.message(now, tz, "")))
+                    }
+                    approval::Turn::Expire(tally) => {
+                        info!(job.id = ?row.job_id, target = %Logged(row.target_key()), approvals = %tally.count_text(), "job not approved in time; it never ran");
+                        Some((Finish::Expired, t.expired.clone()))
+                    }
+                };
+                if let (Some((finish, message)), Some(binding)) = (finish, t.binding_id) {
+                    effects.push(Effect::EndUnrun {
+                        row: row.clone(),
+                        binding,
+                        finish,
+                        message,
+                    });
+                }
+            }
+            Landing::Moved { at, hit } => {
+                warn!(job.id = ?hit, planned = ?row.job_id, "the queue moved during an approval step; putting the row that was hit back");
+                effects.push(Effect::RowsMoved);
+                effects.push(Effect::Undo {
+                    row: at,
+                    from: to,
+                    to: from,
+                });
+                effects.extend(t.binding_id.map(Effect::Unbind));
+            }
+            Landing::Missed => {
+                debug!(job.id = ?row.job_id, "the row was no longer in the state its approval step expected; the next pass looks again");
+                effects.extend(t.binding_id.map(Effect::Unbind));
+            }
+        }
+    }
+    effects
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ledger::tests::{reply_of, Entry, Fixture};
+    use super::*;
+    use crate::queue::State;
+
+    fn tally(needed: usize) -> approval::Tally {
+        approval::Tally {
+            approved_by: Vec::new(),
+            refused: Vec::new(),
+            needed,
+        }
+    }
+
+    fn turned(f: &mut Fixture, row: u32, turn: approval::Turn, binding_id: Option<i32>) -> Turned {
+        let (from, _) = turn.swap();
+        Turned {
+            row: f.row(row, "j1", from),
+            turn,
+            binding_id,
+            place: f.place(row),
+            expired: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_job_turned_awaiting_is_counted_and_announced_and_a_rejected_one_ends_unrun() {
+        let now = Utc::now();
+        let mut f = Fixture::default();
+        let rejected = approval::Turn::Reject(crate::cancel::Request::new("boss", now, "j1"));
+        let turns = [
+            turned(&mut f, 3, approval::Turn::Await(tally(1)), None),
+            turned(&mut f, 4, rejected, Some(44)),
+        ];
+        let reply = reply_of(
+            &f,
+            &[
+                Entry::swapped(3, "j1", State::AwaitingApproval),
+                Entry::swapped(4, "j1", State::Rejected),
+            ],
+        );
+        let effects = settle(&turns, &f.read(&reply), now, chrono_tz::Asia::Tokyo);
+        assert!(
+            matches!(
+                &effects[..],
+                [
+                    Effect::Metric(Metric::Approval("requested")),
+                    Effect::Announce {
+                        step: Step::Requested,
+                        ..
+                    },
+                    Effect::Metric(Metric::Approval(_)),
+                    Effect::EndUnrun {
+                        binding: 44,
+                        finish: Finish::Rejected,
+                        ..
+                    },
+                ]
+            ),
+            "{effects:?}"
+        );
+    }
+
+    #[test]
+    fn a_turn_a_sort_moved_is_swapped_back_and_its_binding_dropped() {
+        let mut f = Fixture::default();
+        let turns = [turned(
+            &mut f,
+            3,
+            approval::Turn::Expire(tally(2)),
+            Some(33),
+        )];
+        let reply = reply_of(&f, &[Entry::swapped(3, "j8", State::Expired)]);
+        let effects = settle(&turns, &f.read(&reply), Utc::now(), chrono_tz::Asia::Tokyo);
+        assert!(
+            matches!(
+                &effects[..],
+                [
+                    Effect::RowsMoved,
+                    Effect::Undo {
+                        row: 3,
+                        from: State::Expired,
+                        to: State::AwaitingApproval
+                    },
+                    Effect::Unbind(33),
+                ]
+            ),
+            "j8 must go back to awaiting approval: {effects:?}"
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! who asked and what the row then says is `crate::cancel`'s.
 
 use chrono::Utc;
+use chrono_tz::Tz;
 use tracing::{debug, info, warn};
 
 use crate::binding;
@@ -12,11 +13,11 @@ use crate::cancel;
 use crate::outbox::Finish;
 use crate::queue::{Column, QueueRow, State};
 use crate::sheet_text::Logged;
-use crate::sheets::{BatchUpdateReply, Cell, Request, ValueRange};
+use crate::sheets::{Cell, Request, ValueRange};
 
-use super::ledger::{cas, Landing, Ledger, Place};
+use super::effects::{Effect, Metric};
+use super::ledger::{cas, Landing, Ledger, Place, ReadBack};
 use super::poll::Poll;
-use super::writeback::{finish_state, Through};
 use super::Daemon;
 
 /// A waiting row a claim commit cancels: the binding its 終了日時/メッセージ follow through.
@@ -67,91 +68,6 @@ impl Daemon {
         cancels
     }
 
-    /// Settles the cancels of a commit: a swap that hit the row it meant ended that job
-    /// キャンセル, and its 終了日時/メッセージ follow through the binding made with it (under
-    /// our next lease, like a timeout's) and its panel row says so; a swap that hit another
-    /// waiting row (a sort moved the queue) is undone; a row that was no longer waiting is
-    /// left alone, its request taken up again by the next pass that reads it waiting.
-    /// Returns the undo requests.
-    pub(super) fn settle_cancels(
-        &mut self,
-        fresh: &Poll,
-        reply: &BatchUpdateReply,
-        cancels: &[Cancelling],
-        now: chrono::DateTime<Utc>,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) -> Vec<Request> {
-        let tz = self.served.layout.tz;
-        let state_col = self.served.layout.columns.index(Column::State);
-        let qid = self.queue_sheet_id();
-        let mut undo = Vec::new();
-        for Cancelling {
-            row,
-            binding_id,
-            place,
-        } in cancels
-        {
-            let hit = self.row_read_back(reply, *place, row.row);
-            match Landing::of(place.swapped(reply), hit.as_ref(), row) {
-                Landing::Landed => {
-                    let request = cancel::asked_of(row, tz, now)
-                        .unwrap_or_else(|| cancel::Request::new("", now, &row.job_id));
-                    let message = request.message(now, tz, "");
-                    info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&request.who), "cancelled a waiting job; it never ran");
-                    self.observers.metrics.cancel_asked();
-                    let ended = (*binding_id, Finish::Cancelled, message);
-                    self.end_unrun(fresh, row, ended, now, through, follow_up);
-                }
-                Landing::Moved { at, hit } => {
-                    // The queue moved between the read and the commit: the swap cancelled
-                    // another waiting job. Put it back to 待機.
-                    warn!(job.id = ?hit, planned = ?row.job_id, "the queue moved during a cancel; putting the row that was hit back to waiting");
-                    self.rows_moved();
-                    undo.push(cas(
-                        qid,
-                        at,
-                        state_col,
-                        &self.config.states.cancelled,
-                        &self.config.states.waiting,
-                    ));
-                    self.served.unbind.push(*binding_id);
-                }
-                Landing::Missed => {
-                    debug!(job.id = ?row.job_id, "the row asked to stop was no longer waiting at the commit; the next pass looks again");
-                    self.served.unbind.push(*binding_id);
-                }
-            }
-        }
-        undo
-    }
-
-    /// The end of a job that never ran, whose swap to its final state hit its row: its
-    /// 終了日時/メッセージ follow through the binding made with the swap (`ended`: binding,
-    /// finish, message), under our next lease like a timeout's; its panel row and its
-    /// notifications say so.
-    pub(super) fn end_unrun(
-        &mut self,
-        fresh: &Poll,
-        row: &QueueRow,
-        (id, finish, message): (i32, Finish, String),
-        now: chrono::DateTime<Utc>,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) {
-        through.push(Through {
-            id,
-            job_id: row.job_id.clone(),
-            worker: row.worker.clone(),
-            state: Some(finish_state(finish)),
-            cells: self.finish_values(finish, now, "", &message),
-            unbind: true,
-            result: false,
-        });
-        follow_up.extend(self.panel_result(fresh, row, finish, now, "", &message));
-        self.announce_ended(fresh, row, finish, &message, now);
-    }
-
     /// Takes in the ■ ticks of this pass (`asked`: per job, its 中止要求 text): the rows of
     /// `fresh` carry them from now on, so that this very pass cancels a waiting job in its
     /// commit and stops a job running here. A job another daemon runs learns of it from
@@ -188,5 +104,132 @@ impl Daemon {
             }
         }
         writes
+    }
+}
+
+/// What the reply decides of the cancels a commit made: a swap that hit the row it meant
+/// ended that job キャンセル, and its 終了日時/メッセージ follow through the binding made
+/// with it (under our next lease, like a timeout's) and its panel row says so; a swap that
+/// hit another waiting row (a sort moved the queue) is undone; a row that was no longer
+/// waiting is left alone, its request taken up again by the next pass that reads it waiting.
+pub(super) fn settle(
+    cancels: &[Cancelling],
+    read: &ReadBack,
+    now: chrono::DateTime<Utc>,
+    tz: Tz,
+) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    for Cancelling {
+        row,
+        binding_id,
+        place,
+    } in cancels
+    {
+        match read.landing(*place, row) {
+            Landing::Landed => {
+                let request = cancel::asked_of(row, tz, now)
+                    .unwrap_or_else(|| cancel::Request::new("", now, &row.job_id));
+                info!(job.id = ?row.job_id, target = %Logged(row.target_key()), by = %Logged(&request.who), "cancelled a waiting job; it never ran");
+                effects.push(Effect::Metric(Metric::CancelAsked));
+                effects.push(Effect::EndUnrun {
+                    row: row.clone(),
+                    binding: *binding_id,
+                    finish: Finish::Cancelled,
+                    message: request.message(now, tz, ""),
+                });
+            }
+            Landing::Moved { at, hit } => {
+                // The queue moved between the read and the commit: the swap cancelled
+                // another waiting job. Put it back to 待機.
+                warn!(job.id = ?hit, planned = ?row.job_id, "the queue moved during a cancel; putting the row that was hit back to waiting");
+                effects.push(Effect::RowsMoved);
+                effects.push(Effect::Undo {
+                    row: at,
+                    from: State::Cancelled,
+                    to: State::Waiting,
+                });
+                effects.push(Effect::Unbind(*binding_id));
+            }
+            Landing::Missed => {
+                debug!(job.id = ?row.job_id, "the row asked to stop was no longer waiting at the commit; the next pass looks again");
+                effects.push(Effect::Unbind(*binding_id));
+            }
+        }
+    }
+    effects
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ledger::tests::{reply_of, Entry, Fixture};
+    use super::*;
+
+    fn cancelling(f: &mut Fixture, row: u32, job: &str, binding_id: i32) -> Cancelling {
+        Cancelling {
+            row: f.row(row, job, State::Waiting),
+            binding_id,
+            place: f.place(row),
+        }
+    }
+
+    #[test]
+    fn a_cancel_that_hit_its_row_ends_the_job_unrun_through_its_binding() {
+        let mut f = Fixture::default();
+        let cancels = [cancelling(&mut f, 4, "j1", 41)];
+        let reply = reply_of(&f, &[Entry::swapped(4, "j1", State::Cancelled)]);
+        let effects = settle(
+            &cancels,
+            &f.read(&reply),
+            Utc::now(),
+            chrono_tz::Asia::Tokyo,
+        );
+        assert!(
+            matches!(
+                &effects[..],
+                [
+                    Effect::Metric(Metric::CancelAsked),
+                    Effect::EndUnrun { row, binding: 41, finish: Finish::Cancelled, .. },
+                ] if row.job_id == "j1"
+            ),
+            "{effects:?}"
+        );
+    }
+
+    #[test]
+    fn a_cancel_a_sort_moved_is_undone_and_one_that_missed_only_drops_its_binding() {
+        let mut f = Fixture::default();
+        let cancels = [
+            cancelling(&mut f, 4, "j1", 41),
+            cancelling(&mut f, 5, "j2", 42),
+        ];
+        let reply = reply_of(
+            &f,
+            &[
+                Entry::swapped(4, "j7", State::Cancelled),
+                Entry::unchanged(5, "j2", State::Running),
+            ],
+        );
+        let effects = settle(
+            &cancels,
+            &f.read(&reply),
+            Utc::now(),
+            chrono_tz::Asia::Tokyo,
+        );
+        assert!(
+            matches!(
+                &effects[..],
+                [
+                    Effect::RowsMoved,
+                    Effect::Undo {
+                        row: 4,
+                        from: State::Cancelled,
+                        to: State::Waiting
+                    },
+                    Effect::Unbind(41),
+                    Effect::Unbind(42),
+                ]
+            ),
+            "j7 goes back to waiting; j2, claimed first, is left to run: {effects:?}"
+        );
     }
 }

@@ -7,30 +7,26 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::a1;
 use crate::approval;
-use crate::binding;
-use crate::cancel;
 use crate::claim;
 use crate::config::Intake;
-use crate::joblog::{self, LogColumn};
 use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
-use crate::outbox::Finish;
 use crate::panel;
-use crate::provenance::Provenance;
-use crate::queue::{self, Column, QueueRow, State, WorkerTag, QUEUE_SHEET};
+use crate::queue::{self, Column, QueueRow, State, QUEUE_SHEET};
 use crate::sheet_text::Logged;
-use crate::sheet_time;
 use crate::sheets::{
     BatchUpdate, BatchUpdateReply, Cell, GridRange, MetadataLookup, Precedence, Reply, Request,
     ValueRange,
 };
 use crate::workers::RunningRef;
 
-use super::approvals::Turned;
-use super::cancels::Cancelling;
+use super::approvals::{self, Turned};
+use super::cancels::{self, Cancelling};
+use super::effects::{Effect, Writes};
 use super::kept_lease::{KeptLease, KEPT_ROUNDS};
-use super::ledger::{cas, cell, Ledger, Place};
+use super::ledger::{Ledger, Place, ReadBack};
+use super::stale::{self, Ended};
 
-use super::writeback::{finish_state, needs_whole_queue, Through, Under};
+use super::writeback::{needs_whole_queue, Through, Under};
 use super::{Claimed, Daemon, DaemonError, Poll};
 
 /// Google's limit on one request: a request is not applied later than this after it was
@@ -67,14 +63,6 @@ struct Commit {
     cancels: Vec<Cancelling>,
     /// Rows of functions with `approvers` changing state.
     turns: Vec<Turned>,
-}
-
-/// A running row a claim commit ends: timed out, or cancelled when someone asked to stop it.
-struct Ended {
-    row: QueueRow,
-    finish: Finish,
-    message: String,
-    place: Place,
 }
 
 impl Daemon {
@@ -180,36 +168,14 @@ impl Daemon {
             });
         }
         self.schedules_queued(&scheduled, now);
-        let mut follow_up = Vec::new();
-        let mut through = Vec::new();
-        let undo = self.settle_timeouts(
-            &fresh,
-            &reply,
-            &commit.stale,
-            now,
-            &mut through,
-            &mut follow_up,
-        );
-        let cancels = std::mem::take(&mut commit.cancels);
-        let turns = std::mem::take(&mut commit.turns);
-        self.settle_claims(
-            &fresh,
-            &reply,
-            &elsewhere,
-            commit,
-            &mut through,
-            &mut follow_up,
-        );
-        let mut undo = undo;
-        undo.extend(self.settle_cancels(
-            &fresh,
-            &reply,
-            &cancels,
-            now,
-            &mut through,
-            &mut follow_up,
-        ));
-        undo.extend(self.settle_turns(&fresh, &reply, &turns, now, &mut through, &mut follow_up));
+        let effects = self.commit_effects(&fresh, &reply, &elsewhere, commit, now);
+        let mut writes = Writes::default();
+        self.apply(&fresh, effects, now, &mut writes);
+        let Writes {
+            through,
+            follow_up,
+            undo,
+        } = writes;
         // After the claims settled (their jobs spawned): a step whose claim did not take
         // gets its mark again.
         self.marks_committed(marks);
@@ -246,103 +212,12 @@ impl Daemon {
         display: &[ValueRange],
         intake_writes: Vec<Request>,
     ) -> Commit {
-        let cols = self.served.layout.columns.clone();
-        let qid = self.queue_sheet_id();
-        let serial = Cell::from(sheet_time::instant_to_serial(now, self.served.layout.tz));
         // The fence of our lease first: should the lease have been taken over by the time
         // Google applies this batch (however late), the fence exists and nothing applies.
         let mut ledger =
             Ledger::starting_with(lease::fence(self.served.layout.worker_sheet_id, held));
-        let mut stale = Vec::new();
-        for s in &plan.stale {
-            let row = &fresh.snapshot.rows[s.index];
-            // A row someone asked to stop, whose daemon is gone, ends キャンセル: it is
-            // rescued as any dead daemon's row, and the request still holds.
-            let reason = s.reason.message(&self.policy);
-            let (finish, message) = match cancel::asked_of(row, self.served.layout.tz, now) {
-                Some(request) => (
-                    Finish::Cancelled,
-                    request.message(
-                        now,
-                        self.served.layout.tz,
-                        &format!("{}\n({reason})", cancel::UNCONFIRMED),
-                    ),
-                ),
-                None => (Finish::Timeout, reason),
-            };
-            let place = ledger.row(
-                cas(
-                    qid,
-                    row.row,
-                    cols.index(Column::State),
-                    &self.config.states.running,
-                    self.config.states.word(finish_state(finish)),
-                ),
-                [],
-                self.row_range(row.row),
-            );
-            stale.push(Ended {
-                row: row.clone(),
-                finish,
-                message,
-                place,
-            });
-        }
-        let mut claims = Vec::new();
-        let mut claim_places = Vec::new();
-        for (index, _) in &plan.claims {
-            let row = &fresh.snapshot.rows[*index];
-            let Some(slot) = self.slots.take() else {
-                break;
-            };
-            let (token, binding_id) = binding::new_token();
-            let tag = WorkerTag {
-                daemon_id: self.config.worker_id.clone(),
-                slot,
-                token,
-            };
-            // The tripwire, then the binding on the same row in the same atomic batch: the
-            // binding lands exactly where the swap did, and the read-back says which job
-            // that row holds.
-            claim_places.push(ledger.row(
-                cas(
-                    qid,
-                    row.row,
-                    cols.index(Column::State),
-                    &self.config.states.waiting,
-                    &self.config.states.running,
-                ),
-                [
-                    Request::BindRow {
-                        sheet_id: qid,
-                        row: row.row - 1,
-                        id: binding_id,
-                        key: binding::KEY.to_string(),
-                        value: tag.to_string(),
-                    },
-                    cell(qid, row.row, cols.index(Column::StartedAt), serial.clone()),
-                    cell(
-                        qid,
-                        row.row,
-                        cols.index(Column::Worker),
-                        Cell::from(tag.to_string()),
-                    ),
-                ],
-                self.row_range(row.row),
-            ));
-            claims.push(Claimed {
-                row: row.clone(),
-                tag,
-                slot,
-                started_at: now,
-                lost_commit: None,
-                log_row: self.served.layout.log.is_some(),
-                // Set by `log_rows` where it writes the links.
-                linked: false,
-                panel_linked: false,
-                continuation: self.served.marks.vouches(row).then(|| row.job_id.clone()),
-            });
-        }
+        let stale = self.stale_entries(&mut ledger, fresh, &plan.stale, now);
+        let (mut claims, claim_places) = self.claim_entries(&mut ledger, fresh, &plan.claims, now);
         let cancels = self.cancel_entries(&mut ledger, fresh, &plan.cancels);
         let turns = self.turn_entries(&mut ledger, fresh, &plan.turns);
         // Nothing from here on is read back by its place in the reply: cells someone else's
@@ -401,6 +276,32 @@ impl Daemon {
             cancels,
             turns,
         }
+    }
+
+    /// What the commit's reply decides, section by section in the commit's order, each
+    /// through its own entries' places: the stale rows, the claims, the cancels and the
+    /// approval turns.
+    fn commit_effects(
+        &self,
+        fresh: &Poll,
+        reply: &BatchUpdateReply,
+        elsewhere: &[RunningRef],
+        commit: Commit,
+        now: chrono::DateTime<Utc>,
+    ) -> Vec<Effect> {
+        let tz = self.served.layout.tz;
+        let read = ReadBack::new(reply, &self.served.layout.columns, &self.config.states, tz);
+        let mut effects = stale::settle(&commit.stale, &read);
+        effects.extend(self.claim_effects(
+            fresh,
+            &read,
+            elsewhere,
+            commit.claims,
+            &commit.claim_places,
+        ));
+        effects.extend(cancels::settle(&commit.cancels, &read, now, tz));
+        effects.extend(approvals::settle(&commit.turns, &read, now, tz));
+        effects
     }
 
     /// Sends the commit while its lease still holds. `Ok(None)`: nothing of it applied (the
@@ -475,185 +376,6 @@ impl Daemon {
         Ok(Some(reply))
     }
 
-    /// Settles the timeouts of a commit: a swap that hit the row it meant holds the job's
-    /// target (it may still run) and has its 終了日時/メッセージ written through its binding;
-    /// a swap that hit another row (the queue moved) is undone. Returns the undo requests.
-    fn settle_timeouts(
-        &mut self,
-        fresh: &Poll,
-        reply: &BatchUpdateReply,
-        stale: &[Ended],
-        now: chrono::DateTime<Utc>,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) -> Vec<Request> {
-        let cols = self.served.layout.columns.clone();
-        let qid = self.queue_sheet_id();
-        let mut undo = Vec::new();
-        for ended in stale {
-            let (row, message, finish) = (&ended.row, &ended.message, ended.finish);
-            let word = self.config.states.word(finish_state(finish)).to_string();
-            if !ended.place.swapped(reply) {
-                continue;
-            }
-            let hit = self.row_read_back(reply, ended.place, row.row);
-            match hit {
-                Some(hit) if hit.job_id != row.job_id => {
-                    // The queue moved: the swap timed out another running job. Undo it.
-                    warn!(job.id = ?hit.job_id, planned = ?row.job_id, "the queue moved during a timeout; restoring the row that was hit");
-                    self.rows_moved();
-                    undo.push(cas(
-                        qid,
-                        hit.row,
-                        cols.index(Column::State),
-                        &word,
-                        &self.config.states.running,
-                    ));
-                }
-                _ => {
-                    warn!(job.id = ?row.job_id, target = %Logged(row.target_key()), reason = %message, state = %word, "ended a stale job; its target stays busy until the job could have ended on its own");
-                    if finish == Finish::Cancelled {
-                        self.observers.metrics.cancel_asked();
-                    }
-                    self.hold(row, &fresh.watched);
-                    // Its 終了日時/メッセージ go through its binding when it has one (any
-                    // daemon's claim token names it), never to a row number from this read.
-                    let mut cells = self.finish_values(finish, now, "", message);
-                    // Its 結果URL is empty or the claim's link to its log row: left as it is.
-                    cells.retain(|(c, _)| *c != Column::ResultUrl);
-                    let ended = Some(finish_state(finish));
-                    self.follow_up(row, ended, cells, through, follow_up);
-                    follow_up.extend(self.panel_result(fresh, row, finish, now, "", message));
-                    // Its daemon is gone (or cut off): this swap, which only one daemon's
-                    // commit can make, is the job's end as the sheet shows it.
-                    self.announce_ended(fresh, row, finish, message, now);
-                }
-            }
-        }
-        undo
-    }
-
-    /// Settles the claims of a commit by its read-back ([`settle_claims`] decides) and
-    /// applies what it decided: runs, put-backs, conflicts with their cells given back.
-    fn settle_claims(
-        &mut self,
-        fresh: &Poll,
-        reply: &BatchUpdateReply,
-        elsewhere: &[RunningRef],
-        commit: Commit,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) {
-        let after: Vec<Option<QueueRow>> = (commit.claims.iter().zip(&commit.claim_places))
-            .map(|(c, place)| self.row_read_back(reply, *place, c.row.row))
-            .collect();
-        let busy = claim::Busy::of(&fresh.snapshot, elsewhere);
-        let settled = settle_claims(
-            reply,
-            &commit.claim_places,
-            commit.claims,
-            after,
-            busy,
-            |row| self.may_start(row, &[]),
-        );
-        for s in settled {
-            self.apply_settled(fresh, s, through, follow_up);
-        }
-    }
-
-    /// Applies what [`settle_claims`] decided of one claim.
-    fn apply_settled(
-        &mut self,
-        fresh: &Poll,
-        settled: Settled,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) {
-        match settled {
-            Settled::Run(claimed) => self.spawn(claimed),
-            Settled::RunInstead {
-                mut claimed,
-                planned,
-            } => {
-                self.rows_moved();
-                // The commit's link formulas name the planned job: this one's result is
-                // written as text (its log row is restated with the result).
-                claimed.linked = false;
-                claimed.panel_linked = false;
-                warn!(job.id = ?claimed.row.job_id, target = %Logged(claimed.row.target_key()), worker = %claimed.tag, %planned, "the queue moved during the claim; running the row that was claimed instead");
-                self.spawn(claimed);
-            }
-            Settled::PutBack { row, slot } => {
-                self.rows_moved();
-                warn!(job.id = ?row.job_id, target = %Logged(row.target_key()), "the queue moved during the claim and the claimed row's target is busy; putting it back to waiting");
-                let mut cells =
-                    self.claim_values(Some(&self.config.states.waiting), &Cell::from(""), "");
-                // The commit's link to a log row that will not be filled goes too.
-                cells.push((Column::ResultUrl, Cell::from("")));
-                self.follow_up(&row, Some(State::Running), cells, through, follow_up);
-                self.slots.give(slot);
-            }
-            Settled::Conflict {
-                claimed,
-                landed_on,
-                unbind,
-            } => {
-                self.report.claim_conflicts += 1;
-                self.observers.metrics.claim_conflict();
-                warn!(
-                    job.id = ?claimed.row.job_id,
-                    target = %Logged(claimed.row.target_key()),
-                    worker = %claimed.tag,
-                    "claim conflict: the row was not ours after the commit; not running it"
-                );
-                if let Some(row) = &landed_on {
-                    self.rows_moved();
-                    self.give_back(fresh, row, &claimed.tag, through, follow_up);
-                }
-                self.served.unbind.extend(unbind);
-                if claimed.log_row {
-                    // The commit made the job a log row that nothing will fill: unbound, it
-                    // leaves with the archive.
-                    let log = binding::id_of_token(&claimed.tag.token).map(joblog::binding_id);
-                    self.served.unbind.extend(log);
-                }
-                self.slots.give(claimed.slot);
-            }
-        }
-    }
-
-    /// Our 開始日時/ワーカー landed on `row`, which was not waiting (the queue moved): give it
-    /// back the values it had, through the binding that landed with them.
-    fn give_back(
-        &mut self,
-        fresh: &Poll,
-        row: &QueueRow,
-        tag: &WorkerTag,
-        through: &mut Vec<Through>,
-        follow_up: &mut Vec<ValueRange>,
-    ) {
-        let Some(before) = fresh.before_image(&row.job_id) else {
-            // It came from above the unfinished window, so its old values were not read: say
-            // so rather than guess.
-            warn!(
-                job.id = ?row.job_id,
-                row = row.row,
-                worker = %tag,
-                "a sort moved a finished row under a claim; its 開始日時/ワーカー now show this claim"
-            );
-            return;
-        };
-        let started = before
-            .started_at
-            .map(|t| Cell::from(sheet_time::instant_to_serial(t, self.served.layout.tz)))
-            .unwrap_or_else(|| Cell::from(""));
-        let mut cells = self.claim_values(None, &started, &before.worker);
-        // The commit wrote its link formula over the row's 結果URL too.
-        cells.push((Column::ResultUrl, Cell::from(before.result_url.as_str())));
-        info!(job.id = ?row.job_id, row = row.row, worker = %Logged(&before.worker), claim = %tag, "giving the row our claim landed on its 開始日時/ワーカー back");
-        self.follow_up(row, None, cells, through, follow_up);
-    }
-
     /// How much of the lease we last took is left, in our own monotonic time from before
     /// its acquire was sent: another daemon takes it over only after watching it stand still
     /// for longer than its TTL, which began after that.
@@ -668,17 +390,6 @@ impl Daemon {
     /// The lease's time to live, as the sheet's clock arithmetic needs it.
     pub(super) fn lease_ttl(&self) -> chrono::Duration {
         chrono::Duration::from_std(self.config.lease_ttl).unwrap_or(chrono::Duration::seconds(30))
-    }
-
-    /// The queue row of a commit's entry at `place` as the reply read it back, parsed;
-    /// `hint` is the sheet row it was asked for.
-    pub(super) fn row_read_back(
-        &self,
-        reply: &BatchUpdateReply,
-        place: Place,
-        hint: u32,
-    ) -> Option<QueueRow> {
-        self.read_back_row(place.read_back(reply), hint)
     }
 
     /// A read-back of one queue row (`range`), parsed; `hint` is the sheet row it was asked
@@ -1205,99 +916,6 @@ impl Daemon {
         })
     }
 
-    /// The claims' `_ジョブログ` rows, in the commit: one inserted under the header per claim
-    /// (newest first), with its jobId, target, function and start, bound to the job
-    /// ([`joblog::binding_id`] of its queue binding) so that its output follows through the
-    /// binding wherever the row goes; and the links to it: the queue row's 結果URL and the
-    /// panel row's 結果, as formulas that find the rows by jobId when shown. Inserting at a
-    /// fixed place needs no read of the log. Nothing when the spreadsheet has no log sheet.
-    /// Each claim's `linked` and `panel_linked` say which links were written.
-    fn log_rows(
-        &self,
-        fresh: &Poll,
-        claims: &mut [Claimed],
-        now: chrono::DateTime<Utc>,
-    ) -> Vec<Request> {
-        let Some(log) = &self.served.layout.log else {
-            return Vec::new();
-        };
-        if claims.is_empty() {
-            return Vec::new();
-        }
-        let tz = self.served.layout.tz;
-        let serial = Cell::from(sheet_time::instant_to_serial(now, tz));
-        let mut requests = vec![Request::InsertRows {
-            sheet_id: log.sheet_id,
-            at: 1,
-            count: claims.len() as u32,
-        }];
-        for (i, c) in claims.iter_mut().enumerate() {
-            let row = 1 + i as u32;
-            let cells = log.sparse_row(&[
-                (LogColumn::JobId, Cell::from(c.row.job_id.as_str())),
-                (LogColumn::Target, Cell::from(c.row.target_key())),
-                (LogColumn::Function, Cell::from(c.row.function.as_str())),
-                (LogColumn::StartedAt, serial.clone()),
-            ]);
-            let cells: Vec<Cell> = cells
-                .into_iter()
-                .map(|c| c.unwrap_or_else(|| Cell::from("")))
-                .collect();
-            requests.push(Request::UpdateCells {
-                range: GridRange {
-                    sheet_id: log.sheet_id,
-                    start_row: row,
-                    end_row: row + 1,
-                    start_col: 0,
-                    end_col: cells.len() as u32,
-                },
-                rows: vec![cells],
-            });
-            if let Some(id) = binding::id_of_token(&c.tag.token) {
-                requests.push(Request::BindRow {
-                    sheet_id: log.sheet_id,
-                    row,
-                    id: joblog::binding_id(id),
-                    key: binding::KEY.to_string(),
-                    value: format!("log {}", c.tag),
-                });
-            }
-            let cols = &self.served.layout.columns;
-            if let Some(f) =
-                joblog::result_url_formula(&self.config.spreadsheet_id, log, &c.row.job_id)
-            {
-                requests.push(Request::WriteFormulas {
-                    range: GridRange::cell(
-                        self.queue_sheet_id(),
-                        c.row.row - 1,
-                        cols.index(Column::ResultUrl),
-                    ),
-                    rows: vec![vec![Cell::from(f)]],
-                });
-                c.linked = true;
-            }
-            let located = panel::locate(&self.served.panels, &fresh.tables, &c.row);
-            let formula =
-                joblog::panel_result_formula(cols, &c.row.job_id, panel::RESULT_MAX_CHARS);
-            if let (Ok((panel_ref, panel_row)), Some(f)) = (located, formula) {
-                let link = Request::WriteFormulas {
-                    range: GridRange::cell(
-                        panel_ref.sheet_id,
-                        panel_row.row - 1,
-                        self.config.panel.columns.result.0,
-                    ),
-                    rows: vec![vec![Cell::from(f)]],
-                };
-                // A 結果 cell someone else's protection bars gets no link (`hold_off`).
-                if self.request_writable(&link) {
-                    requests.push(link);
-                    c.panel_linked = true;
-                }
-            }
-        }
-        requests
-    }
-
     pub(super) fn row_range(&self, row: u32) -> String {
         a1::range(
             QUEUE_SHEET,
@@ -1307,101 +925,6 @@ impl Daemon {
 
     pub(super) fn queue_sheet_id(&self) -> i32 {
         self.served.layout.queue_sheet_id
-    }
-
-    /// Whether this daemon may start `row` now, with `picked` already chosen in this pass: a
-    /// heavy job (by its command's config or the row's `heavy` flag) waits while another
-    /// heavy job runs here or was just picked, rather than being claimed and spending its
-    /// timeout at the heavy gate.
-    pub(super) fn may_start(&self, row: &QueueRow, picked: &[&QueueRow]) -> bool {
-        match self.served.marks.of(row) {
-            // A row that says it is a continuation step waits for the search of marks that
-            // tells whether sheetq wrote it (`provenance`).
-            Provenance::Unknown => return false,
-            // One sheetq did not write is claimed to be refused (nothing runs): neither its
-            // approvers nor the heavy gate need to wait for it. While a daemon of another
-            // Cloud project serves the spreadsheet, its mark may be one we cannot read: the
-            // row is left to it.
-            Provenance::Unmarked => return self.served.marks_seen_by_all && !self.held(row),
-            Provenance::Continuation | Provenance::Plain => {}
-        }
-        // A job of a function with approvers starts only with enough of them, on a queue
-        // that vouches for them (docs/design.md §5.5); admission checks them again. A
-        // continuation step goes on with work already approved.
-        let rule = self.registry.catalog().approval_rule(&row.function);
-        if let (Some(rule), false) = (rule, self.served.marks.vouches(row)) {
-            if !self.registry.queue_protected() || !crate::approval::cleared(row, Some(&rule)) {
-                return false;
-            }
-        }
-        let heavy = |r: &QueueRow| self.is_heavy(r);
-        !self.held(row)
-            && (!heavy(row)
-                || !(self.running.values().any(|c| heavy(&c.row))
-                    || picked.iter().any(|p| heavy(p))
-                    || self.slots.heavy_elsewhere()))
-    }
-
-    /// A job we run, or whose result we still have to write, may show as 待機 for a moment
-    /// (a misplaced put-back, before its repair): it is not ours to start again.
-    fn held(&self, row: &QueueRow) -> bool {
-        self.running
-            .values()
-            .chain(&self.unsettled)
-            .any(|c| c.row.job_id == row.job_id)
-            || self.outbox.contains(&row.job_id)
-            || self
-                .served
-                .landed
-                .iter()
-                .any(|(j, _)| j.job_id == row.job_id)
-    }
-
-    /// Whether `row` is a heavy job: by its command's or its function's config, or its
-    /// `heavy` flag (a row can make a job more careful, never less).
-    pub(super) fn is_heavy(&self, row: &QueueRow) -> bool {
-        self.registry.is_heavy_job(&row.command, &row.function)
-            || row.flags.iter().any(|f| f == "heavy")
-    }
-
-    /// The claim plan on `snapshot` (a poll's read, or what the poll read as our writes since
-    /// left it) within the slots this spreadsheet may take now: the process's slot pool
-    /// learns how many rows it could claim, and the plan keeps as many as its fair share
-    /// leaves (the plan picks one row after another, so a shorter plan is a prefix of a
-    /// longer one).
-    pub(super) fn plan_claims(
-        &self,
-        snapshot: &crate::queue::Snapshot,
-        watched: &claim::Watched,
-        elsewhere: &[RunningRef],
-    ) -> claim::PassPlan<crate::approval::Turn> {
-        let catalog = self.registry.catalog();
-        let mut plan = claim::plan_pass(
-            snapshot,
-            &self.policy,
-            watched,
-            elsewhere,
-            usize::MAX,
-            |row, picked| self.may_start(row, picked),
-        );
-        self.slots.want(plan.claims.len());
-        plan.claims.truncate(self.slots.available());
-        let busy = claim::Busy::of(snapshot, elsewhere);
-        // On a queue that lost its protection approvals cannot be trusted: nothing of such
-        // functions is turned (nor claimed, `may_start`) until it is protected again.
-        let protected = self.registry.queue_protected();
-        // Only presses turn: a continuation step goes on with work already approved, and a
-        // row that only says it is one is refused, or waits for the marks' search.
-        let marks = &self.served.marks;
-        plan.turns = crate::approval::turns(
-            &snapshot.rows,
-            |f| catalog.approval_rule(f),
-            |row| busy.may_claim(row) && marks.of(row) == Provenance::Plain,
-            protected,
-            self.served.layout.tz,
-            watched.google_now,
-        );
-        plan
     }
 
     /// Whether polling intake is on and some ▶ or ■ box is ticked, on a panel or on the
@@ -1437,299 +960,9 @@ impl Daemon {
     }
 }
 
-/// What the read-back of a claim commit says of one claim (docs/design.md §2, settle).
-#[derive(Debug)]
-enum Settled {
-    /// The row holds our claim on the job we meant: run it.
-    Run(Claimed),
-    /// A person sorted the queue between our read and the commit, and another waiting row
-    /// sat at that position: we did claim *that* row (its 待機 turned 実行中 under our
-    /// token), and its target is idle, so it runs instead of `planned`.
-    RunInstead { claimed: Claimed, planned: String },
-    /// As above, but the claimed row's target is busy: it goes back to 待機 and the slot is
-    /// free.
-    PutBack { row: QueueRow, slot: u32 },
-    /// The row was not ours after the commit: nothing runs and the slot is free.
-    /// `landed_on` is the other job's row our 開始日時/ワーカー landed on (to give back its
-    /// values); else `unbind` is the binding to remove, wherever it landed.
-    Conflict {
-        claimed: Claimed,
-        landed_on: Option<Box<QueueRow>>,
-        unbind: Option<i32>,
-    },
-}
-
-/// Decides each claim of a commit from its reply: `after[k]` is claim `k`'s row as the
-/// read-back shows it, `places[k]` where its entry is in the commit, `busy`
-/// what keeps a row from being claimed (the plan's rules, on the fresh read), `may_start`
-/// whether this daemon may start a row now (the heavy gate, jobs it already holds).
-fn settle_claims(
-    reply: &BatchUpdateReply,
-    places: &[Place],
-    claims: Vec<Claimed>,
-    after: Vec<Option<QueueRow>>,
-    mut busy: claim::Busy,
-    may_start: impl Fn(&QueueRow) -> bool,
-) -> Vec<Settled> {
-    for c in &claims {
-        busy.take(&c.row);
-    }
-    let mut settled = Vec::with_capacity(claims.len());
-    for ((claimed, after), place) in claims.into_iter().zip(after).zip(places) {
-        let swap = place.swapped(reply);
-        let ours = after
-            .as_ref()
-            .is_some_and(|r| r.worker == claimed.tag.to_string());
-        let binding_id = binding::id_of_token(&claimed.tag.token);
-        let bound_here = binding_id.is_some_and(|id| place.bound_here(reply, id));
-        if ours && !bound_here {
-            // The batch is atomic and the binding was created at the swap's row, so this
-            // means the reply did not show it: say so; the write-back rebinds if needed.
-            warn!(job.id = ?claimed.row.job_id, worker = %claimed.tag, "the claim commit's read-back does not show the row binding");
-        }
-        settled.push(match after {
-            Some(row) if swap && ours && row.job_id == claimed.row.job_id => Settled::Run(claimed),
-            Some(row) if swap && ours => {
-                if busy.may_claim(&row) && busy.target_idle(&row) && may_start(&row) {
-                    busy.take(&row);
-                    let planned = claimed.row.job_id.clone();
-                    Settled::RunInstead {
-                        claimed: Claimed { row, ..claimed },
-                        planned,
-                    }
-                } else {
-                    Settled::PutBack {
-                        row,
-                        slot: claimed.slot,
-                    }
-                }
-            }
-            other => {
-                let landed_on =
-                    (other.filter(|r| ours && r.job_id != claimed.row.job_id)).map(Box::new);
-                let unbind = binding_id.filter(|_| landed_on.is_none());
-                Settled::Conflict {
-                    claimed,
-                    landed_on,
-                    unbind,
-                }
-            }
-        });
-    }
-    settled
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn queued(n: u32, job: &str, target: &str, state: State, worker: &str) -> QueueRow {
-        QueueRow {
-            job_id: job.into(),
-            target: target.into(),
-            state: crate::queue::RowState::Known(state),
-            worker: worker.into(),
-            ..QueueRow::blank(n)
-        }
-    }
-
-    /// Claim `slot` of job `job` (waiting on row `n`, target `target`), with a fresh token.
-    fn claim_of(n: u32, job: &str, target: &str, slot: u32) -> Claimed {
-        let (token, _) = binding::new_token();
-        Claimed {
-            row: queued(n, job, target, State::Waiting, ""),
-            tag: WorkerTag {
-                daemon_id: "vm-1".into(),
-                slot,
-                token,
-            },
-            slot,
-            started_at: Utc::now(),
-            lost_commit: None,
-            log_row: false,
-            linked: false,
-            panel_linked: false,
-            continuation: None,
-        }
-    }
-
-    /// The reply of a commit with no timeouts whose claims' tripwires changed (or not) as
-    /// `swapped` says, each claim's binding shown on its row.
-    fn commit_reply(claims: &[Claimed], swapped: &[bool]) -> BatchUpdateReply {
-        let mut replies = vec![Reply::Empty];
-        for s in swapped {
-            replies.push(Reply::CompareAndSwap {
-                changed: u32::from(*s),
-            });
-            replies.extend([Reply::Empty, Reply::Empty, Reply::Empty]);
-        }
-        let row_metadata = claims
-            .iter()
-            .map(|c| vec![binding::id_of_token(&c.tag.token).into_iter().collect()])
-            .collect();
-        BatchUpdateReply {
-            replies,
-            row_metadata,
-            ..Default::default()
-        }
-    }
-
-    fn nothing_busy(rows: &[QueueRow]) -> claim::Busy {
-        let snapshot = crate::queue::Snapshot {
-            rows: rows.to_vec(),
-            problems: Vec::new(),
-        };
-        claim::Busy::of(&snapshot, &[])
-    }
-
-    /// The places of `claims` claims in a commit after `stale` timeouts, as `commit_of`
-    /// lays them out (the fence first, one swap per timeout, four requests per claim).
-    fn claim_places(stale: u32, claims: u32) -> Vec<Place> {
-        let mut ledger = Ledger::starting_with(Request::DeleteMetadata { id: 0 });
-        for row in 0..stale {
-            ledger.row(
-                cas(1, row + 2, 10, "実行中", "タイムアウト"),
-                [],
-                format!("A{row}"),
-            );
-        }
-        (0..claims)
-            .map(|k| {
-                let row = stale + k + 2;
-                ledger.row(
-                    cas(1, row, 10, "待機", "実行中"),
-                    [
-                        Request::DeleteMetadata { id: 0 },
-                        Request::DeleteMetadata { id: 0 },
-                        Request::DeleteMetadata { id: 0 },
-                    ],
-                    format!("A{row}"),
-                )
-            })
-            .collect()
-    }
-
-    /// Settles the single claim `c` of a commit with no timeouts, its row read back as
-    /// `after`, on a fresh read of `rows`.
-    fn settle_one(
-        c: &Claimed,
-        reply: &BatchUpdateReply,
-        after: QueueRow,
-        rows: &[QueueRow],
-        may_start: bool,
-    ) -> Vec<Settled> {
-        settle_claims(
-            reply,
-            &claim_places(0, 1),
-            vec![c.clone()],
-            vec![Some(after)],
-            nothing_busy(rows),
-            |_| may_start,
-        )
-    }
-
-    #[test]
-    fn a_claim_whose_row_shows_our_tag_on_its_job_runs() {
-        let c = claim_of(5, "j1", "A", 0);
-        let reply = commit_reply(std::slice::from_ref(&c), &[true]);
-        let after = queued(5, "j1", "A", State::Running, &c.tag.to_string());
-        let settled = settle_one(&c, &reply, after, std::slice::from_ref(&c.row), true);
-        assert!(
-            matches!(&settled[..], [Settled::Run(r)] if r.row.job_id == "j1"),
-            "the claim that hit its own row must run: {settled:?}"
-        );
-    }
-
-    #[test]
-    fn a_row_a_sort_put_under_the_claim_runs_instead_when_its_target_is_idle_else_goes_back() {
-        let c = claim_of(5, "j1", "A", 3);
-        let reply = commit_reply(std::slice::from_ref(&c), &[true]);
-        // The tripwire flipped the 待機 of j2 (target B), which a sort moved to row 5.
-        let other = queued(5, "j2", "B", State::Running, &c.tag.to_string());
-        let waiting_j2 = queued(9, "j2", "B", State::Waiting, "");
-        let rows = [c.row.clone(), waiting_j2.clone()];
-        let settled = settle_one(&c, &reply, other.clone(), &rows, true);
-        match &settled[..] {
-            [Settled::RunInstead { claimed, planned }] => {
-                assert_eq!(claimed.row.job_id, "j2", "the row really claimed runs");
-                assert_eq!(planned, "j1");
-                assert_eq!(claimed.slot, 3, "in the slot the claim took");
-            }
-            other => panic!("expected j2 to run instead of j1, got {other:?}"),
-        }
-        // B runs something already: j2 goes back to 待機, the slot is free.
-        let b_running = queued(12, "j3", "B", State::Running, "vm-2/0 #00000009");
-        let settled = settle_one(
-            &c,
-            &reply,
-            other.clone(),
-            &[c.row.clone(), waiting_j2.clone(), b_running],
-            true,
-        );
-        assert!(
-            matches!(&settled[..], [Settled::PutBack { row, slot: 3 }] if row.job_id == "j2"),
-            "a busy target's row must go back to waiting: {settled:?}"
-        );
-        // The heavy gate (or a job this daemon holds) refuses it just the same.
-        let settled = settle_one(&c, &reply, other, &rows, false);
-        assert!(matches!(&settled[..], [Settled::PutBack { .. }]));
-    }
-
-    #[test]
-    fn a_claim_that_lost_its_row_runs_nothing_and_gives_back_where_its_cells_landed() {
-        let c = claim_of(5, "j1", "A", 1);
-        let id = binding::id_of_token(&c.tag.token);
-        // Another daemon was first: the tripwire changed nothing and the row shows its tag.
-        let reply = commit_reply(std::slice::from_ref(&c), &[false]);
-        let theirs = queued(5, "j1", "A", State::Running, "vm-2/0 #0000000a");
-        let settled = settle_one(&c, &reply, theirs, std::slice::from_ref(&c.row), true);
-        match &settled[..] {
-            [Settled::Conflict {
-                landed_on: None,
-                unbind,
-                claimed,
-            }] => {
-                assert_eq!(*unbind, id, "the claim's binding goes wherever it landed");
-                assert_eq!(claimed.slot, 1);
-            }
-            other => panic!("expected a plain conflict, got {other:?}"),
-        }
-        // A sort put a finished row there: our 開始日時/ワーカー landed on it, not a claim.
-        let finished = queued(5, "j0", "A", State::Done, &c.tag.to_string());
-        let settled = settle_one(&c, &reply, finished, std::slice::from_ref(&c.row), true);
-        assert!(
-            matches!(&settled[..], [Settled::Conflict { landed_on: Some(r), unbind: None, .. }] if r.job_id == "j0"),
-            "the finished row gets its values back through the binding, which stays for that: {settled:?}"
-        );
-    }
-
-    #[test]
-    fn claims_after_timeouts_are_read_at_their_own_replies() {
-        // One stale row's swap (changed) comes first; the claim's own swap did not change.
-        let c = claim_of(5, "j1", "A", 0);
-        let reply = BatchUpdateReply {
-            replies: vec![
-                Reply::Empty,
-                Reply::CompareAndSwap { changed: 1 },
-                Reply::CompareAndSwap { changed: 0 },
-            ],
-            row_metadata: vec![Vec::new(), Vec::new()],
-            ..Default::default()
-        };
-        let after = queued(5, "j1", "A", State::Running, &c.tag.to_string());
-        let settled = settle_claims(
-            &reply,
-            &claim_places(1, 1),
-            vec![c.clone()],
-            vec![Some(after)],
-            nothing_busy(std::slice::from_ref(&c.row)),
-            |_| true,
-        );
-        assert!(
-            matches!(&settled[..], [Settled::Conflict { .. }]),
-            "the timeout's swap must not be taken for the claim's: {settled:?}"
-        );
-    }
 
     #[test]
     fn a_fence_outlives_every_batch_it_fences() {

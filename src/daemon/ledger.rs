@@ -10,7 +10,9 @@
 //! lease's swap is the one exception: the caller appends it after everything else and
 //! reads it as the last reply.
 
-use crate::queue::QueueRow;
+use chrono_tz::Tz;
+
+use crate::queue::{self, ColumnMap, QueueRow, StateWords};
 use crate::sheets::{BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 
 /// Where a row's entry sits in the commit: its compare-and-swap among the requests (and so
@@ -70,6 +72,65 @@ impl Landing {
                 hit: hit.map(|h| h.job_id.clone()),
             },
         }
+    }
+}
+
+/// A commit's reply as the sections read it: through the [`Place`] each entry got, with
+/// the rows read back parsed as queue rows (the layout's columns, the state words, the
+/// spreadsheet's time zone). What every section's pure settle takes, so a test gives it a
+/// fake reply.
+pub(super) struct ReadBack<'a> {
+    reply: &'a BatchUpdateReply,
+    columns: &'a ColumnMap,
+    states: &'a StateWords,
+    tz: Tz,
+}
+
+impl<'a> ReadBack<'a> {
+    pub(super) fn new(
+        reply: &'a BatchUpdateReply,
+        columns: &'a ColumnMap,
+        states: &'a StateWords,
+        tz: Tz,
+    ) -> Self {
+        ReadBack {
+            reply,
+            columns,
+            states,
+            tz,
+        }
+    }
+
+    /// Whether the entry at `place` changed its cell.
+    pub(super) fn swapped(&self, place: Place) -> bool {
+        place.swapped(self.reply)
+    }
+
+    /// The queue row the entry at `place` read back, parsed; `hint` is the sheet row it was
+    /// asked for.
+    pub(super) fn row(&self, place: Place, hint: u32) -> Option<QueueRow> {
+        let values = place.read_back(self.reply)?.values.first()?;
+        queue::parse_rows(
+            std::slice::from_ref(values),
+            hint,
+            self.columns,
+            self.states,
+            self.tz,
+        )
+        .rows
+        .into_iter()
+        .next()
+    }
+
+    /// Whether the reply shows binding `id` on the entry's row.
+    pub(super) fn bound_here(&self, place: Place, id: i32) -> bool {
+        place.bound_here(self.reply, id)
+    }
+
+    /// Where the swap of the entry at `place`, planned on `planned`, landed.
+    pub(super) fn landing(&self, place: Place, planned: &QueueRow) -> Landing {
+        let hit = self.row(place, planned.row);
+        Landing::of(self.swapped(place), hit.as_ref(), planned)
     }
 }
 
@@ -157,8 +218,111 @@ pub(super) fn cell(sheet_id: i32, row: u32, col: u32, value: Cell) -> Request {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use crate::queue::{Column, HeaderNames, State};
+
+    /// A commit under test: its ledger (a fence, then one swap entry per row) and the queue's
+    /// standard columns its read-backs are parsed in.
+    pub(in crate::daemon) struct Fixture {
+        ledger: Ledger,
+        columns: ColumnMap,
+        states: StateWords,
+    }
+
+    impl Default for Fixture {
+        fn default() -> Self {
+            let header: Vec<Cell> = HeaderNames::default()
+                .header_row()
+                .into_iter()
+                .map(Cell::from)
+                .collect();
+            Fixture {
+                ledger: Ledger::starting_with(Request::DeleteMetadata { id: 0 }),
+                columns: ColumnMap::from_header(&header, &HeaderNames::default())
+                    .expect("the default header has every column"),
+                states: StateWords::default(),
+            }
+        }
+    }
+
+    impl Fixture {
+        /// Queue row `row` holding job `job` in `state`, as the read before the commit saw it.
+        pub(in crate::daemon) fn row(&self, row: u32, job: &str, state: State) -> QueueRow {
+            QueueRow {
+                job_id: job.into(),
+                target: "A".into(),
+                state: crate::queue::RowState::Known(state),
+                ..QueueRow::blank(row)
+            }
+        }
+
+        /// An entry swapping row `row`'s 状態, with nothing after it.
+        pub(in crate::daemon) fn place(&mut self, row: u32) -> Place {
+            self.ledger.row(swap(row), [], range(row))
+        }
+
+        /// The commit's reply read as the daemon reads it.
+        pub(in crate::daemon) fn read<'a>(&'a self, reply: &'a BatchUpdateReply) -> ReadBack<'a> {
+            ReadBack::new(reply, &self.columns, &self.states, chrono_tz::Asia::Tokyo)
+        }
+
+        /// A row's cells in the standard columns: its jobId and 状態.
+        fn cells(&self, job: &str, state: State) -> Vec<Cell> {
+            let mut cells = vec![Cell::from(""); self.columns.width() as usize];
+            cells[self.columns.index(Column::JobId) as usize] = Cell::from(job);
+            cells[self.columns.index(Column::State) as usize] = Cell::from(self.states.word(state));
+            cells[self.columns.index(Column::Target) as usize] = Cell::from("A");
+            cells
+        }
+    }
+
+    /// How one entry's swap came out, and what its row read back.
+    pub(in crate::daemon) struct Entry {
+        row: u32,
+        changed: bool,
+        job: String,
+        state: State,
+    }
+
+    impl Entry {
+        /// The swap changed row `row`, which now holds `job` in `state`.
+        pub(in crate::daemon) fn swapped(row: u32, job: &str, state: State) -> Self {
+            Entry {
+                row,
+                changed: true,
+                job: job.into(),
+                state,
+            }
+        }
+
+        /// The swap changed nothing; row `row` holds `job` in `state`.
+        pub(in crate::daemon) fn unchanged(row: u32, job: &str, state: State) -> Self {
+            Entry {
+                changed: false,
+                ..Entry::swapped(row, job, state)
+            }
+        }
+    }
+
+    /// The reply of `fixture`'s commit whose entries came out as `entries` say, in order.
+    pub(in crate::daemon) fn reply_of(fixture: &Fixture, entries: &[Entry]) -> BatchUpdateReply {
+        let replies = std::iter::once(Reply::Empty)
+            .chain(entries.iter().map(|e| Reply::CompareAndSwap {
+                changed: u32::from(e.changed),
+            }))
+            .collect();
+        let ranges = entries
+            .iter()
+            .map(|e| ValueRange::new(range(e.row), vec![fixture.cells(&e.job, e.state)]))
+            .collect();
+        BatchUpdateReply {
+            replies,
+            ranges,
+            row_metadata: entries.iter().map(|_| vec![Vec::new()]).collect(),
+            ..Default::default()
+        }
+    }
 
     fn swap(row: u32) -> Request {
         Request::CompareAndSwap {
