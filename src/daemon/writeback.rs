@@ -80,7 +80,7 @@ impl Daemon {
                 &self.config.worker_id,
                 &self.process,
                 self.config.dead_after,
-                super::pid_alive,
+                super::fleet::pid_alive,
             ) {
                 crate::workers::IdCheck::Free => return Ok(poll),
                 crate::workers::IdCheck::InUse(e) => return Err(e.into()),
