@@ -38,6 +38,7 @@ use crate::watch::Watch;
 mod approvals;
 mod archive;
 mod cancels;
+mod cells;
 mod claim_pass;
 mod claim_work;
 mod claims;
@@ -45,9 +46,12 @@ mod effects;
 mod fleet;
 mod guards;
 mod hold_off;
+mod job_log;
 mod jobs;
 mod kept_lease;
+mod lease_calls;
 mod ledger;
+mod notices;
 mod panel;
 mod pass;
 mod poll;
@@ -58,6 +62,7 @@ pub(crate) mod shared;
 mod stale;
 mod start;
 mod start_pace;
+mod through;
 mod writeback;
 
 use fleet::Hold;
@@ -326,7 +331,7 @@ struct Daemon {
     /// write.
     retry_notes: HashMap<String, tokio::sync::watch::Receiver<Option<String>>>,
     /// Writes of `_ジョブログ` rows waiting for the next values write (results, heartbeats).
-    log_writes: Vec<writeback::LogWrite>,
+    log_writes: Vec<job_log::LogWrite>,
     /// Jobs whose log row takes no more writes: filled, or found gone.
     log_dead: std::collections::HashSet<String>,
     /// The status line last sent to the service manager (sent again only when it changes).
@@ -390,7 +395,7 @@ struct Served {
     unbind: Vec<i32>,
     /// Writes that set or restore a claim's cells (put-backs, restores, a timeout's cells,
     /// repairs), sent under the next lease we take (docs/design.md §4).
-    pending_through: Vec<writeback::Through>,
+    pending_through: Vec<through::Through>,
     /// Results written lately, watched for a repair from an older read undoing them.
     landed: Vec<(FinishedJob, tokio::time::Instant)>,
     /// Per schedule, up to when (this machine's clock) its occurrences were looked at and
@@ -424,7 +429,7 @@ struct Served {
     /// it may still be applied (its reply was lost), and no claim may come before that.
     lease_kept_until: Option<tokio::time::Instant>,
     /// Those writes, not sent again until they show on their rows or can no longer apply.
-    unsure: Vec<writeback::Through>,
+    unsure: Vec<through::Through>,
     /// Fences this daemon created or found untracked (docs/design.md §3.1), with when:
     /// removed with a batch sent anyway once the commit each fences can no longer apply.
     fences: Vec<(i32, tokio::time::Instant)>,

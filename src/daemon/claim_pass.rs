@@ -9,14 +9,11 @@ use crate::a1;
 use crate::approval;
 use crate::claim;
 use crate::config::Intake;
-use crate::lease::{self, Lease, LeaseState, WORKER_SHEET};
+use crate::lease::{self, LeaseState};
 use crate::panel;
-use crate::queue::{self, Column, QueueRow, State, QUEUE_SHEET};
+use crate::queue::{self, QueueRow, State};
 use crate::sheet_text::Logged;
-use crate::sheets::{
-    BatchUpdate, BatchUpdateReply, Cell, GridRange, MetadataLookup, Precedence, Reply, Request,
-    ValueRange,
-};
+use crate::sheets::{BatchUpdate, BatchUpdateReply, Cell, Precedence, Reply, Request, ValueRange};
 use crate::workers::RunningRef;
 
 use super::approvals::{self, Turned};
@@ -26,28 +23,12 @@ use super::kept_lease::{KeptLease, KEPT_ROUNDS};
 use super::ledger::{Ledger, Place, ReadBack};
 use super::stale::{self, Ended};
 
-use super::writeback::{needs_whole_queue, Through, Under};
+use super::through::Under;
 use super::{Claimed, Daemon, DaemonError, Poll};
 
 /// Google's limit on one request: a request is not applied later than this after it was
 /// sent (docs/design.md §6), with a margin.
-const REQUEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(190);
-
-/// How many fences one batch removes at most.
-const FENCES_PER_BATCH: usize = 100;
-
-/// How often a daemon looks for fences that no daemon tracks any more.
-const FENCE_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60 * 60);
-/// The first look for abandoned fences comes this long after start: past the first minute,
-/// whose reads a fleet started right after `sheetq init` needs for its polls (the README's
-/// "A fleet's first minute"). An abandoned fence waits for its commit's 190 s anyway.
-pub(super) const FENCE_FIRST_SWEEP: std::time::Duration = std::time::Duration::from_secs(90);
-
-/// How long a fence is kept: while the commit it fences could still be applied (its lease's
-/// TTL, then Google's request limit).
-pub(super) fn fence_kept(lease_ttl: std::time::Duration) -> std::time::Duration {
-    REQUEST_LIMIT + lease_ttl
-}
+pub(super) const REQUEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(190);
 
 /// A claim commit before it is sent: its requests and read-back ranges, and what they
 /// stand for (the timeouts and claims, in request order).
@@ -376,29 +357,6 @@ impl Daemon {
         Ok(Some(reply))
     }
 
-    /// How much of the lease we last took is left, in our own monotonic time from before
-    /// its acquire was sent: another daemon takes it over only after watching it stand still
-    /// for longer than its TTL, which began after that.
-    pub(super) fn lease_left(&self) -> std::time::Duration {
-        self.served
-            .lease_sent
-            .map_or(std::time::Duration::ZERO, |sent| {
-                self.config.lease_ttl.saturating_sub(sent.elapsed())
-            })
-    }
-
-    /// The lease's time to live, as the sheet's clock arithmetic needs it.
-    pub(super) fn lease_ttl(&self) -> chrono::Duration {
-        chrono::Duration::from_std(self.config.lease_ttl).unwrap_or(chrono::Duration::seconds(30))
-    }
-
-    /// A read-back of one queue row (`range`), parsed; `hint` is the sheet row it was asked
-    /// for.
-    pub(super) fn read_back_row(&self, range: Option<&ValueRange>, hint: u32) -> Option<QueueRow> {
-        let values = range?.values.first()?;
-        self.parse_row(values, hint)
-    }
-
     /// Claims whose commit reply was lost, resolved from a poll once the commit can no longer
     /// apply: the lease it was made under is off the cell (taken over with the fence, or
     /// released by the commit itself), or Google's 180 s request limit has passed. Then a
@@ -427,185 +385,6 @@ impl Daemon {
                     info!(job.id = ?c.row.job_id, worker = %tag, "the claim commit whose reply was lost had not applied");
                     self.slots.give(c.slot);
                 }
-            }
-        }
-    }
-
-    /// Takes the lease with a compare-and-swap from the value `poll` saw, reading the queue
-    /// in the same call. `None` when another daemon holds it or won the race, or when too
-    /// little of it is left to commit safely (then it is released at once).
-    async fn acquire(&mut self, poll: &Poll) -> Result<Option<(Lease, Poll)>, DaemonError> {
-        // Follow-ups whose rows the poll did not find are placed on a read of the whole queue.
-        let full = poll.full || needs_whole_queue(poll, &[], &self.served.pending_through);
-        let plan = self.read_plan(full, false);
-        let Some((lease, reply)) = self.take_lease(poll, plan.ranges.clone()).await? else {
-            return Ok(None);
-        };
-        let held = lease.to_string();
-        let fresh = match self.parse_poll(&plan, &reply.ranges) {
-            Ok(p) => Poll {
-                protections: (!reply.protections.is_empty()).then(|| reply.protections.clone()),
-                ..p
-            },
-            Err(e) => {
-                self.release(&held).await;
-                return Err(e);
-            }
-        };
-        // Give up rather than commit on a lease that may run out while the commit travels.
-        if self.lease_left() < self.config.lease_ttl / 2 {
-            warn!("lease nearly expired before the commit; releasing it without claiming");
-            self.release(&held).await;
-            return Ok(None);
-        }
-        Ok(Some((lease, fresh)))
-    }
-
-    /// The lease's compare-and-swap from the value `poll` saw, with `read` read back in the
-    /// same call and the removals of finished rows' bindings riding along. `None` when
-    /// another daemon holds the lease or won the race.
-    pub(super) async fn take_lease(
-        &mut self,
-        poll: &Poll,
-        read: Vec<String>,
-    ) -> Result<Option<(Lease, BatchUpdateReply)>, DaemonError> {
-        let Some(from) = poll.lease.takeable(
-            &self.config.worker_id,
-            poll.lease_quiet,
-            self.config.lease_ttl,
-        ) else {
-            self.observers.metrics.lease_wait();
-            if let LeaseState::Invalid(text) = &poll.lease {
-                warn!(lease = %text, "the lease cell _ワーカー!B1 holds no lease; resetting it to free");
-                let free = ValueRange::new(
-                    a1::range(WORKER_SHEET, lease::LEASE_CELL),
-                    vec![vec![Cell::from(lease::FREE)]],
-                );
-                self.sheets.write(&[free]).await?;
-            } else {
-                debug!("lease held by another daemon; waiting for the next tick");
-            }
-            return Ok(None);
-        };
-        // The expiry written is for people; no daemon compares it with its clock. Ours is
-        // counted from before this request was sent, in our own monotonic time.
-        let lease = Lease::new(&self.config.worker_id, Utc::now() + self.lease_ttl());
-        self.served.lease_sent = Some(tokio::time::Instant::now());
-        let held = lease.to_string();
-        // Bindings of finished rows, and fences whose commits can no longer apply, go with
-        // the acquire, a batch sent anyway.
-        let old = self.fences_to_remove();
-        let mut unbind = std::mem::take(&mut self.served.unbind);
-        unbind.extend(old);
-        let mut requests = vec![lease::swap(
-            self.served.layout.worker_sheet_id,
-            &from,
-            &held,
-        )];
-        // Taking over a held lease (an abandoned one, or our own whose commit reply was
-        // lost) fences every commit made under it: none can apply after this batch.
-        let fencing = from != lease::FREE;
-        if fencing {
-            requests.push(lease::fence(self.served.layout.worker_sheet_id, &from));
-        }
-        requests.extend(unbind.iter().map(|id| Request::DeleteMetadata { id: *id }));
-        let reply = self
-            .sheets
-            .batch_update(&BatchUpdate {
-                requests,
-                response_ranges: read,
-                ..Default::default()
-            })
-            .await;
-        let reply = match reply {
-            Ok(r) => r,
-            Err(e) if fencing && lease::is_fenced(&e.message, &from) => {
-                // The commit made under that lease applied (with its fence) first, or another
-                // daemon took it over first: the lease is not ours to take.
-                debug!("the lease we meant to take over was settled first");
-                self.served.unbind.extend(unbind);
-                self.observers.metrics.lease_wait();
-                return Ok(None);
-            }
-            Err(e) => {
-                self.served.watch.read_failed();
-                if e.is_retryable() {
-                    self.served.unbind.extend(unbind);
-                } else if !unbind.is_empty() {
-                    // A refused batch applies nothing: leave those bindings (`sheetq status`
-                    // shows them) rather than let them block every later acquire.
-                    warn!(error = %e, bindings = unbind.len(), "the lease acquire carrying binding removals was refused; not removing them");
-                }
-                return Err(e.into());
-            }
-        };
-        if fencing {
-            self.served
-                .fences
-                .push((lease::fence_id(&from), tokio::time::Instant::now()));
-        }
-        if !matches!(
-            reply.replies.first(),
-            Some(Reply::CompareAndSwap { changed: 1 })
-        ) {
-            debug!("another daemon took the lease first");
-            self.observers.metrics.lease_wait();
-            return Ok(None);
-        }
-        self.observers.metrics.lease_acquired();
-        Ok(Some((lease, reply)))
-    }
-
-    /// The fences whose commits can no longer apply, at most [`FENCES_PER_BATCH`] (the
-    /// rest go with the next batches); the others stay.
-    fn fences_to_remove(&mut self) -> Vec<i32> {
-        let kept = fence_kept(self.config.lease_ttl);
-        let (mut old, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.served.fences)
-            .into_iter()
-            .partition(|(_, at)| at.elapsed() >= kept);
-        let later = old.split_off(old.len().min(FENCES_PER_BATCH));
-        self.served.fences = young;
-        self.served.fences.extend(later);
-        old.into_iter().map(|(id, _)| id).collect()
-    }
-
-    /// Whether to look for fences no daemon will remove (see [`Self::sweep_fences`]).
-    pub(super) fn fence_sweep_due(&self) -> bool {
-        tokio::time::Instant::now() >= self.served.fence_sweep_at
-    }
-
-    /// Finds every fence on the spreadsheet (`developerMetadata.search`, one read,
-    /// [`FENCE_FIRST_SWEEP`] after start-up and then hourly) and removes those this daemon does not know yet once
-    /// [`fence_kept`] has passed from now: fences left by a daemon that stopped or crashed
-    /// before removing its own, which would otherwise pile up against Google's 30,000
-    /// characters of metadata per sheet. Seen now, each was created before now, so no
-    /// commit it fences can apply by then; its creator removing it too does no harm.
-    pub(super) async fn sweep_fences(&mut self) {
-        let now = tokio::time::Instant::now();
-        match self
-            .sheets
-            .search_metadata(&MetadataLookup::key(lease::FENCE_KEY))
-            .await
-        {
-            Ok(found) => {
-                let known: std::collections::HashSet<i32> =
-                    self.served.fences.iter().map(|(id, _)| *id).collect();
-                let new: Vec<i32> = found
-                    .iter()
-                    .map(|m| m.id)
-                    .filter(|id| !known.contains(id))
-                    .collect();
-                if !new.is_empty() {
-                    info!(fences = new.len(), "found fences no daemon tracks (left by a stopped one); removing them once no commit they fence can apply");
-                }
-                self.served
-                    .fences
-                    .extend(new.into_iter().map(|id| (id, now)));
-                self.served.fence_sweep_at = now + FENCE_SWEEP_EVERY;
-            }
-            Err(e) => {
-                debug!(error = %e, "could not look for abandoned fences; trying again in a minute");
-                self.served.fence_sweep_at = now + std::time::Duration::from_secs(60);
             }
         }
     }
@@ -706,227 +485,6 @@ impl Daemon {
         Ok((writes, taken, intake))
     }
 
-    /// The compare-and-swap that frees `held`, our lease; none while a write sent under it
-    /// is in doubt: kept on purpose, it may still be applied. Our next pass takes the lease
-    /// back (renewing it), or it runs out on its own.
-    pub(super) fn release_request(&self, held: &str) -> Option<Request> {
-        if self.served.lease_kept_until.is_some() {
-            return None;
-        }
-        Some(lease::swap(
-            self.served.layout.worker_sheet_id,
-            held,
-            lease::FREE,
-        ))
-    }
-
-    pub(super) async fn release(&self, held: &str) {
-        let Some(swap) = self.release_request(held) else {
-            return;
-        };
-        let batch = BatchUpdate {
-            requests: vec![swap],
-            response_ranges: vec![],
-            ..Default::default()
-        };
-        if let Err(e) = self.sheets.batch_update(&batch).await {
-            warn!(error = %e, "could not release the lease; it expires on its own");
-        }
-    }
-
-    /// Sends the follow-ups waiting since earlier passes (put-backs, restores, a timeout's
-    /// cells, repairs) under the lease we hold, planned on `fresh` (read under it) and on
-    /// the rows their bindings sit on now (one more read, also under it). No claim can
-    /// come between that read and these writes, so none of them overwrites a claim made
-    /// since the read (docs/design.md §4); one that a person's sort put on another row is
-    /// repaired before the lease is released. A failure leaves them for the next pass.
-    async fn write_follow_ups(&mut self, fresh: &mut Poll) {
-        if self.served.pending_through.is_empty() && self.served.unsure.is_empty() {
-            return;
-        }
-        let mut ids: Vec<i32> = self
-            .served
-            .pending_through
-            .iter()
-            .chain(&self.served.unsure)
-            .map(|t| t.id)
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        match self.read_bound(&ids).await {
-            Ok(bound) => fresh.bound.extend(bound),
-            Err(e) => {
-                warn!(error = %e, "could not read the rows of the follow-up writes; they wait for the next pass");
-                return;
-            }
-        }
-        self.settle_unsure(fresh);
-        let follow_ups = std::mem::take(&mut self.served.pending_through);
-        if follow_ups.is_empty() {
-            return;
-        }
-        let mut through = Vec::new();
-        let mut rebind = Vec::new();
-        self.place_follow_ups(fresh, follow_ups, &mut through, &mut rebind);
-        if !rebind.is_empty() {
-            self.rows_moved();
-            if let Err(e) = self.rebind(&rebind).await {
-                warn!(error = %e, "could not move the bindings of follow-up writes back; trying again at the next pass");
-                self.keep_follow_ups(through);
-                return;
-            }
-        }
-        let left = self.lease_left().saturating_sub(self.config.lease_ttl / 4);
-        let under = Under::Lease {
-            send_by: std::time::Instant::now() + left,
-        };
-        if let Err(e) = self.write_through(fresh, through, Vec::new(), under).await {
-            warn!(error = %e, "the follow-up writes failed; they are planned again at the next pass");
-        }
-    }
-
-    /// Of `writes`, sent under the lease and failed in a way that leaves open whether
-    /// Google applies them (it may, for up to its 180 s request limit), keeps those whose
-    /// row is claimable (the repair of a row that a misplaced put-back turned 待機) and
-    /// returns the others, to be sent again: their rows show a claim, so no one claims them
-    /// meanwhile, and a second copy writes the same cells. A repair in doubt is not sent
-    /// again until it shows on its row or can no longer apply (a second copy landing would
-    /// look like the first), and the lease is kept until then: each of our commits renews
-    /// it instead of releasing it, so no other daemon claims that row, which shows 待機 for
-    /// a job that may have run already.
-    pub(super) fn hold_in_doubt(&mut self, writes: Vec<Through>) -> Vec<Through> {
-        let (claimable, again): (Vec<_>, Vec<_>) = writes
-            .into_iter()
-            .filter(|t| !t.result)
-            .partition(|t| t.state == Some(State::Waiting));
-        if claimable.is_empty() {
-            return again;
-        }
-        warn!(
-            writes = claimable.len(),
-            "the repair of a row a misplaced put-back turned 待機 may still be applied by Google; keeping the lease until it shows on its row or can no longer apply"
-        );
-        let until = tokio::time::Instant::now() + REQUEST_LIMIT;
-        self.served.lease_kept_until =
-            Some(self.served.lease_kept_until.map_or(until, |u| u.max(until)));
-        self.served.unsure.extend(claimable);
-        again
-    }
-
-    /// Settles the writes of [`Self::hold_in_doubt`] by `fresh` (read under the lease):
-    /// one whose row shows its cells was applied and cannot apply again; once Google's
-    /// request limit has passed, the rest never will be and are planned afresh. With none
-    /// left, the lease is released by this pass's commit.
-    fn settle_unsure(&mut self, fresh: &Poll) {
-        let expired = self
-            .served
-            .lease_kept_until
-            .is_some_and(|until| tokio::time::Instant::now() >= until);
-        let unsure = std::mem::take(&mut self.served.unsure);
-        let (applied, open): (Vec<_>, Vec<_>) = unsure.into_iter().partition(|t| {
-            fresh
-                .bound
-                .get(&t.id)
-                .and_then(Option::as_ref)
-                .is_some_and(|r| r.job_id == t.job_id && self.shows(r, &t.cells))
-        });
-        for t in &applied {
-            info!(job.id = ?t.job_id, binding = t.id, "a write whose reply was lost shows on its row: it was applied");
-            if t.unbind {
-                self.served.unbind.push(t.id);
-            }
-        }
-        if expired {
-            for t in &open {
-                warn!(job.id = ?t.job_id, binding = t.id, "a write whose reply was lost never showed on its row, and Google can no longer apply it; planning it afresh");
-            }
-            self.served.pending_through.extend(open);
-        } else {
-            self.served.unsure = open;
-        }
-        if self.served.unsure.is_empty() && self.served.lease_kept_until.take().is_some() {
-            info!("no write sent under the lease is in doubt any more; the lease is released");
-        }
-    }
-
-    /// What a commit leaves in the lease cell: `free`, or a new lease of ours when it is
-    /// kept for the next claim (`keep`, [`Self::keep_lease`]) or while a write sent under it
-    /// is in doubt ([`Self::hold_in_doubt`]), so that other daemons, which take over only a
-    /// lease they watched stand still, wait.
-    fn lease_after_commit(&self, keep: bool) -> String {
-        if keep || self.served.lease_kept_until.is_some() {
-            Lease::new(&self.config.worker_id, Utc::now() + self.lease_ttl()).to_string()
-        } else {
-            lease::FREE.to_string()
-        }
-    }
-
-    /// The claim cells of a queue row (状態, 開始日時, ワーカー), for undoing a claim that
-    /// landed on the wrong row.
-    pub(super) fn claim_values(
-        &self,
-        state: Option<&str>,
-        started: &Cell,
-        worker: &str,
-    ) -> Vec<(Column, Cell)> {
-        state
-            .map(|s| (Column::State, Cell::from(s)))
-            .into_iter()
-            .chain([
-                (Column::StartedAt, started.clone()),
-                (Column::Worker, Cell::from(worker)),
-            ])
-            .collect()
-    }
-
-    /// Cells of one queue row as A1 writes at a row number: only for rows claimed without a
-    /// binding (by older versions or another tool), which have no other way to be found.
-    pub(super) fn cells_at(&self, row: u32, cells: Vec<(Column, Cell)>) -> Vec<ValueRange> {
-        let cols = &self.served.layout.columns;
-        cells
-            .into_iter()
-            .map(|(c, v)| ValueRange::new(cols.cell(c, row), vec![vec![v]]))
-            .collect()
-    }
-
-    /// An A1 write on a known sheet as a grid request, so it can join a commit batch.
-    pub(super) fn grid_write(&self, v: &ValueRange) -> Option<Request> {
-        if !self.writable(v) {
-            return None;
-        }
-        Some(Request::UpdateCells {
-            range: self.grid_range(v)?,
-            rows: v.values.clone(),
-        })
-    }
-
-    /// The cells an A1 write covers, on a sheet of the last sheet list.
-    pub(super) fn grid_range(&self, v: &ValueRange) -> Option<GridRange> {
-        let r = a1::A1Range::parse(&v.range).ok()?;
-        let sheet_id = *self.served.sheet_ids.get(r.sheet.as_deref()?)?;
-        let start_row = r.start_row?;
-        let start_col = r.start_col?;
-        let width = v.values.iter().map(Vec::len).max().unwrap_or(0) as u32;
-        Some(GridRange {
-            sheet_id,
-            start_row,
-            end_row: start_row + v.values.len() as u32,
-            start_col,
-            end_col: start_col + width,
-        })
-    }
-
-    pub(super) fn row_range(&self, row: u32) -> String {
-        a1::range(
-            QUEUE_SHEET,
-            &format!("A{row}:{}{row}", self.served.layout.last_col),
-        )
-    }
-
-    pub(super) fn queue_sheet_id(&self) -> i32 {
-        self.served.layout.queue_sheet_id
-    }
-
     /// Whether polling intake is on and some ▶ or ■ box is ticked, on a panel or on the
     /// index.
     /// How many presses `poll` shows waiting here: rows 待機, and ▶ ticks not taken in yet.
@@ -957,16 +515,5 @@ impl Daemon {
                 .index
                 .as_ref()
                 .is_some_and(|i| i.entries.iter().any(|e| e.ticked)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_fence_outlives_every_batch_it_fences() {
-        let ttl = std::time::Duration::from_secs(30);
-        assert!(fence_kept(ttl) >= ttl + std::time::Duration::from_secs(180));
     }
 }

@@ -16,7 +16,8 @@ use crate::sheets::{Cell, Request, ValueRange};
 
 use super::ledger::cas;
 use super::poll::Poll;
-use super::writeback::{finish_state, Through};
+use super::through::Through;
+use super::writeback::finish_state;
 use super::{Claimed, Daemon};
 
 /// One thing a settled entry asks of the daemon.

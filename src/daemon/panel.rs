@@ -6,21 +6,25 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use chrono::Utc;
-use tracing::info;
+use chrono::{DateTime, Utc};
+use tracing::{debug, info, warn};
 
 use super::poll::Poll;
+use super::writeback::finish_state;
 use super::{Daemon, DaemonError};
 use crate::apply::panel::{self as sync_panels, SyncRequest};
 use crate::commands::{Opened, PanelOpener};
 use crate::config::Config;
+use crate::outbox::{Finish, FinishedJob};
 use crate::panel::index_sheet;
+use crate::panel::{self, PanelOutcome};
+use crate::queue::QueueRow;
 use crate::sheet_text::Logged;
-use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets};
+use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, ValueRange};
 
 /// How often the daemon looks for idle panels (a look costs nothing but this poll's data;
 /// hiding costs one write).
-const IDLE_CHECK_EVERY: Duration = Duration::from_secs(600);
+pub(super) const IDLE_CHECK_EVERY: Duration = Duration::from_secs(600);
 
 impl Daemon {
     pub(super) fn idle_check_due(&self) -> bool {
@@ -107,7 +111,7 @@ impl DaemonPanels {
         }
     }
 
-    fn config(&self) -> Arc<Config> {
+    pub(super) fn config(&self) -> Arc<Config> {
         match self.config.read() {
             Ok(c) => Arc::clone(&c),
             Err(poisoned) => Arc::clone(&poisoned.into_inner()),
@@ -159,5 +163,172 @@ impl PanelOpener for DaemonPanels {
             message: report.to_string().trim().replace('\n', "; "),
             url,
         })
+    }
+}
+
+impl Daemon {
+    /// The waiting/running status cells that differ from what the panels show (at most 20),
+    /// leaving out rows whose result is about to be written in the same call.
+    pub(super) fn panel_display(&self, poll: &Poll) -> Vec<ValueRange> {
+        let mut snapshot = poll.snapshot.clone();
+        snapshot.rows.retain(|r| !self.outbox.contains(&r.job_id));
+        let mut display = panel::status_updates(
+            &snapshot,
+            &self.served.panels,
+            &poll.tables,
+            self.served.layout.tz,
+            &self.config.panel,
+            20,
+        );
+        let catalog = self.registry.catalog();
+        let tz = self.served.layout.tz;
+        display.extend(panel::status::approval_updates(
+            &snapshot,
+            &self.served.panels,
+            &poll.tables,
+            &self.config.panel,
+            20,
+            |row| {
+                let rule = catalog.approval_rule(&row.function)?;
+                Some(self.approval_text(row, &crate::approval::tally(&rule, row, tz)))
+            },
+        ));
+        display.extend(panel::status::next_run_updates(
+            &poll.snapshot,
+            &self.served.panels,
+            &poll.tables,
+            &self.next_runs(),
+            self.served.layout.tz,
+            &self.config.panel,
+        ));
+        if let Some(index) = &poll.index {
+            // A panel some of whose cells someone else's protection bars says so on the
+            // index (`hold_off`), where people look first.
+            let barred: std::collections::HashSet<String> = self
+                .served
+                .panels
+                .panels()
+                .iter()
+                .filter(|p| {
+                    self.served
+                        .barred
+                        .iter()
+                        .any(|b| b.area.sheet_id == p.sheet_id)
+                })
+                .map(|p| p.label.clone())
+                .collect();
+            display.extend(panel::index_sheet::index_updates(
+                &index.title,
+                &index.entries,
+                &poll.tables,
+                &poll.snapshot.rows,
+                &self.config.panel,
+                &barred,
+            ));
+        }
+        display
+    }
+
+    /// The panel cells (状態, 結果, 更新日時) of a finished job, found by target label and
+    /// function label. A panel or row that cannot be found is a warning: the queue row is
+    /// written regardless.
+    pub(super) fn panel_result(
+        &self,
+        poll: &Poll,
+        row: &QueueRow,
+        finish: Finish,
+        at: DateTime<Utc>,
+        url: &str,
+        message: &str,
+    ) -> Option<ValueRange> {
+        let (panel_ref, panel_row) = self.result_panel_row(poll, row)?;
+        Some(panel::result_cells(
+            panel_ref,
+            panel_row,
+            &panel_outcome(
+                finish,
+                at,
+                url,
+                message,
+                self.next_run(row.target_key(), &row.function),
+            ),
+            self.served.layout.tz,
+            &self.config.panel,
+        ))
+    }
+
+    /// The panel and row a finished job's outcome goes to, if any: none for a panel job,
+    /// nor when a newer press of its function owns the row, nor when it cannot be found
+    /// (a warning: the queue row is written regardless).
+    pub(super) fn result_panel_row<'p>(
+        &'p self,
+        poll: &'p Poll,
+        row: &QueueRow,
+    ) -> Option<(&'p panel::PanelRef, u32)> {
+        if row.target_key() == panel::catalog::PANELS_TARGET {
+            // A panel job has no panel row: its outcome is its queue row (and the panels
+            // and index links it made).
+            return None;
+        }
+        if let Some(newer) = panel::newer_press(&poll.snapshot, row) {
+            // The panel row shows the newest press of its function (a late result of a job
+            // timed out meanwhile, whose function was pressed again): the queue row alone
+            // takes this one.
+            debug!(job.id = ?row.job_id, newer = ?newer.job_id, "a newer press of this function owns its panel row; writing the result to the queue row only");
+            return None;
+        }
+        match panel::locate(&self.served.panels, &poll.tables, row) {
+            Ok((panel_ref, panel_row)) => Some((panel_ref, panel_row.row)),
+            Err(miss) => {
+                warn!(job.id = ?row.job_id, target = %Logged(row.target_key()), "{miss}; only the queue row is written");
+                None
+            }
+        }
+    }
+
+    /// The panel cells of a finished job. A job whose claim commit wrote its panel 結果 as
+    /// a formula (its メッセージ linked to its 結果URL, looked up by jobId when shown,
+    /// `joblog::panel_result_formula`) gets only 状態 and 更新日時.
+    pub(super) fn job_panel_result(
+        &self,
+        poll: &Poll,
+        row: &QueueRow,
+        job: &FinishedJob,
+    ) -> Vec<ValueRange> {
+        let Some((panel_ref, panel_row)) = self.result_panel_row(poll, row) else {
+            return Vec::new();
+        };
+        let outcome = panel_outcome(
+            job.finish,
+            job.finished_at,
+            &job.url,
+            &job.message,
+            self.next_run(&job.target, &job.function),
+        );
+        let (tz, layout) = (self.served.layout.tz, &self.config.panel);
+        if job.panel_linked {
+            panel::status_and_time_cells(panel_ref, panel_row, &outcome, tz, layout)
+        } else {
+            vec![panel::result_cells(
+                panel_ref, panel_row, &outcome, tz, layout,
+            )]
+        }
+    }
+}
+
+/// How a job ended, as its panel row shows it.
+pub(super) fn panel_outcome(
+    finish: Finish,
+    at: DateTime<Utc>,
+    url: &str,
+    message: &str,
+    next_run: Option<DateTime<Utc>>,
+) -> PanelOutcome {
+    PanelOutcome {
+        state: finish_state(finish),
+        finished_at: at,
+        url: (!url.is_empty()).then(|| url.to_string()),
+        message: message.to_string(),
+        next_run,
     }
 }

@@ -24,7 +24,7 @@ use crate::watch::Watch;
 use crate::workers;
 
 use super::{
-    archive, claim_pass, claim_policy, panel, Daemon, DaemonError, Layout, Observers,
+    archive, claim_policy, lease_calls, panel, Daemon, DaemonError, Layout, Observers,
     QueueProtection, RunReport, Served, Shared,
 };
 
@@ -138,7 +138,7 @@ impl Daemon {
                 holds: Vec::new(),
                 lease_sent: None,
                 kept_lease: None,
-                fence_sweep_at: tokio::time::Instant::now() + claim_pass::FENCE_FIRST_SWEEP,
+                fence_sweep_at: tokio::time::Instant::now() + lease_calls::FENCE_FIRST_SWEEP,
                 lease_kept_until: None,
                 unsure: Vec::new(),
                 fences: Vec::new(),
