@@ -18,16 +18,15 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::claim::ClaimPolicy;
-use crate::commands::{Outcome, Registry, Runner};
+use crate::commands::{Registry, Runner};
 use crate::config::Config;
-use crate::metrics::{Health, Metrics, RunningJob};
+use crate::metrics::{Health, Metrics};
 use crate::notify::Notifier;
-use crate::outbox::{FinishedJob, Outbox, OutboxError};
+use crate::outbox::{Outbox, OutboxError};
 use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QueueRow, WorkerTag};
 use crate::sheet_text::Logged;
@@ -65,7 +64,6 @@ mod start_pace;
 mod through;
 mod writeback;
 
-use fleet::Hold;
 use poll::Poll;
 pub use serve::run_spreadsheets;
 use serve::start_and_run;
@@ -290,18 +288,8 @@ struct Daemon {
     outbox: Outbox,
     /// Records the notices of results that landed, and sends them.
     announcer: crate::notifications::sender::Announcer,
-    /// The log row each finished job's output landed on (from the write's reply), for the
-    /// link in its notices.
-    log_rows_landed: HashMap<String, u32>,
     policy: ClaimPolicy,
-    jobs: JoinSet<(Claimed, Outcome, RunningJob)>,
     observers: Observers,
-    running: HashMap<String, Claimed>,
-    /// Claims whose commit reply was lost; their slots stay reserved until the next poll
-    /// shows whether the commit applied.
-    unsettled: Vec<Claimed>,
-    /// Which job each task runs, to free its slot even if the task panics.
-    task_jobs: HashMap<tokio::task::Id, String>,
     /// The process's job slots, shared with the other spreadsheets it serves.
     slots: Slots,
     /// The account's request budget as this process splits it.
@@ -311,29 +299,6 @@ struct Daemon {
     /// Cancelled when shutdown begins: a job waiting for a retry ends with its last
     /// attempt's outcome instead of holding the drain for its wait.
     retries_stop: CancellationToken,
-    /// Each running job's own token (a child of `job_cancel`): cancelled when someone asks
-    /// to stop that job.
-    job_stops: HashMap<String, CancellationToken>,
-    /// Who asked to stop which running job, from the row's 中止要求 or a ■ tick: a job that
-    /// ends stopped with a request here ends キャンセル, not エラー.
-    stop_asked: HashMap<String, crate::cancel::Request>,
-    /// 中止要求 texts a job's own read before a retry found (`Retrying::asked_to_stop`), by
-    /// jobId: taken up as `stop_asked` when the job ends.
-    stops_read: std::sync::Arc<std::sync::Mutex<HashMap<String, String>>>,
-    /// Jobs refused before they ran, by jobId, with why: their notices carry none of the
-    /// sheet's text (`Notice::withheld`). Lost with a restart, when the notice is a plain one.
-    refused_jobs: HashMap<String, crate::commands::Refusal>,
-    /// What each running job printed so far, and the capture's version its log row last
-    /// showed (refreshed riding the heartbeat's write).
-    outputs: HashMap<String, (crate::joblog::Capture, u64)>,
-    /// What each running job waiting for (or making) a retry asks メッセージ to show
-    /// ([`crate::commands::RetryNote`]); written when it changes, riding the next values
-    /// write.
-    retry_notes: HashMap<String, tokio::sync::watch::Receiver<Option<String>>>,
-    /// Writes of `_ジョブログ` rows waiting for the next values write (results, heartbeats).
-    log_writes: Vec<job_log::LogWrite>,
-    /// Jobs whose log row takes no more writes: filled, or found gone.
-    log_dead: std::collections::HashSet<String>,
     /// The status line last sent to the service manager (sent again only when it changes).
     status_sent: String,
     /// `host pid` of this process, in the heartbeat: one worker_id, one process.
@@ -341,6 +306,12 @@ struct Daemon {
     report: RunReport,
     /// The spreadsheet this daemon serves, and what it has learnt of it.
     served: Served,
+    /// Who asked to stop which running job, and each one's token (`cancels`).
+    stops: cancels::Stops,
+    /// The job log's writes and each running job's output (`job_log`).
+    logs: job_log::Logs,
+    /// The jobs this daemon runs, and their tasks (`jobs`).
+    jobs: jobs::Jobs,
 }
 
 /// What one daemon keeps of the spreadsheet it serves, apart from what the process owns
@@ -349,25 +320,6 @@ struct Daemon {
 /// landed, the account's share, the watch, holds, the lease and its fences.
 struct Served {
     layout: Layout,
-    /// Whether the last heartbeat carried running jobs' output (the next one goes alone).
-    beat_carried_logs: bool,
-    /// First sheet row that may hold an unfinished job; rows above are all finished.
-    window_start: u32,
-    /// Where the next sweep slice of the 状態 column above the window starts.
-    sweep_at: u32,
-    /// The count of archived rows (`_ワーカー!D1`) as last read: when it grows, rows left the
-    /// top of the queue and the window moves up by as many.
-    archived_seen: Option<u64>,
-    /// When this daemon last looked for rows to archive.
-    archived_at: Option<tokio::time::Instant>,
-    /// The last look moved a full batch: look again at the next pass.
-    archive_more: bool,
-    /// No row can be past the retention before this: start-up found no finished row, so
-    /// every row that finishes did so after it (this daemon's clock alone decides).
-    archive_not_before: Option<tokio::time::Instant>,
-    /// The archive's counter showed rows moved at start-up: the archive may hold a row to
-    /// put back, so its passes are never put off.
-    archived_before: bool,
     /// How many polls the passes have read: the first, which takes in the presses made
     /// while this daemon started, goes ahead of plain calls (sheets::turns).
     polls: u64,
@@ -390,74 +342,37 @@ struct Served {
     idle_checked: Option<tokio::time::Instant>,
     /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
     sheet_ids: HashMap<String, i32>,
-    last_heartbeat: Option<tokio::time::Instant>,
-    /// Bindings of finished (or abandoned) claims, removed with the next batch sent anyway.
-    unbind: Vec<i32>,
-    /// Writes that set or restore a claim's cells (put-backs, restores, a timeout's cells,
-    /// repairs), sent under the next lease we take (docs/design.md §4).
-    pending_through: Vec<through::Through>,
-    /// Results written lately, watched for a repair from an older read undoing them.
-    landed: Vec<(FinishedJob, tokio::time::Instant)>,
     /// Per schedule, up to when (this machine's clock) its occurrences were looked at and
     /// queued or found queued; none until the first (docs/design.md §5.4).
     schedules_seen: HashMap<String, DateTime<Utc>>,
-    /// When a person's edit last moved rows under our claims or bindings (see
-    /// [`Daemon::rows_moved`]).
-    rows_moved_at: Option<tokio::time::Instant>,
-    /// The service account the calls are made as, in the heartbeat: daemons on one account
-    /// split its budget.
-    account: String,
-    /// How many live daemons share our account, as last applied to the budgets.
-    sharing: u32,
-    /// Our place among them (0-based, by worker_id): the phase of our polls.
-    rank: u32,
     /// How long each heartbeat, the lease and each running row's claim have stood still,
     /// in our own time while our reads succeed: every liveness and staleness decision
     /// (docs/design.md §3.1).
     watch: Watch,
-    /// Jobs of other daemons this one timed out, each held (listed in our heartbeat, its
-    /// target busy) until it could have ended on its own.
-    holds: Vec<Hold>,
-    /// When the acquire of the lease we last took was sent (or the commit that renewed it).
-    lease_sent: Option<tokio::time::Instant>,
-    /// The lease our last commit renewed instead of releasing, since rows were left waiting
-    /// that this daemon, alone on the spreadsheet, claims as soon as a job of its ends
-    /// (docs/design.md §3): the next claim pass commits under it on its poll's read,
-    /// without an acquire.
-    kept_lease: Option<kept_lease::KeptLease>,
-    /// Until when our commits renew the lease instead of releasing it: a write sent under
-    /// it may still be applied (its reply was lost), and no claim may come before that.
-    lease_kept_until: Option<tokio::time::Instant>,
-    /// Those writes, not sent again until they show on their rows or can no longer apply.
-    unsure: Vec<through::Through>,
-    /// Fences this daemon created or found untracked (docs/design.md §3.1), with when:
-    /// removed with a batch sent anyway once the commit each fences can no longer apply.
-    fences: Vec<(i32, tokio::time::Instant)>,
-    /// When to look next for fences that no daemon tracks (left by a stopped daemon).
-    fence_sweep_at: tokio::time::Instant,
-    /// Whether the account's budget held the polls back over the last sampled minute
-    /// ([`Daemon::watch_budget`]).
-    budget_bound: bool,
     /// When a poll last showed work here (rows waiting or ticked, jobs of ours running,
     /// results or follow-ups to write): quiet spreadsheets are polled less often.
     busy_at: tokio::time::Instant,
     /// The row problems already reported ([`Daemon::report_row_problems`]).
     reported: HashSet<String>,
-    /// The marks of continuation rows this daemon knows of (`provenance`).
-    marks: crate::provenance::Marks,
-    /// Whether every live daemon of the spreadsheet calls as an account of our Cloud
-    /// project, so that a row without a mark we can see has none (`provenance`).
-    marks_seen_by_all: bool,
-    /// Cells of people's sheets someone else's protection bars: left out of our writes.
-    barred: Vec<crate::protection::Barred>,
-    /// The protected ranges as the last metadata read listed them (its sheets, with their
-    /// protections): which ▶/承認/■ cells are guarded for whom (`crate::panel::guard`).
-    protections: SpreadsheetMeta,
     /// Set while the spreadsheet is held off (`hold_off`).
     held_off: Option<hold_off::HeldOff>,
     /// The last pass's write-back was refused (400): the layout and protections are read
     /// afresh for the next, and a second refusal in a row fails the pass.
     write_refused: bool,
+    /// The archive's pace (`archive`).
+    archive: archive::Pace,
+    /// The window of unfinished rows the polls read, and the sweep above it (`poll`).
+    window: poll::Window,
+    /// The lease as this daemon last took, kept or fenced it (`lease_calls`, `kept_lease`).
+    lease: lease_calls::Held,
+    /// The other daemons, the account's budget and our heartbeat (`fleet`).
+    fleet: fleet::Fleet,
+    /// Writes through bindings waiting, in doubt or landed, and bindings to remove (`through`).
+    writes: through::Pending,
+    /// The marks of continuation rows and whether every daemon can see them (`provenance`).
+    continuations: provenance::Continuations,
+    /// Whose protections bar which cells (`guards`, `hold_off`).
+    guards: guards::Protections,
 }
 
 /// What one spreadsheet's daemon shares with the others its process serves: the job slots,
@@ -586,12 +501,13 @@ impl Daemon {
     /// edit puts under a write, finished or not, is in the read just before and can be
     /// restored. A quiet sheet keeps reading only its unfinished window.
     fn rows_moved(&mut self) {
-        self.served.rows_moved_at = Some(tokio::time::Instant::now());
+        self.served.writes.rows_moved_at = Some(tokio::time::Instant::now());
     }
 
     /// Whether reads cover the whole queue because rows moved recently.
     fn rows_moving(&self) -> bool {
         self.served
+            .writes
             .rows_moved_at
             .is_some_and(|t| t.elapsed() < WHOLE_QUEUE_AFTER_MOVES)
     }

@@ -18,6 +18,24 @@ use crate::sheets::{BatchUpdate, Cell, GridRange, Request, ValueRange};
 
 use super::{Daemon, DaemonError, Poll};
 
+/// How this daemon paces its looks for rows to archive.
+#[derive(Debug, Default)]
+pub(super) struct Pace {
+    /// The count of archived rows (`_ワーカー!D1`) as last read: when it grows, rows left the
+    /// top of the queue and the window moves up by as many.
+    pub(super) seen: Option<u64>,
+    /// When this daemon last looked for rows to archive.
+    pub(super) at: Option<tokio::time::Instant>,
+    /// The last look moved a full batch: look again at the next pass.
+    pub(super) more: bool,
+    /// No row can be past the retention before this: start-up found no finished row, so
+    /// every row that finishes did so after it (this daemon's clock alone decides).
+    pub(super) not_before: Option<tokio::time::Instant>,
+    /// The archive's counter showed rows moved at start-up: the archive may hold a row to
+    /// put back, so its passes are never put off.
+    pub(super) before: bool,
+}
+
 /// The columns an archive decision reads: whose row, its state, when it finished.
 const ARCHIVE_COLUMNS: [Column; 3] = [Column::JobId, Column::State, Column::FinishedAt];
 
@@ -48,11 +66,12 @@ impl Daemon {
     pub(super) fn archive_due(&self) -> bool {
         let now = tokio::time::Instant::now();
         self.config.retention.is_some()
-            && self.served.archive_not_before.is_none_or(|t| now >= t)
-            && (self.served.archive_more
+            && self.served.archive.not_before.is_none_or(|t| now >= t)
+            && (self.served.archive.more
                 || self
                     .served
-                    .archived_at
+                    .archive
+                    .at
                     .is_none_or(|t| t.elapsed() >= ARCHIVE_EVERY))
     }
 
@@ -67,8 +86,8 @@ impl Daemon {
         let Some(retention) = self.config.retention else {
             return Ok(());
         };
-        self.served.archived_at = Some(tokio::time::Instant::now());
-        self.served.archive_more = false;
+        self.served.archive.at = Some(tokio::time::Instant::now());
+        self.served.archive.more = false;
         let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
         let archive_id = match self.served.sheet_ids.get(ARCHIVE_SHEET) {
             Some(id) => *id,
@@ -81,7 +100,7 @@ impl Daemon {
         let now = Utc::now();
         let work = self.archive_work(&reply.ranges, now, retention);
         if let Some(retention) = self.config.retention {
-            let running = |job: &str| self.outputs.contains_key(job);
+            let running = |job: &str| self.logs.outputs.contains_key(job);
             match crate::joblog::sweep_files(&self.config.state_dir, retention, &running) {
                 Ok(0) => {}
                 Ok(n) => info!(files = n, "removed job output files past the retention"),
@@ -299,6 +318,7 @@ impl Daemon {
         match moved {
             Ok(m) => {
                 self.served
+                    .lease
                     .fences
                     .push((lease::fence_id(held), tokio::time::Instant::now()));
                 Some(m)
@@ -328,7 +348,7 @@ impl Daemon {
         now: chrono::DateTime<Utc>,
         retention: chrono::Duration,
     ) {
-        self.served.archive_more = work.looked_at >= archive::BATCH_ROWS;
+        self.served.archive.more = work.looked_at >= archive::BATCH_ROWS;
         if !work.in_flight.is_empty() {
             warn!(
                 rows = work.in_flight.len(),
@@ -348,7 +368,7 @@ impl Daemon {
                 rows = wrong.len(),
                 "a person rearranged the queue while finished rows were being archived; the rows that should have stayed go back at the next pass"
             );
-            self.served.archive_more = true;
+            self.served.archive.more = true;
         }
     }
 

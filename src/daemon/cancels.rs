@@ -20,6 +20,20 @@ use super::ledger::{cas, Landing, Ledger, Place, ReadBack};
 use super::poll::Poll;
 use super::Daemon;
 
+/// The stops asked of running jobs, and each job's token.
+#[derive(Debug, Default)]
+pub(super) struct Stops {
+    /// Each running job's own token (a child of `job_cancel`): cancelled when someone asks
+    /// to stop that job.
+    pub(super) tokens: std::collections::HashMap<String, tokio_util::sync::CancellationToken>,
+    /// Who asked to stop which running job, from the row's 中止要求 or a ■ tick: a job that
+    /// ends stopped with a request here ends キャンセル, not エラー.
+    pub(super) asked: std::collections::HashMap<String, crate::cancel::Request>,
+    /// 中止要求 texts a job's own read before a retry found (`Retrying::asked_to_stop`), by
+    /// jobId: taken up as `stop_asked` when the job ends.
+    pub(super) read: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
+}
+
 /// A waiting row a claim commit cancels: the binding its 終了日時/メッセージ follow through.
 pub(super) struct Cancelling {
     pub(super) row: QueueRow,
@@ -85,7 +99,7 @@ impl Daemon {
         for (job, text) in asked {
             for row in fresh.snapshot.rows.iter_mut().filter(|r| r.job_id == job) {
                 row.cancel_request = text.clone();
-                let ours = self.running.contains_key(&job);
+                let ours = self.jobs.running.contains_key(&job);
                 if !row.state.is(State::Running) || ours {
                     continue;
                 }

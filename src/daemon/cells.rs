@@ -7,8 +7,6 @@ use crate::sheets::{Cell, GridRange, Request, ValueRange};
 
 use super::Daemon;
 
-/// Google's limit on one request: a request is not applied later than this after it was
-
 impl Daemon {
     /// A read-back of one queue row (`range`), parsed; `hint` is the sheet row it was asked
     /// for.

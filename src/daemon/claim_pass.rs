@@ -61,7 +61,7 @@ impl Daemon {
         display: Vec<ValueRange>,
     ) -> Result<bool, DaemonError> {
         self.observers.metrics.claim_pass();
-        let kept = self.served.kept_lease.take();
+        let kept = self.served.lease.kept.take();
         let rounds = kept.as_ref().map_or(0, |k| k.rounds);
         let (held, mut fresh) = match kept.filter(|k| self.can_commit_under(k, poll)) {
             // Our last commit renewed the lease, and this pass's read, made after that
@@ -142,8 +142,8 @@ impl Daemon {
             (keep, reply.replies.last())
         {
             // Counted from before the commit was sent, in our own time, as an acquire's is.
-            self.served.lease_sent = Some(sent);
-            self.served.kept_lease = Some(KeptLease {
+            self.served.lease.sent = Some(sent);
+            self.served.lease.kept = Some(KeptLease {
                 value: after,
                 rounds,
             });
@@ -172,11 +172,11 @@ impl Daemon {
         // sent now, blind, a restore could undo a claim another daemon makes as soon as our
         // commit released the lease. Their rows show our claim (or, for a timeout,
         // タイムアウト) until then, so no one claims them meanwhile.
-        self.served.pending_through.extend(through);
+        self.served.writes.pending.extend(through);
         self.write_through(&fresh, Vec::new(), follow_up, Under::NoLease)
             .await?;
         // Our heartbeat went with the commit.
-        self.served.last_heartbeat = Some(tokio::time::Instant::now());
+        self.served.fleet.last_heartbeat = Some(tokio::time::Instant::now());
         Ok(true)
     }
 
@@ -330,7 +330,8 @@ impl Daemon {
                 if e.is_retryable() {
                     warn!(error = %e, claims = commit.claims.len(), "the claim commit may or may not have applied; it is fenced when the lease is next taken, and its rows checked then");
                     let sent = tokio::time::Instant::now();
-                    self.unsettled
+                    self.jobs
+                        .unsettled
                         .extend(commit.claims.drain(..).map(|c| Claimed {
                             lost_commit: Some((held.to_string(), sent)),
                             ..c
@@ -346,6 +347,7 @@ impl Daemon {
         };
         // Applied: its fence has done its work (the lease is free again) and goes later.
         self.served
+            .lease
             .fences
             .push((lease::fence_id(held), tokio::time::Instant::now()));
         if !matches!(
@@ -363,12 +365,12 @@ impl Daemon {
     /// row that holds the job, is 実行中 and carries our token means the commit applied, and
     /// the job runs; otherwise it did not (the commit is atomic), and the slot is freed.
     pub(super) fn settle_unsettled(&mut self, poll: &Poll) {
-        for c in std::mem::take(&mut self.unsettled) {
+        for c in std::mem::take(&mut self.jobs.unsettled) {
             let open = c.lost_commit.as_ref().is_some_and(|(lease, sent)| {
                 poll.lease == LeaseState::parse(lease) && sent.elapsed() < REQUEST_LIMIT
             });
             if open {
-                self.unsettled.push(c);
+                self.jobs.unsettled.push(c);
                 continue;
             }
             let tag = c.tag.to_string();

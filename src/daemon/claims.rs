@@ -88,7 +88,12 @@ impl Daemon {
                 // Set by `log_rows` where it writes the links.
                 linked: false,
                 panel_linked: false,
-                continuation: self.served.marks.vouches(row).then(|| row.job_id.clone()),
+                continuation: self
+                    .served
+                    .continuations
+                    .marks
+                    .vouches(row)
+                    .then(|| row.job_id.clone()),
             });
         }
         (claims, claim_places)
@@ -214,7 +219,7 @@ impl Daemon {
     /// heavy job runs here or was just picked, rather than being claimed and spending its
     /// timeout at the heavy gate.
     pub(super) fn may_start(&self, row: &QueueRow, picked: &[&QueueRow]) -> bool {
-        match self.served.marks.of(row) {
+        match self.served.continuations.marks.of(row) {
             // A row that says it is a continuation step waits for the search of marks that
             // tells whether sheetq wrote it (`provenance`).
             Provenance::Unknown => return false,
@@ -222,14 +227,16 @@ impl Daemon {
             // approvers nor the heavy gate need to wait for it. While a daemon of another
             // Cloud project serves the spreadsheet, its mark may be one we cannot read: the
             // row is left to it.
-            Provenance::Unmarked => return self.served.marks_seen_by_all && !self.held(row),
+            Provenance::Unmarked => {
+                return self.served.continuations.seen_by_all && !self.held(row)
+            }
             Provenance::Continuation | Provenance::Plain => {}
         }
         // A job of a function with approvers starts only with enough of them, on a queue
         // that vouches for them (docs/design.md §5.5); admission checks them again. A
         // continuation step goes on with work already approved.
         let rule = self.registry.catalog().approval_rule(&row.function);
-        if let (Some(rule), false) = (rule, self.served.marks.vouches(row)) {
+        if let (Some(rule), false) = (rule, self.served.continuations.marks.vouches(row)) {
             if !self.registry.queue_protected() || !crate::approval::cleared(row, Some(&rule)) {
                 return false;
             }
@@ -237,7 +244,7 @@ impl Daemon {
         let heavy = |r: &QueueRow| self.is_heavy(r);
         !self.held(row)
             && (!heavy(row)
-                || !(self.running.values().any(|c| heavy(&c.row))
+                || !(self.jobs.running.values().any(|c| heavy(&c.row))
                     || picked.iter().any(|p| heavy(p))
                     || self.slots.heavy_elsewhere()))
     }
@@ -245,13 +252,15 @@ impl Daemon {
     /// A job we run, or whose result we still have to write, may show as 待機 for a moment
     /// (a misplaced put-back, before its repair): it is not ours to start again.
     fn held(&self, row: &QueueRow) -> bool {
-        self.running
+        self.jobs
+            .running
             .values()
-            .chain(&self.unsettled)
+            .chain(&self.jobs.unsettled)
             .any(|c| c.row.job_id == row.job_id)
             || self.outbox.contains(&row.job_id)
             || self
                 .served
+                .writes
                 .landed
                 .iter()
                 .any(|(j, _)| j.job_id == row.job_id)
@@ -292,7 +301,7 @@ impl Daemon {
         let protected = self.registry.queue_protected();
         // Only presses turn: a continuation step goes on with work already approved, and a
         // row that only says it is one is refused, or waits for the marks' search.
-        let marks = &self.served.marks;
+        let marks = &self.served.continuations.marks;
         plan.turns = crate::approval::turns(
             &snapshot.rows,
             |f| catalog.approval_rule(f),

@@ -120,7 +120,7 @@ impl Daemon {
                 self.config.states.word(from),
                 self.config.states.word(to),
             )),
-            Effect::Unbind(id) => self.served.unbind.push(id),
+            Effect::Unbind(id) => self.served.writes.unbind.push(id),
             Effect::EndUnrun {
                 row,
                 binding,

@@ -16,6 +16,41 @@ use crate::workers::{self, RunningRef};
 use super::poll::Poll;
 use super::{Daemon, DaemonError};
 
+/// What this daemon knows of the others: the account it shares, its place among the
+/// daemons on it, the jobs it holds for them, and when its own heartbeat last went out.
+#[derive(Debug)]
+pub(super) struct Fleet {
+    /// The service account the calls are made as, in the heartbeat: daemons on one account
+    /// split its budget.
+    pub(super) account: String,
+    /// How many live daemons share our account, as last applied to the budgets.
+    pub(super) sharing: u32,
+    /// Our place among them (0-based, by worker_id): the phase of our polls.
+    pub(super) rank: u32,
+    /// Whether the account's budget held the polls back over the last sampled minute
+    /// ([`Daemon::watch_budget`]).
+    pub(super) budget_bound: bool,
+    /// Jobs of other daemons this one timed out, each held (listed in our heartbeat, its
+    /// target busy) until it could have ended on its own.
+    pub(super) holds: Vec<Hold>,
+    /// When our heartbeat last went out (alone or riding a batch).
+    pub(super) last_heartbeat: Option<tokio::time::Instant>,
+}
+
+impl Fleet {
+    /// A daemon calling as `account`, alone on it until a heartbeat shows others.
+    pub(super) fn new(account: String) -> Self {
+        Fleet {
+            account,
+            sharing: 1,
+            rank: 0,
+            budget_bound: false,
+            holds: Vec::new(),
+            last_heartbeat: None,
+        }
+    }
+}
+
 impl Daemon {
     /// Notices when the account's request budget holds the polls back: its calls (those of
     /// every spreadsheet sharing it) waited a tenth of the last minute or more
@@ -32,11 +67,11 @@ impl Daemon {
                 waited_s = waited.as_secs(),
                 over_s = over.as_secs(),
                 requests_per_minute = self.config.requests_per_minute,
-                sharing = self.served.sharing,
+                sharing = self.served.fleet.sharing,
                 "polls are slowed by the account's request budget: what its spreadsheets want is more than its share of Google's quota. Presses wait longer; raise poll_interval, or give some spreadsheets a key of another service account"
             );
         }
-        self.served.budget_bound = seen.bound;
+        self.served.fleet.budget_bound = seen.bound;
     }
 
     /// The heartbeat on its own: a `spreadsheets.batchUpdate` whose reply lists every sheet,
@@ -58,7 +93,7 @@ impl Daemon {
                 ..Default::default()
             })
             .await?;
-        self.served.last_heartbeat = Some(tokio::time::Instant::now());
+        self.served.fleet.last_heartbeat = Some(tokio::time::Instant::now());
         if !reply.sheets.is_empty() {
             self.take_in_sheets(reply.sheets);
         }
@@ -89,11 +124,12 @@ impl Daemon {
             &self.config.worker_id,
             self.config.dead_after,
         );
-        jobs.extend(self.served.holds.iter().map(|h| h.job.clone()));
+        jobs.extend(self.served.fleet.holds.iter().map(|h| h.job.clone()));
         jobs.extend(
-            self.running
+            self.jobs
+                .running
                 .values()
-                .chain(&self.unsettled)
+                .chain(&self.jobs.unsettled)
                 .map(|c| RunningRef::of(&c.row).held()),
         );
         jobs
@@ -122,8 +158,11 @@ impl Daemon {
             return;
         }
         let since = tokio::time::Instant::now();
-        self.served.holds.retain(|h| h.job.job_id != row.job_id);
-        self.served.holds.push(Hold {
+        self.served
+            .fleet
+            .holds
+            .retain(|h| h.job.job_id != row.job_id);
+        self.served.fleet.holds.push(Hold {
             job: RunningRef::of(row).held(),
             daemon: row.worker_tag().map(|t| t.daemon_id).unwrap_or_default(),
             since,
@@ -136,7 +175,7 @@ impl Daemon {
     /// outside our read, its daemon's heartbeat, changed since, lists it running no more.
     pub(super) fn expire_holds(&mut self, poll: &Poll) {
         let now = tokio::time::Instant::now();
-        self.served.holds.retain(|h| {
+        self.served.fleet.holds.retain(|h| {
             let ended = poll.snapshot.rows_with(&h.job.job_id).any(|r| {
                 r.state.is(queue::State::Done) || r.state.is(queue::State::Error)
             }) || workers::ended_on(
@@ -159,16 +198,16 @@ impl Daemon {
         let (rank, sharing) = workers::place_on_account(
             &poll.workers,
             &self.config.worker_id,
-            &self.served.account,
+            &self.served.fleet.account,
             self.config.dead_after,
         );
-        self.served.rank = rank;
+        self.served.fleet.rank = rank;
         // Every daemon on the account that any spreadsheet of this process shows, and every
         // one their heartbeats list.
         let others = workers::live_on_account(
             &poll.workers,
             &self.config.worker_id,
-            &self.served.account,
+            &self.served.fleet.account,
             self.config.dead_after,
         )
         .map(|h| (h.worker_id.clone(), h.sharers.clone()));
@@ -177,7 +216,7 @@ impl Daemon {
         let gone = workers::gone_on_account(
             &poll.workers,
             &self.config.worker_id,
-            &self.served.account,
+            &self.served.fleet.account,
             self.config.dead_after,
             workers::hearsay_lasts(self.config.dead_after, self.config.heartbeat_interval),
         )
@@ -186,23 +225,24 @@ impl Daemon {
             .share
             .report(&self.config.worker_id, others, gone)
             .max(sharing);
-        if sharing == self.served.sharing {
+        if sharing == self.served.fleet.sharing {
             return;
         }
         let share = (self.config.requests_per_minute / sharing).max(1);
         info!(
-            account = %self.served.account,
+            account = %self.served.fleet.account,
             daemons = sharing,
             reads_per_minute = share,
             writes_per_minute = share,
             "the account's request budget is now shared by {sharing} live daemon(s)"
         );
         self.sheets.set_budget_share(share, share);
-        self.served.sharing = sharing;
+        self.served.fleet.sharing = sharing;
     }
 
     pub(super) fn heartbeat_due(&self) -> bool {
         self.served
+            .fleet
             .last_heartbeat
             .is_none_or(|t| t.elapsed() >= self.config.heartbeat_interval)
     }
@@ -223,9 +263,10 @@ impl Daemon {
         // from an older read show the job as 待機 again, no other daemon may run it a second
         // time; its target is free.
         let mut jobs: Vec<RunningRef> = self
+            .jobs
             .running
             .values()
-            .chain(&self.unsettled)
+            .chain(&self.jobs.unsettled)
             .map(|c| RunningRef::of(&c.row))
             .chain(self.outbox.pending().map(|j| {
                 let r = RunningRef::of(&j.as_row());
@@ -235,11 +276,12 @@ impl Daemon {
                     r
                 }
             }))
-            .chain(self.served.holds.iter().map(|h| h.job.clone()))
+            .chain(self.served.fleet.holds.iter().map(|h| h.job.clone()))
             .chain(
                 // The newest ones only: the cell holds at most 50,000 characters, and an
                 // entry takes some 60 to 200.
                 self.served
+                    .writes
                     .landed
                     .iter()
                     .rev()
@@ -256,7 +298,7 @@ impl Daemon {
             &jobs,
             now,
             &self.process,
-            &self.served.account,
+            &self.served.fleet.account,
             &self.share.sharers(&self.config.worker_id),
         )
     }
@@ -289,12 +331,13 @@ impl Daemon {
                     .await?;
             }
         }
-        self.served.last_heartbeat = Some(tokio::time::Instant::now());
+        self.served.fleet.last_heartbeat = Some(tokio::time::Instant::now());
         Ok(true)
     }
 }
 
 /// A job of another daemon that this one timed out, held until it could have ended.
+#[derive(Debug)]
 pub(super) struct Hold {
     job: RunningRef,
     /// The daemon that ran it (its ワーカー tag's id; empty for a claim without a tag).

@@ -17,6 +17,16 @@ use crate::panel::PanelTable;
 use crate::queue::{Column, State};
 use crate::sheets::{Cell, ProtectedRange, Request, SpreadsheetMeta, ValueRange};
 
+/// The protections that bar cells from our writes, as last read.
+#[derive(Debug, Default)]
+pub(super) struct Protections {
+    /// Cells of people's sheets someone else's protection bars: left out of our writes.
+    pub(super) barred: Vec<crate::protection::Barred>,
+    /// The protected ranges as the last metadata read listed them (its sheets, with their
+    /// protections): which ▶/承認/■ cells are guarded for whom (`crate::panel::guard`).
+    pub(super) protections: crate::sheets::SpreadsheetMeta,
+}
+
 impl Daemon {
     /// The cells guarded exactly for the current config, judged on `meta`'s protections.
     fn guards_on(&self, meta: &SpreadsheetMeta) -> Guards {
@@ -61,7 +71,7 @@ impl Daemon {
         }
         match fresh {
             Some(read) => {
-                let mut meta = self.served.protections.clone();
+                let mut meta = self.served.guards.protections.clone();
                 for (id, ranges) in read {
                     match meta.sheets.iter_mut().find(|s| s.sheet_id == *id) {
                         Some(sheet) => sheet.protected_ranges = ranges.clone(),
@@ -80,7 +90,7 @@ impl Daemon {
                 self.take_in_protections(&meta);
             }
         }
-        Ok(self.guards_on(&self.served.protections))
+        Ok(self.guards_on(&self.served.guards.protections))
     }
 
     /// Says each tick `plan` refused for want of a guard (log, metric).

@@ -65,12 +65,15 @@ impl Daemon {
     /// metadata read anyway (start, panel discovery, the sheet list a busy daemon reads):
     /// said when it changes.
     pub(super) fn take_in_protections(&mut self, meta: &SpreadsheetMeta) {
-        self.served.protections = meta.clone();
+        self.served.guards.protections = meta.clone();
         let barred = protection::barred(meta, &OWN_SHEETS);
-        if barred == self.served.barred {
+        if barred == self.served.guards.barred {
             return;
         }
-        for b in barred.iter().filter(|b| !self.served.barred.contains(b)) {
+        for b in barred
+            .iter()
+            .filter(|b| !self.served.guards.barred.contains(b))
+        {
             warn!(range = %b, "cells sheetq writes are protected by someone else: they are left out of its writes (the panel's 状態/結果, the index's 状況) until that protection lists sheetq's account or goes; jobs there still run and their results go to the queue");
         }
         if barred.is_empty() {
@@ -79,13 +82,13 @@ impl Daemon {
         self.observers
             .metrics
             .set_barred_ranges(barred.len() as u64);
-        self.served.barred = barred;
+        self.served.guards.barred = barred;
     }
 
     /// Whether the A1 write `v` may go: it touches no cell someone else's protection bars.
     /// A write whose range cannot be placed goes, for Google to judge.
     pub(super) fn writable(&self, v: &ValueRange) -> bool {
-        if self.served.barred.is_empty() {
+        if self.served.guards.barred.is_empty() {
             return true;
         }
         self.grid_range(v).is_none_or(|g| {
@@ -102,14 +105,18 @@ impl Daemon {
 
     /// Whether someone else's protection bars a cell of `area`.
     fn barred_area(&self, area: Area) -> bool {
-        self.served.barred.iter().any(|b| b.area.overlaps(&area))
+        self.served
+            .guards
+            .barred
+            .iter()
+            .any(|b| b.area.overlaps(&area))
     }
 
     /// Whether a grid request of a commit may go: it writes no cell someone else's
     /// protection bars. Requests that write no cells of a sheet (metadata, the lease's swap)
     /// go.
     pub(super) fn request_writable(&self, r: &Request) -> bool {
-        if self.served.barred.is_empty() {
+        if self.served.guards.barred.is_empty() {
             return true;
         }
         let range = match r {
@@ -134,7 +141,7 @@ impl Daemon {
     /// cleared, so it would be taken again at every pass; it is left as it is (and said once
     /// per pass). Only the function tables and the index are copied, not the queue.
     pub(super) fn takeable(&self, fresh: &Poll) -> Option<Ticks> {
-        if self.served.barred.is_empty() {
+        if self.served.guards.barred.is_empty() {
             return None;
         }
         let cols = &self.config.panel.columns;

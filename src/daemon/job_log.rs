@@ -13,6 +13,23 @@ use crate::sheets::{Cell, Filter, FilterWrite};
 
 use super::Daemon;
 
+/// The `_ジョブログ` writes waiting, and what each running job printed so far.
+#[derive(Debug, Default)]
+pub(super) struct Logs {
+    /// What each running job printed so far, and the capture's version its log row last
+    /// showed (refreshed riding the heartbeat's write).
+    pub(super) outputs: std::collections::HashMap<String, (crate::joblog::Capture, u64)>,
+    /// Writes of `_ジョブログ` rows waiting for the next values write (results, heartbeats).
+    pub(super) writes: Vec<LogWrite>,
+    /// Jobs whose log row takes no more writes: filled, or found gone.
+    pub(super) dead: std::collections::HashSet<String>,
+    /// The log row each finished job's output landed on (from the write's reply), for the
+    /// link in its notices.
+    pub(super) rows_landed: std::collections::HashMap<String, u32>,
+    /// Whether the last heartbeat carried running jobs' output (the next one goes alone).
+    pub(super) beat_carried: bool,
+}
+
 impl Daemon {
     /// A row of `cells` at their columns and `null` elsewhere, through binding `id`: Google
     /// skips the nulls, so only these cells of the bound row change. The row reaches at
@@ -21,7 +38,7 @@ impl Daemon {
     /// Queues the final write of `job`'s log row (through `joblog::binding_id` of queue
     /// binding `queue_binding`), unless it has none or it is done.
     pub(super) fn push_final_log(&mut self, queue_binding: i32, job: &FinishedJob) {
-        if job.log_row && !self.log_dead.contains(&job.job_id) {
+        if job.log_row && !self.logs.dead.contains(&job.job_id) {
             let write = self.final_log_write(queue_binding, job);
             self.queue_log_write(write);
         }
@@ -63,11 +80,12 @@ impl Daemon {
         }
         let chars = self.config.log_chars;
         let mut refreshes = Vec::new();
-        for (job_id, (capture, shown)) in &mut self.outputs {
+        for (job_id, (capture, shown)) in &mut self.logs.outputs {
             let Some(claimed) = self
+                .jobs
                 .running
                 .get(job_id)
-                .filter(|c| c.log_row && !self.log_dead.contains(job_id))
+                .filter(|c| c.log_row && !self.logs.dead.contains(job_id))
             else {
                 continue;
             };
@@ -118,22 +136,22 @@ impl Daemon {
         };
         for l in given_up {
             warn!(job.id = ?l.job_id, "the job's log row is gone (deleted, or its sheet); its output is kept under state_dir only");
-            self.log_dead.insert(l.job_id.clone());
+            self.logs.dead.insert(l.job_id.clone());
         }
     }
 
     /// Queues `write`, in place of any write of the same job's log row still queued (a
     /// write that did not go, while the API refused or failed): the newer says it all.
     pub(super) fn queue_log_write(&mut self, write: LogWrite) {
-        self.log_writes.retain(|l| l.job_id != write.job_id);
-        self.log_writes.push(write);
+        self.logs.writes.retain(|l| l.job_id != write.job_id);
+        self.logs.writes.push(write);
     }
 
     /// The running jobs' output carried by a call that failed is sent again with the next
     /// heartbeat that carries output, even if they print nothing more.
     pub(super) fn refresh_again(&mut self, logs: &[LogWrite]) {
         for l in logs.iter().filter(|l| !l.last) {
-            if let Some((_, shown)) = self.outputs.get_mut(&l.job_id) {
+            if let Some((_, shown)) = self.logs.outputs.get_mut(&l.job_id) {
                 *shown = 0;
             }
         }

@@ -18,6 +18,32 @@ use super::poll::Poll;
 use super::start::refused;
 use super::{Claimed, Daemon, DaemonError};
 
+/// The jobs this daemon claimed: their tasks, the running ones, the claims not yet settled.
+#[derive(Default)]
+pub(super) struct Jobs {
+    /// The tasks running the jobs; each hands back its claim, outcome and metrics entry.
+    pub(super) tasks: tokio::task::JoinSet<(
+        Claimed,
+        crate::commands::Outcome,
+        crate::metrics::RunningJob,
+    )>,
+    /// The running jobs, by jobId.
+    pub(super) running: std::collections::HashMap<String, Claimed>,
+    /// Claims whose commit reply was lost; their slots stay reserved until the next poll
+    /// shows whether the commit applied.
+    pub(super) unsettled: Vec<Claimed>,
+    /// Which job each task runs, to free its slot even if the task panics.
+    pub(super) task_jobs: std::collections::HashMap<tokio::task::Id, String>,
+    /// Jobs refused before they ran, by jobId, with why: their notices carry none of the
+    /// sheet's text (`Notice::withheld`). Lost with a restart, when the notice is a plain one.
+    pub(super) refused: std::collections::HashMap<String, crate::commands::Refusal>,
+    /// What each running job waiting for (or making) a retry asks メッセージ to show
+    /// ([`crate::commands::RetryNote`]); written when it changes, riding the next values
+    /// write.
+    pub(super) retry_notes:
+        std::collections::HashMap<String, tokio::sync::watch::Receiver<Option<String>>>,
+}
+
 impl Daemon {
     pub(super) fn spawn(&mut self, claimed: Claimed) {
         let row = &claimed.row;
@@ -33,7 +59,7 @@ impl Daemon {
             panel_row: row.panel_row,
             approvals: row.approvals.clone(),
             continuation: claimed.continuation.as_deref() == Some(row.job_id.as_str())
-                || self.served.marks.vouches(row),
+                || self.served.continuations.marks.vouches(row),
         };
         let span = tracing::info_span!("job", job.id = ?row.job_id, target = %Logged(row.target_key()), worker = %claimed.tag);
         span.in_scope(|| info!(command = %Logged(&row.command), "claimed"));
@@ -51,12 +77,13 @@ impl Daemon {
         };
         if let Err(rejected) = &prepared {
             refused(&self.observers.metrics, &spec, rejected, &span);
-            self.refused_jobs
+            self.jobs
+                .refused
                 .insert(row.job_id.clone(), rejected.reason);
         }
         let runner = self.runner.clone();
         let cancel = self.job_cancel.child_token();
-        self.job_stops.insert(row.job_id.clone(), cancel.clone());
+        self.stops.tokens.insert(row.job_id.clone(), cancel.clone());
         // `output = "private"`: the file on this machine only, no tail for the sheet.
         let private = self
             .registry
@@ -66,9 +93,11 @@ impl Daemon {
             chars,
             crate::joblog::file_path(&self.config.state_dir, &row.job_id),
         );
-        self.outputs.insert(row.job_id.clone(), (output.clone(), 0));
+        self.logs
+            .outputs
+            .insert(row.job_id.clone(), (output.clone(), 0));
         let (notes, noted) = tokio::sync::watch::channel(None);
-        self.retry_notes.insert(row.job_id.clone(), noted);
+        self.jobs.retry_notes.insert(row.job_id.clone(), noted);
         let retrying = crate::commands::Retrying {
             notes,
             stop: self.retries_stop.clone(),
@@ -77,10 +106,12 @@ impl Daemon {
         if self.is_heavy(row) {
             self.slots.heavy(true);
         }
-        self.running.insert(row.job_id.clone(), claimed.clone());
+        self.jobs
+            .running
+            .insert(row.job_id.clone(), claimed.clone());
         let running = self.observers.metrics.job_started();
         let job_id = row.job_id.clone();
-        let handle = self.jobs.spawn(
+        let handle = self.jobs.tasks.spawn(
             async move {
                 let outcome = match prepared {
                     Ok(job) => runner.run_logged(job, cancel, &output, &retrying).await,
@@ -94,7 +125,7 @@ impl Daemon {
             }
             .instrument(span),
         );
-        self.task_jobs.insert(handle.id(), job_id);
+        self.jobs.task_jobs.insert(handle.id(), job_id);
     }
 
     /// What a job with retries asks right before each retry (`Retrying::asked_to_stop`):
@@ -117,7 +148,7 @@ impl Daemon {
         let id_column = self.served.layout.columns.index(queue::Column::JobId) as usize;
         let sheets = self.sheets.clone();
         let job = claimed.row.job_id.clone();
-        let found = self.stops_read.clone();
+        let found = self.stops.read.clone();
         Some(Box::new(move || {
             let sheets = sheets.clone();
             let job = job.clone();
@@ -178,9 +209,10 @@ impl Daemon {
                 // rather than leaving the slot taken and the row 実行中 until it times out.
                 error!(error = %e, "a job task failed unexpectedly");
                 let Some(claimed) = self
+                    .jobs
                     .task_jobs
                     .remove(&e.id())
-                    .and_then(|job_id| self.running.get(&job_id).cloned())
+                    .and_then(|job_id| self.jobs.running.get(&job_id).cloned())
                 else {
                     return Ok(());
                 };
@@ -196,17 +228,19 @@ impl Daemon {
                 (claimed, outcome)
             }
         };
-        self.task_jobs
+        self.jobs
+            .task_jobs
             .retain(|_, job_id| *job_id != claimed.row.job_id);
-        self.running.remove(&claimed.row.job_id);
-        self.job_stops.remove(&claimed.row.job_id);
-        self.retry_notes.remove(&claimed.row.job_id);
+        self.jobs.running.remove(&claimed.row.job_id);
+        self.stops.tokens.remove(&claimed.row.job_id);
+        self.jobs.retry_notes.remove(&claimed.row.job_id);
         let read_before_retry = self
-            .stops_read
+            .stops
+            .read
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&claimed.row.job_id);
-        let asked = self.stop_asked.remove(&claimed.row.job_id).or_else(|| {
+        let asked = self.stops.asked.remove(&claimed.row.job_id).or_else(|| {
             let text = read_before_retry?;
             let tz = self.served.layout.tz;
             crate::cancel::Request::parse(&text, tz).or_else(|| {
@@ -220,7 +254,7 @@ impl Daemon {
         let private = self
             .registry
             .keeps_output_private(&claimed.row.command, &claimed.row.function);
-        let output = match self.outputs.remove(&claimed.row.job_id) {
+        let output = match self.logs.outputs.remove(&claimed.row.job_id) {
             Some((capture, _)) => {
                 capture.finish();
                 if private {
@@ -283,10 +317,10 @@ impl Daemon {
     pub(super) fn stop_asked_jobs(&mut self, snapshot: &crate::queue::Snapshot) {
         let tz = self.served.layout.tz;
         for row in &snapshot.rows {
-            let Some(claimed) = self.running.get(&row.job_id) else {
+            let Some(claimed) = self.jobs.running.get(&row.job_id) else {
                 continue;
             };
-            if row.worker != claimed.tag.to_string() || self.stop_asked.contains_key(&row.job_id) {
+            if row.worker != claimed.tag.to_string() || self.stops.asked.contains_key(&row.job_id) {
                 continue;
             }
             if let Some(request) = crate::cancel::asked_of(row, tz, Utc::now()) {
@@ -310,7 +344,9 @@ impl Daemon {
             .lines()
             .filter_map(|line| crate::cancel::Request::parse(line, tz))
             .filter_map(|r| Some((r.job.clone()?, r)))
-            .filter(|(job, _)| self.running.contains_key(job) && !self.stop_asked.contains_key(job))
+            .filter(|(job, _)| {
+                self.jobs.running.contains_key(job) && !self.stops.asked.contains_key(job)
+            })
             .collect();
         for (job, request) in asked {
             info!(job.id = ?job, "a stop asked through this daemon's heartbeat row (the job's queue row is gone)");
@@ -320,28 +356,28 @@ impl Daemon {
 
     /// Stops job `job_id` running here on `request`.
     pub(super) fn stop(&mut self, job_id: &str, request: crate::cancel::Request) {
-        let Some(token) = self.job_stops.get(job_id) else {
+        let Some(token) = self.stops.tokens.get(job_id) else {
             return;
         };
         info!(job.id = ?job_id, by = %Logged(&request.who), "asked to stop the job; stopping its process group");
         self.observers.metrics.cancel_asked();
         token.cancel();
-        self.stop_asked.insert(job_id.to_string(), request);
+        self.stops.asked.insert(job_id.to_string(), request);
     }
 
     /// Shutdown: no more claims; running jobs get the grace period, then are stopped; every
     /// result is written (or left in the outbox for the next start).
     pub(super) async fn drain(&mut self) -> Result<(), DaemonError> {
         self.retries_stop.cancel();
-        if !self.jobs.is_empty() {
-            info!(running = self.jobs.len(), grace = ?self.config.shutdown_grace, "shutting down: waiting for running jobs");
+        if !self.jobs.tasks.is_empty() {
+            info!(running = self.jobs.tasks.len(), grace = ?self.config.shutdown_grace, "shutting down: waiting for running jobs");
         }
         let deadline = tokio::time::Instant::now() + self.config.shutdown_grace;
-        while !self.jobs.is_empty() {
+        while !self.jobs.tasks.is_empty() {
             tokio::select! {
-                Some(joined) = self.jobs.join_next() => self.finished(joined)?,
+                Some(joined) = self.jobs.tasks.join_next() => self.finished(joined)?,
                 _ = tokio::time::sleep_until(deadline), if !self.job_cancel.is_cancelled() => {
-                    warn!(running = self.jobs.len(), "grace period over: stopping the remaining jobs");
+                    warn!(running = self.jobs.tasks.len(), "grace period over: stopping the remaining jobs");
                     self.job_cancel.cancel();
                 }
             }
@@ -374,9 +410,10 @@ impl Daemon {
                 warn!(error = %e, pending = self.outbox.len(), "results stay in the outbox until the next start")
             }
         }
-        if !self.served.unbind.is_empty() {
+        if !self.served.writes.unbind.is_empty() {
             let requests = self
                 .served
+                .writes
                 .unbind
                 .drain(..)
                 .map(|id| crate::sheets::Request::DeleteMetadata { id })

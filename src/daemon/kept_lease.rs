@@ -85,7 +85,12 @@ impl Daemon {
         snapshot: &queue::Snapshot,
         plan: &PassPlan<crate::approval::Turn>,
     ) -> bool {
-        let running: Vec<&str> = self.running.values().map(|c| c.row.target_key()).collect();
+        let running: Vec<&str> = self
+            .jobs
+            .running
+            .values()
+            .map(|c| c.row.target_key())
+            .collect();
         may_keep(
             &self.config.worker_id,
             self.config.dead_after,
@@ -99,10 +104,10 @@ impl Daemon {
     /// Whether this pass may commit under `kept` on `poll` ([`may_commit_under`]).
     pub(super) fn can_commit_under(&self, kept: &KeptLease, poll: &Poll) -> bool {
         let on_cell = matches!(&poll.lease, LeaseState::Held(l) if l.to_string() == kept.value);
-        let in_doubt = !self.unsettled.is_empty()
-            || !self.served.pending_through.is_empty()
-            || !self.served.unsure.is_empty()
-            || self.served.lease_kept_until.is_some();
+        let in_doubt = !self.jobs.unsettled.is_empty()
+            || !self.served.writes.pending.is_empty()
+            || !self.served.writes.unsure.is_empty()
+            || self.served.lease.kept_until.is_some();
         may_commit_under(on_cell, self.lease_left(), self.config.lease_ttl, in_doubt)
     }
 
@@ -117,13 +122,13 @@ impl Daemon {
         written: &queue::Snapshot,
         plan: &PassPlan<crate::approval::Turn>,
     ) -> bool {
-        self.served.kept_lease.is_some() && !self.keep_lease(&poll.workers, written, plan)
+        self.served.lease.kept.is_some() && !self.keep_lease(&poll.workers, written, plan)
     }
 
     /// Frees the lease our last commit kept (one compare-and-swap; taken over meanwhile, it
     /// changes nothing).
     pub(super) async fn release_kept(&mut self) {
-        if let Some(kept) = self.served.kept_lease.take() {
+        if let Some(kept) = self.served.lease.kept.take() {
             info!("freeing the lease kept for our next claim: another daemon may claim first");
             self.release(&kept.value).await;
         }
@@ -133,7 +138,7 @@ impl Daemon {
     /// sent under it is in doubt): at shutdown, riding the last heartbeat. Changed by then
     /// (taken over), it changes nothing.
     pub(super) fn release_kept_lease(&mut self) -> Option<Request> {
-        let kept = self.served.kept_lease.take()?;
+        let kept = self.served.lease.kept.take()?;
         self.release_request(&kept.value)
     }
 }

@@ -17,7 +17,39 @@ use super::claim_pass::REQUEST_LIMIT;
 use super::writeback::needs_whole_queue;
 use super::{Daemon, DaemonError, Poll};
 
-/// Google's limit on one request: a request is not applied later than this after it was
+/// The lease as this daemon last took, kept or fenced it.
+#[derive(Debug)]
+pub(super) struct Held {
+    /// When the acquire of the lease we last took was sent (or the commit that renewed it).
+    pub(super) sent: Option<tokio::time::Instant>,
+    /// The lease our last commit renewed instead of releasing, since rows were left waiting
+    /// that this daemon, alone on the spreadsheet, claims as soon as a job of its ends
+    /// (docs/design.md §3): the next claim pass commits under it on its poll's read,
+    /// without an acquire.
+    pub(super) kept: Option<super::kept_lease::KeptLease>,
+    /// Until when our commits renew the lease instead of releasing it: a write sent under
+    /// it may still be applied (its reply was lost), and no claim may come before that.
+    pub(super) kept_until: Option<tokio::time::Instant>,
+    /// Fences this daemon created or found untracked (docs/design.md §3.1), with when:
+    /// removed with a batch sent anyway once the commit each fences can no longer apply.
+    pub(super) fences: Vec<(i32, tokio::time::Instant)>,
+    /// When to look next for fences that no daemon tracks (left by a stopped daemon).
+    pub(super) sweep_at: tokio::time::Instant,
+}
+
+impl Held {
+    /// Nothing taken yet; the first sweep for abandoned fences comes [`FENCE_FIRST_SWEEP`]
+    /// after start.
+    pub(super) fn new() -> Self {
+        Held {
+            sent: None,
+            kept: None,
+            kept_until: None,
+            fences: Vec::new(),
+            sweep_at: tokio::time::Instant::now() + FENCE_FIRST_SWEEP,
+        }
+    }
+}
 
 impl Daemon {
     /// How much of the lease we last took is left, in our own monotonic time from before
@@ -25,7 +57,8 @@ impl Daemon {
     /// for longer than its TTL, which began after that.
     pub(super) fn lease_left(&self) -> std::time::Duration {
         self.served
-            .lease_sent
+            .lease
+            .sent
             .map_or(std::time::Duration::ZERO, |sent| {
                 self.config.lease_ttl.saturating_sub(sent.elapsed())
             })
@@ -44,7 +77,7 @@ impl Daemon {
         poll: &Poll,
     ) -> Result<Option<(Lease, Poll)>, DaemonError> {
         // Follow-ups whose rows the poll did not find are placed on a read of the whole queue.
-        let full = poll.full || needs_whole_queue(poll, &[], &self.served.pending_through);
+        let full = poll.full || needs_whole_queue(poll, &[], &self.served.writes.pending);
         let plan = self.read_plan(full, false);
         let Some((lease, reply)) = self.take_lease(poll, plan.ranges.clone()).await? else {
             return Ok(None);
@@ -98,12 +131,12 @@ impl Daemon {
         // The expiry written is for people; no daemon compares it with its clock. Ours is
         // counted from before this request was sent, in our own monotonic time.
         let lease = Lease::new(&self.config.worker_id, Utc::now() + self.lease_ttl());
-        self.served.lease_sent = Some(tokio::time::Instant::now());
+        self.served.lease.sent = Some(tokio::time::Instant::now());
         let held = lease.to_string();
         // Bindings of finished rows, and fences whose commits can no longer apply, go with
         // the acquire, a batch sent anyway.
         let old = self.fences_to_remove();
-        let mut unbind = std::mem::take(&mut self.served.unbind);
+        let mut unbind = std::mem::take(&mut self.served.writes.unbind);
         unbind.extend(old);
         let mut requests = vec![lease::swap(
             self.served.layout.worker_sheet_id,
@@ -131,14 +164,14 @@ impl Daemon {
                 // The commit made under that lease applied (with its fence) first, or another
                 // daemon took it over first: the lease is not ours to take.
                 debug!("the lease we meant to take over was settled first");
-                self.served.unbind.extend(unbind);
+                self.served.writes.unbind.extend(unbind);
                 self.observers.metrics.lease_wait();
                 return Ok(None);
             }
             Err(e) => {
                 self.served.watch.read_failed();
                 if e.is_retryable() {
-                    self.served.unbind.extend(unbind);
+                    self.served.writes.unbind.extend(unbind);
                 } else if !unbind.is_empty() {
                     // A refused batch applies nothing: leave those bindings (`sheetq status`
                     // shows them) rather than let them block every later acquire.
@@ -149,6 +182,7 @@ impl Daemon {
         };
         if fencing {
             self.served
+                .lease
                 .fences
                 .push((lease::fence_id(&from), tokio::time::Instant::now()));
         }
@@ -168,18 +202,18 @@ impl Daemon {
     /// rest go with the next batches); the others stay.
     pub(super) fn fences_to_remove(&mut self) -> Vec<i32> {
         let kept = fence_kept(self.config.lease_ttl);
-        let (mut old, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.served.fences)
+        let (mut old, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.served.lease.fences)
             .into_iter()
             .partition(|(_, at)| at.elapsed() >= kept);
         let later = old.split_off(old.len().min(FENCES_PER_BATCH));
-        self.served.fences = young;
-        self.served.fences.extend(later);
+        self.served.lease.fences = young;
+        self.served.lease.fences.extend(later);
         old.into_iter().map(|(id, _)| id).collect()
     }
 
     /// Whether to look for fences no daemon will remove (see [`Self::sweep_fences`]).
     pub(super) fn fence_sweep_due(&self) -> bool {
-        tokio::time::Instant::now() >= self.served.fence_sweep_at
+        tokio::time::Instant::now() >= self.served.lease.sweep_at
     }
 
     /// Finds every fence on the spreadsheet (`developerMetadata.search`, one read,
@@ -197,7 +231,7 @@ impl Daemon {
         {
             Ok(found) => {
                 let known: std::collections::HashSet<i32> =
-                    self.served.fences.iter().map(|(id, _)| *id).collect();
+                    self.served.lease.fences.iter().map(|(id, _)| *id).collect();
                 let new: Vec<i32> = found
                     .iter()
                     .map(|m| m.id)
@@ -207,13 +241,14 @@ impl Daemon {
                     info!(fences = new.len(), "found fences no daemon tracks (left by a stopped one); removing them once no commit they fence can apply");
                 }
                 self.served
+                    .lease
                     .fences
                     .extend(new.into_iter().map(|id| (id, now)));
-                self.served.fence_sweep_at = now + FENCE_SWEEP_EVERY;
+                self.served.lease.sweep_at = now + FENCE_SWEEP_EVERY;
             }
             Err(e) => {
                 debug!(error = %e, "could not look for abandoned fences; trying again in a minute");
-                self.served.fence_sweep_at = now + std::time::Duration::from_secs(60);
+                self.served.lease.sweep_at = now + std::time::Duration::from_secs(60);
             }
         }
     }
@@ -222,7 +257,7 @@ impl Daemon {
     /// is in doubt: kept on purpose, it may still be applied. Our next pass takes the lease
     /// back (renewing it), or it runs out on its own.
     pub(super) fn release_request(&self, held: &str) -> Option<Request> {
-        if self.served.lease_kept_until.is_some() {
+        if self.served.lease.kept_until.is_some() {
             return None;
         }
         Some(lease::swap(
@@ -251,7 +286,7 @@ impl Daemon {
     /// is in doubt ([`Self::hold_in_doubt`]), so that other daemons, which take over only a
     /// lease they watched stand still, wait.
     pub(super) fn lease_after_commit(&self, keep: bool) -> String {
-        if keep || self.served.lease_kept_until.is_some() {
+        if keep || self.served.lease.kept_until.is_some() {
             Lease::new(&self.config.worker_id, Utc::now() + self.lease_ttl()).to_string()
         } else {
             lease::FREE.to_string()

@@ -22,8 +22,8 @@ impl Daemon {
         let mut notices = Vec::new();
         for job in jobs {
             // Taken whether anyone wants it or not: the job is done with.
-            let log_row = self.log_rows_landed.remove(&job.job_id);
-            let refused = self.refused_jobs.remove(&job.job_id);
+            let log_row = self.logs.rows_landed.remove(&job.job_id);
+            let refused = self.jobs.refused.remove(&job.job_id);
             let wanting: Vec<_> = channels.iter().filter(|c| c.wants(job)).collect();
             if wanting.is_empty() {
                 continue;

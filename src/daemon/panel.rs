@@ -211,6 +211,7 @@ impl Daemon {
                 .iter()
                 .filter(|p| {
                     self.served
+                        .guards
                         .barred
                         .iter()
                         .any(|b| b.area.sheet_id == p.sheet_id)

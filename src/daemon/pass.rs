@@ -62,7 +62,7 @@ impl Daemon {
                     continue;
                 }
                 _ = tokio::time::sleep_until(next) => { first = false; }
-                Some(joined) = self.jobs.join_next(), if !self.jobs.is_empty() => {
+                Some(joined) = self.jobs.tasks.join_next(), if !self.jobs.tasks.is_empty() => {
                     self.finished(joined)?;
                     continue;
                 }
@@ -125,7 +125,7 @@ impl Daemon {
         }
         self.tell_status(&format!(
             "stopping: {} running job(s) get up to {} to finish",
-            self.running.len(),
+            self.jobs.running.len(),
             humantime::format_duration(self.config.shutdown_grace)
         ));
         self.drain().await?;
@@ -209,13 +209,13 @@ impl Daemon {
         self.registry = registry;
         self.policy = claim_policy(&self.config);
         // The account's budget is split again at the next pass, from the new total.
-        self.served.sharing = 0;
+        self.served.fleet.sharing = 0;
         self.panel_opener.set_config(self.config.clone());
         info!(
             commands = self.registry.names().count(),
             functions = self.config.catalog.functions.len(),
             targets = self.config.catalog.targets.len(),
-            running = self.running.len(),
+            running = self.jobs.running.len(),
             "reloaded the config; running jobs go on as they started"
         );
     }
@@ -289,7 +289,7 @@ impl Daemon {
         // The first heartbeat, due since start-up, rides the claim commit when this pass
         // sends one (presses to take in, rows to claim) rather than a write of its own.
         let first_beat_rides = || {
-            self.served.last_heartbeat.is_none()
+            self.served.fleet.last_heartbeat.is_none()
                 && (self.has_ticks(&poll)
                     || !(self.plan_claims(
                         &poll.snapshot,
@@ -344,11 +344,11 @@ impl Daemon {
         // A claim commit whose reply was lost is fenced by taking our lease back at once:
         // its job then settles (runs, or waits to be claimed again) without waiting out
         // Google's 180 s request limit.
-        let open_commit = !self.unsettled.is_empty();
+        let open_commit = !self.jobs.unsettled.is_empty();
         // Follow-ups go out under the lease, and a lease we keep is renewed or released by
         // a claim pass.
         let under_lease =
-            !self.served.pending_through.is_empty() || self.served.lease_kept_until.is_some();
+            !self.served.writes.pending.is_empty() || self.served.lease.kept_until.is_some();
         let work = ClaimWork {
             schedules: !self.schedules_due(&poll, Utc::now()).is_empty(),
             ticks: self.has_ticks(&poll),
@@ -390,7 +390,7 @@ impl Daemon {
         if waiting > 0 || self.has_ticks(&poll) || self.has_work() {
             self.served.busy_at = tokio::time::Instant::now();
         }
-        let bound = if self.served.budget_bound {
+        let bound = if self.served.fleet.budget_bound {
             "slowed by the account's request budget; "
         } else {
             ""
@@ -401,7 +401,7 @@ impl Daemon {
         };
         self.tell_status(&format!(
             "{label}{bound}polling: {}/{} slots busy, {waiting} waiting, {} result(s) to write",
-            self.running.len(),
+            self.jobs.running.len(),
             self.config.slots,
             self.outbox.len()
         ));
@@ -423,7 +423,7 @@ impl Daemon {
 
     /// Takes every job that has ended into the outbox ([`Self::finished`]), without waiting.
     pub(super) fn take_ended(&mut self) -> Result<(), DaemonError> {
-        while let Some(joined) = self.jobs.try_join_next() {
+        while let Some(joined) = self.jobs.tasks.try_join_next() {
             self.finished(joined)?;
         }
         Ok(())
@@ -437,7 +437,7 @@ impl Daemon {
         snapshot: &'a queue::Snapshot,
         since: tokio::time::Instant,
     ) -> std::borrow::Cow<'a, queue::Snapshot> {
-        let written: Vec<&FinishedJob> = (self.served.landed.iter())
+        let written: Vec<&FinishedJob> = (self.served.writes.landed.iter())
             .filter(|(_, at)| *at >= since)
             .map(|(job, _)| job)
             .collect();
@@ -480,7 +480,7 @@ impl Daemon {
             self.config.poll_interval,
             self.config.idle_poll_interval,
         );
-        let sharing = self.served.sharing.max(1);
+        let sharing = self.served.fleet.sharing.max(1);
         let period = poll_period(
             pace,
             self.config.poll_interval,
@@ -489,7 +489,7 @@ impl Daemon {
         );
         let n = u64::from(sharing);
         let period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(n);
-        let phase = (period_ms / n).saturating_mul(u64::from(self.served.rank) % n);
+        let phase = (period_ms / n).saturating_mul(u64::from(self.served.fleet.rank) % n);
         let wall = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
         let into = (wall + period_ms - phase % period_ms) % period_ms;
         let next = now + StdDuration::from_millis(period_ms - into);
@@ -505,12 +505,12 @@ impl Daemon {
     /// Whether this daemon has work of its own on the spreadsheet: jobs running or waiting
     /// for their commit's outcome, results or follow-ups to write, a lease kept.
     pub(super) fn has_work(&self) -> bool {
-        !self.running.is_empty()
-            || !self.unsettled.is_empty()
+        !self.jobs.running.is_empty()
+            || !self.jobs.unsettled.is_empty()
             || !self.outbox.is_empty()
-            || !self.served.pending_through.is_empty()
-            || !self.served.unsure.is_empty()
-            || self.served.lease_kept_until.is_some()
+            || !self.served.writes.pending.is_empty()
+            || !self.served.writes.unsure.is_empty()
+            || self.served.lease.kept_until.is_some()
     }
 }
 

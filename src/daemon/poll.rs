@@ -22,6 +22,25 @@ use crate::workers::{self, Heartbeat};
 
 use super::{Daemon, DaemonError};
 
+/// The window of unfinished rows the polls read, and where the sweep above it goes next.
+#[derive(Debug)]
+pub(super) struct Window {
+    /// First sheet row that may hold an unfinished job; rows above are all finished.
+    pub(super) start: u32,
+    /// Where the next sweep slice of the 状態 column above the window starts.
+    pub(super) sweep_at: u32,
+}
+
+impl Default for Window {
+    /// The whole queue below its header, until start-up finds the window.
+    fn default() -> Self {
+        Window {
+            start: 2,
+            sweep_at: 2,
+        }
+    }
+}
+
 /// One read of what a decision needs: the queue (window) and the worker sheet.
 #[derive(Clone)]
 pub(super) struct Poll {
@@ -206,17 +225,17 @@ impl Daemon {
         // from now on is past the retention: no archive pass (a lease taken and given back,
         // two writes) before then.
         let finished = |row: &Vec<Cell>| self.state_cell_finished(row).unwrap_or(false);
-        self.served.archive_not_before = match self.config.retention {
-            Some(retention) if !self.served.archived_before && !values.iter().any(finished) => {
+        self.served.archive.not_before = match self.config.retention {
+            Some(retention) if !self.served.archive.before && !values.iter().any(finished) => {
                 Some(tokio::time::Instant::now() + retention)
             }
             _ => None,
         };
-        self.served.window_start = self
+        self.served.window.start = self
             .first_open_in_sweep(values, 2)
             .unwrap_or(last_row)
             .max(2);
-        self.served.sweep_at = 2;
+        self.served.window.sweep_at = 2;
     }
 
     /// Whether a sweep slice's 状態 cells hold an unfinished row; the first one's sheet row.
@@ -245,7 +264,7 @@ impl Daemon {
         let start = if full {
             2
         } else {
-            self.served.window_start.max(2)
+            self.served.window.start.max(2)
         };
         let mut ranges = vec![
             a1::range(QUEUE_SHEET, &format!("A1:{l}1")),
@@ -318,8 +337,8 @@ impl Daemon {
         if rows == 0 || start <= 2 {
             return None;
         }
-        let from = if (2..start).contains(&self.served.sweep_at) {
-            self.served.sweep_at
+        let from = if (2..start).contains(&self.served.window.sweep_at) {
+            self.served.window.sweep_at
         } else {
             2
         };
@@ -392,16 +411,17 @@ impl Daemon {
     /// the outbox, and of follow-up writes waiting for the next write-back.
     pub(super) fn bindings_in_use(&self) -> Vec<i32> {
         let mut ids: Vec<i32> = self
+            .jobs
             .running
             .values()
-            .chain(&self.unsettled)
+            .chain(&self.jobs.unsettled)
             .filter_map(|c| binding::id_of_token(&c.tag.token))
             .chain(
                 self.outbox
                     .pending()
                     .filter_map(|j| binding::id_of_tag(&j.worker)),
             )
-            .chain(self.served.pending_through.iter().map(|t| t.id))
+            .chain(self.served.writes.pending.iter().map(|t| t.id))
             .collect();
         ids.sort_unstable();
         ids.dedup();
@@ -509,14 +529,14 @@ impl Daemon {
     /// window with it, and the sweep starts again from the top.
     fn take_in_archived(&mut self, cell: Option<&Cell>) {
         let archived = cell.and_then(super::archive::count_of);
-        if let (Some(seen), Some(now)) = (self.served.archived_seen, archived) {
+        if let (Some(seen), Some(now)) = (self.served.archive.seen, archived) {
             if now > seen {
                 let gone = u32::try_from(now - seen).unwrap_or(u32::MAX);
-                self.served.window_start = self.served.window_start.saturating_sub(gone).max(2);
-                self.served.sweep_at = 2;
+                self.served.window.start = self.served.window.start.saturating_sub(gone).max(2);
+                self.served.window.sweep_at = 2;
             }
         }
-        self.served.archived_seen = archived.or(self.served.archived_seen);
+        self.served.archive.seen = archived.or(self.served.archive.seen);
     }
 
     /// Parses the values of a [`ReadPlan`]'s ranges, in the plan's order; moves the window
@@ -552,7 +572,7 @@ impl Daemon {
             .filter(|r| !r.state.is_final())
             .map(|r| r.row)
             .min();
-        self.served.window_start = first_open.unwrap_or(last_row.saturating_sub(1)).max(2);
+        self.served.window.start = first_open.unwrap_or(last_row.saturating_sub(1)).max(2);
         let tables_at = 3..3 + plan.tables;
         let mut next = tables_at.end;
         if let Some((from, to)) = plan.sweep {
@@ -564,9 +584,9 @@ impl Daemon {
                     row = open,
                     "the sweep found an unfinished row above the window"
                 );
-                self.served.window_start = self.served.window_start.min(open);
+                self.served.window.start = self.served.window.start.min(open);
             }
-            self.served.sweep_at = to + 1;
+            self.served.window.sweep_at = to + 1;
             next += 1;
         }
         let tables = panel::parse_tables(

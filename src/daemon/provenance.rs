@@ -12,6 +12,26 @@ use super::{Daemon, Poll};
 use crate::provenance::{Fields, Mark, CONTINUATION_KEY};
 use crate::sheets::{MetadataLookup, Request};
 
+/// What this daemon knows of continuation rows' marks.
+#[derive(Debug)]
+pub(super) struct Continuations {
+    /// The marks of continuation rows this daemon knows of (`provenance`).
+    pub(super) marks: crate::provenance::Marks,
+    /// Whether every live daemon of the spreadsheet calls as an account of our Cloud
+    /// project, so that a row without a mark we can see has none (`provenance`).
+    pub(super) seen_by_all: bool,
+}
+
+impl Continuations {
+    /// `marks` known; every daemon presumed to see them until a heartbeat shows otherwise.
+    pub(super) fn new(marks: crate::provenance::Marks) -> Self {
+        Continuations {
+            marks,
+            seen_by_all: true,
+        }
+    }
+}
+
 /// A fresh explicit `metadataId` for a mark: random and positive, as the row bindings'.
 fn fresh_id() -> i32 {
     rand::random::<i32>().checked_abs().unwrap_or(1).max(1)
@@ -33,10 +53,10 @@ impl Daemon {
     /// appends it; the mark is known to this daemon from now on.
     pub(super) fn continuation_mark(&mut self, fields: &Fields<'_>) -> Request {
         let mark = Mark {
-            value: self.served.marks.value_of(fields),
+            value: self.served.continuations.marks.value_of(fields),
             id: fresh_id(),
         };
-        self.served.marks.wrote(mark.clone());
+        self.served.continuations.marks.wrote(mark.clone());
         self.mark_request(mark)
     }
 
@@ -62,12 +82,12 @@ impl Daemon {
             .iter()
             .filter(|h| h.worker_id != ours && !h.stopped && h.quiet < dead_after)
             .map(|h| h.account.as_str());
-        let sees_all = crate::provenance::sees_every_mark(&self.served.account, others);
-        if !sees_all && self.served.marks_seen_by_all {
+        let sees_all = crate::provenance::sees_every_mark(&self.served.fleet.account, others);
+        if !sees_all && self.served.continuations.seen_by_all {
             warn!("a live daemon of this spreadsheet calls as a service account of another Cloud project, whose marks this one cannot read: continuation rows without a mark of ours are left to it; serve one spreadsheet from one project (docs/design.md)");
         }
-        self.served.marks_seen_by_all = sees_all;
-        let asked = self.served.marks.to_search(&poll.snapshot);
+        self.served.continuations.seen_by_all = sees_all;
+        let asked = self.served.continuations.marks.to_search(&poll.snapshot);
         if asked.is_empty() {
             return;
         }
@@ -89,7 +109,7 @@ impl Daemon {
                         value: m.value,
                         id: m.id,
                     });
-                self.served.marks.learn(&asked, marks);
+                self.served.continuations.marks.learn(&asked, marks);
                 debug!(
                     rows = asked.len(),
                     "looked up the marks of continuation rows"
@@ -110,7 +130,7 @@ impl Daemon {
         fresh: &Poll,
         claimed: &[&crate::queue::QueueRow],
     ) -> MarkWork {
-        let marks = &self.served.marks;
+        let marks = &self.served.continuations.marks;
         let removed = marks.to_remove(&fresh.snapshot, fresh.full);
         let spending: Vec<Mark> = claimed
             .iter()
@@ -121,7 +141,7 @@ impl Daemon {
             .chain(&spending)
             .map(|m| Request::DeleteMetadata { id: m.id })
             .collect();
-        let creates = self.served.marks.take_to_create();
+        let creates = self.served.continuations.marks.take_to_create();
         requests.extend(creates.into_iter().map(|m| self.mark_request(m)));
         MarkWork {
             requests,
@@ -137,11 +157,11 @@ impl Daemon {
     /// steps it claimed are spent, and a step whose claim did not take (no job of ours runs
     /// it now) gets its mark again with the next commit.
     pub(super) fn marks_committed(&mut self, work: MarkWork) {
-        self.served.marks.removed(&work.removed);
-        self.served.marks.spent(&work.spent);
+        self.served.continuations.marks.removed(&work.removed);
+        self.served.continuations.marks.spent(&work.spent);
         for job in &work.spent {
-            if !self.running.contains_key(job) {
-                self.served.marks.give_back(job, fresh_id());
+            if !self.jobs.running.contains_key(job) {
+                self.served.continuations.marks.give_back(job, fresh_id());
             }
         }
     }

@@ -5,7 +5,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -23,9 +22,18 @@ use crate::sheets::{Cell, Precedence, Sheets, SpreadsheetMeta};
 use crate::watch::Watch;
 use crate::workers;
 
+use super::cancels::Stops;
+use super::fleet::Fleet;
+use super::guards::Protections;
+use super::job_log::Logs;
+use super::jobs::Jobs;
+use super::lease_calls::Held;
+use super::poll::Window;
+use super::provenance::Continuations;
+use super::through::Pending;
 use super::{
-    archive, claim_policy, lease_calls, panel, Daemon, DaemonError, Layout, Observers,
-    QueueProtection, RunReport, Served, Shared,
+    archive, claim_policy, panel, Daemon, DaemonError, Layout, Observers, QueueProtection,
+    RunReport, Served, Shared,
 };
 
 impl Daemon {
@@ -83,38 +91,31 @@ impl Daemon {
             registry,
             outbox,
             announcer,
-            log_rows_landed: HashMap::new(),
             policy,
-            jobs: JoinSet::new(),
             observers,
-            running: HashMap::new(),
-            task_jobs: HashMap::new(),
-            unsettled: Vec::new(),
             slots,
             share,
+            jobs: Jobs::default(),
+            stops: Stops::default(),
+            logs: Logs::default(),
             job_cancel: CancellationToken::new(),
             retries_stop: CancellationToken::new(),
-            job_stops: HashMap::new(),
-            outputs: HashMap::new(),
-            retry_notes: HashMap::new(),
-            log_writes: Vec::new(),
-            log_dead: std::collections::HashSet::new(),
-            stop_asked: HashMap::new(),
-            stops_read: Default::default(),
-            refused_jobs: HashMap::new(),
             status_sent: String::new(),
             process: crate::workers::process_id(&crate::config::host_name(), std::process::id()),
             report: RunReport::default(),
             config,
             served: Served {
                 layout,
-                window_start: 2,
-                sweep_at: 2,
-                archived_seen: None,
-                archived_at: None,
-                archive_more: false,
-                archive_not_before: None,
-                archived_before: archived > 0,
+                window: Window::default(),
+                archive: archive::Pace {
+                    before: archived > 0,
+                    ..Default::default()
+                },
+                lease: Held::new(),
+                fleet: Fleet::new(account),
+                writes: Pending::default(),
+                continuations: Continuations::new(marks),
+                guards: Protections::default(),
                 polls: 0,
                 start_poll: None,
                 pressing: false,
@@ -124,31 +125,10 @@ impl Daemon {
                 sheets_seen: None,
                 idle_checked: None,
                 sheet_ids: HashMap::new(),
-                last_heartbeat: None,
-                beat_carried_logs: false,
-                unbind: Vec::new(),
-                pending_through: Vec::new(),
-                landed: Vec::new(),
                 schedules_seen: HashMap::new(),
-                rows_moved_at: None,
-                account,
-                sharing: 1,
-                rank: 0,
                 watch,
-                holds: Vec::new(),
-                lease_sent: None,
-                kept_lease: None,
-                fence_sweep_at: tokio::time::Instant::now() + lease_calls::FENCE_FIRST_SWEEP,
-                lease_kept_until: None,
-                unsure: Vec::new(),
-                fences: Vec::new(),
-                budget_bound: false,
                 busy_at: tokio::time::Instant::now(),
                 reported: HashSet::new(),
-                marks,
-                marks_seen_by_all: true,
-                barred: Vec::new(),
-                protections: SpreadsheetMeta::default(),
                 held_off: None,
                 write_refused: false,
             },

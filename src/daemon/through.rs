@@ -19,6 +19,23 @@ use super::claim_pass::REQUEST_LIMIT;
 use super::job_log::LogWrite;
 use super::{Daemon, DaemonError, Poll};
 
+/// Writes through bindings waiting for a lease, in doubt, or landed and watched.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    /// Bindings of finished (or abandoned) claims, removed with the next batch sent anyway.
+    pub(super) unbind: Vec<i32>,
+    /// Writes that set or restore a claim's cells (put-backs, restores, a timeout's cells,
+    /// repairs), sent under the next lease we take (docs/design.md §4).
+    pub(super) pending: Vec<Through>,
+    /// Those writes, not sent again until they show on their rows or can no longer apply.
+    pub(super) unsure: Vec<Through>,
+    /// Results written lately, watched for a repair from an older read undoing them.
+    pub(super) landed: Vec<(crate::outbox::FinishedJob, tokio::time::Instant)>,
+    /// When a person's edit last moved rows under our claims or bindings (see
+    /// [`Daemon::rows_moved`]).
+    pub(super) rows_moved_at: Option<tokio::time::Instant>,
+}
+
 impl Daemon {
     /// Sends `through` (writes to queue rows through their bindings) and `data` (A1 writes:
     /// panel cells, display, heartbeat, rows without a binding) in one
@@ -38,9 +55,9 @@ impl Daemon {
         if through.is_empty() && data.is_empty() {
             return Ok(Vec::new());
         }
-        let logs: Vec<LogWrite> = std::mem::take(&mut self.log_writes)
+        let logs: Vec<LogWrite> = std::mem::take(&mut self.logs.writes)
             .into_iter()
-            .filter(|l| self.served.layout.log.is_some() && !self.log_dead.contains(&l.job_id))
+            .filter(|l| self.served.layout.log.is_some() && !self.logs.dead.contains(&l.job_id))
             .collect();
         let writes: Vec<FilterWrite> = through
             .iter()
@@ -88,12 +105,12 @@ impl Daemon {
                             if let Some(row) =
                                 a1::A1Range::parse(&w.range).ok().and_then(|r| r.start_row)
                             {
-                                self.log_rows_landed.insert(l.job_id.clone(), row + 1);
+                                self.logs.rows_landed.insert(l.job_id.clone(), row + 1);
                             }
                             // Done: its binding goes, and nothing is written through it again
                             // (a write through a binding that is gone fails the whole call).
-                            self.served.unbind.push(l.id);
-                            self.log_dead.insert(l.job_id.clone());
+                            self.served.writes.unbind.push(l.id);
+                            self.logs.dead.insert(l.job_id.clone());
                         }
                     }
                     None => {
@@ -125,7 +142,7 @@ impl Daemon {
             match self.check_reply(t, reply.as_ref()) {
                 WriteCheck::Landed => {
                     if t.unbind {
-                        self.served.unbind.push(t.id);
+                        self.served.writes.unbind.push(t.id);
                     }
                     landed.push(t.job_id.clone());
                 }
@@ -258,7 +275,7 @@ impl Daemon {
     pub(super) fn repair_later(&mut self, t: Through) {
         let (_, id) = binding::new_token();
         error!(job.id = ?t.job_id, cells = ?t.cells, "this row should show these values; repairing it at the next passes");
-        self.served.pending_through.push(Through {
+        self.served.writes.pending.push(Through {
             id,
             unbind: true,
             ..t
@@ -305,9 +322,10 @@ impl Daemon {
         };
         if tag.daemon_id == self.config.worker_id {
             return self
+                .jobs
                 .running
                 .values()
-                .chain(&self.unsettled)
+                .chain(&self.jobs.unsettled)
                 .any(|c| c.tag == tag);
         }
         poll.workers.iter().any(|h| {
@@ -368,7 +386,8 @@ impl Daemon {
     /// stay in the outbox anyway), where they are planned afresh against a new poll.
     pub(super) fn keep_follow_ups(&mut self, through: impl IntoIterator<Item = Through>) {
         self.served
-            .pending_through
+            .writes
+            .pending
             .extend(through.into_iter().filter(|t| !t.result));
     }
 
@@ -381,7 +400,7 @@ impl Daemon {
 
     /// Whether a write in doubt ([`Self::hold_in_doubt`]) goes through binding `id`.
     pub(super) fn in_doubt(&self, id: i32) -> bool {
-        self.served.unsure.iter().any(|t| t.id == id)
+        self.served.writes.unsure.iter().any(|t| t.id == id)
     }
 
     /// Whether `row` shows every cell of `cells` (times to the millisecond): a write of
@@ -518,14 +537,15 @@ impl Daemon {
     /// since the read (docs/design.md §4); one that a person's sort put on another row is
     /// repaired before the lease is released. A failure leaves them for the next pass.
     pub(super) async fn write_follow_ups(&mut self, fresh: &mut Poll) {
-        if self.served.pending_through.is_empty() && self.served.unsure.is_empty() {
+        if self.served.writes.pending.is_empty() && self.served.writes.unsure.is_empty() {
             return;
         }
         let mut ids: Vec<i32> = self
             .served
-            .pending_through
+            .writes
+            .pending
             .iter()
-            .chain(&self.served.unsure)
+            .chain(&self.served.writes.unsure)
             .map(|t| t.id)
             .collect();
         ids.sort_unstable();
@@ -538,7 +558,7 @@ impl Daemon {
             }
         }
         self.settle_unsure(fresh);
-        let follow_ups = std::mem::take(&mut self.served.pending_through);
+        let follow_ups = std::mem::take(&mut self.served.writes.pending);
         if follow_ups.is_empty() {
             return;
         }
@@ -584,9 +604,9 @@ impl Daemon {
             "the repair of a row a misplaced put-back turned 待機 may still be applied by Google; keeping the lease until it shows on its row or can no longer apply"
         );
         let until = tokio::time::Instant::now() + REQUEST_LIMIT;
-        self.served.lease_kept_until =
-            Some(self.served.lease_kept_until.map_or(until, |u| u.max(until)));
-        self.served.unsure.extend(claimable);
+        self.served.lease.kept_until =
+            Some(self.served.lease.kept_until.map_or(until, |u| u.max(until)));
+        self.served.writes.unsure.extend(claimable);
         again
     }
 
@@ -597,9 +617,10 @@ impl Daemon {
     pub(super) fn settle_unsure(&mut self, fresh: &Poll) {
         let expired = self
             .served
-            .lease_kept_until
+            .lease
+            .kept_until
             .is_some_and(|until| tokio::time::Instant::now() >= until);
-        let unsure = std::mem::take(&mut self.served.unsure);
+        let unsure = std::mem::take(&mut self.served.writes.unsure);
         let (applied, open): (Vec<_>, Vec<_>) = unsure.into_iter().partition(|t| {
             fresh
                 .bound
@@ -610,18 +631,18 @@ impl Daemon {
         for t in &applied {
             info!(job.id = ?t.job_id, binding = t.id, "a write whose reply was lost shows on its row: it was applied");
             if t.unbind {
-                self.served.unbind.push(t.id);
+                self.served.writes.unbind.push(t.id);
             }
         }
         if expired {
             for t in &open {
                 warn!(job.id = ?t.job_id, binding = t.id, "a write whose reply was lost never showed on its row, and Google can no longer apply it; planning it afresh");
             }
-            self.served.pending_through.extend(open);
+            self.served.writes.pending.extend(open);
         } else {
-            self.served.unsure = open;
+            self.served.writes.unsure = open;
         }
-        if self.served.unsure.is_empty() && self.served.lease_kept_until.take().is_some() {
+        if self.served.writes.unsure.is_empty() && self.served.lease.kept_until.take().is_some() {
             info!("no write sent under the lease is in doubt any more; the lease is released");
         }
     }

@@ -149,17 +149,17 @@ impl Daemon {
         data.extend(notes_shown);
         // Running jobs' output so far rides a heartbeat that is due, every other one (the
         // heartbeat alone also brings the sheet list, which finds new panels).
-        if self.heartbeat_due() && !std::mem::take(&mut self.served.beat_carried_logs) {
+        if self.heartbeat_due() && !std::mem::take(&mut self.logs.beat_carried) {
             self.refresh_logs();
         }
-        let carry_logs = !self.log_writes.is_empty();
+        let carry_logs = !self.logs.writes.is_empty();
         let heartbeat = if data.is_empty() && through.is_empty() && !carry_logs {
             false
         } else {
             // With results, the heartbeat goes too: its list of running jobs is what other
             // daemons' claims go by.
             let force = !through.is_empty();
-            self.served.beat_carried_logs = carry_logs;
+            self.logs.beat_carried = carry_logs;
             let writing: Vec<&str> = through
                 .iter()
                 .filter(|t| t.result)
@@ -183,6 +183,7 @@ impl Daemon {
         // again, and the journal, knowing them, announces them once.
         self.announce(poll, &landed);
         self.served
+            .writes
             .landed
             .extend(landed.into_iter().map(|j| (j, now)));
         self.outbox.done(settled.iter().map(String::as_str))?;
@@ -190,8 +191,9 @@ impl Daemon {
             .metrics
             .set_outbox_depth(self.outbox.len() as u64);
         // Only a job still running or with its result pending can be written to again.
-        let (outbox, running) = (&self.outbox, &self.running);
-        self.log_dead
+        let (outbox, running) = (&self.outbox, &self.jobs.running);
+        self.logs
+            .dead
             .retain(|j| outbox.contains(j) || running.contains_key(j));
         Ok(heartbeat)
     }
@@ -206,13 +208,14 @@ impl Daemon {
         // Peeked, not taken: a note that cannot go now is tried again at the next write-back
         // rather than waiting for the next change.
         let changed: Vec<(String, String)> = self
+            .jobs
             .retry_notes
             .iter()
             .filter(|(_, noted)| noted.has_changed().unwrap_or(false))
             .filter_map(|(job_id, noted)| Some((job_id.clone(), noted.borrow().clone()?)))
             .collect();
         for (job_id, note) in changed {
-            let Some(claimed) = self.running.get(&job_id) else {
+            let Some(claimed) = self.jobs.running.get(&job_id) else {
                 continue;
             };
             let Some(id) = binding::id_of_token(&claimed.tag.token) else {
@@ -241,7 +244,7 @@ impl Daemon {
                     &self.config.panel,
                 ));
             }
-            if let Some(noted) = self.retry_notes.get_mut(&job_id) {
+            if let Some(noted) = self.jobs.retry_notes.get_mut(&job_id) {
                 noted.mark_unchanged();
             }
             through.push(Through {
@@ -272,7 +275,7 @@ impl Daemon {
             if self.in_doubt(t.id) {
                 // A write in doubt goes through that binding: it may still land wherever the
                 // binding sits, so nothing else is written through it, nor is it moved.
-                self.served.pending_through.push(t);
+                self.served.writes.pending.push(t);
                 continue;
             }
             let at_binding = poll.bound.get(&t.id).and_then(Option::as_ref);
@@ -282,7 +285,7 @@ impl Daemon {
                 WritePlan::Write => through.push(t),
                 WritePlan::Rebind { row } => {
                     rebind.push((t.id, row, t.job_id.clone()));
-                    self.served.pending_through.push(t);
+                    self.served.writes.pending.push(t);
                 }
                 WritePlan::NotOurs | WritePlan::Deleted => {
                     warn!(job.id = ?t.job_id, worker = %t.worker, "a follow-up write no longer finds its row as it left it (changed or deleted meanwhile); dropping it");
@@ -377,7 +380,7 @@ impl Daemon {
                         bound = ?at_binding.map(|r| (r.row, r.job_id.as_str(), r.state.clone(), r.worker.as_str())),
                         "the row no longer carries our running claim (timed out and maybe re-run); not overwriting it"
                     );
-                    self.served.unbind.extend(id);
+                    self.served.writes.unbind.extend(id);
                     // Our run's output still goes to our run's log row.
                     if let Some(id) = id {
                         self.push_final_log(id, job);
@@ -458,19 +461,22 @@ impl Daemon {
                 continue;
             }
             let known = self
+                .jobs
                 .running
                 .values()
-                .chain(&self.unsettled)
+                .chain(&self.jobs.unsettled)
                 .any(|c| c.tag == tag)
                 || self.outbox.pending().any(|j| j.worker == row.worker)
                 || self
                     .served
-                    .pending_through
+                    .writes
+                    .pending
                     .iter()
-                    .chain(&self.served.unsure)
+                    .chain(&self.served.writes.unsure)
                     .any(|t| t.worker == row.worker)
                 || self
                     .served
+                    .writes
                     .landed
                     .iter()
                     .any(|(j, _)| j.worker == row.worker)
@@ -486,7 +492,7 @@ impl Daemon {
             let mut through = Vec::new();
             let mut data = Vec::new();
             self.follow_up(&row, Some(State::Running), cells, &mut through, &mut data);
-            self.served.pending_through.extend(through);
+            self.served.writes.pending.extend(through);
         }
     }
 
@@ -497,22 +503,23 @@ impl Daemon {
     /// `stale_after` and its result be lost.
     fn rewrite_undone(&mut self, poll: &Poll) -> Result<(), DaemonError> {
         self.served
+            .writes
             .landed
             .retain(|(_, at)| at.elapsed() < LANDED_WATCH);
-        let (undone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.served.landed)
+        let (undone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.served.writes.landed)
             .into_iter()
             .partition(|(job, _)| {
                 poll.rows_with_job(&job.job_id)
                     .iter()
                     .any(|r| r.worker == job.worker && r.state.is(State::Running))
             });
-        self.served.landed = kept;
+        self.served.writes.landed = kept;
         for (job, _) in undone {
             warn!(job.id = ?job.job_id, worker = %job.worker, "a result that had landed was undone (its row is back at 実行中 under our claim, restored from an older read); writing it again");
             self.observers.metrics.write_incident();
             // Its binding is wanted again: not removed with the next batch.
             if let Some(id) = binding::id_of_tag(&job.worker) {
-                self.served.unbind.retain(|u| *u != id);
+                self.served.writes.unbind.retain(|u| *u != id);
             }
             self.outbox.put(job)?;
         }
@@ -584,7 +591,7 @@ impl Daemon {
                 info!(job.id = ?job_id, row, binding = id, "moved the row binding back onto the job's row");
             } else {
                 warn!(job.id = ?job_id, row, binding = id, "the rows moved again while rebinding; trying again at the next pass");
-                self.served.unbind.push(*id);
+                self.served.writes.unbind.push(*id);
             }
         }
         Ok(())
