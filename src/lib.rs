@@ -48,26 +48,31 @@
 //!   control character), and running a job (built-ins, `exec` process groups, timeouts, the
 //!   heavy gate) into an outcome.
 //! - [`config`]: `sheetq.toml`, raw and validated, with `SHEETQ_*` overrides.
-//! - [`daemon`]: the poll loop and its job slots, shutdown and heartbeat; its parts: `poll`
-//!   (what one read covers), `claim_work` (whether a poll takes the lease: each
-//!   capability's answer, named), `claim_pass` (acquire, decide, commit, settle), `ledger` (the
-//!   claim commit as a typed ledger: each section adds its rows' entries and reads the
-//!   reply back through the `Place` each got, no index counted by hand), `writeback`
-//!   (place, write, verify, repair; restart recovery, continuation; retry notes, notices),
-//!   `kept_lease` (when a lone daemon may keep the lease for its next commit, use it, and
-//!   must free it: pure decisions, unit-tested), `cancels` and `approvals` (each
-//!   capability's room: its entries in the commit, how
-//!   their replies settle, what it shows), `schedules` (occurrences due, looked up and
-//!   appended in the commit), `guards` (ticks
-//!   taken only from cells guarded for the config's people), `archive`, `panel`
-//!   (panel jobs and hiding idle panels), `shared` (what the daemons of one process serving
-//!   several spreadsheets share: the slot pool and each account's budget split;
-//!   [`daemon::run_spreadsheets`]). Its state is split by owner: `Daemon` holds what
-//!   the process owns (slots, runner, outbox, observers), `Served` what it keeps of the
-//!   spreadsheet, and each pass's read (`Poll`) and decisions (`Commit`, `Settled`) live
-//!   for that pass. The decisions are free functions (`claim::plan_pass`,
-//!   `claim_pass::settle_claims`, `binding::plan_write`), tested alone; `Daemon`'s methods
-//!   apply them.
+//! - [`daemon`]: one daemon per spreadsheet served, in rooms (docs/design.md §10):
+//!   - the loop: `serve` (the spreadsheets of one process, started in turn), `start`
+//!     (layout, protection, recovery), `pass` (one poll's steps and the pacing), `poll`
+//!     (what one read covers), `claim_work` (whether a poll claims: each capability's
+//!     answer, named and tested);
+//!   - the claim commit: `claim_pass` (acquire, take in presses, commit, settle), `ledger`
+//!     (the typed ledger: each section adds its entries and reads the reply back through the
+//!     `Place` it got, via `ReadBack`), `effects` (what a settle asks for, and the one
+//!     applier);
+//!   - one room a capability, each with its entries, its pure settle returning effects, and
+//!     its state: `stale` (timeouts), `claims` (who may start what, the claim's entry and log
+//!     row, `settle_claims`), `cancels` (■ and 中止要求; `Stops`), `approvals`, `schedules`,
+//!     `kept_lease` (pure `may_keep`/`may_commit_under`), `lease_calls` (acquire, release,
+//!     fences; `Held`), `jobs` (spawn, stop, finish, drain; `Jobs`), `job_log` (`Logs`),
+//!     `notices`, `fleet` (heartbeat, holds, the account's budget; `Fleet`), `archive`,
+//!     `panel`, `guards`, `provenance`, `hold_off`;
+//!   - writing: `writeback` (results placed and verified, recovery, continuation),
+//!     `through` (writes through bindings, repairs, writes in doubt; `Pending`), `cells`
+//!     (addresses);
+//!   - `shared`: what the daemons of one process share (the slot pool, each account's
+//!     budget split; [`daemon::run_spreadsheets`]).
+//!
+//!   `Daemon` holds what the process owns and the rooms' state structs; `Served` what it
+//!   keeps of the spreadsheet. Each pass's read (`Poll`) and decisions (`Commit`, `Effect`)
+//!   live for that pass.
 //! - [`demo`]: `sheetq demo`, the whole flow on the embedded spreadsheet.
 //! - [`emulator`]: the `sheetq-emulator` crate of this workspace (`emulator/`, its own
 //!   README), re-exported: a Google Sheets API v4 + OAuth2 token emulator on loopback, for

@@ -90,26 +90,8 @@ impl Daemon {
         // made after that, shows for good whether it applied.
         self.settle_unsettled(&fresh);
         self.write_follow_ups(&mut fresh).await;
-        // Presses first: the rows they become are claimable in this very pass.
-        let mut intake_writes = match self.take_in_presses(&fresh, now).await {
-            Ok((mut writes, taken, plan)) => {
-                fresh.snapshot.rows.extend(taken);
-                writes.extend(self.take_in_cancels(&mut fresh, plan.cancels));
-                writes.extend(self.take_in_approvals(&mut fresh, plan.approvals, now));
-                writes
-            }
-            Err(e) => {
-                self.release(&held).await;
-                return Err(e);
-            }
-        };
-        // Occurrences of [[schedules]] that no row has: appended by the commit, all or
-        // nothing with it, claimed at a later pass.
-        let scheduled = match self.take_in_schedules(&fresh, now).await {
-            Ok((appends, scheduled)) => {
-                intake_writes.extend(appends);
-                scheduled
-            }
+        let (intake_writes, scheduled) = match self.take_in(&mut fresh, now).await {
+            Ok(taken) => taken,
             Err(e) => {
                 self.release(&held).await;
                 return Err(e);
@@ -178,6 +160,25 @@ impl Daemon {
         // Our heartbeat went with the commit.
         self.served.fleet.last_heartbeat = Some(tokio::time::Instant::now());
         Ok(true)
+    }
+
+    /// What the pass takes in under the lease, on its fresh read, before deciding: presses
+    /// first (the rows they become are claimable in this very pass), ■ ticks and approval
+    /// ticks, then the occurrences of [[schedules]] that no row has (appended by the commit,
+    /// all or nothing with it, claimed at a later pass). Returns the commit's requests for
+    /// them and the occurrences appended.
+    async fn take_in(
+        &mut self,
+        fresh: &mut Poll,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<(Vec<Request>, Vec<super::schedules::Occurrence>), DaemonError> {
+        let (mut writes, taken, plan) = self.take_in_presses(fresh, now).await?;
+        fresh.snapshot.rows.extend(taken);
+        writes.extend(self.take_in_cancels(fresh, plan.cancels));
+        writes.extend(self.take_in_approvals(fresh, plan.approvals, now));
+        let (appends, scheduled) = self.take_in_schedules(fresh, now).await?;
+        writes.extend(appends);
+        Ok((writes, scheduled))
     }
 
     /// The claim commit of a pass: its fence, the timeouts and claims `plan` decided (each

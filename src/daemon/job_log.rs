@@ -3,8 +3,9 @@
 //! binding, and what a refused or lost one leaves to do (`crate::joblog` owns the row's
 //! shape and texts).
 
-use tracing::warn;
+use tracing::{debug, warn};
 
+use crate::a1;
 use crate::binding;
 use crate::joblog::LogColumn;
 use crate::outbox::FinishedJob;
@@ -175,4 +176,47 @@ pub(super) struct LogWrite {
     pub(super) cells: Vec<(LogColumn, Cell)>,
     /// The job's last write (its result's): the binding goes once it landed.
     pub(super) last: bool,
+}
+
+impl Daemon {
+    /// Takes in the replies of the `_ジョブログ` writes `logs` of a write-back: a job's last
+    /// write that landed frees its binding and notes the row, for the link in its notices;
+    /// a write that found its row gone leaves the output under state_dir.
+    pub(super) fn log_writes_landed(
+        &mut self,
+        logs: &[LogWrite],
+        replies: &[Option<crate::sheets::FilterWritten>],
+    ) {
+        if let Some(log) = &self.served.layout.log {
+            for (l, reply) in logs.iter().zip(replies) {
+                match reply {
+                    Some(w) => {
+                        let found = w
+                            .values
+                            .first()
+                            .map(|row| log.job_id_of(row))
+                            .unwrap_or_default();
+                        if !l.last && found != l.job_id {
+                            warn!(job.id = ?l.job_id, found = ?found, "the job's output landed on a log row showing another jobId (a person's edit of the log moved its binding, or the claim ran another row than planned); the result's write restates the row");
+                        }
+                        if l.last {
+                            // Zero-based in the parse; a link names the sheet's row.
+                            if let Some(row) =
+                                a1::A1Range::parse(&w.range).ok().and_then(|r| r.start_row)
+                            {
+                                self.logs.rows_landed.insert(l.job_id.clone(), row + 1);
+                            }
+                            // Done: its binding goes, and nothing is written through it again
+                            // (a write through a binding that is gone fails the whole call).
+                            self.served.writes.unbind.push(l.id);
+                            self.logs.dead.insert(l.job_id.clone());
+                        }
+                    }
+                    None => {
+                        debug!(job.id = ?l.job_id, "the job's log row is gone; its output stays under state_dir")
+                    }
+                }
+            }
+        }
+    }
 }

@@ -16,6 +16,7 @@ use crate::workers;
 
 use super::claim_work::ClaimWork;
 use super::fleet::pid_alive;
+use super::poll::Poll;
 use super::serve::{next_reload, START_STEP_LIMIT};
 use super::start::{queue_protection, trust_queue};
 use super::{
@@ -285,50 +286,7 @@ impl Daemon {
         // The waiting/running texts of the panels ride on a write sent anyway: the write-back
         // when it has results or a heartbeat to send, else the claim commit, else they wait
         // (recomputed) for the next pass that writes. They never cost a write of their own.
-        let display = self.panel_display(&poll);
-        // The first heartbeat, due since start-up, rides the claim commit when this pass
-        // sends one (presses to take in, rows to claim) rather than a write of its own.
-        let first_beat_rides = || {
-            self.served.fleet.last_heartbeat.is_none()
-                && (self.has_ticks(&poll)
-                    || !(self.plan_claims(
-                        &poll.snapshot,
-                        &poll.watched,
-                        &self.running_elsewhere(&poll),
-                    ))
-                    .claims
-                    .is_empty())
-        };
-        let writing_back = !self.outbox.is_empty() || (self.heartbeat_due() && !first_beat_rides());
-        let (display, deferred) = if writing_back {
-            (display, Vec::new())
-        } else {
-            (Vec::new(), display)
-        };
-        // A write-back that fails must not stop claiming: its results wait in the outbox.
-        let flushed_at = tokio::time::Instant::now();
-        let refused_before = std::mem::take(&mut self.served.write_refused);
-        let wrote_heartbeat = match self.flush(&poll, display).await {
-            Ok(wrote) => wrote,
-            // Refused too: a bound row deleted between the read and the write makes Google
-            // refuse the whole write. The next poll resolves every result afresh.
-            // Refused twice in a row, the cells left out did not help: the pass fails, and the
-            // loop holds the spreadsheet off if that goes on.
-            Err(DaemonError::Sheets(e))
-                if e.is_retryable()
-                    || (e.kind == ErrorKind::InvalidArgument && !refused_before) =>
-            {
-                warn!(error = %e, pending = self.outbox.len(), "could not write results; they stay in the outbox and are resolved afresh at the next poll");
-                // Refused for a cell someone protected since the last look: the next pass
-                // reads the protections (and the layout) afresh, and leaves those cells out.
-                if e.kind == ErrorKind::InvalidArgument {
-                    self.served.relayout = true;
-                    self.served.write_refused = true;
-                }
-                false
-            }
-            Err(e) => return Err(e),
-        };
+        let (wrote_heartbeat, deferred, flushed_at) = self.write_back_step(&poll).await?;
         let elsewhere = self.running_elsewhere(&poll);
         // The rows whose results this pass just wrote are planned on as the write left them:
         // a target freed by a result is claimed in this very pass (whose lease call reads the
@@ -381,13 +339,20 @@ impl Daemon {
             self.take_in_protections(&meta);
             self.take_in_sheets(meta.sheets);
         }
+        self.after_pass(&poll);
+        Ok(())
+    }
+
+    /// What a pass leaves for the next: whether work was seen (the pace of the polls), and
+    /// the status line.
+    fn after_pass(&mut self, poll: &Poll) {
         let waiting = poll
             .snapshot
             .rows
             .iter()
             .filter(|r| r.state.is(queue::State::Waiting))
             .count();
-        if waiting > 0 || self.has_ticks(&poll) || self.has_work() {
+        if waiting > 0 || self.has_ticks(poll) || self.has_work() {
             self.served.busy_at = tokio::time::Instant::now();
         }
         let bound = if self.served.fleet.budget_bound {
@@ -405,7 +370,62 @@ impl Daemon {
             self.config.slots,
             self.outbox.len()
         ));
-        Ok(())
+    }
+
+    /// The write-back of a pass: the results in the outbox and a heartbeat due, with the
+    /// panels' waiting/running texts riding along (they never cost a write of their own:
+    /// without a write-back they are returned, deferred, for the claim commit). A write-back
+    /// that fails must not stop claiming: its results wait in the outbox. Returns whether
+    /// the heartbeat went, the texts deferred, and when the write was sent.
+    async fn write_back_step(
+        &mut self,
+        poll: &Poll,
+    ) -> Result<(bool, Vec<crate::sheets::ValueRange>, tokio::time::Instant), DaemonError> {
+        let display = self.panel_display(poll);
+        // The first heartbeat, due since start-up, rides the claim commit when this pass
+        // sends one (presses to take in, rows to claim) rather than a write of its own.
+        let first_beat_rides = || {
+            self.served.fleet.last_heartbeat.is_none()
+                && (self.has_ticks(poll)
+                    || !(self.plan_claims(
+                        &poll.snapshot,
+                        &poll.watched,
+                        &self.running_elsewhere(poll),
+                    ))
+                    .claims
+                    .is_empty())
+        };
+        let writing_back = !self.outbox.is_empty() || (self.heartbeat_due() && !first_beat_rides());
+        let (display, deferred) = if writing_back {
+            (display, Vec::new())
+        } else {
+            (Vec::new(), display)
+        };
+        // A write-back that fails must not stop claiming: its results wait in the outbox.
+        let flushed_at = tokio::time::Instant::now();
+        let refused_before = std::mem::take(&mut self.served.write_refused);
+        let wrote_heartbeat = match self.flush(poll, display).await {
+            Ok(wrote) => wrote,
+            // Refused too: a bound row deleted between the read and the write makes Google
+            // refuse the whole write. The next poll resolves every result afresh.
+            // Refused twice in a row, the cells left out did not help: the pass fails, and the
+            // loop holds the spreadsheet off if that goes on.
+            Err(DaemonError::Sheets(e))
+                if e.is_retryable()
+                    || (e.kind == ErrorKind::InvalidArgument && !refused_before) =>
+            {
+                warn!(error = %e, pending = self.outbox.len(), "could not write results; they stay in the outbox and are resolved afresh at the next poll");
+                // Refused for a cell someone protected since the last look: the next pass
+                // reads the protections (and the layout) afresh, and leaves those cells out.
+                if e.kind == ErrorKind::InvalidArgument {
+                    self.served.relayout = true;
+                    self.served.write_refused = true;
+                }
+                false
+            }
+            Err(e) => return Err(e),
+        };
+        Ok((wrote_heartbeat, deferred, flushed_at))
     }
 
     /// How this spreadsheet's next calls wait for the account's budget (sheets::turns):

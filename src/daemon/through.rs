@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use tracing::{debug, error, info, warn};
+use tracing::{error, info, warn};
 
 use crate::a1;
 use crate::binding::{self, WriteCheck};
@@ -85,40 +85,7 @@ impl Daemon {
                 return Err(e.into());
             }
         };
-        if let Some(log) = &self.served.layout.log {
-            let replies = replies
-                .get(through.len() + data.len()..)
-                .unwrap_or_default();
-            for (l, reply) in logs.iter().zip(replies) {
-                match reply {
-                    Some(w) => {
-                        let found = w
-                            .values
-                            .first()
-                            .map(|row| log.job_id_of(row))
-                            .unwrap_or_default();
-                        if !l.last && found != l.job_id {
-                            warn!(job.id = ?l.job_id, found = ?found, "the job's output landed on a log row showing another jobId (a person's edit of the log moved its binding, or the claim ran another row than planned); the result's write restates the row");
-                        }
-                        if l.last {
-                            // Zero-based in the parse; a link names the sheet's row.
-                            if let Some(row) =
-                                a1::A1Range::parse(&w.range).ok().and_then(|r| r.start_row)
-                            {
-                                self.logs.rows_landed.insert(l.job_id.clone(), row + 1);
-                            }
-                            // Done: its binding goes, and nothing is written through it again
-                            // (a write through a binding that is gone fails the whole call).
-                            self.served.writes.unbind.push(l.id);
-                            self.logs.dead.insert(l.job_id.clone());
-                        }
-                    }
-                    None => {
-                        debug!(job.id = ?l.job_id, "the job's log row is gone; its output stays under state_dir")
-                    }
-                }
-            }
-        }
+        self.log_writes_landed(&logs, replies.get(base..).unwrap_or_default());
         let mut landed = Vec::new();
         let mut missed = Vec::new();
         let mut repairs = Vec::new();
@@ -152,57 +119,68 @@ impl Daemon {
                 }
                 WriteCheck::Wrong { found_job_id } => {
                     missed.push(t.clone());
-                    self.rows_moved();
-                    self.report.write_incidents += 1;
-                    self.observers.metrics.write_incident();
-                    error!(
-                        job.id = ?t.job_id,
-                        binding = t.id,
-                        found = %found_job_id,
-                        range = reply.as_ref().map(|w| w.range.as_str()).unwrap_or(""),
-                        "incident: a write through a row binding landed on another job's row (values moved under the binding); repairing that row"
-                    );
-                    let after = reply
-                        .as_ref()
-                        .and_then(|w| self.parse_row_at(&w.range, w.values.first()?));
-                    let before = poll.before_image(&found_job_id);
-                    // The reply covers the row only as wide as the write was (its range;
-                    // its values leave out trailing empty cells, which are empty, not unseen).
-                    let width = reply
-                        .as_ref()
-                        .and_then(|w| written_width(&w.range))
-                        .unwrap_or(0);
-                    let cols = &self.served.layout.columns;
                     let ours = reply_row(reply)
                         .and_then(|r| written_here.get(&r))
                         .map_or(&[][..], Vec::as_slice);
-                    let compared = |c: Column| {
-                        (cols.index(c) as usize) < width
-                            && !t.cells.iter().any(|(w, _)| *w == c)
-                            && !ours.contains(&c)
-                    };
-                    let moved_on = match (&before, &after) {
-                        (Some(b), Some(a)) => changed_since(b, a, compared),
-                        _ => None,
-                    };
-                    if let Some(column) = moved_on {
-                        // Restoring what our read saw would undo a change made since (a
-                        // claim another daemon made): the row's owner mends it instead.
-                        error!(job.id = ?found_job_id, ?column, cells = ?t.cells, "the row that was hit changed after our read; not restoring it from that read");
-                        continue;
-                    }
-                    match before {
-                        Some(before) => repairs.push(self.repair_of(t, found_job_id, &before)),
-                        None => {
-                            error!(job.id = ?found_job_id, "the row that was hit was not in the read just before; its cells cannot be restored")
-                        }
-                    }
+                    repairs.extend(self.repair_for(poll, t, reply.as_ref(), found_job_id, ours));
                 }
             }
         }
         self.keep_follow_ups(missed);
         self.repair(poll, repairs, under).await;
         Ok(landed)
+    }
+
+    /// A write through binding `t` landed on the row of job `found_job_id` (the reply
+    /// `reply`): an incident, logged and counted, and the repair that gives that row its
+    /// values back from `poll` (the read just before), unless the row changed since in a
+    /// column none of our writes (`ours`: the columns this call wrote on that row) touched.
+    fn repair_for(
+        &mut self,
+        poll: &Poll,
+        t: &Through,
+        reply: Option<&FilterWritten>,
+        found_job_id: String,
+        ours: &[Column],
+    ) -> Option<Through> {
+        self.rows_moved();
+        self.report.write_incidents += 1;
+        self.observers.metrics.write_incident();
+        error!(
+            job.id = ?t.job_id,
+            binding = t.id,
+            found = %found_job_id,
+            range = reply.map(|w| w.range.as_str()).unwrap_or(""),
+            "incident: a write through a row binding landed on another job's row (values moved under the binding); repairing that row"
+        );
+        let after = reply.and_then(|w| self.parse_row_at(&w.range, w.values.first()?));
+        let before = poll.before_image(&found_job_id);
+        // The reply covers the row only as wide as the write was (its range;
+        // its values leave out trailing empty cells, which are empty, not unseen).
+        let width = reply.and_then(|w| written_width(&w.range)).unwrap_or(0);
+        let cols = &self.served.layout.columns;
+        let compared = |c: Column| {
+            (cols.index(c) as usize) < width
+                && !t.cells.iter().any(|(w, _)| *w == c)
+                && !ours.contains(&c)
+        };
+        let moved_on = match (&before, &after) {
+            (Some(b), Some(a)) => changed_since(b, a, compared),
+            _ => None,
+        };
+        if let Some(column) = moved_on {
+            // Restoring what our read saw would undo a change made since (a
+            // claim another daemon made): the row's owner mends it instead.
+            error!(job.id = ?found_job_id, ?column, cells = ?t.cells, "the row that was hit changed after our read; not restoring it from that read");
+            return None;
+        }
+        match before {
+            Some(before) => Some(self.repair_of(t, found_job_id, &before)),
+            None => {
+                error!(job.id = ?found_job_id, "the row that was hit was not in the read just before; its cells cannot be restored");
+                None
+            }
+        }
     }
 
     /// Gives rows that misplaced writes hit their values back (`repairs`, from the read just
