@@ -34,6 +34,23 @@ pub(super) struct Stops {
     pub(super) read: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
 }
 
+impl Stops {
+    /// The request to stop job `job_id`, now that it ended, and forgets its token: the one
+    /// taken in from its row or a ■ tick, else the 中止要求 text the job's own read before a
+    /// retry found (a request without a readable name and time is still one).
+    pub(super) fn take(&mut self, job_id: &str, tz: Tz) -> Option<cancel::Request> {
+        self.tokens.remove(job_id);
+        let read_before_retry = (self.read.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(job_id);
+        self.asked.remove(job_id).or_else(|| {
+            let text = read_before_retry?;
+            cancel::Request::parse(&text, tz)
+                .or_else(|| Some(cancel::Request::new("", Utc::now(), job_id)))
+        })
+    }
+}
+
 /// A waiting row a claim commit cancels: the binding its 終了日時/メッセージ follow through.
 pub(super) struct Cancelling {
     pub(super) row: QueueRow,

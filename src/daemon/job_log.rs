@@ -31,6 +31,24 @@ pub(super) struct Logs {
     pub(super) beat_carried: bool,
 }
 
+impl Logs {
+    /// What job `job_id` printed, now that it ended (its capture closed), as its result
+    /// carries it: up to `log_chars`, or only a note that it is kept private.
+    pub(super) fn take_output(&mut self, job_id: &str, private: bool, log_chars: u32) -> String {
+        match self.outputs.remove(job_id) {
+            Some((capture, _)) => {
+                capture.finish();
+                if private {
+                    format!("({})", crate::commands::output::KEPT_PRIVATE)
+                } else {
+                    capture.text(log_chars)
+                }
+            }
+            None => String::new(),
+        }
+    }
+}
+
 impl Daemon {
     /// A row of `cells` at their columns and `null` elsewhere, through binding `id`: Google
     /// skips the nulls, so only these cells of the bound row change. The row reaches at

@@ -232,39 +232,12 @@ impl Daemon {
             .task_jobs
             .retain(|_, job_id| *job_id != claimed.row.job_id);
         self.jobs.running.remove(&claimed.row.job_id);
-        self.stops.tokens.remove(&claimed.row.job_id);
         self.jobs.retry_notes.remove(&claimed.row.job_id);
-        let read_before_retry = self
-            .stops
-            .read
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&claimed.row.job_id);
-        let asked = self.stops.asked.remove(&claimed.row.job_id).or_else(|| {
-            let text = read_before_retry?;
-            let tz = self.served.layout.tz;
-            crate::cancel::Request::parse(&text, tz).or_else(|| {
-                Some(crate::cancel::Request::new(
-                    "",
-                    Utc::now(),
-                    &claimed.row.job_id,
-                ))
-            })
-        });
+        let asked = (self.stops).take(&claimed.row.job_id, self.served.layout.tz);
         let private = self
             .registry
             .keeps_output_private(&claimed.row.command, &claimed.row.function);
-        let output = match self.logs.outputs.remove(&claimed.row.job_id) {
-            Some((capture, _)) => {
-                capture.finish();
-                if private {
-                    format!("({})", crate::commands::output::KEPT_PRIVATE)
-                } else {
-                    capture.text(self.config.log_chars)
-                }
-            }
-            None => String::new(),
-        };
+        let output = (self.logs).take_output(&claimed.row.job_id, private, self.config.log_chars);
         if claimed.row.command.trim() == crate::panel::catalog::PANELS_COMMAND {
             // It made or showed panels: find them now, so results of presses on them land.
             self.served.relayout = true;
@@ -274,21 +247,7 @@ impl Daemon {
             self.slots.heavy(false);
         }
         self.report.jobs_finished += 1;
-        let (finish, message) = match outcome.status {
-            OutcomeStatus::Done => (Finish::Done, outcome.message.clone()),
-            OutcomeStatus::Failed => (Finish::Error, outcome.message.clone()),
-            OutcomeStatus::TimedOut => (Finish::Timeout, outcome.message.clone()),
-            OutcomeStatus::Cancelled => match &asked {
-                Some(request) => (
-                    Finish::Cancelled,
-                    request.message(Utc::now(), self.served.layout.tz, &outcome.message),
-                ),
-                None => (
-                    Finish::Error,
-                    "エラー: sheetq の停止時に猶予時間内に終わらなかったため中断しました (stopped at shutdown after the grace period)".to_string(),
-                ),
-            },
-        };
+        let (finish, message) = finish_of(&outcome, asked.as_ref(), self.served.layout.tz);
         let row = &claimed.row;
         info!(job.id = ?row.job_id, target = %Logged(row.target_key()), worker = %claimed.tag, outcome = ?outcome.status, "job finished");
         let continuation = outcome.continue_args.as_ref().map(|args| Continuation {
@@ -441,3 +400,60 @@ impl Daemon {
 
 /// The longest a stopping daemon waits for the notices due to go.
 pub(super) const NOTICES_AT_SHUTDOWN: StdDuration = StdDuration::from_secs(5);
+
+/// How a job that ran ends, from its outcome: a job stopped on someone's request (`asked`)
+/// ends キャンセル with who asked; one stopped without a request was cut off at shutdown
+/// after the grace period, an エラー.
+fn finish_of(
+    outcome: &Outcome,
+    asked: Option<&crate::cancel::Request>,
+    tz: chrono_tz::Tz,
+) -> (Finish, String) {
+    match outcome.status {
+        OutcomeStatus::Done => (Finish::Done, outcome.message.clone()),
+        OutcomeStatus::Failed => (Finish::Error, outcome.message.clone()),
+        OutcomeStatus::TimedOut => (Finish::Timeout, outcome.message.clone()),
+        OutcomeStatus::Cancelled => match asked {
+            Some(request) => (
+                Finish::Cancelled,
+                request.message(Utc::now(), tz, &outcome.message),
+            ),
+            None => (
+                Finish::Error,
+                "エラー: sheetq の停止時に猶予時間内に終わらなかったため中断しました (stopped at shutdown after the grace period)".to_string(),
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stopped() -> Outcome {
+        Outcome {
+            status: OutcomeStatus::Cancelled,
+            message: "stopped".into(),
+            url: None,
+            continue_args: None,
+            exit_code: None,
+            attempts: 1,
+            duration: std::time::Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_job_stopped_on_request_ends_cancelled_and_one_cut_off_at_shutdown_an_error() {
+        let tz = chrono_tz::Asia::Tokyo;
+        let request = crate::cancel::Request::new("alice", Utc::now(), "j1");
+        let (finish, message) = finish_of(&stopped(), Some(&request), tz);
+        assert_eq!(finish, Finish::Cancelled);
+        assert!(
+            message.contains("alice"),
+            "the message names who asked: {message}"
+        );
+        let (finish, message) = finish_of(&stopped(), None, tz);
+        assert_eq!(finish, Finish::Error, "nobody asked: {message}");
+        assert!(message.contains("grace period"), "{message}");
+    }
+}

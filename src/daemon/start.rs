@@ -174,37 +174,7 @@ pub(super) async fn load_layout(
     let worker = meta
         .sheet(WORKER_SHEET)
         .ok_or_else(|| DaemonError::MissingSheet(WORKER_SHEET.into()))?;
-    // The heartbeat's columns and the stop column right of them (`workers::STOP_COLUMN`,
-    // which `sheetq cancel` writes and every poll reads once the sheet is that wide).
-    let wanted = (workers::HEADER.len() as i32).max(workers::STOP_COLUMN as i32 + 1);
-    let mut widened = None;
-    if worker.column_count < wanted {
-        // Heartbeat rows grew a column (the account, the stop column): make room rather
-        // than stop, once, at start.
-        info!(
-            columns = worker.column_count,
-            wanted, "widening '_ワーカー' for the heartbeat's new columns"
-        );
-        let widen = crate::sheets::BatchUpdate {
-            requests: vec![crate::sheets::Request::SetColumnCount {
-                sheet_id: worker.sheet_id,
-                columns: wanted,
-            }],
-            ..Default::default()
-        };
-        match sheets.batch_update(&widen).await {
-            Ok(_) => widened = Some(wanted),
-            Err(e) if worker.column_count < workers::HEADER.len() as i32 => {
-                warn!(error = %e, "could not widen '_ワーカー'");
-                return Err(DaemonError::WorkerSheetTooNarrow {
-                    columns: worker.column_count,
-                });
-            }
-            // The heartbeat fits: only `sheetq cancel` of a job whose row is gone waits
-            // for a wider sheet (it widens it itself).
-            Err(e) => warn!(error = %e, "could not widen '_ワーカー' for its stop column"),
-        }
-    }
+    let widened = widen_worker_sheet(sheets, worker).await?;
     let last_col = queue.last_column();
     let markers = crate::panel::marker_ranges(&meta, &config.panel);
     // A small queue (a fresh one has 1000 rows) is read whole with the header: its 状態
@@ -279,6 +249,43 @@ pub(super) async fn load_layout(
         archived,
         states,
     })
+}
+
+/// Makes room on `_ワーカー` for the heartbeat's columns and the stop column right of them
+/// (`workers::STOP_COLUMN`, which `sheetq cancel` writes and every poll reads once the sheet
+/// is that wide), once, at start, rather than stop: heartbeat rows grew a column (the
+/// account, the stop column). Returns the new width when it widened the sheet.
+async fn widen_worker_sheet(
+    sheets: &dyn Sheets,
+    worker: &crate::sheets::SheetMeta,
+) -> Result<Option<i32>, DaemonError> {
+    let wanted = (workers::HEADER.len() as i32).max(workers::STOP_COLUMN as i32 + 1);
+    if worker.column_count < wanted {
+        info!(
+            columns = worker.column_count,
+            wanted, "widening '_ワーカー' for the heartbeat's new columns"
+        );
+        let widen = crate::sheets::BatchUpdate {
+            requests: vec![crate::sheets::Request::SetColumnCount {
+                sheet_id: worker.sheet_id,
+                columns: wanted,
+            }],
+            ..Default::default()
+        };
+        match sheets.batch_update(&widen).await {
+            Ok(_) => return Ok(Some(wanted)),
+            Err(e) if worker.column_count < workers::HEADER.len() as i32 => {
+                warn!(error = %e, "could not widen '_ワーカー'");
+                return Err(DaemonError::WorkerSheetTooNarrow {
+                    columns: worker.column_count,
+                });
+            }
+            // The heartbeat fits: only `sheetq cancel` of a job whose row is gone waits
+            // for a wider sheet (it widens it itself).
+            Err(e) => warn!(error = %e, "could not widen '_ワーカー' for its stop column"),
+        }
+    }
+    Ok(None)
 }
 
 /// Queues of at most this many grid rows are read whole at start-up (with the header), so
