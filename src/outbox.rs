@@ -34,6 +34,21 @@ pub enum Finish {
     Expired,
 }
 
+impl Finish {
+    /// The 状態 of a job that ended so.
+    pub fn state(self) -> crate::queue::State {
+        use crate::queue::State;
+        match self {
+            Finish::Done => State::Done,
+            Finish::Error => State::Error,
+            Finish::Timeout => State::Timeout,
+            Finish::Cancelled => State::Cancelled,
+            Finish::Rejected => State::Rejected,
+            Finish::Expired => State::Expired,
+        }
+    }
+}
+
 /// A queue row to append when a job asked to continue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Continuation {

@@ -20,15 +20,11 @@ use super::approvals::{self, Turned};
 use super::cancels::{self, Cancelling};
 use super::effects::{Effect, Writes};
 use super::kept_lease::{KeptLease, KEPT_ROUNDS};
-use super::ledger::{Ledger, Place, ReadBack};
+use super::ledger::{Ledger, Place, ReadBack, REQUEST_LIMIT};
 use super::stale::{self, Ended};
 
 use super::through::Under;
 use super::{Claimed, Daemon, DaemonError, Poll};
-
-/// Google's limit on one request: a request is not applied later than this after it was
-/// sent (docs/design.md §6), with a margin.
-pub(super) const REQUEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(190);
 
 /// A claim commit before it is sent: its requests and read-back ranges, and what they
 /// stand for (the timeouts and claims, in request order).

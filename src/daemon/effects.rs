@@ -17,7 +17,6 @@ use crate::sheets::{Cell, Request, ValueRange};
 use super::ledger::cas;
 use super::poll::Poll;
 use super::through::Through;
-use super::writeback::finish_state;
 use super::{Claimed, Daemon};
 
 /// One thing a settled entry asks of the daemon.
@@ -131,7 +130,7 @@ impl Daemon {
                     id: binding,
                     job_id: row.job_id.clone(),
                     worker: row.worker.clone(),
-                    state: Some(finish_state(finish)),
+                    state: Some(finish.state()),
                     cells: self.finish_values(finish, now, "", &message),
                     unbind: true,
                     result: false,
@@ -150,7 +149,7 @@ impl Daemon {
                 let mut cells = self.finish_values(finish, now, "", &message);
                 // Its 結果URL is empty or the claim's link to its log row: left as it is.
                 cells.retain(|(c, _)| *c != Column::ResultUrl);
-                let ended = Some(finish_state(finish));
+                let ended = Some(finish.state());
                 self.follow_up(&row, ended, cells, through, follow_up);
                 follow_up.extend(self.panel_result(fresh, &row, finish, now, "", &message));
                 // Its daemon is gone (or cut off): this swap, which only one daemon's commit

@@ -15,7 +15,6 @@ use crate::sheet_text::Logged;
 use crate::sheets::{BatchUpdate, Cell, Filter};
 
 use super::poll::Poll;
-use super::start::refused;
 use super::{Claimed, Daemon, DaemonError};
 
 /// The jobs this daemon claimed: their tasks, the running ones, the claims not yet settled.
@@ -424,6 +423,29 @@ fn finish_of(
             ),
         },
     }
+}
+
+/// A job the config does not allow: logged with who asked for what, and counted by reason.
+/// Its row and panel show the refusal as the job's エラー message. Sheet values go to the log
+/// escaped (`?`), never as raw text: a line break in a 依頼者 must not forge a log line.
+fn refused(
+    metrics: &metrics::Metrics,
+    spec: &JobSpec,
+    rejected: &crate::commands::JobRejected,
+    span: &tracing::Span,
+) {
+    metrics.job_refused(rejected.reason);
+    span.in_scope(|| {
+        warn!(
+            reason = %rejected.reason,
+            requester = %Logged(&spec.requester),
+            target = %Logged(&spec.target),
+            function = %Logged(&spec.function),
+            command = %Logged(&spec.command),
+            refused = %Logged(&rejected.message),
+            "job refused; nothing ran"
+        )
+    });
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::sheets::{
     BatchUpdate, BatchUpdateReply, Cell, MetadataLookup, Reply, Request, ValueRange,
 };
 
-use super::claim_pass::REQUEST_LIMIT;
+use super::ledger::REQUEST_LIMIT;
 use super::writeback::needs_whole_queue;
 use super::{Daemon, DaemonError, Poll};
 

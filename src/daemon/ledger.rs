@@ -15,6 +15,10 @@ use chrono_tz::Tz;
 use crate::queue::{self, ColumnMap, QueueRow, StateWords};
 use crate::sheets::{BatchUpdateReply, Cell, GridRange, Reply, Request, ValueRange};
 
+/// Google's limit on one request: a request is not applied later than this after it was
+/// sent (docs/design.md §6), with a margin.
+pub(super) const REQUEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(190);
+
 /// Where a row's entry sits in the commit: its compare-and-swap among the requests (and so
 /// among the replies), and its read-back among the `responseRanges`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,6 @@ use tracing::warn;
 use crate::outbox::{Finish, FinishedJob};
 use crate::queue::QueueRow;
 
-use super::writeback::finish_state;
 use super::{Daemon, Poll};
 
 impl Daemon {
@@ -40,7 +39,7 @@ impl Daemon {
                     .zip(log_row)
                     .map(|(log, row)| crate::notifications::row_url(id, log.sheet_id, row)),
             };
-            let state = self.config.states.word(finish_state(job.finish));
+            let state = self.config.states.word(job.finish.state());
             // A job refused before it ran is announced without the sheet's text.
             notices.extend(wanting.into_iter().map(|c| {
                 let n = crate::notifications::Notice::of(c, job, id, state, links.clone(), now);

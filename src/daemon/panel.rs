@@ -10,7 +10,6 @@ use chrono::{DateTime, Utc};
 use tracing::{debug, info, warn};
 
 use super::poll::Poll;
-use super::writeback::finish_state;
 use super::{Daemon, DaemonError};
 use crate::apply::panel::{self as sync_panels, SyncRequest};
 use crate::commands::{Opened, PanelOpener};
@@ -326,7 +325,7 @@ pub(super) fn panel_outcome(
     next_run: Option<DateTime<Utc>>,
 ) -> PanelOutcome {
     PanelOutcome {
-        state: finish_state(finish),
+        state: finish.state(),
         finished_at: at,
         url: (!url.is_empty()).then(|| url.to_string()),
         message: message.to_string(),

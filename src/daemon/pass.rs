@@ -20,8 +20,8 @@ use super::poll::Poll;
 use super::serve::{next_reload, START_STEP_LIMIT};
 use super::start::{queue_protection, trust_queue};
 use super::{
-    claim_policy, start_pace, writeback, Daemon, DaemonError, Reload, RunReport,
-    MAX_LAYOUT_FAILURES, RESTART_ONLY,
+    claim_policy, start_pace, Daemon, DaemonError, Reload, RunReport, MAX_LAYOUT_FAILURES,
+    RESTART_ONLY,
 };
 
 impl Daemon {
@@ -468,7 +468,7 @@ impl Daemon {
         for row in &mut after.rows {
             let ours = |j: &&&FinishedJob| j.job_id == row.job_id && j.worker == row.worker;
             if let Some(job) = written.iter().find(ours) {
-                row.state = queue::RowState::Known(writeback::finish_state(job.finish));
+                row.state = queue::RowState::Known(job.finish.state());
             }
         }
         std::borrow::Cow::Owned(after)

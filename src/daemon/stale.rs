@@ -17,7 +17,6 @@ use crate::sheet_text::Logged;
 use super::effects::{Effect, Metric};
 use super::ledger::{cas, Ledger, Place, ReadBack};
 use super::poll::Poll;
-use super::writeback::finish_state;
 use super::Daemon;
 
 /// A running row a claim commit ends: timed out, or cancelled when someone asked to stop it.
@@ -59,7 +58,7 @@ impl Daemon {
                     row.row,
                     state_col,
                     &self.config.states.running,
-                    self.config.states.word(finish_state(finish)),
+                    self.config.states.word(finish.state()),
                 ),
                 [],
                 self.row_range(row.row),
@@ -92,12 +91,12 @@ pub(super) fn settle(stale: &[Ended], read: &ReadBack) -> Vec<Effect> {
                 effects.push(Effect::RowsMoved);
                 effects.push(Effect::Undo {
                     row: hit.row,
-                    from: finish_state(finish),
+                    from: finish.state(),
                     to: State::Running,
                 });
             }
             _ => {
-                warn!(job.id = ?row.job_id, target = %Logged(row.target_key()), reason = %ended.message, state = ?finish_state(finish), "ended a stale job; its target stays busy until the job could have ended on its own");
+                warn!(job.id = ?row.job_id, target = %Logged(row.target_key()), reason = %ended.message, state = ?finish.state(), "ended a stale job; its target stays busy until the job could have ended on its own");
                 if finish == Finish::Cancelled {
                     effects.push(Effect::Metric(Metric::CancelAsked));
                 }

@@ -9,14 +9,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::a1;
-use crate::commands::{JobSpec, Registry};
+use crate::commands::Registry;
 use crate::config::Config;
 use crate::lease::WORKER_SHEET;
-use crate::metrics;
 use crate::outbox::Outbox;
 use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QUEUE_SHEET};
-use crate::sheet_text::Logged;
 use crate::sheet_time;
 use crate::sheets::{Cell, Precedence, Sheets, SpreadsheetMeta};
 use crate::watch::Watch;
@@ -343,29 +341,6 @@ pub(super) fn trust_queue(
             Ok(registry.with_queue_protected(false))
         }
     }
-}
-
-/// A job the config does not allow: logged with who asked for what, and counted by reason.
-/// Its row and panel show the refusal as the job's エラー message. Sheet values go to the log
-/// escaped (`?`), never as raw text: a line break in a 依頼者 must not forge a log line.
-pub(super) fn refused(
-    metrics: &metrics::Metrics,
-    spec: &JobSpec,
-    rejected: &crate::commands::JobRejected,
-    span: &tracing::Span,
-) {
-    metrics.job_refused(rejected.reason);
-    span.in_scope(|| {
-        warn!(
-            reason = %rejected.reason,
-            requester = %Logged(&spec.requester),
-            target = %Logged(&spec.target),
-            function = %Logged(&spec.function),
-            command = %Logged(&spec.command),
-            refused = %Logged(&rejected.message),
-            "job refused; nothing ran"
-        )
-    });
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use crate::queue::{Column, QueueRow, State};
 use crate::sheet_time;
 use crate::sheets::{Cell, Filter, FilterWrite, FilterWritten, ValueRange};
 
-use super::claim_pass::REQUEST_LIMIT;
 use super::job_log::LogWrite;
+use super::ledger::REQUEST_LIMIT;
 use super::{Daemon, DaemonError, Poll};
 
 /// Writes through bindings waiting for a lease, in doubt, or landed and watched.

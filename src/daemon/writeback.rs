@@ -662,7 +662,7 @@ impl Daemon {
         url: &str,
         message: &str,
     ) -> Vec<(Column, Cell)> {
-        let state = finish_state(finish);
+        let state = finish.state();
         vec![
             (Column::State, Cell::from(self.config.states.word(state))),
             (
@@ -715,17 +715,6 @@ pub(super) fn needs_whole_queue(
     }) || follow_ups
         .iter()
         .any(|t| unresolved(Some(t.id), &t.job_id, &t.worker))
-}
-
-pub(super) fn finish_state(finish: Finish) -> State {
-    match finish {
-        Finish::Done => State::Done,
-        Finish::Error => State::Error,
-        Finish::Timeout => State::Timeout,
-        Finish::Cancelled => State::Cancelled,
-        Finish::Rejected => State::Rejected,
-        Finish::Expired => State::Expired,
-    }
 }
 
 #[cfg(test)]
