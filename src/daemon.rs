@@ -27,11 +27,10 @@ use crate::config::Config;
 use crate::metrics::{Health, Metrics};
 use crate::notify::Notifier;
 use crate::outbox::{Outbox, OutboxError};
-use crate::panel::PanelIndex;
 use crate::queue::{self, ColumnMap, QueueRow, WorkerTag};
 use crate::sheet_text::Logged;
 use crate::sheet_time;
-use crate::sheets::{ErrorKind, Sheets, SheetsError, SpreadsheetMeta};
+use crate::sheets::{ErrorKind, Sheets, SheetsError};
 use crate::watch::Watch;
 
 mod approvals;
@@ -320,28 +319,6 @@ struct Daemon {
 /// landed, the account's share, the watch, holds, the lease and its fences.
 struct Served {
     layout: Layout,
-    /// How many polls the passes have read: the first, which takes in the presses made
-    /// while this daemon started, goes ahead of plain calls (sheets::turns).
-    polls: u64,
-    /// The last read showed [`PRESSING`] presses or more waiting here (rows 待機, ticks)
-    /// that this daemon acts on: this spreadsheet's calls go ahead of those on which less
-    /// waits (sheets::turns).
-    pressing: bool,
-    /// The read start-up ended with, for the first pass, when start-up wrote nothing after
-    /// it ([`Daemon::recover`]).
-    start_poll: Option<Poll>,
-    /// Re-discover panels and re-read the whole queue at the next pass (the layout changed).
-    relayout: bool,
-    /// Panels by target label, as the marker cells of the last poll showed them.
-    panels: PanelIndex,
-    /// The sheets of the spreadsheet, as last listed (at start, then by heartbeat replies).
-    sheet_meta: SpreadsheetMeta,
-    /// When the sheet list was last taken in.
-    sheets_seen: Option<tokio::time::Instant>,
-    /// When idle panels were last looked for.
-    idle_checked: Option<tokio::time::Instant>,
-    /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
-    sheet_ids: HashMap<String, i32>,
     /// Per schedule, up to when (this machine's clock) its occurrences were looked at and
     /// queued or found queued; none until the first (docs/design.md §5.4).
     schedules_seen: HashMap<String, DateTime<Utc>>,
@@ -349,16 +326,10 @@ struct Served {
     /// in our own time while our reads succeed: every liveness and staleness decision
     /// (docs/design.md §3.1).
     watch: Watch,
-    /// When a poll last showed work here (rows waiting or ticked, jobs of ours running,
-    /// results or follow-ups to write): quiet spreadsheets are polled less often.
-    busy_at: tokio::time::Instant,
     /// The row problems already reported ([`Daemon::report_row_problems`]).
     reported: HashSet<String>,
     /// Set while the spreadsheet is held off (`hold_off`).
     held_off: Option<hold_off::HeldOff>,
-    /// The last pass's write-back was refused (400): the layout and protections are read
-    /// afresh for the next, and a second refusal in a row fails the pass.
-    write_refused: bool,
     /// The archive's pace (`archive`).
     archive: archive::Pace,
     /// The window of unfinished rows the polls read, and the sweep above it (`poll`).
@@ -373,6 +344,13 @@ struct Served {
     continuations: provenance::Continuations,
     /// Whose protections bar which cells (`guards`, `hold_off`).
     guards: guards::Protections,
+    /// The pass's own pace: how many polls, whether presses press, when work was last seen,
+    /// a layout to read again (`pass`).
+    pass: pass::PassState,
+    /// The sheets of the spreadsheet, as last listed, and their ids (`cells`).
+    sheets: cells::SheetList,
+    /// The panels, as the marker cells of the last poll showed them (`panel`).
+    panels: panel::Panels,
 }
 
 /// What one spreadsheet's daemon shares with the others its process serves: the job slots,

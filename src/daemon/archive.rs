@@ -89,7 +89,7 @@ impl Daemon {
         self.served.archive.at = Some(tokio::time::Instant::now());
         self.served.archive.more = false;
         let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-        let archive_id = match self.served.sheet_ids.get(ARCHIVE_SHEET) {
+        let archive_id = match self.served.sheets.ids.get(ARCHIVE_SHEET) {
             Some(id) => *id,
             None => self.create_archive().await?,
         };
@@ -134,7 +134,8 @@ impl Daemon {
         read.push(a1::range(ARCHIVE_SHEET, "1:1"));
         let archive_last = self
             .served
-            .sheet_meta
+            .sheets
+            .meta
             .sheet(ARCHIVE_SHEET)
             .map_or_else(|| "A".to_string(), |s| s.last_column());
         read.push(a1::range(
@@ -228,7 +229,8 @@ impl Daemon {
         let mut requests = vec![lease::fence(self.served.layout.worker_sheet_id, held)];
         if let Some(narrow) = self
             .served
-            .sheet_meta
+            .sheets
+            .meta
             .sheet(ARCHIVE_SHEET)
             .filter(|a| (a.column_count as u32) < plan.archive_width)
         {
@@ -452,7 +454,7 @@ impl Daemon {
     async fn create_archive(&mut self) -> Result<i32, DaemonError> {
         let l = self.served.layout.last_col.clone();
         let width = self.queue_width();
-        let taken = self.served.sheet_ids.values().copied().collect();
+        let taken = self.served.sheets.ids.values().copied().collect();
         let sheet_id = crate::panel::sync::sheet_id_for(ARCHIVE_SHEET, &taken);
         let mut requests = vec![
             Request::AddSheetWithId {
@@ -483,7 +485,7 @@ impl Daemon {
             Err(e) if e.kind == crate::sheets::ErrorKind::InvalidArgument => {
                 let meta = self.sheets.metadata().await?;
                 self.take_in_sheets(meta.sheets);
-                return match self.served.sheet_ids.get(ARCHIVE_SHEET) {
+                return match self.served.sheets.ids.get(ARCHIVE_SHEET) {
                     Some(id) => Ok(*id),
                     None => Err(e.into()),
                 };

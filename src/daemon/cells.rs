@@ -7,6 +7,17 @@ use crate::sheets::{Cell, GridRange, Request, ValueRange};
 
 use super::Daemon;
 
+/// The sheets of the spreadsheet as last listed, and their ids by title.
+#[derive(Debug, Default)]
+pub(super) struct SheetList {
+    /// The sheets of the spreadsheet, as last listed (at start, then by heartbeat replies).
+    pub(super) meta: crate::sheets::SpreadsheetMeta,
+    /// When the sheet list was last taken in.
+    pub(super) seen: Option<tokio::time::Instant>,
+    /// Sheet title → sheet id, for turning A1 writes into grid requests of a commit.
+    pub(super) ids: std::collections::HashMap<String, i32>,
+}
+
 impl Daemon {
     /// A read-back of one queue row (`range`), parsed; `hint` is the sheet row it was asked
     /// for.
@@ -57,7 +68,7 @@ impl Daemon {
     /// The cells an A1 write covers, on a sheet of the last sheet list.
     pub(super) fn grid_range(&self, v: &ValueRange) -> Option<GridRange> {
         let r = a1::A1Range::parse(&v.range).ok()?;
-        let sheet_id = *self.served.sheet_ids.get(r.sheet.as_deref()?)?;
+        let sheet_id = *self.served.sheets.ids.get(r.sheet.as_deref()?)?;
         let start_row = r.start_row?;
         let start_col = r.start_col?;
         let width = v.values.iter().map(Vec::len).max().unwrap_or(0) as u32;

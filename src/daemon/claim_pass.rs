@@ -226,7 +226,7 @@ impl Daemon {
                 let cell = panel::status::status_cell(
                     &t.row,
                     text,
-                    &self.served.panels,
+                    &self.served.panels.index,
                     &fresh.tables,
                     &self.config.panel,
                 );
@@ -237,7 +237,7 @@ impl Daemon {
             let cell = panel::running_cell(
                 &c.row,
                 now,
-                &self.served.panels,
+                &self.served.panels.index,
                 &fresh.tables,
                 self.served.layout.tz,
                 &self.config.panel,
@@ -411,7 +411,7 @@ impl Daemon {
             .await?;
         let ticks = panel::intake::Ticks {
             tables,
-            index: &self.served.panels,
+            index: &self.served.panels.index,
             snapshot: &fresh.snapshot,
             now,
             tz: self.served.layout.tz,

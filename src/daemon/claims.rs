@@ -192,7 +192,7 @@ impl Daemon {
                 });
                 c.linked = true;
             }
-            let located = panel::locate(&self.served.panels, &fresh.tables, &c.row);
+            let located = panel::locate(&self.served.panels.index, &fresh.tables, &c.row);
             let formula =
                 joblog::panel_result_formula(cols, &c.row.job_id, panel::RESULT_MAX_CHARS);
             if let (Ok((panel_ref, panel_row)), Some(f)) = (located, formula) {

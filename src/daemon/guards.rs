@@ -43,6 +43,7 @@ impl Daemon {
         let panels: Vec<(i32, String)> = self
             .served
             .panels
+            .index
             .panels()
             .iter()
             .map(|p| (p.sheet_id, p.title.clone()))

@@ -151,7 +151,7 @@ impl Daemon {
         };
         let mut left = 0;
         for (label, table) in out.tables.iter_mut() {
-            let Some(panel) = self.served.panels.get(label) else {
+            let Some(panel) = self.served.panels.index.get(label) else {
                 continue;
             };
             for row in &mut table.rows {
@@ -202,7 +202,7 @@ impl Daemon {
             wait,
             since,
         });
-        self.served.relayout = true;
+        self.served.pass.relayout = true;
         let pause = crate::pause::Pause::new(since, now, wait, &e.to_string());
         pause.leave(&self.config.state_dir);
         let why = pause.reason;

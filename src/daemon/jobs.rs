@@ -239,7 +239,7 @@ impl Daemon {
         let output = (self.logs).take_output(&claimed.row.job_id, private, self.config.log_chars);
         if claimed.row.command.trim() == crate::panel::catalog::PANELS_COMMAND {
             // It made or showed panels: find them now, so results of presses on them land.
-            self.served.relayout = true;
+            self.served.pass.relayout = true;
         }
         self.slots.give(claimed.slot);
         if self.is_heavy(&claimed.row) {

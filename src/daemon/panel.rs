@@ -21,6 +21,16 @@ use crate::queue::QueueRow;
 use crate::sheet_text::Logged;
 use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, ValueRange};
 
+/// The panels as the last poll's marker cells showed them, and when idle ones were last
+/// looked for.
+#[derive(Debug, Default)]
+pub(super) struct Panels {
+    /// Panels by target label, as the marker cells of the last poll showed them.
+    pub(super) index: crate::panel::PanelIndex,
+    /// When idle panels were last looked for.
+    pub(super) idle_checked: Option<tokio::time::Instant>,
+}
+
 /// How often the daemon looks for idle panels (a look costs nothing but this poll's data;
 /// hiding costs one write).
 pub(super) const IDLE_CHECK_EVERY: Duration = Duration::from_secs(600);
@@ -28,9 +38,10 @@ pub(super) const IDLE_CHECK_EVERY: Duration = Duration::from_secs(600);
 impl Daemon {
     pub(super) fn idle_check_due(&self) -> bool {
         self.config.catalog.hide_after.is_some()
-            && self.served.panels.index_sheet.is_some()
+            && self.served.panels.index.index_sheet.is_some()
             && self
                 .served
+                .panels
                 .idle_checked
                 .is_none_or(|t| t.elapsed() >= IDLE_CHECK_EVERY)
     }
@@ -38,14 +49,14 @@ impl Daemon {
     /// Hides the panels whose target has been idle for `hide_panels_after` (never deletes
     /// one), and says so in their index row's link cell; one write for all of them.
     pub(super) async fn hide_idle_panels(&mut self, poll: &Poll) -> Result<(), DaemonError> {
-        self.served.idle_checked = Some(tokio::time::Instant::now());
+        self.served.panels.idle_checked = Some(tokio::time::Instant::now());
         let Some(index) = &poll.index else {
             return Ok(());
         };
         let idle = index_sheet::idle_panels(
             &index.entries,
-            &self.served.panels,
-            &self.served.sheet_meta,
+            &self.served.panels.index,
+            &self.served.sheets.meta,
             self.config.catalog.hide_after,
             Utc::now(),
             self.served.layout.tz,
@@ -76,7 +87,8 @@ impl Daemon {
             info!(target = %Logged(&label), "panel hidden: its target had no job for hide_panels_after");
             if let Some(s) = self
                 .served
-                .sheet_meta
+                .sheets
+                .meta
                 .sheets
                 .iter_mut()
                 .find(|s| s.sheet_id == id)
@@ -173,7 +185,7 @@ impl Daemon {
         snapshot.rows.retain(|r| !self.outbox.contains(&r.job_id));
         let mut display = panel::status_updates(
             &snapshot,
-            &self.served.panels,
+            &self.served.panels.index,
             &poll.tables,
             self.served.layout.tz,
             &self.config.panel,
@@ -183,7 +195,7 @@ impl Daemon {
         let tz = self.served.layout.tz;
         display.extend(panel::status::approval_updates(
             &snapshot,
-            &self.served.panels,
+            &self.served.panels.index,
             &poll.tables,
             &self.config.panel,
             20,
@@ -194,7 +206,7 @@ impl Daemon {
         ));
         display.extend(panel::status::next_run_updates(
             &poll.snapshot,
-            &self.served.panels,
+            &self.served.panels.index,
             &poll.tables,
             &self.next_runs(),
             self.served.layout.tz,
@@ -206,6 +218,7 @@ impl Daemon {
             let barred: std::collections::HashSet<String> = self
                 .served
                 .panels
+                .index
                 .panels()
                 .iter()
                 .filter(|p| {
@@ -277,7 +290,7 @@ impl Daemon {
             debug!(job.id = ?row.job_id, newer = ?newer.job_id, "a newer press of this function owns its panel row; writing the result to the queue row only");
             return None;
         }
-        match panel::locate(&self.served.panels, &poll.tables, row) {
+        match panel::locate(&self.served.panels.index, &poll.tables, row) {
             Ok((panel_ref, panel_row)) => Some((panel_ref, panel_row.row)),
             Err(miss) => {
                 warn!(job.id = ?row.job_id, target = %Logged(row.target_key()), "{miss}; only the queue row is written");

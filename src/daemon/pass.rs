@@ -24,6 +24,42 @@ use super::{
     RESTART_ONLY,
 };
 
+/// What the passes keep for their own pace.
+pub(super) struct PassState {
+    /// How many polls the passes have read: the first, which takes in the presses made
+    /// while this daemon started, goes ahead of plain calls (sheets::turns).
+    pub(super) polls: u64,
+    /// The last read showed [`PRESSING`] presses or more waiting here (rows 待機, ticks)
+    /// that this daemon acts on: this spreadsheet's calls go ahead of those on which less
+    /// waits (sheets::turns).
+    pub(super) pressing: bool,
+    /// The read start-up ended with, for the first pass, when start-up wrote nothing after
+    /// it ([`Daemon::recover`]).
+    pub(super) start_poll: Option<Poll>,
+    /// Re-discover panels and re-read the whole queue at the next pass (the layout changed).
+    pub(super) relayout: bool,
+    /// When a poll last showed work here (rows waiting or ticked, jobs of ours running,
+    /// results or follow-ups to write): quiet spreadsheets are polled less often.
+    pub(super) busy_at: tokio::time::Instant,
+    /// The last pass's write-back was refused (400): the layout and protections are read
+    /// afresh for the next, and a second refusal in a row fails the pass.
+    pub(super) write_refused: bool,
+}
+
+impl PassState {
+    /// Before the first poll: nothing read, work seen now (polls start at their pace).
+    pub(super) fn new() -> Self {
+        PassState {
+            polls: 0,
+            pressing: false,
+            start_poll: None,
+            relayout: false,
+            busy_at: tokio::time::Instant::now(),
+            write_refused: false,
+        }
+    }
+}
+
 impl Daemon {
     pub(super) async fn run(
         &mut self,
@@ -102,7 +138,7 @@ impl Daemon {
                 Err(e) if e.may_be_layout_change() && failures < MAX_LAYOUT_FAILURES => {
                     failures += 1;
                     warn!(error = %e, attempt = failures, "the spreadsheet changed under the poll; re-reading its layout");
-                    self.served.relayout = true;
+                    self.served.pass.relayout = true;
                     continue;
                 }
                 Err(other) if other.ends_the_process() => {
@@ -243,17 +279,17 @@ impl Daemon {
         // someone is waiting on them. Those of a spreadsheet where the last read showed
         // several presses waiting go first: the commit they lead to serves them all.
         self.sheets
-            .set_precedence(self.precedence(self.served.polls == 0 || self.has_work()));
-        if std::mem::take(&mut self.served.relayout) {
+            .set_precedence(self.precedence(self.served.pass.polls == 0 || self.has_work()));
+        if std::mem::take(&mut self.served.pass.relayout) {
             self.discover_panels().await?;
             self.find_window().await?;
         }
         // The first pass goes on the read start-up ended with, when nothing was written
         // since: made a moment ago, a second one would cost a read and show the same.
-        let poll = match self.served.start_poll.take() {
+        let poll = match self.served.pass.start_poll.take() {
             Some(poll) => poll,
             None => {
-                self.served.polls += 1;
+                self.served.pass.polls += 1;
                 self.poll(false).await?
             }
         };
@@ -296,7 +332,7 @@ impl Daemon {
         // Several presses wait here, and this daemon acts on them now or as soon as a job of
         // its ends: ticks to take in, rows to claim, or jobs of ours running. Rows that wait
         // for other daemons' jobs do not make our polls pressing.
-        self.served.pressing = self.presses_waiting(&poll) >= PRESSING
+        self.served.pass.pressing = self.presses_waiting(&poll) >= PRESSING
             && (self.has_ticks(&poll) || self.has_work() || !plan.claims.is_empty());
         let mut wrote_heartbeat = wrote_heartbeat;
         // A claim commit whose reply was lost is fenced by taking our lease back at once:
@@ -353,7 +389,7 @@ impl Daemon {
             .filter(|r| r.state.is(queue::State::Waiting))
             .count();
         if waiting > 0 || self.has_ticks(poll) || self.has_work() {
-            self.served.busy_at = tokio::time::Instant::now();
+            self.served.pass.busy_at = tokio::time::Instant::now();
         }
         let bound = if self.served.fleet.budget_bound {
             "slowed by the account's request budget; "
@@ -403,7 +439,7 @@ impl Daemon {
         };
         // A write-back that fails must not stop claiming: its results wait in the outbox.
         let flushed_at = tokio::time::Instant::now();
-        let refused_before = std::mem::take(&mut self.served.write_refused);
+        let refused_before = std::mem::take(&mut self.served.pass.write_refused);
         let wrote_heartbeat = match self.flush(poll, display).await {
             Ok(wrote) => wrote,
             // Refused too: a bound row deleted between the read and the write makes Google
@@ -418,8 +454,8 @@ impl Daemon {
                 // Refused for a cell someone protected since the last look: the next pass
                 // reads the protections (and the layout) afresh, and leaves those cells out.
                 if e.kind == ErrorKind::InvalidArgument {
-                    self.served.relayout = true;
-                    self.served.write_refused = true;
+                    self.served.pass.relayout = true;
+                    self.served.pass.write_refused = true;
                 }
                 false
             }
@@ -432,7 +468,7 @@ impl Daemon {
     /// pressing while several presses wait here, urgent when `urgent` (a press or a result
     /// waits on them), else plain.
     pub(super) fn precedence(&self, urgent: bool) -> Precedence {
-        if self.served.pressing {
+        if self.served.pass.pressing {
             Precedence::Pressing
         } else if urgent {
             Precedence::Urgent
@@ -493,7 +529,7 @@ impl Daemon {
         let quiet_for = if self.has_work() {
             StdDuration::ZERO
         } else {
-            self.served.busy_at.elapsed()
+            self.served.pass.busy_at.elapsed()
         };
         let pace = pace(
             quiet_for,

@@ -153,21 +153,21 @@ impl Daemon {
     /// The sheets of the spreadsheet as a reply listed them: titles and ids for the next
     /// reads and for turning A1 writes into grid requests.
     pub(super) fn take_in_sheets(&mut self, sheets: Vec<SheetMeta>) {
-        self.served.sheets_seen = Some(tokio::time::Instant::now());
-        if sheets.is_empty() || sheets == self.served.sheet_meta.sheets {
+        self.served.sheets.seen = Some(tokio::time::Instant::now());
+        if sheets.is_empty() || sheets == self.served.sheets.meta.sheets {
             return;
         }
-        self.served.sheet_ids = sheets
+        self.served.sheets.ids = sheets
             .iter()
             .map(|s| (s.title.clone(), s.sheet_id))
             .collect();
-        self.served.sheet_meta.sheets = sheets;
-        if let Some(q) = self.served.sheet_meta.sheet(QUEUE_SHEET) {
+        self.served.sheets.meta.sheets = sheets;
+        if let Some(q) = self.served.sheets.meta.sheet(QUEUE_SHEET) {
             self.served.layout.last_col = q.last_column();
         }
         let log_title = crate::joblog::LOG_SHEET;
         if let Some(log) = &self.served.layout.log {
-            if self.served.sheet_ids.get(log_title) != Some(&log.sheet_id) {
+            if self.served.sheets.ids.get(log_title) != Some(&log.sheet_id) {
                 // A claim commit inserting rows into a sheet that is gone would be refused
                 // whole: no more log rows until a restart finds the sheet again.
                 warn!("the sheet '{log_title}' is gone; jobs' output is kept under state_dir only until sheetq restarts (after `sheetq init` makes it again)");
@@ -179,11 +179,11 @@ impl Daemon {
     /// The panels the marker cells show now; what is wrong with them is logged when it
     /// changes, not on every poll.
     pub(super) fn take_in_panels(&mut self, index: PanelIndex) {
-        if index == self.served.panels {
+        if index == self.served.panels.index {
             return;
         }
-        if index.conflicts != self.served.panels.conflicts
-            || index.problems != self.served.panels.problems
+        if index.conflicts != self.served.panels.index.conflicts
+            || index.problems != self.served.panels.index.problems
         {
             for c in &index.conflicts {
                 warn!(target = %Logged(&c.label), "{}", Logged(&c.to_string()));
@@ -192,14 +192,15 @@ impl Daemon {
                 warn!("{}", Logged(&p.to_string()));
             }
         }
-        self.served.panels = index;
+        self.served.panels.index = index;
     }
 
     /// Whether busy passes have kept the sheet list from riding a heartbeat for so long
     /// that it is read instead.
     pub(super) fn sheets_overdue(&self) -> bool {
         self.served
-            .sheets_seen
+            .sheets
+            .seen
             .is_none_or(|t| t.elapsed() >= SHEET_LIST_OVERDUE)
     }
 
@@ -271,7 +272,7 @@ impl Daemon {
             a1::range(QUEUE_SHEET, &format!("A{start}:{l}")),
             a1::range(WORKER_SHEET, &format!("A1:{}", self.worker_last_column())),
         ];
-        let tables = panel::table_ranges(&self.served.panels, &self.config.panel);
+        let tables = panel::table_ranges(&self.served.panels.index, &self.config.panel);
         let table_count = tables.len();
         ranges.extend(tables);
         let sweep = poll.then(|| self.sweep_slice(start)).flatten();
@@ -280,7 +281,7 @@ impl Daemon {
             ranges.push(a1::range(QUEUE_SHEET, &format!("{c}{from}:{c}{to}")));
         }
         let markers = if poll {
-            panel::marker_ranges(&self.served.sheet_meta, &self.config.panel)
+            panel::marker_ranges(&self.served.sheets.meta, &self.config.panel)
         } else {
             Vec::new()
         };
@@ -291,6 +292,7 @@ impl Daemon {
         let index = self
             .served
             .panels
+            .index
             .index_sheet
             .clone()
             .filter(|_| poll || self.config.intake == crate::config::Intake::Poll);
@@ -319,7 +321,8 @@ impl Daemon {
     fn worker_last_column(&self) -> String {
         let wide = self
             .served
-            .sheet_meta
+            .sheets
+            .meta
             .sheet(WORKER_SHEET)
             .is_some_and(|s| s.column_count > workers::STOP_COLUMN as i32);
         if wide {
@@ -590,14 +593,14 @@ impl Daemon {
             next += 1;
         }
         let tables = panel::parse_tables(
-            &self.served.panels,
+            &self.served.panels.index,
             values.get(tables_at).unwrap_or(&[]),
             &self.config.panel,
         );
         if plan.markers > 0 {
             let markers = values.get(next..next + plan.markers).unwrap_or(&[]);
             self.take_in_panels(PanelIndex::build(
-                &self.served.sheet_meta,
+                &self.served.sheets.meta,
                 markers,
                 &self.config.panel,
             ));

@@ -21,11 +21,14 @@ use crate::watch::Watch;
 use crate::workers;
 
 use super::cancels::Stops;
+use super::cells::SheetList;
 use super::fleet::Fleet;
 use super::guards::Protections;
 use super::job_log::Logs;
 use super::jobs::Jobs;
 use super::lease_calls::Held;
+use super::panel::Panels;
+use super::pass::PassState;
 use super::poll::Window;
 use super::provenance::Continuations;
 use super::through::Pending;
@@ -105,6 +108,9 @@ impl Daemon {
             served: Served {
                 layout,
                 window: Window::default(),
+                pass: PassState::new(),
+                sheets: SheetList::default(),
+                panels: Panels::default(),
                 archive: archive::Pace {
                     before: archived > 0,
                     ..Default::default()
@@ -114,21 +120,10 @@ impl Daemon {
                 writes: Pending::default(),
                 continuations: Continuations::new(marks),
                 guards: Protections::default(),
-                polls: 0,
-                start_poll: None,
-                pressing: false,
-                relayout: false,
-                panels: PanelIndex::default(),
-                sheet_meta: SpreadsheetMeta::default(),
-                sheets_seen: None,
-                idle_checked: None,
-                sheet_ids: HashMap::new(),
                 schedules_seen: HashMap::new(),
                 watch,
-                busy_at: tokio::time::Instant::now(),
                 reported: HashSet::new(),
                 held_off: None,
-                write_refused: false,
             },
         };
         daemon.take_in_protections(&meta);

@@ -57,7 +57,7 @@ impl Daemon {
         self.flush(&poll, Vec::new()).await?;
         if !wrote {
             // Nothing changed the sheet since this read: the first pass goes on it.
-            self.served.start_poll = Some(poll);
+            self.served.pass.start_poll = Some(poll);
         }
         Ok(())
     }
