@@ -73,6 +73,11 @@ pub struct FaultRule {
 }
 
 impl FaultRule {
+    /// Whether the rule cuts the network for everyone: a dropped connection, whoever asks.
+    fn is_network(&self) -> bool {
+        self.user.is_none() && self.fault == Fault::Drop
+    }
+
     /// A rule firing for the next `n` requests of `method` (`None`: any API method).
     pub fn next(method: Option<&str>, fault: Fault, n: u32) -> Self {
         FaultRule {
@@ -185,13 +190,32 @@ pub struct Control {
 impl Control {
     /// The fault that fires for this request, if any, consuming one use of its rule.
     pub fn fault_for(&mut self, method: &str, user: Option<&str>, body: &[u8]) -> Option<Fault> {
+        self.fire(method, user, body, |rule| !rule.is_network())
+    }
+
+    /// The fault of a rule that cuts the network for everyone (a [`Fault::Drop`] without a
+    /// user): it fires before the request is looked at, its token included, as a server
+    /// that is down or restarting answers no one.
+    pub fn network_fault_for(&mut self, method: &str, body: &[u8]) -> Option<Fault> {
+        self.fire(method, None, body, FaultRule::is_network)
+    }
+
+    fn fire(
+        &mut self,
+        method: &str,
+        user: Option<&str>,
+        body: &[u8],
+        stage: impl Fn(&FaultRule) -> bool,
+    ) -> Option<Fault> {
         let mut rng = rand::thread_rng();
         for i in 0..self.faults.len() {
             let rule = &mut self.faults[i];
-            let matches = match &rule.method {
-                Some(m) => m == method,
-                None => method != "oauth2.token",
-            } && rule.user.as_deref().is_none_or(|u| Some(u) == user)
+            let matches = stage(rule)
+                && match &rule.method {
+                    Some(m) => m == method,
+                    None => method != "oauth2.token",
+                }
+                && rule.user.as_deref().is_none_or(|u| Some(u) == user)
                 && rule
                     .body_contains
                     .as_deref()

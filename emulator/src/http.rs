@@ -641,6 +641,12 @@ async fn api_call(
         user: String::new(),
         write: call.is_write(),
     };
+    // A server that is down answers no one, whatever token is shown.
+    // (The control's lock is let go before the drop is logged, which takes it again.)
+    let network = sh.control().network_fault_for(call.method_id(), &body);
+    if let Some(Fault::Drop) = network {
+        return pending.drop_connection();
+    }
     let auth = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());

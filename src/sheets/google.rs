@@ -200,7 +200,7 @@ impl GoogleSheets {
         hub.base_url(base_url.clone());
         hub.root_url(base_url.clone());
         hub.user_agent(format!("sheetq/{}", env!("CARGO_PKG_VERSION")));
-        tracing::info!(
+        tracing::debug!(
             spreadsheet_id = %config.spreadsheet_id,
             api = %base_url,
             credentials = %config.credentials,
@@ -261,6 +261,9 @@ impl GoogleSheets {
     {
         let name = method.name();
         let late = move || send_by.is_some_and(|d| std::time::Instant::now() >= d);
+        // How many times this call's token was refused (401).
+        let refusals = std::sync::atomic::AtomicU32::new(0);
+        let refusals = &refusals;
         let result = retry::retry(
             &self.retry,
             |attempt| {
@@ -320,12 +323,15 @@ impl GoogleSheets {
                             .slow_down(Duration::from_secs(60));
                     }
                     if failure.outcome == Outcome::Unauthorized {
-                        // The token was refused (revoked, expired early, or the emulator
-                        // restarted): never present it again. Google authenticates before it
-                        // applies anything, so the call is sent once more, at once, with a
-                        // fresh token; only a second 401 reaches the caller.
+                        // The token was refused (revoked, expired early, or a local
+                        // spreadsheet restarted without its tokens): never present it again.
+                        // Google authenticates before it applies anything, so the call is
+                        // sent once more, at once, with a fresh token, whichever attempt
+                        // met the refusal (the first may have met a server that was down).
                         self.tokens.invalidate();
-                        failure.retry_here = attempt == 1;
+                        let first =
+                            refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0;
+                        failure = Failure::token_refused(method, failure.error.message, first);
                     }
                     Err(failure)
                 }
@@ -758,6 +764,29 @@ impl Retryable for Failure {
 }
 
 impl Failure {
+    /// The API refused the call's token (401). Never a set-up problem: the token endpoint
+    /// issued it, so the key still signs (a key Google refuses fails there, before anything
+    /// is sent), and nothing was applied (Google authenticates first). The `first` refusal of
+    /// a call is sent again at once, with a fresh token, whichever attempt met it (the one
+    /// before may have met a server that was down); a fresh token refused too means the
+    /// API's sign-in is out, an outage like a 503: retried as one, a new token each time.
+    fn token_refused(method: ApiMethod, message: String, first: bool) -> Self {
+        let message = if first {
+            message
+        } else {
+            format!("{message}; a fresh token was refused too, though the key still signs: the API's sign-in is out (or the local spreadsheet at api_base_url restarted), retrying as for an outage")
+        };
+        let mut failure = Failure::new(
+            method,
+            ErrorKind::Retryable,
+            Outcome::Unauthorized,
+            true,
+            message,
+        );
+        failure.retry_here |= first;
+        failure
+    }
+
     fn new(
         method: ApiMethod,
         kind: ErrorKind,
@@ -849,7 +878,10 @@ fn google_message(
         (None, None) => message.to_string(),
     };
     let hint = match code {
-        Some(401) => " (the token was refused twice, a fresh one too: check that the key is not revoked or rotated (a new key file needs a restart), that the machine's clock is right, and that the token carries the spreadsheets scope)".to_string(),
+        Some(401) => {
+            " (the API refused the token; sheetq fetches a fresh one and sends the call again)"
+                .to_string()
+        }
         Some(403) => match ctx.client_email {
             Some(email) => format!(
                 " (share spreadsheet {} with {email} as an editor)",
@@ -927,12 +959,17 @@ fn classify(method: ApiMethod, error: common::Error, ctx: &Context<'_>) -> Failu
         E::HttpError(e) => {
             // A connect error means nothing reached the server.
             let not_applied = e.is_connect();
+            let hint = if not_applied {
+                " (nothing answers there: check api_base_url in the config, and that the server it names is running; for the local spreadsheet, `sheetq emulator`)"
+            } else {
+                ""
+            };
             Failure::new(
                 method,
                 ErrorKind::Retryable,
                 Outcome::Connection,
                 not_applied,
-                format!("no reply from {}: {}", ctx.base_url, chain(&e)),
+                format!("no reply from {}: {}{hint}", ctx.base_url, chain(&e)),
             )
         }
         E::MissingToken(e) => {

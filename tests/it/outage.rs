@@ -381,6 +381,72 @@ async fn a_google_outage_longer_than_dead_after_restarts_nothing_and_the_running
     assert_once_each_and_one_at_a_time(&log, &[&job]);
 }
 
+/// A local spreadsheet that restarts forgets the tokens it gave out; a daemon that meets
+/// that (its next call dropped while the server was down, then its token refused) takes a
+/// fresh token and goes on. So does it while the server refuses even fresh tokens for a
+/// while, the key still signing: an outage, never an exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spreadsheet_that_forgets_its_tokens_is_an_outage_and_the_daemon_goes_on() {
+    let emu = start_with_quota(FAST).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("runs.log");
+    let config = crate::daemon::binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-auth",
+        "heartbeat_interval = \"500ms\"\n",
+        &recording_command(&log).replace("{worker}", "vm-auth"),
+    );
+    let out = dir.path().join("sheetq.log");
+    let (mut daemon, _port) = crate::daemon::Binary::start_listening(&config, &out);
+    let show = || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&queue_rows(&emu)),
+            std::fs::read_to_string(&out).unwrap_or_default()
+        )
+    };
+    let enqueuer = daemon_config(&emu, "enqueuer", dir.path(), &[], "");
+    let sheets = client(&emu, &enqueuer).await;
+    let first = record_job(sheets.as_ref(), &enqueuer, "サーバーB", "動作確認 (2秒)", 1).await;
+    wait_finished(&emu, std::slice::from_ref(&first), WAIT).await;
+
+    // The restart: the server is gone for the daemon's next two requests, and comes back
+    // without the tokens it issued before.
+    emu.add_fault(FaultRule::next(None, Fault::Drop, 2));
+    emu.revoke_tokens();
+    let refused_before = emu.requests().iter().filter(|r| r.status == 401).count();
+    wait_for(
+        "the daemon to meet the restart",
+        WAIT,
+        || {
+            (emu.requests().iter().filter(|r| r.status == 401).count() > refused_before)
+                .then_some(())
+        },
+        show,
+    )
+    .await;
+    // Then the server refuses every token for 4 s, fresh ones included (its token endpoint
+    // still issues them: the key signs).
+    emu.add_fault(FaultRule::always(Fault::Status(401)));
+    let refusing_until = tokio::time::Instant::now() + Duration::from_secs(4);
+    while tokio::time::Instant::now() < refusing_until {
+        assert_eq!(
+            daemon.exited(),
+            None,
+            "refused tokens while the key signs are an outage, not a reason to exit\n{}",
+            show()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    emu.clear_faults();
+    let second = record_job(sheets.as_ref(), &enqueuer, "サーバーB", "動作確認 (2秒)", 1).await;
+    let rows = wait_finished(&emu, std::slice::from_ref(&second), WAIT).await;
+    assert_eq!(daemon.exited(), None, "{}", show());
+    assert_done(row_of(&rows, &second));
+    assert_once_each_and_one_at_a_time(&log, &[&first, &second]);
+}
+
 /// The outage above for a daemon serving two spreadsheets (`[[spreadsheets]]`): each
 /// spreadsheet's loop is judged alive on its own, through its own client's attempts, and
 /// neither is taken for stuck; the job running on each lands once Google is back.

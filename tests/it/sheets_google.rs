@@ -219,8 +219,8 @@ async fn bursts_of_429_and_503_and_a_dropped_connection_recover_reading_once() {
     assert_eq!(got[0].values, vec![vec![json!("once"), json!(1)]]);
     assert_eq!(
         statuses(&emu, BATCH_GET),
-        vec![429, 429, 503, 503, 0, 200],
-        "expected five failed attempts (0 = dropped) then one success"
+        vec![0, 429, 429, 503, 503, 200],
+        "expected five failed attempts then one success; the dropped connection (0) first, as the network fails before a server looks at a request"
     );
     let stats = sheets.stats().snapshot();
     assert_eq!(stats.retries, 5, "{stats:?}");
@@ -587,7 +587,7 @@ async fn a_broken_key_file_is_a_startup_error_naming_the_file() {
 }
 
 #[tokio::test]
-async fn a_refused_token_is_replaced_within_the_call_and_a_second_refusal_says_what_to_check() {
+async fn a_refused_token_is_replaced_within_the_call_and_fresh_ones_refused_are_an_outage() {
     let emu = start_empty().await;
     let sheets = client(&emu).await;
     sheets.metadata().await.unwrap_or_else(|e| panic!("{e}"));
@@ -603,7 +603,23 @@ async fn a_refused_token_is_replaced_within_the_call_and_a_second_refusal_says_w
     );
     assert_eq!(statuses(&emu, TOKEN), vec![200, 200]);
 
-    // Refused whatever the token: the caller gets the 401, once retried, with what to check.
+    // The server was down for the first attempt (a restart), then refused the old token:
+    // the refusal still gets a fresh token at once, whichever attempt met it.
+    emu.add_fault(FaultRule::next(Some(BATCH_GET), Fault::Drop, 1));
+    emu.revoke_tokens();
+    sheets
+        .read(&[a1::range("Sheet1", "A1")])
+        .await
+        .unwrap_or_else(|e| panic!("a restart that forgot the tokens must not fail the call: {e}"));
+    assert_eq!(
+        statuses(&emu, BATCH_GET)[2..],
+        [0, 401, 200],
+        "dropped, refused, then sent with a fresh token"
+    );
+
+    // Refused whatever the token while the token endpoint still issues them (the key
+    // signs): an outage, retried as one and reported as transient, never as a setup problem.
+    emu.clear_requests();
     emu.add_fault(FaultRule {
         method: Some(BATCH_GET.into()),
         fault: Fault::Status(401),
@@ -617,10 +633,20 @@ async fn a_refused_token_is_replaced_within_the_call_and_a_second_refusal_says_w
         .await
         .err()
         .unwrap_or_else(|| panic!("a token refused every time must fail the call"));
-    assert_eq!(err.kind, ErrorKind::Permission, "{err}");
+    assert_eq!(err.kind, ErrorKind::Retryable, "{err}");
     assert!(
-        err.message.contains("refused twice") && err.message.contains("key"),
-        "the error says what to check: {err}"
+        err.message.contains("fresh token was refused too")
+            && err.message.contains("key still signs"),
+        "the error says what it is: {err}"
     );
-    assert_eq!(statuses(&emu, BATCH_GET), vec![401, 200, 401, 401]);
+    let refused = statuses(&emu, BATCH_GET);
+    assert!(
+        refused.len() > 2 && refused.iter().all(|s| *s == 401),
+        "retried as for an outage: {refused:?}"
+    );
+    assert_eq!(
+        statuses(&emu, TOKEN).len(),
+        refused.len() - 1,
+        "each attempt after the first with a fresh token"
+    );
 }
