@@ -409,20 +409,39 @@ pub fn duplicate_message(existing: &QueueRow, tz: Tz) -> String {
     }
 }
 
-/// For each waiting row (index into `Snapshot::rows`), how many waiting rows were received
-/// before it, in queue order.
+/// Each waiting row (index into `snapshot.rows`, in queue order) with how many jobs of its
+/// target go before it: those running on it, and those waiting on it ahead in the queue.
+/// One target runs one job at a time, so that is what it waits for; 0 means nothing of its
+/// target does (it starts as soon as a daemon has a free slot).
 pub fn waiting_positions(snapshot: &Snapshot) -> Vec<(usize, usize)> {
+    let mut ahead: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for r in snapshot.rows.iter().filter(|r| r.state.is(State::Running)) {
+        *ahead.entry(r.target_key()).or_default() += 1;
+    }
     waiting_order(snapshot)
         .into_iter()
-        .enumerate()
-        .map(|(ahead, index)| (index, ahead))
+        .map(|index| {
+            let n = ahead.entry(snapshot.rows[index].target_key()).or_default();
+            let position = (index, *n);
+            *n += 1;
+            position
+        })
         .collect()
 }
 
-/// The panel status of a waiting row: `⏳ 順番待ち (前に n 件)`.
+/// The panel status of a waiting row with `ahead` jobs of its target before it:
+/// `⏳ 順番待ち (前に n 件)`, or `⏳ 受付済み (開始待ち)` when nothing of its target goes first.
 pub fn waiting_text(ahead: usize) -> String {
-    format!("⏳ 順番待ち (前に {ahead} 件)")
+    if ahead == 0 {
+        RECEIVED_TEXT.to_string()
+    } else {
+        format!("⏳ 順番待ち (前に {ahead} 件)")
+    }
 }
+
+/// The panel status of a press taken in whose target runs nothing: it starts as soon as a
+/// daemon has a free slot.
+pub const RECEIVED_TEXT: &str = "⏳ 受付済み (開始待ち)";
 
 #[cfg(test)]
 mod tests {
@@ -1133,7 +1152,7 @@ mod tests {
     }
 
     #[test]
-    fn waiting_counts_follow_queue_order() {
+    fn a_waiting_row_counts_the_jobs_of_its_own_target_ahead_the_running_one_included() {
         let mut first = row(4, State::Waiting, "C", "");
         first.received_at = Some(at(1, 0));
         let s = snap(vec![
@@ -1141,7 +1160,8 @@ mod tests {
             row(3, State::Waiting, "B", ""),
             first,
             row(5, State::Done, "D", ""),
-            row(6, State::Waiting, "E", ""),
+            row(6, State::Waiting, "A", ""),
+            row(7, State::Waiting, "A", ""),
         ]);
         let texts: Vec<(String, String)> = waiting_positions(&s)
             .into_iter()
@@ -1150,10 +1170,12 @@ mod tests {
         assert_eq!(
             texts,
             [
-                ("job-4".to_string(), "⏳ 順番待ち (前に 0 件)".to_string()),
-                ("job-3".to_string(), "⏳ 順番待ち (前に 1 件)".to_string()),
-                ("job-6".to_string(), "⏳ 順番待ち (前に 2 件)".to_string()),
-            ]
+                ("job-4".to_string(), "⏳ 受付済み (開始待ち)".to_string()),
+                ("job-3".to_string(), "⏳ 受付済み (開始待ち)".to_string()),
+                ("job-6".to_string(), "⏳ 順番待ち (前に 1 件)".to_string()),
+                ("job-7".to_string(), "⏳ 順番待ち (前に 2 件)".to_string()),
+            ],
+            "A's job runs: its waiting jobs are 1 and 2 behind it, whatever other targets wait"
         );
     }
 

@@ -86,12 +86,20 @@ impl Daemon {
         // made after that, shows for good whether it applied.
         self.settle_unsettled(&fresh);
         self.write_follow_ups(&mut fresh).await;
+        let rows_before = fresh.snapshot.rows.len();
         let (intake_writes, scheduled) = match self.take_in(&mut fresh, now).await {
             Ok(taken) => taken,
             Err(e) => {
                 self.release(&held).await;
                 return Err(e);
             }
+        };
+        // Presses taken in now say so on their panel rows in this very commit (what they
+        // wait for, or 実行中 for those it claims), not at a later pass's write.
+        let display = if fresh.snapshot.rows.len() > rows_before {
+            self.panel_display(&fresh)
+        } else {
+            display
         };
         self.stop_asked_jobs(&fresh.snapshot);
         let elsewhere = self.running_elsewhere(&fresh);

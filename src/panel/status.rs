@@ -586,7 +586,7 @@ mod tests {
         let (index, tables) = one_panel(vec![
             func_row(false, "集計", "", "r", "", ""),
             func_row(false, "再起動", "✅ 完了 11/30 09:00", "r", "", ""),
-            func_row(false, "検査", "⏳ 順番待ち (前に 1 件)", "r", "", ""),
+            func_row(false, "検査", "⏳ 順番待ち (前に 2 件)", "r", "", ""),
         ]);
         let mut running = queue_row(2, State::Running, "A", "集計");
         running.started_at = Some(at(125));
@@ -605,9 +605,9 @@ mod tests {
             got,
             [
                 ("'P'!C8".to_string(), json!("▶ 実行中 (14:05〜)")),
-                ("'P'!C9".to_string(), json!("⏳ 順番待ち (前に 0 件)")),
+                ("'P'!C9".to_string(), json!("⏳ 順番待ち (前に 1 件)")),
             ],
-            "検査 already shows the right text; target Z has no panel"
+            "再起動 waits behind 集計, which runs on its target; 検査 already shows the right text; target Z has no panel"
         );
     }
 
@@ -686,7 +686,8 @@ mod tests {
         let got = status_updates(&s, &index, &tables, tz(), &PanelLayout::default(), 20);
         assert_eq!(got.len(), 20);
         assert_eq!(got[0].range, "'P'!C8", "f00 was received first");
-        assert_eq!(got[0].values[0][0], json!("⏳ 順番待ち (前に 0 件)"));
+        assert_eq!(got[0].values[0][0], json!("⏳ 受付済み (開始待ち)"));
+        assert_eq!(got[1].values[0][0], json!("⏳ 順番待ち (前に 1 件)"));
         assert_eq!(got[19].range, "'P'!C27");
 
         // After the daemon wrote them, the next pass writes only the remaining five.

@@ -131,8 +131,8 @@ async fn a_ticked_box_becomes_one_row_that_runs_and_the_panel_follows_it() {
     assert_eq!(dup[0], "FALSE", "the duplicate tick is cleared too");
     // Another function of the same target waits behind it.
     tick(&emu, p, 9);
-    wait_status(&emu, p, 9, "⏳ 順番待ち (前に 0 件)", |s| {
-        s == "⏳ 順番待ち (前に 0 件)"
+    wait_status(&emu, p, 9, "⏳ 順番待ち (前に 1 件)", |s| {
+        s == "⏳ 順番待ち (前に 1 件)"
     })
     .await;
     // Results on both rows.
