@@ -36,6 +36,10 @@ pub enum AdminError {
         "job {0:?} is not in '{QUEUE_SHEET}': it was archived, its row was deleted, or the jobId is mistyped (`sheetq status` lists the running and waiting jobs)"
     )]
     NotInQueue(String),
+    /// The job is not in the state the command acts on yet, and a daemon turns it so within
+    /// a poll (a rejection of a job not yet 承認待ち): the caller may wait and try again.
+    #[error("{0}")]
+    NotYet(String),
 }
 
 impl From<queue::LayoutError> for AdminError {
@@ -432,7 +436,7 @@ pub async fn check(
             open_all: false,
             queue: None,
         },
-        |command| registry.get(command).is_some(),
+        |command| registry.is_configured(command),
     ));
     let header = crate::sheets::first_row(&values);
     match ColumnMap::from_header(&header, &config.headers) {
@@ -448,7 +452,7 @@ pub async fn check(
             );
             problems.extend(snapshot.problems.iter().map(ToString::to_string));
             for row in &snapshot.rows {
-                if row.state.is(State::Waiting) && registry.get(&row.command).is_none() {
+                if row.state.is(State::Waiting) && !registry.is_configured(&row.command) {
                     problems.push(format!(
                         "'{QUEUE_SHEET}' row {}: command \"{}\" is not configured; add [commands.{}] to the config or the job will end as {}",
                         row.row, row.command, row.command, config.states.error
@@ -511,6 +515,94 @@ impl NewJob {
             flags: Vec::new(),
         }
     }
+}
+
+/// The job `sheetq enqueue` asks for, as the config defines it: for a function of
+/// `[[functions]]`, its command, args and flags, with `args` (a JSON object) setting only
+/// the keys its `args_from_sheet` lets a job set; without `[[functions]]`, `command` and
+/// `args` as given. The error says, in the shell's words, which option to change.
+pub fn job_of(
+    config: &Config,
+    target: &str,
+    function: &str,
+    command: Option<&str>,
+    args: Option<&str>,
+    requester: &str,
+) -> Result<NewJob, String> {
+    let given = |text: &str| match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err(format!(
+            "--args must be a JSON object such as '{{\"version\":\"1.2\"}}', not {text}"
+        )),
+        Err(e) => Err(format!("--args is not JSON ({e}): {text}")),
+    };
+    let job = |command: &str, args_json: String, flags: Vec<String>| NewJob {
+        target: target.into(),
+        function: function.into(),
+        command: command.into(),
+        args_json,
+        requester: requester.into(),
+        panel_sheet: target.into(),
+        flags,
+    };
+    let catalog = &config.catalog;
+    let Some(f) = catalog.function(function) else {
+        if !catalog.functions.is_empty() {
+            let known: Vec<String> = catalog
+                .functions
+                .iter()
+                .map(|f| format!("\"{}\"", f.label))
+                .collect();
+            return Err(format!(
+                "--function {} is not among the [[functions]] of sheetq.toml; it has {}",
+                crate::sheet_text::shown(function),
+                known.join(", ")
+            ));
+        }
+        let Some(command) = command else {
+            return Err(
+                "--command is needed: sheetq.toml has no [[functions]] to take it from".into(),
+            );
+        };
+        let args = match args {
+            Some(text) => serde_json::Value::Object(given(text)?).to_string(),
+            None => "{}".into(),
+        };
+        return Ok(job(command, args, Vec::new()));
+    };
+    if let Some(command) = command.filter(|c| crate::sheet_text::trim(c) != f.command) {
+        return Err(format!(
+            "function \"{}\" runs command \"{}\" (sheetq.toml), not {}: leave out --command",
+            f.label,
+            f.command,
+            crate::sheet_text::shown(command)
+        ));
+    }
+    let mut merged = match serde_json::to_value(&f.args) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    if let Some(text) = args {
+        for (key, value) in given(text)? {
+            if !f.args_from_sheet.contains(&key) {
+                let may = match f.args_from_sheet.as_slice() {
+                    [] => "none of its args".to_string(),
+                    keys => keys.join(", "),
+                };
+                return Err(format!(
+                    "--args may set {may} for function \"{}\" (its args_from_sheet), not {}: the rest comes from sheetq.toml",
+                    f.label,
+                    crate::sheet_text::shown(&key)
+                ));
+            }
+            merged.insert(key, value);
+        }
+    }
+    Ok(job(
+        &f.command,
+        serde_json::Value::Object(merged).to_string(),
+        f.flags.clone(),
+    ))
 }
 
 /// `sheetq enqueue`: appends one `待機` row (INSERT_ROWS, RAW); returns its jobId.

@@ -435,7 +435,7 @@ pub fn rejected_message(stop: &Request, seen: DateTime<Utc>, tz: Tz) -> String {
 pub fn expired_message(rule: &Rule<'_>, tally: &Tally) -> String {
     format!(
         "期限切れ: {} 以内に承認されませんでした (承認 {})",
-        humantime::format_duration(rule.expires),
+        crate::sheet_text::duration_ja(rule.expires),
         tally.count_text()
     )
 }

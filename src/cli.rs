@@ -310,12 +310,14 @@ pub struct EnqueueArgs {
     /// Function label.
     #[arg(long)]
     pub function: String,
-    /// Command name; must be configured under [commands].
+    /// Command name, for a config without [[functions]]; with them it comes from the
+    /// function (give it only to say which one you expect).
     #[arg(long)]
-    pub command: String,
-    /// Arguments as a JSON object.
-    #[arg(long, default_value = "{}")]
-    pub args: String,
+    pub command: Option<String>,
+    /// Arguments as a JSON object: with [[functions]], only the keys its `args_from_sheet`
+    /// lets a job set, over the function's args; without, the job's whole args.
+    #[arg(long)]
+    pub args: Option<String>,
     /// Requester e-mail (may be empty).
     #[arg(long, default_value = "")]
     pub requester: String,
@@ -369,7 +371,7 @@ pub struct CancelArgs {
     pub config: ConfigArgs,
     /// The job's jobId (as `enqueue` printed it, or from the queue or `sheetq status`).
     pub job_id: String,
-    /// Who asks, as メッセージ shows it (「中止: <who> HH:mm」); default: the shell user.
+    /// Who asks, as メッセージ shows it (「中止: <who> HH:mm」); default: the shell's `user@host`.
     #[arg(long = "as", value_name = "WHO")]
     pub who: Option<String>,
     /// Wait for the job to end and print its outcome: exit 0 when it ended キャンセル, 4 when
@@ -398,6 +400,10 @@ pub async fn execute(cli: Cli) -> ExitCode {
             eprintln!("sheetq: {e:#}");
             let setup = e.downcast_ref::<crate::config::ConfigError>().is_some()
                 || e.downcast_ref::<crate::sheets::auth::CredentialsError>()
+                    .is_some()
+                // A key file missing or unusable, an api_base_url or spreadsheet_id that
+                // cannot work: set-up, whichever command met it.
+                || e.downcast_ref::<crate::sheets::google::BuildError>()
                     .is_some()
                 || e.downcast_ref::<crate::daemon::DaemonError>()
                     .is_some_and(crate::daemon::DaemonError::is_setup_problem);
@@ -744,9 +750,11 @@ async fn panels(command: PanelsCommand) -> anyhow::Result<ExitCode> {
         let sheets = connect_one_shot(config).await?;
         let done = crate::apply::panel::sync(sheets.as_ref(), config, &request, None).await?;
         if request.dry_run {
-            println!("dry run: nothing was written; a sync would do this:");
+            println!("dry run: nothing was written; a sync would:");
+            print!("{}", would(&done.report.to_string()));
+        } else {
+            print!("{}", done.report);
         }
-        print!("{}", done.report);
         println!(
             "{} API requests ({} changes in one batch)",
             done.requests, done.batch_len
@@ -760,20 +768,60 @@ async fn panels(command: PanelsCommand) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// A sync's report, said of what a dry run would do: each line's leading verb in the
+/// present ("protect", "create panel"), not the past tense of what a sync did.
+fn would(report: &str) -> String {
+    const VERBS: [(&str, &str); 8] = [
+        ("index: created", "index: create"),
+        ("index: updated", "index: update"),
+        ("index: made from", "index: make from"),
+        ("created panel", "create panel"),
+        ("updated panels", "update panels"),
+        ("shown again", "show again"),
+        ("hidden (idle)", "hide (idle)"),
+        ("protected ", "protect "),
+    ];
+    report
+        .lines()
+        .map(|line| {
+            let line = VERBS
+                .iter()
+                .find_map(|(did, does)| line.strip_prefix(did).map(|rest| format!("{does}{rest}")))
+                .unwrap_or_else(|| line.to_string());
+            format!("  {line}\n")
+        })
+        .collect()
+}
+
 /// `sheetq enqueue [--wait]`: refuses what the daemon would refuse, appends the row, and
 /// with `--wait` waits for the outcome (exit 4 for エラー or タイムアウト).
 async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load()?;
+    let job = match admin::job_of(
+        &config,
+        &args.target,
+        &args.function,
+        args.command.as_deref(),
+        args.args.as_deref(),
+        &args.requester,
+    ) {
+        Ok(job) => job,
+        Err(why) => {
+            eprintln!("sheetq: not enqueued: {why}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
     // What the daemon would refuse is refused here, before a row exists. `enqueue` makes the
     // row's jobId; one of the same shape stands in for it (a `{job_id}` pattern sees a UUID).
     let spec = crate::commands::JobSpec {
         job_id: uuid::Uuid::new_v4().to_string(),
-        target: args.target.clone(),
-        function: args.function.clone(),
-        requester: args.requester.clone(),
-        command: args.command.clone(),
-        args_json: args.args.clone(),
-        panel_sheet: args.target.clone(),
+        target: job.target.clone(),
+        function: job.function.clone(),
+        requester: job.requester.clone(),
+        command: job.command.clone(),
+        args_json: job.args_json.clone(),
+        panel_sheet: job.panel_sheet.clone(),
+        flags: job.flags.clone(),
         ..Default::default()
     };
     // Whether the queue vouches for 依頼者 is the daemon's to judge when it runs the row
@@ -805,14 +853,6 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
             eprintln!("sheetq: warning: {w}");
         }
     }
-    let job = admin::NewJob {
-        target: args.target,
-        function: args.function,
-        command: args.command,
-        args_json: args.args,
-        requester: args.requester,
-        ..Default::default()
-    };
     let job_id = admin::enqueue(sheets.as_ref(), &config, &job).await?;
     if !args.wait {
         if args.json {
@@ -921,13 +961,26 @@ async fn schedules(args: SchedulesArgs) -> anyhow::Result<ExitCode> {
 /// `sheetq cancel JOBID [--as WHO] [--wait]`: writes the request; exit 0 when the job is
 /// asked to stop (or already ended キャンセル), 4 when it had ended otherwise, and with
 /// `--wait` as it ends.
+/// Who runs this command, as a stop request names them without `--as`: `user@host` (the
+/// login name from the environment, else the account of the process's uid).
+fn shell_user() -> String {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+        })
+        .unwrap_or_else(|| format!("uid {}", nix::unistd::getuid()));
+    format!("{user}@{}", crate::config::host_name())
+}
+
 async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
     use crate::admin::cancel::Outcome;
     let config = args.config.load()?;
-    let who = args
-        .who
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_default();
+    let who = args.who.unwrap_or_else(shell_user);
     let sheets = connect_one_shot(&config).await?;
     let outcome = admin::cancel::cancel(sheets.as_ref(), &config, &args.job_id, &who).await?;
     let word = |s| config.states.word(s);
@@ -983,6 +1036,9 @@ async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
 
 /// `sheetq approve|reject JOBID --as WHO`: checks WHO against the function's approvers and
 /// writes the approval (or the rejection) to the job's row; exit 1, naming why, when it may not.
+/// How long `reject` waits for a daemon to turn its job 承認待ち.
+const REJECT_WAITS: std::time::Duration = std::time::Duration::from_secs(60);
+
 async fn approve(args: ApproveArgs, reject: bool) -> anyhow::Result<ExitCode> {
     use crate::admin::approve::Outcome;
     let config = args.config.load()?;
@@ -991,7 +1047,25 @@ async fn approve(args: ApproveArgs, reject: bool) -> anyhow::Result<ExitCode> {
     let (job, who) = (&args.job_id, args.who.trim());
     let catalog = registry.catalog();
     let outcome = if reject {
-        admin::approve::reject(sheets.as_ref(), &config, catalog, job, who).await?
+        // A job a daemon has not turned 承認待ち yet is waited for: its turn comes within a
+        // poll, and a rejection before it would end the job キャンセル, not 却下.
+        let until = tokio::time::Instant::now() + REJECT_WAITS;
+        let mut said = false;
+        loop {
+            match admin::approve::reject(sheets.as_ref(), &config, catalog, job, who).await {
+                Err(admin::AdminError::NotYet(why)) if tokio::time::Instant::now() < until => {
+                    if !said {
+                        eprintln!(
+                            "sheetq: {why}; waiting for it (up to {} s)",
+                            REJECT_WAITS.as_secs()
+                        );
+                        said = true;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                }
+                other => break other?,
+            }
+        }
     } else {
         admin::approve::approve(sheets.as_ref(), &config, catalog, job, who).await?
     };
@@ -1020,8 +1094,12 @@ async fn check(
     args: &CheckArgs,
     config: Config,
 ) -> anyhow::Result<(bool, Option<crate::check::Seen>)> {
-    let (registry, config_problems) = crate::setup::checked_registry(&config)
-        .unwrap_or_else(|problems| (Registry::default(), problems));
+    let (registry, config_problems) = crate::setup::registry_for_check(&config);
+    // Each fault of a [commands.X] table with where it is in the file.
+    let config_problems = match args.config.path().map(std::fs::read_to_string) {
+        Ok(Ok(text)) => crate::config::with_places(&text, config_problems),
+        _ => config_problems,
+    };
     let only = args
         .only
         .iter()

@@ -276,6 +276,14 @@ pub struct Registry {
     /// Whether only sheetq's accounts and the owner can write the queue: a continuation
     /// step's args (which its command handed back) are then trusted as they are.
     queue_protected: bool,
+    /// Commands the config names but could not define (`check` reports their faults once;
+    /// [`Registry::from_toml_partly`]): configured, though nothing runs them.
+    broken: Arc<std::collections::BTreeSet<String>>,
+}
+
+/// A command's name as the config's errors write it after `commands.` (quoted unless bare).
+pub fn config_key_text(name: &str) -> String {
+    config::key_text(name)
 }
 
 impl Default for Registry {
@@ -286,6 +294,7 @@ impl Default for Registry {
             catalog: Arc::default(),
             panels: Arc::new(config::panels_def(Duration::from_secs(15 * 60))),
             queue_protected: false,
+            broken: Arc::default(),
         }
     }
 }
@@ -303,7 +312,33 @@ impl Registry {
             catalog: Arc::default(),
             panels: Arc::new(config::panels_def(stale_after)),
             queue_protected: false,
+            broken: Arc::default(),
         })
+    }
+
+    /// [`Registry::from_toml`] for `check`, which reports every fault: the commands that
+    /// parse, the errors of those that do not, and those names kept as configured (so one
+    /// typo inside `[commands.X]` is one error, not also "X is not configured" on every
+    /// row and panel that names X).
+    pub fn from_toml_partly(table: &toml::Table, stale_after: Duration) -> (Registry, Vec<String>) {
+        let (defs, errors, broken) = config::parse_commands_partly(table, stale_after);
+        let registry = Registry {
+            commands: defs
+                .into_iter()
+                .map(|d| (d.name.clone(), Arc::new(d)))
+                .collect(),
+            catalog: Arc::default(),
+            panels: Arc::new(config::panels_def(stale_after)),
+            queue_protected: false,
+            broken: Arc::new(broken.into_iter().collect()),
+        };
+        (registry, errors)
+    }
+
+    /// Whether the config names `command`: defined, or named with a fault `check` reports
+    /// on its own.
+    pub fn is_configured(&self, command: &str) -> bool {
+        self.get(command).is_some() || self.broken.contains(sheet_text::trim(command))
     }
 
     /// This registry, refusing jobs whose function `catalog` does not list (when it lists
@@ -399,6 +434,7 @@ impl Registry {
             .functions
             .iter()
             .enumerate()
+            .filter(|(_, f)| !self.broken.contains(sheet_text::trim(&f.command)))
             .filter_map(|(i, f)| {
                 let spec = JobSpec {
                     command: f.command.clone(),

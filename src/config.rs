@@ -316,6 +316,49 @@ fn line_and_column(text: &str, position: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// `problems` of `[commands.NAME]` tables (each starting with `commands.NAME` or
+/// `commands.NAME.KEY`, as the command registry words them) with where in `text` (the
+/// config file) the table or key is: " (line L, column C)". Others stay as they are.
+pub fn with_places(text: &str, problems: Vec<String>) -> Vec<String> {
+    type Tables = BTreeMap<String, toml::Spanned<BTreeMap<String, toml::Spanned<toml::Value>>>>;
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        #[serde(default)]
+        commands: Tables,
+    }
+    let Ok(doc) = toml::from_str::<Doc>(text) else {
+        return problems;
+    };
+    let place = |span: std::ops::Range<usize>| {
+        // The key's line and the column its line starts at: a value's span begins after `=`.
+        let (line, _) = line_and_column(text, span.start);
+        let start = text.lines().nth(line - 1).unwrap_or_default();
+        let column = start.chars().take_while(|c| c.is_whitespace()).count() + 1;
+        format!(" (line {line}, column {column})")
+    };
+    problems
+        .into_iter()
+        .map(|problem| {
+            let found = doc.commands.iter().find_map(|(name, table)| {
+                let at = format!("commands.{}", crate::commands::config_key_text(name));
+                let rest = problem.strip_prefix(&at)?;
+                let key = rest.strip_prefix('.').and_then(|r| {
+                    let key = r.split([' ', '.', ':']).next()?;
+                    table.get_ref().get(key.trim_matches('"'))
+                });
+                Some(match key {
+                    Some(value) => place(value.span()),
+                    None => place(table.span()),
+                })
+            });
+            match found {
+                Some(at) => format!("{problem}{at}"),
+                None => problem,
+            }
+        })
+        .collect()
+}
+
 impl Config {
     /// Reads and validates `path`, applying `SHEETQ_*` overrides from the process
     /// environment.

@@ -42,6 +42,14 @@ pub fn checked_registry(config: &Config) -> Result<(Registry, Vec<String>), Vec<
     Ok((registry.with_catalog(config.catalog.clone()), problems))
 }
 
+/// [`checked_registry`] for `check`, which goes on past faults: the commands that parse,
+/// and every problem once (a command's own faults, then the functions' against it).
+pub fn registry_for_check(config: &Config) -> (Registry, Vec<String>) {
+    let (registry, mut problems) = Registry::from_toml_partly(&config.commands, config.stale_after);
+    problems.extend(registry.check_functions(&config.catalog));
+    (registry.with_catalog(config.catalog.clone()), problems)
+}
+
 /// The spreadsheet port for `config`: the Google client (pointed at `api_base_url`), with
 /// the configured budget, timeouts and retries; wrapped in dry-run when asked.
 /// `credentials` overrides the config's (the embedded local mode passes the emulator's key).

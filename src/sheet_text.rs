@@ -401,9 +401,46 @@ pub fn disguises(c: char) -> bool {
         )
 }
 
+/// A duration in Japanese units, for a sentence in Japanese: `1日`, `2時間30分`, `45秒`
+/// (at most the two largest units, rounded down; `0秒` for less than a second).
+pub fn duration_ja(d: std::time::Duration) -> String {
+    const UNITS: [(u64, &str); 4] = [(86_400, "日"), (3_600, "時間"), (60, "分"), (1, "秒")];
+    let mut left = d.as_secs();
+    let mut parts = Vec::new();
+    for (size, unit) in UNITS {
+        if left >= size && parts.len() < 2 {
+            parts.push(format!("{}{unit}", left / size));
+            left %= size;
+        } else if !parts.is_empty() {
+            // Units below the largest are shown only when they follow it directly.
+            break;
+        }
+    }
+    if parts.is_empty() {
+        "0秒".into()
+    } else {
+        parts.concat()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_in_a_japanese_sentence_use_japanese_units() {
+        let s = std::time::Duration::from_secs;
+        assert_eq!(duration_ja(s(86_400)), "1日");
+        assert_eq!(duration_ja(s(9_000)), "2時間30分");
+        assert_eq!(duration_ja(s(30 * 86_400)), "30日");
+        assert_eq!(
+            duration_ja(s(86_400 + 60)),
+            "1日",
+            "a gap of units ends the text"
+        );
+        assert_eq!(duration_ja(s(45)), "45秒");
+        assert_eq!(duration_ja(std::time::Duration::from_millis(300)), "0秒");
+    }
 
     const VECTORS: &str = include_str!("../tests/vectors/sheet_text.json");
 

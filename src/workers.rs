@@ -221,7 +221,9 @@ pub fn row_cells(
         Cell::from(host),
         Cell::from(env!("CARGO_PKG_VERSION")),
         Cell::from(slots as u64),
-        Cell::from(jobs.len() as u64),
+        // What runs here: not the jobs listed as done (results that landed lately) nor
+        // those held for other daemons.
+        Cell::from(jobs.iter().filter(|j| !j.done && !j.held).count() as u64),
         // UTC text, not a serial in the sheet's zone: unambiguous when read (a wall-clock
         // serial repeats an hour when daylight saving falls back).
         Cell::from(now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
@@ -447,6 +449,34 @@ pub fn check_worker_id(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_heartbeat_counts_as_running_only_the_jobs_that_run_here() {
+        let job = |id: &str| RunningRef {
+            job_id: id.into(),
+            target: "A".into(),
+            requester: String::new(),
+            done: false,
+            held: false,
+        };
+        let jobs = [
+            job("running"),
+            RunningRef {
+                done: true,
+                ..job("landed")
+            },
+            RunningRef {
+                held: true,
+                ..job("held")
+            },
+        ];
+        let cells = row_cells("vm-1", "h", 2, &jobs, chrono::Utc::now(), "h 1", "a", &[]);
+        assert_eq!(
+            cells[4],
+            Cell::from(1u64),
+            "finished and held jobs do not run here"
+        );
+    }
     use serde_json::json;
 
     const TZ: Tz = chrono_tz::Asia::Tokyo;

@@ -106,10 +106,9 @@ fn awaiting<'a>(
     // within a poll (before that, a stop would end it キャンセル, not 却下).
     let unturned = state == State::Waiting && !approval::cleared(row, Some(&rule));
     if unturned && rejecting {
-        return refuse(format!(
-            "job {job_id} is not waiting for approval yet: a daemon turns it {} within a poll; reject it then",
-            "承認待ち"
-        ));
+        return Err(AdminError::NotYet(format!(
+            "job {job_id} is not waiting for approval yet: a daemon turns it 承認待ち within a poll"
+        )));
     }
     if state != State::AwaitingApproval && !unturned {
         return refuse(format!(

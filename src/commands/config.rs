@@ -259,8 +259,24 @@ pub(crate) fn parse_commands(
     table: &toml::Table,
     stale_after: Duration,
 ) -> Result<Vec<CommandDef>, Vec<String>> {
+    let (defs, errors, _) = parse_commands_partly(table, stale_after);
+    if errors.is_empty() {
+        Ok(defs)
+    } else {
+        Err(errors)
+    }
+}
+
+/// [`parse_commands`], keeping what parsed: the commands that did, the errors, and the
+/// names of those that did not (a name configured, with a fault of its own to report once,
+/// never also "not configured" wherever it is used).
+pub(crate) fn parse_commands_partly(
+    table: &toml::Table,
+    stale_after: Duration,
+) -> (Vec<CommandDef>, Vec<String>, Vec<String>) {
     let mut errors = Vec::new();
     let mut defs = Vec::new();
+    let mut broken = Vec::new();
     for (name, value) in table {
         let at = format!("commands.{}", key_text(name));
         if name.trim().is_empty() || name.trim() != name {
@@ -274,17 +290,15 @@ pub(crate) fn parse_commands(
             errors.push(format!(
                 "{at} must be a table, e.g. [{at}] with builtin = \"sleep\" or exec = [\"/path/to/program\"]"
             ));
+            broken.push(name.clone());
             continue;
         };
-        if let Some(def) = parse_one(name, &at, t, stale_after, &mut errors) {
-            defs.push(def);
+        match parse_one(name, &at, t, stale_after, &mut errors) {
+            Some(def) => defs.push(def),
+            None => broken.push(name.clone()),
         }
     }
-    if errors.is_empty() {
-        Ok(defs)
-    } else {
-        Err(errors)
-    }
+    (defs, errors, broken)
 }
 
 /// One `[commands.<name>]` table (`at` names it in messages), every key checked; what is
@@ -850,7 +864,7 @@ fn duration(at: &str, key: &str, v: &toml::Value, errors: &mut Vec<String>) -> O
 }
 
 /// A TOML key as it would be written in the file (quoted when not bare).
-fn key_text(key: &str) -> String {
+pub(crate) fn key_text(key: &str) -> String {
     let bare = !key.is_empty()
         && key
             .chars()

@@ -252,6 +252,30 @@ pub fn last_line(text: &str) -> Option<&str> {
     text.lines().map(str::trim).rfind(|l| !l.is_empty())
 }
 
+/// The last line a stopped command itself printed: [`last_line`], passing over the notice a
+/// shell prints when the job it ran was stopped (`Terminated`, `Killed`, or bash's
+/// `bash: line 1:  4242 Terminated  sleep 100`), which says nothing the message does not.
+pub fn last_said(text: &str) -> Option<&str> {
+    fn is_shell_notice(line: &str) -> bool {
+        let rest = match line.split_once(": line ") {
+            // `<shell>: line N:  PID Terminated  command`
+            Some((_, rest)) => rest
+                .split_once(':')
+                .map(|(_, r)| {
+                    r.trim_start()
+                        .trim_start_matches(|c: char| c.is_ascii_digit())
+                })
+                .unwrap_or(rest),
+            None => line,
+        };
+        let word = rest.split_whitespace().next().unwrap_or_default();
+        matches!(word, "Terminated" | "Killed" | "Hangup" | "Interrupt")
+    }
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !is_shell_notice(l))
+}
+
 fn compact(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
@@ -266,6 +290,25 @@ fn signal_name(sig: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stopped_commands_last_words_are_its_own_not_the_shells_notice() {
+        assert_eq!(last_said("copying 40%\nTerminated\n"), Some("copying 40%"));
+        assert_eq!(
+            last_said("step 2\nbash: line 1:  4242 Terminated              sleep 100\n"),
+            Some("step 2")
+        );
+        assert_eq!(last_said("Killed"), None);
+        assert_eq!(
+            last_said("Terminated early by the user"),
+            None,
+            "a notice by its first word"
+        );
+        assert_eq!(
+            last_said("the job Terminated nothing"),
+            Some("the job Terminated nothing")
+        );
+    }
     use proptest::prelude::*;
     use serde_json::json;
 

@@ -432,8 +432,8 @@ fn printed_last(stdout: &str, stderr: &str) -> String {
 
 /// An outcome for a stopped job, with the last thing it said (stderr first) for context.
 fn stopped(status: OutcomeStatus, what: String, stdout: &str, stderr: &str) -> Outcome {
-    let last = output::last_line(stderr)
-        .or_else(|| output::last_line(stdout))
+    let last = output::last_said(stderr)
+        .or_else(|| output::last_said(stdout))
         .map(|l| output::tail_chars(l, STDERR_TAIL_CHARS / 3));
     let message = match last {
         Some(l) => format!("{what}; last output: {l}"),

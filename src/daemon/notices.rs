@@ -103,7 +103,7 @@ impl Daemon {
                     "承認が {} 件必要です (承認者: {}; 期限 {})",
                     rule.needed,
                     rule.approvers.join(", "),
-                    humantime::format_duration(rule.expires)
+                    crate::sheet_text::duration_ja(rule.expires)
                 ),
             ),
             crate::notifications::Step::Approved => (

@@ -20,7 +20,7 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::{Channel, Format, Notice, WebhookUrl};
 use crate::journal::{Journal, JournalError};
@@ -355,7 +355,9 @@ fn settle(s: &Sending, channel: Option<&Channel>, mut notice: Notice, sent: Sent
                 s.webhooks.hold(&c.url, after.unwrap_or(wait));
             }
             notice.next_try = chrono::Duration::from_std(wait).ok().map(|w| now + w);
-            debug!(channel = %notice.channel, job.id = ?notice.job_id, tries = notice.tries, %why, retry_in = ?wait, "notification not sent; trying again later");
+            // Each failed try once, at WARN: the channel by its name, never its URL (a webhook's URL
+            // is its secret).
+            warn!(channel = %notice.channel, job.id = ?notice.job_id, tries = notice.tries, %why, retry_in = ?wait, "a notification was not sent; trying again later");
             (NotificationOutcome::Retried, None)
         }
         Sent::Again { why, .. } => {

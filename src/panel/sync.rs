@@ -1165,6 +1165,13 @@ pub fn check(input: &SyncInput, known: impl Fn(&str) -> bool) -> Vec<String> {
     let mut out: Vec<String> = found.conflicts.iter().map(ToString::to_string).collect();
     out.extend(found.problems.iter().cloned());
     for p in found.panels() {
+        if input.catalog.refuse_target(&p.label).is_some() {
+            out.push(format!(
+                "panel {} is for target {}, which is not among the [[targets]] of sheetq.toml, so every press there is refused: list the target there, or delete the panel",
+                a1::quote_title(&p.title),
+                crate::panel::catalog::shown(&p.label),
+            ));
+        }
         let Some(table) = tables.get(&p.label) else {
             continue;
         };

@@ -117,7 +117,7 @@ pub enum CredentialsError {
     #[error("cannot read the service-account {source_desc}: {error}{hint}")]
     Read {
         source_desc: String,
-        #[source]
+        // Not a `#[source]`: the message shows it already, and a chain would print it twice.
         error: std::io::Error,
         hint: &'static str,
     },

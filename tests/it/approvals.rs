@@ -322,7 +322,7 @@ async fn a_request_not_approved_in_time_expires_even_when_its_daemon_restarted_m
     assert!(
         r.state.is(State::Expired)
             && r.message
-                .contains("期限切れ: 4s 以内に承認されませんでした (承認 0/1)"),
+                .contains("期限切れ: 4秒 以内に承認されませんでした (承認 0/1)"),
         "{r:#?}"
     );
     assert_eq!(

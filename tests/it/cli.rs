@@ -505,7 +505,7 @@ async fn enqueue_refuses_what_the_daemon_would_refuse_before_writing() {
     let config = write_config(dir.path(), &emu, "");
     for (command, args, says) in [
         ("nope", "{}", "\"nope\" is not configured"),
-        ("sleep", "{oops", "argsJSON"),
+        ("sleep", "{oops", "--args is not JSON"),
         (
             "sleep",
             r#"{"seconds":"soon"}"#,
@@ -980,4 +980,286 @@ fn schedules_lists_the_next_runs_and_a_bad_cron_is_refused_by_name() {
         stderr.contains("nightly") && stderr.contains("61"),
         "the error names the schedule and the field: {stderr}"
     );
+}
+
+/// One typo inside a `[commands.X]` table is one problem, with its line and column, and not
+/// also "X is not configured" on every panel row that names X.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_reports_a_typo_in_a_command_once_with_where_it_is() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(
+        dir.path(),
+        &emu,
+        "[commands.broken]\nbuiltin = \"echo\"\nexce = 1\n",
+    );
+    let line = std::fs::read_to_string(&config)
+        .unwrap_or_default()
+        .lines()
+        .position(|l| l.starts_with("exce"))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("the config has the typo"));
+    let out = run_check(config).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let typo: Vec<&str> = stderr.lines().filter(|l| l.contains("exce")).collect();
+    assert_eq!(typo.len(), 1, "the typo once:\n{stderr}");
+    assert!(
+        typo[0].contains(&format!("(line {line}, column 1)")),
+        "it says where: {}",
+        typo[0]
+    );
+    assert!(
+        !stderr.contains("\"broken\" is not configured"),
+        "a command with a fault of its own is configured:\n{stderr}"
+    );
+}
+
+/// A panel of a target that `[[targets]]` does not list is named: every press there is
+/// refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_names_panels_of_targets_the_config_does_not_list() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &emu, "[[targets]]\nlabel = \"サーバーA\"\n");
+    let out = run_check(config).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    for target in ["サーバーB", "サーバーC"] {
+        assert!(
+            stderr.contains(&format!(
+                "is for target \"{target}\", which is not among the [[targets]]"
+            )),
+            "{target} is named:\n{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("is for target \"サーバーA\""),
+        "a listed target is fine:\n{stderr}"
+    );
+}
+
+/// A key file that is missing is a set-up problem: exit 2, its message once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_key_file_exits_2_saying_so_once() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &emu, "");
+    std::fs::remove_file(dir.path().join("key.json")).expect("remove the key");
+    for args in [&["status"][..], &["check"][..]] {
+        let config = config.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            sheetq().args(args).arg("--config").arg(&config).output()
+        })
+        .await
+        .expect("join")
+        .expect("run sheetq");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "sheetq {args:?}: {stderr}");
+        assert_eq!(
+            stderr.matches("No such file or directory").count(),
+            1,
+            "sheetq {args:?} says it once:\n{stderr}"
+        );
+        assert!(stderr.contains("key.json"), "it names the file:\n{stderr}");
+    }
+}
+
+/// `panels sync --dry-run` says what a sync would do, in the present tense, and writes
+/// nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn panels_sync_dry_run_says_what_it_would_do() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &emu, "");
+    let out = with_config(
+        &config,
+        vec!["panels".into(), "sync".into(), "--dry-run".into()],
+    )
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("a sync would:"), "{stdout}");
+    assert!(
+        stdout.contains("  protect "),
+        "what it would protect:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains("protected "),
+        "nothing is said done:\n{stdout}"
+    );
+    assert_eq!(emu.count("spreadsheets.batchUpdate"), 0, "nothing written");
+}
+
+/// `enqueue --function F` takes F's command, args and flags from `[[functions]]`, as a
+/// press does; `--args` sets only what `args_from_sheet` lets a job set.
+#[tokio::test(flavor = "multi_thread")]
+async fn enqueue_takes_what_runs_from_the_functions_of_the_config() {
+    let emu = support::start_emulator().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let functions = r#"
+[[functions]]
+label = "動作確認 (2秒)"
+command = "sleep"
+args = { seconds = 2 }
+args_from_sheet = ["seconds"]
+"#;
+    let config = write_config(dir.path(), &emu, functions);
+    let enqueue = |args: &[&str]| {
+        let mut all = vec![
+            "enqueue",
+            "--target",
+            "サーバーA",
+            "--function",
+            "動作確認 (2秒)",
+        ];
+        all.extend_from_slice(args);
+        with_config(&config, all.into_iter().map(String::from).collect())
+    };
+    let out = enqueue(&[]).await.expect("join");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let row = support::queue_rows(&emu)
+        .into_iter()
+        .find(|r| r.job_id == job)
+        .unwrap_or_else(|| panic!("no row {job}"));
+    assert_eq!(row.command, "sleep");
+    assert_eq!(row.args_json, r#"{"seconds":2}"#);
+
+    let out = enqueue(&["--args", r#"{"seconds":1}"#])
+        .await
+        .expect("join");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = enqueue(&["--args", r#"{"other":1}"#]).await.expect("join");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--args may set seconds") && !stderr.contains("panel"),
+        "the shell's words:\n{stderr}"
+    );
+}
+
+/// The README's "Running against a local spreadsheet" runs as written: the emulator, then
+/// the second terminal's lines (`check` exiting 0 on the way), then `run`, and `status`
+/// shows the job that `enqueue` queued done.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_local_spreadsheet_walkthrough_runs_clean_as_written() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("## Running against a local spreadsheet you can poke at")
+        .nth(1)
+        .expect("the README has the section");
+    let blocks: Vec<&str> = section
+        .split("```sh\n")
+        .skip(1)
+        .take(2)
+        .map(|b| b.split("```").next().unwrap_or_default())
+        .collect();
+    let [emulator, terminal] = blocks[..] else {
+        panic!("the section opens with two sh blocks: {blocks:?}")
+    };
+    let bin = env!("CARGO_BIN_EXE_sheetq");
+    let (port, metrics) = (support::free_port(), support::free_port());
+    let as_here = |line: &str| {
+        line.replace("cargo run --release --", &format!("'{bin}'"))
+            .replace("8787", &port.to_string())
+            .replace("9184", &metrics.to_string())
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let emulator_line = as_here(emulator.trim());
+    let _emulator = support::Child(
+        Command::new("sh")
+            .args(["-c", &format!("exec {emulator_line}")])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the emulator"),
+    );
+    for _ in 0..100 {
+        if support::http_get(port, "/_emulator/credentials").await.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // The second terminal up to `run`, which goes on until stopped: it is started apart.
+    let (before_run, after_run) = terminal
+        .split_once("\ncargo run --release -- run ")
+        .expect("the terminal runs the daemon");
+    let script = format!("set -e\n{}\n", as_here(before_run));
+    let out = tokio::task::spawn_blocking({
+        let dir = dir.path().to_path_buf();
+        move || {
+            Command::new("sh")
+                .args(["-c", &script])
+                .current_dir(dir)
+                .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+                .output()
+        }
+    })
+    .await
+    .expect("join")
+    .expect("run the walkthrough");
+    assert!(
+        out.status.success(),
+        "every line before `run` succeeds, `check` included:\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_line = as_here(&format!(
+        "cargo run --release -- run {}",
+        after_run.lines().next().unwrap_or_default()
+    ));
+    let run_line = run_line
+        .split('#')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let _daemon = support::Child(
+        Command::new("sh")
+            .args(["-c", &format!("exec {run_line}")])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the daemon"),
+    );
+    let status_line = as_here(
+        after_run
+            .lines()
+            .find(|l| l.contains(" status"))
+            .expect("the walkthrough ends with status")
+            .split('#')
+            .next()
+            .unwrap_or_default(),
+    );
+    let mut last = String::new();
+    for _ in 0..60 {
+        let out = Command::new("sh")
+            .args(["-c", &status_line])
+            .current_dir(dir.path())
+            .output()
+            .expect("status");
+        last = String::from_utf8_lossy(&out.stdout).to_string();
+        if last.contains("完了: 1") {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    panic!("the enqueued job did not end 完了:\n{last}");
 }

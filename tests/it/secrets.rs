@@ -45,7 +45,7 @@ async fn the_most_verbose_log_holds_no_credential_and_no_webhook_url() {
         || {
             std::fs::read_to_string(&log)
                 .unwrap_or_default()
-                .contains("notification not sent")
+                .contains("a notification was not sent")
                 .then_some(())
         },
         queue_and_log(&emu, &log),
