@@ -181,6 +181,7 @@ var PANEL = {
   firstRow: 8,
   tickColumn: 1,
   functionColumn: 2,
+  statusColumn: 3,
   cancelColumn: 6,
   commandColumn: 8,
   argsColumn: 9,
@@ -315,6 +316,24 @@ function duplicateOf(header, rows, target, fn) {
   }
   return null;
 }
+
+/**
+ * What the panel row of a press just queued says at once, in sheetq's own words (the
+ * daemon's claim::waiting_text, which takes over at its next write): how many jobs of its
+ * target go before it, the running one included (a target runs one job at a time), or that
+ * it was received and waits to start when none does. `rows` are the queue's rows before it.
+ */
+function pressStatus(header, rows, target) {
+  var cols = queueColumns(header);
+  var ahead = rows.filter(function (r) {
+    var s = String(r[cols.index.state]);
+    return (s === WAITING || s === RUNNING) && targetOf(r, cols) === sheetTrim(target);
+  }).length;
+  return ahead === 0 ? RECEIVED_TEXT : '⏳ 順番待ち (前に ' + ahead + ' 件)';
+}
+
+/** The status of a press that nothing of its target goes before (claim::RECEIVED_TEXT). */
+var RECEIVED_TEXT = '⏳ 受付済み (開始待ち)';
 
 /**
  * HH:mm of a 受付日時 cell: a date serial (sheetq writes those), or a Date (Apps Script reads
@@ -974,6 +993,8 @@ function pressFlags(text) {
 
 if (typeof module !== 'undefined') {
   module.exports = {
+    pressStatus: pressStatus,
+    RECEIVED_TEXT: RECEIVED_TEXT,
     sheetTrim: sheetTrim,
     sameSheetText: sameSheetText,
     skeleton: skeleton,

@@ -742,3 +742,26 @@ test('a 承認 tick adds the approver\'s line, and otherwise only says why not',
     'bob@example.com 2026/12/03 21:10:00 #another-job\nbob@example.com 2026/12/03 21:30:05 #job-1',
     'an approval a sort left on this row for another job is no approval of this one');
 });
+
+test('a press is answered at once with what it waits for: the jobs of its own target ahead', () => {
+  const header = fixture.header;
+  const row = (target, state) => {
+    const r = header.map(() => '');
+    r[header.indexOf('対象ラベル')] = target;
+    r[header.indexOf('状態')] = state;
+    return r;
+  };
+  assert.equal(intake.pressStatus(header, [], 'A'), '⏳ 受付済み (開始待ち)');
+  const rows = [row('A', '実行中'), row('B', '待機'), row('A', '待機'), row('A', '完了'), row('A', '承認待ち')];
+  assert.equal(intake.pressStatus(header, rows, 'A'), '⏳ 順番待ち (前に 2 件)',
+    'the running job and the waiting one of A; not B, not a finished or awaiting one');
+  assert.equal(intake.pressStatus(header, rows, ' B '), '⏳ 順番待ち (前に 1 件)', 'trimmed as sheetq reads it');
+  assert.equal(intake.pressStatus(header, rows, 'C'), intake.RECEIVED_TEXT);
+});
+
+test('the received text is the daemon\'s own', () => {
+  const claim = fs.readFileSync(path.join(__dirname, '..', 'src', 'claim.rs'), 'utf8');
+  assert.ok(claim.includes(`pub const RECEIVED_TEXT: &str = "${intake.RECEIVED_TEXT}";`),
+    'src/claim.rs RECEIVED_TEXT and intake.js RECEIVED_TEXT must say the same');
+  assert.ok(claim.includes('format!("⏳ 順番待ち (前に {ahead} 件)")'));
+});

@@ -287,6 +287,7 @@ function takeIn(press, sheet, row) {
       }), 'sheetq');
       return;
     }
+    var status = pressStatus(header, data.slice(1), label);
     var queued = appendToQueue(press, queue, queueRow(header, {
       jobId: Utilities.getUuid(),
       wallMs: wallClockOf(new Date(), tz),
@@ -299,6 +300,16 @@ function takeIn(press, sheet, row) {
       argsJson: String(cells[PANEL.argsColumn - 1]),
       flags: pressFlags(cells[PANEL.flagsColumn - 1]),
     }));
+    if (queued) {
+      // The press is answered at once, under the lock that queued it: what it waits for.
+      // A cell the one pressing may not edit (the bound project runs as them) is left to
+      // the daemon, which writes the same text at its next write.
+      try {
+        sheet.getRange(row, PANEL.statusColumn).setValue(status);
+      } catch (err) {
+        console.log('sheetq: the press was queued; its 状態 cell could not be written: ' + (err && err.message));
+      }
+    }
   } finally {
     lock.releaseLock();
   }

@@ -241,6 +241,17 @@ impl Daemon {
                 requests.extend(cell.as_ref().and_then(|v| self.grid_write(v)));
             }
         }
+        // The index says so too, in the same write: its 状況 counts the rows claimed now as
+        // running, not as waiting.
+        let mut as_committed = fresh.snapshot.rows.clone();
+        for row in as_committed.iter_mut() {
+            if claims.iter().any(|c| c.row.job_id == row.job_id) {
+                row.state = crate::queue::RowState::Known(State::Running);
+            }
+        }
+        requests.extend(
+            (self.index_display(fresh, &as_committed).iter()).filter_map(|v| self.grid_write(v)),
+        );
         for c in &claims {
             let cell = panel::running_cell(
                 &c.row,

@@ -342,7 +342,10 @@ impl Daemon {
         }
         match self.poll(true).await {
             Ok(poll) => {
-                if let Err(e) = self.flush(&poll, Vec::new()).await {
+                // The last write leaves the panels and the index as the queue is: nothing this
+                // daemon ran still shows as running or waiting.
+                let display = self.panel_display(&poll);
+                if let Err(e) = self.flush(&poll, display).await {
                     warn!(error = %e, pending = self.outbox.len(), "results stay in the outbox until the next start");
                 }
                 // A last heartbeat with 0 slots: `status` shows this daemon stopped, and the

@@ -212,34 +212,35 @@ impl Daemon {
             self.served.layout.tz,
             &self.config.panel,
         ));
-        if let Some(index) = &poll.index {
-            // A panel some of whose cells someone else's protection bars says so on the
-            // index (`hold_off`), where people look first.
-            let barred: std::collections::HashSet<String> = self
-                .served
-                .panels
-                .index
-                .panels()
-                .iter()
-                .filter(|p| {
-                    self.served
-                        .guards
-                        .barred
-                        .iter()
-                        .any(|b| b.area.sheet_id == p.sheet_id)
-                })
-                .map(|p| p.label.clone())
-                .collect();
-            display.extend(panel::index_sheet::index_updates(
-                &index.title,
-                &index.entries,
-                &poll.tables,
-                &poll.snapshot.rows,
-                &self.config.panel,
-                &barred,
-            ));
-        }
+        display.extend(self.index_display(poll, &snapshot.rows));
         display
+    }
+
+    /// The index's 状況 and 最終結果 cells that differ from what `rows` (the queue as this
+    /// write leaves it: results written with it left out, claims made with it running) and
+    /// the panels of `poll` say. A panel some of whose cells someone else's protection bars
+    /// says so on the index (`hold_off`), where people look first.
+    pub(super) fn index_display(&self, poll: &Poll, rows: &[QueueRow]) -> Vec<ValueRange> {
+        let Some(index) = &poll.index else {
+            return Vec::new();
+        };
+        let barred: std::collections::HashSet<String> = (self.served.panels.index.panels())
+            .iter()
+            .filter(|p| {
+                (self.served.guards.barred)
+                    .iter()
+                    .any(|b| b.area.sheet_id == p.sheet_id)
+            })
+            .map(|p| p.label.clone())
+            .collect();
+        panel::index_sheet::index_updates(
+            &index.title,
+            &index.entries,
+            &poll.tables,
+            rows,
+            &self.config.panel,
+            &barred,
+        )
     }
 
     /// The panel cells (状態, 結果, 更新日時) of a finished job, found by target label and

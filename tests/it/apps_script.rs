@@ -610,6 +610,11 @@ async fn the_standalone_trigger_installed_by_the_owner_takes_an_editors_press_in
         "FALSE",
         "the ▶ box goes back after the press"
     );
+    assert_eq!(
+        panel_row(&emu, "サーバーA", 8)[2],
+        "⏳ 受付済み (開始待ち)",
+        "the press is answered at once, before any daemon runs"
+    );
 
     let fleet = Fleet::start(&emu, &["d1"], &[], "").await;
     let job = row.job_id.clone();

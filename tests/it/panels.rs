@@ -75,6 +75,18 @@ async fn a_ticked_box_becomes_one_row_that_runs_and_the_panel_follows_it() {
         running[0], "FALSE",
         "the ▶ box is cleared once the press is taken: {running:?}"
     );
+    // The index says so in the same write as the panel, not a poll later.
+    let index = sheet_values(&emu, "▶パネル");
+    let state = index
+        .iter()
+        .find(|r| r.get(1).map(sheetq::queue::cell_text).as_deref() == Some(p))
+        .and_then(|r| r.get(sheetq::panel::index_sheet::STATE as usize))
+        .map(sheetq::queue::cell_text)
+        .unwrap_or_default();
+    assert_eq!(
+        state, "▶ 実行中: 動作確認 (2秒)",
+        "the index's 状況 of {p} agrees with its panel: {index:?}"
+    );
     let rows = queue_rows(&emu);
     assert_eq!(
         rows.len(),
