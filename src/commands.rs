@@ -303,17 +303,10 @@ impl Registry {
     /// Builds the registry from the raw `[commands]` table of `sheetq.toml`. Returns every
     /// problem at once, each naming the command, the key and the fix.
     pub fn from_toml(table: &toml::Table, stale_after: Duration) -> Result<Registry, Vec<String>> {
-        let defs = config::parse_commands(table, stale_after)?;
-        Ok(Registry {
-            commands: defs
-                .into_iter()
-                .map(|d| (d.name.clone(), Arc::new(d)))
-                .collect(),
-            catalog: Arc::default(),
-            panels: Arc::new(config::panels_def(stale_after)),
-            queue_protected: false,
-            broken: Arc::default(),
-        })
+        match Registry::from_toml_partly(table, stale_after) {
+            (registry, errors) if errors.is_empty() => Ok(registry),
+            (_, errors) => Err(errors),
+        }
     }
 
     /// [`Registry::from_toml`] for `check`, which reports every fault: the commands that

@@ -254,22 +254,9 @@ pub(crate) fn panels_def(stale_after: Duration) -> CommandDef {
     }
 }
 
-/// Parses every command table; `Err` holds every problem found.
-pub(crate) fn parse_commands(
-    table: &toml::Table,
-    stale_after: Duration,
-) -> Result<Vec<CommandDef>, Vec<String>> {
-    let (defs, errors, _) = parse_commands_partly(table, stale_after);
-    if errors.is_empty() {
-        Ok(defs)
-    } else {
-        Err(errors)
-    }
-}
-
-/// [`parse_commands`], keeping what parsed: the commands that did, the errors, and the
-/// names of those that did not (a name configured, with a fault of its own to report once,
-/// never also "not configured" wherever it is used).
+/// Parses every command table, keeping what parsed: the commands that did, every problem
+/// found, and the names of those that did not (configured, with a fault of its own to
+/// report once, never also "not configured" wherever it is used).
 pub(crate) fn parse_commands_partly(
     table: &toml::Table,
     stale_after: Duration,
