@@ -455,30 +455,10 @@ impl Settled {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ledger::tests::Fixture;
     use super::*;
-    use crate::queue::{ColumnMap, HeaderNames, State, StateWords};
+    use crate::queue::State;
     use crate::sheets::{BatchUpdateReply, Reply};
-
-    /// The standard queue columns, by their default names.
-    fn columns() -> ColumnMap {
-        let header: Vec<Cell> = HeaderNames::default()
-            .header_row()
-            .into_iter()
-            .map(Cell::from)
-            .collect();
-        ColumnMap::from_header(&header, &HeaderNames::default()).expect("the default header")
-    }
-
-    /// Reads `reply` as the daemon does, rows in the standard columns.
-    fn read_of<'a>(reply: &'a BatchUpdateReply, columns: &'a ColumnMap) -> ReadBack<'a> {
-        static STATES: std::sync::OnceLock<StateWords> = std::sync::OnceLock::new();
-        ReadBack::new(
-            reply,
-            columns,
-            STATES.get_or_init(StateWords::default),
-            chrono_tz::Asia::Tokyo,
-        )
-    }
 
     fn queued(n: u32, job: &str, target: &str, state: State, worker: &str) -> QueueRow {
         QueueRow {
@@ -576,7 +556,7 @@ mod tests {
         may_start: bool,
     ) -> Vec<Settled> {
         settle_claims(
-            &read_of(reply, &columns()),
+            &Fixture::default().read(reply),
             &claim_places(0, 1),
             vec![c.clone()],
             vec![Some(after)],
@@ -674,8 +654,9 @@ mod tests {
             ..Default::default()
         };
         let after = queued(5, "j1", "A", State::Running, &c.tag.to_string());
+        let fixture = Fixture::default();
         let settled = settle_claims(
-            &read_of(&reply, &columns()),
+            &fixture.read(&reply),
             &claim_places(1, 1),
             vec![c.clone()],
             vec![Some(after)],

@@ -628,17 +628,8 @@ impl Daemon {
 
 #[cfg(test)]
 mod tests {
+    use super::super::writeback::tests::row;
     use super::*;
-    use crate::queue::RowState;
-
-    fn row(n: u32, job: &str, state: State, worker: &str) -> QueueRow {
-        QueueRow {
-            job_id: job.into(),
-            state: RowState::Known(state),
-            worker: worker.into(),
-            ..QueueRow::blank(n)
-        }
-    }
 
     #[test]
     fn a_row_that_changed_after_our_read_in_a_column_we_did_not_write_is_not_restored() {

@@ -718,13 +718,13 @@ pub(super) fn needs_whole_queue(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::HashMap;
 
     use super::*;
     use crate::queue::{RowState, Snapshot, WorkerTag};
 
-    fn row(n: u32, job: &str, state: State, worker: &str) -> QueueRow {
+    pub(in crate::daemon) fn row(n: u32, job: &str, state: State, worker: &str) -> QueueRow {
         QueueRow {
             job_id: job.into(),
             state: RowState::Known(state),
