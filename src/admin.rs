@@ -20,6 +20,7 @@ use crate::sheets::{BatchUpdate, Cell, GridRange, Request, Sheets, SheetsError, 
 
 pub mod approve;
 pub mod cancel;
+pub mod history;
 pub mod logs;
 pub mod schedules;
 

@@ -105,6 +105,15 @@ pub enum Command {
     /// Print what a job printed: its full output when it runs (or ran) on this machine
     /// (`state_dir/logs`), else the tail its `_ジョブログ` row keeps.
     Logs(LogsArgs),
+    /// List jobs from the queue and the archive, newest first: filter by state, target,
+    /// function and age.
+    Jobs(JobsArgs),
+    /// Print everything known of one job: states with times, who pressed, approved and
+    /// stopped it, attempts, its output's tail, links to its panel and log rows.
+    Show(ShowArgs),
+    /// Queue a job again: the same function, target and inputs, as a new press by the caller,
+    /// checked as `enqueue` checks a job (prints the new jobId).
+    Rerun(RerunArgs),
     /// Build the index sheet and the panels from the config's [[functions]] and [[targets]].
     #[command(subcommand)]
     Panels(PanelsCommand),
@@ -353,6 +362,61 @@ pub struct LogsArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct JobsArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Only jobs in this state: the word the queue shows (完了) or its name (waiting,
+    /// running, done, error, timeout, cancelled, awaiting-approval, rejected, expired).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only jobs of this target label.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Only jobs of this function label.
+    #[arg(long)]
+    pub function: Option<String>,
+    /// Only jobs received since: an age (2h, 7d) or a date in the spreadsheet's time zone
+    /// (2026-12-01, "2026-12-01 09:30").
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<crate::admin::history::Since>,
+    /// At most this many jobs (0: all of them). The archive is read only as far as needed.
+    #[arg(long, default_value_t = crate::admin::history::DEFAULT_LIMIT)]
+    pub limit: usize,
+    /// Print JSON instead of text, for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The job's jobId (from `sheetq jobs`, the queue, or a notification).
+    pub job_id: String,
+    /// Print JSON instead of text, for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RerunArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The jobId of the job to queue again (in the queue or the archive).
+    pub job_id: String,
+    /// Who asks, as 依頼者 shows it; default: the shell's `user@host`. A function with
+    /// approvers needs its approvals again: a rerun is a new press.
+    #[arg(long = "as", value_name = "WHO")]
+    pub who: Option<String>,
+    /// Wait for the new job to finish and print its outcome, as `enqueue --wait` does.
+    #[arg(long)]
+    pub wait: bool,
+    /// Print JSON (the new jobId, warnings, and with --wait the outcome) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct SchedulesArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -565,6 +629,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Approve(args) => approve(args, false).await,
         Command::Reject(args) => approve(args, true).await,
         Command::Logs(args) => logs(args).await,
+        Command::Jobs(args) => jobs(args).await,
+        Command::Show(args) => show(args).await,
+        Command::Rerun(args) => rerun(args).await,
         Command::Schedules(args) => schedules(args).await,
     }
 }
@@ -811,6 +878,18 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
+    if let Some(why) = daemon_would_refuse(&config, &job)? {
+        eprintln!("sheetq: not enqueued, the daemon would refuse it: {why}");
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    }
+    let sheets = connect_one_shot(&config).await?;
+    submit(&config, sheets.as_ref(), &job, args.wait, args.json).await
+}
+
+/// Why the daemon would refuse `job` when it ran its row, if it would: checked before a
+/// row exists. A function with approvers is not refused for want of approvals: the row is
+/// queued and waits for them (承認待ち), as a press does.
+fn daemon_would_refuse(config: &Config, job: &admin::NewJob) -> anyhow::Result<Option<String>> {
     // What the daemon would refuse is refused here, before a row exists. `enqueue` makes the
     // row's jobId; one of the same shape stands in for it (a `{job_id}` pattern sees a UUID).
     let spec = crate::commands::JobSpec {
@@ -828,34 +907,39 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     // (it reads the protection); here, the job itself is checked as if it does.
     // A function with approvers is refused for want of approvals only: the row is queued
     // and waits for them (承認待ち), as a press does.
-    let refused = registry(&config)?
+    Ok(registry(config)?
         .with_queue_protected(true)
         .prepare(&spec)
         .err()
-        .filter(|r| r.reason != crate::commands::Refusal::Approval);
-    if let Some(rejected) = refused {
-        eprintln!(
-            "sheetq: not enqueued, the daemon would refuse it: {}",
-            rejected.message
-        );
-        return Ok(ExitCode::from(EXIT_CONFIG));
-    }
-    let sheets = connect_one_shot(&config).await?;
+        .filter(|r| r.reason != crate::commands::Refusal::Approval)
+        .map(|r| r.message))
+}
+
+/// Queues `job` as `enqueue` and `rerun` do, once [`daemon_would_refuse`] passed it: warns
+/// of a target without a panel, appends the row, prints its jobId, and with `wait` waits for
+/// the outcome (exit 4 for エラー or タイムアウト).
+async fn submit(
+    config: &Config,
+    sheets: &dyn crate::sheets::Sheets,
+    job: &admin::NewJob,
+    wait: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let mut warnings = Vec::new();
-    if !admin::has_panel(sheets.as_ref(), &config, &args.target).await? {
+    if !admin::has_panel(sheets, config, &job.target).await? {
         warnings.push(format!(
             "no panel carries the target label \"{}\": the job runs, but its result shows only in the queue (check the label, or make its panel with `sheetq panels sync --open`)",
-            args.target
+            job.target
         ));
     }
-    if !args.json {
+    if !json {
         for w in &warnings {
             eprintln!("sheetq: warning: {w}");
         }
     }
-    let job_id = admin::enqueue(sheets.as_ref(), &config, &job).await?;
-    if !args.wait {
-        if args.json {
+    let job_id = admin::enqueue(sheets, config, job).await?;
+    if !wait {
+        if json {
             println!(
                 "{}",
                 serde_json::json!({ "job_id": job_id, "warnings": warnings })
@@ -865,13 +949,13 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if !args.json {
+    if !json {
         println!("{job_id}");
     }
     let every = std::time::Duration::from_secs(5);
-    let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
+    let done = admin::wait_finished(sheets, config, &job_id, every).await?;
     let word = config.states.word(done.state);
-    if args.json {
+    if json {
         println!(
             "{}",
             serde_json::json!({
@@ -900,6 +984,69 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_JOB_FAILED)
     })
+}
+
+/// `sheetq jobs`: the jobs of the queue and the archive, newest first.
+async fn jobs(args: JobsArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let sheets = connect_one_shot(&config).await?;
+    let filter = admin::history::Filter {
+        state: args.state,
+        target: args.target,
+        function: args.function,
+        since: args.since,
+        limit: args.limit,
+    };
+    let listing = admin::history::jobs(sheets.as_ref(), &config, &filter).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&listing)?);
+    } else {
+        print!("{}", listing.text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sheetq show JOBID`: everything known of one job.
+async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let sheets = connect_one_shot(&config).await?;
+    let shown = admin::history::show(sheets.as_ref(), &config, &args.job_id).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&shown)?);
+    } else {
+        print!("{}", shown.text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sheetq rerun JOBID [--as WHO] [--wait]`: the job's function, target and inputs queued
+/// again as a new press, through every check `enqueue` makes.
+async fn rerun(args: RerunArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let who = args.who.unwrap_or_else(shell_user);
+    let sheets = connect_one_shot(&config).await?;
+    let old = admin::history::show(sheets.as_ref(), &config, &args.job_id).await?;
+    let job = match admin::history::rerun_of(&config, &old.row, &who) {
+        Ok(job) => job,
+        Err(why) => {
+            eprintln!("sheetq: not queued again: {why}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    if let Some(why) = daemon_would_refuse(&config, &job)? {
+        eprintln!("sheetq: not queued again, the daemon would refuse it: {why}");
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    }
+    if !args.json {
+        eprintln!(
+            "sheetq: queuing {} of {} again (as job {} had it), requested by {}",
+            crate::sheet_text::shown(&job.function),
+            crate::sheet_text::shown(&job.target),
+            args.job_id,
+            crate::sheet_text::shown(&who)
+        );
+    }
+    submit(&config, sheets.as_ref(), &job, args.wait, args.json).await
 }
 
 /// `sheetq logs JOBID [--follow]`: from this machine's file when there is one, else from

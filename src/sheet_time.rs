@@ -213,6 +213,12 @@ pub fn latest_reading(t: DateTime<Utc>, tz: Tz) -> DateTime<Utc> {
     }
 }
 
+/// The instant a wall-clock time in `tz` stands for (a time a person typed, in the
+/// spreadsheet's zone), resolved as a cell's would be; the earliest instant past chrono's range.
+pub fn local_to_utc(wall: NaiveDateTime, tz: Tz) -> DateTime<Utc> {
+    resolve_wall_clock(wall, tz).unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
 /// The instant a wall-clock reading in `tz` stands for; see the module docs for the repeated
 /// and skipped hours. `None` only past the ends of chrono's range.
 fn resolve_wall_clock(wall: NaiveDateTime, tz: Tz) -> Option<DateTime<Utc>> {

@@ -20,6 +20,7 @@ mod emulator_metadata;
 mod emulator_protection;
 mod emulator_rows;
 mod guards;
+mod history;
 mod hold_off;
 mod inert;
 mod joblog;
