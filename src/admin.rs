@@ -392,10 +392,10 @@ async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminE
 /// `sheetq check`: every problem that would stop or confuse the daemon, at once.
 pub async fn check(
     sheets: &dyn Sheets,
+    meta: &crate::sheets::SpreadsheetMeta,
     config: &Config,
     registry: &Registry,
 ) -> Result<Vec<String>, SheetsError> {
-    let meta = sheets.metadata().await?;
     let mut problems = Vec::new();
     let tz = match sheet_time::parse_zone(&meta.time_zone) {
         Ok(tz) => Some(tz),
@@ -418,16 +418,16 @@ pub async fn check(
     }
     let mut ranges = vec![
         a1::range(QUEUE_SHEET, "1:1"),
-        queue_data_range(&meta),
+        queue_data_range(meta),
         a1::range(WORKER_SHEET, "B1"),
     ];
     // The panels and the index, in the same read.
-    ranges.extend(crate::panel::sync::read_ranges(&meta, &config.panel));
+    ranges.extend(crate::panel::sync::read_ranges(meta, &config.panel));
     let mut values = sheets.read(&ranges).await?;
     let panel_values = values.split_off(3.min(values.len()));
     problems.extend(crate::panel::sync::check(
         &crate::panel::sync::SyncInput {
-            meta: &meta,
+            meta,
             values: &panel_values,
             catalog: &config.catalog,
             layout: &config.panel,
@@ -819,9 +819,6 @@ pub struct Status {
     pub recent_failures: Vec<StatusJob>,
     pub archive: StatusArchive,
     pub lease: String,
-    pub row_bindings: usize,
-    pub row_binding_chars: usize,
-    pub row_binding_limit: usize,
     /// Results in this machine's outbox (`state_dir`) not yet on the sheet.
     pub outbox_pending: Vec<StatusJob>,
     /// Results written nowhere: their queue rows were deleted (newest first, at most 10).
@@ -968,14 +965,6 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         .and_then(|r| r.get(1))
         .map(queue::cell_text)
         .unwrap_or_default();
-    // Row bindings: what they use of Google's metadata storage limit.
-    let bindings = sheets
-        .search_metadata(&crate::sheets::MetadataLookup::key(crate::binding::KEY))
-        .await?;
-    let row_binding_chars = bindings
-        .iter()
-        .map(|b| b.key.chars().count() + b.value.chars().count())
-        .sum();
     let outbox_pending = crate::outbox::read_pending(&config.state_dir)
         .iter()
         .map(|j| view.finished(j))
@@ -1008,9 +997,6 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         recent_failures: view.recent_failures(&snapshot, 5),
         archive: status_archive(&meta, &worker, config),
         lease,
-        row_bindings: bindings.len(),
-        row_binding_chars,
-        row_binding_limit: crate::binding::STORAGE_LIMIT_CHARS,
         outbox_pending,
         unplaceable,
         notifications_waiting,
@@ -1246,11 +1232,6 @@ impl Status {
             writeln!(out, "archive '{archive}': not created yet; {retention}")
         };
         let _ = writeln!(out, "lease: {}", v(&self.lease));
-        let _ = writeln!(
-            out,
-            "row bindings: {} ({} of {} characters of developer metadata)",
-            self.row_bindings, self.row_binding_chars, self.row_binding_limit
-        );
         if let Some(p) = &self.held_off {
             let _ = writeln!(out, "{}", p.line(tz));
         }

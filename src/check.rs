@@ -119,7 +119,7 @@ pub async fn deployment(
     }
     clock(sheets.clock_skew(), &mut f);
     f.problems
-        .extend(crate::admin::check(sheets, config, registry).await?);
+        .extend(crate::admin::check(sheets, &meta, config, registry).await?);
     if meta.sheet(WORKER_SHEET).is_some() {
         let tz = crate::sheet_time::parse_zone(&meta.time_zone).unwrap_or(chrono_tz::UTC);
         let read = sheets
@@ -131,7 +131,16 @@ pub async fn deployment(
         let rows = read.first().map(|v| v.values.clone()).unwrap_or_default();
         let heartbeats = crate::workers::parse(&rows, tz);
         let google_now = Utc::now() + sheets.clock_skew().unwrap_or_default();
-        protection(sheets, config, &account, &heartbeats, google_now, &mut f).await?;
+        protection(
+            sheets,
+            &meta,
+            config,
+            &account,
+            &heartbeats,
+            google_now,
+            &mut f,
+        )
+        .await?;
         let seen = seen_on_account(&heartbeats, account, config, google_now);
         let daemons = u32::try_from(seen.others.len())
             .unwrap_or(u32::MAX)
@@ -160,6 +169,7 @@ pub async fn deployment(
 /// (their metadata and one read) to know which sheets are panels.
 async fn protection(
     sheets: &dyn Sheets,
+    meta: &crate::sheets::SpreadsheetMeta,
     config: &Config,
     account: &str,
     heartbeats: &[crate::workers::Heartbeat],
@@ -176,7 +186,7 @@ async fn protection(
                 return Ok(());
             }
         };
-    let (meta, panels) = crate::apply::panel::discover(sheets, &config.panel).await?;
+    let panels = crate::apply::panel::discover_in(sheets, meta, &config.panel).await?;
     if meta.sheet(crate::joblog::LOG_SHEET).is_none() && config.log_chars > 0 {
         f.warnings.push(format!(
             "no sheet '{}': jobs' output is kept under state_dir only and 結果 links nowhere; `sheetq init` makes it",
@@ -219,8 +229,8 @@ async fn protection(
         .map(|h| (h.worker_id.clone(), h.account.clone()))
         .collect();
     f.problems
-        .extend(crate::protection::verdicts(&meta, &wanted, &editors, &live));
-    f.problems.extend(barred_by_others(&meta, &hidden, account));
+        .extend(crate::protection::verdicts(meta, &wanted, &editors, &live));
+    f.problems.extend(barred_by_others(meta, &hidden, account));
     let mut ours: Vec<(i32, &str)> = hidden.clone();
     ours.extend(panel_sheets.iter().map(|(id, t)| (*id, t.as_str())));
     if let Some(index) = panels.index_sheet.as_ref() {
@@ -232,6 +242,7 @@ async fn protection(
         .await
     {
         Ok(entries) => {
+            bindings(&entries, f);
             let (on_hidden, on_panels) = foreign_metadata(&entries, &ours, &hidden);
             f.problems.extend(on_hidden);
             f.warnings.extend(on_panels);
@@ -242,6 +253,30 @@ async fn protection(
         )),
     }
     Ok(())
+}
+
+/// What the row bindings use of Google's developer metadata storage: a fact, and a warning
+/// past four fifths of it (a binding outlives its job only until its row is archived or
+/// deleted, so a full storage means rows that never leave the queue).
+fn bindings(entries: &[crate::sheets::MetadataEntry], f: &mut Findings) {
+    let mine: Vec<&crate::sheets::MetadataEntry> = entries
+        .iter()
+        .filter(|m| !m.project_only && m.key == crate::binding::KEY)
+        .collect();
+    let chars: usize = mine
+        .iter()
+        .map(|m| m.key.chars().count() + m.value.chars().count())
+        .sum();
+    let limit = crate::binding::STORAGE_LIMIT_CHARS;
+    f.facts.push(format!(
+        "row bindings: {} ({chars} of the {limit} characters of developer metadata Google keeps per spreadsheet)",
+        mine.len()
+    ));
+    if chars * 5 > limit * 4 {
+        f.warnings.push(format!(
+            "the row bindings use {chars} of the {limit} characters of developer metadata Google keeps: finished rows leave the queue (and their bindings with them) only with `retention`; set it, or lower it"
+        ));
+    }
 }
 
 /// Developer metadata on sheetq's sheets (`ours`: the hidden ones and the panels and index)

@@ -70,7 +70,7 @@ pub async fn connect_with(
 ) -> anyhow::Result<Arc<dyn Sheets>> {
     let (retry, budgets) = (daemon_retry(config), budgets(config));
     let (sheets, budgets) =
-        connect_retrying(config, credentials, dry_run, stats, retry, budgets).await?;
+        connect_retrying(config, credentials, dry_run, stats, retry, budgets, None).await?;
     keep_to_record(config, &budgets, &sheets.account(), Role::Daemon);
     Ok(sheets)
 }
@@ -99,7 +99,7 @@ pub async fn connect_each(
         let retry = daemon_retry(config);
         let stats = Arc::new(SheetsStats::new());
         let (client, budgets) =
-            connect_retrying(config, None, dry_run, stats, retry, budgets).await?;
+            connect_retrying(config, None, dry_run, stats, retry, budgets, None).await?;
         keep_to_record(config, &budgets, &client.account(), Role::Daemon);
         let account = client.account();
         if let Some((_, key, label)) = accounts
@@ -167,10 +167,14 @@ fn budgets(config: &Config) -> Budgets {
     }
 }
 
+/// How long a one-shot command's call waits for the account's budget before it says so.
+pub const ONE_SHOT_SAYS_WAITS_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The client of a one-shot command (`init`, `check`, `status`, `enqueue`): a person waits
-/// for it, so a failing call is retried for a few seconds, not the daemon's minute and a half.
-/// The one-shot clients of one key file (a command acting on several spreadsheets) share
-/// one budget, as they share the account's quota.
+/// for it, so a failing call is retried for a few seconds, not the daemon's minute and a half,
+/// and a call that waits for the account's budget longer than
+/// [`ONE_SHOT_SAYS_WAITS_AFTER`] says so. The one-shot clients of one key file (a command
+/// acting on several spreadsheets) share one budget, as they share the account's quota.
 pub async fn connect_one_shot(config: &Config) -> anyhow::Result<Arc<dyn Sheets>> {
     static BY_KEY: std::sync::Mutex<Vec<(Option<std::path::PathBuf>, Budgets)>> =
         std::sync::Mutex::new(Vec::new());
@@ -192,6 +196,7 @@ pub async fn connect_one_shot(config: &Config) -> anyhow::Result<Arc<dyn Sheets>
         Arc::new(SheetsStats::new()),
         RetryPolicy::one_shot(),
         budgets,
+        Some(ONE_SHOT_SAYS_WAITS_AFTER),
     )
     .await
     .map(|(sheets, budgets)| {
@@ -239,6 +244,7 @@ async fn connect_retrying(
     stats: Arc<SheetsStats>,
     retry: RetryPolicy,
     budgets: Budgets,
+    say_waits_after: Option<std::time::Duration>,
 ) -> anyhow::Result<(Arc<dyn Sheets>, Budgets)> {
     let credentials =
         credentials.unwrap_or_else(|| Credentials::resolve(config.credentials.as_deref()));
@@ -248,6 +254,7 @@ async fn connect_retrying(
     gc.retry = retry;
     gc.budget = budgets.clone();
     gc.stats = stats;
+    gc.say_waits_after = say_waits_after;
     let google = GoogleSheets::new(gc)
         .await
         .context("cannot set up the Google Sheets client")?;

@@ -20,14 +20,23 @@ pub async fn discover(
     layout: &crate::panel::PanelLayout,
 ) -> Result<(crate::sheets::SpreadsheetMeta, crate::panel::PanelIndex), SheetsError> {
     let meta = sheets.metadata().await?;
-    let ranges = crate::panel::marker_ranges(&meta, layout);
+    let index = discover_in(sheets, &meta, layout).await?;
+    Ok((meta, index))
+}
+
+/// [`discover`] in the spreadsheet as `meta` shows it (read just before): one read.
+pub async fn discover_in(
+    sheets: &dyn Sheets,
+    meta: &crate::sheets::SpreadsheetMeta,
+    layout: &crate::panel::PanelLayout,
+) -> Result<crate::panel::PanelIndex, SheetsError> {
+    let ranges = crate::panel::marker_ranges(meta, layout);
     let values = if ranges.is_empty() {
         Vec::new()
     } else {
         sheets.read(&ranges).await?
     };
-    let index = crate::panel::PanelIndex::build(&meta, &values, layout);
-    Ok((meta, index))
+    Ok(crate::panel::PanelIndex::build(meta, &values, layout))
 }
 
 /// What to sync.

@@ -281,29 +281,36 @@ impl Budget {
     /// if the budget is spent: so the caller can log and count throttling as it starts,
     /// with the method it was about to call.
     pub async fn acquire_with(&self, on_wait: impl FnOnce(Duration)) -> Duration {
-        self.acquire_as(Precedence::Plain, on_wait).await
+        let mut once = Some(on_wait);
+        self.acquire_as(Precedence::Plain, |wait| {
+            if let Some(f) = once.take() {
+                f(wait);
+            }
+        })
+        .await
     }
 
     /// [`Budget::acquire_with`] for a call of `precedence`: an urgent or pressing one waits
-    /// its turn a little ahead of those on which less waits ([`Turns`]).
+    /// its turn a little ahead of those on which less waits ([`Turns`]). `on_wait` is told
+    /// the expected wait each time the estimate is made again (the first call is the start
+    /// of a wait).
     pub async fn acquire_as(
         &self,
         precedence: Precedence,
-        on_wait: impl FnOnce(Duration),
+        mut on_wait: impl FnMut(Duration),
     ) -> Duration {
         self.recover();
         let Some(inner) = &self.inner else {
             return Duration::ZERO;
         };
         let start = inner.clock.now();
-        let mut on_wait = Some(on_wait);
         let _turn = inner.turns.take(start, precedence).await;
         loop {
             match inner.limiter().check() {
                 Ok(()) => {
                     if let Some(guard) = inner.guard.get() {
                         let cap = guard.cap(&inner.read_rate());
-                        guard.admit(cap, &mut on_wait).await;
+                        guard.admit(cap, precedence, &mut on_wait).await;
                     }
                     let waited = inner.clock.now().saturating_sub(start);
                     let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
@@ -314,9 +321,7 @@ impl Budget {
                 }
                 Err(not_until) => {
                     let wait = not_until.wait_time_from(inner.clock.now());
-                    if let Some(f) = on_wait.take() {
-                        f(wait);
-                    }
+                    on_wait(wait);
                     // A zero wait can come back on a clock tick boundary; sleep a little so
                     // the loop cannot spin.
                     tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
@@ -373,9 +378,16 @@ impl Guard {
 
     /// Waits until this budget's requests of the last minute and those the record shows of
     /// the processes it honours are fewer than `cap`, then records one more. `on_wait` is
-    /// told of a wait if nobody was told yet.
-    async fn admit(&self, cap: usize, on_wait: &mut Option<impl FnOnce(Duration)>) {
+    /// told each time it looks again how long it expects to wait. A one-shot command that waits says so in the
+    /// record; a daemon's plain call (an idle poll) holds back while one does, for at most
+    /// [`ledger::YIELD_MAX`] in a row.
+    async fn admit(&self, cap: usize, precedence: Precedence, on_wait: &mut impl FnMut(Duration)) {
         let window = ledger::COUNTED.as_millis() as u64;
+        let role = self.ledger.role();
+        // Since when this call holds back for one-shot commands (the time it waits for the
+        // minute to have room does not count).
+        let mut yielding: Option<std::time::Instant> = None;
+        let mut said_want: Option<std::time::Instant> = None;
         loop {
             let mut own = self.own.lock().await;
             let now = ledger::now_ms();
@@ -383,24 +395,50 @@ impl Guard {
             while own.front().is_some_and(|t| *t <= since) {
                 own.pop_front();
             }
-            let others = self.ledger.others(self.write).times;
-            if own.len() + others.len() < cap {
+            let others = self.ledger.others(self.write);
+            let taken = own.len() + others.times.len();
+            let yields = role == ledger::Role::Daemon
+                && precedence == Precedence::Plain
+                && others.one_shot_waits
+                && taken < cap
+                && yielding.is_none_or(|t| t.elapsed() < ledger::YIELD_MAX);
+            if yields && yielding.is_none() {
+                yielding = Some(std::time::Instant::now());
+            }
+            if !yields && taken < cap {
                 own.push_back(now);
                 self.ledger.record(self.write);
                 return;
             }
-            // The window has room again when enough of its oldest requests are a minute old.
-            let mut all: Vec<u64> = own.iter().copied().chain(others).collect();
-            all.sort_unstable();
-            let frees = all.len() + 1 - cap;
-            let at = all.get(frees - 1).map_or(now, |t| t + window);
             drop(own);
-            let wait = Duration::from_millis(at.saturating_sub(now)).max(Duration::from_millis(20));
-            if let Some(f) = on_wait.take() {
-                f(wait);
+            let wait = if taken < cap {
+                // Room, left to the one-shot command that waits for it.
+                Duration::from_millis(250)
+            } else {
+                // The window has room again when enough of its oldest requests are a
+                // minute old.
+                let mut all: Vec<u64> = others.times;
+                all.extend(self.own.lock().await.iter().copied());
+                all.sort_unstable();
+                let frees = (all.len() + 1).saturating_sub(cap).max(1);
+                let at = all.get(frees - 1).map_or(now, |t| t + window);
+                Duration::from_millis(at.saturating_sub(now)).max(Duration::from_millis(20))
+            };
+            on_wait(wait);
+            if role == ledger::Role::OneShot
+                && said_want.is_none_or(|t| t.elapsed() >= ledger::WANT_EVERY)
+            {
+                self.ledger.want(self.write);
+                said_want = Some(std::time::Instant::now());
             }
-            // Other processes may add to the record meanwhile: look again at least each second.
-            tokio::time::sleep(wait.min(Duration::from_secs(1))).await;
+            // Other processes may add to the record meanwhile: look again at least each
+            // second, and a waiting one-shot command each half second (so that its waiting
+            // line stays fresh).
+            let look = match role {
+                ledger::Role::OneShot => ledger::WANT_EVERY,
+                ledger::Role::Daemon => Duration::from_secs(1),
+            };
+            tokio::time::sleep(wait.min(look)).await;
         }
     }
 }
@@ -598,6 +636,41 @@ mod tests {
             now >= long_ago + 62_000,
             "the second read went out {} ms after the other process's reads, inside their minute",
             now - long_ago
+        );
+    }
+
+    #[tokio::test]
+    async fn a_daemons_idle_poll_holds_back_while_a_one_shot_command_waits_and_its_urgent_call_does_not(
+    ) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let ledger = Ledger::open(dir.path(), "yield@b", ledger::Role::Daemon)
+            .unwrap_or_else(|e| panic!("open: {e}"));
+        // A one-shot command of another live process (this test's parent) waits for a read.
+        let other = dir
+            .path()
+            .join("yield@b")
+            .join(format!("{}.oneshot", nix::unistd::getppid()));
+        let wants = ledger::now_ms();
+        std::fs::write(&other, format!("{wants} wr\n")).unwrap_or_else(|e| panic!("write: {e}"));
+        let budget = Budget::with_burst(50, Duration::from_secs(60), 10);
+        budget.keep_to(ledger, false, Cap::Share);
+        let mut told = None;
+        budget
+            .acquire_as(Precedence::Urgent, |wait| told = Some(wait))
+            .await;
+        assert_eq!(told, None, "a result to write does not wait for the shell");
+        budget
+            .acquire_as(Precedence::Plain, |wait| told = Some(wait))
+            .await;
+        assert!(
+            told.is_some(),
+            "an idle poll waits while the one-shot command does"
+        );
+        let now = ledger::now_ms();
+        assert!(
+            now >= wants + ledger::WANT_FRESH.as_millis() as u64,
+            "the idle poll went out {} ms after the one-shot command said it waits, before its line went stale",
+            now - wants
         );
     }
 

@@ -69,6 +69,9 @@ pub struct GoogleSheetsConfig {
     /// Where the client counts its calls; pass one in to render it before the client
     /// exists (the metrics endpoint), or leave the fresh default.
     pub stats: Arc<SheetsStats>,
+    /// For a one-shot command: a call still waiting for the budget after this long says so
+    /// (at INFO, once per call), naming the account and the expected wait.
+    pub say_waits_after: Option<Duration>,
 }
 
 impl GoogleSheetsConfig {
@@ -83,6 +86,7 @@ impl GoogleSheetsConfig {
             retry: RetryPolicy::default(),
             budget: Budgets::default(),
             stats: Arc::default(),
+            say_waits_after: None,
         }
     }
 }
@@ -127,6 +131,8 @@ pub struct GoogleSheets {
     tokens: TokenSource,
     /// The service account's e-mail, for "share the spreadsheet with ..." hints.
     client_email: Option<String>,
+    /// [`GoogleSheetsConfig::say_waits_after`].
+    say_waits_after: Option<Duration>,
 }
 
 impl std::fmt::Debug for GoogleSheets {
@@ -220,11 +226,26 @@ impl GoogleSheets {
             stats: config.stats,
             tokens,
             client_email: key.map(|k| k.client_email),
+            say_waits_after: config.say_waits_after,
         })
     }
 
     pub fn spreadsheet_id(&self) -> &str {
         &self.spreadsheet_id
+    }
+
+    /// A one-shot command's line about a call that waits for the account's budget.
+    fn say_wait(&self, method: ApiMethod, left: Duration) {
+        let kind = if method.is_write() { "writes" } else { "reads" };
+        let account = self.client_email.as_deref().unwrap_or("the account");
+        let left = match left.as_secs() {
+            0 => "a moment".to_string(),
+            s => format!("about {s} s"),
+        };
+        tracing::info!(
+            "waiting for {account}'s request budget: Google allows it {} {kind} a minute, and the sheetq processes of this machine (daemons included) have spent them; the next goes out in {left}",
+            super::budget::GOOGLE_PER_MINUTE
+        );
     }
 
     /// The counters of this client, to be rendered by the metrics endpoint.
@@ -275,19 +296,43 @@ impl GoogleSheets {
                     let precedence = Precedence::from_number(
                         self.precedence.load(std::sync::atomic::Ordering::Relaxed),
                     );
-                    let waited = self
-                        .budget
-                        .of(method.is_write())
-                        .acquire_as(precedence, |wait| {
-                            self.stats.record_throttled();
-                            // Counted in `sheetq_throttled_waits_total`; per call it is detail.
-                            tracing::debug!(
-                                method = name,
-                                wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                                "request budget spent; the call waits for its turn"
-                            );
-                        })
-                        .await;
+                    // When the call expects to go out, as last estimated.
+                    let until = std::sync::Mutex::new(None::<tokio::time::Instant>);
+                    let acquire = self.budget.of(method.is_write()).acquire_as(
+                        precedence,
+                        |wait| {
+                            let mut until = until.lock().unwrap_or_else(|p| p.into_inner());
+                            if until.is_none() {
+                                self.stats.record_throttled();
+                                // Counted in `sheetq_throttled_waits_total`; per call it is
+                                // detail.
+                                tracing::debug!(
+                                    method = name,
+                                    wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                                    "request budget spent; the call waits for its turn"
+                                );
+                            }
+                            *until = Some(tokio::time::Instant::now() + wait);
+                        },
+                    );
+                    let waited = match self.say_waits_after {
+                        None => acquire.await,
+                        Some(after) => {
+                            tokio::pin!(acquire);
+                            tokio::select! {
+                                waited = &mut acquire => waited,
+                                () = tokio::time::sleep(after) => {
+                                    let left = until
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner())
+                                        .map(|t| t.saturating_duration_since(tokio::time::Instant::now()))
+                                        .unwrap_or_default();
+                                    self.say_wait(method, left);
+                                    acquire.await
+                                }
+                            }
+                        }
+                    };
                     if !waited.is_zero() {
                         self.stats.record_throttled_wait(waited);
                     }

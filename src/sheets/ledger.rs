@@ -10,6 +10,11 @@
 //! of other live processes: a daemon those of the one-shot commands (the daemons of an
 //! account split its budget through their heartbeats already), a one-shot command all of
 //! them. Times are this machine's wall clock, compared only with itself.
+//!
+//! A one-shot command that waits for room adds `<unix ms> wr|ww` lines ("waiting for a
+//! read, a write") while it waits; a daemon seeing a fresh one holds its plain calls (idle
+//! polls) back for a while ([`YIELD_MAX`]), so that a person at the shell waits for the
+//! quota's minute, not behind polls that find nothing.
 
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -24,6 +29,17 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 /// request is recorded before it is sent and Google counts it when it arrives, which for a
 /// slow request can be that much later than for the next one.
 pub const COUNTED: Duration = Duration::from_secs(62);
+
+/// How long a waiting line says a one-shot command waits: it adds one each
+/// [`WANT_EVERY`] while it does.
+pub const WANT_FRESH: Duration = Duration::from_secs(3);
+
+/// How often a waiting one-shot command says again that it waits.
+pub const WANT_EVERY: Duration = Duration::from_millis(500);
+
+/// Longest a daemon holds its plain calls back, in a row, for one-shot commands that wait:
+/// a script calling `sheetq status` in a loop slows the daemon's idle polls, never stops them.
+pub const YIELD_MAX: Duration = Duration::from_secs(10);
 
 /// What a process is, as far as the record goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +97,9 @@ struct Own {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Others {
     pub times: Vec<u64>,
+    /// Whether a one-shot command this process honours waits for room for a request of
+    /// this kind now (a waiting line of the last [`WANT_FRESH`]).
+    pub one_shot_waits: bool,
 }
 
 impl Ledger {
@@ -142,6 +161,25 @@ impl Ledger {
         }
     }
 
+    /// Says, for [`WANT_FRESH`], that this process waits for room for a request of kind
+    /// `write`: a daemon's plain calls hold back meanwhile.
+    pub fn want(&self, write: bool) {
+        let mut own = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let line = format!("{} {}\n", now_ms(), if write { "ww" } else { "wr" });
+        let written = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.own)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if written.is_ok() {
+            own.lines += 1;
+        }
+    }
+
+    /// The role this process keeps the record as.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
     fn append(&self, at: u64, write: bool) -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
@@ -167,6 +205,7 @@ impl Ledger {
         let now = now_ms();
         let since = now.saturating_sub(COUNTED.as_millis() as u64);
         let mut times = Vec::new();
+        let mut one_shot_waits = false;
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Others::default();
         };
@@ -195,9 +234,15 @@ impl Ledger {
                 continue;
             };
             times.extend(parse_lines(&text, write).filter(|t| *t > since && *t <= now));
+            let fresh_want = now.saturating_sub(WANT_FRESH.as_millis() as u64);
+            one_shot_waits |= role == Role::OneShot
+                && parse_wants(&text, write).any(|t| t > fresh_want && t <= now);
         }
         times.sort_unstable();
-        Others { times }
+        Others {
+            times,
+            one_shot_waits,
+        }
     }
 }
 
@@ -216,6 +261,15 @@ fn line(at: u64, write: bool) -> String {
 /// is skipped.
 fn parse_lines(text: &str, write: bool) -> impl Iterator<Item = u64> + '_ {
     let kind = if write { "w" } else { "r" };
+    text.lines().filter_map(move |l| {
+        let (t, k) = l.split_once(' ')?;
+        (k == kind).then(|| t.parse().ok()).flatten()
+    })
+}
+
+/// The times of the waiting lines of kind `write`.
+fn parse_wants(text: &str, write: bool) -> impl Iterator<Item = u64> + '_ {
+    let kind = if write { "ww" } else { "wr" };
     text.lines().filter_map(move |l| {
         let (t, k) = l.split_once(' ')?;
         (k == kind).then(|| t.parse().ok()).flatten()
@@ -268,6 +322,28 @@ fn file_name_of(account: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_one_shot_commands_fresh_waiting_line_is_seen_by_kind_and_a_stale_one_is_not() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let daemon = Ledger::open(dir.path(), "wants@b", Role::Daemon)
+            .unwrap_or_else(|e| panic!("open: {e}"));
+        let other = dir
+            .path()
+            .join("wants@b")
+            .join(format!("{}.oneshot", nix::unistd::getppid()));
+        let now = now_ms();
+        let stale = now - WANT_FRESH.as_millis() as u64 - 1000;
+        std::fs::write(&other, format!("{stale} wr\n{now} ww\n{now} r\n"))
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        let reads = daemon.others(false);
+        assert!(!reads.one_shot_waits, "the read wait is stale");
+        assert_eq!(reads.times, [now], "waiting lines are no requests");
+        assert!(
+            daemon.others(true).one_shot_waits,
+            "a write is waited for now"
+        );
+    }
 
     #[test]
     fn a_daemon_honours_one_shot_commands_and_a_one_shot_command_honours_everyone() {

@@ -25,6 +25,7 @@ mod hold_off;
 mod inert;
 mod joblog;
 mod notifications;
+mod one_shot;
 mod outage;
 mod panel_sync;
 mod panels;
