@@ -363,9 +363,12 @@ async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminE
             },
             pattern: DATE_TIME_PATTERN.to_string(),
         };
+    // The header's cells too (a text shows as it is under any number format): a row
+    // inserted under it, as an append into an empty queue or log inserts one, takes the
+    // format of its neighbour, and the header may be that neighbour.
     if let Some(q) = meta.sheet(QUEUE_SHEET) {
         for c in [Column::ReceivedAt, Column::StartedAt, Column::FinishedAt] {
-            requests.push(block(q, 1, columns.index(c)));
+            requests.push(block(q, 0, columns.index(c)));
         }
     }
     if let Some(w) = meta.sheet(WORKER_SHEET) {
@@ -376,7 +379,7 @@ async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminE
             crate::joblog::LogColumn::StartedAt,
             crate::joblog::LogColumn::FinishedAt,
         ] {
-            requests.push(block(l, 1, c as u32));
+            requests.push(block(l, 0, c as u32));
         }
     }
     sheets

@@ -524,7 +524,8 @@ pub fn append(
     if insert_rows && n > 0 {
         let s = &mut ss.sheets[b.sheet];
         if at_row < s.row_count {
-            s.insert_rows(at_row, n);
+            // Like rows a person adds under a table: formatted as its last row.
+            s.insert_rows_like(at_row, n, at_row.checked_sub(1));
         } else {
             s.grow_to(at_row + n, 0);
         }

@@ -77,7 +77,13 @@ pub fn insert(ss: &mut Spreadsheet, d: &InsertDimensionRequest) -> Result<Json, 
         return Err("Cannot inherit from before when inserting at index 0.".into());
     }
     if rows {
-        s.insert_rows(start, end - start);
+        // The new rows take the format of the row before them, or else of the row after.
+        let like = if d.inherit_from_before == Some(true) {
+            start - 1
+        } else {
+            start
+        };
+        s.insert_rows_like(start, end - start, Some(like));
     } else {
         s.insert_columns(start, end - start);
     }

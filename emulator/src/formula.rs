@@ -23,10 +23,26 @@ pub enum Eff {
 
 /// The effective value of a cell value on `sheet`.
 pub fn effective(ss: &Spreadsheet, sheet: usize, v: &Value) -> Eff {
-    eval_value(ss, sheet, v, 0)
+    eval_value(ss, sheet, v, 0, false)
 }
 
-fn eval_value(ss: &Spreadsheet, sheet: usize, v: &Value, depth: u32) -> Eff {
+/// The address a cell's `HYPERLINK` leads to (what the API gives as the cell's `hyperlink`):
+/// the formula evaluated with `HYPERLINK` standing for its URL instead of its label. `None`
+/// for a cell without one, or whose link evaluates to nothing or an error.
+pub fn link(ss: &Spreadsheet, sheet: usize, v: &Value) -> Option<String> {
+    let Value::Formula(f) = v else {
+        return None;
+    };
+    if !f.to_ascii_uppercase().contains("HYPERLINK(") {
+        return None;
+    }
+    match eval_value(ss, sheet, v, 0, true) {
+        Eff::String(url) if !url.trim().is_empty() => Some(url),
+        _ => None,
+    }
+}
+
+fn eval_value(ss: &Spreadsheet, sheet: usize, v: &Value, depth: u32, links: bool) -> Eff {
     match v {
         Value::Number(n) => Eff::Number(*n),
         Value::String(s) => Eff::String(s.clone()),
@@ -45,6 +61,7 @@ fn eval_value(ss: &Spreadsheet, sheet: usize, v: &Value, depth: u32) -> Eff {
                 ss,
                 sheet,
                 depth,
+                links,
             };
             let out = p.expr();
             if p.pos != p.toks.len() {
@@ -181,6 +198,8 @@ struct Parser<'a> {
     ss: &'a Spreadsheet,
     sheet: usize,
     depth: u32,
+    /// `HYPERLINK` gives its URL, not its label ([`link`]).
+    links: bool,
 }
 
 impl Parser<'_> {
@@ -300,7 +319,7 @@ impl Parser<'_> {
                             }
                         }
                     }
-                    return call(&name, args, ranges);
+                    return call(&name, args, ranges, self.links);
                 }
                 match name.to_ascii_uppercase().as_str() {
                     "TRUE" => Eff::Bool(true),
@@ -336,7 +355,7 @@ impl Parser<'_> {
         );
         let cell = |row: u32, col: u32| match s.value(row, col) {
             None => Eff::String(String::new()),
-            Some(v) => eval_value(self.ss, sheet, v, self.depth + 1),
+            Some(v) => eval_value(self.ss, sheet, v, self.depth + 1, false),
         };
         if c1 == c0 + 1 {
             Ok((r0..r1).map(|row| cell(row, c0)).collect())
@@ -366,7 +385,7 @@ impl Parser<'_> {
         };
         match self.ss.sheets[sheet].value(row, col) {
             None => Eff::Number(0.0),
-            Some(v) => eval_value(self.ss, sheet, v, self.depth + 1),
+            Some(v) => eval_value(self.ss, sheet, v, self.depth + 1, false),
         }
     }
 }
@@ -443,7 +462,12 @@ fn compare(a: &Eff, b: &Eff, op: &str) -> Eff {
 
 /// A function's value; `ranges` are the arguments (by position) that were ranges, whose
 /// place in `args` holds an empty string.
-fn call(name: &str, args: Vec<Eff>, ranges: Vec<(usize, Result<Vec<Eff>, Eff>)>) -> Eff {
+fn call(
+    name: &str,
+    args: Vec<Eff>,
+    ranges: Vec<(usize, Result<Vec<Eff>, Eff>)>,
+    links: bool,
+) -> Eff {
     let name = name.to_ascii_uppercase();
     if let ("IFERROR", [v, rest @ ..]) = (name.as_str(), args.as_slice()) {
         return match (v, rest.first()) {
@@ -497,6 +521,7 @@ fn call(name: &str, args: Vec<Eff>, ranges: Vec<(usize, Result<Vec<Eff>, Eff>)>)
         return Eff::Error("#VALUE!".into());
     }
     match (name.as_str(), args.as_slice()) {
+        ("HYPERLINK", [url, ..]) if links => Eff::String(text(url)),
         ("HYPERLINK", [url]) => Eff::String(text(url)),
         ("HYPERLINK", [_, label]) => label.clone(),
         ("CONCATENATE", parts) => Eff::String(parts.iter().map(text).collect()),

@@ -185,6 +185,10 @@ fn demo(id: String) -> Spreadsheet {
     }
     queue.hidden = true;
     queue.frozen_row_count = 1;
+    // 受付日時, 開始日時 and 終了日時 as `sheetq init` formats them: the whole column.
+    for c in [1, 11, 12] {
+        date_column(&mut queue, c, 0);
+    }
     ss.sheets.push(queue);
 
     let mut worker = Sheet::new(WORKER_SHEET_ID, WORKER_TITLE);
@@ -197,6 +201,7 @@ fn demo(id: String) -> Spreadsheet {
         text(&mut worker, 1, c as u32, h);
     }
     worker.hidden = true;
+    date_column(&mut worker, 5, 2);
     ss.sheets.push(worker);
 
     let mut log = Sheet::new(LOG_SHEET_ID, LOG_TITLE);
@@ -205,8 +210,22 @@ fn demo(id: String) -> Spreadsheet {
     }
     log.hidden = true;
     log.frozen_row_count = 1;
+    for c in [3, 4] {
+        date_column(&mut log, c, 0);
+    }
     ss.sheets.push(log);
     ss
+}
+
+/// Column `col` of `sheet` from row `from` to the grid's end shows serials as date-times,
+/// as `sheetq init` formats a hidden sheet's date columns.
+fn date_column(sheet: &mut Sheet, col: u32, from: u32) {
+    for r in from..sheet.row_count {
+        sheet.cell_mut(r, col).number_format = Some(Box::new(NumberFormat {
+            kind: "DATE_TIME".into(),
+            pattern: "yyyy/mm/dd hh:mm:ss".into(),
+        }));
+    }
 }
 
 #[cfg(test)]
@@ -228,7 +247,21 @@ mod tests {
             .unwrap_or_else(|| panic!("no queue"));
         assert!(queue.hidden);
         assert_eq!(queue.value(0, 15), Some(&Value::String("ワーカー".into())));
-        assert_eq!(queue.rows.len(), 1, "queue must hold only its header");
+        assert!(
+            queue
+                .rows
+                .iter()
+                .skip(1)
+                .all(|r| r.iter().all(|c| c.value.is_none())),
+            "queue must hold only its header"
+        );
+        assert!(
+            queue
+                .cell(1, 1)
+                .and_then(|c| c.number_format.as_ref())
+                .is_some_and(|f| f.kind == "DATE_TIME"),
+            "受付日時 is formatted as init formats it"
+        );
         let worker = ss
             .sheet_by_title(WORKER_TITLE)
             .unwrap_or_else(|| panic!("no worker"));

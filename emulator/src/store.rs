@@ -327,12 +327,38 @@ impl Sheet {
     /// Inserts `n` empty rows before `at`; the grid grows by `n`. Rows at and below `at` move
     /// down as objects, with their metadata.
     pub fn insert_rows(&mut self, at: u32, n: u32) {
+        self.insert_rows_like(at, n, None);
+    }
+
+    /// [`Sheet::insert_rows`], the new rows taking the number formats of the row `like`
+    /// (0-based, before the insertion): Google extends a row's properties to the rows
+    /// inserted next to it (`insertDimension`'s `inheritFromBefore`: from the row before,
+    /// else the row after; `values.append` with `INSERT_ROWS`: from the table's last row),
+    /// so a date column stays a date column. Data validation is not copied here.
+    pub fn insert_rows_like(&mut self, at: u32, n: u32, like: Option<u32>) {
         for p in &mut self.protected {
             p.insert(true, at, n);
         }
+        let formats: Vec<Option<Box<NumberFormat>>> = like
+            .and_then(|r| self.rows.get(r as usize))
+            .map(|row| row.iter().map(|c| c.number_format.clone()).collect())
+            .unwrap_or_default();
         let at = at as usize;
-        if at < self.rows.len() {
-            let fresh = (0..n).map(|_| Row::default());
+        if at < self.rows.len() || formats.iter().any(Option::is_some) {
+            if at > self.rows.len() {
+                self.rows.resize_with(at, Row::default);
+            }
+            let fresh = (0..n).map(|_| {
+                Row::from_cells(
+                    formats
+                        .iter()
+                        .map(|f| Cell {
+                            number_format: f.clone(),
+                            ..Cell::default()
+                        })
+                        .collect(),
+                )
+            });
             self.rows.splice(at..at, fresh);
         }
         self.row_count += n;
@@ -839,6 +865,33 @@ mod tests {
         assert_eq!(reply_title("My Sheet"), "'My Sheet'");
         assert_eq!(reply_title("A1"), "'A1'");
         assert_eq!(reply_title("Bob's"), "'Bob''s'");
+    }
+
+    #[test]
+    fn inserted_rows_take_their_neighbours_number_formats_and_no_value() {
+        let mut s = sheet_with(&[&["header"], &["a"]]);
+        let date = NumberFormat {
+            kind: "DATE_TIME".into(),
+            pattern: "yyyy/mm/dd hh:mm:ss".into(),
+        };
+        s.cell_mut(1, 0).number_format = Some(Box::new(date.clone()));
+        // Under the header, taking the row after (the formatted one).
+        s.insert_rows_like(1, 1, Some(1));
+        assert_eq!(s.value(1, 0), None, "an inserted row is empty");
+        assert_eq!(
+            s.cell(1, 0).and_then(|c| c.number_format.as_deref()),
+            Some(&date),
+            "the inserted row takes the format of the row it was inserted before"
+        );
+        // Below the last row, taking that row's format.
+        s.insert_rows_like(3, 1, Some(2));
+        assert_eq!(
+            s.cell(3, 0).and_then(|c| c.number_format.as_deref()),
+            Some(&date)
+        );
+        // Under the header alone: no format to take.
+        s.insert_rows_like(1, 1, Some(0));
+        assert_eq!(s.cell(1, 0).and_then(|c| c.number_format.as_deref()), None);
     }
 
     #[test]

@@ -91,6 +91,10 @@ pub struct ViewQuery {
     /// The person looking: the blocks protected against them are marked.
     #[serde(rename = "as")]
     person: Option<String>,
+    /// Leave out of the request log what changes nothing: reads that succeeded (a daemon's
+    /// idle polls) and token fetches, so that a person's edit and the writes stay in view.
+    #[serde(default)]
+    quiet: bool,
 }
 
 /// One cell as the grid shows it.
@@ -110,6 +114,17 @@ struct ViewCell {
     /// The sheet a `=HYPERLINK("#gid=…", …)` cell links to: clicking it opens that tab.
     #[serde(skip_serializing_if = "Option::is_none")]
     g: Option<i32>,
+    /// The web address another `HYPERLINK` cell leads to (http or https only), as Sheets
+    /// makes the cell a link to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    u: Option<String>,
+}
+
+/// Whether a logged request may have changed something, or failed: a write, a person's
+/// edit, or any request not answered 200. A read that succeeded and a token fetch change
+/// nothing, and a daemon sends one every poll.
+fn changes_something(r: &RequestRecord) -> bool {
+    r.write || r.status != 200 || r.method == "person.edit"
 }
 
 /// The sheet id of a `=HYPERLINK("#gid=<id>"…)` formula, as the index's links are written.
@@ -171,6 +186,7 @@ pub async fn view(State(sh): State<Arc<Shared>>, Query(q): Query<ViewQuery>) -> 
             .iter()
             .rev()
             .filter(|r| r.spreadsheet == shown || r.spreadsheet.is_empty())
+            .filter(|r| !q.quiet || changes_something(r))
             .take(LOG_TAIL)
             .map(|r| {
                 json!({
@@ -290,11 +306,22 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool, viewer: &str) -
                         Some(super::store::Value::Formula(f)) => Some(f.clone()),
                         _ => None,
                     };
+                    let g = formula.as_deref().and_then(gid_link);
+                    let u = cell
+                        .value
+                        .as_ref()
+                        .filter(|_| g.is_none())
+                        .and_then(|v| super::formula::link(ss, index, v))
+                        .filter(|url| {
+                            let l = url.to_ascii_lowercase();
+                            l.starts_with("https://") || l.starts_with("http://")
+                        });
                     Some(ViewCell {
                         t: text,
                         b: checkbox.then_some(ticked),
                         n: numeric,
-                        g: formula.as_deref().and_then(gid_link),
+                        g,
+                        u,
                         e: formula,
                     })
                 })

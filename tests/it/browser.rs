@@ -235,11 +235,52 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
     click(&page, "#grid td[data-r=\"1\"][data-c=\"1\"]").await;
     click(&page, "#sort-desc").await;
     wait_cell(&page, 0, 0, "the header still on top", |t| t == "jobId").await;
+    // 受付日時 in the column's date format, not as a serial.
+    let received = wait_cell(&page, 1, 1, "a date-time", |t| !t.is_empty()).await;
+    assert!(
+        regex::Regex::new(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}$")
+            .is_ok_and(|re| re.is_match(&received)),
+        "受付日時 shows as yyyy/mm/dd hh:mm:ss, not a serial: {received:?}"
+    );
 
     open_tab(&page, 1001).await;
     let done = wait_cell(&page, 7, 2, "✅ 完了", |t| t.starts_with("✅")).await;
     assert!(done.contains("完了"), "{done}");
     wait_cell(&page, 8, 2, "✅ 完了", |t| t.starts_with("✅")).await;
+
+    // As Sheets shows the panel: its hidden columns (G:J) left out until asked for, and 結果
+    // a link to the job's log row.
+    assert!(
+        page.find(Locator::Css("#grid td[data-c=\"7\"]"))
+            .await
+            .is_err(),
+        "hidden column H is not drawn"
+    );
+    let link = page
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#grid td[data-r=\"7\"][data-c=\"3\"] a.link"))
+        .await
+        .unwrap_or_else(|e| panic!("結果 is no link: {e}"));
+    let href = link.attr("href").await.ok().flatten().unwrap_or_default();
+    assert!(
+        href.starts_with("https://docs.google.com/spreadsheets/d/") && href.contains("range=A"),
+        "結果 links to the job's log row: {href:?}"
+    );
+    click(&page, "#show-hidden").await;
+    wait_cell(
+        &page,
+        7,
+        7,
+        "the hidden command column, shown on request",
+        |t| t == "sleep",
+    )
+    .await;
+    click(&page, "#show-hidden").await;
+    wait_text(&page, "#grid thead", "hidden columns left out again", |t| {
+        !t.contains('H')
+    })
+    .await;
 
     // A person types into a cell of their own (K: right of the panel's columns), inserts a
     // row above it and deletes it again.
@@ -312,11 +353,21 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
         .await
         .unwrap_or_default();
     assert!(
-        side.contains("reads: ")
-            && side.contains("a minute")
-            && side.contains("batchGetByDataFilter"),
+        side.contains("reads: ") && side.contains("a minute") && side.contains("person.edit"),
         "{side}"
     );
+    // The log leaves the idle polls out until asked for them.
+    assert!(
+        !text_of(&page, "#log")
+            .await
+            .contains("batchGetByDataFilter"),
+        "idle polls are hidden by default: {side}"
+    );
+    click(&page, "#quiet").await;
+    wait_text(&page, "#log", "the polls, once asked for", |t| {
+        t.contains("batchGetByDataFilter")
+    })
+    .await;
     let _ = page.close().await;
 
     let rows = wait_queue_finished(&emu, 3, "every job to finish", WAIT).await;

@@ -20,6 +20,10 @@ const state = {
   view: null,
   sel: null,
   editing: false,
+  // Hidden columns drawn (striped) instead of left out, as Sheets' "unhide" shows them.
+  showHidden: false,
+  // The request log leaves out reads that succeeded (idle polls) and token fetches.
+  quiet: true,
 };
 const $ = (id) => document.getElementById(id);
 
@@ -49,6 +53,7 @@ async function fetchView(after) {
   if (asked !== null) params.set('spreadsheet', asked);
   if (state.sheet !== null) params.set('sheet', String(state.sheet));
   if (state.person !== null) params.set('as', state.person);
+  if (state.quiet) params.set('quiet', 'true');
   const res = await fetch('/_emulator/web/view?' + params, { cache: 'no-store' });
   if (!res.ok) throw new Error('view: HTTP ' + res.status);
   return { view: await res.json(), asked };
@@ -333,11 +338,14 @@ function renderSheet() {
   // Blocks the person editing may not change: [r0, r1, c0, c1], null for an open end.
   const locked = (r, c) => (s.locked || []).some(([r0, r1, c0, c1]) =>
     r >= r0 && (r1 === null || r < r1) && c >= c0 && (c1 === null || c < c1));
+  // The columns drawn: a hidden one only when the person asked to see them.
+  const shown = [];
+  for (let c = 0; c < cols; c++) if (state.showHidden || !hidden.has(c)) shown.push(c);
   const head = table.createTHead().insertRow();
   const corner = document.createElement('th');
   corner.className = 'rownum';
   head.appendChild(corner);
-  for (let c = 0; c < cols; c++) {
+  for (const c of shown) {
     const th = document.createElement('th');
     th.textContent = letters(c);
     if (hidden.has(c)) {
@@ -359,7 +367,7 @@ function renderSheet() {
     num.textContent = String(r + 1);
     tr.appendChild(num);
     const data = s.rows[r] || [];
-    for (let c = 0; c < cols; c++) {
+    for (const c of shown) {
       const td = tr.insertCell();
       td.dataset.r = String(r);
       td.dataset.c = String(c);
@@ -387,6 +395,16 @@ function renderSheet() {
           e.preventDefault();
           showSheet(cell.g);
         });
+        td.appendChild(a);
+      } else if (cell && cell.u !== undefined) {
+        // A link to a web page (結果's HYPERLINK): opens it in a new tab, as Sheets does.
+        const a = document.createElement('a');
+        a.href = cell.u;
+        a.target = '_blank';
+        a.rel = 'noopener noreferrer';
+        a.className = 'text link';
+        a.textContent = cell.t;
+        a.title = cell.u;
         td.appendChild(a);
       } else if (cell) {
         const text = document.createElement('div');
@@ -467,7 +485,11 @@ document.addEventListener('keydown', (e) => {
   const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
   if (moves[e.key]) {
     e.preventDefault();
-    select(Math.max(0, r + moves[e.key][0]), Math.max(0, c + moves[e.key][1]));
+    // Left and right step over the columns not drawn.
+    const drawn = Array.from(document.querySelectorAll('#grid tbody tr:first-child td')).map((td) => Number(td.dataset.c));
+    const i = drawn.indexOf(c);
+    const next = moves[e.key][1] === 0 || i < 0 ? c : drawn[Math.min(drawn.length - 1, Math.max(0, i + moves[e.key][1]))];
+    select(Math.max(0, r + moves[e.key][0]), next);
     const td = document.querySelector('#grid td.selected');
     if (td) td.scrollIntoView({ block: 'nearest', inline: 'nearest' });
     return;
@@ -539,6 +561,15 @@ function renderSide() {
   }
 }
 
+$('show-hidden').addEventListener('change', (e) => {
+  state.showHidden = e.target.checked;
+  state.drawn = null;
+  renderSheet();
+});
+$('quiet').addEventListener('change', (e) => {
+  state.quiet = e.target.checked;
+  refresh();
+});
 $('spreadsheet').addEventListener('change', (e) => showSpreadsheet(e.target.value));
 $('person').addEventListener('change', (e) => setPerson(e.target.value));
 $('sort-asc').addEventListener('click', () => sortBy('ASCENDING'));
