@@ -332,6 +332,42 @@ function pressStatus(header, rows, target) {
   return ahead === 0 ? RECEIVED_TEXT : '⏳ 順番待ち (前に ' + ahead + ' 件)';
 }
 
+/**
+ * How long the daemons' heartbeat rows may stay unchanged, on this script's clock (Google's),
+ * before a press says that no daemon answers: sheetq's default `dead_after`. A daemon writes
+ * its row every `heartbeat_interval` (30 s by default).
+ */
+var NO_DAEMON_AFTER_MS = 2 * 60 * 1000;
+
+/** The status of a press while no daemon's heartbeat has changed for NO_DAEMON_AFTER_MS. */
+var NO_DAEMON_TEXT = '⏳ 受付済み (sheetq が止まっています: 2 分以上応答なし)';
+
+/** The script property keeping what the heartbeat rows showed, and since when. */
+var HEARTBEAT_PROPERTY = 'SHEETQ_HEARTBEATS_SEEN';
+
+/** First heartbeat row of `_ワーカー` (row 1: the lease; row 2: the heartbeats' header). */
+var HEARTBEAT_FIRST_ROW = 3;
+
+/**
+ * Whether a daemon is alive, judged on this script's clock alone: the heartbeat rows' text now
+ * (`signature`) against what an earlier run saw (`seen`: { sig, since }, since = when it was
+ * first seen, in ms of this clock) at `nowMs`. No daemon's clock is read: a heartbeat row is
+ * only compared with itself. Returns { alive, seen }: `alive` true when the rows changed
+ * within NO_DAEMON_AFTER_MS, false when they have not changed for longer, null when that
+ * cannot be told (a first look, or a change seen only after a long while); `seen` is the
+ * record to keep.
+ */
+function daemonLiveness(seen, signature, nowMs) {
+  var known = seen !== null && typeof seen === 'object' && typeof seen.since === 'number';
+  if (!known || seen.sig !== signature) {
+    return {
+      alive: known && nowMs - seen.since <= NO_DAEMON_AFTER_MS ? true : null,
+      seen: { sig: signature, since: nowMs },
+    };
+  }
+  return { alive: nowMs - seen.since > NO_DAEMON_AFTER_MS ? false : null, seen: seen };
+}
+
 /** The status of a press that nothing of its target goes before (claim::RECEIVED_TEXT). */
 var RECEIVED_TEXT = '⏳ 受付済み (開始待ち)';
 
@@ -995,6 +1031,9 @@ if (typeof module !== 'undefined') {
   module.exports = {
     pressStatus: pressStatus,
     RECEIVED_TEXT: RECEIVED_TEXT,
+    NO_DAEMON_TEXT: NO_DAEMON_TEXT,
+    NO_DAEMON_AFTER_MS: NO_DAEMON_AFTER_MS,
+    daemonLiveness: daemonLiveness,
     sheetTrim: sheetTrim,
     sameSheetText: sameSheetText,
     skeleton: skeleton,

@@ -765,3 +765,21 @@ test('the received text is the daemon\'s own', () => {
     'src/claim.rs RECEIVED_TEXT and intake.js RECEIVED_TEXT must say the same');
   assert.ok(claim.includes('format!("⏳ 順番待ち (前に {ahead} 件)")'));
 });
+
+test('no daemon alive is judged from the heartbeat rows changing on the script\'s own clock', () => {
+  const limit = intake.NO_DAEMON_AFTER_MS;
+  const first = intake.daemonLiveness(null, 'h1', 1000);
+  assert.equal(first.alive, null, 'a first look tells nothing');
+  assert.deepEqual(first.seen, { sig: 'h1', since: 1000 });
+  const soon = intake.daemonLiveness(first.seen, 'h2', 1000 + 30000);
+  assert.equal(soon.alive, true, 'the rows changed within the limit: a daemon writes them');
+  const still = intake.daemonLiveness(soon.seen, 'h2', 1000 + 30000 + limit);
+  assert.equal(still.alive, null, 'unchanged for no longer than the limit: not told yet');
+  const dead = intake.daemonLiveness(soon.seen, 'h2', 1000 + 30000 + limit + 1);
+  assert.equal(dead.alive, false, 'unchanged for longer than the limit: no daemon answers');
+  assert.equal(dead.seen.since, 31000, 'the record keeps when the rows were first seen so');
+  const late = intake.daemonLiveness(dead.seen, 'h3', 31000 + 10 * limit);
+  assert.equal(late.alive, null, 'a change seen only after a long while tells nothing of now');
+  assert.equal(intake.daemonLiveness({ junk: 1 }, 'h', 5).alive, null, 'a record of another shape is none');
+  assert.match(intake.NO_DAEMON_TEXT, /^⏳ 受付済み/, 'the press is still received');
+});

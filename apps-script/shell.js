@@ -288,6 +288,8 @@ function takeIn(press, sheet, row) {
       return;
     }
     var status = pressStatus(header, data.slice(1), label);
+    var alive = daemonsAlive(ss);
+    if (alive === false) status = NO_DAEMON_TEXT;
     var queued = appendToQueue(press, queue, queueRow(header, {
       jobId: Utilities.getUuid(),
       wallMs: wallClockOf(new Date(), tz),
@@ -314,6 +316,39 @@ function takeIn(press, sheet, row) {
     lock.releaseLock();
   }
   if (queued) ss.toast(queuedMessage(fn, label), 'sheetq');
+}
+
+/**
+ * Whether a sheetq daemon is alive, as the heartbeat rows of `_ワーカー` have changed or not
+ * on this script's clock (intake.js, daemonLiveness): true, false, or null when it cannot be
+ * told. What each run saw is kept in a script property for the next; it only chooses the
+ * words of a press's 状態, never whether the press is queued.
+ */
+function daemonsAlive(ss) {
+  var workers = ss.getSheetByName('_ワーカー');
+  if (workers === null) return null;
+  var last = workers.getLastRow();
+  var rows = last >= HEARTBEAT_FIRST_ROW
+    ? workers.getRange(HEARTBEAT_FIRST_ROW, 1, last - HEARTBEAT_FIRST_ROW + 1, 6).getValues()
+    : [];
+  // Script properties are readable in a simple trigger (AuthMode.LIMITED,
+  // https://developers.google.com/apps-script/reference/script/auth-mode); should a call
+  // fail all the same, the press is answered as if nothing were known.
+  try {
+    var props = PropertiesService.getScriptProperties();
+    var seen = null;
+    try {
+      seen = JSON.parse(props.getProperty(HEARTBEAT_PROPERTY) || 'null');
+    } catch (err) {
+      seen = null;
+    }
+    var judged = daemonLiveness(seen, JSON.stringify(rows), Date.now());
+    props.setProperty(HEARTBEAT_PROPERTY, JSON.stringify(judged.seen));
+    return judged.alive;
+  } catch (err) {
+    console.log('sheetq: cannot keep what the heartbeats showed: ' + (err && err.message));
+    return null;
+  }
 }
 
 /**

@@ -5,9 +5,9 @@
 //! difference is what the retries add: one read of the job's row before each retry (is a
 //! stop asked? docs/design.md §5.2), and nothing else.
 //!
-//! The retries wait 10 ms each and the polls come 2 s apart, so in both runs the job is
-//! claimed by one poll and its result written by the next: the polls are the same, and
-//! the difference is the retries' own.
+//! The job goes in once the daemon has started, and the retries wait 10 ms each while the
+//! polls come 2 s apart, so in both runs the job is claimed by one poll and its result
+//! written by the next: the polls are the same, and the difference is the retries' own.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -60,7 +60,7 @@ pub async fn measure(deadline: Duration) -> anyhow::Result<RetryCost> {
 }
 
 /// One daemon on a fresh spreadsheet, one job of a command that fails at once with
-/// `retries` retries 10 ms apart: what the daemon sent until the job ended.
+/// `retries` retries 10 ms apart: what the daemon sent from the job's arrival until it ended.
 async fn run_once(retries: u32, deadline: Duration) -> anyhow::Result<Load> {
     let emu = Emulator::start(EmulatorOptions::default())
         .await
@@ -108,9 +108,6 @@ exec = ["sh", "-c", "exit 3"]
         Utc::now(),
         &job,
     );
-    emu.replace_rows(QUEUE_SHEET, 2, &[row])
-        .map_err(|e| anyhow::anyhow!("cannot enqueue the job: {e:?}"))?;
-    emu.clear_requests();
     let key = Credentials::KeyJson(emu.credentials_json_for(&worker));
     let sheets = crate::setup::connect(&config, Some(key), false).await?;
     let shutdown = CancellationToken::new();
@@ -122,9 +119,30 @@ exec = ["sh", "-c", "exit 3"]
         shutdown.clone(),
         observers,
     ));
+    // The job goes in once the daemon has started (its heartbeat row is written): whether a
+    // start-up commit would claim it depends on timing, and the runs must compare alike.
+    let started = Instant::now();
+    while emu
+        .values("'_ワーカー'!A3")
+        .unwrap_or_default()
+        .first()
+        .and_then(|r| r.first())
+        .map(crate::queue::cell_text)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        if started.elapsed() > deadline || daemon.is_finished() {
+            shutdown.cancel();
+            bail!("the retry daemon did not start within {deadline:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    emu.clear_requests();
+    emu.replace_rows(QUEUE_SHEET, 2, &[row])
+        .map_err(|e| anyhow::anyhow!("cannot enqueue the job: {e:?}"))?;
     let state_col = a1::column_letters(columns.index(Column::State));
     let cell = a1::range(QUEUE_SHEET, &format!("{state_col}2"));
-    let started = Instant::now();
+    let arrived = Instant::now();
     loop {
         let state = emu
             .values(&cell)
@@ -136,7 +154,7 @@ exec = ["sh", "-c", "exit 3"]
         if super::is_final(&state) {
             break;
         }
-        if started.elapsed() > deadline || daemon.is_finished() {
+        if arrived.elapsed() > deadline || daemon.is_finished() {
             shutdown.cancel();
             bail!("the failing job with {retries} retries did not end within {deadline:?} (it shows {state:?})");
         }
@@ -144,10 +162,18 @@ exec = ["sh", "-c", "exit 3"]
     }
     let account = super::account_email(&worker);
     let log = emu.requests();
-    let mine = log
-        .iter()
-        .filter(|r| r.user == account && r.method != "oauth2.token" && r.status != 429);
+    // The lease's own batch (taken with the claim pass's read-back of the worker sheet) is
+    // left out of both runs: whether a pass takes the lease or keeps the one it holds
+    // depends on timing (docs/design.md §3), not on the retries.
+    let lease_read_back = a1::range(crate::lease::WORKER_SHEET, "A1:");
+    let mine = log.iter().filter(|r| {
+        r.user == account
+            && r.method != "oauth2.token"
+            && r.status != 429
+            && !(r.write && r.ranges.iter().any(|x| x.starts_with(&lease_read_back)))
+    });
     let (writes, reads): (Vec<_>, Vec<_>) = mine.partition(|r| r.write);
+
     shutdown.cancel();
     daemon
         .await

@@ -373,6 +373,18 @@ async fn a_tick_run_through_code_js_is_queued_once_and_a_daemon_runs_it_to_done_
         !function.is_empty(),
         "the demo's panel row 8 names a function"
     );
+    // An earlier run of the script saw the heartbeat rows as they are now (none: no daemon
+    // ever ran) three minutes ago, on its own clock.
+    let three_minutes_ago = chrono::Utc::now().timestamp_millis() - 180_000;
+    intake
+        .bound
+        .setup(&[
+            "--property",
+            "SHEETQ_HEARTBEATS_SEEN",
+            "--value",
+            &format!("{{\"sig\":\"[]\",\"since\":{three_minutes_ago}}}"),
+        ])
+        .await;
 
     let toasts = intake.tick_toasts(ALICE, "サーバーA", "A8").await;
     assert_eq!(
@@ -405,6 +417,11 @@ async fn a_tick_run_through_code_js_is_queued_once_and_a_daemon_runs_it_to_done_
         panel_row(&emu, "サーバーA", 8)[0],
         "FALSE",
         "the ▶ box goes back after the press"
+    );
+    assert_eq!(
+        panel_row(&emu, "サーバーA", 8)[2],
+        "⏳ 受付済み (sheetq が止まっています: 2 分以上応答なし)",
+        "no heartbeat changed for three minutes of the script's clock: the press says so"
     );
 
     // A second tick of the same button while the first waits: the duplicate guard answers.

@@ -1168,15 +1168,21 @@ async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results
     )
     .await;
 
-    // 2. A short job finishes while every values write fails: its result waits in the outbox.
-    emu.add_fault(FaultRule {
-        method: Some("spreadsheets.values.batchUpdate".into()),
-        fault: Fault::Status(503),
-        remaining: None,
-        probability: None,
-        user: None,
-        body_contains: None,
-    });
+    // 2. A short job finishes while every values write fails (by range, and by data filter,
+    // which results and heartbeats use): its result waits in the outbox.
+    for method in [
+        "spreadsheets.values.batchUpdate",
+        "spreadsheets.values.batchUpdateByDataFilter",
+    ] {
+        emu.add_fault(FaultRule {
+            method: Some(method.into()),
+            fault: Fault::Status(503),
+            remaining: None,
+            probability: None,
+            user: None,
+            body_contains: None,
+        });
+    }
     let short = enqueue(
         sheets.as_ref(),
         &enqueuer,
@@ -1202,7 +1208,8 @@ async fn a_daemon_killed_mid_job_marks_the_job_failed_and_writes_pending_results
     .await;
     assert!(
         row_of(&queue_rows(&emu), &short).state.is(State::Running),
-        "with values writes failing, the short job's row cannot have been written yet"
+        "with values writes failing, the short job's row cannot have been written yet: {}",
+        show()
     );
     daemon.kill();
     emu.clear_faults();
