@@ -368,6 +368,36 @@ function daemonLiveness(seen, signature, nowMs) {
   return { alive: nowMs - seen.since > NO_DAEMON_AFTER_MS ? false : null, seen: seen };
 }
 
+/** The index's header of a target's 状況 column, found by name. */
+var INDEX_STATE_HEADER = '状況';
+
+/**
+ * The index's 状況 of `target` from the queue's data rows, in the words of sheetq's
+ * (panel/index_sheet.rs, state_text): its running job and how many wait, and how many await
+ * approval; followed by 「 · sheetq 停止中」 while no daemon answers (`alive` false).
+ */
+function indexStateText(header, rows, target, alive) {
+  var cols = queueColumns(header);
+  var running = [];
+  var waiting = 0;
+  var awaiting = 0;
+  rows.forEach(function (r) {
+    if (targetOf(r, cols) !== sheetTrim(target)) return;
+    var s = String(r[cols.index.state]);
+    if (s === RUNNING) running.push(sheetTrim(r[cols.index.fn]));
+    else if (s === WAITING) waiting += 1;
+    else if (s === AWAITING_APPROVAL) awaiting += 1;
+  });
+  var text;
+  if (running.length === 0) text = waiting === 0 ? '' : '⏳ 待機 ' + waiting + ' 件';
+  else text = '▶ 実行中: ' + running[0] + (waiting === 0 ? '' : ' (待機 ' + waiting + ' 件)');
+  if (awaiting > 0) {
+    text = text === '' ? '🙋 承認待ち ' + awaiting + ' 件' : text + ' · 承認待ち ' + awaiting + ' 件';
+  }
+  if (alive === false && text !== '') text += ' · sheetq 停止中';
+  return text;
+}
+
 /** The status of a press that nothing of its target goes before (claim::RECEIVED_TEXT). */
 var RECEIVED_TEXT = '⏳ 受付済み (開始待ち)';
 
@@ -1034,6 +1064,8 @@ if (typeof module !== 'undefined') {
     NO_DAEMON_TEXT: NO_DAEMON_TEXT,
     NO_DAEMON_AFTER_MS: NO_DAEMON_AFTER_MS,
     daemonLiveness: daemonLiveness,
+    indexStateText: indexStateText,
+    INDEX_STATE_HEADER: INDEX_STATE_HEADER,
     sheetTrim: sheetTrim,
     sameSheetText: sameSheetText,
     skeleton: skeleton,

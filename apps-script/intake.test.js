@@ -783,3 +783,13 @@ test('no daemon alive is judged from the heartbeat rows changing on the script\'
   assert.equal(intake.daemonLiveness({ junk: 1 }, 'h', 5).alive, null, 'a record of another shape is none');
   assert.match(intake.NO_DAEMON_TEXT, /^⏳ 受付済み/, 'the press is still received');
 });
+
+test('the index\'s 状況 after a press is worded as sheetq words it', () => {
+  const header = ['jobId', '受付日時', '依頼者', 'パネルシート名', 'パネル行', '対象ラベル', '機能ラベル',
+    'command', 'argsJSON', 'システムフラグ', '状態', '開始日時', '終了日時', '結果URL', 'メッセージ', 'ワーカー'];
+  const row = (target, fn, state) => ['j', 1, '', target, '', target, fn, 'c', '{}', '', state, '', '', '', '', ''];
+  const rows = [row('A', '再起動', '実行中'), row('A', '確認', '待機'), row('A', 'x', '承認待ち'), row('B', 'y', '完了')];
+  assert.equal(intake.indexStateText(header, rows, 'A', null), '▶ 実行中: 再起動 (待機 1 件) · 承認待ち 1 件');
+  assert.equal(intake.indexStateText(header, [row('C', 'z', '待機')], 'C', false), '⏳ 待機 1 件 · sheetq 停止中');
+  assert.equal(intake.indexStateText(header, rows, 'B', false), '', 'nothing running or waiting: empty, as sheetq leaves it');
+});

@@ -290,7 +290,7 @@ function takeIn(press, sheet, row) {
     var status = pressStatus(header, data.slice(1), label);
     var alive = daemonsAlive(ss);
     if (alive === false) status = NO_DAEMON_TEXT;
-    var queued = appendToQueue(press, queue, queueRow(header, {
+    var newRow = queueRow(header, {
       jobId: Utilities.getUuid(),
       wallMs: wallClockOf(new Date(), tz),
       requester: press.requester,
@@ -301,7 +301,8 @@ function takeIn(press, sheet, row) {
       command: sheetTrim(cells[PANEL.commandColumn - 1]),
       argsJson: String(cells[PANEL.argsColumn - 1]),
       flags: pressFlags(cells[PANEL.flagsColumn - 1]),
-    }));
+    });
+    var queued = appendToQueue(press, queue, newRow);
     if (queued) {
       // The press is answered at once, under the lock that queued it: what it waits for.
       // A cell the one pressing may not edit (the bound project runs as them) is left to
@@ -311,11 +312,40 @@ function takeIn(press, sheet, row) {
       } catch (err) {
         console.log('sheetq: the press was queued; its 状態 cell could not be written: ' + (err && err.message));
       }
+      // The index agrees at once: its 状況 for the target, as the daemon words it.
+      try {
+        writeIndexState(ss, label, indexStateText(header, data.slice(1).concat([newRow]), label, alive));
+      } catch (err) {
+        console.log('sheetq: the press was queued; the index\'s 状況 could not be written: ' + (err && err.message));
+      }
     }
   } finally {
     lock.releaseLock();
   }
   if (queued) ss.toast(queuedMessage(fn, label), 'sheetq');
+}
+
+/**
+ * Writes `text` to the 状況 cell of `label`'s row of the index (the sheet marked PANEL_INDEX
+ * in G1; 状況 found by its header, the row by the label in column B). Nothing when there is
+ * no index or no such row.
+ */
+function writeIndexState(ss, label, text) {
+  var index = ss.getSheets().filter(function (s) {
+    return String(s.getRange(INDEX.markerCell).getValue()) === INDEX.marker;
+  })[0];
+  if (index === undefined) return;
+  var header = index.getRange(1, 1, 1, index.getLastColumn()).getValues()[0];
+  var column = header.map(function (h) { return sheetTrim(h); }).indexOf(INDEX_STATE_HEADER);
+  var last = index.getLastRow();
+  if (column < 0 || last < INDEX.firstRow) return;
+  var labels = index.getRange(INDEX.firstRow, INDEX.labelColumn, last - INDEX.firstRow + 1, 1).getValues();
+  for (var i = 0; i < labels.length; i++) {
+    if (sameSheetText(labels[i][0], label)) {
+      index.getRange(INDEX.firstRow + i, column + 1).setValue(text);
+      return;
+    }
+  }
 }
 
 /**

@@ -423,6 +423,11 @@ async fn a_tick_run_through_code_js_is_queued_once_and_a_daemon_runs_it_to_done_
         "⏳ 受付済み (sheetq が止まっています: 2 分以上応答なし)",
         "no heartbeat changed for three minutes of the script's clock: the press says so"
     );
+    assert_eq!(
+        panel_row(&emu, "▶パネル", 2)[4],
+        "⏳ 待機 1 件 · sheetq 停止中",
+        "the index's 状況 agrees at once"
+    );
 
     // A second tick of the same button while the first waits: the duplicate guard answers.
     let toasts = intake.tick_toasts(ALICE, "サーバーA", "A8").await;
