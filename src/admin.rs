@@ -531,6 +531,7 @@ pub fn job_of(
     function: &str,
     command: Option<&str>,
     args: Option<&str>,
+    inputs: &[(String, serde_json::Value)],
     requester: &str,
 ) -> Result<NewJob, String> {
     let given = |text: &str| match serde_json::from_str::<serde_json::Value>(text) {
@@ -561,6 +562,12 @@ pub fn job_of(
                 "--function {} is not among the [[functions]] of sheetq.toml; it has {}",
                 crate::sheet_text::shown(function),
                 known.join(", ")
+            ));
+        }
+        if let Some((name, _)) = inputs.first() {
+            return Err(format!(
+                "--input {} needs a function of [[functions]] with inputs; sheetq.toml has none",
+                crate::sheet_text::shown(name)
             ));
         }
         let Some(command) = command else {
@@ -602,6 +609,30 @@ pub fn job_of(
             merged.insert(key, value);
         }
     }
+    // Its inputs, checked as the daemon checks them when it admits the job; the defaults
+    // filled in, so the queue row says what will run.
+    let mut given = serde_json::Map::new();
+    for (name, value) in inputs {
+        let Some(d) = f.inputs.iter().find(|d| &d.name == name) else {
+            let known: Vec<&str> = f.inputs.iter().map(|d| d.name.as_str()).collect();
+            return Err(format!(
+                "--input {}: function \"{}\" has {}",
+                crate::sheet_text::shown(name),
+                f.label,
+                if known.is_empty() {
+                    "no inputs".to_string()
+                } else {
+                    format!("the inputs {}", known.join(", "))
+                }
+            ));
+        };
+        let value = crate::inputs::value_of(d, value, None)
+            .map_err(|why| format!("--input {name}: {why}"))?;
+        given.insert(name.clone(), value);
+    }
+    merged.extend(
+        crate::inputs::values_of(&f.inputs, &given).map_err(|why| format!("--input: {why}"))?,
+    );
     Ok(job(
         &f.command,
         serde_json::Value::Object(merged).to_string(),

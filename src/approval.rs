@@ -474,6 +474,7 @@ mod tests {
             flags: Vec::new(),
             allow: None,
             args_from_sheet: Vec::new(),
+            inputs: Vec::new(),
             approvers: Some(approvers.iter().map(|a| a.to_string()).collect()),
             approvals,
             approval_expires: Some("1h".into()),

@@ -327,6 +327,10 @@ pub struct EnqueueArgs {
     /// lets a job set, over the function's args; without, the job's whole args.
     #[arg(long)]
     pub args: Option<String>,
+    /// A value of one of the function's inputs (its `inputs` in [[functions]]), checked by
+    /// its rule as the daemon will; repeat for more. Inputs not given take their default.
+    #[arg(long = "input", value_name = "NAME=VALUE")]
+    pub inputs: Vec<String>,
     /// Requester e-mail (may be empty).
     #[arg(long, default_value = "")]
     pub requester: String,
@@ -864,12 +868,26 @@ fn would(report: &str) -> String {
 /// with `--wait` waits for the outcome (exit 4 for エラー or タイムアウト).
 async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load()?;
+    let mut inputs = Vec::new();
+    for given in &args.inputs {
+        let Some((name, value)) = given.split_once('=') else {
+            eprintln!(
+                "sheetq: not enqueued: --input {given:?} must be NAME=VALUE, e.g. --input version=1.2.4"
+            );
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        };
+        inputs.push((
+            name.trim().to_string(),
+            serde_json::Value::String(value.to_string()),
+        ));
+    }
     let job = match admin::job_of(
         &config,
         &args.target,
         &args.function,
         args.command.as_deref(),
         args.args.as_deref(),
+        &inputs,
         &args.requester,
     ) {
         Ok(job) => job,

@@ -255,7 +255,11 @@ fn schedule_problems(
                 s.requester(),
                 s.requester()
             )),
-            Some(_) => {}
+            Some(f) => {
+                if let Err(why) = s.args_json_of(f) {
+                    problems.push(format!("schedule {name:?}: {why}{at}"));
+                }
+            }
         }
         if catalog.refuse_target(&s.target).is_some() {
             problems.push(format!(
@@ -1086,6 +1090,55 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, "sheetq.toml", &BTreeMap::new())
+    }
+
+    #[test]
+    fn a_schedules_inputs_are_checked_by_the_functions_rules_when_the_config_is_read() {
+        let text = |inputs: &str| {
+            format!(
+                r#"
+spreadsheet_id = "1AbC"
+[commands.deploy]
+builtin = "echo"
+[[functions]]
+label = "デプロイ"
+command = "deploy"
+args = {{ mode = "rolling" }}
+inputs = [
+  {{ name = "version", type = "choice", choices = ["1.2.3", "1.2.4"], required = true }},
+  {{ name = "dry_run", type = "bool", default = true }},
+]
+[[schedules]]
+name = "nightly"
+cron = "@daily"
+target = "サーバーA"
+function = "デプロイ"
+{inputs}
+"#
+            )
+        };
+        let config = parse(&text("inputs = { version = \"1.2.4\" }"))
+            .unwrap_or_else(|e| panic!("{:#?}", e.problems));
+        let (s, f) = (&config.schedules[0], &config.catalog.functions[0]);
+        assert_eq!(
+            s.args_json_of(f)
+                .map(|j| serde_json::from_str::<serde_json::Value>(&j).ok()),
+            Ok(Some(
+                serde_json::json!({ "mode": "rolling", "version": "1.2.4", "dry_run": true })
+            ))
+        );
+        for (inputs, want) in [
+            ("inputs = { version = \"9\" }", "schedule \"nightly\": inputs: version = \"9\" is not among its choices"),
+            ("", "schedule \"nightly\": inputs: input version is required"),
+            ("inputs = { version = \"1.2.3\", colour = \"red\" }", "schedule \"nightly\": inputs.colour: function \"デプロイ\" has the inputs version, dry_run"),
+        ] {
+            let e = parse(&text(inputs)).unwrap_err();
+            assert!(
+                e.problems.iter().any(|p| p.starts_with(want)),
+                "no problem starting {want:?} among {:#?}",
+                e.problems
+            );
+        }
     }
 
     #[test]

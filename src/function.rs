@@ -53,6 +53,10 @@ pub struct FunctionDef {
     /// ([`FunctionDef::stoppers`]).
     #[serde(default)]
     pub cancel: Option<Vec<String>>,
+    /// Typed values a job of it takes (a version, a switch, a date), each under its name in
+    /// the job's args, checked when the job is admitted ([`crate::inputs`]).
+    #[serde(default)]
+    pub inputs: Vec<crate::inputs::InputDef>,
 }
 
 impl FunctionDef {

@@ -88,6 +88,8 @@
 //!   which `sheetq status` on the same machine shows.
 //! - [`function`]: one `[[functions]]` entry (what it runs, who may press, approve and stop
 //!   it) and whom an `allow` entry names: data below both the catalog and the approval rule.
+//! - [`inputs`]: a function's typed inputs (choice, text, number, bool, date): their
+//!   definitions' problems, and a job's values checked, typed and defaulted by them.
 //! - [`joblog`]: what a job printed: the capture of an `exec` job's merged output, the hidden
 //!   sheet `_ジョブログ` (its columns by name, the binding of a job's log row), the links to a
 //!   log row that survive sorts, and the full output under `state_dir/logs`.
@@ -178,6 +180,7 @@ pub mod demo;
 #[cfg(feature = "emulator")]
 pub use sheetq_emulator as emulator;
 pub mod function;
+pub mod inputs;
 pub mod joblog;
 pub mod journal;
 pub mod lease;

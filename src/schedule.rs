@@ -27,7 +27,7 @@ use croner::{Cron, Direction};
 use uuid::Uuid;
 
 /// The keys a `[[schedules]]` table may have.
-const KEYS: &[&str] = &["name", "cron", "target", "function", "catch_up"];
+const KEYS: &[&str] = &["name", "cron", "target", "function", "catch_up", "inputs"];
 
 /// Nicknames and the five fields each stands for.
 const NICKNAMES: &[(&str, &str)] = &[
@@ -78,7 +78,40 @@ pub struct ScheduleDef {
     /// How old an occurrence a daemon that was not running may still queue; `None`: only
     /// one that just fell due (see [`ScheduleDef::due`]).
     pub catch_up: Option<Duration>,
+    /// Values of the function's inputs (`inputs = { version = "1.2.4" }`), checked by their
+    /// rules when the config is read; the inputs not given take their defaults.
+    pub inputs: serde_json::Map<String, serde_json::Value>,
     pattern: Cron,
+}
+
+impl ScheduleDef {
+    /// The argsJSON of this schedule's jobs of function `f`: its args, with the schedule's
+    /// inputs checked by their rules (and the others' defaults) over them; the refusal names
+    /// the input and the rule.
+    pub fn args_json_of(&self, f: &crate::function::FunctionDef) -> Result<String, String> {
+        for name in self.inputs.keys() {
+            if !f.inputs.iter().any(|d| &d.name == name) {
+                let known: Vec<&str> = f.inputs.iter().map(|d| d.name.as_str()).collect();
+                return Err(format!(
+                    "inputs.{name}: function {:?} has {}",
+                    f.label,
+                    if known.is_empty() {
+                        "no inputs".to_string()
+                    } else {
+                        format!("the inputs {}", known.join(", "))
+                    }
+                ));
+            }
+        }
+        let values = crate::inputs::values_of(&f.inputs, &self.inputs)
+            .map_err(|why| format!("inputs: {why}"))?;
+        let mut args = match serde_json::to_value(&f.args) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        args.extend(values);
+        Ok(serde_json::Value::Object(args).to_string())
+    }
 }
 
 /// Parses the `schedules` array of tables (`None` when the file has none); `Err` holds
@@ -168,6 +201,19 @@ fn parse_one(index: usize, t: &toml::Table, errors: &mut Vec<String>) -> Option<
         errors.push(format!("{at}: catch_up = {v} {problem}"));
         None
     });
+    let inputs = match t.get("inputs") {
+        None => serde_json::Map::new(),
+        Some(toml::Value::Table(table)) => match serde_json::to_value(table) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        },
+        Some(v) => {
+            errors.push(format!(
+                "{at}: inputs = {v} must be a table of the function's inputs, e.g. inputs = {{ version = \"1.2.4\" }}"
+            ));
+            serde_json::Map::new()
+        }
+    };
     if errors.len() > before {
         return None;
     }
@@ -177,6 +223,7 @@ fn parse_one(index: usize, t: &toml::Table, errors: &mut Vec<String>) -> Option<
         target: target?,
         function: function?,
         catch_up,
+        inputs,
         pattern: pattern?,
     })
 }
@@ -509,7 +556,7 @@ mod tests {
         );
         let expect = [
             "schedules[0] \"a\": \"fuction\" is not a known key (known: name, cron, target, \
-             function, catch_up)",
+             function, catch_up, inputs)",
             "schedules[0] \"a\": function is missing; add function = \"backup\"",
             "schedules[1] \"a\": name is already used by schedules[0]",
             "schedules[1] \"a\": cron = \"0 0 2 * * *\": has 6 fields, not five",

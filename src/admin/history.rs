@@ -673,7 +673,8 @@ impl Shown {
 }
 
 /// The job `sheetq rerun` queues for `old`: the same function, target and panel, with the
-/// args a job may set taken from `old` (the rest from the config as it is now), requested
+/// args a job may set and its inputs taken from `old` (the rest from the config as it is
+/// now, the inputs checked by their rules as they are now), requested
 /// by `who`. Through [`super::job_of`], so a function gone from the config, or an arg it no
 /// longer lets a job set, is refused as for `enqueue`.
 pub fn rerun_of(config: &Config, old: &QueueRow, who: &str) -> Result<super::NewJob, String> {
@@ -690,21 +691,37 @@ pub fn rerun_of(config: &Config, old: &QueueRow, who: &str) -> Result<super::New
             }
         };
     let target = old.target_key();
-    let (command, args) = match config.catalog.function(&old.function) {
-        // What the function lets a job set, as the old job set it; the rest is the config's.
+    let (command, args, inputs) = match config.catalog.function(&old.function) {
+        // What the function lets a job set, and its inputs, as the old job had them; the
+        // rest is the config's.
         Some(f) => {
             let set: serde_json::Map<String, serde_json::Value> = args
-                .into_iter()
+                .iter()
                 .filter(|(k, _)| f.args_from_sheet.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            (None, serde_json::Value::Object(set).to_string())
+            let inputs: Vec<(String, serde_json::Value)> = f
+                .inputs
+                .iter()
+                .filter_map(|d| args.get(&d.name).map(|v| (d.name.clone(), v.clone())))
+                .collect();
+            (None, serde_json::Value::Object(set).to_string(), inputs)
         }
         None => (
             Some(old.command.as_str()),
             serde_json::Value::Object(args).to_string(),
+            Vec::new(),
         ),
     };
-    let mut job = super::job_of(config, target, &old.function, command, Some(&args), who)?;
+    let mut job = super::job_of(
+        config,
+        target,
+        &old.function,
+        command,
+        Some(&args),
+        &inputs,
+        who,
+    )?;
     if !old.panel_sheet.trim().is_empty() {
         job.panel_sheet = old.panel_sheet.clone();
     }

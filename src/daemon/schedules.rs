@@ -120,6 +120,9 @@ impl Daemon {
                     .iter()
                     .find(|s| s.name == o.schedule)?;
                 let f = self.config.catalog.function(&s.function)?;
+                // Checked when the config was read; a function whose inputs changed since
+                // is the config's problem, said at its reload.
+                let args_json = s.args_json_of(f).unwrap_or_else(|_| f.args_json());
                 let job = NewJob {
                     job_id: o.job_id.clone(),
                     received_at: now,
@@ -129,7 +132,7 @@ impl Daemon {
                     target: s.target.clone(),
                     function: s.function.clone(),
                     command: f.command.clone(),
-                    args_json: f.args_json(),
+                    args_json,
                     flags: f.flags_text(),
                 };
                 Some(job.to_row(columns, &self.config.states, self.served.layout.tz))

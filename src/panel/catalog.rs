@@ -190,6 +190,7 @@ impl Catalog {
                     "{at}: flags = [\"continuation\"] is sheetq's own mark of a step a command handed back (its args trusted, its approvals taken as given); remove it"
                 ));
             }
+            out.extend(crate::inputs::problems(&at, &f.inputs));
             for key in &f.args_from_sheet {
                 if key.trim().is_empty() || key.trim() != key {
                     out.push(format!(
@@ -398,7 +399,9 @@ impl FunctionDef {
             Ok(serde_json::Value::Object(m)) => m,
             _ => serde_json::Map::new(),
         };
-        let from_sheet = |k: &str| self.args_from_sheet.iter().any(|a| a == k);
+        let from_sheet = |k: &str| {
+            self.args_from_sheet.iter().any(|a| a == k) || self.inputs.iter().any(|i| i.name == k)
+        };
         let mut differs: Vec<String> = Vec::new();
         let keys: std::collections::BTreeSet<&String> = args.keys().chain(sheet.keys()).collect();
         for key in keys {
@@ -433,6 +436,10 @@ impl FunctionDef {
                 args.insert(key.clone(), v.clone());
             }
         }
+        // Its inputs: each checked by its rule (or defaulted), over the config's args.
+        let inputs = crate::inputs::values_of(&self.inputs, sheet)
+            .map_err(|why| format!("function \"{}\": {why}, so nothing ran", self.label))?;
+        args.extend(inputs);
         Ok(args)
     }
 }

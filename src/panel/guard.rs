@@ -205,6 +205,7 @@ mod tests {
             flags: Vec::new(),
             allow: allow.map(list),
             args_from_sheet: Vec::new(),
+            inputs: Vec::new(),
             approvers: approvers.map(list),
             approvals: None,
             approval_expires: None,

@@ -887,6 +887,7 @@ mod tests {
                 flags: Vec::new(),
                 allow: list(&["alice@example.com"]),
                 args_from_sheet: Vec::new(),
+                inputs: Vec::new(),
                 approvers: list(&["lead@example.com", "group:sre@example.com"]),
                 approvals: None,
                 approval_expires: None,

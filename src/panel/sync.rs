@@ -1509,6 +1509,7 @@ mod tests {
                 flags: vec![],
                 allow: None,
                 args_from_sheet: vec![],
+                inputs: Vec::new(),
                 approvers: None,
                 approvals: None,
                 approval_expires: None,

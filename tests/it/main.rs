@@ -23,6 +23,7 @@ mod guards;
 mod history;
 mod hold_off;
 mod inert;
+mod inputs;
 mod joblog;
 mod notifications;
 mod one_shot;

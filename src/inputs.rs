@@ -1,0 +1,507 @@
+//! The inputs of a `[[functions]]` entry: typed values a person picks for a job (a version
+//! to deploy, a dry-run switch, a date, a comment), declared in the config and nowhere else.
+//! Each has a name (the key it takes in the job's args), a label, a type (`choice`, `text`,
+//! `number`, `bool`, `date`), a default, whether it is required, and rules by type: a
+//! choice's list (fixed, or a range of the spreadsheet the team keeps), a text's pattern and
+//! length. Pure: the config checks the definitions ([`problems`]); the catalog checks a job's
+//! values when it admits it, and `sheetq enqueue --input` before it queues one ([`value_of`]).
+//! A value is data: whatever its source, it is checked, bounded and never run as code.
+
+use serde::Deserialize;
+
+/// Characters a text input holds when its definition sets no `max_length`.
+pub const DEFAULT_MAX_LENGTH: usize = 200;
+
+/// The most characters any input's value may hold (a cell holds 50,000).
+pub const MAX_LENGTH: usize = 2000;
+
+/// What kind of value an input takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// One of a list: `choices`, or the values of the range `choices_from`.
+    Choice,
+    /// Free text, bounded by `max_length` and, when set, matching `pattern`.
+    Text,
+    /// A number, within `min` and `max` when set.
+    Number,
+    /// A checkbox: true or false.
+    Bool,
+    /// A day, `YYYY-MM-DD`.
+    Date,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Choice => "choice",
+            Kind::Text => "text",
+            Kind::Number => "number",
+            Kind::Bool => "bool",
+            Kind::Date => "date",
+        }
+    }
+}
+
+/// One entry of a function's `inputs`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputDef {
+    /// The key the value takes in the job's args (`SHEETQ_ARGS_JSON`), and `{input.NAME}`.
+    pub name: String,
+    /// What the panel's header shows; the name when unset.
+    #[serde(default)]
+    pub label: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    /// The value a job takes when none is given (and the panel's cell starts with).
+    #[serde(default)]
+    pub default: Option<toml::Value>,
+    /// A job without a value (and without a default) is refused.
+    #[serde(default)]
+    pub required: bool,
+    /// A choice's fixed list.
+    #[serde(default)]
+    pub choices: Option<Vec<String>>,
+    /// A choice's list kept in the spreadsheet: an A1 range with its sheet
+    /// (`"'リリース'!A2:A"`). Its values are data: each is checked by `pattern` and bounded.
+    #[serde(default)]
+    pub choices_from: Option<String>,
+    /// A text's (or a choice's) pattern, matched against the whole value.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// A text's most characters ([`DEFAULT_MAX_LENGTH`] when unset, [`MAX_LENGTH`] at most).
+    #[serde(default)]
+    pub max_length: Option<usize>,
+    /// A number's least and greatest values.
+    #[serde(default)]
+    pub min: Option<f64>,
+    #[serde(default)]
+    pub max: Option<f64>,
+}
+
+impl InputDef {
+    /// What people see: the label, else the name.
+    pub fn label(&self) -> &str {
+        self.label.as_deref().unwrap_or(&self.name)
+    }
+
+    fn max_length(&self) -> usize {
+        self.max_length
+            .unwrap_or(DEFAULT_MAX_LENGTH)
+            .min(MAX_LENGTH)
+    }
+
+    /// The pattern as a whole-value match; `None` without one (or one that does not
+    /// compile, which [`problems`] reports).
+    fn matcher(&self) -> Option<regex::Regex> {
+        let p = self.pattern.as_deref()?;
+        regex::Regex::new(&format!("^(?:{p})$")).ok()
+    }
+
+    /// The default as a job's value, checked like any other.
+    pub fn default_value(&self) -> Option<Result<serde_json::Value, String>> {
+        let d = self.default.as_ref()?;
+        let json = serde_json::to_value(d).unwrap_or(serde_json::Value::Null);
+        Some(value_of(self, &json, None))
+    }
+}
+
+/// Whether `name` may name an input: ASCII letters, digits and `_`, starting with a letter,
+/// at most 40 characters (it is a key of the job's args and a placeholder's name).
+fn plain_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 40
+}
+
+/// Every problem of the `inputs` of the function at `at` (e.g. `[[functions]] entry 2
+/// ("デプロイ")`), each naming the input and the fix.
+pub fn problems(at: &str, inputs: &[InputDef]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, d) in inputs.iter().enumerate() {
+        let here = format!("{at}: inputs entry {} ({:?})", i + 1, d.name);
+        if !plain_name(&d.name) {
+            out.push(format!(
+                "{here}: name must be ASCII letters, digits and _, starting with a letter (it becomes a key of the job's args)"
+            ));
+        }
+        if !seen.insert(d.name.as_str()) {
+            out.push(format!(
+                "{here}: another input has this name; give each its own"
+            ));
+        }
+        let list = match (d.kind, &d.choices, &d.choices_from) {
+            (Kind::Choice, Some(_), Some(_)) => {
+                out.push(format!(
+                    "{here}: a choice takes choices or choices_from, not both"
+                ));
+                None
+            }
+            (Kind::Choice, None, None) => {
+                out.push(format!(
+                    "{here}: a choice needs choices = [\"a\", \"b\"] or choices_from = \"'Sheet'!A2:A\""
+                ));
+                None
+            }
+            (Kind::Choice, Some(list), None) => {
+                if list.is_empty() {
+                    out.push(format!(
+                        "{here}: choices = [] offers nothing; list the values"
+                    ));
+                }
+                Some(list)
+            }
+            (Kind::Choice, None, Some(range)) => {
+                if !range_with_sheet(range) {
+                    out.push(format!(
+                        "{here}: choices_from = {range:?} must be a range with its sheet, such as \"'リリース'!A2:A\""
+                    ));
+                }
+                None
+            }
+            (kind, choices, from) => {
+                if choices.is_some() || from.is_some() {
+                    out.push(format!(
+                        "{here}: choices and choices_from belong to type = \"choice\", not {:?}",
+                        kind.name()
+                    ));
+                }
+                None
+            }
+        };
+        if let Some(p) = &d.pattern {
+            if !matches!(d.kind, Kind::Text | Kind::Choice) {
+                out.push(format!(
+                    "{here}: pattern belongs to a text or a choice, not {:?}",
+                    d.kind.name()
+                ));
+            } else if regex::Regex::new(&format!("^(?:{p})$")).is_err() {
+                out.push(format!("{here}: pattern {p:?} is not a regular expression"));
+            }
+        }
+        if let Some(n) = d.max_length {
+            if d.kind != Kind::Text {
+                out.push(format!("{here}: max_length belongs to a text"));
+            } else if n == 0 || n > MAX_LENGTH {
+                out.push(format!(
+                    "{here}: max_length = {n} must be between 1 and {MAX_LENGTH}"
+                ));
+            }
+        }
+        if (d.min.is_some() || d.max.is_some()) && d.kind != Kind::Number {
+            out.push(format!("{here}: min and max belong to a number"));
+        }
+        if let (Some(lo), Some(hi)) = (d.min, d.max) {
+            if lo > hi {
+                out.push(format!("{here}: min ({lo}) is more than max ({hi})"));
+            }
+        }
+        if let Some(Err(why)) = d.default_value() {
+            out.push(format!("{here}: default: {why}"));
+        }
+        if let Some(list) = list {
+            for c in list {
+                if let Err(why) = value_of(
+                    &InputDef {
+                        choices: None,
+                        choices_from: Some(String::new()),
+                        ..d.clone()
+                    },
+                    &serde_json::Value::String(c.clone()),
+                    None,
+                ) {
+                    out.push(format!("{here}: choice {c:?}: {why}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `range` names its sheet and cells (`'Sheet'!A2:A`, `Sheet!B:B`).
+fn range_with_sheet(range: &str) -> bool {
+    range
+        .rsplit_once('!')
+        .is_some_and(|(sheet, cells)| !sheet.trim().is_empty() && !cells.trim().is_empty())
+}
+
+/// Input `d`'s value from `given` (a cell's value, a JSON value, or the text after
+/// `--input NAME=`), checked by its rules and made the JSON a job's args carry: a choice or a
+/// text a string, a number a number, a bool a bool, a date `YYYY-MM-DD`. `listed`: the
+/// values of a choice's `choices_from` range as read (`None` for a fixed list, or when the
+/// range was not read, in which case the value is checked by the other rules only).
+pub fn value_of(
+    d: &InputDef,
+    given: &serde_json::Value,
+    listed: Option<&[String]>,
+) -> Result<serde_json::Value, String> {
+    use serde_json::Value as J;
+    let text = match given {
+        J::String(s) => s.trim().to_string(),
+        J::Number(n) => n.to_string(),
+        J::Bool(b) => b.to_string(),
+        J::Null => String::new(),
+        other => {
+            return Err(format!(
+                "{} takes a single {} value, not {other}",
+                d.label(),
+                d.kind.name()
+            ))
+        }
+    };
+    let shown = crate::sheet_text::shown(&crate::sheet_text::head_chars(&text, 60));
+    if text.chars().count() > MAX_LENGTH {
+        return Err(format!(
+            "{} is longer than {MAX_LENGTH} characters",
+            d.label()
+        ));
+    }
+    if let Some(c) = text.chars().find(|c| crate::sheet_text::acts(*c)) {
+        return Err(format!(
+            "{} holds the control character {}; type the value again",
+            d.label(),
+            crate::sheet_text::code_point(c)
+        ));
+    }
+    match d.kind {
+        Kind::Bool => match (given, text.to_ascii_lowercase().as_str()) {
+            (J::Bool(b), _) => Ok(J::Bool(*b)),
+            (_, "true") => Ok(J::Bool(true)),
+            (_, "false") => Ok(J::Bool(false)),
+            _ => Err(format!("{} is true or false, not {shown}", d.label())),
+        },
+        Kind::Number => {
+            let n: f64 = match given {
+                J::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+                _ => text.parse().unwrap_or(f64::NAN),
+            };
+            if !n.is_finite() {
+                return Err(format!("{} is a number, not {shown}", d.label()));
+            }
+            if d.min.is_some_and(|lo| n < lo) || d.max.is_some_and(|hi| n > hi) {
+                return Err(format!(
+                    "{} = {n} is outside {}..{}",
+                    d.label(),
+                    d.min.map_or("".into(), |v| v.to_string()),
+                    d.max.map_or("".into(), |v| v.to_string())
+                ));
+            }
+            Ok(serde_json::Number::from_f64(n).map_or(J::Null, J::Number))
+        }
+        Kind::Date => chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+            .map(|day| J::String(day.format("%Y-%m-%d").to_string()))
+            .map_err(|_| format!("{} is a date such as 2026-12-31, not {shown}", d.label())),
+        Kind::Text | Kind::Choice => {
+            let limit = if d.kind == Kind::Text {
+                d.max_length()
+            } else {
+                DEFAULT_MAX_LENGTH
+            };
+            if text.chars().count() > limit {
+                return Err(format!("{} is longer than {limit} characters", d.label()));
+            }
+            if let Some(re) = d.matcher() {
+                if !re.is_match(&text) {
+                    return Err(format!(
+                        "{} = {shown} does not match its pattern {:?}",
+                        d.label(),
+                        d.pattern.as_deref().unwrap_or_default()
+                    ));
+                }
+            }
+            if d.kind == Kind::Choice {
+                let list: Option<&[String]> = d.choices.as_deref().or(listed);
+                if let Some(list) = list {
+                    if !list.iter().any(|c| c.trim() == text) {
+                        let offered: Vec<String> = list
+                            .iter()
+                            .take(10)
+                            .map(|c| crate::sheet_text::shown(c))
+                            .collect();
+                        return Err(format!(
+                            "{} = {shown} is not among its choices ({}{})",
+                            d.label(),
+                            offered.join(", "),
+                            if list.len() > 10 { ", …" } else { "" }
+                        ));
+                    }
+                }
+            }
+            Ok(J::String(text))
+        }
+    }
+}
+
+/// The inputs of a job: each input's value from `given` (the job's args, by input name), or
+/// its default; a required input with neither refuses the job. Returns the values to merge
+/// into the job's args, by name, or the first refusal, naming the input and the rule.
+pub fn values_of(
+    inputs: &[InputDef],
+    given: &serde_json::Map<String, serde_json::Value>,
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let mut out = serde_json::Map::new();
+    for d in inputs {
+        let value = match given.get(&d.name) {
+            Some(v)
+                if !matches!(v, serde_json::Value::Null)
+                    && v.as_str().is_none_or(|s| !s.trim().is_empty()) =>
+            {
+                Some(value_of(d, v, None)?)
+            }
+            _ => d.default_value().transpose()?,
+        };
+        match value {
+            Some(v) => {
+                out.insert(d.name.clone(), v);
+            }
+            None if d.required => {
+                return Err(format!(
+                    "input {} is required and was given no value",
+                    d.label()
+                ))
+            }
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The inputs as one line for people (`version=1.2.4, dry_run=true`), in the order the
+/// config lists them.
+pub fn summary(inputs: &[InputDef], values: &serde_json::Map<String, serde_json::Value>) -> String {
+    inputs
+        .iter()
+        .filter_map(|d| {
+            values.get(&d.name).map(|v| match v {
+                serde_json::Value::String(s) => format!("{}={s}", d.name),
+                other => format!("{}={other}", d.name),
+            })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(text: &str) -> Vec<InputDef> {
+        #[derive(Deserialize)]
+        struct W {
+            inputs: Vec<InputDef>,
+        }
+        toml::from_str::<W>(text)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .inputs
+    }
+
+    fn deploy() -> Vec<InputDef> {
+        parse(
+            r#"
+inputs = [
+  { name = "version", type = "choice", choices = ["1.2.3", "1.2.4"], required = true },
+  { name = "dry_run", label = "試運転", type = "bool", default = true },
+  { name = "day", type = "date" },
+  { name = "ticket", type = "text", pattern = "[A-Z]+-[0-9]+", max_length = 12 },
+  { name = "count", type = "number", min = 1, max = 5, default = 1 },
+]"#,
+        )
+    }
+
+    #[test]
+    fn a_jobs_values_are_checked_typed_and_defaulted() {
+        let given = json!({ "version": "1.2.4", "day": "2026-12-31", "ticket": "OPS-12" });
+        let values = values_of(&deploy(), given.as_object().unwrap()).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(values.clone()),
+            json!({ "version": "1.2.4", "dry_run": true, "day": "2026-12-31", "ticket": "OPS-12", "count": 1.0 })
+        );
+        assert_eq!(
+            summary(&deploy(), &values),
+            "version=1.2.4, dry_run=true, day=2026-12-31, ticket=OPS-12, count=1.0"
+        );
+    }
+
+    #[test]
+    fn a_value_outside_its_rule_is_refused_naming_the_input_and_the_rule() {
+        let refused = |given: serde_json::Value| {
+            values_of(&deploy(), given.as_object().unwrap()).unwrap_err()
+        };
+        let e = refused(json!({ "version": "9.9.9" }));
+        assert!(
+            e.contains("version") && e.contains("not among its choices") && e.contains("\"1.2.3\""),
+            "{e}"
+        );
+        let e = refused(json!({}));
+        assert!(e.contains("version is required"), "{e}");
+        let e = refused(json!({ "version": "1.2.3", "ticket": "ops-1" }));
+        assert!(e.contains("does not match its pattern"), "{e}");
+        let e = refused(json!({ "version": "1.2.3", "ticket": "OPS-1234567890" }));
+        assert!(e.contains("longer than 12"), "{e}");
+        let e = refused(json!({ "version": "1.2.3", "day": "31/12/2026" }));
+        assert!(e.contains("a date such as"), "{e}");
+        let e = refused(json!({ "version": "1.2.3", "dry_run": "yes" }));
+        assert!(e.contains("試運転 is true or false"), "{e}");
+        let e = refused(json!({ "version": "1.2.3", "count": 9 }));
+        assert!(e.contains("outside 1..5"), "{e}");
+        let e = refused(json!({ "version": "1.2.3\u{202e}" }));
+        assert!(e.contains("control character"), "{e}");
+    }
+
+    #[test]
+    fn a_choice_from_a_range_takes_the_values_read_and_its_pattern_still_rules() {
+        let d = &parse(
+            r#"inputs = [{ name = "v", type = "choice", choices_from = "'リリース'!A2:A", pattern = "[0-9.]+" }]"#,
+        )[0];
+        let listed = ["1.0".to_string(), "rm -rf /".to_string()];
+        assert_eq!(value_of(d, &json!("1.0"), Some(&listed)), Ok(json!("1.0")));
+        assert!(
+            value_of(d, &json!("2.0"), Some(&listed)).is_err(),
+            "not in the range"
+        );
+        let e = value_of(d, &json!("rm -rf /"), Some(&listed)).unwrap_err();
+        assert!(
+            e.contains("pattern"),
+            "a listed value breaking the pattern is refused: {e}"
+        );
+    }
+
+    #[test]
+    fn bad_definitions_are_refused_naming_the_entry() {
+        let all = problems(
+            "[[functions]] entry 1 (\"デプロイ\")",
+            &parse(
+                r#"
+inputs = [
+  { name = "1st", type = "text" },
+  { name = "v", type = "choice" },
+  { name = "v", type = "text", choices = ["a"] },
+  { name = "t", type = "text", pattern = "(" },
+  { name = "c", type = "choice", choices = ["ok", "NO"], pattern = "[a-z]+" },
+  { name = "d", type = "date", default = "tomorrow" },
+  { name = "r", type = "choice", choices_from = "A2:A" },
+]"#,
+            ),
+        );
+        let expect = [
+            "inputs entry 1 (\"1st\"): name must be",
+            "inputs entry 2 (\"v\"): a choice needs choices",
+            "inputs entry 3 (\"v\"): another input has this name",
+            "inputs entry 3 (\"v\"): choices and choices_from belong to type = \"choice\"",
+            "inputs entry 4 (\"t\"): pattern \"(\" is not a regular expression",
+            "inputs entry 5 (\"c\"): choice \"NO\": c = \"NO\" does not match its pattern",
+            "inputs entry 6 (\"d\"): default: d is a date such as",
+            "inputs entry 7 (\"r\"): choices_from = \"A2:A\" must be a range with its sheet",
+        ];
+        for e in expect {
+            assert!(all.iter().any(|p| p.contains(e)), "{e:?} among {all:#?}");
+        }
+        assert!(all
+            .iter()
+            .all(|p| p.starts_with("[[functions]] entry 1 (\"デプロイ\")")));
+    }
+}
