@@ -429,9 +429,20 @@ impl Registry {
             .enumerate()
             .filter(|(_, f)| !self.broken.contains(sheet_text::trim(&f.command)))
             .filter_map(|(i, f)| {
+                // Its args as a job with its inputs' defaults carries them: an input the
+                // command's args_schema does not take is said here, not at the first press.
+                let mut args = match serde_json::to_value(&f.args) {
+                    Ok(serde_json::Value::Object(map)) => map,
+                    _ => serde_json::Map::new(),
+                };
+                for d in &f.inputs {
+                    if let Some(Ok(v)) = d.default_value() {
+                        args.insert(d.name.clone(), v);
+                    }
+                }
                 let spec = JobSpec {
                     command: f.command.clone(),
-                    args_json: f.args_json(),
+                    args_json: serde_json::Value::Object(args).to_string(),
                     flags: f.flags.clone(),
                     function: f.label.clone(),
                     ..JobSpec::default()
