@@ -897,6 +897,9 @@ pub struct StatusJob {
     /// Who asked to stop it (its 中止要求), while the request waits to be acted on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_asked_by: Option<String>,
+    /// Its function's inputs as its args carry them (`version=1.2.4, dry_run=true`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub inputs: String,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -954,6 +957,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
     let snapshot = queue::parse_rows(&rows, 2, &columns, &config.states, tz);
     let view = JobView {
         states: &config.states,
+        catalog: &config.catalog,
         tz,
         now: Utc::now(),
     };
@@ -1043,6 +1047,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
 /// spreadsheet's zone and as ages from `now`.
 struct JobView<'a> {
     states: &'a queue::StateWords,
+    catalog: &'a crate::panel::catalog::Catalog,
     tz: chrono_tz::Tz,
     now: DateTime<Utc>,
 }
@@ -1070,6 +1075,7 @@ impl JobView<'_> {
                 .then(|| crate::cancel::asked_of(r, self.tz, self.now))
                 .flatten()
                 .map(|asked| asked.who),
+            inputs: inputs_of(self.catalog, r),
         }
     }
 
@@ -1085,6 +1091,7 @@ impl JobView<'_> {
             age_secs: Some((self.now - j.finished_at).num_seconds()),
             message: j.message.clone(),
             stop_asked_by: None,
+            inputs: String::new(),
         }
     }
 
@@ -1141,6 +1148,20 @@ impl JobView<'_> {
     }
 }
 
+/// Row `r`'s inputs as its args carry them, by its function's `inputs` (empty without).
+pub(crate) fn inputs_of(catalog: &crate::panel::catalog::Catalog, r: &queue::QueueRow) -> String {
+    let Some(f) = catalog
+        .function(&r.function)
+        .filter(|f| !f.inputs.is_empty())
+    else {
+        return String::new();
+    };
+    match serde_json::from_str::<serde_json::Value>(&r.args_json) {
+        Ok(serde_json::Value::Object(args)) => crate::inputs::summary(&f.inputs, &args),
+        _ => String::new(),
+    }
+}
+
 /// The archive: whether it exists, the count of rows moved (`_ワーカー!D1`), the retention.
 fn status_archive(
     meta: &crate::sheets::SpreadsheetMeta,
@@ -1170,6 +1191,14 @@ impl Status {
         // (`sheet_text::visible`): no escape sequence reaches the terminal, no line is
         // longer than a screenful.
         let v = |s: &str| crate::sheet_text::visible(s, crate::sheet_text::LINE_CHARS);
+        // A job's inputs, after its function: ` [version=1.2.4, dry_run=true]`.
+        let inputs = |j: &StatusJob| {
+            if j.inputs.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", v(&j.inputs))
+            }
+        };
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -1189,10 +1218,11 @@ impl Status {
                     .unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "  {} target={} function={} worker={} since {} ({}s){asked}",
+                    "  {} target={} function={}{} worker={} since {} ({}s){asked}",
                     v(&j.job_id),
                     v(&j.target),
                     v(&j.function),
+                    inputs(j),
                     v(&j.worker),
                     at(j),
                     j.age_secs.unwrap_or(0)
@@ -1228,10 +1258,11 @@ impl Status {
             for j in &self.awaiting_approval {
                 let _ = writeln!(
                     out,
-                    "  {} target={} function={} since {}",
+                    "  {} target={} function={}{} since {}",
                     v(&j.job_id),
                     v(&j.target),
                     v(&j.function),
+                    inputs(j),
                     at(j)
                 );
             }
@@ -1241,11 +1272,12 @@ impl Status {
             for j in &self.recent_failures {
                 let _ = writeln!(
                     out,
-                    "  {} {} target={} function={} at {}: {}",
+                    "  {} {} target={} function={}{} at {}: {}",
                     v(&j.state),
                     v(&j.job_id),
                     v(&j.target),
                     v(&j.function),
+                    inputs(j),
                     at(j),
                     v(&j.message)
                 );

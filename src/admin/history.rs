@@ -388,6 +388,8 @@ pub struct Shown {
     pub stop_asked: Option<String>,
     /// Attempts made: 1, or as many as メッセージ counts (「試行 N 回」); 0 before it ran.
     pub attempts: u32,
+    /// Its function's inputs as its args carry them (`version=1.2.4, dry_run=true`).
+    pub inputs: String,
     /// The tail of its output the `_ジョブログ` row keeps (empty: none kept).
     pub output_tail: String,
     /// Links to the panel sheet and the log row.
@@ -531,6 +533,7 @@ pub async fn show(sheets: &dyn Sheets, config: &Config, job_id: &str) -> Result<
             .collect(),
         stop_asked: crate::cancel::asked_of(&r, tz, Utc::now()).map(|a| request_text(&a, tz)),
         attempts: attempts_of(&r),
+        inputs: super::inputs_of(&config.catalog, &r),
         output_tail,
         links,
         row: r,
@@ -647,6 +650,9 @@ impl Shown {
             field("中止要求", v(stop));
         }
         field("コマンド", v(&self.command));
+        if !self.inputs.is_empty() {
+            field("入力", v(&self.inputs));
+        }
         field("引数", v(&self.args_json));
         if !self.flags.is_empty() {
             field("フラグ", v(&self.flags.join(",")));

@@ -133,6 +133,14 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
         describe_queue(&rows)
     );
 
+    // Seen where the job is seen: `show` and `status` name its inputs.
+    let shown = run_sheetq(&config, &["show", &row.job_id]).await;
+    assert!(
+        text(&shown).contains("入力       version=1.2.4, dry_run=true"),
+        "{}",
+        text(&shown)
+    );
+
     // The owner writes a row by hand with a version the list does not offer.
     let mut forged = waiting_row("forged", "サーバーA", "デプロイ", "show", "");
     forged[8] = json!(r#"{"mode":"rolling","version":"9.9.9","dry_run":false}"#);
@@ -154,6 +162,12 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
                 .contains("バージョン = \"9.9.9\" is not among its choices"),
         "the forged value is refused, naming the input and its rule: {}",
         describe_queue(&rows)
+    );
+    let status = run_sheetq(&config, &["status"]).await;
+    assert!(
+        text(&status).contains("function=デプロイ [version=9.9.9, dry_run=false] at"),
+        "a failure is listed with the inputs its row asked for: {}",
+        text(&status)
     );
     assert!(
         forged.message.contains("so nothing ran") && !forged.message.contains("rolling"),
