@@ -760,15 +760,37 @@ async fn a_cancel_during_the_wait_ends_the_retries() {
         "retries = 1\nretry_delay = \"4m\"\ntimeout = \"1m\"",
     );
     let cancel = CancellationToken::new();
+    // Stopped once the job waits for its retry: when its retry note goes out (a stop during
+    // the attempt itself is another test's).
+    let job = r
+        .prepare(&spec("slow-retry", ""))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let capture = sheetq::joblog::Capture::new(20_000, None);
+    let retrying = sheetq::commands::Retrying::unwatched();
+    let mut noted = retrying.notes.subscribe();
     let stopper = {
-        let (cancel, runs) = (cancel.clone(), dir.path().join("runs"));
+        let cancel = cancel.clone();
         tokio::spawn(async move {
-            wait_for("the first attempt", || runs.exists()).await;
-            cancel.cancel();
+            while noted.changed().await.is_ok() {
+                if noted.borrow_and_update().iter().next().is_some() {
+                    cancel.cancel();
+                    return true;
+                }
+            }
+            false
         })
     };
-    let (out, _, _) = run_retrying(&r, &spec("slow-retry", ""), cancel).await;
-    stopper.await.unwrap();
+    let out = tokio::time::timeout(
+        PATIENCE,
+        r.runner().run_logged(job, cancel, &capture, &retrying),
+    )
+    .await
+    .expect("the job did not finish in time");
+    drop(retrying);
+    assert!(
+        stopper.await.unwrap(),
+        "the job went into its retry wait with a note"
+    );
     assert_eq!(out.status, OutcomeStatus::Cancelled, "{out:?}");
     assert!(
         out.message.contains("broken 1"),
