@@ -51,18 +51,9 @@ fn waiting(job: &str, target: &str, function: &str, requester: &str, minutes_ago
     row
 }
 
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// The jobIds a `sheetq jobs` table lists, in order.
 fn listed(out: &std::process::Output) -> Vec<String> {
-    assert!(out.status.success(), "jobs: {}", text(out));
+    assert!(out.status.success(), "jobs: {}", output_text(out));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .skip(1)
@@ -119,29 +110,29 @@ async fn jobs_lists_show_tells_and_rerun_queues_the_same_job_again() {
         listed(&all),
         ["job-a2", "job-b1", "job-a1", "arch-1", "arch-2"],
         "every job, newest received first, the archive's after the queue's: {}",
-        text(&all)
+        output_text(&all)
     );
     let a = run_sheetq(&config, &["jobs", "--target", "サーバーA"]).await;
-    assert_eq!(listed(&a), ["job-a2", "job-a1"], "{}", text(&a));
+    assert_eq!(listed(&a), ["job-a2", "job-a1"], "{}", output_text(&a));
     let recent = run_sheetq(&config, &["jobs", "--state", "完了", "--since", "1d"]).await;
     assert_eq!(
         listed(&recent),
         ["job-a2", "job-b1", "job-a1"],
         "--since leaves out the archive's old jobs: {}",
-        text(&recent)
+        output_text(&recent)
     );
     let failed = run_sheetq(&config, &["jobs", "--state", "error"]).await;
-    assert_eq!(listed(&failed), ["arch-2"], "{}", text(&failed));
+    assert_eq!(listed(&failed), ["arch-2"], "{}", output_text(&failed));
     let two = run_sheetq(&config, &["jobs", "--limit", "2"]).await;
-    assert_eq!(listed(&two), ["job-a2", "job-b1"], "{}", text(&two));
+    assert_eq!(listed(&two), ["job-a2", "job-b1"], "{}", output_text(&two));
     assert!(
         String::from_utf8_lossy(&two.stdout).contains("(more match"),
         "a cut listing says more match: {}",
-        text(&two)
+        output_text(&two)
     );
     let json = run_sheetq(&config, &["jobs", "--function", "確認", "--json"]).await;
     let parsed: Json = serde_json::from_slice(&json.stdout)
-        .unwrap_or_else(|e| panic!("jobs --json is JSON ({e}): {}", text(&json)));
+        .unwrap_or_else(|e| panic!("jobs --json is JSON ({e}): {}", output_text(&json)));
     assert_eq!(parsed["jobs"][0]["job_id"], "job-a2", "{parsed:#}");
     assert_eq!(
         parsed["jobs"].as_array().map(Vec::len),
@@ -153,16 +144,16 @@ async fn jobs_lists_show_tells_and_rerun_queues_the_same_job_again() {
         bad.status.code(),
         Some(2),
         "a bad --since is a bad argument: {}",
-        text(&bad)
+        output_text(&bad)
     );
     assert!(
         String::from_utf8_lossy(&bad.stderr).contains("2026-12-01"),
         "the error shows what --since takes: {}",
-        text(&bad)
+        output_text(&bad)
     );
 
     let shown = run_sheetq(&config, &["show", "job-a1"]).await;
-    let said = text(&shown);
+    let said = output_text(&shown);
     assert!(shown.status.success(), "{said}");
     for expected in [
         "jobId      job-a1",
@@ -181,15 +172,15 @@ async fn jobs_lists_show_tells_and_rerun_queues_the_same_job_again() {
     }
     let archived = run_sheetq(&config, &["show", "arch-2", "--json"]).await;
     let parsed: Json = serde_json::from_slice(&archived.stdout)
-        .unwrap_or_else(|e| panic!("show --json is JSON ({e}): {}", text(&archived)));
+        .unwrap_or_else(|e| panic!("show --json is JSON ({e}): {}", output_text(&archived)));
     assert_eq!(parsed["sheet"], "archive", "{parsed:#}");
     assert_eq!(parsed["state"], "エラー", "{parsed:#}");
     let missing = run_sheetq(&config, &["show", "job-nope"]).await;
-    assert_eq!(missing.status.code(), Some(1), "{}", text(&missing));
+    assert_eq!(missing.status.code(), Some(1), "{}", output_text(&missing));
     assert!(
-        text(&missing).contains("neither in '_ジョブキュー' nor in '_ジョブ履歴'"),
+        output_text(&missing).contains("neither in '_ジョブキュー' nor in '_ジョブ履歴'"),
         "a jobId found nowhere says where it looked: {}",
-        text(&missing)
+        output_text(&missing)
     );
 
     let rerun = run_sheetq(
@@ -200,7 +191,7 @@ async fn jobs_lists_show_tells_and_rerun_queues_the_same_job_again() {
     assert!(
         rerun.status.success(),
         "rerun --wait of a job that ends 完了: {}",
-        text(&rerun)
+        output_text(&rerun)
     );
     let new_id = String::from_utf8_lossy(&rerun.stdout)
         .lines()
@@ -236,7 +227,7 @@ async fn jobs_lists_show_tells_and_rerun_queues_the_same_job_again() {
         describe_queue(&rows)
     );
     let gone = run_sheetq(&config, &["rerun", "job-nope"]).await;
-    assert_eq!(gone.status.code(), Some(1), "{}", text(&gone));
+    assert_eq!(gone.status.code(), Some(1), "{}", output_text(&gone));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

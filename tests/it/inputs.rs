@@ -30,15 +30,6 @@ inputs = [
 ]
 "#;
 
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queue_never_runs() {
     let emu = start_with_quota(Quota::scaled(50)).await;
@@ -58,12 +49,12 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
         ],
     )
     .await;
-    assert_eq!(outside.status.code(), Some(2), "{}", text(&outside));
+    assert_eq!(outside.status.code(), Some(2), "{}", output_text(&outside));
     assert!(
-        text(&outside)
+        output_text(&outside)
             .contains("バージョン = \"9.9.9\" is not among its choices (\"1.2.3\", \"1.2.4\")"),
         "the refusal names the input and its rule: {}",
-        text(&outside)
+        output_text(&outside)
     );
     let unknown = run_sheetq(
         &config,
@@ -78,22 +69,22 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
         ],
     )
     .await;
-    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown));
+    assert_eq!(unknown.status.code(), Some(2), "{}", output_text(&unknown));
     assert!(
-        text(&unknown).contains("has the inputs version, dry_run"),
+        output_text(&unknown).contains("has the inputs version, dry_run"),
         "{}",
-        text(&unknown)
+        output_text(&unknown)
     );
     let missing = run_sheetq(
         &config,
         &["enqueue", "--target", "サーバーA", "--function", "デプロイ"],
     )
     .await;
-    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert_eq!(missing.status.code(), Some(2), "{}", output_text(&missing));
     assert!(
-        text(&missing).contains("input バージョン is required"),
+        output_text(&missing).contains("input バージョン is required"),
         "{}",
-        text(&missing)
+        output_text(&missing)
     );
     assert!(queue_rows(&emu).is_empty(), "nothing refused was queued");
 
@@ -114,7 +105,7 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
         ],
     )
     .await;
-    assert!(queued.status.success(), "{}", text(&queued));
+    assert!(queued.status.success(), "{}", output_text(&queued));
     let rows = queue_rows(&emu);
     let [row] = &rows[..] else {
         panic!("one row: {}", describe_queue(&rows));
@@ -136,9 +127,9 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
     // Seen where the job is seen: `show` and `status` name its inputs.
     let shown = run_sheetq(&config, &["show", &row.job_id]).await;
     assert!(
-        text(&shown).contains("入力       version=1.2.4, dry_run=true"),
+        output_text(&shown).contains("入力       version=1.2.4, dry_run=true"),
         "{}",
-        text(&shown)
+        output_text(&shown)
     );
 
     // The owner writes a row by hand with a version the list does not offer.
@@ -165,9 +156,9 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
     );
     let status = run_sheetq(&config, &["status"]).await;
     assert!(
-        text(&status).contains("function=デプロイ [version=9.9.9, dry_run=false] at"),
+        output_text(&status).contains("function=デプロイ [version=9.9.9, dry_run=false] at"),
         "a failure is listed with the inputs its row asked for: {}",
-        text(&status)
+        output_text(&status)
     );
     assert!(
         forged.message.contains("so nothing ran") && !forged.message.contains("rolling"),

@@ -699,6 +699,16 @@ pub fn log_link_prefix(emu: &Emulator) -> String {
     )
 }
 
+/// What a finished `sheetq` said, for a failure message: its exit code, stdout and stderr.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// `sheetq <args> --config <config>` run to its end off the test's runtime (a one-shot
 /// command: `cancel`, `logs`).
 pub async fn run_sheetq(config: &std::path::Path, args: &[&str]) -> std::process::Output {
