@@ -392,13 +392,41 @@ async fn format_dates(sheets: &dyn Sheets, config: &Config) -> Result<(), AdminE
     Ok(())
 }
 
-/// `sheetq check`: every problem that would stop or confuse the daemon, at once.
-pub async fn check(
-    sheets: &dyn Sheets,
+/// What `sheetq check` reads of the queue, the lease cell, the panels and the index, in
+/// the one read it makes (`check::deployment` adds its own ranges after these): `Err` with
+/// the problems when a sheet it needs is missing, so there is nothing to read.
+pub fn check_ranges(
+    meta: &crate::sheets::SpreadsheetMeta,
+    config: &Config,
+) -> Result<Vec<String>, Vec<String>> {
+    let missing: Vec<String> = [QUEUE_SHEET, WORKER_SHEET]
+        .into_iter()
+        .filter(|title| meta.sheet(title).is_none())
+        .map(|title| {
+            format!("sheet '{title}' is missing; run `sheetq init --config FILE` to create it")
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(missing);
+    }
+    let mut ranges = vec![
+        a1::range(QUEUE_SHEET, "1:1"),
+        queue_data_range(meta),
+        a1::range(WORKER_SHEET, "B1"),
+    ];
+    // The panels and the index, in the same read.
+    ranges.extend(crate::panel::sync::read_ranges(meta, &config.panel));
+    Ok(ranges)
+}
+
+/// `sheetq check`'s findings in what [`check_ranges`] read (`values`, in its order): every
+/// problem that would stop or confuse the daemon, at once.
+pub fn check(
     meta: &crate::sheets::SpreadsheetMeta,
     config: &Config,
     registry: &Registry,
-) -> Result<Vec<String>, SheetsError> {
+    mut values: Vec<crate::sheets::ValueRange>,
+) -> Vec<String> {
     let mut problems = Vec::new();
     let tz = match sheet_time::parse_zone(&meta.time_zone) {
         Ok(tz) => Some(tz),
@@ -409,24 +437,6 @@ pub async fn check(
             None
         }
     };
-    for title in [QUEUE_SHEET, WORKER_SHEET] {
-        if meta.sheet(title).is_none() {
-            problems.push(format!(
-                "sheet '{title}' is missing; run `sheetq init --config FILE` to create it"
-            ));
-        }
-    }
-    if !problems.is_empty() {
-        return Ok(problems);
-    }
-    let mut ranges = vec![
-        a1::range(QUEUE_SHEET, "1:1"),
-        queue_data_range(meta),
-        a1::range(WORKER_SHEET, "B1"),
-    ];
-    // The panels and the index, in the same read.
-    ranges.extend(crate::panel::sync::read_ranges(meta, &config.panel));
-    let mut values = sheets.read(&ranges).await?;
     let panel_values = values.split_off(3.min(values.len()));
     problems.extend(crate::panel::sync::check(
         &crate::panel::sync::SyncInput {
@@ -476,7 +486,7 @@ pub async fn check(
             "the lease cell '{WORKER_SHEET}'!B1 holds {text:?}, not a lease; set it to \"free\" (sheetq init does)"
         ));
     }
-    Ok(problems)
+    problems
 }
 
 /// Every data row of the queue, bounded by the sheet's grid (Google rejects ranges past it).

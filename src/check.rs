@@ -118,29 +118,52 @@ pub async fn deployment(
         }
     }
     clock(sheets.clock_skew(), &mut f);
-    f.problems
-        .extend(crate::admin::check(sheets, &meta, config, registry).await?);
-    if meta.sheet(WORKER_SHEET).is_some() {
+    // One read for everything below: the queue, the lease cell, the panels and the index
+    // (`admin::check`), the worker sheet and the panels' markers (`protection`).
+    let queue_ranges = crate::admin::check_ranges(&meta, config);
+    let has_workers = meta.sheet(WORKER_SHEET).is_some();
+    let mut ranges = queue_ranges.clone().unwrap_or_default();
+    let ours = ranges.len();
+    if has_workers {
+        ranges.push(a1::range(
+            WORKER_SHEET,
+            &format!("A1:{}", crate::workers::LAST_COLUMN),
+        ));
+        ranges.extend(crate::panel::marker_ranges(&meta, &config.panel));
+    }
+    let mut values = if ranges.is_empty() {
+        Vec::new()
+    } else {
+        sheets.read(&ranges).await?
+    };
+    let mut workers_and_markers = values.split_off(ours.min(values.len()));
+    match queue_ranges {
+        Err(missing) => f.problems.extend(missing),
+        Ok(_) => f
+            .problems
+            .extend(crate::admin::check(&meta, config, registry, values)),
+    }
+    if has_workers {
+        let markers = workers_and_markers.split_off(1.min(workers_and_markers.len()));
+        let panels = crate::panel::PanelIndex::build(&meta, &markers, &config.panel);
         let tz = crate::sheet_time::parse_zone(&meta.time_zone).unwrap_or(chrono_tz::UTC);
-        let read = sheets
-            .read(&[a1::range(
-                WORKER_SHEET,
-                &format!("A1:{}", crate::workers::LAST_COLUMN),
-            )])
-            .await?;
-        let rows = read.first().map(|v| v.values.clone()).unwrap_or_default();
+        let rows = workers_and_markers
+            .first()
+            .map(|v| v.values.clone())
+            .unwrap_or_default();
         let heartbeats = crate::workers::parse(&rows, tz);
         let google_now = Utc::now() + sheets.clock_skew().unwrap_or_default();
-        protection(
-            sheets,
-            &meta,
-            config,
-            &account,
-            &heartbeats,
-            google_now,
-            &mut f,
-        )
-        .await?;
+        let live: Vec<(String, String)> = heartbeats
+            .iter()
+            .filter(|h| !h.stopped && h.worker_id != config.worker_id)
+            .filter(|h| {
+                h.seen.is_some_and(|seen| {
+                    (google_now - seen).to_std().unwrap_or_default() <= config.dead_after
+                })
+            })
+            .map(|h| (h.worker_id.clone(), h.account.clone()))
+            .collect();
+        protection(sheets, &meta, config, &account, &live, &panels, &mut f).await?;
         let seen = seen_on_account(&heartbeats, account, config, google_now);
         let daemons = u32::try_from(seen.others.len())
             .unwrap_or(u32::MAX)
@@ -165,15 +188,15 @@ pub async fn deployment(
 
 /// What sheetq protects ([`crate::protection`]): each area unprotected or protected wrongly,
 /// and each live daemon whose account may not write it, as problems with their fixes;
-/// nothing with `protect = false`. Reads the panels' markers anew
-/// (their metadata and one read) to know which sheets are panels.
+/// nothing with `protect = false`. `live` are the other daemons seen alive (worker id,
+/// account); `panels` the panels as their markers were read.
 async fn protection(
     sheets: &dyn Sheets,
     meta: &crate::sheets::SpreadsheetMeta,
     config: &Config,
     account: &str,
-    heartbeats: &[crate::workers::Heartbeat],
-    google_now: chrono::DateTime<Utc>,
+    live: &[(String, String)],
+    panels: &crate::panel::PanelIndex,
     f: &mut Findings,
 ) -> Result<(), SheetsError> {
     let editors =
@@ -186,7 +209,6 @@ async fn protection(
                 return Ok(());
             }
         };
-    let panels = crate::apply::panel::discover_in(sheets, meta, &config.panel).await?;
     if meta.sheet(crate::joblog::LOG_SHEET).is_none() && config.log_chars > 0 {
         f.warnings.push(format!(
             "no sheet '{}': jobs' output is kept under state_dir only and 結果 links nowhere; `sheetq init` makes it",
@@ -218,18 +240,8 @@ async fn protection(
         &config.panel,
         &config.catalog,
     ));
-    let live: Vec<(String, String)> = heartbeats
-        .iter()
-        .filter(|h| !h.stopped && h.worker_id != config.worker_id)
-        .filter(|h| {
-            h.seen.is_some_and(|seen| {
-                (google_now - seen).to_std().unwrap_or_default() <= config.dead_after
-            })
-        })
-        .map(|h| (h.worker_id.clone(), h.account.clone()))
-        .collect();
     f.problems
-        .extend(crate::protection::verdicts(meta, &wanted, &editors, &live));
+        .extend(crate::protection::verdicts(meta, &wanted, &editors, live));
     f.problems.extend(barred_by_others(meta, &hidden, account));
     let mut ours: Vec<(i32, &str)> = hidden.clone();
     ours.extend(panel_sheets.iter().map(|(id, t)| (*id, t.as_str())));

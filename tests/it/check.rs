@@ -64,7 +64,27 @@ async fn a_good_setup_has_no_problem_and_says_who_it_is() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = config_for(&emu, dir.path(), "");
     let sheets = ready(&emu, &config).await;
+    emu.clear_requests();
     let f = findings(sheets.as_ref(), &config).await;
+    // Three reads (the metadata, one read of the queue, lease, panels, index, workers and
+    // markers, one developer-metadata search) and the one write that proves write access:
+    // a check beside a daemon must fit in what the account's minute leaves.
+    let sent: Vec<String> = emu
+        .requests()
+        .into_iter()
+        .map(|r| r.method)
+        .filter(|m| m != "oauth2.token")
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "spreadsheets.get",
+            "spreadsheets.batchUpdate",
+            "spreadsheets.values.batchGet",
+            "spreadsheets.developerMetadata.search"
+        ],
+        "check's requests"
+    );
     assert_eq!(f.problems, Vec::<String>::new(), "a good setup: {f:#?}");
     assert_eq!(f.warnings, Vec::<String>::new(), "a good setup: {f:#?}");
     let account = sheets.account();
