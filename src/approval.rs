@@ -475,6 +475,7 @@ mod tests {
             allow: None,
             args_from_sheet: Vec::new(),
             inputs: Vec::new(),
+            reset_inputs: false,
             approvers: Some(approvers.iter().map(|a| a.to_string()).collect()),
             approvals,
             approval_expires: Some("1h".into()),

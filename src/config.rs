@@ -579,6 +579,11 @@ impl Config {
             .max()
             .unwrap_or(0);
         panel.approval_columns = approval_columns.max(1) as u32;
+        panel.input_slots = std::iter::once(&catalog)
+            .chain(spreadsheets.iter().map(|e| &e.catalog))
+            .flat_map(|c| c.functions.iter().map(|f| f.inputs.len()))
+            .max()
+            .unwrap_or(0) as u32;
         problems.extend(
             panel
                 .approval_problems()

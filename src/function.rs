@@ -57,6 +57,10 @@ pub struct FunctionDef {
     /// the job's args, checked when the job is admitted ([`crate::inputs`]).
     #[serde(default)]
     pub inputs: Vec<crate::inputs::InputDef>,
+    /// After a press, its panel input cells return to their defaults (the values the press
+    /// took stay with its job); unset, they keep what the person picked.
+    #[serde(default)]
+    pub reset_inputs: bool,
 }
 
 impl FunctionDef {
@@ -99,6 +103,17 @@ impl FunctionDef {
     /// The args as the panel's hidden argsJSON cell holds them (keys sorted).
     pub fn args_json(&self) -> String {
         serde_json::to_string(&self.args).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// The args of a press whose inputs are `inputs` (by name): the config's args with the
+    /// inputs merged over them, as a queue row's argsJSON.
+    pub fn args_json_with(&self, inputs: &serde_json::Map<String, serde_json::Value>) -> String {
+        let mut args = match serde_json::to_value(&self.args) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        args.extend(inputs.iter().map(|(k, v)| (k.clone(), v.clone())));
+        serde_json::Value::Object(args).to_string()
     }
 
     /// The flags as the hidden システムフラグ cell holds them.

@@ -15,6 +15,13 @@ pub const DEFAULT_MAX_LENGTH: usize = 200;
 /// The most characters any input's value may hold (a cell holds 50,000).
 pub const MAX_LENGTH: usize = 2000;
 
+/// The most inputs a function takes: each is two cells of its panel row.
+pub const MAX_INPUTS: usize = 10;
+
+/// The most values a fixed `choices` list holds (a dropdown a person scrolls; Google's
+/// list rule takes a few hundred).
+pub const MAX_CHOICES: usize = 200;
+
 /// What kind of value an input takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -120,6 +127,12 @@ fn plain_name(name: &str) -> bool {
 /// ("デプロイ")`), each naming the input and the fix.
 pub fn problems(at: &str, inputs: &[InputDef]) -> Vec<String> {
     let mut out = Vec::new();
+    if inputs.len() > MAX_INPUTS {
+        out.push(format!(
+            "{at}: {} inputs, at most {MAX_INPUTS}; take the rarely changed ones into args",
+            inputs.len()
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     for (i, d) in inputs.iter().enumerate() {
         let here = format!("{at}: inputs entry {} ({:?})", i + 1, d.name);
@@ -150,6 +163,11 @@ pub fn problems(at: &str, inputs: &[InputDef]) -> Vec<String> {
                 if list.is_empty() {
                     out.push(format!(
                         "{here}: choices = [] offers nothing; list the values"
+                    ));
+                } else if list.len() > MAX_CHOICES {
+                    out.push(format!(
+                        "{here}: {} choices, at most {MAX_CHOICES}; keep a long list in the spreadsheet and name it with choices_from",
+                        list.len()
                     ));
                 }
                 Some(list)
@@ -367,6 +385,72 @@ pub fn values_of(
         }
     }
     Ok(out)
+}
+
+/// The first day of Google's date serials: serial 0 is 1899-12-30
+/// (https://developers.google.com/sheets/api/reference/rest/v4/DateTimeRenderOption).
+fn serial_epoch() -> chrono::NaiveDate {
+    chrono::NaiveDate::from_ymd_opt(1899, 12, 30).unwrap_or_default()
+}
+
+/// What input `d`'s panel cell holds, as a job's raw value (checked later, when the job is
+/// admitted, by [`values_of`]): a date cell's serial becomes its day (`YYYY-MM-DD`), every
+/// other cell its value as read. A date's serial names a day, not an instant: no zone.
+pub fn from_cell(d: &InputDef, cell: &crate::sheets::Cell) -> serde_json::Value {
+    match (d.kind, cell.as_f64()) {
+        (Kind::Date, Some(serial))
+            if serial.is_finite() && (0.0..3_000_000.0).contains(&serial) =>
+        {
+            let day = serial_epoch() + chrono::Days::new(serial.floor() as u64);
+            serde_json::Value::String(day.format("%Y-%m-%d").to_string())
+        }
+        _ => cell.clone(),
+    }
+}
+
+/// The panel cell holding `value` for input `d` (its default, or a value carried over): a
+/// date as its serial (so the cell's date format and validation read it as a day), other
+/// values as they are.
+pub fn to_cell(d: &InputDef, value: &serde_json::Value) -> crate::sheets::Cell {
+    if d.kind == Kind::Date {
+        if let Some(day) = value
+            .as_str()
+            .and_then(|t| chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
+        {
+            let serial = (day - serial_epoch()).num_days() as f64;
+            return crate::sheets::Cell::from(serial);
+        }
+    }
+    value.clone()
+}
+
+/// The data validation of input `d`'s panel cell; `None` for a bool (a checkbox) and a text
+/// (free, checked by sheetq when the job is admitted).
+pub fn validation(d: &InputDef) -> Option<crate::sheets::Validation> {
+    use crate::sheets::Validation as V;
+    match d.kind {
+        Kind::Choice => match (&d.choices, &d.choices_from) {
+            (Some(list), _) => Some(V::List(list.clone())),
+            (None, Some(range)) => Some(V::Range(range.clone())),
+            (None, None) => None,
+        },
+        Kind::Date => Some(V::Date),
+        Kind::Number => Some(V::Number {
+            min: d.min.unwrap_or(-1e15),
+            max: d.max.unwrap_or(1e15),
+        }),
+        Kind::Bool | Kind::Text => None,
+    }
+}
+
+/// Whether `d`'s panel cell is a checkbox.
+pub fn is_checkbox(d: &InputDef) -> bool {
+    d.kind == Kind::Bool
+}
+
+/// Whether `d`'s panel cell shows a day.
+pub fn is_date(d: &InputDef) -> bool {
+    d.kind == Kind::Date
 }
 
 /// The inputs as one line for people (`version=1.2.4, dry_run=true`), in the order the

@@ -202,6 +202,20 @@ pub struct ProtectedRange {
     pub requesting_user_can_edit: bool,
 }
 
+/// A data-validation rule of [`Request::SetValidation`]
+/// (https://developers.google.com/sheets/api/reference/rest/v4/other#ConditionType).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Validation {
+    /// One of these values, offered as a dropdown (`ONE_OF_LIST`).
+    List(Vec<String>),
+    /// One of the values of an A1 range with its sheet, offered as a dropdown (`ONE_OF_RANGE`).
+    Range(String),
+    /// A valid date (`DATE_IS_VALID`).
+    Date,
+    /// A number from `min` to `max` (`NUMBER_BETWEEN`).
+    Number { min: f64, max: f64 },
+}
+
 /// The `spreadsheets.batchUpdate` requests sheetq sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
@@ -233,6 +247,10 @@ pub enum Request {
     /// Make every cell of `range` a checkbox (`setDataValidation` with a `BOOLEAN`
     /// condition): the ▶ column of a panel.
     SetCheckboxes { range: GridRange },
+    /// Give every cell of `range` a data-validation rule (`setDataValidation`, strict, so
+    /// the web refuses a value that breaks it; the API writes it anyway, so sheetq checks
+    /// every value it takes itself): an input cell of a panel.
+    SetValidation { range: GridRange, rule: Validation },
     /// Show the numbers in a block as date-times (`repeatCell` with a `DATE_TIME` number
     /// format), so the serials sheetq writes read as dates to people. Values are untouched.
     SetDateTimeFormat { range: GridRange, pattern: String },

@@ -124,6 +124,7 @@ impl Daemon {
             | Request::WriteFormulas { range, .. }
             | Request::CompareAndSwap { range, .. }
             | Request::SetCheckboxes { range }
+            | Request::SetValidation { range, .. }
             | Request::ClearCheckboxes { range }
             | Request::SetDateTimeFormat { range, .. } => range,
             _ => return true,

@@ -33,6 +33,9 @@ pub enum Role {
     Approve(usize),
     /// ■: stop the function's job (`cancel`, by default its allow and approvers).
     Stop,
+    /// The input cells of a function that names who may press: only they choose the values
+    /// a press takes.
+    Inputs,
 }
 
 impl fmt::Display for Role {
@@ -41,6 +44,7 @@ impl fmt::Display for Role {
             Role::Press => f.write_str("▶"),
             Role::Approve(n) => write!(f, "承認 {}", n + 1),
             Role::Stop => f.write_str("■"),
+            Role::Inputs => f.write_str("入力"),
         }
     }
 }
@@ -62,8 +66,10 @@ pub struct GuardCell {
     pub role: Role,
     /// 1-based row, as the sheet shows it.
     pub row: u32,
-    /// Zero-based column.
+    /// Zero-based column (the left-most of a block).
     pub col: u32,
+    /// How many columns from `col` (1 but for the inputs, a label and a value each).
+    pub width: u32,
     /// Who may edit it besides sheetq's accounts and the owner.
     pub people: People,
 }
@@ -80,9 +86,16 @@ pub fn cells(layout: &PanelLayout, catalog: &Catalog) -> Vec<GuardCell> {
             role,
             row,
             col,
+            width: 1,
             people,
         };
         if let Some(p) = f.pressers() {
+            if !f.inputs.is_empty() {
+                out.push(GuardCell {
+                    width: 2 * f.inputs.len() as u32,
+                    ..cell(Role::Inputs, layout.input_cells(0).0, p.clone())
+                });
+            }
             out.push(cell(Role::Press, cols.tick.0, p));
         }
         for (n, p) in f.approver_people().into_iter().enumerate() {
@@ -115,28 +128,34 @@ pub fn wanted_on(panels: &[(i32, String)], layout: &PanelLayout, catalog: &Catal
 
 fn wanted_of(sheet_id: i32, title: &str, c: &GuardCell) -> Wanted {
     Wanted {
-        area: cell_area(sheet_id, c.row, c.col),
+        area: Area::cells(GridRange {
+            sheet_id,
+            start_row: c.row - 1,
+            end_row: c.row,
+            start_col: c.col,
+            end_col: c.col + c.width,
+        }),
         what: format!(
-            "the {} cell {}{} of function {} on panel {}",
+            "the {} {} {}{}{} of function {} on panel {}",
             c.role,
+            if c.width > 1 { "cells" } else { "cell" },
             crate::a1::column_letters(c.col),
             c.row,
+            if c.width > 1 {
+                format!(
+                    ":{}{}",
+                    crate::a1::column_letters(c.col + c.width - 1),
+                    c.row
+                )
+            } else {
+                String::new()
+            },
             crate::panel::catalog::shown(&c.function),
             crate::a1::quote_title(title)
         ),
         fix: Fix::PanelsSync,
         people: c.people.clone(),
     }
-}
-
-fn cell_area(sheet_id: i32, row: u32, col: u32) -> Area {
-    Area::cells(GridRange {
-        sheet_id,
-        start_row: row - 1,
-        end_row: row,
-        start_col: col,
-        end_col: col + 1,
-    })
 }
 
 /// The guarded cells of every panel that the spreadsheet protects exactly as the config
@@ -206,6 +225,7 @@ mod tests {
             allow: allow.map(list),
             args_from_sheet: Vec::new(),
             inputs: Vec::new(),
+            reset_inputs: false,
             approvers: approvers.map(list),
             approvals: None,
             approval_expires: None,

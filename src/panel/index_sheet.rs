@@ -300,6 +300,7 @@ mod tests {
             command: String::new(),
             args_json: String::new(),
             flags: String::new(),
+            inputs: Vec::new(),
         };
         let table = PanelTable {
             rows: vec![

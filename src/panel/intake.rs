@@ -202,6 +202,12 @@ pub struct Ticks<'a> {
 /// The status text of a tick in a cell that a function reserves for some people but that
 /// is not protected so (a tick there proves nothing of who made it).
 pub fn unguarded_text(role: Role, function: &str) -> String {
+    if role == Role::Inputs {
+        return format!(
+            "❌ エラー: {} の入力欄は押せる人だけが変えられるよう保護されていないため受け付けませんでした（sheetq panels sync で保護されます）",
+            shown(function)
+        );
+    }
     format!(
         "❌ エラー: {} の {role} は許可された人だけが押せるよう保護されていないため受け付けませんでした（sheetq panels sync で保護されます）",
         shown(function)
@@ -244,7 +250,7 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
         let guarded = |row: &super::PanelRow, col: u32, role: Role| {
             let f = t.catalog.function(&row.function);
             let people = f.and_then(|f| match role {
-                Role::Press => f.pressers(),
+                Role::Press | Role::Inputs => f.pressers(),
                 Role::Stop => f.stoppers(),
                 Role::Approve(_) => None,
             });
@@ -332,8 +338,46 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
             // cells hold: a person who sorted the panel's visible columns left them on other
             // functions' rows, and the press still runs its own function. Without
             // [[functions]] the hidden cells are all there is.
+            let inputs = match function {
+                Some(f) if !f.inputs.is_empty() => {
+                    let first = t.layout.input_cells(0).0;
+                    if !guarded(row, first, Role::Inputs) {
+                        plan.rejected
+                            .push(status(row.row, unguarded_text(Role::Inputs, &row.function)));
+                        plan.unguarded.push((
+                            panel.title.clone(),
+                            row.function.clone(),
+                            Role::Inputs,
+                        ));
+                        continue;
+                    }
+                    match pressed_inputs(f, row) {
+                        Ok(values) => values,
+                        Err(label) => {
+                            plan.rejected
+                                .push(status(row.row, missing_input_text(&row.function, label)));
+                            continue;
+                        }
+                    }
+                }
+                _ => serde_json::Map::new(),
+            };
+            if let Some(f) = function.filter(|f| f.reset_inputs) {
+                for (n, d) in f.inputs.iter().enumerate() {
+                    let col = t.layout.input_cells(n).1;
+                    let value = match d.default_value() {
+                        Some(Ok(v)) => crate::inputs::to_cell(d, &v),
+                        _ if crate::inputs::is_checkbox(d) => Cell::Bool(false),
+                        _ => Cell::String(String::new()),
+                    };
+                    plan.clears.push(ValueRange::new(
+                        cell_range(&panel.title, col, col, row.row),
+                        vec![vec![value]],
+                    ));
+                }
+            }
             let (command, args_json, flags) = match function {
-                Some(f) => (f.command.clone(), f.args_json(), f.flags_text()),
+                Some(f) => (f.command.clone(), f.args_json_with(&inputs), f.flags_text()),
                 None => (
                     row.command.clone(),
                     row.args_json.clone(),
@@ -355,6 +399,34 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
         }
     }
     plan
+}
+
+/// The values a press of `f` takes from its panel row `row`, by input name, as read (checked
+/// when the job is admitted, like every job's args); an empty cell is left out, so the
+/// input's default applies. `Err` with the label of an input whose label cell does not show
+/// it: the row is not laid out as the config says, and a value is never guessed.
+fn pressed_inputs<'f>(
+    f: &'f super::catalog::FunctionDef,
+    row: &super::PanelRow,
+) -> Result<serde_json::Map<String, serde_json::Value>, &'f str> {
+    let mut values = serde_json::Map::new();
+    for (n, d) in f.inputs.iter().enumerate() {
+        let cell = row.input(n, d.label()).ok_or(d.label())?;
+        let value = crate::inputs::from_cell(d, cell);
+        if !(value.is_null() || value.as_str().is_some_and(|s| s.trim().is_empty())) {
+            values.insert(d.name.clone(), value);
+        }
+    }
+    Ok(values)
+}
+
+/// A press refused because its row does not show input `label` (the config's) where
+/// `panels sync` puts it.
+pub fn missing_input_text(function: &str, label: &str) -> String {
+    format!(
+        "❌ エラー: {} の入力「{label}」が見当たらないため受け付けませんでした（sheetq panels sync で入力欄が作り直されます）",
+        shown(function)
+    )
 }
 
 /// The job a 承認 tick on the panel row of `function` approves: the newest of its target
@@ -876,6 +948,91 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_press_takes_the_inputs_of_its_row_and_never_guesses_a_missing_one() {
+        let inputs: Vec<crate::inputs::InputDef> = toml::from_str::<toml::Table>(
+            r#"i = [{ name = "version", label = "バージョン", type = "choice", choices = ["1", "2"] },
+                    { name = "day", type = "date" }]"#,
+        )
+        .ok()
+        .and_then(|t| t.get("i").cloned())
+        .and_then(|v| v.try_into().ok())
+        .unwrap_or_else(|| panic!("inputs should parse"));
+        let catalog = Catalog {
+            functions: vec![crate::panel::catalog::FunctionDef {
+                label: "デプロイ".into(),
+                command: "deploy".into(),
+                args: toml::from_str("mode = \"rolling\"").unwrap_or_default(),
+                flags: Vec::new(),
+                allow: None,
+                args_from_sheet: Vec::new(),
+                inputs,
+                reset_inputs: true,
+                approvers: None,
+                approvals: None,
+                approval_expires: None,
+                output: None,
+                cancel: None,
+            }],
+            ..Catalog::default()
+        };
+        let layout = PanelLayout {
+            input_slots: 2,
+            ..PanelLayout::default()
+        };
+        // ▶ … 承認 (K), then バージョン | 2 | day | 2026-12-31 (a date cell's serial).
+        let row = |version_label: &str| {
+            let mut cells = func_row(true, "デプロイ", "", "", "", "");
+            cells.resize(11, json!(""));
+            cells.extend([json!(version_label), json!("2"), json!("day"), json!(46387)]);
+            cells
+        };
+        let plan_of = |cells: Vec<Cell>| {
+            let index = PanelIndex::build(&meta(&[(5, "P")]), &[marker("P", "A", "")], &layout);
+            let range = ValueRange::new(crate::a1::range("P", "A8:O207"), vec![cells]);
+            let tables = super::super::parse_tables(&index, &[range], &layout);
+            plan_intake(
+                &Ticks {
+                    tables: &tables,
+                    index: &index,
+                    snapshot: &snapshot(vec![]),
+                    now: at(125),
+                    tz: tz(),
+                    layout: &layout,
+                    catalog: &catalog,
+                    guards: &Guards::default(),
+                },
+                || "new-1".to_string(),
+            )
+        };
+        let p = plan_of(row("バージョン"));
+        let [job] = &p.new_rows[..] else {
+            panic!("one press, one row: {p:?}");
+        };
+        let args: serde_json::Value = serde_json::from_str(&job.args_json).unwrap_or_default();
+        assert_eq!(
+            args,
+            json!({ "mode": "rolling", "version": "2", "day": "2026-12-31" }),
+            "the inputs as read, a date's serial as its day, over the function's args"
+        );
+        let resets: Vec<&str> = p.clears.iter().map(|c| c.range.as_str()).collect();
+        assert!(
+            resets.contains(&"'P'!M8") && resets.contains(&"'P'!O8"),
+            "reset_inputs writes the value cells back: {resets:?}"
+        );
+
+        let p = plan_of(row("版"));
+        assert!(p.new_rows.is_empty(), "a value is never guessed: {p:?}");
+        assert!(
+            p.rejected
+                .iter()
+                .any(|r| crate::queue::cell_text(&r.values[0][0])
+                    .contains("入力「バージョン」が見当たらない")),
+            "the row says which input it lacks: {:?}",
+            p.rejected
+        );
+    }
+
     /// A catalog of one function that names who may press, approve and stop it.
     fn gated_catalog() -> Catalog {
         let list = |l: &[&str]| Some(l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
@@ -888,6 +1045,7 @@ mod tests {
                 allow: list(&["alice@example.com"]),
                 args_from_sheet: Vec::new(),
                 inputs: Vec::new(),
+                reset_inputs: false,
                 approvers: list(&["lead@example.com", "group:sre@example.com"]),
                 approvals: None,
                 approval_expires: None,

@@ -160,6 +160,11 @@ pub struct PanelLayout {
     /// `crate::panel::guard`), at least one. Not a key: the config's functions decide it.
     #[serde(skip)]
     pub approval_columns: u32,
+    /// How many inputs the function with the most has (`[[functions]] inputs`): each takes
+    /// two cells right of the 承認 columns, its label and its value ([`Self::input_cells`]).
+    /// Not a key: the config's functions decide it.
+    #[serde(skip)]
+    pub input_slots: u32,
 }
 
 impl Default for PanelLayout {
@@ -175,6 +180,7 @@ impl Default for PanelLayout {
             max_rows: 200,
             columns: PanelColumns::default(),
             approval_columns: 1,
+            input_slots: 0,
         }
     }
 }
@@ -243,11 +249,29 @@ impl PanelLayout {
         first..first + self.approval_columns.max(1)
     }
 
-    /// Left-most and right-most column of the function table, its 承認 columns included:
-    /// the table is read as one block.
+    /// The input columns, right of the 承認 columns: two per input slot.
+    pub fn input_columns(&self) -> std::ops::Range<u32> {
+        let first = self.approve_columns().end.max(self.columns.span().1 + 1);
+        first..first + 2 * self.input_slots
+    }
+
+    /// The label and value columns of a function's `n`-th input.
+    pub fn input_cells(&self, n: usize) -> (u32, u32) {
+        let label = self.input_columns().start + 2 * n as u32;
+        (label, label + 1)
+    }
+
+    /// Left-most and right-most column of the function table, its 承認 and input columns
+    /// included: the table is read as one block, so a press and its inputs come in one read.
     pub fn table_span(&self) -> (u32, u32) {
         let (min, max) = self.columns.span();
-        (min, max.max(self.approve_columns().end - 1))
+        let inputs = self.input_columns();
+        let right = if inputs.is_empty() {
+            self.approve_columns().end - 1
+        } else {
+            inputs.end - 1
+        };
+        (min, max.max(right))
     }
 
     /// The 承認 columns right of `columns.approve` that another column of the table takes:

@@ -36,6 +36,9 @@ use crate::sheets::{Cell, GridRange, Request, SheetMeta, SpreadsheetMeta, ValueR
 /// The date-time pattern of the panels' 更新日時 and generated-at cells.
 pub const DATE_TIME_PATTERN: &str = "yyyy/mm/dd hh:mm:ss";
 
+/// The date pattern of a date input's panel cell.
+pub const INPUT_DATE_PATTERN: &str = "yyyy-mm-dd";
+
 /// The header of the 承認 column (`[panel.columns] approve`): a tick approves the row's job
 /// waiting for approval; its rows have a box only where the function has `approvers`.
 pub const APPROVE_HEADER: &str = "承認";
@@ -1293,10 +1296,25 @@ fn panel_cells(
             },
         );
     }
+    // Each input slot: its label's column, then its value's.
+    for (n, col) in layout.input_columns().enumerate() {
+        let slot = n / 2 + 1;
+        let name = if n % 2 == 0 { "入力" } else { "値" };
+        cells.set(
+            header,
+            col,
+            text(if slot == 1 {
+                name.to_string()
+            } else {
+                format!("{name} {slot}")
+            }),
+        );
+    }
     let first = layout.first_row - 1;
     for (i, f) in catalog.functions.iter().enumerate() {
         let row = first + i as u32;
         let old = table.find(&f.label, None);
+        input_cells(layout, f, row, old, &mut cells);
         // A cell only some people may tick (`crate::panel::guard`) never gets a tick carried over:
         // the one found by label may sit in an open row someone labelled so, and the sync's
         // own write of it would pass for one of theirs. Such a cell is written unticked.
@@ -1352,11 +1370,92 @@ fn panel_cells(
             .map(|(_, c)| c.0)
             .into_iter()
             .chain(layout.approve_columns())
+            .chain(layout.input_columns())
         {
             cells.set(row, col, Cell::Null);
         }
     }
     cells
+}
+
+/// The input cells of function `f` on zero-based sheet row `row`: each input's label and
+/// value, the value carried over from `old` (the row found by the function's label) where it
+/// showed the same input, else the input's default; slots the function does not use are
+/// emptied. A function only some people may press carries a value over only from its own
+/// cell: one found by label may sit in an open row someone labelled so (see ▶ below).
+fn input_cells(
+    layout: &PanelLayout,
+    f: &super::catalog::FunctionDef,
+    row: u32,
+    old: Option<&super::PanelRow>,
+    cells: &mut Cells,
+) {
+    let old = old.filter(|o| f.pressers().is_none() || o.row == row + 1);
+    for n in 0..layout.input_slots as usize {
+        let (label_col, value_col) = layout.input_cells(n);
+        let Some(d) = f.inputs.get(n) else {
+            cells.set(row, label_col, Cell::Null);
+            cells.set(row, value_col, Cell::Null);
+            continue;
+        };
+        let kept = old
+            .and_then(|o| o.input(n, d.label()))
+            .filter(|v| !v.is_null() && v.as_str() != Some(""))
+            .cloned();
+        let value = kept.unwrap_or_else(|| match d.default_value() {
+            Some(Ok(v)) => crate::inputs::to_cell(d, &v),
+            _ if crate::inputs::is_checkbox(d) => Cell::Bool(false),
+            _ => Cell::Null,
+        });
+        cells.set(row, label_col, text(d.label()));
+        cells.set(row, value_col, value);
+    }
+}
+
+/// The validation and format of every input value cell of the function rows: a checkbox for
+/// a bool, a dropdown for a choice, date and number rules, none for a text or an unused
+/// slot; the rows from `end` to `old_end` (emptied) lose theirs.
+fn input_formats(
+    layout: &PanelLayout,
+    catalog: &Catalog,
+    sheet_id: i32,
+    old_end: u32,
+    out: &mut Vec<Request>,
+) {
+    if layout.input_slots == 0 {
+        return;
+    }
+    let first = layout.first_row - 1;
+    for (i, f) in catalog.functions.iter().enumerate() {
+        let row = first + i as u32;
+        for n in 0..layout.input_slots as usize {
+            let (_, col) = layout.input_cells(n);
+            let range = column_block(sheet_id, col, row, row + 1);
+            let d = f.inputs.get(n);
+            out.push(match d {
+                Some(d) if crate::inputs::is_checkbox(d) => Request::SetCheckboxes { range },
+                Some(d) => match crate::inputs::validation(d) {
+                    Some(rule) => Request::SetValidation { range, rule },
+                    None => Request::ClearCheckboxes { range },
+                },
+                None => Request::ClearCheckboxes { range },
+            });
+            if d.is_some_and(crate::inputs::is_date) {
+                out.push(Request::SetDateTimeFormat {
+                    range,
+                    pattern: INPUT_DATE_PATTERN.into(),
+                });
+            }
+        }
+    }
+    let end = first + catalog.functions.len() as u32;
+    if old_end > end {
+        for n in 0..layout.input_slots as usize {
+            out.push(Request::ClearCheckboxes {
+                range: column_block(sheet_id, layout.input_cells(n).1, end, old_end),
+            });
+        }
+    }
 }
 
 /// Checkboxes and formats of a rewritten function table: the ▶ and ■ columns of the
@@ -1382,6 +1481,7 @@ fn panel_table_formats(
         }
     }
     approve_boxes(layout, catalog, sheet_id, out);
+    input_formats(layout, catalog, sheet_id, old_end, out);
     if old_end > end {
         for col in layout.approve_columns() {
             out.push(Request::ClearCheckboxes {
@@ -1455,6 +1555,7 @@ fn new_panel_formats(
         });
     }
     approve_boxes(layout, catalog, sheet_id, out);
+    input_formats(layout, catalog, sheet_id, 0, out);
     out.push(Request::SetDateTimeFormat {
         range: column_block(sheet_id, layout.columns.updated.0, first, end),
         pattern: DATE_TIME_PATTERN.into(),
@@ -1510,6 +1611,7 @@ mod tests {
                 allow: None,
                 args_from_sheet: vec![],
                 inputs: Vec::new(),
+                reset_inputs: false,
                 approvers: None,
                 approvals: None,
                 approval_expires: None,
@@ -1663,6 +1765,7 @@ mod tests {
             command: String::new(),
             args_json: String::new(),
             flags: String::new(),
+            inputs: Vec::new(),
         };
         let table = PanelTable {
             rows: vec![row(8, "ほか", false), row(20, "確認", true)],

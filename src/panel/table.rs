@@ -55,6 +55,20 @@ pub struct PanelRow {
     pub args_json: String,
     /// Hidden システムフラグ, trimmed (comma-separated, as in the queue).
     pub flags: String,
+    /// The input columns' cells, left to right (`PanelLayout::input_columns`): each input's
+    /// label, then its value.
+    pub inputs: Vec<Cell>,
+}
+
+impl PanelRow {
+    /// The value cell of the `n`-th input when its label cell shows `label` (as `panels
+    /// sync` writes it); `None` when it does not, so a value is never taken from a cell
+    /// whose meaning the row does not show.
+    pub fn input(&self, n: usize, label: &str) -> Option<&Cell> {
+        let shown = self.inputs.get(2 * n).map(cell_text).unwrap_or_default();
+        (crate::sheet_text::trim(&shown) == crate::sheet_text::trim(label))
+            .then(|| cell_in(&self.inputs, 2 * n + 1))
+    }
 }
 
 /// The function table of one panel.
@@ -102,6 +116,10 @@ impl PanelTable {
                 command: text(cols.command),
                 args_json: cell_text(get(cols.args_json)),
                 flags: text(cols.flags),
+                inputs: layout
+                    .input_columns()
+                    .map(|c| cell_in(cells, (c - left) as usize).clone())
+                    .collect(),
             };
             if row.ticked || row.cancel_ticked || !row.function.is_empty() {
                 rows.push(row);

@@ -187,6 +187,9 @@ fn describe(request: &Request) -> String {
         }
         Request::SetCheckboxes { range } => format!("checkboxes on {}", block(range)),
         Request::ClearCheckboxes { range } => format!("no checkboxes on {}", block(range)),
+        Request::SetValidation { range, rule } => {
+            format!("data validation {rule:?} on {}", block(range))
+        }
         Request::AddSheetWithId {
             sheet_id, title, ..
         } => format!("add sheet {title:?} with id {sheet_id}"),

@@ -166,3 +166,207 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
         describe_queue(&rows)
     );
 }
+
+/// A panel with inputs of every kind: a version from a list, a dry-run switch, a day, a note
+/// with a pattern, a build from a range of the spreadsheet; and a function whose one input
+/// returns to its default after each press.
+const PANEL_CONFIG: &str = r#"[commands.show]
+exec = ["/bin/sh", "-c", "printf '%s' \"$SHEETQ_ARGS_JSON\""]
+[[targets]]
+label = "サーバーA"
+[[functions]]
+label = "デプロイ"
+command = "show"
+args = { mode = "rolling" }
+inputs = [
+  { name = "version", label = "バージョン", type = "choice", choices = ["1.2.3", "1.2.4"], required = true },
+  { name = "dry_run", type = "bool", default = true },
+  { name = "day", label = "日付", type = "date", default = "2026-12-31" },
+  { name = "note", label = "メモ", type = "text", pattern = "[a-z ]*", max_length = 20 },
+  { name = "build", label = "ビルド", type = "choice", choices_from = "'リリース'!A2:A", pattern = "v[0-9.]+" },
+]
+[[functions]]
+label = "一言"
+command = "show"
+reset_inputs = true
+inputs = [{ name = "word", label = "言葉", type = "text", default = "-" }]
+"#;
+
+/// Google's serial of a day (days since 1899-12-30), as a date cell holds it.
+fn serial(day: &str) -> i64 {
+    let day = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").unwrap_or_default();
+    let epoch = chrono::NaiveDate::from_ymd_opt(1899, 12, 30).unwrap_or_default();
+    (day - epoch).num_days()
+}
+
+/// The data-validation condition type of a cell of the panel, if any.
+fn rule_of(emu: &sheetq::emulator::Emulator, row: u32, col: u32) -> Option<String> {
+    emu.with_spreadsheet(|ss| {
+        let sheet = ss.sheet_by_title("サーバーA")?;
+        let v = sheet.cell(row, col)?.validation.as_ref()?;
+        v["condition"]["type"].as_str().map(str::to_string)
+    })
+    .unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_the_job() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // The team's list of builds, a sheet of its own (one of them breaks the input's pattern).
+    emu.batch_update(json!([{ "addSheet": { "properties": { "title": "リリース" } } }]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values(
+        "'リリース'!A1:A4",
+        json!([["ビルド"], ["v1.0"], ["v1.1"], ["v1.2; rm -rf /"]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let config = binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-1",
+        "intake = \"poll\"\n",
+        PANEL_CONFIG,
+    );
+    for args in [&["init"][..], &["panels", "sync"][..]] {
+        let out = run_sheetq(&config, args).await;
+        assert!(out.status.success(), "{args:?}: {}", output_text(&out));
+    }
+
+    // Next to ▶, each input's label and a cell with its default and its rule (columns L on:
+    // right of the one 承認 column).
+    let row8 = emu
+        .values("'サーバーA'!L8:U8")
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        row8.first().cloned().unwrap_or_default(),
+        vec![
+            json!("バージョン"),
+            json!(""),
+            json!("dry_run"),
+            json!(true),
+            json!("日付"),
+            json!(serial("2026-12-31")),
+            json!("メモ"),
+            json!(""),
+            json!("ビルド"),
+        ],
+        "labels, and defaults where the config has them"
+    );
+    let rules: Vec<Option<String>> = [12, 14, 16, 18, 20]
+        .into_iter()
+        .map(|col| rule_of(&emu, 7, col))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            Some("ONE_OF_LIST".to_string()),
+            Some("BOOLEAN".to_string()),
+            Some("DATE_IS_VALID".to_string()),
+            None,
+            Some("ONE_OF_RANGE".to_string()),
+        ],
+        "a dropdown, a checkbox, a date rule, free text, a dropdown of the range"
+    );
+
+    // A person picks values and presses; right after the press is taken, someone else
+    // changes the version.
+    emu.set_values(
+        "'サーバーA'!M8:U8",
+        json!([[
+            "1.2.4",
+            "x",
+            false,
+            "x",
+            serial("2027-01-15"),
+            "x",
+            "hello world",
+            "x",
+            "v1.1"
+        ]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    // The labels stay as written: put them back over the x's.
+    for (cell, label) in [
+        ("N8", "dry_run"),
+        ("P8", "日付"),
+        ("R8", "メモ"),
+        ("T8", "ビルド"),
+    ] {
+        emu.set_values(&format!("'サーバーA'!{cell}"), json!([[label]]), false)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+    emu.set_values("'サーバーA'!M9", json!([["once"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values("'サーバーA'!A8:A9", json!([[true], [true]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let show = || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&queue_rows(&emu)),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    };
+    wait_for(
+        "both presses to be taken in",
+        WAIT,
+        || (queue_rows(&emu).len() == 2).then_some(()),
+        show,
+    )
+    .await;
+    emu.set_values("'サーバーA'!M8", json!([["1.2.3"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let rows = wait_queue_finished(&emu, 2, "both jobs to finish", WAIT).await;
+    let args_of = |function: &str| -> serde_json::Value {
+        let row = rows
+            .iter()
+            .find(|r| r.function == function)
+            .unwrap_or_else(|| panic!("no {function} row: {}", describe_queue(&rows)));
+        assert!(row.state.is(State::Done), "{}", describe_queue(&rows));
+        serde_json::from_str(&row.args_json).unwrap_or_else(|e| panic!("{e}"))
+    };
+    assert_eq!(
+        args_of("デプロイ"),
+        json!({
+            "mode": "rolling",
+            "version": "1.2.4",
+            "dry_run": false,
+            "day": "2027-01-15",
+            "note": "hello world",
+            "build": "v1.1",
+        }),
+        "the job carries the values as pressed, the later change left out"
+    );
+    assert_eq!(args_of("一言"), json!({ "word": "once" }));
+    let cells = emu
+        .values("'サーバーA'!M8:M9")
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        cells,
+        vec![vec![json!("1.2.3")], vec![json!("-")]],
+        "the cells keep what people left there, or return to the default with reset_inputs"
+    );
+
+    // A value of the range that breaks the input's pattern is refused, never run.
+    emu.set_values("'サーバーA'!U8", json!([["v1.2; rm -rf /"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values("'サーバーA'!A8", json!([[true]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let rows = wait_queue_finished(&emu, 3, "the third press to end", WAIT).await;
+    let third = rows
+        .iter()
+        .max_by_key(|r| r.row)
+        .unwrap_or_else(|| panic!("{}", describe_queue(&rows)));
+    assert!(
+        third.state.is(State::Error)
+            && third.message.contains("ビルド")
+            && third.message.contains("does not match its pattern")
+            && third.message.contains("so nothing ran"),
+        "a range's value is data, checked by the pattern: {}",
+        describe_queue(&rows)
+    );
+}

@@ -144,6 +144,9 @@ pub fn to_api_request(request: &Request) -> api::Request {
         }
         R::ClearCheckboxes { range } => out.set_data_validation = Some(checkboxes(range, false)),
         R::SetCheckboxes { range } => out.set_data_validation = Some(checkboxes(range, true)),
+        R::SetValidation { range, rule } => {
+            out.set_data_validation = Some(validation(range, rule));
+        }
         R::AddSheetWithId {
             sheet_id,
             title,
@@ -445,6 +448,41 @@ fn checkboxes(range: &GridRange, on: bool) -> api::SetDataValidationRequest {
                 values: None,
             }),
             strict: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// An input cell's rule: strict, a dropdown for a list or a range
+/// (https://developers.google.com/sheets/api/reference/rest/v4/other#ConditionType).
+fn validation(
+    range: &GridRange,
+    rule: &crate::sheets::Validation,
+) -> api::SetDataValidationRequest {
+    use crate::sheets::Validation as V;
+    let value = |v: String| api::ConditionValue {
+        user_entered_value: Some(v),
+        ..Default::default()
+    };
+    let (kind, values) = match rule {
+        V::List(items) => ("ONE_OF_LIST", items.iter().cloned().map(value).collect()),
+        V::Range(a1) => ("ONE_OF_RANGE", vec![value(format!("={a1}"))]),
+        V::Date => ("DATE_IS_VALID", Vec::new()),
+        V::Number { min, max } => (
+            "NUMBER_BETWEEN",
+            vec![value(min.to_string()), value(max.to_string())],
+        ),
+    };
+    api::SetDataValidationRequest {
+        range: Some(to_api_grid_range(range)),
+        rule: Some(api::DataValidationRule {
+            condition: Some(api::BooleanCondition {
+                type_: Some(kind.into()),
+                values: (!values.is_empty()).then_some(values),
+            }),
+            strict: Some(true),
+            show_custom_ui: matches!(rule, V::List(_) | V::Range(_)).then_some(true),
             ..Default::default()
         }),
         ..Default::default()
