@@ -187,7 +187,106 @@ var PANEL = {
   argsColumn: 9,
   flagsColumn: 10,
   approveColumn: 11,
+  /** Hidden: the function's inputs as `[[name, label], …]`, written by `panels sync`. */
+  inputsColumn: 7,
 };
+
+/**
+ * The inputs a press takes from its panel row (`cells`, the whole row; `header`, the panel's
+ * header row): for each of the function's inputs (`spec`, its hidden inputs cell), the value
+ * right of the column headed 入力 (入力 2, …) whose cell on the row shows the input's label,
+ * as sheetq's poll intake reads it: a Date as its day `yyyy-MM-dd` (through `formatDate`,
+ * Utilities.formatDate in the sheet's zone), booleans and numbers as they are, text trimmed
+ * of spaces and tabs; an empty cell left out, so the input's default applies. Values are
+ * checked by the daemon when it admits the job, as every job's args are. `{ ok: false,
+ * message }` when a label is not where `panels sync` puts it: a value is never guessed.
+ */
+function pressInputs(header, cells, spec, formatDate) {
+  var text = sheetTrim(spec === undefined || spec === null ? '' : spec);
+  if (text === '') return { ok: true, inputs: {} };
+  var pairs;
+  try {
+    pairs = JSON.parse(text);
+  } catch (err) {
+    pairs = null;
+  }
+  if (!Array.isArray(pairs)) return { ok: false, message: missingInputMessage('inputs') };
+  var inputs = {};
+  for (var n = 0; n < pairs.length; n++) {
+    var name = String(pairs[n][0]);
+    var label = String(pairs[n][1]);
+    var heading = n === 0 ? '入力' : '入力 ' + (n + 1);
+    var col = -1;
+    for (var c = 0; c < header.length; c++) {
+      if (sheetTrim(header[c]) === heading) {
+        col = c;
+        break;
+      }
+    }
+    if (col < 0 || sheetTrim(cells[col] === undefined ? '' : cells[col]) !== sheetTrim(label)) {
+      return { ok: false, message: missingInputMessage(label) };
+    }
+    var value = cells[col + 1];
+    if (isDate(value)) {
+      inputs[name] = formatDate(value);
+    } else if (typeof value === 'boolean' || (typeof value === 'number' && isFinite(value))) {
+      inputs[name] = value;
+    } else if (value !== undefined && value !== null && sheetTrim(value) !== '') {
+      inputs[name] = sheetTrim(value);
+    }
+  }
+  return { ok: true, inputs: inputs };
+}
+
+/**
+ * The value cells a press puts back to their defaults (`reset_inputs`): `{ column (1-based),
+ * value }` for each entry of the hidden inputs cell `spec` that carries a third item, its
+ * default as `panels sync` writes it.
+ */
+function inputResets(header, spec) {
+  var pairs;
+  try {
+    pairs = JSON.parse(sheetTrim(spec === undefined || spec === null ? '' : spec) || '[]');
+  } catch (err) {
+    return [];
+  }
+  if (!Array.isArray(pairs)) return [];
+  var out = [];
+  pairs.forEach(function (pair, n) {
+    if (!Array.isArray(pair) || pair.length < 3) return;
+    var heading = n === 0 ? '入力' : '入力 ' + (n + 1);
+    for (var c = 0; c < header.length; c++) {
+      if (sheetTrim(header[c]) === heading) {
+        out.push({ column: c + 2, value: pair[2] });
+        return;
+      }
+    }
+  });
+  return out;
+}
+
+/** The args of a press: the panel's hidden argsJSON with the inputs merged over it. */
+function argsWithInputs(argsJson, inputs) {
+  if (Object.keys(inputs).length === 0) return argsJson;
+  var args;
+  try {
+    args = JSON.parse(sheetTrim(argsJson) === '' ? '{}' : argsJson);
+  } catch (err) {
+    args = null;
+  }
+  // Not an object: left as it is, and the daemon refuses the job as it refuses any args
+  // it cannot read (the inputs are not put where they would mean something else).
+  if (args === null || typeof args !== 'object' || Array.isArray(args)) return argsJson;
+  Object.keys(inputs).forEach(function (k) {
+    args[k] = inputs[k];
+  });
+  return JSON.stringify(args);
+}
+
+/** The toast of a press whose row does not show input `label` where `panels sync` puts it. */
+function missingInputMessage(label) {
+  return '入力「' + label + '」が見当たらないため受け付けませんでした（sheetq panels sync で入力欄が作り直されます）';
+}
 
 /**
  * Whether a panel header names a column of 承認 boxes: 承認 itself, or 承認 and the
@@ -1133,5 +1232,9 @@ if (typeof module !== 'undefined') {
     installPlan: installPlan,
     uninstallPlan: uninstallPlan,
     queueRefusedMessage: queueRefusedMessage,
+    pressInputs: pressInputs,
+    inputResets: inputResets,
+    argsWithInputs: argsWithInputs,
+    missingInputMessage: missingInputMessage,
   };
 }

@@ -793,3 +793,35 @@ test('the index\'s 状況 after a press is worded as sheetq words it', () => {
   assert.equal(intake.indexStateText(header, [row('C', 'z', '待機')], 'C', false), '⏳ 待機 1 件 · sheetq 停止中');
   assert.equal(intake.indexStateText(header, rows, 'B', false), '', 'nothing running or waiting: empty, as sheetq leaves it');
 });
+
+test('a press takes the inputs its row shows, a date as its day, and never guesses a missing one', () => {
+  const header = ['▶', '機能', '状態', '結果', '更新日時', '■ 中止', 'inputs', 'command', 'argsJSON',
+    'システムフラグ', '承認', '入力', '値', '入力 2', '値 2', '入力 3', '値 3'];
+  const spec = JSON.stringify([['version', 'バージョン'], ['dry_run', 'dry_run'], ['day', '日付']]);
+  const row = (versionLabel) => [true, 'デプロイ', '', '', '', false, spec, 'deploy', '{"mode":"rolling"}',
+    '', '', versionLabel, ' 1.2.4 ', 'dry_run', false, '日付', new Date(Date.UTC(2027, 0, 14, 15))];
+  const day = (d) => d.toISOString().slice(0, 10);
+  const taken = intake.pressInputs(header, row('バージョン'), spec, day);
+  assert.deepEqual(taken, { ok: true, inputs: { version: '1.2.4', dry_run: false, day: '2027-01-14' } });
+  assert.equal(
+    intake.argsWithInputs('{"mode":"rolling"}', taken.inputs),
+    '{"mode":"rolling","version":"1.2.4","dry_run":false,"day":"2027-01-14"}',
+  );
+  const moved = intake.pressInputs(header, row('版'), spec, day);
+  assert.equal(moved.ok, false, 'a label not where panels sync puts it refuses the press');
+  assert.match(moved.message, /入力「バージョン」が見当たらない/);
+  assert.deepEqual(intake.pressInputs(header, row('x'), '', day), { ok: true, inputs: {} },
+    'a function without inputs takes none');
+  const blank = row('バージョン');
+  blank[12] = '  ';
+  assert.deepEqual(intake.pressInputs(header, blank, spec, day).inputs, { dry_run: false, day: '2027-01-14' },
+    'an empty cell is left out, so the default applies');
+  assert.equal(intake.argsWithInputs('not json', { version: '1' }), 'not json',
+    'args it cannot read stay as they are, for the daemon to refuse');
+  assert.deepEqual(
+    intake.inputResets(header, JSON.stringify([['version', 'バージョン', ''], ['dry_run', 'dry_run', true]])),
+    [{ column: 13, value: '' }, { column: 15, value: true }],
+    'reset_inputs puts each value cell (right of its label) back to its default',
+  );
+  assert.deepEqual(intake.inputResets(header, spec), [], 'without reset_inputs, nothing is reset');
+});

@@ -287,6 +287,19 @@ function takeIn(press, sheet, row) {
       }), 'sheetq');
       return;
     }
+    // The inputs as they are now, under the lock that queues the press: a change after it
+    // never reaches the job.
+    var panelWidth = Math.max(sheet.getLastColumn(), PANEL.flagsColumn);
+    var panelHeader = sheet.getRange(PANEL.headerRow, 1, 1, panelWidth).getValues()[0];
+    var rowCells = sheet.getRange(row, 1, 1, panelWidth).getValues()[0];
+    var spec = rowCells[PANEL.inputsColumn - 1];
+    var taken = pressInputs(panelHeader, rowCells, spec, function (d) {
+      return Utilities.formatDate(d, tz, 'yyyy-MM-dd');
+    });
+    if (!taken.ok) {
+      ss.toast(taken.message, 'sheetq');
+      return;
+    }
     var status = pressStatus(header, data.slice(1), label);
     var alive = daemonsAlive(ss);
     if (alive === false) status = NO_DAEMON_TEXT;
@@ -299,7 +312,7 @@ function takeIn(press, sheet, row) {
       target: label,
       fn: fn,
       command: sheetTrim(cells[PANEL.commandColumn - 1]),
-      argsJson: String(cells[PANEL.argsColumn - 1]),
+      argsJson: argsWithInputs(String(cells[PANEL.argsColumn - 1]), taken.inputs),
       flags: pressFlags(cells[PANEL.flagsColumn - 1]),
     });
     var queued = appendToQueue(press, queue, newRow);
@@ -312,6 +325,14 @@ function takeIn(press, sheet, row) {
       } catch (err) {
         console.log('sheetq: the press was queued; its 状態 cell could not be written: ' + (err && err.message));
       }
+      // reset_inputs: the input cells return to their defaults (the spec's third items).
+      inputResets(panelHeader, spec).forEach(function (reset) {
+        try {
+          sheet.getRange(row, reset.column).setValue(reset.value);
+        } catch (err) {
+          console.log('sheetq: the press was queued; an input cell could not be reset: ' + (err && err.message));
+        }
+      });
       // The index agrees at once: its 状況 for the target, as the daemon words it.
       try {
         writeIndexState(ss, label, indexStateText(header, data.slice(1).concat([newRow]), label, alive));

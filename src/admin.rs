@@ -641,7 +641,8 @@ pub fn job_of(
         given.insert(name.clone(), value);
     }
     merged.extend(
-        crate::inputs::values_of(&f.inputs, &given).map_err(|why| format!("--input: {why}"))?,
+        crate::inputs::values_of(&f.inputs, &given, None)
+            .map_err(|why| format!("--input: {why}"))?,
     );
     Ok(job(
         &f.command,
@@ -1085,7 +1086,7 @@ impl JobView<'_> {
                 .then(|| crate::cancel::asked_of(r, self.tz, self.now))
                 .flatten()
                 .map(|asked| asked.who),
-            inputs: inputs_of(self.catalog, r),
+            inputs: self.catalog.inputs_text(&r.function, &r.args_json),
         }
     }
 
@@ -1155,20 +1156,6 @@ impl JobView<'_> {
                 }
             })
             .collect()
-    }
-}
-
-/// Row `r`'s inputs as its args carry them, by its function's `inputs` (empty without).
-pub(crate) fn inputs_of(catalog: &crate::panel::catalog::Catalog, r: &queue::QueueRow) -> String {
-    let Some(f) = catalog
-        .function(&r.function)
-        .filter(|f| !f.inputs.is_empty())
-    else {
-        return String::new();
-    };
-    match serde_json::from_str::<serde_json::Value>(&r.args_json) {
-        Ok(serde_json::Value::Object(args)) => crate::inputs::summary(&f.inputs, &args),
-        _ => String::new(),
     }
 }
 

@@ -552,6 +552,16 @@ impl Registry {
     /// args must be a JSON object that passes the command's checks, and the values must be
     /// representable as argv/environment text. Nothing is executed here.
     pub fn prepare(&self, spec: &JobSpec) -> Result<PreparedJob, JobRejected> {
+        self.prepare_with(spec, None)
+    }
+
+    /// [`Registry::prepare`] with the `choices_from` ranges as the daemon read them: a
+    /// choice from a range must be among its values.
+    pub fn prepare_with(
+        &self,
+        spec: &JobSpec,
+        listed: Option<&crate::inputs::Listed>,
+    ) -> Result<PreparedJob, JobRejected> {
         if let Some(why) = self.look_alike(spec) {
             return Err(JobRejected::new(Refusal::LookAlike, why));
         }
@@ -573,7 +583,7 @@ impl Registry {
             ));
         };
         let sheet_args = parse_args(&spec.args_json)?;
-        let args = self.admit(spec, sheet_args)?;
+        let args = self.admit(spec, sheet_args, listed)?;
         if matches!(def.kind, CommandKind::Exec { .. }) && env_has_nul(spec) {
             return Err(JobRejected::new(
                 Refusal::Placeholder,
@@ -645,6 +655,7 @@ impl Registry {
         &self,
         spec: &JobSpec,
         sheet_args: serde_json::Map<String, serde_json::Value>,
+        listed: Option<&crate::inputs::Listed>,
     ) -> Result<serde_json::Map<String, serde_json::Value>, JobRejected> {
         let asked = Asked {
             function: &spec.function,
@@ -656,6 +667,7 @@ impl Registry {
             requester_trusted: self.queue_protected,
             job_id: &spec.job_id,
             approvals: &spec.approvals,
+            listed,
         };
         match self.catalog.admit(&asked) {
             Ok(Some(args)) => Ok(args),

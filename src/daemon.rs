@@ -351,6 +351,9 @@ struct Served {
     sheets: cells::SheetList,
     /// The panels, as the marker cells of the last poll showed them (`panel`).
     panels: panel::Panels,
+    /// The inputs' `choices_from` ranges as the last read found them (`poll`): what a
+    /// job's choice from a range is checked against when it is admitted.
+    listed: crate::inputs::Listed,
 }
 
 /// What one spreadsheet's daemon shares with the others its process serves: the job slots,

@@ -353,12 +353,20 @@ pub fn value_of(
     }
 }
 
+/// The values of the `choices_from` ranges as a read found them, by the range's text as the
+/// config writes it.
+pub type Listed = std::collections::HashMap<String, Vec<String>>;
+
 /// The inputs of a job: each input's value from `given` (the job's args, by input name), or
-/// its default; a required input with neither refuses the job. Returns the values to merge
+/// its default; a required input with neither refuses the job. `listed`: the `choices_from`
+/// ranges as the daemon read them, a range missing from it refusing a value (it could not be
+/// read); `None` where none were read (the shell), so a choice from a range is checked by
+/// its pattern and length only. Returns the values to merge
 /// into the job's args, by name, or the first refusal, naming the input and the rule.
 pub fn values_of(
     inputs: &[InputDef],
     given: &serde_json::Map<String, serde_json::Value>,
+    listed: Option<&Listed>,
 ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     let mut out = serde_json::Map::new();
     for d in inputs {
@@ -367,7 +375,19 @@ pub fn values_of(
                 if !matches!(v, serde_json::Value::Null)
                     && v.as_str().is_none_or(|s| !s.trim().is_empty()) =>
             {
-                Some(value_of(d, v, None)?)
+                let list = match (&d.choices_from, listed) {
+                    (Some(range), Some(listed)) => match listed.get(range) {
+                        Some(list) => Some(list.as_slice()),
+                        None => {
+                            return Err(format!(
+                                "{}'s list {range} could not be read (is its sheet there?)",
+                                d.label()
+                            ))
+                        }
+                    },
+                    _ => None,
+                };
+                Some(value_of(d, v, list)?)
             }
             _ => d.default_value().transpose()?,
         };
@@ -453,6 +473,22 @@ pub fn is_date(d: &InputDef) -> bool {
     d.kind == Kind::Date
 }
 
+/// The values a `choices_from` range holds, as a read returns its rows: every non-empty cell,
+/// trimmed, at most [`MAX_LISTED`] of them. Data, never trusted: each value a job takes is
+/// still checked by the input's pattern and length.
+pub fn listed_values(rows: &[Vec<crate::sheets::Cell>]) -> Vec<String> {
+    rows.iter()
+        .flatten()
+        .map(crate::queue::cell_text)
+        .map(|t| crate::sheet_text::trim(&t).to_string())
+        .filter(|t| !t.is_empty())
+        .take(MAX_LISTED)
+        .collect()
+}
+
+/// The most values read from a `choices_from` range.
+pub const MAX_LISTED: usize = 5000;
+
 /// The inputs as one line for people (`version=1.2.4, dry_run=true`), in the order the
 /// config lists them.
 pub fn summary(inputs: &[InputDef], values: &serde_json::Map<String, serde_json::Value>) -> String {
@@ -499,7 +535,7 @@ inputs = [
     #[test]
     fn a_jobs_values_are_checked_typed_and_defaulted() {
         let given = json!({ "version": "1.2.4", "day": "2026-12-31", "ticket": "OPS-12" });
-        let values = values_of(&deploy(), given.as_object().unwrap()).unwrap();
+        let values = values_of(&deploy(), given.as_object().unwrap(), None).unwrap();
         assert_eq!(
             serde_json::Value::Object(values.clone()),
             json!({ "version": "1.2.4", "dry_run": true, "day": "2026-12-31", "ticket": "OPS-12", "count": 1.0 })
@@ -513,7 +549,7 @@ inputs = [
     #[test]
     fn a_value_outside_its_rule_is_refused_naming_the_input_and_the_rule() {
         let refused = |given: serde_json::Value| {
-            values_of(&deploy(), given.as_object().unwrap()).unwrap_err()
+            values_of(&deploy(), given.as_object().unwrap(), None).unwrap_err()
         };
         let e = refused(json!({ "version": "9.9.9" }));
         assert!(

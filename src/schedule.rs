@@ -103,7 +103,7 @@ impl ScheduleDef {
                 ));
             }
         }
-        let values = crate::inputs::values_of(&f.inputs, &self.inputs)
+        let values = crate::inputs::values_of(&f.inputs, &self.inputs, None)
             .map_err(|why| format!("inputs: {why}"))?;
         let mut args = match serde_json::to_value(&f.args) {
             Ok(serde_json::Value::Object(map)) => map,

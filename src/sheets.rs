@@ -57,6 +57,21 @@ impl SpreadsheetMeta {
     }
 }
 
+/// Whether A1 `range` (with its sheet) may be read as `meta` shows the spreadsheet: its sheet
+/// exists and its top-left cell lies inside the grid. Google refuses a whole read for one
+/// range that names a missing sheet ("Unable to parse range") or starts past the grid
+/// ("exceeds grid limits"), so a range from the config or a cell is asked only then.
+pub fn fits_grid(meta: &SpreadsheetMeta, range: &str) -> bool {
+    let Ok(r) = crate::a1::A1Range::parse(range) else {
+        return false;
+    };
+    let Some(sheet) = r.sheet.as_deref().and_then(|t| meta.sheet(t)) else {
+        return false;
+    };
+    let inside = |start: Option<u32>, count: i32| start.unwrap_or(0) < count.max(0) as u32;
+    inside(r.start_row, sheet.row_count) && inside(r.start_col, sheet.column_count)
+}
+
 /// One sheet (tab) of a spreadsheet.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SheetMeta {

@@ -412,12 +412,55 @@ fn repeat_cell(ss: &mut Spreadsheet, rc: &RepeatCellRequest) -> Result<Json, Str
     Ok(json!({}))
 }
 
+/// What Google refuses in a data-validation rule's condition, for the condition types sheetq
+/// sends: each takes a set number of values
+/// (https://developers.google.com/sheets/api/reference/rest/v4/other#ConditionType:
+/// `ONE_OF_LIST` one or more, `ONE_OF_RANGE` exactly one, a range formula; `NUMBER_BETWEEN`
+/// exactly two; `DATE_IS_VALID` none; `BOOLEAN` none to two). Other types are kept unchecked.
+fn condition_problem(condition: Option<&google_sheets4::api::BooleanCondition>) -> Option<String> {
+    let Some(c) = condition else {
+        return Some("Data validation rule requires a condition.".into());
+    };
+    let kind = c.type_.as_deref().unwrap_or("");
+    let values: Vec<&str> = c
+        .values
+        .iter()
+        .flatten()
+        .map(|v| v.user_entered_value.as_deref().unwrap_or(""))
+        .collect();
+    let wrong = |want: &str| {
+        Some(format!(
+            "Invalid ConditionValue for {kind}: it takes {want}, got {}.",
+            values.len()
+        ))
+    };
+    match kind {
+        "ONE_OF_LIST" if values.is_empty() => wrong("at least one value"),
+        "ONE_OF_RANGE" if values.len() != 1 => wrong("exactly one value"),
+        "ONE_OF_RANGE" if !values[0].starts_with('=') => Some(format!(
+            "Invalid ConditionValue for ONE_OF_RANGE: {:?} is not a range formula (=Sheet!A1:A).",
+            values[0]
+        )),
+        "NUMBER_BETWEEN" if values.len() != 2 => wrong("exactly two values"),
+        "NUMBER_BETWEEN" if values.iter().any(|v| v.trim().parse::<f64>().is_err()) => Some(
+            format!("Invalid ConditionValue for NUMBER_BETWEEN: {values:?} are not numbers."),
+        ),
+        "DATE_IS_VALID" if !values.is_empty() => wrong("no value"),
+        "BOOLEAN" if values.len() > 2 => wrong("at most two values"),
+        "" => Some("Data validation rule requires a condition type.".into()),
+        _ => None,
+    }
+}
+
 /// `setDataValidation`: a rule over a range, or none (cleared).
 fn set_data_validation(
     ss: &mut Spreadsheet,
     sv: &SetDataValidationRequest,
 ) -> Result<Json, String> {
     let b = grid_range(ss, need(&sv.range)?)?;
+    if let Some(rule) = &sv.rule {
+        condition_problem(rule.condition.as_ref()).map_or(Ok(()), Err)?;
+    }
     let rule = match &sv.rule {
         Some(rule) => Some(Box::new(
             serde_json::to_value(rule).map_err(|e| e.to_string())?,
@@ -710,6 +753,42 @@ fn update_sheet_properties(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_validation_condition_takes_the_values_its_type_does() {
+        use google_sheets4::api::{BooleanCondition, ConditionValue};
+        let cond = |kind: &str, values: &[&str]| BooleanCondition {
+            type_: Some(kind.into()),
+            values: Some(
+                values
+                    .iter()
+                    .map(|v| ConditionValue {
+                        user_entered_value: Some(v.to_string()),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+        };
+        for (kind, values, ok) in [
+            ("ONE_OF_LIST", &["a", "b"][..], true),
+            ("ONE_OF_LIST", &[][..], false),
+            ("ONE_OF_RANGE", &["='リリース'!A2:A"][..], true),
+            ("ONE_OF_RANGE", &["'リリース'!A2:A"][..], false),
+            ("NUMBER_BETWEEN", &["1", "9"][..], true),
+            ("NUMBER_BETWEEN", &["1"][..], false),
+            ("NUMBER_BETWEEN", &["1", "x"][..], false),
+            ("DATE_IS_VALID", &[][..], true),
+            ("DATE_IS_VALID", &["x"][..], false),
+            ("BOOLEAN", &[][..], true),
+        ] {
+            let problem = condition_problem(Some(&cond(kind, values)));
+            assert_eq!(problem.is_none(), ok, "{kind} {values:?}: {problem:?}");
+        }
+        assert!(
+            condition_problem(None).is_some(),
+            "a rule needs a condition"
+        );
+    }
     use super::*;
 
     fn ss() -> Spreadsheet {

@@ -118,6 +118,52 @@ struct ViewCell {
     /// makes the cell a link to it.
     #[serde(skip_serializing_if = "Option::is_none")]
     u: Option<String>,
+    /// A dropdown's choices (a `ONE_OF_LIST` or `ONE_OF_RANGE` rule shown as a list, as
+    /// Sheets draws a chip with an arrow): picking one types it into the cell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    o: Option<Vec<String>>,
+}
+
+/// The choices of a cell's dropdown: the values of a `ONE_OF_LIST` rule, or the shown values
+/// of a `ONE_OF_RANGE` rule's range (blank ones left out, at most 500); `None` for any other
+/// rule, or a range that does not resolve.
+fn dropdown(ss: &Spreadsheet, rule: &Json) -> Option<Vec<String>> {
+    if rule.pointer("/showCustomUi").and_then(Json::as_bool) != Some(true) {
+        return None;
+    }
+    let values: Vec<&str> = rule
+        .pointer("/condition/values")
+        .and_then(Json::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v.get("userEnteredValue").and_then(Json::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    match rule.pointer("/condition/type").and_then(Json::as_str)? {
+        "ONE_OF_LIST" => Some(values.into_iter().map(str::to_string).collect()),
+        "ONE_OF_RANGE" => {
+            let range = values.first()?.strip_prefix('=')?;
+            let b = ss.resolve_read(range).ok()?;
+            let render = Render {
+                value: ValueRender::Formatted,
+                date: DateRender::FormattedString,
+            };
+            Some(
+                (b.r0..b.r1)
+                    .flat_map(|r| (b.c0..b.c1).map(move |c| (r, c)))
+                    .filter_map(|(r, c)| values::render(ss, b.sheet, r, c, render))
+                    .map(|v| match v {
+                        Json::String(s) => s,
+                        other => other.to_string(),
+                    })
+                    .filter(|t| !t.trim().is_empty())
+                    .take(500)
+                    .collect(),
+            )
+        }
+        _ => None,
+    }
 }
 
 /// Whether a logged request may have changed something, or failed: a write, a person's
@@ -299,7 +345,8 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool, viewer: &str) -
                         || matches!(cell.value, Some(super::store::Value::Formula(_)))
                             && text.parse::<f64>().is_ok();
                     let ticked = matches!(cell.value, Some(super::store::Value::Bool(true)));
-                    if text.is_empty() && !checkbox {
+                    let o = cell.validation.as_deref().and_then(|v| dropdown(ss, v));
+                    if text.is_empty() && !checkbox && o.is_none() {
                         return None;
                     }
                     let formula = match &cell.value {
@@ -323,6 +370,7 @@ fn sheet_view(ss: &Spreadsheet, wanted: Option<i32>, grid: bool, viewer: &str) -
                         g,
                         u,
                         e: formula,
+                        o,
                     })
                 })
                 .collect()

@@ -533,7 +533,7 @@ pub async fn show(sheets: &dyn Sheets, config: &Config, job_id: &str) -> Result<
             .collect(),
         stop_asked: crate::cancel::asked_of(&r, tz, Utc::now()).map(|a| request_text(&a, tz)),
         attempts: attempts_of(&r),
-        inputs: super::inputs_of(&config.catalog, &r),
+        inputs: config.catalog.inputs_text(&r.function, &r.args_json),
         output_tail,
         links,
         row: r,

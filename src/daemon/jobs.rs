@@ -72,7 +72,7 @@ impl Daemon {
                 ),
             ))
         } else {
-            self.registry.prepare(&spec)
+            self.registry.prepare_with(&spec, Some(&self.served.listed))
         };
         if let Err(rejected) = &prepared {
             refused(&self.observers.metrics, &spec, rejected, &span);

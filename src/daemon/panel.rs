@@ -312,13 +312,17 @@ impl Daemon {
         let Some((panel_ref, panel_row)) = self.result_panel_row(poll, row) else {
             return Vec::new();
         };
-        let outcome = panel_outcome(
+        let mut outcome = panel_outcome(
             job.finish,
             job.finished_at,
             &job.url,
             &job.message,
             self.next_run(&job.target, &job.function),
         );
+        outcome.inputs = self
+            .registry
+            .catalog()
+            .inputs_text(&row.function, &row.args_json);
         let (tz, layout) = (self.served.layout.tz, &self.config.panel);
         if job.panel_linked {
             panel::status_and_time_cells(panel_ref, panel_row, &outcome, tz, layout)
@@ -344,5 +348,6 @@ pub(super) fn panel_outcome(
         url: (!url.is_empty()).then(|| url.to_string()),
         message: message.to_string(),
         next_run,
+        inputs: String::new(),
     }
 }

@@ -113,6 +113,8 @@ pub(super) struct ReadPlan {
     markers: usize,
     /// The index sheet, when the spreadsheet has one: its id and title.
     index: Option<(i32, String)>,
+    /// The inputs' `choices_from` ranges read last, in order (those whose sheet exists).
+    listed: Vec<String>,
 }
 
 impl ReadPlan {
@@ -306,12 +308,24 @@ impl Daemon {
                 ),
             ));
         }
+        // The inputs' lists, in the read sent anyway; a range whose sheet is gone (or that
+        // lies past its grid) is left out, since Google would refuse the whole read, and a
+        // choice from it is refused instead.
+        let listed: Vec<String> = self
+            .registry
+            .catalog()
+            .choices_ranges()
+            .into_iter()
+            .filter(|r| crate::sheets::fits_grid(&self.served.sheets.meta, r))
+            .collect();
+        ranges.extend(listed.iter().cloned());
         ReadPlan {
             ranges,
             tables: table_count,
             sweep,
             markers: marker_count,
             index,
+            listed,
         }
     }
 
@@ -613,6 +627,13 @@ impl Daemon {
                 .map(|v| index_sheet::parse_entries(&v.values, &self.config.panel))
                 .unwrap_or_default(),
         });
+        let listed_at = plan.ranges.len() - plan.listed.len();
+        self.served.listed = plan
+            .listed
+            .iter()
+            .zip(values.get(listed_at..).unwrap_or(&[]))
+            .map(|(range, read)| (range.clone(), crate::inputs::listed_values(&read.values)))
+            .collect();
         let worker = values.get(2).unwrap_or(&empty);
         let lease_text = worker
             .values

@@ -124,6 +124,7 @@ impl Daemon {
                 watch,
                 reported: HashSet::new(),
                 held_off: None,
+                listed: HashMap::new(),
             },
         };
         daemon.take_in_protections(&meta);

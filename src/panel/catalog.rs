@@ -130,11 +130,41 @@ pub struct Asked<'a> {
     /// approvals of this job in it, on a trusted queue.
     pub job_id: &'a str,
     pub approvals: &'a str,
+    /// The `choices_from` ranges as the daemon's read found them; `None` where nothing was
+    /// read (the shell): a choice from a range is then checked by its other rules only.
+    pub listed: Option<&'a crate::inputs::Listed>,
 }
 
 pub use crate::sheet_text::{shown, SHOWN_CHARS};
 
 impl Catalog {
+    /// The inputs a job of `function` with args `args_json` carries, as one line for people
+    /// (`version=1.2.4, dry_run=true`); empty for a function without inputs.
+    pub fn inputs_text(&self, function: &str, args_json: &str) -> String {
+        let Some(f) = self.function(function).filter(|f| !f.inputs.is_empty()) else {
+            return String::new();
+        };
+        match serde_json::from_str::<serde_json::Value>(args_json) {
+            Ok(serde_json::Value::Object(args)) => crate::inputs::summary(&f.inputs, &args),
+            _ => String::new(),
+        }
+    }
+
+    /// Every `choices_from` range of the functions' inputs, each once: read with the queue
+    /// (a poll, the lease's read), so that a job's choice is checked against the list as it
+    /// stands, at no request of its own.
+    pub fn choices_ranges(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .functions
+            .iter()
+            .flat_map(|f| &f.inputs)
+            .filter_map(|d| d.choices_from.clone())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Problems of the lists by themselves: empty or repeated labels, flags with commas.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -338,7 +368,7 @@ impl Catalog {
             }
         }
         let args = f
-            .args_for(asked.args, asked.args_trusted)
+            .args_for(asked.args, asked.args_trusted, asked.listed)
             .map_err(Refused::Args)?;
         if let Some(rule) = crate::approval::Rule::of(f) {
             // A continuation step (its args trusted) goes on with work already approved:
@@ -391,6 +421,7 @@ impl FunctionDef {
         &self,
         sheet: &serde_json::Map<String, serde_json::Value>,
         trusted: bool,
+        listed: Option<&crate::inputs::Listed>,
     ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
         if trusted {
             return Ok(sheet.clone());
@@ -437,7 +468,7 @@ impl FunctionDef {
             }
         }
         // Its inputs: each checked by its rule (or defaulted), over the config's args.
-        let inputs = crate::inputs::values_of(&self.inputs, sheet)
+        let inputs = crate::inputs::values_of(&self.inputs, sheet, listed)
             .map_err(|why| format!("function \"{}\": {why}, so nothing ran", self.label))?;
         args.extend(inputs);
         Ok(args)
@@ -515,6 +546,7 @@ mod tests {
             requester_trusted: true,
             job_id: "job-1",
             approvals: "",
+            listed: None,
         })
     }
 
@@ -569,6 +601,7 @@ mod tests {
                 requester_trusted: false,
                 job_id: "job-1",
                 approvals: "",
+                listed: None,
             })
         };
         assert_eq!(
@@ -652,6 +685,7 @@ mod tests {
             requester_trusted: true,
             job_id: "job-1",
             approvals: "",
+            listed: None,
         });
         assert_eq!(
             trusted,
@@ -698,6 +732,7 @@ mod tests {
                 requester_trusted: true,
                 job_id: "job-1",
                 approvals: "",
+                listed: None,
             })
         };
         assert!(ask("Alice@Example.com").is_ok(), "case does not matter");
@@ -746,6 +781,7 @@ mod tests {
             requester_trusted: false,
             job_id: "job-1",
             approvals: "",
+            listed: None,
         });
         assert!(
             matches!(&on_an_open_queue, Err(Refused::Requester(m)) if m.contains("not protected")),

@@ -313,4 +313,50 @@ mod tests {
         );
         assert_eq!(approval_columns(&catalog), 2);
     }
+
+    #[test]
+    fn the_inputs_of_a_function_only_some_may_press_are_theirs_to_choose() {
+        let mut deploy = function("deploy", Some(&["alice@example.com"]), None);
+        deploy.inputs = toml::from_str::<toml::Table>(
+            r#"i = [{ name = "version", type = "text" }, { name = "dry_run", type = "bool" }]"#,
+        )
+        .ok()
+        .and_then(|t| t.get("i").cloned())
+        .and_then(|v| v.try_into().ok())
+        .unwrap_or_default();
+        let mut open = function("open", None, None);
+        open.inputs = deploy.inputs.clone();
+        let catalog = Catalog {
+            functions: vec![open, deploy],
+            ..Catalog::default()
+        };
+        let layout = PanelLayout {
+            input_slots: 2,
+            ..PanelLayout::default()
+        };
+        let inputs: Vec<(String, u32, u32, u32, String)> = cells(&layout, &catalog)
+            .into_iter()
+            .filter(|c| c.role == Role::Inputs)
+            .map(|c| (c.function, c.row, c.col, c.width, c.people.to_string()))
+            .collect();
+        assert_eq!(
+            inputs,
+            [(
+                "deploy".to_string(),
+                9,
+                11,
+                4,
+                "alice@example.com".to_string()
+            )],
+            "L9:O9 (two labels, two values) for alice; an open function's inputs stay open"
+        );
+        let wanted = wanted(5, "P", &layout, &catalog);
+        assert!(
+            wanted
+                .iter()
+                .any(|w| w.what == "the 入力 cells L9:O9 of function \"deploy\" on panel 'P'"),
+            "{:?}",
+            wanted.iter().map(|w| &w.what).collect::<Vec<_>>()
+        );
+    }
 }

@@ -365,10 +365,9 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
             if let Some(f) = function.filter(|f| f.reset_inputs) {
                 for (n, d) in f.inputs.iter().enumerate() {
                     let col = t.layout.input_cells(n).1;
-                    let value = match d.default_value() {
-                        Some(Ok(v)) => crate::inputs::to_cell(d, &v),
-                        _ if crate::inputs::is_checkbox(d) => Cell::Bool(false),
-                        _ => Cell::String(String::new()),
+                    let value = match super::sync::default_cell(d) {
+                        Cell::Null => Cell::String(String::new()),
+                        cell => cell,
                     };
                     plan.clears.push(ValueRange::new(
                         cell_range(&panel.title, col, col, row.row),

@@ -89,6 +89,10 @@ pub struct PanelColumns {
     pub command: ColumnRef,
     /// Hidden copy of argsJSON.
     pub args_json: ColumnRef,
+    /// Hidden: the function's inputs as `[[name, label], …]` in
+    /// slot order (empty without inputs), for the Apps Script intake, which knows the
+    /// config only through the panel.
+    pub inputs: ColumnRef,
     /// Hidden copy of システムフラグ.
     pub flags: ColumnRef,
 }
@@ -106,12 +110,13 @@ impl Default for PanelColumns {
             command: ColumnRef(7),
             args_json: ColumnRef(8),
             flags: ColumnRef(9),
+            inputs: ColumnRef(6),
         }
     }
 }
 
 impl PanelColumns {
-    pub(crate) fn all(&self) -> [(&'static str, ColumnRef); 10] {
+    pub(crate) fn all(&self) -> [(&'static str, ColumnRef); 11] {
         [
             ("tick", self.tick),
             ("function", self.function),
@@ -123,6 +128,7 @@ impl PanelColumns {
             ("command", self.command),
             ("args_json", self.args_json),
             ("flags", self.flags),
+            ("inputs", self.inputs),
         ]
     }
 
@@ -326,7 +332,10 @@ mod tests {
         assert_eq!((l.header_row, l.first_row, l.last_row()), (7, 8, 207));
         let c = &l.columns;
         let letters: Vec<String> = c.all().iter().map(|(_, c)| c.to_string()).collect();
-        assert_eq!(letters, ["A", "B", "C", "D", "E", "F", "K", "H", "I", "J"]);
+        assert_eq!(
+            letters,
+            ["A", "B", "C", "D", "E", "F", "K", "H", "I", "J", "G"]
+        );
         assert_eq!(c.span(), (0, 10));
         assert!(l.problems().is_empty(), "{:?}", l.problems());
     }

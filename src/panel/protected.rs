@@ -56,13 +56,13 @@ pub fn panel(sheet_id: i32, title: &str, layout: &PanelLayout) -> Vec<Wanted> {
         fix: Fix::PanelsSync,
         people: People::default(),
     });
-    let hidden = [c.command.0, c.args_json.0, c.flags.0];
+    let hidden = [c.inputs.0, c.command.0, c.args_json.0, c.flags.0];
     out.extend(runs(&hidden).into_iter().map(|cols| {
         let area = Area::columns(sheet_id, cols.start, cols.end);
         Wanted {
             area,
             what: format!(
-                "the hidden command, argsJSON and flags columns {} of panel {name}",
+                "the hidden inputs, command, argsJSON and flags columns {} of panel {name}",
                 columns_text(&area)
             ),
             fix: Fix::PanelsSync,
@@ -179,9 +179,9 @@ mod tests {
                 g(0..3),
                 g(4..5),
                 Area::columns(5001, 1, 2),
-                Area::columns(5001, 7, 10)
+                Area::columns(5001, 6, 10)
             ],
-            "G1:G3 and G5 (G4 holds nothing), the labels B and H:J every row"
+            "G1:G3 and G5 (G4 holds nothing), the labels B and G:J every row"
         );
         assert_eq!(wanted[0].what, "the markers G1:G3 of panel 'web-1'");
         assert_eq!(wanted[1].what, "the markers G5 of panel 'web-1'");
@@ -191,7 +191,7 @@ mod tests {
         );
         assert_eq!(
             wanted[3].what,
-            "the hidden command, argsJSON and flags columns H:J of panel 'web-1'"
+            "the hidden inputs, command, argsJSON and flags columns G:J of panel 'web-1'"
         );
         for open in [0, 2, 3, 4] {
             let column = Area::columns(5001, open, open + 1);
@@ -223,6 +223,7 @@ mod tests {
                     end_col: 26
                 }),
                 Area::columns(9, 1, 2),
+                Area::columns(9, 6, 7),
                 Area::columns(9, 10, 13)
             ]
         );

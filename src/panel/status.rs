@@ -37,6 +37,9 @@ pub fn done_text(finished_at: DateTime<Utc>, tz: Tz) -> String {
     format!("✅ 完了 {}", sheet_time::format_short(finished_at, tz))
 }
 
+/// How much of a job's inputs its 状態 shows, in characters.
+pub const INPUTS_TEXT_MAX_CHARS: usize = 80;
+
 /// `❌ エラー: <message>`, the message on one line and cut to [`ERROR_TEXT_MAX_CHARS`] with
 /// `…`; `❌ エラー` alone when there is no message.
 pub fn error_text(message: &str) -> String {
@@ -137,14 +140,26 @@ pub struct PanelOutcome {
     pub message: String,
     /// The function's next scheduled run on this target, shown after a final state.
     pub next_run: Option<DateTime<Utc>>,
+    /// The job's inputs as one line (`version=1.2.4, dry_run=true`), shown after the state:
+    /// which values this outcome is for. Empty for a function without inputs.
+    pub inputs: String,
 }
 
 impl PanelOutcome {
     /// The 状態 text for this outcome.
     pub fn status_text(&self, tz: Tz) -> String {
+        let inputs = one_line(&self.inputs, INPUTS_TEXT_MAX_CHARS);
         let text = match self.state {
-            State::Done => done_text(self.finished_at, tz),
+            State::Error if !inputs.is_empty() => {
+                let message = one_line(&self.message, ERROR_TEXT_MAX_CHARS);
+                if message.is_empty() {
+                    format!("❌ エラー · {inputs}")
+                } else {
+                    format!("❌ エラー · {inputs}: {message}")
+                }
+            }
             State::Error => error_text(&self.message),
+            State::Done => done_text(self.finished_at, tz),
             State::Timeout => TIMEOUT_TEXT.to_string(),
             State::Cancelled => CANCELLED_TEXT.to_string(),
             State::Rejected => REJECTED_TEXT.to_string(),
@@ -152,6 +167,11 @@ impl PanelOutcome {
             State::AwaitingApproval => return "承認待ち".to_string(),
             State::Running => return running_text(Some(self.finished_at), tz),
             State::Waiting => return claim::waiting_text(0),
+        };
+        let text = if inputs.is_empty() || self.state == State::Error {
+            text
+        } else {
+            format!("{text} · {inputs}")
         };
         match self.next_run {
             Some(next) => format!("{text} · 次回 {}", sheet_time::format_short(next, tz)),
@@ -460,6 +480,40 @@ mod tests {
     }
 
     #[test]
+    fn a_job_with_inputs_shows_them_after_its_state() {
+        let done = PanelOutcome {
+            state: State::Done,
+            finished_at: at(125),
+            url: None,
+            message: String::new(),
+            next_run: None,
+            inputs: "version=1.2.4, dry_run=true".into(),
+        };
+        assert_eq!(
+            done.status_text(tz()),
+            "✅ 完了 11/30 14:05 · version=1.2.4, dry_run=true"
+        );
+        let failed = PanelOutcome {
+            state: State::Error,
+            message: "exit code 1".into(),
+            ..done.clone()
+        };
+        assert_eq!(
+            failed.status_text(tz()),
+            "❌ エラー · version=1.2.4, dry_run=true: exit code 1"
+        );
+        let long = PanelOutcome {
+            inputs: format!("note={}", "x".repeat(200)),
+            ..done
+        };
+        assert!(
+            long.status_text(tz()).chars().count() < 120,
+            "inputs are cut: {}",
+            long.status_text(tz())
+        );
+    }
+
+    #[test]
     fn long_errors_are_cut_on_one_line() {
         let long = format!("line one\n{}", "あ".repeat(100));
         let text = error_text(&long);
@@ -480,6 +534,7 @@ mod tests {
             url: Some("https://example.com/r/1".into()),
             message: "ok".into(),
             next_run: None,
+            inputs: String::new(),
         };
         let vr = result_cells(&panel, 9, &done, tz(), &PanelLayout::default());
         assert_eq!(vr.range, "'Bob''s'!C9:E9");
@@ -504,6 +559,7 @@ mod tests {
             url: None,
             message: "ok".into(),
             next_run: None,
+            inputs: String::new(),
         };
         let cells = status_and_time_cells(&panel, 9, &done, tz(), &PanelLayout::default());
         let ranges: Vec<&str> = cells.iter().map(|v| v.range.as_str()).collect();
@@ -519,6 +575,7 @@ mod tests {
             url: None,
             message: "=IMPORTXML(\"http://evil\")".into(),
             next_run: None,
+            inputs: String::new(),
         };
         let vr = result_cells(
             &panel_ref(5, "P", "A"),
@@ -661,6 +718,7 @@ mod tests {
             url: None,
             message: "ok".into(),
             next_run: Some(next),
+            inputs: String::new(),
         };
         assert_eq!(
             done.status_text(tz()),

@@ -1280,6 +1280,7 @@ fn panel_cells(
         (cols.command, "command"),
         (cols.args_json, "argsJSON"),
         (cols.flags, "システムフラグ"),
+        (cols.inputs, "inputs"),
     ] {
         cells.set(header, col.0, text(h));
     }
@@ -1361,6 +1362,7 @@ fn panel_cells(
         cells.set(row, cols.command.0, text(&f.command));
         cells.set(row, cols.args_json.0, text(f.args_json()));
         cells.set(row, cols.flags.0, text(f.flags_text()));
+        cells.set(row, cols.inputs.0, text(inputs_spec(f)));
     }
     let end = first + catalog.functions.len() as u32;
     let old_end = table.rows.iter().map(|r| r.row).max().unwrap_or(0);
@@ -1376,6 +1378,43 @@ fn panel_cells(
         }
     }
     cells
+}
+
+/// The hidden inputs cell of function `f`: `[[name, label], …]` in slot order, each with
+/// its cell's default third where the function says `reset_inputs`; empty without inputs.
+/// The Apps Script intake knows the config only through it.
+fn inputs_spec(f: &super::catalog::FunctionDef) -> String {
+    if f.inputs.is_empty() {
+        return String::new();
+    }
+    let entries: Vec<serde_json::Value> = f
+        .inputs
+        .iter()
+        .map(|d| {
+            let mut entry = vec![
+                serde_json::Value::from(d.name.as_str()),
+                serde_json::Value::from(d.label()),
+            ];
+            if f.reset_inputs {
+                entry.push(match default_cell(d) {
+                    Cell::Null => Cell::from(""),
+                    cell => cell,
+                });
+            }
+            serde_json::Value::Array(entry)
+        })
+        .collect();
+    serde_json::Value::Array(entries).to_string()
+}
+
+/// What input `d`'s value cell holds before anyone picks: its default, unticked for a bool
+/// without one, else empty.
+pub(crate) fn default_cell(d: &crate::inputs::InputDef) -> Cell {
+    match d.default_value() {
+        Some(Ok(v)) => crate::inputs::to_cell(d, &v),
+        _ if crate::inputs::is_checkbox(d) => Cell::Bool(false),
+        _ => Cell::Null,
+    }
 }
 
 /// The input cells of function `f` on zero-based sheet row `row`: each input's label and
@@ -1402,11 +1441,7 @@ fn input_cells(
             .and_then(|o| o.input(n, d.label()))
             .filter(|v| !v.is_null() && v.as_str() != Some(""))
             .cloned();
-        let value = kept.unwrap_or_else(|| match d.default_value() {
-            Some(Ok(v)) => crate::inputs::to_cell(d, &v),
-            _ if crate::inputs::is_checkbox(d) => Cell::Bool(false),
-            _ => Cell::Null,
-        });
+        let value = kept.unwrap_or_else(|| default_cell(d));
         cells.set(row, label_col, text(d.label()));
         cells.set(row, value_col, value);
     }
@@ -1574,6 +1609,7 @@ fn new_panel_formats(
         cols.command.0,
         cols.args_json.0,
         cols.flags.0,
+        cols.inputs.0,
     ];
     hidden.sort_unstable();
     hidden.dedup();

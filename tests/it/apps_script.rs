@@ -1542,3 +1542,79 @@ async fn the_bound_simple_trigger_writes_no_approval_or_stop_into_a_protected_qu
     assert_eq!(approve_box(&emu, "サーバーA", 8), "TRUE");
     assert_eq!(panel_row(&emu, "サーバーA", 8)[5], "TRUE");
 }
+
+#[tokio::test]
+#[ignore = "needs Node.js; .ci/run runs it with --ignored"]
+async fn a_press_through_code_js_takes_the_inputs_under_its_lock_and_the_daemon_runs_them() {
+    use crate::inputs::{serial, PANEL_CONFIG};
+    let emu = start_with_quota(Quota::scaled(20)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    emu.batch_update(json!([{ "addSheet": { "properties": { "title": "リリース" } } }]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values(
+        "'リリース'!A1:A3",
+        json!([["ビルド"], ["v1.0"], ["v1.1"]]),
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let config = crate::daemon::binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-1",
+        "intake = \"none\"\n",
+        PANEL_CONFIG,
+    );
+    let synced = run_sheetq(&config, &["panels", "sync"]).await;
+    assert!(synced.status.success(), "{}", output_text(&synced));
+    let intake = Intake::bound_only(&emu).await;
+
+    // Alice picks a version, unticks dry_run, picks a day and a build; 一言's word too.
+    for (cell, value) in [
+        ("M8", json!("1.2.4")),
+        ("O8", json!(false)),
+        ("Q8", json!(serial("2027-01-15"))),
+        ("S8", json!("hello")),
+        ("U8", json!("v1.1")),
+        ("M9", json!("once")),
+    ] {
+        emu.set_values(&format!("'サーバーA'!{cell}"), json!([[value]]), false)
+            .unwrap_or_else(|e| panic!("{cell}: {e:?}"));
+    }
+    let toasts = intake.tick_toasts(ALICE, "サーバーA", "A8").await;
+    assert_eq!(toasts, ["受け付けました: デプロイ（サーバーA）"]);
+    let toasts = intake.tick_toasts(ALICE, "サーバーA", "A9").await;
+    assert_eq!(toasts, ["受け付けました: 一言（サーバーA）"]);
+    // A change after the press never reaches the job.
+    emu.set_values("'サーバーA'!M8", json!([["1.2.3"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        emu.values("'サーバーA'!M9")
+            .unwrap_or_else(|e| panic!("{e:?}")),
+        vec![vec![json!("-")]],
+        "reset_inputs: the script puts the word back to its default"
+    );
+
+    let _daemon = crate::daemon::Binary::start(&config, &dir.path().join("sheetq.log"));
+    let rows = wait_queue_finished(&emu, 2, "both presses to run", WAIT).await;
+    let args_of = |function: &str| -> Json {
+        let row = rows
+            .iter()
+            .find(|r| r.function == function)
+            .unwrap_or_else(|| panic!("no {function} row: {}", describe_queue(&rows)));
+        assert_eq!(row.requester, ALICE);
+        serde_json::from_str(&row.args_json).unwrap_or_else(|e| panic!("{e}"))
+    };
+    assert_eq!(
+        args_of("デプロイ"),
+        json!({
+            "mode": "rolling",
+            "version": "1.2.4",
+            "dry_run": false,
+            "day": "2027-01-15",
+            "note": "hello",
+            "build": "v1.1",
+        }),
+        "the values as they were under the press's lock, a date as its day"
+    );
+    assert_eq!(args_of("一言"), json!({ "word": "once" }));
+}

@@ -315,6 +315,37 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
         t.starts_with("50")
     })
     .await;
+    // An input cell as `panels sync` makes it for a choice (a strict list rule with a
+    // dropdown): drawn as a dropdown, and a pick there is typed into the cell.
+    emu.batch_update(json!([{ "setDataValidation": {
+        "range": { "sheetId": 1003, "startRowIndex": 8, "endRowIndex": 9, "startColumnIndex": 12, "endColumnIndex": 13 },
+        "rule": { "condition": { "type": "ONE_OF_LIST", "values": [
+            { "userEnteredValue": "1.2.3" }, { "userEnteredValue": "1.2.4" } ] },
+            "strict": true, "showCustomUi": true }
+    } }]))
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    open_tab(&page, 0).await;
+    open_tab(&page, 1003).await;
+    let pick = page
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#grid td[data-r=\"8\"][data-c=\"12\"] select"))
+        .await
+        .unwrap_or_else(|e| panic!("the list cell is no dropdown: {e}"));
+    pick.select_by_value("1.2.4")
+        .await
+        .unwrap_or_else(|e| panic!("cannot pick 1.2.4: {e}"));
+    wait_for(
+        "the picked version in the cell",
+        WAIT,
+        || {
+            (emu.values("'サーバーC'!M9").unwrap_or_default() == vec![vec![json!("1.2.4")]])
+                .then_some(())
+        },
+        || format!("{:?}", emu.values("'サーバーC'!M9")),
+    )
+    .await;
+
     // Opening the editor on a formula and leaving it unchanged keeps the formula.
     open_tab(&page, 0).await;
     double_click(&page, "#grid td[data-r=\"1\"][data-c=\"3\"]").await;
@@ -384,8 +415,8 @@ async fn a_person_ticks_a_box_in_the_page_and_watches_the_job_run_while_sorting_
         .filter(|r| r.method == "person.edit")
         .count();
     assert_eq!(
-        person_edits, 7,
-        "three ticks, a sort, typing, an insert and a delete; leaving a formula unchanged is no edit"
+        person_edits, 8,
+        "three ticks, a sort, typing, an insert, a delete and a pick from a dropdown; leaving a formula unchanged is no edit"
     );
 }
 

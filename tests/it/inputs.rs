@@ -170,7 +170,7 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
 /// A panel with inputs of every kind: a version from a list, a dry-run switch, a day, a note
 /// with a pattern, a build from a range of the spreadsheet; and a function whose one input
 /// returns to its default after each press.
-const PANEL_CONFIG: &str = r#"[commands.show]
+pub(crate) const PANEL_CONFIG: &str = r#"[commands.show]
 exec = ["/bin/sh", "-c", "printf '%s' \"$SHEETQ_ARGS_JSON\""]
 [[targets]]
 label = "サーバーA"
@@ -193,7 +193,7 @@ inputs = [{ name = "word", label = "言葉", type = "text", default = "-" }]
 "#;
 
 /// Google's serial of a day (days since 1899-12-30), as a date cell holds it.
-fn serial(day: &str) -> i64 {
+pub(crate) fn serial(day: &str) -> i64 {
     let day = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").unwrap_or_default();
     let epoch = chrono::NaiveDate::from_ymd_opt(1899, 12, 30).unwrap_or_default();
     (day - epoch).num_days()
@@ -342,6 +342,20 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
         "the job carries the values as pressed, the later change left out"
     );
     assert_eq!(args_of("一言"), json!({ "word": "once" }));
+    wait_for(
+        "the panel row to show the job's inputs after its state",
+        WAIT,
+        || {
+            let status = panel_row(&emu, "サーバーA", 8)[2].clone();
+            (status.starts_with("✅ 完了")
+                && status.ends_with(
+                    " · version=1.2.4, dry_run=false, day=2027-01-15, note=hello world, build=v1.1",
+                ))
+            .then_some(())
+        },
+        || format!("{:?}", panel_row(&emu, "サーバーA", 8)),
+    )
+    .await;
     let cells = emu
         .values("'サーバーA'!M8:M9")
         .unwrap_or_else(|e| panic!("{e:?}"));
@@ -367,6 +381,26 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
             && third.message.contains("does not match its pattern")
             && third.message.contains("so nothing ran"),
         "a range's value is data, checked by the pattern: {}",
+        describe_queue(&rows)
+    );
+
+    // A value the list does not hold (written past the dropdown, as the API can) is refused
+    // against the list as the daemon's read found it.
+    emu.set_values("'サーバーA'!U8", json!([["v9.9"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values("'サーバーA'!A8", json!([[true]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let rows = wait_queue_finished(&emu, 4, "the fourth press to end", WAIT).await;
+    let fourth = rows
+        .iter()
+        .max_by_key(|r| r.row)
+        .unwrap_or_else(|| panic!("{}", describe_queue(&rows)));
+    assert!(
+        fourth.state.is(State::Error)
+            && fourth
+                .message
+                .contains("ビルド = \"v9.9\" is not among its choices (\"v1.0\", \"v1.1\""),
+        "a choice from a range must be in the range: {}",
         describe_queue(&rows)
     );
 }

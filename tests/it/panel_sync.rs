@@ -410,7 +410,7 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
         assert_eq!(
             protected_areas(service_account.as_ref(), title).await.len(),
             4,
-            "{title}: its markers G1:G3 and G5, its labels B and H:J"
+            "{title}: its markers G1:G3 and G5, its labels B and G:J"
         );
     }
 }
@@ -833,7 +833,7 @@ async fn sync_protects_each_panels_markers_labels_and_hidden_columns_and_leaves_
     assert_eq!(
         done.report.protected.len(),
         3 * 4 + 1,
-        "per panel G1:G3, G5, B and H:J, and the index's hidden column: {}",
+        "per panel G1:G3, G5, B and G:J, and the index's hidden column: {}",
         done.report
     );
     assert_eq!(
@@ -862,12 +862,12 @@ async fn sync_protects_each_panels_markers_labels_and_hidden_columns_and_leaves_
             ..g(4..5)
         },
         sheetq::sheets::Area::columns(id, 1, 2),
-        sheetq::sheets::Area::columns(id, 7, 10),
+        sheetq::sheets::Area::columns(id, 6, 10),
     ];
     expected.sort_by_key(|a| (a.start_col, a.start_row));
     assert_eq!(
         areas, expected,
-        "the markers, the labels B and H:J, every row"
+        "the markers, the labels B and G:J (the hidden inputs, command, argsJSON and flags), every row"
     );
 
     // A person, editor of the file, presses and types where people do, and nowhere else.

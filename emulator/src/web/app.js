@@ -385,6 +385,24 @@ function renderSheet() {
           setBox(r, c, !cell.b);
         });
         td.appendChild(box);
+      } else if (cell && cell.o !== undefined) {
+        // A dropdown (a list or range rule): picking a choice types it in, as in Sheets.
+        td.classList.add('dropdown');
+        const pick = document.createElement('select');
+        pick.setAttribute('aria-label', letters(c) + (r + 1));
+        const choices = cell.o.includes(cell.t) ? cell.o : [cell.t].concat(cell.o);
+        for (const choice of choices) {
+          const option = document.createElement('option');
+          option.value = choice;
+          option.textContent = choice;
+          option.selected = choice === cell.t;
+          pick.appendChild(option);
+        }
+        pick.addEventListener('change', () => {
+          select(r, c);
+          typeIn(r, c, pick.value);
+        });
+        td.appendChild(pick);
       } else if (cell && cell.g !== undefined) {
         // An index link (`=HYPERLINK("#gid=…")`): opens that sheet's tab, as in Sheets.
         const a = document.createElement('a');
