@@ -85,6 +85,26 @@ impl JobSpec {
     }
 }
 
+/// Why a job cannot fill command `command`'s argv: an `{input.NAME}` it puts there that the
+/// job's admitted `args` lack (its function has no such input, or it has no value and no
+/// default). An argv element is never left with a hole.
+fn missing_input(
+    command: &str,
+    argv: &[argv::ArgTemplate],
+    spec: &JobSpec,
+    args: &serde_json::Map<String, serde_json::Value>,
+) -> Option<String> {
+    argv.iter()
+        .flat_map(argv::ArgTemplate::placeholders)
+        .find(|p| matches!(p, argv::Placeholder::Input(_)) && p.value(spec, args).is_none())
+        .map(|p| {
+            format!(
+                "command \"{command}\" puts {p} into argv, but function {} gave it no value (no such input, or one without a value or default), so nothing ran",
+                sheet_text::shown(&spec.function)
+            )
+        })
+}
+
 /// What kind of rule refused a job: the `reason` label of `sheetq_jobs_refused_total`, and
 /// the `reason` field of the log line every refusal gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -395,7 +415,7 @@ impl Registry {
             if let CommandKind::Exec { argv } = &def.kind {
                 let program = argv
                     .first()
-                    .map(|t| t.render(&JobSpec::default()))
+                    .map(|t| t.render(&JobSpec::default(), &serde_json::Map::new()))
                     .unwrap_or_default();
                 if let Err(why) = process::find_program(&program, &process::job_path(&def.env)) {
                     out.push(format!("commands.{}: program {program:?} {why}", def.name));
@@ -429,6 +449,17 @@ impl Registry {
             .enumerate()
             .filter(|(_, f)| !self.broken.contains(sheet_text::trim(&f.command)))
             .filter_map(|(i, f)| {
+                // An `{input.NAME}` of its command's argv that it has no input for: every
+                // press would be refused.
+                if let Some(missing) = self.inputs_not_declared(f) {
+                    return Some(format!(
+                        "[[functions]] entry {} (\"{}\"): command \"{}\" puts {missing} into argv; add an input {} to the function's inputs, or use another command",
+                        i + 1,
+                        f.label,
+                        f.command,
+                        missing.name().trim_start_matches(argv::INPUT_PREFIX)
+                    ));
+                }
                 // Its args as a job with its inputs' defaults carries them: an input the
                 // command's args_schema does not take is said here, not at the first press.
                 let mut args = match serde_json::to_value(&f.args) {
@@ -463,6 +494,25 @@ impl Registry {
             .collect()
     }
 
+    /// The first `{input.NAME}` of `f`'s command's argv that `f` declares no input for.
+    fn inputs_not_declared(
+        &self,
+        f: &crate::panel::catalog::FunctionDef,
+    ) -> Option<argv::Placeholder> {
+        let def = self.get(&f.command)?;
+        let CommandKind::Exec { argv: templates } = &def.kind else {
+            return None;
+        };
+        templates
+            .iter()
+            .flat_map(argv::ArgTemplate::placeholders)
+            .find(|p| match p {
+                argv::Placeholder::Input(name) => !f.inputs.iter().any(|d| &d.name == name),
+                _ => false,
+            })
+            .cloned()
+    }
+
     /// Why the function label of `spec` cannot go where its command's argv puts `{function}`.
     fn unfit_label(&self, spec: &JobSpec) -> Option<String> {
         let def = self.get(&spec.command)?;
@@ -470,7 +520,8 @@ impl Registry {
             return None;
         };
         argv::unfit(&def.name, templates, &def.patterns, |p| {
-            (p == argv::Placeholder::Function).then_some(spec.function.as_str())
+            (*p == argv::Placeholder::Function)
+                .then_some(std::borrow::Cow::Borrowed(spec.function.as_str()))
         })
     }
 
@@ -619,12 +670,15 @@ impl Registry {
                 // After the args checks, so that `check_functions`, which knows no target
                 // yet, still hears of bad args.
                 if problems.is_empty() {
-                    let value = |p: argv::Placeholder| Some(p.value(spec));
+                    if let Some(why) = missing_input(&def.name, templates, spec, &args) {
+                        return Err(JobRejected::new(Refusal::Placeholder, why));
+                    }
+                    let value = |p: &argv::Placeholder| p.value(spec, &args);
                     if let Some(why) = argv::unfit(&def.name, templates, &def.patterns, value) {
                         return Err(JobRejected::new(Refusal::Placeholder, why));
                     }
                 }
-                let argv = templates.iter().map(|t| t.render(spec)).collect();
+                let argv = templates.iter().map(|t| t.render(spec, &args)).collect();
                 Some(Plan::Exec { argv })
             }
         };
@@ -871,6 +925,79 @@ mod tests {
             problems[1].contains("(\"B\")") && problems[1].contains("seconds"),
             "{}",
             problems[1]
+        );
+    }
+
+    #[test]
+    fn an_input_placeholder_puts_the_admitted_value_into_argv_under_every_placeholder_rule() {
+        let r = Registry::from_toml_str(
+            r#"
+            [deploy]
+            exec = ["/opt/deploy", "--version", "{input.version}", "--dry-run={input.dry_run}"]
+            placeholder_patterns = { "input.version" = "[0-9][0-9.]*" }
+            [early]
+            exec = ["/opt/deploy", "{input.version}"]
+            "#,
+            STALE,
+        )
+        .unwrap_or_else(|e| panic!("{e:#?}"));
+        let functions = r#"
+            [[functions]]
+            label = "デプロイ"
+            command = "deploy"
+            inputs = [{ name = "version", type = "text" }, { name = "dry_run", type = "bool", default = true }]
+            [[functions]]
+            label = "早い"
+            command = "early"
+            inputs = [{ name = "version", type = "text" }]
+            [[functions]]
+            label = "入力なし"
+            command = "deploy"
+            "#;
+        let r = r.with_catalog(catalog(functions));
+        let press = |function: &str, command: &str, args: &str| JobSpec {
+            function: function.into(),
+            ..spec(command, args)
+        };
+        let job = r
+            .prepare(&press("デプロイ", "deploy", r#"{"version":"1.2.4"}"#))
+            .unwrap_or_else(|e| panic!("a version the pattern takes runs: {e}"));
+        assert_eq!(
+            job.argv(),
+            Some(
+                &[
+                    "/opt/deploy".to_string(),
+                    "--version".into(),
+                    "1.2.4".into(),
+                    "--dry-run=true".into()
+                ][..]
+            ),
+            "the value as admitted, the default filled in"
+        );
+        let refused = |function: &str, command: &str, args: &str| {
+            r.prepare(&press(function, command, args))
+                .err()
+                .map(|e| (e.reason, e.message))
+                .unwrap_or_else(|| panic!("{function} {args} must be refused"))
+        };
+        let (reason, why) = refused("デプロイ", "deploy", r#"{"version":"1.2.x"}"#);
+        assert_eq!(reason, Refusal::Placeholder);
+        assert!(why.contains("placeholder_patterns.input.version"), "{why}");
+        let (_, why) = refused("早い", "early", r#"{"version":"-oProxyCommand=id"}"#);
+        assert!(why.contains("starts with \"-\""), "never an option: {why}");
+        let (_, why) = refused("早い", "early", r#"{"version":"a\nb"}"#);
+        assert!(why.contains("control"), "no controls: {why}");
+        let (_, why) = refused("入力なし", "deploy", "{}");
+        assert!(
+            why.contains("{input.version}") && why.contains("nothing ran"),
+            "a function without the input cannot fill the hole: {why}"
+        );
+        let problems = r.check_functions(&catalog(functions));
+        assert!(
+            problems.len() == 1
+                && problems[0].contains("(\"入力なし\")")
+                && problems[0].contains("add an input version"),
+            "check names the function that lacks the input: {problems:?}"
         );
     }
 

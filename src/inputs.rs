@@ -116,7 +116,7 @@ impl InputDef {
 
 /// Whether `name` may name an input: ASCII letters, digits and `_`, starting with a letter,
 /// at most 40 characters (it is a key of the job's args and a placeholder's name).
-fn plain_name(name: &str) -> bool {
+pub(crate) fn plain_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

@@ -7,6 +7,7 @@
 //! Only argv needs these rules. The same values also reach the program in `SHEETQ_*`
 //! environment variables and in the stdin JSON, where no program reads them as options.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -22,16 +23,23 @@ use super::JobSpec;
 pub const MAX_VALUE_CHARS: usize = 256;
 
 /// A job field that an argv element can name as `{target}`, `{function}`, `{job_id}` or
-/// `{requester}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// `{requester}`, or one of its function's inputs as `{input.NAME}` (the value the job was
+/// admitted with, its default filled in).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Placeholder {
     Target,
     Function,
     JobId,
     Requester,
+    /// `{input.NAME}`: the job's input `NAME`.
+    Input(String),
 }
 
+/// How an input placeholder begins: `{input.version}`.
+pub const INPUT_PREFIX: &str = "input.";
+
 impl Placeholder {
+    /// The job's own fields; inputs are named by their function's config.
     pub const ALL: [Placeholder; 4] = [
         Placeholder::Target,
         Placeholder::Function,
@@ -39,33 +47,53 @@ impl Placeholder {
         Placeholder::Requester,
     ];
 
-    /// The word between the braces, e.g. `target`.
-    pub fn name(self) -> &'static str {
+    /// The word between the braces, e.g. `target`, `input.version`.
+    pub fn name(&self) -> String {
         match self {
-            Placeholder::Target => "target",
-            Placeholder::Function => "function",
-            Placeholder::JobId => "job_id",
-            Placeholder::Requester => "requester",
+            Placeholder::Target => "target".into(),
+            Placeholder::Function => "function".into(),
+            Placeholder::JobId => "job_id".into(),
+            Placeholder::Requester => "requester".into(),
+            Placeholder::Input(name) => format!("{INPUT_PREFIX}{name}"),
         }
     }
 
+    /// The placeholder `word` names: a job field, or `input.` and an input's name (letters,
+    /// digits and `_`, as `crate::inputs` allows).
     pub fn from_name(word: &str) -> Option<Placeholder> {
+        if let Some(name) = word.strip_prefix(INPUT_PREFIX) {
+            return crate::inputs::plain_name(name).then(|| Placeholder::Input(name.to_string()));
+        }
         Placeholder::ALL.into_iter().find(|p| p.name() == word)
     }
 
-    /// This field of `spec`.
-    pub fn value(self, spec: &JobSpec) -> &str {
-        match self {
+    /// This value of a job `spec` admitted with `args`; `None` for an input the args lack.
+    /// A text input is its text; a number or a bool its JSON text (`3`, `true`).
+    pub fn value<'a>(
+        &self,
+        spec: &'a JobSpec,
+        args: &'a serde_json::Map<String, serde_json::Value>,
+    ) -> Option<Cow<'a, str>> {
+        Some(Cow::Borrowed(match self {
             Placeholder::Target => &spec.target,
             Placeholder::Function => &spec.function,
             Placeholder::JobId => &spec.job_id,
             Placeholder::Requester => &spec.requester,
-        }
+            Placeholder::Input(name) => {
+                return match args.get(name)? {
+                    serde_json::Value::String(s) => Some(Cow::Borrowed(s)),
+                    serde_json::Value::Null => None,
+                    other => Some(Cow::Owned(other.to_string())),
+                }
+            }
+        }))
     }
 
     /// Every placeholder as written in argv, for messages: `{target}, {function}, …`.
     pub(crate) fn known() -> String {
-        Placeholder::ALL.map(|p| p.to_string()).join(", ")
+        let mut known: Vec<String> = Placeholder::ALL.iter().map(|p| p.to_string()).collect();
+        known.push(format!("{{{INPUT_PREFIX}NAME}}"));
+        known.join(", ")
     }
 }
 
@@ -100,8 +128,10 @@ impl ArgTemplate {
         let mut rest = text;
         while let Some(open) = rest.find('{') {
             let after = &rest[open + 1..];
+            // `input.NAME` is one word; elsewhere a dot ends it, so `{a.b}` stays text.
+            let dotted = after.starts_with(INPUT_PREFIX);
             let word_len = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || (dotted && c == '.')))
                 .unwrap_or(after.len());
             let is_placeholder = word_len > 0 && after[word_len..].starts_with('}');
             if !is_placeholder {
@@ -135,21 +165,26 @@ impl ArgTemplate {
     }
 
     /// The placeholders of this element, in order (a repeated one each time).
-    pub fn placeholders(&self) -> impl Iterator<Item = Placeholder> + '_ {
+    pub fn placeholders(&self) -> impl Iterator<Item = &Placeholder> + '_ {
         self.parts.iter().filter_map(|p| match p {
-            Part::Field(f) => Some(*f),
+            Part::Field(f) => Some(f),
             Part::Text(_) => None,
         })
     }
 
-    /// The element's text for `spec`.
-    pub fn render(&self, spec: &JobSpec) -> String {
+    /// The element's text for `spec` admitted with `args` (an input the args lack is
+    /// empty: [`unfit`] refuses such a job before it is rendered).
+    pub fn render(
+        &self,
+        spec: &JobSpec,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> String {
         let mut out = String::new();
         for part in &self.parts {
-            out.push_str(match part {
-                Part::Text(t) => t,
-                Part::Field(f) => f.value(spec),
-            });
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Field(f) => out.push_str(&f.value(spec, args).unwrap_or_default()),
+            }
         }
         out
     }
@@ -180,14 +215,14 @@ impl ArgTemplate {
     /// comes first, or when a value that could come first is not known.
     fn opening<'a>(
         &self,
-        value: &impl Fn(Placeholder) -> Option<&'a str>,
-    ) -> Option<(Placeholder, &'a str)> {
+        value: &impl Fn(&Placeholder) -> Option<Cow<'a, str>>,
+    ) -> Option<(&Placeholder, Cow<'a, str>)> {
         for part in &self.parts {
             match part {
                 Part::Text(_) => return None,
-                Part::Field(f) => match value(*f)? {
-                    "" => continue,
-                    v => return Some((*f, v)),
+                Part::Field(f) => match value(f)? {
+                    v if v.is_empty() => continue,
+                    v => return Some((f, v)),
                 },
             }
         }
@@ -250,7 +285,7 @@ pub fn unfit<'a>(
     command: &str,
     argv: &[ArgTemplate],
     patterns: &Patterns,
-    value: impl Fn(Placeholder) -> Option<&'a str>,
+    value: impl Fn(&Placeholder) -> Option<Cow<'a, str>>,
 ) -> Option<String> {
     let mut options_ended = false;
     for (i, element) in argv.iter().enumerate() {
@@ -259,7 +294,7 @@ pub fn unfit<'a>(
             continue;
         }
         for p in element.placeholders() {
-            if let Some(why) = value(p).and_then(|v| unfit_text(command, p, v, patterns)) {
+            if let Some(why) = value(p).and_then(|v| unfit_text(command, p, &v, patterns)) {
                 return Some(why);
             }
         }
@@ -272,7 +307,7 @@ pub fn unfit<'a>(
                     "{p} value {} starts with \"-\" and would begin argv element {i} of \
                      command \"{command}\", where the program reads options: a value from the \
                      sheet is never passed as an option",
-                    shown(v)
+                    shown(&v)
                 ));
             }
         }
@@ -281,7 +316,7 @@ pub fn unfit<'a>(
 }
 
 /// What is wrong with `v` as text for `p` wherever it goes in argv.
-fn unfit_text(command: &str, p: Placeholder, v: &str, patterns: &Patterns) -> Option<String> {
+fn unfit_text(command: &str, p: &Placeholder, v: &str, patterns: &Patterns) -> Option<String> {
     if let Some(c) = v.chars().find(|c| disguises(*c)) {
         return Some(format!(
             "{p} value {} holds U+{:04X}, a control, line-break or text-direction character: \
@@ -298,7 +333,7 @@ fn unfit_text(command: &str, p: Placeholder, v: &str, patterns: &Patterns) -> Op
             shown(v)
         ));
     }
-    match patterns.get(&p) {
+    match patterns.get(p) {
         Some(pattern) if !pattern.is_match(v) => Some(format!(
             "{p} value {} does not match the pattern {:?} that \
              commands.{command}.placeholder_patterns.{} requires",
@@ -381,6 +416,10 @@ fn is_short_option(text: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A job's args without inputs.
+    static NO_ARGS: std::sync::LazyLock<serde_json::Map<String, serde_json::Value>> =
+        std::sync::LazyLock::new(serde_json::Map::new);
+
     fn argv(elements: &[&str]) -> Vec<ArgTemplate> {
         elements
             .iter()
@@ -399,7 +438,9 @@ mod tests {
             requester: "r@x".into(),
             ..JobSpec::default()
         };
-        unfit("cmd", &argv(elements), patterns, |p| Some(p.value(&spec)))
+        unfit("cmd", &argv(elements), patterns, |p| {
+            p.value(&spec, &NO_ARGS)
+        })
     }
 
     const PROXY: &str = "-oProxyCommand=sh -c 'id > /tmp/x'";
@@ -434,7 +475,7 @@ mod tests {
             "cmd",
             &argv(&["tool", "{requester}{target}"]),
             &Patterns::new(),
-            |p| Some(p.value(&spec)),
+            |p| p.value(&spec, &NO_ARGS),
         );
         assert!(
             why.as_deref()
@@ -572,7 +613,7 @@ mod tests {
                 "cmd",
                 &argv(&["ssh", "{target}", "uptime"]),
                 &patterns,
-                |p| { Some(p.value(&spec)) }
+                |p| { p.value(&spec, &NO_ARGS) }
             ),
             None,
             "only {{target}} goes into argv"
@@ -581,7 +622,7 @@ mod tests {
 
     #[test]
     fn a_value_not_known_yet_is_not_judged() {
-        let unknown = |_| None;
+        let unknown = |_: &Placeholder| None;
         assert_eq!(
             unfit(
                 "cmd",
@@ -652,6 +693,25 @@ mod tests {
     }
 
     #[test]
+    fn an_input_placeholder_is_input_dot_a_plain_name_and_a_dot_elsewhere_is_text() {
+        let t = ArgTemplate::parse("--v={input.version}")
+            .unwrap_or_else(|e| panic!("an input placeholder parses: {e}"));
+        assert_eq!(
+            t.placeholders().collect::<Vec<_>>(),
+            [&Placeholder::Input("version".into())]
+        );
+        assert_eq!(t.to_string(), "--v={input.version}");
+        for bad in ["{input.}", "{input.9x}", "{input.a.b}"] {
+            assert!(
+                ArgTemplate::parse(bad).is_err(),
+                "{bad} names no input and must be refused, not taken as text"
+            );
+        }
+        let text = ArgTemplate::parse("{a.b}").unwrap_or_else(|e| panic!("{e}"));
+        assert!(!text.has_placeholder(), "{{a.b}} is text, as before");
+    }
+
+    #[test]
     fn braces_that_are_not_placeholders_stay_literal() {
         let spec = JobSpec {
             target: "T".into(),
@@ -667,7 +727,7 @@ mod tests {
             ("{requester}", ""),
         ] {
             let t = ArgTemplate::parse(tpl).unwrap();
-            assert_eq!(t.render(&spec), want, "{tpl}");
+            assert_eq!(t.render(&spec, &NO_ARGS), want, "{tpl}");
             assert_eq!(t.to_string(), tpl, "shown as written");
         }
     }

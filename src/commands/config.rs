@@ -657,7 +657,12 @@ fn parse_patterns(
         let Some(p) = Placeholder::from_name(key) else {
             errors.push(format!(
                 "{at_key} is not a placeholder (known: {})",
-                Placeholder::ALL.map(Placeholder::name).join(", ")
+                Placeholder::ALL
+                    .iter()
+                    .map(Placeholder::name)
+                    .chain([format!("{}NAME", super::argv::INPUT_PREFIX)])
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
             continue;
         };
@@ -667,7 +672,7 @@ fn parse_patterns(
             ));
             continue;
         };
-        if argv.is_some_and(|argv| !argv.iter().any(|e| e.placeholders().any(|q| q == p))) {
+        if argv.is_some_and(|argv| !argv.iter().any(|e| e.placeholders().any(|q| *q == p))) {
             errors.push(format!(
                 "{at_key}: exec never puts {p} into argv, so the pattern would check nothing; \
                  remove it, or use {p} in exec"
@@ -1094,10 +1099,11 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e:#?}"));
         let patterns = &r.get("uptime").unwrap().patterns;
-        let shown: Vec<(&str, &str)> = patterns
+        let shown: Vec<(String, &str)> = patterns
             .iter()
             .map(|(p, pattern)| (p.name(), pattern.as_str()))
             .collect();
+        let shown: Vec<(&str, &str)> = shown.iter().map(|(p, s)| (p.as_str(), *s)).collect();
         assert_eq!(
             shown,
             [
@@ -1126,7 +1132,7 @@ mod tests {
             "commands.a.placeholder_patterns.function: exec never puts {function} into argv, \
              so the pattern would check nothing; remove it, or use {function} in exec",
             "commands.a.placeholder_patterns.host is not a placeholder (known: target, \
-             function, job_id, requester)",
+             function, job_id, requester, input.NAME)",
             "commands.a.placeholder_patterns.requester = 5 must be a regex string",
             "commands.a.placeholder_patterns.target = \"[a-z\" is not a valid regex",
             "commands.b.placeholder_patterns only applies to exec commands: remove it",
