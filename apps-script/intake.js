@@ -147,6 +147,7 @@ var HEADERS = {
 var OPTIONAL_HEADERS = {
   cancelRequest: '中止要求',
   approvals: '承認',
+  inputs: '入力',
 };
 
 /**
@@ -203,7 +204,7 @@ var PANEL = {
  */
 function pressInputs(header, cells, spec, formatDate) {
   var text = sheetTrim(spec === undefined || spec === null ? '' : spec);
-  if (text === '') return { ok: true, inputs: {} };
+  if (text === '') return { ok: true, inputs: {}, text: '' };
   var pairs;
   try {
     pairs = JSON.parse(text);
@@ -235,7 +236,22 @@ function pressInputs(header, cells, spec, formatDate) {
       inputs[name] = sheetTrim(value);
     }
   }
-  return { ok: true, inputs: inputs };
+  return { ok: true, inputs: inputs, text: inputsText(pairs, inputs) };
+}
+
+/**
+ * The inputs as one line for people (`version=1.2.4, dry_run=true`), in the order the
+ * function lists them, as sheetq words them.
+ */
+function inputsText(pairs, inputs) {
+  return pairs
+    .map(function (pair) { return String(pair[0]); })
+    .filter(function (name) { return Object.prototype.hasOwnProperty.call(inputs, name); })
+    .map(function (name) {
+      var v = inputs[name];
+      return name + '=' + (typeof v === 'string' ? v : JSON.stringify(v));
+    })
+    .join(', ');
 }
 
 /**
@@ -389,6 +405,8 @@ function queueRow(header, press) {
   set('command', press.command);
   set('argsJson', press.argsJson);
   set('flags', press.flags);
+  // 入力, for people (a queue made before it has none): the job runs on argsJSON.
+  if (cols.index.inputs !== undefined) set('inputs', press.inputs || '');
   set('state', WAITING);
   return row;
 }

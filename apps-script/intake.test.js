@@ -802,7 +802,11 @@ test('a press takes the inputs its row shows, a date as its day, and never guess
     '', '', versionLabel, ' 1.2.4 ', 'dry_run', false, '日付', new Date(Date.UTC(2027, 0, 14, 15))];
   const day = (d) => d.toISOString().slice(0, 10);
   const taken = intake.pressInputs(header, row('バージョン'), spec, day);
-  assert.deepEqual(taken, { ok: true, inputs: { version: '1.2.4', dry_run: false, day: '2027-01-14' } });
+  assert.deepEqual(taken, {
+    ok: true,
+    inputs: { version: '1.2.4', dry_run: false, day: '2027-01-14' },
+    text: 'version=1.2.4, dry_run=false, day=2027-01-14',
+  });
   assert.equal(
     intake.argsWithInputs('{"mode":"rolling"}', taken.inputs),
     '{"mode":"rolling","version":"1.2.4","dry_run":false,"day":"2027-01-14"}',
@@ -810,7 +814,7 @@ test('a press takes the inputs its row shows, a date as its day, and never guess
   const moved = intake.pressInputs(header, row('版'), spec, day);
   assert.equal(moved.ok, false, 'a label not where panels sync puts it refuses the press');
   assert.match(moved.message, /入力「バージョン」が見当たらない/);
-  assert.deepEqual(intake.pressInputs(header, row('x'), '', day), { ok: true, inputs: {} },
+  assert.deepEqual(intake.pressInputs(header, row('x'), '', day).inputs, {},
     'a function without inputs takes none');
   const blank = row('バージョン');
   blank[12] = '  ';

@@ -313,6 +313,7 @@ function takeIn(press, sheet, row) {
       fn: fn,
       command: sheetTrim(cells[PANEL.commandColumn - 1]),
       argsJson: argsWithInputs(String(cells[PANEL.argsColumn - 1]), taken.inputs),
+      inputs: taken.text,
       flags: pressFlags(cells[PANEL.flagsColumn - 1]),
     });
     var queued = appendToQueue(press, queue, newRow);

@@ -840,6 +840,7 @@ pub fn job_row(
         command: job.command.clone(),
         args_json: job.args_json.clone(),
         flags: job.flags.join(","),
+        inputs: config.catalog.inputs_text(&job.function, &job.args_json),
     }
     .to_row(columns, &config.states, tz)
 }

@@ -12,7 +12,9 @@
 //!   the store, not through the API;
 //! - idle: for each queue size, that many finished rows seeded straight into the store, then
 //!   one daemon (its own account) left idle for P polls: bytes and CPU time per poll;
-//! - peak RSS (`VmHWM`) after the saturation run and after each idle run.
+//! - peak RSS (`VmHWM`) after the saturation run and after each idle run;
+//! - then, each on a spreadsheet of its own: a failing job without and with retries
+//!   ([`retry`]), and presses without and with inputs ([`inputs`]).
 //!
 //! Everything runs in one process, the emulator too: process CPU and RSS include it, which
 //! is why the daemon's own CPU is measured on its threads alone (see [`cpu_of_threads`]).
@@ -41,6 +43,7 @@ use crate::{a1, admin};
 pub mod cold;
 mod figures;
 pub mod fleet;
+pub mod inputs;
 mod process;
 pub mod retry;
 pub mod schedule;
@@ -456,6 +459,8 @@ pub struct BenchReport {
     pub busy_alone_rss_kib: u64,
     /// What a failing job's retries add in requests.
     pub retry: retry::RetryCost,
+    /// What a press with inputs costs against one without.
+    pub inputs: inputs::InputsCost,
     /// The Markdown printed.
     pub markdown: String,
 }
@@ -632,6 +637,14 @@ pub async fn measure(args: Params, out: &mut impl Write) -> anyhow::Result<Bench
         "{} retries: a failing job without and with {} retries run",
         at(started),
         retry::RETRIES
+    )?;
+    report.inputs = inputs::measure(deadline).await?;
+    writeln!(
+        out,
+        "{} inputs: {} presses without and {} with inputs taken in",
+        at(started),
+        inputs::PRESSES,
+        inputs::PRESSES
     )?;
 
     report.markdown = markdown(&report, &args, quota);
@@ -1518,6 +1531,8 @@ fn main_table(r: &BenchReport, args: &Params, md: &mut String) {
             c.writes_per_retry()
         ),
     );
+    let (label, value) = inputs::row(&r.inputs);
+    row(label, value);
     let window = if s.shorter_than_a_minute {
         " (run < 60 s: whole run)"
     } else {

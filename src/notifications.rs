@@ -367,6 +367,10 @@ pub struct Notice {
     pub target: String,
     pub function: String,
     pub requester: String,
+    /// The job's inputs (`version=1.2.4, dry_run=true`), empty for a function without:
+    /// which values the outcome, or the approval asked for, is about.
+    #[serde(default)]
+    pub inputs: String,
     /// The job's end; `None` for an approval step's notice.
     pub finish: Option<Finish>,
     /// The approval step it tells of, for a notice before the job's end.
@@ -423,6 +427,7 @@ impl Notice {
             target: row.target_key().to_string(),
             function: row.function.clone(),
             requester: row.requester.clone(),
+            inputs: String::new(),
             finish: None,
             step: Some(step),
             state: state.to_string(),
@@ -455,6 +460,7 @@ impl Notice {
             target: job.target.clone(),
             function: job.function.clone(),
             requester: job.requester.clone(),
+            inputs: String::new(),
             finish: Some(job.finish),
             step: None,
             state: state.to_string(),
@@ -473,6 +479,12 @@ impl Notice {
         }
     }
 
+    /// The notice naming the job's inputs (`version=1.2.4, dry_run=true`).
+    pub fn with_inputs(mut self, inputs: String) -> Notice {
+        self.inputs = inputs;
+        self
+    }
+
     /// The request body for `format`.
     pub fn body(&self, format: Format) -> serde_json::Value {
         match format {
@@ -484,6 +496,7 @@ impl Notice {
                 "target": data(&self.target, 200),
                 "function": data(&self.function, 200),
                 "requester": data(&self.requester, 200),
+                "inputs": data(&self.inputs, 500),
                 "state": self.state,
                 "outcome": self.finish,
                 "approvalStep": self.step,
@@ -504,6 +517,7 @@ impl Notice {
         self.target = "(設定にない値)".into();
         self.function = String::new();
         self.requester = String::new();
+        self.inputs = String::new();
         self.message = format!(
             "ジョブ {} は設定に合わないため実行されませんでした (reason: {reason}); 内容はパネルかログで確認してください",
             data(&self.job_id, 80)
@@ -544,6 +558,12 @@ impl Notice {
             head.push_str(&format!(" ({})", about.join(", ")));
         }
         let mut lines = vec![head];
+        if !self.inputs.trim().is_empty() {
+            lines.push(format!(
+                "入力: {}",
+                inline(&data(&self.inputs, 500), escape)
+            ));
+        }
         let message = data(&self.message, MESSAGE_MAX_CHARS);
         if !message.trim().is_empty() {
             lines.push(block(&message, escape));

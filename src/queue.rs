@@ -45,6 +45,9 @@ pub enum Column {
     /// (`<who> yyyy/MM/dd HH:mm:ss #<jobId>`), written by the installable trigger or
     /// `sheetq approve` (docs/design.md §5.5).
     Approvals,
+    /// 入力: the job's inputs for people (`version=1.2.4, dry_run=true`), written with the
+    /// row; the job runs on its argsJSON, never on this text.
+    Inputs,
 }
 
 impl Column {
@@ -70,7 +73,7 @@ impl Column {
 
     /// Columns a queue may lack: without one, what it carries is not offered (`sheetq init`
     /// adds them to an existing queue).
-    pub const OPTIONAL: [Column; 2] = [Column::CancelRequest, Column::Approvals];
+    pub const OPTIONAL: [Column; 3] = [Column::CancelRequest, Column::Approvals, Column::Inputs];
 
     fn slot(self) -> usize {
         self as usize
@@ -99,6 +102,7 @@ pub struct HeaderNames {
     pub worker: String,
     pub cancel_request: String,
     pub approvals: String,
+    pub inputs: String,
 }
 
 impl Default for HeaderNames {
@@ -122,6 +126,7 @@ impl Default for HeaderNames {
             worker: "ワーカー".into(),
             cancel_request: "中止要求".into(),
             approvals: "承認".into(),
+            inputs: "入力".into(),
         }
     }
 }
@@ -147,6 +152,7 @@ impl HeaderNames {
             Column::Worker => &self.worker,
             Column::CancelRequest => &self.cancel_request,
             Column::Approvals => &self.approvals,
+            Column::Inputs => &self.inputs,
         }
     }
 
@@ -265,7 +271,7 @@ impl StateWords {
 /// Where each known column sits, found from row 1 by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnMap {
-    index: [Option<u32>; 18],
+    index: [Option<u32>; 19],
     width: u32,
     names: HeaderNames,
 }
@@ -328,7 +334,7 @@ impl ColumnMap {
                 }
             }
         }
-        let mut index = [None; 18];
+        let mut index = [None; 19];
         let mut missing = Vec::new();
         for column in Column::ALL {
             match positions.get(names.name(column)) {
@@ -791,16 +797,17 @@ mod tests {
         h.reverse();
         h.insert(3, json!("メモ"));
         let map = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap();
-        assert_eq!(map.position(Column::Approvals), Some(0));
-        assert_eq!(map.position(Column::CancelRequest), Some(1));
-        assert_eq!(map.index(Column::Worker), 2);
+        assert_eq!(map.position(Column::Inputs), Some(0));
+        assert_eq!(map.position(Column::Approvals), Some(1));
+        assert_eq!(map.position(Column::CancelRequest), Some(2));
+        assert_eq!(map.index(Column::Worker), 4, "right of the extra column");
         assert_eq!(
             map.index(Column::JobId),
-            18,
+            19,
             "jobId moved right past the extra column"
         );
-        assert_eq!(map.width(), 19);
-        assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!I12");
+        assert_eq!(map.width(), 20);
+        assert_eq!(map.cell(Column::State, 12), "'_ジョブキュー'!J12");
     }
 
     #[test]
@@ -862,7 +869,7 @@ mod tests {
         h.rotate_left(1);
         let map = ColumnMap::from_header(&h, &HeaderNames::default()).unwrap();
         let row = map.sparse_row(&[(Column::State, json!("完了"))], Column::JobId);
-        assert_eq!(row.len(), 18, "the row reaches jobId in R: {row:?}");
+        assert_eq!(row.len(), 19, "the row reaches jobId in S: {row:?}");
         assert_eq!(row[map.index(Column::State) as usize], Some(json!("完了")));
         assert_eq!(
             row.iter().filter(|c| c.is_some()).count(),

@@ -42,7 +42,7 @@ pub const LOG_HEADER: [&str; 6] = [
 pub const CANCEL_HEADER: &str = "■ 中止";
 
 /// Queue header (docs/design.md §1.1), in default order, as `sheetq init` writes it.
-pub const QUEUE_HEADER: [&str; 18] = [
+pub const QUEUE_HEADER: [&str; 19] = [
     "jobId",
     "受付日時",
     "依頼者",
@@ -61,6 +61,7 @@ pub const QUEUE_HEADER: [&str; 18] = [
     "ワーカー",
     "中止要求",
     "承認",
+    "入力",
 ];
 
 /// The demo's panels: (sheet id, title, target label, position).

@@ -92,7 +92,18 @@ impl Daemon {
     /// The panel's 状態 of a job waiting for approval with `tally`: who asked, the count,
     /// the approvals that do not count, and with the poll intake how to approve.
     pub(super) fn approval_text(&self, row: &QueueRow, tally: &approval::Tally) -> String {
-        let text = approval::waiting_text(row, tally);
+        let mut text = approval::waiting_text(row, tally);
+        // What is asked to be approved: the inputs, fixed in the protected queue row.
+        let inputs = self
+            .registry
+            .catalog()
+            .inputs_text(&row.function, &row.args_json);
+        if !inputs.is_empty() {
+            text.push_str(&format!(
+                " · {}",
+                crate::sheet_text::one_line(&inputs, crate::panel::status::INPUTS_TEXT_MAX_CHARS)
+            ));
+        }
         if self.config.intake == Intake::Poll {
             format!("{text} · {}", approval::POLL_HINT)
         } else {

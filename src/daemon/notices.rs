@@ -40,9 +40,21 @@ impl Daemon {
                     .map(|(log, row)| crate::notifications::row_url(id, log.sheet_id, row)),
             };
             let state = self.config.states.word(job.finish.state());
+            let inputs = poll
+                .snapshot
+                .rows
+                .iter()
+                .find(|r| r.job_id == job.job_id)
+                .map(|r| {
+                    self.registry
+                        .catalog()
+                        .inputs_text(&r.function, &r.args_json)
+                })
+                .unwrap_or_default();
             // A job refused before it ran is announced without the sheet's text.
             notices.extend(wanting.into_iter().map(|c| {
-                let n = crate::notifications::Notice::of(c, job, id, state, links.clone(), now);
+                let n = crate::notifications::Notice::of(c, job, id, state, links.clone(), now)
+                    .with_inputs(inputs.clone());
                 match refused {
                     Some(reason) => n.withheld(reason.as_str()),
                     None => n,
@@ -127,6 +139,11 @@ impl Daemon {
                     message.clone(),
                     panel.clone(),
                     now,
+                )
+                .with_inputs(
+                    self.registry
+                        .catalog()
+                        .inputs_text(&row.function, &row.args_json),
                 )
             })
             .collect();

@@ -124,6 +124,7 @@ impl Daemon {
                 // is the config's problem, said at its reload.
                 let args_json = s.args_json_of(f).unwrap_or_else(|_| f.args_json());
                 let job = NewJob {
+                    inputs: self.config.catalog.inputs_text(&s.function, &args_json),
                     job_id: o.job_id.clone(),
                     received_at: now,
                     requester: s.requester(),

@@ -620,6 +620,10 @@ impl Daemon {
             command: job.command.clone(),
             args_json: cont.args_json.clone(),
             flags: flags.join(","),
+            inputs: self
+                .registry
+                .catalog()
+                .inputs_text(&job.function, &cont.args_json),
         };
         let cells = new_row.to_row(
             &self.served.layout.columns,

@@ -545,6 +545,7 @@ mod tests {
             target: "A".into(),
             function: "f".into(),
             requester: String::new(),
+            inputs: String::new(),
             finish: Some(crate::outbox::Finish::Error),
             step: None,
             state: "エラー".into(),

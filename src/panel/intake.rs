@@ -56,6 +56,8 @@ pub struct NewJob {
     pub command: String,
     pub args_json: String,
     pub flags: String,
+    /// The inputs for people (入力, `version=1.2.4`); empty for a function without.
+    pub inputs: String,
 }
 
 impl NewJob {
@@ -86,6 +88,7 @@ impl NewJob {
         set(Column::Command, text(&self.command));
         set(Column::ArgsJson, text(&self.args_json));
         set(Column::Flags, text(&self.flags));
+        set(Column::Inputs, text(&self.inputs));
         set(Column::State, text(&states.waiting));
         row
     }
@@ -179,6 +182,7 @@ pub fn plan_index_intake(
             command: PANELS_COMMAND.into(),
             args_json: serde_json::json!({ "open": labels }).to_string(),
             flags: String::new(),
+            inputs: String::new(),
         });
     }
     plan
@@ -391,6 +395,7 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
                 panel_row: Some(row.row),
                 target: panel.label.clone(),
                 function: row.function.clone(),
+                inputs: t.catalog.inputs_text(&row.function, &args_json),
                 command,
                 args_json,
                 flags,
@@ -527,6 +532,7 @@ mod tests {
                 command: text("command"),
                 args_json: text("argsJson"),
                 flags: text("flags"),
+                inputs: String::new(),
             }
         }
 
@@ -736,6 +742,7 @@ mod tests {
                 command: "report".into(),
                 args_json: "{\"days\": 7}".into(),
                 flags: "heavy".into(),
+                inputs: String::new(),
             }]
         );
         assert_eq!(
@@ -892,9 +899,10 @@ mod tests {
             command: "report".into(),
             args_json: "{\"q\":\"=1+1\"}".into(),
             flags: "heavy".into(),
+            inputs: String::new(),
         };
         let cells = job.to_row(&columns, &StateWords::default(), tz());
-        assert_eq!(cells.len(), 19);
+        assert_eq!(cells.len(), 20);
         assert_eq!(cells[columns.index(Column::JobId) as usize], json!("j-1"));
         assert_eq!(cells[columns.index(Column::PanelRow) as usize], json!(9));
         assert!(cells[columns.index(Column::ReceivedAt) as usize].is_f64());

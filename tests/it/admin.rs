@@ -72,7 +72,7 @@ async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
         "init is idempotent"
     );
 
-    let header = emu.values("'_ジョブキュー'!A1:R1").expect("header");
+    let header = emu.values("'_ジョブキュー'!A1:S1").expect("header");
     let expected: Vec<serde_json::Value> = HeaderNames::default()
         .header_row()
         .into_iter()
@@ -86,7 +86,7 @@ async fn init_creates_the_hidden_sheets_once_and_formats_dates() {
         "{first:?}"
     );
     assert_eq!(
-        emu.values("'_ジョブ履歴'!A1:R1").expect("archive header")[0],
+        emu.values("'_ジョブ履歴'!A1:S1").expect("archive header")[0],
         expected,
         "the archive has the queue's header"
     );
@@ -434,7 +434,7 @@ async fn init_on_a_spreadsheet_made_before_protection_adds_only_the_protection()
     }
 }
 
-/// A queue made before 中止要求 and 承認 existed gets the columns from `init`, right of its
+/// A queue made before 中止要求, 承認 and 入力 existed gets the columns from `init`, right of its
 /// last header (a person's own column included), the sheet widened for them; no cell moves,
 /// and a second `init` has nothing to do.
 #[tokio::test(flavor = "multi_thread")]
@@ -452,8 +452,8 @@ async fn init_adds_the_cancel_and_approval_columns_to_a_queue_made_before_them_a
     admin::init(sheets.as_ref(), &config).await.expect("init");
     // As an older version left it: sixteen columns, then a person's own.
     emu.set_values(
-        "'_ジョブキュー'!Q1:R1",
-        serde_json::json!([["メモ", ""]]),
+        "'_ジョブキュー'!Q1:S1",
+        serde_json::json!([["メモ", "", ""]]),
         false,
     )
     .expect("a person's column");
@@ -470,7 +470,8 @@ async fn init_adds_the_cancel_and_approval_columns_to_a_queue_made_before_them_a
         done,
         [
             "added the column \"中止要求\" to '_ジョブキュー' (column R); nothing else moved",
-            "added the column \"承認\" to '_ジョブキュー' (column S); nothing else moved"
+            "added the column \"承認\" to '_ジョブキュー' (column S); nothing else moved",
+            "added the column \"入力\" to '_ジョブキュー' (column T); nothing else moved"
         ],
         "init says what it added and where"
     );
@@ -484,6 +485,12 @@ async fn init_adds_the_cancel_and_approval_columns_to_a_queue_made_before_them_a
     assert_eq!(
         after[0].get(18),
         Some(&serde_json::json!("承認")),
+        "{:?}",
+        after[0]
+    );
+    assert_eq!(
+        after[0].get(19),
+        Some(&serde_json::json!("入力")),
         "{:?}",
         after[0]
     );

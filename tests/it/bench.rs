@@ -41,6 +41,20 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         (1.0, 0.0),
         "a retry costs the one read of its stop check and nothing else: {retry:?}"
     );
+    let inputs = report.inputs;
+    assert_eq!(
+        (inputs.without.presses, inputs.with.presses),
+        (bench::inputs::PRESSES, bench::inputs::PRESSES),
+        "{inputs:?}"
+    );
+    assert!(
+        inputs.without.polls > 0 && inputs.with.polls > 0,
+        "presses are found by polls: {inputs:?}"
+    );
+    assert!(
+        inputs.with.bytes_per_poll() > inputs.without.bytes_per_poll(),
+        "the input cells ride every poll's read, as bytes: {inputs:?}"
+    );
     assert_eq!(
         report.daemon_jobs_finished, 8,
         "the daemons ran the 6 jobs and the 2 presses, nothing twice"

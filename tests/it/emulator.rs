@@ -414,7 +414,7 @@ async fn append_with_insert_rows_goes_after_the_table_and_pushes_rows_down() {
             .doit()
             .await,
     );
-    assert_eq!(reply.table_range.as_deref(), Some("'_ジョブキュー'!A1:R1"));
+    assert_eq!(reply.table_range.as_deref(), Some("'_ジョブキュー'!A1:S1"));
     let updates = reply.updates.unwrap_or_default();
     assert_eq!(
         updates.updated_range.as_deref(),
@@ -432,7 +432,7 @@ async fn append_with_insert_rows_goes_after_the_table_and_pushes_rows_down() {
             .doit()
             .await,
     );
-    assert_eq!(reply.table_range.as_deref(), Some("'_ジョブキュー'!A1:R2"));
+    assert_eq!(reply.table_range.as_deref(), Some("'_ジョブキュー'!A1:S2"));
     assert_eq!(
         reply.updates.and_then(|u| u.updated_range).as_deref(),
         Some("'_ジョブキュー'!A3")
