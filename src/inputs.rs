@@ -4,7 +4,9 @@
 //! `number`, `bool`, `date`), a default, whether it is required, and rules by type: a
 //! choice's list (fixed, or a range of the spreadsheet the team keeps), a text's pattern and
 //! length. Pure: the config checks the definitions ([`problems`]); the catalog checks a job's
-//! values when it admits it, and `sheetq enqueue --input` before it queues one ([`value_of`]).
+//! values when it admits it, and `sheetq enqueue --input` before it queues one ([`value_of`]);
+//! a panel cell's value becomes a job's ([`from_cell`]) and a default a cell's ([`to_cell`]),
+//! under the cell's data validation ([`validation`]).
 //! A value is data: whatever its source, it is checked, bounded and never run as code.
 
 use serde::Deserialize;

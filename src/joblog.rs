@@ -65,6 +65,16 @@ impl LogColumn {
     }
 }
 
+/// The log row's 機能: the function, and its inputs after ` · ` when it has any
+/// (`デプロイ · version=1.2.4`), so that the output is read with the values it was run with.
+pub fn function_text(function: &str, inputs: &str) -> String {
+    if inputs.is_empty() {
+        function.to_string()
+    } else {
+        format!("{function} · {inputs}")
+    }
+}
+
 /// Where the log sheet is and where its columns stand, from its header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogLayout {

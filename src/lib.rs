@@ -89,7 +89,9 @@
 //! - [`function`]: one `[[functions]]` entry (what it runs, who may press, approve and stop
 //!   it) and whom an `allow` entry names: data below both the catalog and the approval rule.
 //! - [`inputs`]: a function's typed inputs (choice, text, number, bool, date): their
-//!   definitions' problems, and a job's values checked, typed and defaulted by them.
+//!   definitions' problems, a job's values checked, typed and defaulted by them (a
+//!   `choices_from` list as the daemon's read found it), and their panel cells' values and
+//!   rules. The cells themselves are `panel::sync`'s, the press's capture `panel::intake`'s.
 //! - [`joblog`]: what a job printed: the capture of an `exec` job's merged output, the hidden
 //!   sheet `_ジョブログ` (its columns by name, the binding of a job's log row), the links to a
 //!   log row that survive sorts, and the full output under `state_dir/logs`.

@@ -693,6 +693,7 @@ mod tests {
             linked: true,
             panel_linked: true,
             output: String::new(),
+            inputs: String::new(),
         }
     }
 
@@ -818,6 +819,27 @@ mod tests {
         assert_eq!(json["outcome"], "error");
         assert_eq!(json["durationSeconds"], 75);
         assert_eq!(json["requester"], "a@example.com");
+
+        // A job with inputs: which values the outcome is about, on a line of its own.
+        let with = n.with_inputs("version=1.2.4, dry_run=true".into());
+        let chat = with.body(Format::GoogleChat)["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            chat.lines().nth(1),
+            Some("入力: `version=1.2.4, dry_run=true`"),
+            "{chat}"
+        );
+        assert_eq!(
+            with.body(Format::Json)["inputs"],
+            "version=1.2.4, dry_run=true"
+        );
+        assert_eq!(
+            with.withheld("function").inputs,
+            "",
+            "a refused job's notice carries none of the sheet's text"
+        );
     }
 
     #[test]

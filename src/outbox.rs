@@ -93,6 +93,10 @@ pub struct FinishedJob {
     /// The tail of what the job printed, for its log row.
     #[serde(default)]
     pub output: String,
+    /// Its inputs for people (`version=1.2.4`), for its log row, panel row and notices;
+    /// empty for a function without (and in records of older versions).
+    #[serde(default)]
+    pub inputs: String,
 }
 
 impl FinishedJob {
@@ -125,6 +129,7 @@ impl FinishedJob {
             linked: false,
             panel_linked: false,
             output: String::new(),
+            inputs: String::new(),
         }
     }
 
@@ -333,6 +338,7 @@ mod tests {
             linked: true,
             panel_linked: true,
             output: "=cmd output\nstays text".into(),
+            inputs: String::new(),
         }
     }
 

@@ -152,7 +152,16 @@ impl Daemon {
             let cells = log.sparse_row(&[
                 (LogColumn::JobId, Cell::from(c.row.job_id.as_str())),
                 (LogColumn::Target, Cell::from(c.row.target_key())),
-                (LogColumn::Function, Cell::from(c.row.function.as_str())),
+                (
+                    LogColumn::Function,
+                    Cell::from(crate::joblog::function_text(
+                        &c.row.function,
+                        &self
+                            .registry
+                            .catalog()
+                            .inputs_text(&c.row.function, &c.row.args_json),
+                    )),
+                ),
                 (LogColumn::StartedAt, serial.clone()),
             ]);
             let cells: Vec<Cell> = cells

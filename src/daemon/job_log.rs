@@ -76,7 +76,10 @@ impl Daemon {
         let mut cells = vec![
             (LogColumn::JobId, Cell::from(job.job_id.as_str())),
             (LogColumn::Target, Cell::from(target.as_str())),
-            (LogColumn::Function, Cell::from(job.function.as_str())),
+            (
+                LogColumn::Function,
+                Cell::from(crate::joblog::function_text(&job.function, &job.inputs)),
+            ),
             (LogColumn::FinishedAt, serial(job.finished_at)),
             (LogColumn::Output, Cell::from(job.output.as_str())),
         ];

@@ -261,6 +261,10 @@ impl Daemon {
             linked: claimed.linked,
             panel_linked: claimed.panel_linked,
             output,
+            inputs: self
+                .registry
+                .catalog()
+                .inputs_text(&row.function, &row.args_json),
             ..FinishedJob::ended(row, claimed.tag.to_string(), finish, Utc::now(), message)
         })?;
         self.observers

@@ -40,21 +40,10 @@ impl Daemon {
                     .map(|(log, row)| crate::notifications::row_url(id, log.sheet_id, row)),
             };
             let state = self.config.states.word(job.finish.state());
-            let inputs = poll
-                .snapshot
-                .rows
-                .iter()
-                .find(|r| r.job_id == job.job_id)
-                .map(|r| {
-                    self.registry
-                        .catalog()
-                        .inputs_text(&r.function, &r.args_json)
-                })
-                .unwrap_or_default();
             // A job refused before it ran is announced without the sheet's text.
             notices.extend(wanting.into_iter().map(|c| {
                 let n = crate::notifications::Notice::of(c, job, id, state, links.clone(), now)
-                    .with_inputs(inputs.clone());
+                    .with_inputs(job.inputs.clone());
                 match refused {
                     Some(reason) => n.withheld(reason.as_str()),
                     None => n,
@@ -79,6 +68,10 @@ impl Daemon {
     ) {
         let job = FinishedJob {
             target: row.target_key().to_string(),
+            inputs: self
+                .registry
+                .catalog()
+                .inputs_text(&row.function, &row.args_json),
             ..FinishedJob::ended(row, row.worker.clone(), finish, now, message.to_string())
         };
         self.announce(poll, &[job]);

@@ -319,10 +319,7 @@ impl Daemon {
             &job.message,
             self.next_run(&job.target, &job.function),
         );
-        outcome.inputs = self
-            .registry
-            .catalog()
-            .inputs_text(&row.function, &row.args_json);
+        outcome.inputs = job.inputs.clone();
         let (tz, layout) = (self.served.layout.tz, &self.config.panel);
         if job.panel_linked {
             panel::status_and_time_cells(panel_ref, panel_row, &outcome, tz, layout)

@@ -779,6 +779,7 @@ pub(super) mod tests {
             linked: false,
             panel_linked: false,
             output: String::new(),
+            inputs: String::new(),
         }
     }
 

@@ -342,6 +342,42 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
         "the job carries the values as pressed, the later change left out"
     );
     assert_eq!(args_of("一言"), json!({ "word": "once" }));
+    // For people, the queue row's 入力 column says the same.
+    let queue = emu
+        .values("'_ジョブキュー'!A1:Z3")
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let at = |name: &str| {
+        queue[0]
+            .iter()
+            .position(|h| h == &json!(name))
+            .unwrap_or_else(|| panic!("no {name} column: {:?}", queue[0]))
+    };
+    let shown: Vec<(String, String)> = queue[1..]
+        .iter()
+        .map(|r| {
+            let cell = |c: usize| r.get(c).and_then(|v| v.as_str()).unwrap_or("").to_string();
+            (cell(at("機能ラベル")), cell(at("入力")))
+        })
+        .collect();
+    assert!(
+        shown.contains(&(
+            "デプロイ".to_string(),
+            "version=1.2.4, dry_run=false, day=2027-01-15, note=hello world, build=v1.1"
+                .to_string()
+        )) && shown.contains(&("一言".to_string(), "word=once".to_string())),
+        "{shown:?}"
+    );
+    // The log sheet's row of the job names them next to its output.
+    let log_rows = emu
+        .values("'_ジョブログ'!A1:F5")
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(
+        log_rows.iter().flatten().any(|c| c
+            == &json!(
+            "デプロイ · version=1.2.4, dry_run=false, day=2027-01-15, note=hello world, build=v1.1"
+        )),
+        "{log_rows:?}"
+    );
     wait_for(
         "the panel row to show the job's inputs after its state",
         WAIT,
@@ -403,4 +439,101 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
         "a choice from a range must be in the range: {}",
         describe_queue(&rows)
     );
+}
+
+/// A function that runs once approved, and one a schedule runs with inputs of its own.
+const APPROVED_CONFIG: &str = r#"[commands.show]
+exec = ["/bin/sh", "-c", "printf '%s' \"$SHEETQ_ARGS_JSON\""]
+[[targets]]
+label = "サーバーA"
+[[functions]]
+label = "本番デプロイ"
+command = "show"
+approvers = ["lead@example.com"]
+inputs = [{ name = "version", type = "choice", choices = ["1.2.3", "1.2.4"], required = true }]
+[[functions]]
+label = "夜間"
+command = "show"
+inputs = [
+  { name = "day", type = "date", default = "2026-12-31" },
+  { name = "mode", type = "choice", choices = ["full", "quick"], default = "quick" },
+]
+[[schedules]]
+name = "nightly"
+cron = "* * * * *"
+target = "サーバーA"
+function = "夜間"
+inputs = { mode = "full" }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_asked_for_the_inputs_and_a_schedule_runs_with_its_own() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (config, _, _) =
+        crate::daemon::protected_set_up(&emu, dir.path(), "vm-1", APPROVED_CONFIG).await;
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let show = || {
+        format!(
+            "{}\nlog:\n{}",
+            describe_queue(&queue_rows(&emu)),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    };
+
+    let queued = run_sheetq(
+        &config,
+        &[
+            "enqueue",
+            "--target",
+            "サーバーA",
+            "--function",
+            "本番デプロイ",
+            "--input",
+            "version=1.2.4",
+            "--requester",
+            "alice@example.com",
+        ],
+    )
+    .await;
+    assert!(queued.status.success(), "{}", output_text(&queued));
+    let job = String::from_utf8_lossy(&queued.stdout).trim().to_string();
+    // The approvers are asked for these inputs: the panel row says which.
+    wait_for(
+        "the panel to ask for approval of version 1.2.4",
+        WAIT,
+        || {
+            let status = panel_row(&emu, "サーバーA", 8)[2].clone();
+            (status.starts_with("承認待ち") && status.contains("version=1.2.4")).then_some(())
+        },
+        || format!("{:?}\n{}", panel_row(&emu, "サーバーA", 8), show()),
+    )
+    .await;
+    let approved = run_sheetq(&config, &["approve", &job, "--as", "lead@example.com"]).await;
+    assert!(approved.status.success(), "{}", output_text(&approved));
+    let rows = wait_finished_or(&emu, std::slice::from_ref(&job), WAIT, show).await;
+    let row = row_of(&rows, &job);
+    assert!(
+        row.state.is(State::Done) && row.message.contains("\"version\":\"1.2.4\""),
+        "the approved job ran with the inputs it was approved for: {}",
+        describe_queue(&rows)
+    );
+
+    // The schedule's next occurrence (within a minute) runs with its inputs over the
+    // function's defaults.
+    let scheduled = wait_for(
+        "the schedule's job to run",
+        Duration::from_secs(75),
+        || {
+            queue_rows(&emu)
+                .into_iter()
+                .find(|r| r.requester == "schedule:nightly" && r.state.is(State::Done))
+        },
+        show,
+    )
+    .await;
+    let args: serde_json::Value = serde_json::from_str(&scheduled.message)
+        .unwrap_or_else(|e| panic!("the command printed its args: {e}: {}", scheduled.message));
+    assert_eq!(args, json!({ "day": "2026-12-31", "mode": "full" }));
 }
