@@ -193,41 +193,36 @@ var PANEL = {
 };
 
 /**
- * The inputs a press takes from its panel row (`cells`, the whole row; `header`, the panel's
- * header row): for each of the function's inputs (`spec`, its hidden inputs cell), the value
- * right of the column headed 入力 (入力 2, …) whose cell on the row shows the input's label,
- * as sheetq's poll intake reads it: a Date as its day `yyyy-MM-dd` (through `formatDate`,
- * Utilities.formatDate in the sheet's zone), booleans and numbers as they are, text trimmed
- * of spaces and tabs; an empty cell left out, so the input's default applies. Values are
- * checked by the daemon when it admits the job, as every job's args are. `{ ok: false,
- * message }` when a label is not where `panels sync` puts it: a value is never guessed.
+ * The inputs a press takes from its panel row (`cells`, the whole row): for each of the
+ * function's inputs in `spec` (its hidden inputs cell, `[[name, label, column], …]`, which
+ * `panels sync` writes and protects), the value in `column` (1-based) when the cell left of
+ * it shows the input's label, as sheetq's poll intake reads it: a Date as its day
+ * `yyyy-MM-dd` (through `formatDate`, Utilities.formatDate in the sheet's zone), booleans
+ * and numbers as they are, text trimmed of spaces and tabs; an empty cell left out, so the
+ * input's default applies. Values are checked by the daemon when it admits the job, as every
+ * job's args are. `{ ok: false, message }` when a label is not where the spec puts it: a
+ * value is never guessed, and never found by a header anyone may edit.
  */
-function pressInputs(header, cells, spec, formatDate) {
+function pressInputs(cells, spec, formatDate) {
   var text = sheetTrim(spec === undefined || spec === null ? '' : spec);
   if (text === '') return { ok: true, inputs: {}, text: '' };
-  var pairs;
+  var entries;
   try {
-    pairs = JSON.parse(text);
+    entries = JSON.parse(text);
   } catch (err) {
-    pairs = null;
+    entries = null;
   }
-  if (!Array.isArray(pairs)) return { ok: false, message: missingInputMessage('inputs') };
+  if (!Array.isArray(entries)) return { ok: false, message: missingInputMessage('inputs') };
   var inputs = {};
-  for (var n = 0; n < pairs.length; n++) {
-    var name = String(pairs[n][0]);
-    var label = String(pairs[n][1]);
-    var heading = n === 0 ? '入力' : '入力 ' + (n + 1);
-    var col = -1;
-    for (var c = 0; c < header.length; c++) {
-      if (sheetTrim(header[c]) === heading) {
-        col = c;
-        break;
-      }
-    }
-    if (col < 0 || sheetTrim(cells[col] === undefined ? '' : cells[col]) !== sheetTrim(label)) {
+  for (var n = 0; n < entries.length; n++) {
+    var entry = entries[n];
+    var name = String(entry[0]);
+    var label = String(entry[1]);
+    var col = Number(entry[2]) - 1;
+    if (!(col >= 1) || sheetTrim(cells[col - 1] === undefined ? '' : cells[col - 1]) !== sheetTrim(label)) {
       return { ok: false, message: missingInputMessage(label) };
     }
-    var value = cells[col + 1];
+    var value = cells[col];
     if (isDate(value)) {
       inputs[name] = formatDate(value);
     } else if (typeof value === 'boolean' || (typeof value === 'number' && isFinite(value))) {
@@ -236,7 +231,7 @@ function pressInputs(header, cells, spec, formatDate) {
       inputs[name] = sheetTrim(value);
     }
   }
-  return { ok: true, inputs: inputs, text: inputsText(pairs, inputs) };
+  return { ok: true, inputs: inputs, text: inputsText(entries, inputs) };
 }
 
 /**
@@ -249,34 +244,36 @@ function inputsText(pairs, inputs) {
     .filter(function (name) { return Object.prototype.hasOwnProperty.call(inputs, name); })
     .map(function (name) {
       var v = inputs[name];
-      return name + '=' + (typeof v === 'string' ? v : JSON.stringify(v));
+      var s = typeof v === 'string' ? v : JSON.stringify(v);
+      // As sheetq words it: plain while unmistakable, else quoted and cut, so that no value
+      // passes for another input's.
+      var plain = Array.from(s).length <= 40 && !/[,="\p{Cc}\p{Cf}]/u.test(s);
+      if (!plain) {
+        var head = Array.from(s);
+        s = JSON.stringify(head.slice(0, 40).join('')).slice(0, -1) + (head.length > 40 ? '…"' : '"');
+      }
+      return name + '=' + s;
     })
     .join(', ');
 }
 
 /**
  * The value cells a press puts back to their defaults (`reset_inputs`): `{ column (1-based),
- * value }` for each entry of the hidden inputs cell `spec` that carries a third item, its
+ * value }` for each entry of the hidden inputs cell `spec` that carries a fourth item, its
  * default as `panels sync` writes it.
  */
-function inputResets(header, spec) {
-  var pairs;
+function inputResets(spec) {
+  var entries;
   try {
-    pairs = JSON.parse(sheetTrim(spec === undefined || spec === null ? '' : spec) || '[]');
+    entries = JSON.parse(sheetTrim(spec === undefined || spec === null ? '' : spec) || '[]');
   } catch (err) {
     return [];
   }
-  if (!Array.isArray(pairs)) return [];
+  if (!Array.isArray(entries)) return [];
   var out = [];
-  pairs.forEach(function (pair, n) {
-    if (!Array.isArray(pair) || pair.length < 3) return;
-    var heading = n === 0 ? '入力' : '入力 ' + (n + 1);
-    for (var c = 0; c < header.length; c++) {
-      if (sheetTrim(header[c]) === heading) {
-        out.push({ column: c + 2, value: pair[2] });
-        return;
-      }
-    }
+  entries.forEach(function (entry) {
+    if (!Array.isArray(entry) || entry.length < 4 || !(Number(entry[2]) >= 2)) return;
+    out.push({ column: Number(entry[2]), value: entry[3] });
   });
   return out;
 }
@@ -297,6 +294,11 @@ function argsWithInputs(argsJson, inputs) {
     args[k] = inputs[k];
   });
   return JSON.stringify(args);
+}
+
+/** The toast of a press whose row holds another function by the time its inputs are read. */
+function movedRowMessage(fn) {
+  return '「' + fn + '」の行が押した後に動いたため受け付けませんでした。もう一度押してください';
 }
 
 /** The toast of a press whose row does not show input `label` where `panels sync` puts it. */
@@ -1252,6 +1254,7 @@ if (typeof module !== 'undefined') {
     queueRefusedMessage: queueRefusedMessage,
     pressInputs: pressInputs,
     inputResets: inputResets,
+    movedRowMessage: movedRowMessage,
     argsWithInputs: argsWithInputs,
     missingInputMessage: missingInputMessage,
   };

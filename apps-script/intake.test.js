@@ -795,13 +795,12 @@ test('the index\'s 状況 after a press is worded as sheetq words it', () => {
 });
 
 test('a press takes the inputs its row shows, a date as its day, and never guesses a missing one', () => {
-  const header = ['▶', '機能', '状態', '結果', '更新日時', '■ 中止', 'inputs', 'command', 'argsJSON',
-    'システムフラグ', '承認', '入力', '値', '入力 2', '値 2', '入力 3', '値 3'];
-  const spec = JSON.stringify([['version', 'バージョン'], ['dry_run', 'dry_run'], ['day', '日付']]);
+  // The spec (hidden, protected G) says where each value is: never a header anyone may edit.
+  const spec = JSON.stringify([['version', 'バージョン', 13], ['dry_run', 'dry_run', 15], ['day', '日付', 17]]);
   const row = (versionLabel) => [true, 'デプロイ', '', '', '', false, spec, 'deploy', '{"mode":"rolling"}',
     '', '', versionLabel, ' 1.2.4 ', 'dry_run', false, '日付', new Date(Date.UTC(2027, 0, 14, 15))];
   const day = (d) => d.toISOString().slice(0, 10);
-  const taken = intake.pressInputs(header, row('バージョン'), spec, day);
+  const taken = intake.pressInputs(row('バージョン'), spec, day);
   assert.deepEqual(taken, {
     ok: true,
     inputs: { version: '1.2.4', dry_run: false, day: '2027-01-14' },
@@ -811,21 +810,30 @@ test('a press takes the inputs its row shows, a date as its day, and never guess
     intake.argsWithInputs('{"mode":"rolling"}', taken.inputs),
     '{"mode":"rolling","version":"1.2.4","dry_run":false,"day":"2027-01-14"}',
   );
-  const moved = intake.pressInputs(header, row('版'), spec, day);
-  assert.equal(moved.ok, false, 'a label not where panels sync puts it refuses the press');
+  const moved = intake.pressInputs(row('版'), spec, day);
+  assert.equal(moved.ok, false, 'a label not where the spec puts it refuses the press');
   assert.match(moved.message, /入力「バージョン」が見当たらない/);
-  assert.deepEqual(intake.pressInputs(header, row('x'), '', day).inputs, {},
+  // Someone writes the label and a value of their own further right, under a header "入力"
+  // of their own: the press still reads only the spec's columns.
+  const decoy = row('バージョン').concat(['入力', 'バージョン', '9.9.9']);
+  assert.equal(intake.pressInputs(decoy, spec, day).inputs.version, '1.2.4');
+  assert.deepEqual(intake.pressInputs(row('x'), '', day).inputs, {},
     'a function without inputs takes none');
   const blank = row('バージョン');
   blank[12] = '  ';
-  assert.deepEqual(intake.pressInputs(header, blank, spec, day).inputs, { dry_run: false, day: '2027-01-14' },
+  assert.deepEqual(intake.pressInputs(blank, spec, day).inputs, { dry_run: false, day: '2027-01-14' },
     'an empty cell is left out, so the default applies');
   assert.equal(intake.argsWithInputs('not json', { version: '1' }), 'not json',
     'args it cannot read stay as they are, for the daemon to refuse');
   assert.deepEqual(
-    intake.inputResets(header, JSON.stringify([['version', 'バージョン', ''], ['dry_run', 'dry_run', true]])),
+    intake.inputResets(JSON.stringify([['version', 'バージョン', 13, ''], ['dry_run', 'dry_run', 15, true]])),
     [{ column: 13, value: '' }, { column: 15, value: true }],
-    'reset_inputs puts each value cell (right of its label) back to its default',
+    'reset_inputs puts each value cell back to its default',
   );
-  assert.deepEqual(intake.inputResets(header, spec), [], 'without reset_inputs, nothing is reset');
+  assert.deepEqual(intake.inputResets(spec), [], 'without reset_inputs, nothing is reset');
+  const sneaky = row('バージョン');
+  sneaky[12] = 'x, dry_run=true';
+  assert.equal(intake.pressInputs(sneaky, spec, day).text,
+    'version="x, dry_run=true", dry_run=false, day=2027-01-14',
+    'a text that could pass for another input is quoted');
 });

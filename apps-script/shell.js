@@ -290,10 +290,15 @@ function takeIn(press, sheet, row) {
     // The inputs as they are now, under the lock that queues the press: a change after it
     // never reaches the job.
     var panelWidth = Math.max(sheet.getLastColumn(), PANEL.flagsColumn);
-    var panelHeader = sheet.getRange(PANEL.headerRow, 1, 1, panelWidth).getValues()[0];
     var rowCells = sheet.getRange(row, 1, 1, panelWidth).getValues()[0];
+    if (sheetTrim(rowCells[PANEL.functionColumn - 1]) !== fn) {
+      // A sort moved another function onto the row since the press was read: its inputs
+      // are not this press's.
+      ss.toast(movedRowMessage(fn), 'sheetq');
+      return;
+    }
     var spec = rowCells[PANEL.inputsColumn - 1];
-    var taken = pressInputs(panelHeader, rowCells, spec, function (d) {
+    var taken = pressInputs(rowCells, spec, function (d) {
       return Utilities.formatDate(d, tz, 'yyyy-MM-dd');
     });
     if (!taken.ok) {
@@ -327,7 +332,7 @@ function takeIn(press, sheet, row) {
         console.log('sheetq: the press was queued; its 状態 cell could not be written: ' + (err && err.message));
       }
       // reset_inputs: the input cells return to their defaults (the spec's third items).
-      inputResets(panelHeader, spec).forEach(function (reset) {
+      inputResets(spec).forEach(function (reset) {
         try {
           sheet.getRange(row, reset.column).setValue(reset.value);
         } catch (err) {

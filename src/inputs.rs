@@ -175,7 +175,7 @@ pub fn problems(at: &str, inputs: &[InputDef]) -> Vec<String> {
                 Some(list)
             }
             (Kind::Choice, None, Some(range)) => {
-                if !range_with_sheet(range) {
+                if !range_with_sheet(range) || list_read_range(range).is_none() {
                     out.push(format!(
                         "{here}: choices_from = {range:?} must be a range with its sheet, such as \"'リリース'!A2:A\""
                     ));
@@ -483,7 +483,8 @@ pub fn listed_values(rows: &[Vec<crate::sheets::Cell>]) -> Vec<String> {
         .flatten()
         .map(crate::queue::cell_text)
         .map(|t| crate::sheet_text::trim(&t).to_string())
-        .filter(|t| !t.is_empty())
+        // No choice is longer than a choice may be: such a cell offers nothing.
+        .filter(|t| !t.is_empty() && t.chars().count() <= DEFAULT_MAX_LENGTH)
         .take(MAX_LISTED)
         .collect()
 }
@@ -491,15 +492,51 @@ pub fn listed_values(rows: &[Vec<crate::sheets::Cell>]) -> Vec<String> {
 /// The most values read from a `choices_from` range.
 pub const MAX_LISTED: usize = 5000;
 
+/// What the daemon reads of `choices_from` range `range`: its first column, at most
+/// [`MAX_LISTED`] rows from its top, so that a list a person lets grow (or fills on purpose)
+/// costs a bounded read every poll. `None` for a range without its sheet, which
+/// [`problems`] refuses.
+pub fn list_read_range(range: &str) -> Option<String> {
+    let r = crate::a1::A1Range::parse(range).ok()?;
+    let title = r.sheet?;
+    let col = r.start_col.unwrap_or(0);
+    let top = r.start_row.unwrap_or(0);
+    let bottom = r
+        .end_row
+        .unwrap_or(u32::MAX)
+        .min(top + MAX_LISTED as u32)
+        .max(top + 1);
+    let letters = crate::a1::column_letters(col);
+    Some(crate::a1::range(
+        &title,
+        &format!("{letters}{}:{letters}{bottom}", top + 1),
+    ))
+}
+
 /// The inputs as one line for people (`version=1.2.4, dry_run=true`), in the order the
 /// config lists them.
+/// A text is shown as it is while it reads unmistakably (no `,`, `=` or quote, nothing that
+/// acts, at most [`crate::sheet_text::SHOWN_CHARS`] characters); else quoted, escaped and
+/// cut, so that no value can pass for another input's (`note=x, dry_run=true`) or push
+/// the others out of a cut line.
 pub fn summary(inputs: &[InputDef], values: &serde_json::Map<String, serde_json::Value>) -> String {
+    let text = |s: &str| {
+        let plain = s.chars().count() <= crate::sheet_text::SHOWN_CHARS
+            && !s
+                .chars()
+                .any(|c| matches!(c, ',' | '=' | '"') || crate::sheet_text::acts(c));
+        if plain {
+            s.to_string()
+        } else {
+            crate::sheet_text::shown(s)
+        }
+    };
     inputs
         .iter()
         .filter_map(|d| {
             values.get(&d.name).map(|v| match v {
-                serde_json::Value::String(s) => format!("{}={s}", d.name),
-                other => format!("{}={other}", d.name),
+                serde_json::Value::String(s) => format!("{}={}", d.name, text(s)),
+                other => format!("{}={}", d.name, text(&other.to_string())),
             })
         })
         .collect::<Vec<_>>()
@@ -510,6 +547,50 @@ pub fn summary(inputs: &[InputDef], values: &serde_json::Map<String, serde_json:
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_summary_never_lets_a_text_pass_for_another_input_or_run_long() {
+        let inputs = parse(
+            r#"inputs = [{ name = "note", type = "text" }, { name = "dry_run", type = "bool" }]"#,
+        );
+        let values = json!({ "note": "x, dry_run=true", "dry_run": false });
+        assert_eq!(
+            summary(&inputs, values.as_object().unwrap()),
+            "note=\"x, dry_run=true\", dry_run=false"
+        );
+        let long = json!({ "note": "y".repeat(500) });
+        let text = summary(&inputs, long.as_object().unwrap());
+        assert!(text.chars().count() < 60, "cut: {text}");
+        let plain = json!({ "note": "hello world" });
+        assert_eq!(
+            summary(&inputs, plain.as_object().unwrap()),
+            "note=hello world"
+        );
+    }
+
+    #[test]
+    fn a_list_is_read_one_column_and_a_bounded_number_of_rows() {
+        assert_eq!(
+            list_read_range("'リリース'!A2:A").as_deref(),
+            Some("'リリース'!A2:A5001")
+        );
+        assert_eq!(
+            list_read_range("Sheet!B:B").as_deref(),
+            Some("'Sheet'!B1:B5000")
+        );
+        assert_eq!(
+            list_read_range("'R'!C3:D10").as_deref(),
+            Some("'R'!C3:C10"),
+            "the first column only"
+        );
+        assert_eq!(list_read_range("A2:A"), None, "a range names its sheet");
+        let long = "x".repeat(DEFAULT_MAX_LENGTH + 1);
+        assert_eq!(
+            listed_values(&[vec![json!(" v1 ")], vec![json!("")], vec![json!(long)]]),
+            ["v1"],
+            "trimmed, blanks and values no choice may be left out"
+        );
+    }
 
     fn parse(text: &str) -> Vec<InputDef> {
         #[derive(Deserialize)]

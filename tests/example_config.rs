@@ -64,8 +64,8 @@ fn the_example_shows_every_setting() {
     let queue = table["queue"].as_table().unwrap();
     assert_eq!(
         queue["headers"].as_table().unwrap().len(),
-        18,
-        "every queue header name, 中止要求 and 承認 included"
+        19,
+        "every queue header name, 中止要求, 承認 and 入力 included"
     );
     assert_eq!(
         queue["states"].as_table().unwrap().len(),

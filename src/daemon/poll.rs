@@ -316,9 +316,16 @@ impl Daemon {
             .catalog()
             .choices_ranges()
             .into_iter()
-            .filter(|r| crate::sheets::fits_grid(&self.served.sheets.meta, r))
+            .filter(|r| {
+                crate::sheets::fits_grid(&self.served.sheets.meta, r)
+                    && crate::inputs::list_read_range(r).is_some()
+            })
             .collect();
-        ranges.extend(listed.iter().cloned());
+        ranges.extend(
+            listed
+                .iter()
+                .filter_map(|r| crate::inputs::list_read_range(r)),
+        );
         ReadPlan {
             ranges,
             tables: table_count,

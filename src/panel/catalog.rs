@@ -145,7 +145,14 @@ impl Catalog {
             return String::new();
         };
         match serde_json::from_str::<serde_json::Value>(args_json) {
-            Ok(serde_json::Value::Object(args)) => crate::inputs::summary(&f.inputs, &args),
+            // As the job will run: its values checked and the defaults filled in; as the
+            // row asks when they do not pass (the job is then refused, and says why).
+            Ok(serde_json::Value::Object(args)) => {
+                match crate::inputs::values_of(&f.inputs, &args, None) {
+                    Ok(values) => crate::inputs::summary(&f.inputs, &values),
+                    Err(_) => crate::inputs::summary(&f.inputs, &args),
+                }
+            }
             _ => String::new(),
         }
     }
@@ -221,6 +228,14 @@ impl Catalog {
                 ));
             }
             out.extend(crate::inputs::problems(&at, &f.inputs));
+            for d in &f.inputs {
+                if f.args.contains_key(&d.name) || f.args_from_sheet.contains(&d.name) {
+                    out.push(format!(
+                        "{at}: input {:?} is also a key of its args or args_from_sheet; a job's value for it would have two sources: rename the input or drop the key",
+                        d.name
+                    ));
+                }
+            }
             for key in &f.args_from_sheet {
                 if key.trim().is_empty() || key.trim() != key {
                     out.push(format!(

@@ -357,9 +357,8 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
                     }
                     match pressed_inputs(f, row) {
                         Ok(values) => values,
-                        Err(label) => {
-                            plan.rejected
-                                .push(status(row.row, missing_input_text(&row.function, label)));
+                        Err(text) => {
+                            plan.rejected.push(status(row.row, text));
                             continue;
                         }
                     }
@@ -405,23 +404,41 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
     plan
 }
 
-/// The values a press of `f` takes from its panel row `row`, by input name, as read (checked
-/// when the job is admitted, like every job's args); an empty cell is left out, so the
-/// input's default applies. `Err` with the label of an input whose label cell does not show
-/// it: the row is not laid out as the config says, and a value is never guessed.
-fn pressed_inputs<'f>(
-    f: &'f super::catalog::FunctionDef,
+/// The values a press of `f` takes from its panel row `row`, by input name, each checked
+/// by its rule as far as the press can tell (its list from a range is the admission's to
+/// check); an empty cell is left out, so the input's default applies. `Err` with the row's
+/// 状態 text: an input whose label cell does not show it (the row is not laid out as the
+/// config says, and a value is never guessed), or a value its rule refuses. A refused value
+/// never reaches the queue, where a cell past Google's limit would refuse the whole append
+/// and with it every press of the pass.
+fn pressed_inputs(
+    f: &super::catalog::FunctionDef,
     row: &super::PanelRow,
-) -> Result<serde_json::Map<String, serde_json::Value>, &'f str> {
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     let mut values = serde_json::Map::new();
     for (n, d) in f.inputs.iter().enumerate() {
-        let cell = row.input(n, d.label()).ok_or(d.label())?;
+        let cell = row
+            .input(n, d.label())
+            .ok_or_else(|| missing_input_text(&f.label, d.label()))?;
         let value = crate::inputs::from_cell(d, cell);
-        if !(value.is_null() || value.as_str().is_some_and(|s| s.trim().is_empty())) {
-            values.insert(d.name.clone(), value);
+        if value.is_null() || value.as_str().is_some_and(|s| s.trim().is_empty()) {
+            continue;
         }
+        let value = crate::inputs::value_of(d, &value, None)
+            .map_err(|why| bad_input_text(&f.label, &why))?;
+        values.insert(d.name.clone(), value);
     }
     Ok(values)
+}
+
+/// A press refused for a value its input's rule refuses (`why`, naming the input and the
+/// rule).
+pub fn bad_input_text(function: &str, why: &str) -> String {
+    format!(
+        "❌ エラー: {} の入力が受け付けられません: {}（値を直してから押し直してください）",
+        shown(function),
+        crate::sheet_text::one_line(why, 160)
+    )
 }
 
 /// A press refused because its row does not show input `label` (the config's) where

@@ -38,7 +38,7 @@ pub fn done_text(finished_at: DateTime<Utc>, tz: Tz) -> String {
 }
 
 /// How much of a job's inputs its 状態 shows, in characters.
-pub const INPUTS_TEXT_MAX_CHARS: usize = 80;
+pub const INPUTS_TEXT_MAX_CHARS: usize = 400;
 
 /// `❌ エラー: <message>`, the message on one line and cut to [`ERROR_TEXT_MAX_CHARS`] with
 /// `…`; `❌ エラー` alone when there is no message.
@@ -503,11 +503,11 @@ mod tests {
             "❌ エラー · version=1.2.4, dry_run=true: exit code 1"
         );
         let long = PanelOutcome {
-            inputs: format!("note={}", "x".repeat(200)),
+            inputs: format!("note={}", "x".repeat(1000)),
             ..done
         };
         assert!(
-            long.status_text(tz()).chars().count() < 120,
+            long.status_text(tz()).chars().count() < INPUTS_TEXT_MAX_CHARS + 30,
             "inputs are cut: {}",
             long.status_text(tz())
         );

@@ -36,6 +36,27 @@ use crate::sheets::{Cell, GridRange, Request, SheetMeta, SpreadsheetMeta, ValueR
 /// The date-time pattern of the panels' 更新日時 and generated-at cells.
 pub const DATE_TIME_PATTERN: &str = "yyyy/mm/dd hh:mm:ss";
 
+/// Each input whose `choices_from` range the spreadsheet does not hold (its sheet missing,
+/// or the range past its grid): its cell gets no dropdown, and every choice from it is
+/// refused until the range is there.
+pub fn missing_lists(meta: &SpreadsheetMeta, catalog: &Catalog) -> Vec<String> {
+    catalog
+        .functions
+        .iter()
+        .flat_map(|f| f.inputs.iter().map(move |d| (f, d)))
+        .filter_map(|(f, d)| {
+            let range = d.choices_from.as_deref()?;
+            (!crate::sheets::fits_grid(meta, range)).then(|| {
+                format!(
+                    "function \"{}\": input {} lists its choices from {range}, which the spreadsheet does not hold (no such sheet, or the range starts past its grid): its cells get no dropdown and every choice is refused until the range is there; create the sheet or fix choices_from",
+                    f.label,
+                    d.label()
+                )
+            })
+        })
+        .collect()
+}
+
 /// The date pattern of a date input's panel cell.
 pub const INPUT_DATE_PATTERN: &str = "yyyy-mm-dd";
 
@@ -442,6 +463,9 @@ fn plan_with(
         report.problems.push(c.to_string());
     }
     report.problems.extend(found.problems.iter().cloned());
+    report
+        .problems
+        .extend(missing_lists(input.meta, input.catalog));
 
     let index_at = locate_index(input, migration, old_values, found, reads)?;
 
@@ -688,7 +712,7 @@ fn plan_existing_panel(
             // The grid first: a write past its end would fail the whole batch.
             grow(layout, input.catalog, read, table, requests);
             cells.requests(p.sheet_id, requests);
-            panel_table_formats(layout, input.catalog, p.sheet_id, table, requests);
+            panel_table_formats(input, p.sheet_id, table, requests);
             report.refreshed.push(t.label.clone());
         }
     }
@@ -747,7 +771,7 @@ fn plan_new_panel(
         Some(now_serial),
     );
     cells.requests(id, requests);
-    new_panel_formats(layout, input.catalog, id, requests);
+    new_panel_formats(input, id, requests);
     report.created.push((t.label.clone(), title, id));
     report.panels.insert(t.label.clone(), id);
 }
@@ -1167,6 +1191,7 @@ pub fn check(input: &SyncInput, known: impl Fn(&str) -> bool) -> Vec<String> {
     let Discovered { found, tables, .. } = discover(input);
     let mut out: Vec<String> = found.conflicts.iter().map(ToString::to_string).collect();
     out.extend(found.problems.iter().cloned());
+    out.extend(missing_lists(input.meta, input.catalog));
     for p in found.panels() {
         if input.catalog.refuse_target(&p.label).is_some() {
             out.push(format!(
@@ -1362,7 +1387,7 @@ fn panel_cells(
         cells.set(row, cols.command.0, text(&f.command));
         cells.set(row, cols.args_json.0, text(f.args_json()));
         cells.set(row, cols.flags.0, text(f.flags_text()));
-        cells.set(row, cols.inputs.0, text(inputs_spec(f)));
+        cells.set(row, cols.inputs.0, text(inputs_spec(layout, f)));
     }
     let end = first + catalog.functions.len() as u32;
     let old_end = table.rows.iter().map(|r| r.row).max().unwrap_or(0);
@@ -1380,20 +1405,24 @@ fn panel_cells(
     cells
 }
 
-/// The hidden inputs cell of function `f`: `[[name, label], …]` in slot order, each with
-/// its cell's default third where the function says `reset_inputs`; empty without inputs.
-/// The Apps Script intake knows the config only through it.
-fn inputs_spec(f: &super::catalog::FunctionDef) -> String {
+/// The hidden inputs cell of function `f`: `[[name, label, column], …]` in slot order
+/// (`column`: the 1-based column of the input's value, its label in the column left of it),
+/// each with its cell's default fourth where the function says `reset_inputs`; empty
+/// without inputs. The Apps Script intake knows the config and the layout only through this
+/// protected cell: it never finds an input by a header anyone may edit.
+fn inputs_spec(layout: &PanelLayout, f: &super::catalog::FunctionDef) -> String {
     if f.inputs.is_empty() {
         return String::new();
     }
     let entries: Vec<serde_json::Value> = f
         .inputs
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(n, d)| {
             let mut entry = vec![
                 serde_json::Value::from(d.name.as_str()),
                 serde_json::Value::from(d.label()),
+                serde_json::Value::from(layout.input_cells(n).1 + 1),
             ];
             if f.reset_inputs {
                 entry.push(match default_cell(d) {
@@ -1453,6 +1482,7 @@ fn input_cells(
 fn input_formats(
     layout: &PanelLayout,
     catalog: &Catalog,
+    meta: &SpreadsheetMeta,
     sheet_id: i32,
     old_end: u32,
     out: &mut Vec<Request>,
@@ -1470,6 +1500,13 @@ fn input_formats(
             out.push(match d {
                 Some(d) if crate::inputs::is_checkbox(d) => Request::SetCheckboxes { range },
                 Some(d) => match crate::inputs::validation(d) {
+                    // A list whose sheet is missing: no dropdown (its rule could refuse the
+                    // whole batch), and `missing_lists` says so.
+                    Some(crate::sheets::Validation::Range(r))
+                        if !crate::sheets::fits_grid(meta, &r) =>
+                    {
+                        Request::ClearCheckboxes { range }
+                    }
                     Some(rule) => Request::SetValidation { range, rule },
                     None => Request::ClearCheckboxes { range },
                 },
@@ -1496,12 +1533,12 @@ fn input_formats(
 /// Checkboxes and formats of a rewritten function table: the ▶ and ■ columns of the
 /// function rows become checkboxes, rows below lose theirs.
 fn panel_table_formats(
-    layout: &PanelLayout,
-    catalog: &Catalog,
+    input: &SyncInput,
     sheet_id: i32,
     table: &PanelTable,
     out: &mut Vec<Request>,
 ) {
+    let (layout, catalog) = (input.layout, input.catalog);
     let first = layout.first_row - 1;
     let end = first + catalog.functions.len() as u32;
     let old_end = table.rows.iter().map(|r| r.row).max().unwrap_or(0);
@@ -1516,7 +1553,7 @@ fn panel_table_formats(
         }
     }
     approve_boxes(layout, catalog, sheet_id, out);
-    input_formats(layout, catalog, sheet_id, old_end, out);
+    input_formats(layout, catalog, input.meta, sheet_id, old_end, out);
     if old_end > end {
         for col in layout.approve_columns() {
             out.push(Request::ClearCheckboxes {
@@ -1576,12 +1613,8 @@ fn grow(
 }
 
 /// Checkboxes, formats and hidden columns of a new panel.
-fn new_panel_formats(
-    layout: &PanelLayout,
-    catalog: &Catalog,
-    sheet_id: i32,
-    out: &mut Vec<Request>,
-) {
+fn new_panel_formats(input: &SyncInput, sheet_id: i32, out: &mut Vec<Request>) {
+    let (layout, catalog) = (input.layout, input.catalog);
     let first = layout.first_row - 1;
     let end = first + catalog.functions.len() as u32;
     for col in [layout.columns.tick, layout.columns.cancel] {
@@ -1590,7 +1623,7 @@ fn new_panel_formats(
         });
     }
     approve_boxes(layout, catalog, sheet_id, out);
-    input_formats(layout, catalog, sheet_id, 0, out);
+    input_formats(layout, catalog, input.meta, sheet_id, 0, out);
     out.push(Request::SetDateTimeFormat {
         range: column_block(sheet_id, layout.columns.updated.0, first, end),
         pattern: DATE_TIME_PATTERN.into(),
@@ -1783,6 +1816,48 @@ mod tests {
         let moved = sheet_id_for("server-1", &[first].into_iter().collect());
         assert_ne!(moved, first, "a taken id moves on");
         assert!(moved > 0);
+    }
+
+    #[test]
+    fn a_list_the_spreadsheet_does_not_hold_gets_no_dropdown_and_is_named() {
+        let mut c = catalog();
+        c.functions[0].inputs = toml::from_str::<toml::Table>(
+            r#"i = [{ name = "build", type = "choice", choices_from = "'リリース'!A2:A" }]"#,
+        )
+        .ok()
+        .and_then(|t| t.get("i").cloned())
+        .and_then(|v| v.try_into().ok())
+        .unwrap_or_default();
+        let layout = PanelLayout {
+            input_slots: 1,
+            ..PanelLayout::default()
+        };
+        let rules = |m: &SpreadsheetMeta| {
+            let mut out = Vec::new();
+            input_formats(&layout, &c, m, 5, 0, &mut out);
+            out
+        };
+        let without = meta(&[(5, "P")]);
+        assert!(
+            matches!(rules(&without)[..], [Request::ClearCheckboxes { .. }]),
+            "no range rule that could refuse the batch: {:?}",
+            rules(&without)
+        );
+        let problems = missing_lists(&without, &c);
+        assert!(
+            problems.len() == 1 && problems[0].contains("'リリース'!A2:A"),
+            "{problems:?}"
+        );
+        let with = meta(&[(5, "P"), (6, "リリース")]);
+        assert!(
+            matches!(
+                &rules(&with)[..],
+                [Request::SetValidation { rule: crate::sheets::Validation::Range(r), .. }] if r == "'リリース'!A2:A"
+            ),
+            "{:?}",
+            rules(&with)
+        );
+        assert!(missing_lists(&with, &c).is_empty());
     }
 
     #[test]

@@ -401,24 +401,45 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
         "the cells keep what people left there, or return to the default with reset_inputs"
     );
 
-    // A value of the range that breaks the input's pattern is refused, never run.
+    // A value of the range that breaks the input's pattern is refused with the press,
+    // naming the input and its rule, and never queued.
     emu.set_values("'サーバーA'!U8", json!([["v1.2; rm -rf /"]]), false)
         .unwrap_or_else(|e| panic!("{e:?}"));
     emu.set_values("'サーバーA'!A8", json!([[true]]), false)
         .unwrap_or_else(|e| panic!("{e:?}"));
-    let rows = wait_queue_finished(&emu, 3, "the third press to end", WAIT).await;
-    let third = rows
-        .iter()
-        .max_by_key(|r| r.row)
-        .unwrap_or_else(|| panic!("{}", describe_queue(&rows)));
-    assert!(
-        third.state.is(State::Error)
-            && third.message.contains("ビルド")
-            && third.message.contains("does not match its pattern")
-            && third.message.contains("so nothing ran"),
-        "a range's value is data, checked by the pattern: {}",
-        describe_queue(&rows)
-    );
+    wait_for(
+        "the press to be refused on its row",
+        WAIT,
+        || {
+            let status = panel_row(&emu, "サーバーA", 8)[2].clone();
+            (status.starts_with("❌ エラー")
+                && status.contains("ビルド")
+                && status.contains("does not match its pattern"))
+            .then_some(())
+        },
+        || format!("{:?}\n{}", panel_row(&emu, "サーバーA", 8), show()),
+    )
+    .await;
+    assert_eq!(queue_rows(&emu).len(), 2, "a refused press queues nothing");
+
+    // A value that takes four thousand characters is refused the same way, and the
+    // spreadsheet goes on: the next press is taken.
+    emu.set_values("'サーバーA'!S8", json!([["a".repeat(4000)]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    emu.set_values("'サーバーA'!A8", json!([[true]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    wait_for(
+        "the long value to be refused on its row",
+        WAIT,
+        || {
+            let status = panel_row(&emu, "サーバーA", 8)[2].clone();
+            (status.contains("メモ") && status.contains("longer than")).then_some(())
+        },
+        || format!("{:?}\n{}", panel_row(&emu, "サーバーA", 8), show()),
+    )
+    .await;
+    emu.set_values("'サーバーA'!S8", json!([["hello world"]]), false)
+        .unwrap_or_else(|e| panic!("{e:?}"));
 
     // A value the list does not hold (written past the dropdown, as the API can) is refused
     // against the list as the daemon's read found it.
@@ -426,14 +447,14 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
         .unwrap_or_else(|e| panic!("{e:?}"));
     emu.set_values("'サーバーA'!A8", json!([[true]]), false)
         .unwrap_or_else(|e| panic!("{e:?}"));
-    let rows = wait_queue_finished(&emu, 4, "the fourth press to end", WAIT).await;
-    let fourth = rows
+    let rows = wait_queue_finished(&emu, 3, "the third press to end", WAIT).await;
+    let forged_choice = rows
         .iter()
         .max_by_key(|r| r.row)
         .unwrap_or_else(|| panic!("{}", describe_queue(&rows)));
     assert!(
-        fourth.state.is(State::Error)
-            && fourth
+        forged_choice.state.is(State::Error)
+            && forged_choice
                 .message
                 .contains("ビルド = \"v9.9\" is not among its choices (\"v1.0\", \"v1.1\""),
         "a choice from a range must be in the range: {}",
