@@ -1111,6 +1111,7 @@ mod tests {
         c.targets = vec![crate::panel::catalog::TargetDef {
             label: "サーバーA".into(),
             position: String::new(),
+            groups: Vec::new(),
         }];
         let r = registry().with_catalog(c);
         let mut open = spec(

@@ -130,6 +130,9 @@
 //!   of its own Cloud project): the mark of a continuation step, the digest of its row, and
 //!   what the marks known make of a queue row; pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
+//! - [`rollout`]: one press over many targets, a few at a time: a rollout's definition, its
+//!   targets, each target's derived jobId and the claim pass's rule (next wave, stop, end);
+//!   pure, and not yet taken by the config nor followed by the daemon.
 //! - [`schedule`]: the `[[schedules]]` of the config: their cron patterns in the spreadsheet's
 //!   time zone (daylight saving's rules), each occurrence's jobId, which one is due; pure.
 //! - [`setup`]: the spreadsheet client and the command registry built from a config, for the
@@ -198,6 +201,7 @@ pub mod probe;
 pub mod protection;
 pub mod provenance;
 pub mod queue;
+pub mod rollout;
 pub mod schedule;
 pub mod setup;
 pub mod sheet_text;

@@ -37,6 +37,9 @@ pub struct TargetDef {
     pub label: String,
     #[serde(default)]
     pub position: String,
+    /// The groups it belongs to (`groups = ["web", "tokyo"]`), for rollouts that name one.
+    #[serde(default)]
+    pub groups: Vec<String>,
 }
 
 /// The functions and targets of a config, checked.

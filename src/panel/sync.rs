@@ -1691,10 +1691,12 @@ mod tests {
                 TargetDef {
                     label: "A".into(),
                     position: String::new(),
+                    groups: Vec::new(),
                 },
                 TargetDef {
                     label: "B".into(),
                     position: String::new(),
+                    groups: Vec::new(),
                 },
             ],
             ..Catalog::default()

@@ -1160,8 +1160,7 @@ async fn set_up_for_approvals(emu: &Emulator, dir: &Path) {
         "sheetq init adds the 承認 column to the queue: {header:?}"
     );
     assert_eq!(panel_row(emu, "サーバーA", 8)[1], APPROVED);
-    emu.set_values("'サーバーA'!H8:I8", json!([["record", "{}"]]), false)
-        .unwrap_or_else(|e| panic!("cannot set panel row 8's command: {e:?}"));
+    set_cells(emu, "'サーバーA'!H8:I8", json!([["record", "{}"]]));
 }
 
 /// How many `spreadsheets.values.update` calls of a range of the queue `user` made that
@@ -1551,12 +1550,11 @@ async fn a_press_through_code_js_takes_the_inputs_under_its_lock_and_the_daemon_
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     emu.batch_update(json!([{ "addSheet": { "properties": { "title": "リリース" } } }]))
         .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values(
+    set_cells(
+        &emu,
         "'リリース'!A1:A3",
         json!([["ビルド"], ["v1.0"], ["v1.1"]]),
-        false,
-    )
-    .unwrap_or_else(|e| panic!("{e:?}"));
+    );
     let config = crate::daemon::binary_config_with(
         &emu,
         dir.path(),
@@ -1577,16 +1575,14 @@ async fn a_press_through_code_js_takes_the_inputs_under_its_lock_and_the_daemon_
         ("U8", json!("v1.1")),
         ("M9", json!("once")),
     ] {
-        emu.set_values(&format!("'サーバーA'!{cell}"), json!([[value]]), false)
-            .unwrap_or_else(|e| panic!("{cell}: {e:?}"));
+        set_cells(&emu, &format!("'サーバーA'!{cell}"), json!([[value]]));
     }
     let toasts = intake.tick_toasts(ALICE, "サーバーA", "A8").await;
     assert_eq!(toasts, ["受け付けました: デプロイ（サーバーA）"]);
     let toasts = intake.tick_toasts(ALICE, "サーバーA", "A9").await;
     assert_eq!(toasts, ["受け付けました: 一言（サーバーA）"]);
     // A change after the press never reaches the job.
-    emu.set_values("'サーバーA'!M8", json!([["1.2.3"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set_cells(&emu, "'サーバーA'!M8", json!([["1.2.3"]]));
     assert_eq!(
         emu.values("'サーバーA'!M9")
             .unwrap_or_else(|e| panic!("{e:?}")),

@@ -135,8 +135,7 @@ async fn enqueue_checks_inputs_as_the_daemon_will_and_a_forged_value_in_the_queu
     // The owner writes a row by hand with a version the list does not offer.
     let mut forged = waiting_row("forged", "サーバーA", "デプロイ", "show", "");
     forged[8] = json!(r#"{"mode":"rolling","version":"9.9.9","dry_run":false}"#);
-    emu.set_values("'_ジョブキュー'!A3:Q3", json!([forged]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set_cells(&emu, "'_ジョブキュー'!A3:Q3", json!([forged]));
     let rows = wait_ended_with_messages(&emu, &["forged"], WAIT, || {
         format!(
             "{}\nlog:\n{}",
@@ -216,12 +215,11 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
     // The team's list of builds, a sheet of its own (one of them breaks the input's pattern).
     emu.batch_update(json!([{ "addSheet": { "properties": { "title": "リリース" } } }]))
         .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values(
+    set_cells(
+        &emu,
         "'リリース'!A1:A4",
         json!([["ビルド"], ["v1.0"], ["v1.1"], ["v1.2; rm -rf /"]]),
-        false,
-    )
-    .unwrap_or_else(|e| panic!("{e:?}"));
+    );
     let config = binary_config_with(
         &emu,
         dir.path(),
@@ -272,7 +270,8 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
 
     // A person picks values and presses; right after the press is taken, someone else
     // changes the version.
-    emu.set_values(
+    set_cells(
+        &emu,
         "'サーバーA'!M8:U8",
         json!([[
             "1.2.4",
@@ -285,9 +284,7 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
             "x",
             "v1.1"
         ]]),
-        false,
-    )
-    .unwrap_or_else(|e| panic!("{e:?}"));
+    );
     // The labels stay as written: put them back over the x's.
     for (cell, label) in [
         ("N8", "dry_run"),
@@ -295,13 +292,10 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
         ("R8", "メモ"),
         ("T8", "ビルド"),
     ] {
-        emu.set_values(&format!("'サーバーA'!{cell}"), json!([[label]]), false)
-            .unwrap_or_else(|e| panic!("{e:?}"));
+        set_cells(&emu, &format!("'サーバーA'!{cell}"), json!([[label]]));
     }
-    emu.set_values("'サーバーA'!M9", json!([["once"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'サーバーA'!A8:A9", json!([[true], [true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set_cells(&emu, "'サーバーA'!M9", json!([["once"]]));
+    set_cells(&emu, "'サーバーA'!A8:A9", json!([[true], [true]]));
     let log = dir.path().join("sheetq.log");
     let _daemon = Binary::start(&config, &log);
     let show = || {
@@ -318,8 +312,7 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
         show,
     )
     .await;
-    emu.set_values("'サーバーA'!M8", json!([["1.2.3"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set_cells(&emu, "'サーバーA'!M8", json!([["1.2.3"]]));
     let rows = wait_queue_finished(&emu, 2, "both jobs to finish", WAIT).await;
     let args_of = |function: &str| -> serde_json::Value {
         let row = rows
@@ -403,10 +396,8 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
 
     // A value of the range that breaks the input's pattern is refused with the press,
     // naming the input and its rule, and never queued.
-    emu.set_values("'サーバーA'!U8", json!([["v1.2; rm -rf /"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'サーバーA'!A8", json!([[true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set_cells(&emu, "'サーバーA'!U8", json!([["v1.2; rm -rf /"]]));
+    set_cells(&emu, "'サーバーA'!A8", json!([[true]]));
     wait_for(
         "the press to be refused on its row",
         WAIT,
@@ -424,10 +415,8 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
 
     // A value that takes four thousand characters is refused the same way, and the
     // spreadsheet goes on: the next press is taken.
-    emu.set_values("'サーバーA'!S8", json!([["a".repeat(4000)]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'サーバーA'!A8", json!([[true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set_cells(&emu, "'サーバーA'!S8", json!([["a".repeat(4000)]]));
+    set_cells(&emu, "'サーバーA'!A8", json!([[true]]));
     wait_for(
         "the long value to be refused on its row",
         WAIT,
@@ -438,15 +427,12 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
         || format!("{:?}\n{}", panel_row(&emu, "サーバーA", 8), show()),
     )
     .await;
-    emu.set_values("'サーバーA'!S8", json!([["hello world"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set_cells(&emu, "'サーバーA'!S8", json!([["hello world"]]));
 
     // A value the list does not hold (written past the dropdown, as the API can) is refused
     // against the list as the daemon's read found it.
-    emu.set_values("'サーバーA'!U8", json!([["v9.9"]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    emu.set_values("'サーバーA'!A8", json!([[true]]), false)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    set_cells(&emu, "'サーバーA'!U8", json!([["v9.9"]]));
+    set_cells(&emu, "'サーバーA'!A8", json!([[true]]));
     let rows = wait_queue_finished(&emu, 3, "the third press to end", WAIT).await;
     let forged_choice = rows
         .iter()

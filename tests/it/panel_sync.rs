@@ -51,12 +51,6 @@ async fn start_fast_empty() -> Emulator {
     .await
 }
 
-/// Writes `values` at `range` as a person would, RAW.
-fn set(emu: &Emulator, range: &str, values: serde_json::Value) {
-    emu.set_values(range, values, false)
-        .unwrap_or_else(|e| panic!("cannot write {range}: {e:?}"));
-}
-
 /// `sheetq init`: the queue and worker sheets a daemon needs.
 async fn init(emu: &Emulator, config: &Config) {
     sheetq::admin::init(client(emu, config).await.as_ref(), config)
@@ -207,12 +201,12 @@ async fn a_config_change_resyncs_every_panel_and_keeps_what_rows_show() {
     let before = config(&emu, dir.path(), &format!("{FUNCTIONS}{}", targets(3)));
     sync(&emu, &before, open_all()).await;
     // A result shown on 再起動 of server-2, and a pending tick on its バックアップ.
-    set(
+    set_cells(
         &emu,
         "'server-2'!C9:E9",
         json!([["✅ 完了 12:00", "ok", 46000.5]]),
     );
-    set(&emu, "'server-2'!A10", json!([[true]]));
+    set_cells(&emu, "'server-2'!A10", json!([[true]]));
 
     // 動作確認 dropped, 再起動 now runs echo, a new function last.
     let after = config(
@@ -292,14 +286,14 @@ async fn a_press_on_a_generated_panel_runs_and_a_dropped_function_is_refused() {
     init(&emu, &config).await;
     sync(&emu, &config, open_all()).await;
     // A panel row for a function the config does not have (an older panel's copy).
-    set(
+    set_cells(
         &emu,
         "'server-1'!A11:J11",
         json!([[false, "廃止済み", "", "", "", "", "", "echo", "{}", ""]]),
     );
     let fleet = Fleet::start(&emu, &["d1"], &[("intake", "\"poll\"")], &extra).await;
-    set(&emu, "'server-1'!A8", json!([[true]]));
-    set(&emu, "'server-1'!A11", json!([[true]]));
+    set_cells(&emu, "'server-1'!A8", json!([[true]]));
+    set_cells(&emu, "'server-1'!A11", json!([[true]]));
     let rows = wait_queue_finished(&emu, 2, "both presses to finish", WAIT).await;
     let index = wait_for(
         "the index to show server-1's last result, and nothing running",
@@ -367,7 +361,7 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
     );
     assert_eq!(text_rows(&emu, "'▶パネル'!D3")[0][0], "未作成 (▶ で作成)");
     // A person adds a target to the index by hand, then ticks it and server-2.
-    set(
+    set_cells(
         &emu,
         "'▶パネル'!A5:C5",
         json!([[false, "server-x", "annex"]]),
@@ -379,8 +373,8 @@ async fn a_tick_on_the_index_creates_the_missing_panel() {
         &extra,
     )
     .await;
-    set(&emu, "'▶パネル'!A3", json!([[true]]));
-    set(&emu, "'▶パネル'!A5", json!([[true]]));
+    set_cells(&emu, "'▶パネル'!A3", json!([[true]]));
+    set_cells(&emu, "'▶パネル'!A5", json!([[true]]));
     let rows = wait_queue_finished(&emu, 1, "the panel job to finish", WAIT).await;
     fleet.stop(&emu).await;
     assert_eq!(rows[0].command, PANELS_COMMAND);
@@ -431,7 +425,7 @@ async fn idle_panels_are_hidden_and_shown_again_when_asked() {
     let tz = chrono_tz::Asia::Tokyo;
     let old =
         sheetq::sheet_time::instant_to_serial(chrono::Utc::now() - chrono::Duration::days(20), tz);
-    set(&emu, "'▶パネル'!G2", json!([[old]]));
+    set_cells(&emu, "'▶パネル'!G2", json!([[old]]));
     let done = sync(&emu, &config, SyncRequest::default()).await;
     assert_eq!(done.report.hidden, ["server-1"], "{}", done.report);
     assert!(is_hidden(&emu, "server-1"), "hidden, not deleted");
@@ -468,7 +462,7 @@ async fn the_daemon_hides_an_idle_panel_on_its_own() {
         chrono::Utc::now() - chrono::Duration::days(30),
         chrono_tz::Asia::Tokyo,
     );
-    set(&emu, "'▶パネル'!G3", json!([[old]]));
+    set_cells(&emu, "'▶パネル'!G3", json!([[old]]));
     let fleet = Fleet::start(&emu, &["d1"], &overrides, &extra).await;
     wait_for(
         "the daemon to hide server-2",
@@ -488,7 +482,7 @@ async fn an_old_panel_sheet_becomes_the_index_and_keeps_its_name() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = config(&emu, dir.path(), &format!("{FUNCTIONS}{}", targets(2)));
     // The old panel: one row per target, its label in column B, a stray label.
-    set(
+    set_cells(
         &emu,
         "'Sheet1'!A1:D4",
         json!([
@@ -556,7 +550,7 @@ async fn an_index_title_without_its_marker_is_not_overwritten() {
     let emu = start_empty().await;
     emu.batch_update(json!([{ "addSheet": { "properties": { "title": "▶パネル" } } }]))
         .unwrap_or_else(|e| panic!("{e:?}"));
-    set(&emu, "'▶パネル'!A1", json!([["a person's notes"]]));
+    set_cells(&emu, "'▶パネル'!A1", json!([["a person's notes"]]));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = config(&emu, dir.path(), FUNCTIONS);
     let sheets = client(&emu, &config).await;
@@ -582,7 +576,7 @@ async fn twelve_index_ticks_open_their_panels_in_two_steps() {
     let config = config(&emu, dir.path(), &extra);
     init(&emu, &config).await;
     sync(&emu, &config, SyncRequest::default()).await;
-    set(&emu, "'▶パネル'!A2:A13", json!(vec![[true]; 12]));
+    set_cells(&emu, "'▶パネル'!A2:A13", json!(vec![[true]; 12]));
     let fleet = Fleet::start(&emu, &["d1"], &[("intake", "\"poll\"")], &extra).await;
     let rows = wait_queue_finished(
         &emu,
@@ -683,7 +677,7 @@ async fn a_panel_with_a_job_waiting_is_not_hidden_however_old_its_last_result() 
         chrono::Utc::now() - chrono::Duration::days(20),
         chrono_tz::Asia::Tokyo,
     );
-    set(&emu, "'▶パネル'!E2:G2", json!([["⏳ 待機 1 件", "", old]]));
+    set_cells(&emu, "'▶パネル'!E2:G2", json!([["⏳ 待機 1 件", "", old]]));
     let done = sync(&emu, &config, SyncRequest::default()).await;
     assert!(done.report.hidden.is_empty(), "{}", done.report);
     assert!(!is_hidden(&emu, "server-1"));
@@ -700,10 +694,10 @@ async fn index_rows_stay_where_a_person_put_them_and_their_notes_stay_beside_the
     emu.batch_update(json!([{ "insertDimension": { "range": {
         "sheetId": sheet_id(&emu, "▶パネル"), "dimension": "ROWS", "startIndex": 2, "endIndex": 3 } } }]))
         .unwrap_or_else(|e| panic!("{e:?}"));
-    set(&emu, "'▶パネル'!C3", json!([["-- 大阪拠点 --"]]));
-    set(&emu, "'▶パネル'!H4", json!([["担当: 田中"]]));
-    set(&emu, "'▶パネル'!A4", json!([[true]]));
-    set(&emu, "'▶パネル'!B6", json!([["server-x"]]));
+    set_cells(&emu, "'▶パネル'!C3", json!([["-- 大阪拠点 --"]]));
+    set_cells(&emu, "'▶パネル'!H4", json!([["担当: 田中"]]));
+    set_cells(&emu, "'▶パネル'!A4", json!([[true]]));
+    set_cells(&emu, "'▶パネル'!B6", json!([["server-x"]]));
     let more = format!(
         "{FUNCTIONS}{}[[targets]]\nlabel = \"server-new\"\n",
         targets(2)
@@ -801,12 +795,12 @@ async fn sync_protects_each_panels_markers_labels_and_hidden_columns_and_leaves_
     let open = daemon_config(&emu, "sync", dir.path(), &[("protect", "false")], &catalog);
     sync(&emu, &open, open_all()).await;
     // What people and the daemon left on the panels before protection came.
-    set(
+    set_cells(
         &emu,
         "'server-2'!C9:E9",
         json!([["✅ 完了 12:00", "ok", 46000.5]]),
     );
-    set(&emu, "'server-2'!A10", json!([[true]]));
+    set_cells(&emu, "'server-2'!A10", json!([[true]]));
     // The index takes in the result: what follows changes only protection.
     sync(&emu, &open, SyncRequest::default()).await;
     let panel_before = text_rows(&emu, "'server-2'!A1:J10");

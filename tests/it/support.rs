@@ -645,6 +645,13 @@ pub async fn wait_queue_finished(
     .await
 }
 
+/// Writes `values` at `range` as a person would (the owner, RAW), panicking with the range
+/// when the emulator refuses.
+pub fn set_cells(emu: &Emulator, range: &str, values: serde_json::Value) {
+    emu.set_values(range, values, false)
+        .unwrap_or_else(|e| panic!("cannot write {range}: {e:?}"));
+}
+
 /// A panel row's A..F cells (▶, 機能, 状態, 結果, 更新日時, ■) as text, by sheet title and row.
 pub fn panel_row(emu: &Emulator, title: &str, row: u32) -> Vec<String> {
     let values = emu
