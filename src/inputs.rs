@@ -465,6 +465,16 @@ pub fn validation(d: &InputDef) -> Option<crate::sheets::Validation> {
     }
 }
 
+/// What input `d`'s value cell holds before anyone picks: its default, unticked for a bool
+/// without one, else empty.
+pub fn default_cell(d: &InputDef) -> crate::sheets::Cell {
+    match d.default_value() {
+        Some(Ok(v)) => to_cell(d, &v),
+        _ if is_checkbox(d) => crate::sheets::Cell::Bool(false),
+        _ => crate::sheets::Cell::Null,
+    }
+}
+
 /// Whether `d`'s panel cell is a checkbox.
 pub fn is_checkbox(d: &InputDef) -> bool {
     d.kind == Kind::Bool
@@ -543,6 +553,18 @@ pub fn summary(inputs: &[InputDef], values: &serde_json::Map<String, serde_json:
         .join(", ")
 }
 
+/// The inputs of `inputs = [...]` in `text`, for tests; panics naming the fault.
+#[cfg(test)]
+pub(crate) fn from_toml(text: &str) -> Vec<InputDef> {
+    #[derive(Deserialize)]
+    struct W {
+        inputs: Vec<InputDef>,
+    }
+    toml::from_str::<W>(text)
+        .unwrap_or_else(|e| panic!("inputs {text:?} do not parse: {e}"))
+        .inputs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,7 +572,7 @@ mod tests {
 
     #[test]
     fn the_summary_never_lets_a_text_pass_for_another_input_or_run_long() {
-        let inputs = parse(
+        let inputs = from_toml(
             r#"inputs = [{ name = "note", type = "text" }, { name = "dry_run", type = "bool" }]"#,
         );
         let values = json!({ "note": "x, dry_run=true", "dry_run": false });
@@ -592,18 +614,8 @@ mod tests {
         );
     }
 
-    fn parse(text: &str) -> Vec<InputDef> {
-        #[derive(Deserialize)]
-        struct W {
-            inputs: Vec<InputDef>,
-        }
-        toml::from_str::<W>(text)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .inputs
-    }
-
     fn deploy() -> Vec<InputDef> {
-        parse(
+        from_toml(
             r#"
 inputs = [
   { name = "version", type = "choice", choices = ["1.2.3", "1.2.4"], required = true },
@@ -657,7 +669,7 @@ inputs = [
 
     #[test]
     fn a_choice_from_a_range_takes_the_values_read_and_its_pattern_still_rules() {
-        let d = &parse(
+        let d = &from_toml(
             r#"inputs = [{ name = "v", type = "choice", choices_from = "'リリース'!A2:A", pattern = "[0-9.]+" }]"#,
         )[0];
         let listed = ["1.0".to_string(), "rm -rf /".to_string()];
@@ -677,7 +689,7 @@ inputs = [
     fn bad_definitions_are_refused_naming_the_entry() {
         let all = problems(
             "[[functions]] entry 1 (\"デプロイ\")",
-            &parse(
+            &from_toml(
                 r#"
 inputs = [
   { name = "1st", type = "text" },

@@ -317,13 +317,9 @@ mod tests {
     #[test]
     fn the_inputs_of_a_function_only_some_may_press_are_theirs_to_choose() {
         let mut deploy = function("deploy", Some(&["alice@example.com"]), None);
-        deploy.inputs = toml::from_str::<toml::Table>(
-            r#"i = [{ name = "version", type = "text" }, { name = "dry_run", type = "bool" }]"#,
-        )
-        .ok()
-        .and_then(|t| t.get("i").cloned())
-        .and_then(|v| v.try_into().ok())
-        .unwrap_or_default();
+        deploy.inputs = crate::inputs::from_toml(
+            r#"inputs = [{ name = "version", type = "text" }, { name = "dry_run", type = "bool" }]"#,
+        );
         let mut open = function("open", None, None);
         open.inputs = deploy.inputs.clone();
         let catalog = Catalog {

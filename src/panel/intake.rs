@@ -368,7 +368,7 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
             if let Some(f) = function.filter(|f| f.reset_inputs) {
                 for (n, d) in f.inputs.iter().enumerate() {
                     let col = t.layout.input_cells(n).1;
-                    let value = match super::sync::default_cell(d) {
+                    let value = match crate::inputs::default_cell(d) {
                         Cell::Null => Cell::String(String::new()),
                         cell => cell,
                     };
@@ -974,14 +974,10 @@ mod tests {
 
     #[test]
     fn a_press_takes_the_inputs_of_its_row_and_never_guesses_a_missing_one() {
-        let inputs: Vec<crate::inputs::InputDef> = toml::from_str::<toml::Table>(
-            r#"i = [{ name = "version", label = "バージョン", type = "choice", choices = ["1", "2"] },
-                    { name = "day", type = "date" }]"#,
-        )
-        .ok()
-        .and_then(|t| t.get("i").cloned())
-        .and_then(|v| v.try_into().ok())
-        .unwrap_or_else(|| panic!("inputs should parse"));
+        let inputs = crate::inputs::from_toml(
+            r#"inputs = [{ name = "version", label = "バージョン", type = "choice", choices = ["1", "2"] },
+                         { name = "day", type = "date" }]"#,
+        );
         let catalog = Catalog {
             functions: vec![crate::panel::catalog::FunctionDef {
                 label: "デプロイ".into(),

@@ -1425,7 +1425,7 @@ fn inputs_spec(layout: &PanelLayout, f: &super::catalog::FunctionDef) -> String 
                 serde_json::Value::from(layout.input_cells(n).1 + 1),
             ];
             if f.reset_inputs {
-                entry.push(match default_cell(d) {
+                entry.push(match crate::inputs::default_cell(d) {
                     Cell::Null => Cell::from(""),
                     cell => cell,
                 });
@@ -1434,16 +1434,6 @@ fn inputs_spec(layout: &PanelLayout, f: &super::catalog::FunctionDef) -> String 
         })
         .collect();
     serde_json::Value::Array(entries).to_string()
-}
-
-/// What input `d`'s value cell holds before anyone picks: its default, unticked for a bool
-/// without one, else empty.
-pub(crate) fn default_cell(d: &crate::inputs::InputDef) -> Cell {
-    match d.default_value() {
-        Some(Ok(v)) => crate::inputs::to_cell(d, &v),
-        _ if crate::inputs::is_checkbox(d) => Cell::Bool(false),
-        _ => Cell::Null,
-    }
 }
 
 /// The input cells of function `f` on zero-based sheet row `row`: each input's label and
@@ -1470,7 +1460,7 @@ fn input_cells(
             .and_then(|o| o.input(n, d.label()))
             .filter(|v| !v.is_null() && v.as_str() != Some(""))
             .cloned();
-        let value = kept.unwrap_or_else(|| default_cell(d));
+        let value = kept.unwrap_or_else(|| crate::inputs::default_cell(d));
         cells.set(row, label_col, text(d.label()));
         cells.set(row, value_col, value);
     }
@@ -1823,13 +1813,9 @@ mod tests {
     #[test]
     fn a_list_the_spreadsheet_does_not_hold_gets_no_dropdown_and_is_named() {
         let mut c = catalog();
-        c.functions[0].inputs = toml::from_str::<toml::Table>(
-            r#"i = [{ name = "build", type = "choice", choices_from = "'リリース'!A2:A" }]"#,
-        )
-        .ok()
-        .and_then(|t| t.get("i").cloned())
-        .and_then(|v| v.try_into().ok())
-        .unwrap_or_default();
+        c.functions[0].inputs = crate::inputs::from_toml(
+            r#"inputs = [{ name = "build", type = "choice", choices_from = "'リリース'!A2:A" }]"#,
+        );
         let layout = PanelLayout {
             input_slots: 1,
             ..PanelLayout::default()

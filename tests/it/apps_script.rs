@@ -1548,13 +1548,7 @@ async fn a_press_through_code_js_takes_the_inputs_under_its_lock_and_the_daemon_
     use crate::inputs::{serial, PANEL_CONFIG};
     let emu = start_with_quota(Quota::scaled(20)).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    emu.batch_update(json!([{ "addSheet": { "properties": { "title": "リリース" } } }]))
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    set_cells(
-        &emu,
-        "'リリース'!A1:A3",
-        json!([["ビルド"], ["v1.0"], ["v1.1"]]),
-    );
+    crate::inputs::add_releases(&emu, &["v1.0", "v1.1"]);
     let config = crate::daemon::binary_config_with(
         &emu,
         dir.path(),

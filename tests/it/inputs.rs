@@ -191,6 +191,22 @@ reset_inputs = true
 inputs = [{ name = "word", label = "言葉", type = "text", default = "-" }]
 "#;
 
+/// The sheet リリース that `PANEL_CONFIG`'s build input lists its choices from: a header, then
+/// `builds` from A2.
+pub(crate) fn add_releases(emu: &sheetq::emulator::Emulator, builds: &[&str]) {
+    emu.batch_update(json!([{ "addSheet": { "properties": { "title": "リリース" } } }]))
+        .unwrap_or_else(|e| panic!("cannot add the sheet リリース: {e:?}"));
+    let rows: Vec<serde_json::Value> = std::iter::once("ビルド")
+        .chain(builds.iter().copied())
+        .map(|b| json!([b]))
+        .collect();
+    set_cells(
+        emu,
+        &format!("'リリース'!A1:A{}", rows.len()),
+        serde_json::Value::Array(rows),
+    );
+}
+
 /// Google's serial of a day (days since 1899-12-30), as a date cell holds it.
 pub(crate) fn serial(day: &str) -> i64 {
     let day = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").unwrap_or_default();
@@ -213,13 +229,7 @@ async fn inputs_on_the_panel_go_with_the_press_and_a_later_change_never_reaches_
     let emu = start_with_quota(Quota::scaled(50)).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     // The team's list of builds, a sheet of its own (one of them breaks the input's pattern).
-    emu.batch_update(json!([{ "addSheet": { "properties": { "title": "リリース" } } }]))
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    set_cells(
-        &emu,
-        "'リリース'!A1:A4",
-        json!([["ビルド"], ["v1.0"], ["v1.1"], ["v1.2; rm -rf /"]]),
-    );
+    add_releases(&emu, &["v1.0", "v1.1", "v1.2; rm -rf /"]);
     let config = binary_config_with(
         &emu,
         dir.path(),
