@@ -554,3 +554,57 @@ async fn an_approval_is_asked_for_the_inputs_and_a_schedule_runs_with_its_own() 
         .unwrap_or_else(|e| panic!("the command printed its args: {e}: {}", scheduled.message));
     assert_eq!(args, json!({ "day": "2026-12-31", "mode": "full" }));
 }
+
+/// A function only alice may press, with an input: only she chooses its value.
+const ALLOWED_CONFIG: &str = r#"intake = "poll"
+[commands.show]
+exec = ["/bin/sh", "-c", "printf '%s' \"$SHEETQ_ARGS_JSON\""]
+[[targets]]
+label = "サーバーA"
+[[functions]]
+label = "デプロイ"
+command = "show"
+allow = ["alice@example.com"]
+inputs = [{ name = "version", type = "choice", choices = ["1.2.3", "1.2.4"], default = "1.2.3" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_who_may_press_may_choose_the_inputs_as_google_enforces_it() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (config, _, _) =
+        crate::daemon::protected_set_up(&emu, dir.path(), "vm-1", ALLOWED_CONFIG).await;
+    // Mallory, an editor of the file, tries the value cell, its label and ▶: Google refuses
+    // each, as the protection `panels sync` made says.
+    for cell in ["M8", "L8", "A8"] {
+        let (status, body) = person_writes(
+            &emu,
+            "mallory@example.com",
+            &format!("'サーバーA'!{cell}"),
+            json!([["1.2.4"]]),
+        )
+        .await;
+        assert_ne!(status, 200, "mallory must not write {cell}: {body}");
+    }
+    let (status, body) = person_writes(
+        &emu,
+        "alice@example.com",
+        "'サーバーA'!M8",
+        json!([["1.2.4"]]),
+    )
+    .await;
+    assert_eq!(status, 200, "alice picks her version: {body}");
+    let (status, body) =
+        person_writes(&emu, "alice@example.com", "'サーバーA'!A8", json!([[true]])).await;
+    assert_eq!(status, 200, "alice presses: {body}");
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let rows = wait_queue_finished(&emu, 1, "alice's press to run", WAIT).await;
+    let args: serde_json::Value = serde_json::from_str(&rows[0].args_json)
+        .unwrap_or_else(|e| panic!("{e}: {}", describe_queue(&rows)));
+    assert!(
+        rows[0].state.is(State::Done) && args == json!({ "version": "1.2.4" }),
+        "the press runs with the value only alice could choose: {}",
+        describe_queue(&rows)
+    );
+}
