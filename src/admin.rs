@@ -651,6 +651,76 @@ pub fn job_of(
     ))
 }
 
+/// The row `sheetq rollout NAME` appends: the rollout's own row (command
+/// [`crate::queue::ROLLOUT_COMMAND`], on [`crate::queue::ROLLOUT_TARGET`], 機能 its label),
+/// whose args are its function's with the inputs: those the rollout fixes, then `inputs`
+/// (the press's; a fixed one cannot be given), then the defaults, checked as the daemon
+/// will check each target's job. The error says which option to change.
+pub fn rollout_job(
+    config: &Config,
+    name: &str,
+    inputs: &[(String, serde_json::Value)],
+    requester: &str,
+) -> Result<NewJob, String> {
+    let Some(r) = config.rollouts.iter().find(|r| r.name == name) else {
+        let known: Vec<&str> = config.rollouts.iter().map(|r| r.name.as_str()).collect();
+        return Err(match known.as_slice() {
+            [] => format!(
+                "rollout {} is not in sheetq.toml: it has no [[rollouts]]",
+                crate::sheet_text::shown(name)
+            ),
+            known => format!(
+                "rollout {} is not among the [[rollouts]] of sheetq.toml; it has {}",
+                crate::sheet_text::shown(name),
+                known.join(", ")
+            ),
+        });
+    };
+    let Some(f) = config.catalog.function(&r.function) else {
+        return Err(format!(
+            "rollout {:?} runs function {:?}, which is not among the [[functions]]; run `sheetq check`",
+            r.name, r.function
+        ));
+    };
+    let mut given = r.inputs.clone();
+    for (input, value) in inputs {
+        if r.inputs.contains_key(input) {
+            return Err(format!(
+                "--input {}: rollout {:?} fixes this input in sheetq.toml; leave it out",
+                crate::sheet_text::shown(input),
+                r.name
+            ));
+        }
+        let Some(d) = f.inputs.iter().find(|d| &d.name == input) else {
+            let known: Vec<&str> = f.inputs.iter().map(|d| d.name.as_str()).collect();
+            return Err(format!(
+                "--input {}: function \"{}\" has {}",
+                crate::sheet_text::shown(input),
+                f.label,
+                if known.is_empty() {
+                    "no inputs".to_string()
+                } else {
+                    format!("the inputs {}", known.join(", "))
+                }
+            ));
+        };
+        let value = crate::inputs::value_of(d, value, None)
+            .map_err(|why| format!("--input {input}: {why}"))?;
+        given.insert(input.clone(), value);
+    }
+    let values = crate::inputs::values_of(&f.inputs, &given, None)
+        .map_err(|why| format!("--input: {why}"))?;
+    Ok(NewJob {
+        target: crate::queue::ROLLOUT_TARGET.into(),
+        function: r.label().into(),
+        command: crate::queue::ROLLOUT_COMMAND.into(),
+        args_json: f.args_json_with(&values),
+        requester: requester.into(),
+        panel_sheet: crate::queue::ROLLOUT_TARGET.into(),
+        flags: Vec::new(),
+    })
+}
+
 /// `sheetq enqueue`: appends one `待機` row (INSERT_ROWS, RAW); returns its jobId.
 pub async fn enqueue(
     sheets: &dyn Sheets,

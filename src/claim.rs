@@ -103,7 +103,8 @@ pub struct Stale {
 pub fn stale_rows(snapshot: &Snapshot, policy: &ClaimPolicy, watched: &Watched) -> Vec<Stale> {
     let mut out = Vec::new();
     for (index, row) in snapshot.rows.iter().enumerate() {
-        if !row.state.is(State::Running) {
+        // A rollout's row runs nothing: its end is the claim passes' to write.
+        if !row.state.is(State::Running) || row.is_rollout() {
             continue;
         }
         let tag = row.worker_tag();
@@ -167,6 +168,7 @@ pub fn waiting_order(snapshot: &Snapshot) -> Vec<usize> {
     let mut waiting: Vec<usize> = (0..snapshot.rows.len())
         .filter(|i| snapshot.rows[*i].state.is(State::Waiting))
         .filter(|i| !cancel_asked(&snapshot.rows[*i]))
+        .filter(|i| !snapshot.rows[*i].is_rollout())
         .collect();
     waiting.sort_by_key(|i| {
         let r = &snapshot.rows[*i];
@@ -230,7 +232,10 @@ pub fn plan_pass<T>(
     let cancels = (0..snapshot.rows.len())
         .filter(|i| {
             let row = &snapshot.rows[*i];
-            row.state.is(State::Waiting) && cancel_asked(row) && busy.may_claim(row)
+            row.state.is(State::Waiting)
+                && cancel_asked(row)
+                && busy.may_claim(row)
+                && !row.is_rollout()
         })
         .collect();
     let order: Vec<usize> = waiting_order(snapshot)
@@ -289,7 +294,8 @@ impl Busy {
         // A running row keeps its target busy, also one this pass times out: its job may
         // still be running (a daemon cut off from the API is not a dead one). The daemon
         // that times it out holds the target until the job could have ended on its own.
-        for row in snapshot.rows.iter().filter(|r| r.state.is(State::Running)) {
+        for row in (snapshot.rows.iter()).filter(|r| r.state.is(State::Running) && !r.is_rollout())
+        {
             busy.take(row);
         }
         // Jobs other daemons list as running in their heartbeats count wherever their rows

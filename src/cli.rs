@@ -90,6 +90,9 @@ pub enum Command {
     Status(ReportArgs),
     /// Append a job to the queue from the shell; prints its jobId.
     Enqueue(EnqueueArgs),
+    /// Start a rollout of the config's [[rollouts]]: its function on each of its targets,
+    /// a few at a time, stopping on failures; prints its jobId.
+    Rollout(RolloutArgs),
     /// Ask the daemons to stop a job: a waiting job ends キャンセル without running, a
     /// running one has its process group stopped (as the panel's ■ 中止 tick does).
     Cancel(CancelArgs),
@@ -340,6 +343,29 @@ pub struct EnqueueArgs {
     #[arg(long)]
     pub wait: bool,
     /// Print JSON (the jobId, warnings, and with --wait the outcome) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RolloutArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The rollout's name (`name` of its [[rollouts]] entry).
+    pub name: String,
+    /// A value of one of its function's inputs that the rollout does not fix, checked by
+    /// its rule as the daemon will; repeat for more. Inputs not given take their default.
+    #[arg(long = "input", value_name = "NAME=VALUE")]
+    pub inputs: Vec<String>,
+    /// Requester e-mail (may be empty); its function's `allow` must let it run.
+    #[arg(long, default_value = "")]
+    pub requester: String,
+    /// Wait for the rollout to end and print its outcome (`成功 18 · 失敗 1 · 中止 1`); the
+    /// exit code follows it (0 完了, 4 エラー or キャンセル; 1 is sheetq's own failure). The
+    /// queue is read every 5 s meanwhile (one read each).
+    #[arg(long)]
+    pub wait: bool,
+    /// Print JSON (the jobId, and with --wait the outcome) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -629,6 +655,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Panels(command) => panels(command).await,
         Command::Enqueue(args) => enqueue(args).await,
+        Command::Rollout(args) => rollout(args).await,
         Command::Cancel(args) => cancel(args).await,
         Command::Approve(args) => approve(args, false).await,
         Command::Reject(args) => approve(args, true).await,
@@ -902,6 +929,88 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     }
     let sheets = connect_one_shot(&config).await?;
     submit(&config, sheets.as_ref(), &job, args.wait, args.json).await
+}
+
+/// `sheetq rollout NAME [--wait]`: refuses what the daemon would refuse of its jobs,
+/// appends the rollout's row, and with `--wait` waits for its end (exit 4 for エラー or
+/// キャンセル).
+async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let mut inputs = Vec::new();
+    for given in &args.inputs {
+        let Some((name, value)) = given.split_once('=') else {
+            eprintln!(
+                "sheetq: rollout not started: --input {given:?} must be NAME=VALUE, e.g. --input version=1.2.4"
+            );
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        };
+        inputs.push((
+            name.trim().to_string(),
+            serde_json::Value::String(value.to_string()),
+        ));
+    }
+    let job = match admin::rollout_job(&config, &args.name, &inputs, &args.requester) {
+        Ok(job) => job,
+        Err(why) => {
+            eprintln!("sheetq: rollout not started: {why}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    // Each target's job is the function's with these args: refused here as the daemon
+    // would refuse the first.
+    let (function, targets) = config
+        .rollouts
+        .iter()
+        .find(|r| r.name == args.name)
+        .map(|r| (r.function.clone(), r.targets_in(&config.catalog)))
+        .unwrap_or_default();
+    if let (Some(target), Some(f)) = (targets.first(), config.catalog.function(&function)) {
+        let child =
+            admin::NewJob::pressed(target, &f.label, &f.command, &job.args_json, &job.requester);
+        if let Some(why) = daemon_would_refuse(&config, &child)? {
+            eprintln!("sheetq: rollout not started, the daemon would refuse its jobs: {why}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    }
+    let sheets = connect_one_shot(&config).await?;
+    let job_id = admin::enqueue(sheets.as_ref(), &config, &job).await?;
+    if !args.json || !args.wait {
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({ "job_id": job_id, "targets": targets })
+            );
+        } else {
+            println!("{job_id}");
+        }
+    }
+    if !args.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let every = std::time::Duration::from_secs(5);
+    let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
+    let word = config.states.word(done.state);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "job_id": job_id,
+                "targets": targets,
+                "state": word,
+                "message": done.message,
+            })
+        );
+    } else {
+        println!(
+            "{word}: {}",
+            crate::sheet_text::visible(&done.message, 1000)
+        );
+    }
+    Ok(if done.state == crate::queue::State::Done {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_JOB_FAILED)
+    })
 }
 
 /// Why the daemon would refuse `job` when it ran its row, if it would: checked before a

@@ -78,6 +78,9 @@ struct RawConfig {
     notify: Option<toml::Value>,
     /// `[[schedules]]`, checked by [`crate::schedule::parse_schedules`] and [`schedule_problems`].
     schedules: Option<toml::Value>,
+    /// `[[rollouts]]`, checked by [`crate::rollout::problems`].
+    #[serde(default)]
+    rollouts: Vec<crate::rollout::RolloutDef>,
 }
 
 /// One `[[spreadsheets]]` entry as written: what differs per spreadsheet; the rest comes
@@ -193,6 +196,8 @@ pub struct Config {
     pub notify: Vec<crate::notifications::Channel>,
     /// `[[schedules]]`: jobs queued by the clock.
     pub schedules: Vec<crate::schedule::ScheduleDef>,
+    /// `[[rollouts]]`: one press over many targets, a few at a time.
+    pub rollouts: Vec<crate::rollout::RolloutDef>,
 }
 
 /// Every problem found in a config, each naming the key and the fix.
@@ -610,6 +615,16 @@ impl Config {
             let at = format!(" (in spreadsheet {})", e.label);
             problems.extend(schedule_problems(&schedules, &e.catalog, retention, &at));
         }
+        if spreadsheets.is_empty() {
+            problems.extend(crate::rollout::problems(&raw.rollouts, &catalog));
+        }
+        for e in &spreadsheets {
+            problems.extend(
+                crate::rollout::problems(&raw.rollouts, &e.catalog)
+                    .into_iter()
+                    .map(|p| format!("{p} (in spreadsheet {})", e.label)),
+            );
+        }
         let idle_poll_interval = idle_poll_interval_of(
             problems,
             idle_set.then_some(idle_poll_interval),
@@ -655,6 +670,7 @@ impl Config {
             protect_editors,
             notify,
             schedules,
+            rollouts: raw.rollouts,
         })
     }
 

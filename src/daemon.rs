@@ -54,6 +54,7 @@ mod panel;
 mod pass;
 mod poll;
 mod provenance;
+mod rollouts;
 mod schedules;
 mod serve;
 pub(crate) mod shared;

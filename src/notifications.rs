@@ -112,9 +112,12 @@ pub struct Channel {
 }
 
 impl Channel {
-    /// Whether this channel hears of `job`'s outcome.
+    /// Whether this channel hears of `job`'s outcome. A rollout's job on one target is told
+    /// in the rollout's one notice (its end, naming the targets that failed), not on its
+    /// own, unless the rollout's `notify_each` left its flag off.
     pub fn wants(&self, job: &FinishedJob) -> bool {
-        self.on.contains(&job.finish) && self.covers(&job.function, &job.target)
+        let in_rollout = job.flags.iter().any(|f| f == crate::queue::ROLLOUT_FLAG);
+        !in_rollout && self.on.contains(&job.finish) && self.covers(&job.function, &job.target)
     }
 
     /// Whether this channel hears of `step` of a job of `function` on `target`.

@@ -565,6 +565,12 @@ impl QueueRow {
     pub fn has_flag(&self, flag: &str) -> bool {
         self.flags.iter().any(|f| f == flag)
     }
+
+    /// Whether this is a rollout's own row ([`ROLLOUT_COMMAND`]): the claim passes follow
+    /// it, and no daemon claims, times out or runs it.
+    pub fn is_rollout(&self) -> bool {
+        crate::sheet_text::trim(&self.command) == ROLLOUT_COMMAND
+    }
 }
 
 /// The sheet row the range of a `values.append` of new queue rows should start at, from the
@@ -773,6 +779,17 @@ pub fn is_retry_note(message: &str) -> bool {
 
 /// The システムフラグ of a row a command's `continue` appended: the next step of its job.
 pub const CONTINUATION_FLAG: &str = "continuation";
+
+/// The command of a rollout's own row (`[[rollouts]]`, `crate::rollout`): never claimed nor
+/// run as a job; the claim passes queue its targets' jobs, follow them and end it.
+pub const ROLLOUT_COMMAND: &str = "sheetq.rollout";
+
+/// The target (and panel sheet) of a rollout's own row: the 一括 sheet.
+pub const ROLLOUT_TARGET: &str = "一括";
+
+/// The システムフラグ of a rollout's job on one target: its end is told in the rollout's
+/// one notice, not a notice of its own (unless the rollout's `notify_each` asks).
+pub const ROLLOUT_FLAG: &str = "rollout";
 
 #[cfg(test)]
 mod tests {

@@ -87,9 +87,14 @@ pub struct RolloutDef {
     /// failure stops it).
     #[serde(default = "none")]
     pub max_failures: Amount,
-    /// The function's inputs it fixes for every target (checked as a schedule's are).
+    /// The function's inputs it fixes for every target (checked as a schedule's are); the
+    /// rest come from the press (`sheetq rollout NAME --input k=v`) or their defaults.
     #[serde(default)]
     pub inputs: serde_json::Map<String, serde_json::Value>,
+    /// Whether each target's job is announced to `[[notify]]` on its own too; unset, only
+    /// the rollout's end is, naming the targets that failed.
+    #[serde(default)]
+    pub notify_each: bool,
 }
 
 fn one() -> Amount {
@@ -130,6 +135,7 @@ impl RolloutDef {
 pub fn problems(rollouts: &[RolloutDef], catalog: &Catalog) -> Vec<String> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let mut labels = std::collections::HashSet::new();
     for (i, r) in rollouts.iter().enumerate() {
         let at = format!("[[rollouts]] entry {} ({:?})", i + 1, r.name);
         let plain = !r.name.is_empty()
@@ -146,7 +152,25 @@ pub fn problems(rollouts: &[RolloutDef], catalog: &Catalog) -> Vec<String> {
                 "{at}: another rollout has this name; give each its own"
             ));
         }
+        if !labels.insert(r.label()) {
+            out.push(format!(
+                "{at}: another rollout shows the label {:?}; give each its own",
+                r.label()
+            ));
+        }
+        if catalog.function(r.label()).is_some() {
+            out.push(format!(
+                "{at}: label {:?} is also a [[functions]] label; a rollout's row must not read as a function's, so give it another",
+                r.label()
+            ));
+        }
         let function = catalog.function(&r.function);
+        if function.is_some_and(|f| f.approvers.is_some()) {
+            out.push(format!(
+                "{at}: function {:?} has approvers, and a rollout does not take approvals: its jobs would run unapproved. Name a function without approvers",
+                r.function
+            ));
+        }
         if function.is_none() {
             out.push(format!(
                 "{at}: function {:?} is not among the [[functions]]; name one of them",
@@ -272,12 +296,11 @@ impl Progress {
 pub enum Step {
     /// Queue the jobs of these targets ([`child_job_id`] each), in this order.
     Queue(Vec<String>),
-    /// Queue nothing more; end these waiting children キャンセル (their jobIds) with
-    /// `message`, and let running ones finish (or stop them, when the rollout was stopped).
-    Stop {
-        cancel: Vec<String>,
-        message: String,
-    },
+    /// Queue nothing more; ask these children (their jobIds) to stop, in the name of
+    /// `who` (their 中止要求, so that they end キャンセル with `中止: <who>`): the waiting
+    /// ones, and the running ones too when the rollout itself was stopped (after failures,
+    /// running ones finish). Children asked already are not asked again.
+    Stop { cancel: Vec<String>, who: String },
     /// Nothing to do: its wave is full, and jobs wait or run.
     Wait,
     /// Every child ended, or none will be queued: the rollout ends `state` with `message`.
@@ -320,6 +343,7 @@ pub fn plan(
         ..Progress::default()
     };
     let mut waiting_ids = Vec::new();
+    let mut running_ids = Vec::new();
     for target in targets {
         let id = child_job_id(rollout_job_id, target);
         let Some(row) = by_id.get(id.as_str()) else {
@@ -334,33 +358,35 @@ pub fn plan(
             crate::queue::RowState::Known(State::Cancelled | State::Rejected | State::Expired) => {
                 p.cancelled += 1
             }
-            crate::queue::RowState::Known(State::Running) => p.running += 1,
+            crate::queue::RowState::Known(State::Running) => {
+                p.running += 1;
+                if !crate::cancel::asked(row) {
+                    running_ids.push(id);
+                }
+            }
             _ => {
                 p.waiting += 1;
-                waiting_ids.push(id);
+                if !crate::cancel::asked(row) {
+                    waiting_ids.push(id);
+                }
             }
         }
     }
     let over_limit = p.failed.len() > limits.max_failures.of(p.total);
     if stopped || over_limit {
-        if !waiting_ids.is_empty() {
-            let message = if stopped {
-                "一括処理が中止されたため実行しませんでした".to_string()
-            } else {
-                format!(
-                    "一括処理の失敗が {} 件になったため実行しませんでした",
-                    p.failed.len()
-                )
-            };
-            return (
-                p,
-                Step::Stop {
-                    cancel: waiting_ids,
-                    message,
-                },
-            );
+        let mut cancel = waiting_ids;
+        if stopped {
+            cancel.extend(running_ids);
         }
-        if p.running > 0 {
+        if !cancel.is_empty() {
+            let who = if stopped {
+                "一括処理の中止".to_string()
+            } else {
+                format!("一括処理の失敗 {} 件", p.failed.len())
+            };
+            return (p, Step::Stop { cancel, who });
+        }
+        if p.running + p.waiting > 0 {
             return (p, Step::Wait);
         }
         let state = if stopped && p.failed.is_empty() {
@@ -494,8 +520,9 @@ mod tests {
             step,
             Step::Stop {
                 cancel: vec![child_job_id("r", "web-3")],
-                message: "一括処理の失敗が 1 件になったため実行しませんでした".into()
-            }
+                who: "一括処理の失敗 1 件".into()
+            },
+            "the waiting job is stopped, the running one finishes"
         );
         let s = children(
             "r",
@@ -546,9 +573,19 @@ mod tests {
         assert_eq!(
             step,
             Step::Stop {
-                cancel: vec![child_job_id("r", "web-2")],
-                message: "一括処理が中止されたため実行しませんでした".into()
-            }
+                cancel: vec![child_job_id("r", "web-2"), child_job_id("r", "web-1")],
+                who: "一括処理の中止".into()
+            },
+            "waiting and running jobs alike are asked to stop"
+        );
+        let mut asked = s.clone();
+        for row in &mut asked.rows {
+            row.cancel_request = format!("一括処理の中止 #{}", row.job_id);
+        }
+        assert_eq!(
+            plan("r", &t, LIMITS, true, &asked).1,
+            Step::Wait,
+            "jobs asked already are not asked again; the rollout waits for them to end"
         );
         let s = children(
             "r",

@@ -21,6 +21,7 @@ use super::cancels::{self, Cancelling};
 use super::effects::{Effect, Writes};
 use super::kept_lease::{KeptLease, KEPT_ROUNDS};
 use super::ledger::{Ledger, Place, ReadBack, REQUEST_LIMIT};
+use super::rollouts::{self, RolloutWork};
 use super::stale::{self, Ended};
 
 use super::through::Under;
@@ -40,6 +41,15 @@ struct Commit {
     cancels: Vec<Cancelling>,
     /// Rows of functions with `approvers` changing state.
     turns: Vec<Turned>,
+    /// Rollout rows starting or ending.
+    rollouts: Vec<rollouts::Turning>,
+}
+
+/// What a pass took in under the lease, for its commit: the requests (appends, ■ and
+/// approval texts, a rollout's stops and progress) and the rollout rows to turn.
+struct TakenIn {
+    writes: Vec<Request>,
+    rollouts: Vec<(usize, rollouts::Turn)>,
 }
 
 impl Daemon {
@@ -87,7 +97,7 @@ impl Daemon {
         self.settle_unsettled(&fresh);
         self.write_follow_ups(&mut fresh).await;
         let rows_before = fresh.snapshot.rows.len();
-        let (intake_writes, scheduled) = match self.take_in(&mut fresh, now).await {
+        let (intake_writes, scheduled, rollout_turns) = match self.take_in(&mut fresh, now).await {
             Ok(taken) => taken,
             Err(e) => {
                 self.release(&held).await;
@@ -107,7 +117,11 @@ impl Daemon {
         let keep = (rounds < KEPT_ROUNDS
             && self.keep_lease(&fresh.workers, &fresh.snapshot, &plan))
         .then_some(rounds + 1);
-        let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, intake_writes);
+        let taken_in = TakenIn {
+            writes: intake_writes,
+            rollouts: rollout_turns,
+        };
+        let mut commit = self.commit_of(&fresh, &plan, &held, now, &display, taken_in);
         // Marks of continuation rows claimed or gone ride along (`provenance`).
         let claimed: Vec<&QueueRow> = commit.claims.iter().map(|c| &c.row).collect();
         let mut marks = self.mark_work(&fresh, &claimed);
@@ -168,21 +182,31 @@ impl Daemon {
 
     /// What the pass takes in under the lease, on its fresh read, before deciding: presses
     /// first (the rows they become are claimable in this very pass), ■ ticks and approval
-    /// ticks, then the occurrences of [[schedules]] that no row has (appended by the commit,
+    /// ticks, the rollouts' steps (their waves appended, their stops asked, their rows to
+    /// turn), then the occurrences of [[schedules]] that no row has (appended by the commit,
     /// all or nothing with it, claimed at a later pass). Returns the commit's requests for
-    /// them and the occurrences appended.
+    /// them, the occurrences appended and the rollout rows to turn.
     async fn take_in(
         &mut self,
         fresh: &mut Poll,
         now: chrono::DateTime<Utc>,
-    ) -> Result<(Vec<Request>, Vec<super::schedules::Occurrence>), DaemonError> {
+    ) -> Result<
+        (
+            Vec<Request>,
+            Vec<super::schedules::Occurrence>,
+            Vec<(usize, rollouts::Turn)>,
+        ),
+        DaemonError,
+    > {
         let (mut writes, taken, plan) = self.take_in_presses(fresh, now).await?;
         fresh.snapshot.rows.extend(taken);
         writes.extend(self.take_in_cancels(fresh, plan.cancels));
         writes.extend(self.take_in_approvals(fresh, plan.approvals, now));
+        let RolloutWork { requests, turns } = self.take_in_rollouts(fresh, now).await?;
+        writes.extend(requests);
         let (appends, scheduled) = self.take_in_schedules(fresh, now).await?;
         writes.extend(appends);
-        Ok((writes, scheduled))
+        Ok((writes, scheduled, turns))
     }
 
     /// The claim commit of a pass: its fence, the timeouts and claims `plan` decided (each
@@ -196,7 +220,7 @@ impl Daemon {
         held: &str,
         now: chrono::DateTime<Utc>,
         display: &[ValueRange],
-        intake_writes: Vec<Request>,
+        taken_in: TakenIn,
     ) -> Commit {
         // The fence of our lease first: should the lease have been taken over by the time
         // Google applies this batch (however late), the fence exists and nothing applies.
@@ -206,6 +230,7 @@ impl Daemon {
         let (mut claims, claim_places) = self.claim_entries(&mut ledger, fresh, &plan.claims, now);
         let cancels = self.cancel_entries(&mut ledger, fresh, &plan.cancels);
         let turns = self.turn_entries(&mut ledger, fresh, &plan.turns);
+        let rollouts = self.rollout_entries(&mut ledger, fresh, &taken_in.rollouts);
         // Nothing from here on is read back by its place in the reply: cells someone else's
         // protection bars are left out of it below (`hold_off`).
         let read_back = ledger.len();
@@ -223,7 +248,7 @@ impl Daemon {
             },
         });
         requests.extend(self.log_rows(fresh, &mut claims, now));
-        requests.extend(intake_writes);
+        requests.extend(taken_in.writes);
         // Panel texts no other write carried this pass ride in the commit, and after them
         // (so they win) the ▶ 実行中 of each row claimed now.
         requests.extend(display.iter().filter_map(|v| self.grid_write(v)));
@@ -272,6 +297,7 @@ impl Daemon {
             claim_places,
             cancels,
             turns,
+            rollouts,
         }
     }
 
@@ -298,6 +324,7 @@ impl Daemon {
         ));
         effects.extend(cancels::settle(&commit.cancels, &read, now, tz));
         effects.extend(approvals::settle(&commit.turns, &read, now, tz));
+        effects.extend(rollouts::settle(commit.rollouts, &read));
         effects
     }
 

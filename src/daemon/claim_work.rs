@@ -18,6 +18,8 @@ pub(super) struct ClaimWork {
     pub turns: bool,
     /// Schedule occurrences due, appended in the commit.
     pub schedules: bool,
+    /// Rollouts with a step to take: a wave, a stop, an end, progress to show.
+    pub rollouts: bool,
     /// Ticks on the panels to take in (the poll intake).
     pub ticks: bool,
     /// A commit whose reply was lost: it is fenced by taking the lease back at once.
@@ -47,11 +49,20 @@ impl ClaimWork {
             cancels,
             turns,
             schedules,
+            rollouts,
             ticks,
             open_commit,
             under_lease,
         } = *self;
-        claims || stale || cancels || turns || schedules || ticks || open_commit || under_lease
+        claims
+            || stale
+            || cancels
+            || turns
+            || schedules
+            || rollouts
+            || ticks
+            || open_commit
+            || under_lease
     }
 }
 
@@ -63,8 +74,9 @@ mod tests {
     #[test]
     fn a_poll_claims_when_any_one_capability_has_work_and_only_then() {
         assert!(!ClaimWork::default().any(), "nothing to do: no lease taken");
-        let each: [fn(&mut ClaimWork); 8] = [
+        let each: [fn(&mut ClaimWork); 9] = [
             |w| w.claims = true,
+            |w| w.rollouts = true,
             |w| w.stale = true,
             |w| w.cancels = true,
             |w| w.turns = true,
@@ -98,6 +110,12 @@ mod tests {
             work.claims && work.stale && work.cancels && work.turns,
             "{work:?}"
         );
-        assert!(!work.schedules && !work.ticks && !work.open_commit && !work.under_lease);
+        assert!(
+            !work.schedules
+                && !work.rollouts
+                && !work.ticks
+                && !work.open_commit
+                && !work.under_lease
+        );
     }
 }

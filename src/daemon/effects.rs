@@ -55,6 +55,8 @@ pub(super) enum Effect {
     /// Our claim's 開始日時/ワーカー landed on `row`, which was not waiting: give it its own
     /// values back.
     GiveBack { row: QueueRow, tag: WorkerTag },
+    /// Write cells through a binding, under our next lease (a rollout's progress).
+    Follow(Through),
     /// Tell the job's notification channels of a step.
     Announce { row: QueueRow, step: Step },
     /// Count an event.
@@ -163,6 +165,7 @@ impl Daemon {
                 cells.push((Column::ResultUrl, Cell::from("")));
                 self.follow_up(&row, Some(State::Running), cells, through, follow_up);
             }
+            Effect::Follow(t) => through.push(t),
             Effect::GiveBack { row, tag } => self.give_back(fresh, &row, &tag, writes),
             Effect::Announce { row, step } => self.announce_step(fresh, &row, step, now),
             Effect::Metric(Metric::CancelAsked) => self.observers.metrics.cancel_asked(),

@@ -345,6 +345,7 @@ impl Daemon {
             !self.served.writes.pending.is_empty() || self.served.lease.kept_until.is_some();
         let work = ClaimWork {
             schedules: !self.schedules_due(&poll, Utc::now()).is_empty(),
+            rollouts: self.rollouts_due(&poll),
             ticks: self.has_ticks(&poll),
             open_commit,
             under_lease,

@@ -34,6 +34,7 @@ mod people;
 mod probe;
 mod provenance;
 mod retries;
+mod rollouts;
 mod schedules;
 mod secrets;
 mod sheets_google;

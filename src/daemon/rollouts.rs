@@ -1,0 +1,477 @@
+//! The rollout room of the daemon (`[[rollouts]]`, docs/design.md §5.7): each claim pass,
+//! under the lease and on its fresh read, follows every open rollout row by
+//! `crate::rollout::plan` and rides the commit it sends anyway: the next wave's rows
+//! appended (each with the jobId derived from the rollout and its target, so that no daemon,
+//! however many race or restart, queues a target twice), the 中止要求 of the jobs a stop
+//! reaches, the rollout row's progress, and its start (待機 → 実行中) and end (完了, エラー,
+//! キャンセル) as swaps read back like a cancel's. Nothing of a rollout lives in a daemon's
+//! memory: a pass decides from the rows alone.
+
+use chrono::{DateTime, Utc};
+use tracing::{debug, info, warn};
+
+use crate::binding;
+use crate::commands::JobSpec;
+use crate::outbox::Finish;
+use crate::panel::NewJob;
+use crate::queue::{Column, QueueRow, RowState, State, ROLLOUT_FLAG};
+use crate::rollout::{self, Limits, Step};
+use crate::sheet_text::Logged;
+use crate::sheets::{Cell, Request, ValueRange};
+
+use super::effects::Effect;
+use super::ledger::{cas, Landing, Ledger, Place, ReadBack};
+use super::poll::Poll;
+use super::through::Through;
+use super::{Daemon, DaemonError};
+
+/// How a claim commit turns a rollout's own row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// 待機 → 実行中, its first wave queued in the same commit; `progress` follows as its
+    /// メッセージ through the binding.
+    Start { progress: String },
+    /// To its end, with the メッセージ `成功 18 · 失敗 1 · 中止 1 (失敗: web-3)`.
+    End { finish: Finish, message: String },
+}
+
+impl Turn {
+    /// The 状態 the swap leaves the row in.
+    fn state(&self) -> State {
+        match self {
+            Turn::Start { .. } => State::Running,
+            Turn::End { finish, .. } => finish.state(),
+        }
+    }
+}
+
+/// What this pass does for the rollouts: requests riding the commit (appends, 中止要求,
+/// progress), and the rollout rows to turn (indices into the fresh read).
+#[derive(Debug, Default)]
+pub(super) struct RolloutWork {
+    pub(super) requests: Vec<Request>,
+    pub(super) turns: Vec<(usize, Turn)>,
+}
+
+/// A rollout row the commit turns: its swap's place and the binding its cells follow.
+pub(super) struct Turning {
+    row: QueueRow,
+    turn: Turn,
+    binding_id: i32,
+    place: Place,
+}
+
+/// A rollout row's step as the claim work sees it before taking the lease.
+fn needs_commit(row: &QueueRow, progress: &rollout::Progress, step: &Step) -> bool {
+    match step {
+        Step::Wait => {
+            // As `progress_write` has it: an empty cell waits for the start's write.
+            let shown = row.message.trim();
+            row.state.is(State::Running) && !shown.is_empty() && shown != progress.running_text()
+        }
+        _ => true,
+    }
+}
+
+impl Daemon {
+    /// The open rollout rows of `snapshot` (待機, 実行中): indices.
+    fn open_rollouts(snapshot: &crate::queue::Snapshot) -> Vec<usize> {
+        (0..snapshot.rows.len())
+            .filter(|i| {
+                let r = &snapshot.rows[*i];
+                r.is_rollout() && (r.state.is(State::Waiting) || r.state.is(State::Running))
+            })
+            .collect()
+    }
+
+    /// Whether `poll` shows a rollout with something to do: a wave to queue, jobs to stop,
+    /// an end, or progress its row does not show yet. Pure: no request.
+    pub(super) fn rollouts_due(&self, poll: &Poll) -> bool {
+        Self::open_rollouts(&poll.snapshot).into_iter().any(|i| {
+            let row = &poll.snapshot.rows[i];
+            match self.follow(row, &poll.snapshot) {
+                Ok((progress, step)) => needs_commit(row, &progress, &step),
+                Err(_) => true,
+            }
+        })
+    }
+
+    /// The plan of rollout row `row` on `snapshot`: its progress and step; `Err`: why it
+    /// cannot run at all (its definition is gone, or the job it would queue is refused).
+    fn follow(
+        &self,
+        row: &QueueRow,
+        snapshot: &crate::queue::Snapshot,
+    ) -> Result<(rollout::Progress, Step), String> {
+        let def = self.rollout_of(row)?;
+        let catalog = self.registry.catalog();
+        let targets = def.targets_in(catalog);
+        let limits = Limits {
+            max_parallel: def.max_parallel,
+            max_failures: def.max_failures,
+        };
+        let stopped = crate::cancel::asked(row);
+        Ok(rollout::plan(
+            &row.job_id,
+            &targets,
+            limits,
+            stopped,
+            snapshot,
+        ))
+    }
+
+    /// The `[[rollouts]]` entry a rollout row names by its 機能 (the rollout's label).
+    fn rollout_of(&self, row: &QueueRow) -> Result<&rollout::RolloutDef, String> {
+        let label = crate::sheet_text::trim(&row.function);
+        self.config
+            .rollouts
+            .iter()
+            .find(|r| r.label() == label)
+            .ok_or_else(|| {
+                format!(
+                    "rollout {} is not among the [[rollouts]] of sheetq.toml, so nothing ran",
+                    crate::sheet_text::shown(label)
+                )
+            })
+    }
+
+    /// The job of rollout row `row` on `target`, as it is appended: the function's command,
+    /// the rollout row's args (the function's, with the inputs of the press), the rollout's
+    /// requester, landing on the target's own panel row.
+    fn child_job(
+        &self,
+        row: &QueueRow,
+        def: &rollout::RolloutDef,
+        target: &str,
+        now: DateTime<Utc>,
+    ) -> Option<NewJob> {
+        let catalog = self.registry.catalog();
+        let f = catalog.function(&def.function)?;
+        let mut flags = f.flags.clone();
+        if !def.notify_each {
+            flags.push(ROLLOUT_FLAG.to_string());
+        }
+        Some(NewJob {
+            inputs: catalog.inputs_text(&f.label, &row.args_json),
+            job_id: rollout::child_job_id(&row.job_id, target),
+            received_at: now,
+            requester: row.requester.clone(),
+            panel_sheet: target.to_string(),
+            panel_row: None,
+            target: target.to_string(),
+            function: f.label.clone(),
+            command: f.command.clone(),
+            args_json: row.args_json.clone(),
+            flags: flags.join(","),
+        })
+    }
+
+    /// Why the daemon would refuse rollout row `row`'s job on its first target, if it
+    /// would: the function, its `allow`, the args and inputs of the press, checked as each
+    /// job will be, before any is queued.
+    fn refusal_of(&self, row: &QueueRow, def: &rollout::RolloutDef) -> Option<String> {
+        let target = def.targets_in(self.registry.catalog()).into_iter().next()?;
+        let job = self.child_job(row, def, &target, Utc::now())?;
+        let spec = JobSpec {
+            job_id: job.job_id,
+            target: job.target,
+            function: job.function,
+            requester: job.requester,
+            command: job.command,
+            args_json: job.args_json,
+            flags: Vec::new(),
+            panel_sheet: job.panel_sheet,
+            panel_row: None,
+            approvals: String::new(),
+            continuation: false,
+        };
+        self.registry
+            .prepare_with(&spec, Some(&self.served.listed))
+            .err()
+            .map(|r| r.message)
+    }
+
+    /// Under the lease, on its fresh read: each open rollout's step, as the commit's
+    /// requests and turns. A rollout whose wave or end is decided on a read that did not
+    /// cover the whole queue reads it whole first (one read), so that a job of it a sort
+    /// put above the window is never taken for one not queued. The 中止要求 of the jobs a
+    /// stop reaches go on `fresh`'s rows too, so that this very commit cancels the waiting
+    /// ones and this daemon stops the ones it runs.
+    pub(super) async fn take_in_rollouts(
+        &mut self,
+        fresh: &mut Poll,
+        now: DateTime<Utc>,
+    ) -> Result<RolloutWork, DaemonError> {
+        let mut work = RolloutWork::default();
+        let open = Self::open_rollouts(&fresh.snapshot);
+        if open.is_empty() {
+            return Ok(work);
+        }
+        let mut whole: Option<crate::queue::Snapshot> = None;
+        for index in open {
+            let row = fresh.snapshot.rows[index].clone();
+            let def = match self.rollout_of(&row) {
+                Ok(def) => def.clone(),
+                Err(why) => {
+                    work.turns.push((index, end(Finish::Error, why)));
+                    continue;
+                }
+            };
+            let (mut progress, mut step) = match self.follow(&row, &fresh.snapshot) {
+                Ok(planned) => planned,
+                Err(why) => {
+                    work.turns.push((index, end(Finish::Error, why)));
+                    continue;
+                }
+            };
+            if matches!(step, Step::Queue(_) | Step::End { .. }) && !fresh.full {
+                if whole.is_none() {
+                    whole = Some(self.whole_queue().await?);
+                }
+                if let Some(Ok(planned)) = whole.as_ref().map(|all| self.follow(&row, all)) {
+                    (progress, step) = planned;
+                }
+            }
+            let running = row.state.is(State::Running);
+            match step {
+                Step::Queue(targets) => {
+                    if !running && progress.unqueued.len() == progress.total {
+                        if let Some(why) = self.refusal_of(&row, &def) {
+                            info!(job.id = ?row.job_id, rollout = %def.name, reason = %Logged(&why), "a rollout refused before any of its jobs was queued");
+                            work.turns.push((index, end(Finish::Error, why)));
+                            continue;
+                        }
+                    }
+                    let rows: Vec<Vec<Cell>> = targets
+                        .iter()
+                        .filter_map(|t| self.child_job(&row, &def, t, now))
+                        .map(|j| {
+                            j.to_row(
+                                &self.served.layout.columns,
+                                &self.config.states,
+                                self.served.layout.tz,
+                            )
+                        })
+                        .collect();
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    info!(job.id = ?row.job_id, rollout = %def.name, targets = ?targets, "queueing a rollout's next wave");
+                    work.requests.push(Request::AppendRows {
+                        sheet_id: self.queue_sheet_id(),
+                        rows,
+                    });
+                    if running {
+                        work.requests.extend(self.progress_write(&row, &progress));
+                    } else {
+                        let progress = progress.running_text();
+                        work.turns.push((index, Turn::Start { progress }));
+                    }
+                }
+                Step::Stop { cancel, who } => {
+                    info!(job.id = ?row.job_id, rollout = %def.name, jobs = cancel.len(), by = %who, "stopping a rollout's jobs");
+                    work.requests
+                        .extend(self.ask_to_stop(fresh, &cancel, &who, now));
+                    if running {
+                        work.requests.extend(self.progress_write(&row, &progress));
+                    }
+                }
+                Step::Wait => {
+                    if running {
+                        work.requests.extend(self.progress_write(&row, &progress));
+                    }
+                }
+                Step::End { state, message } => {
+                    let finish = match state {
+                        State::Done => Finish::Done,
+                        State::Cancelled => Finish::Cancelled,
+                        _ => Finish::Error,
+                    };
+                    work.turns.push((index, end(finish, message)));
+                }
+            }
+        }
+        Ok(work)
+    }
+
+    /// Every row of the queue (one read): what a rollout's wave and end are decided on when
+    /// the poll read only the unfinished window.
+    async fn whole_queue(&self) -> Result<crate::queue::Snapshot, DaemonError> {
+        let l = &self.served.layout.last_col;
+        let range = crate::a1::range(crate::queue::QUEUE_SHEET, &format!("A2:{l}"));
+        let read = self.sheets.read(&[range]).await?;
+        let values = read.first().map(|v| v.values.as_slice()).unwrap_or(&[]);
+        debug!(
+            rows = values.len(),
+            "read the whole queue for a rollout's step"
+        );
+        Ok(crate::queue::Snapshot {
+            rows: self.parse_rows(values, 2),
+            ..Default::default()
+        })
+    }
+
+    /// The 中止要求 of each job `ids` names, in the name of `who` (so that it ends
+    /// キャンセル with 「中止: <who>」): on `fresh`'s rows, and written into the rows (by the
+    /// row numbers of `fresh`, read under the lease; the text names its job, so a sort that
+    /// put another row there meanwhile stops nothing on it).
+    fn ask_to_stop(
+        &self,
+        fresh: &mut Poll,
+        ids: &[String],
+        who: &str,
+        now: DateTime<Utc>,
+    ) -> Vec<Request> {
+        let tz = self.served.layout.tz;
+        let columns = &self.served.layout.columns;
+        let mut writes = Vec::new();
+        for row in (fresh.snapshot.rows.iter_mut()).filter(|r| ids.contains(&r.job_id)) {
+            let text = crate::cancel::Request::new(who, now, &row.job_id).cell_text(tz);
+            row.cancel_request = text.clone();
+            match columns.position(Column::CancelRequest) {
+                Some(_) => writes.extend(self.grid_write(&ValueRange::new(
+                    columns.cell(Column::CancelRequest, row.row),
+                    vec![vec![Cell::from(text.as_str())]],
+                ))),
+                None => warn!(
+                    job.id = ?row.job_id,
+                    "a rollout asks to stop its jobs, but the queue has no {} column to tell them by; run `sheetq init` to add it",
+                    self.config.headers.cancel_request
+                ),
+            }
+        }
+        writes
+    }
+
+    /// The rollout row's progress in its メッセージ, when it shows another: a swap of the
+    /// whole cell from the text it shows (so that a sort that put another row there leaves
+    /// it alone). An empty cell is left (the start's write through the binding fills it).
+    fn progress_write(&self, row: &QueueRow, progress: &rollout::Progress) -> Option<Request> {
+        let shown = row.message.trim();
+        let text = progress.running_text();
+        if shown.is_empty() || shown == text {
+            return None;
+        }
+        Some(cas(
+            self.queue_sheet_id(),
+            row.row,
+            self.served.layout.columns.index(Column::Message),
+            &row.message,
+            &text,
+        ))
+    }
+
+    /// The commit's entries of the rollout rows `turns` turns (indices into the fresh
+    /// read): the swap of 状態, and a binding on the same row for the cells that follow.
+    pub(super) fn rollout_entries(
+        &self,
+        ledger: &mut Ledger,
+        fresh: &Poll,
+        turns: &[(usize, Turn)],
+    ) -> Vec<Turning> {
+        let (qid, cols) = (self.queue_sheet_id(), &self.served.layout.columns);
+        let mut out = Vec::new();
+        for (index, turn) in turns {
+            let row = &fresh.snapshot.rows[*index];
+            let Some(from) = known(&row.state) else {
+                continue;
+            };
+            let (token, binding_id) = binding::new_token();
+            let place = ledger.row(
+                cas(
+                    qid,
+                    row.row,
+                    cols.index(Column::State),
+                    self.config.states.word(from),
+                    self.config.states.word(turn.state()),
+                ),
+                [Request::BindRow {
+                    sheet_id: qid,
+                    row: row.row - 1,
+                    id: binding_id,
+                    key: binding::KEY.to_string(),
+                    value: format!("{} rollout #{token}", self.config.worker_id),
+                }],
+                self.row_range(row.row),
+            );
+            out.push(Turning {
+                row: row.clone(),
+                turn: turn.clone(),
+                binding_id,
+                place,
+            });
+        }
+        out
+    }
+}
+
+/// The state a row is in, when it is one of the configured words.
+fn known(state: &RowState) -> Option<State> {
+    match state {
+        RowState::Known(s) => Some(*s),
+        RowState::Unknown(_) => None,
+    }
+}
+
+/// The end of a rollout with `finish` and `message`.
+fn end(finish: Finish, message: String) -> Turn {
+    Turn::End { finish, message }
+}
+
+/// What the reply decides of the rollout rows a commit turned: a start that hit its row
+/// writes its progress through the binding; an end that did ends the rollout as a job that
+/// never ran ends (終了日時, メッセージ, its panel row, one notice); a swap a sort moved onto
+/// another row is undone; a row no longer as planned is left to the next pass.
+pub(super) fn settle(turns: Vec<Turning>, read: &ReadBack) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    for Turning {
+        row,
+        turn,
+        binding_id,
+        place,
+    } in turns
+    {
+        match read.landing(place, &row) {
+            Landing::Landed => match turn {
+                Turn::Start { progress } => {
+                    info!(job.id = ?row.job_id, rollout = %Logged(&row.function), "a rollout started");
+                    effects.push(Effect::Follow(Through {
+                        id: binding_id,
+                        job_id: row.job_id.clone(),
+                        worker: row.worker.clone(),
+                        state: Some(State::Running),
+                        cells: vec![(Column::Message, Cell::from(progress))],
+                        unbind: true,
+                        result: false,
+                    }));
+                }
+                Turn::End { finish, message } => {
+                    info!(job.id = ?row.job_id, rollout = %Logged(&row.function), state = ?finish, message = %Logged(&message), "a rollout ended");
+                    effects.push(Effect::EndUnrun {
+                        row,
+                        binding: binding_id,
+                        finish,
+                        message,
+                    });
+                }
+            },
+            Landing::Moved { at, hit } => {
+                warn!(job.id = ?hit, planned = ?row.job_id, "the queue moved during a rollout's turn; putting the row that was hit back");
+                effects.push(Effect::RowsMoved);
+                if let Some(from) = known(&row.state) {
+                    effects.push(Effect::Undo {
+                        row: at,
+                        from: turn.state(),
+                        to: from,
+                    });
+                }
+                effects.push(Effect::Unbind(binding_id));
+            }
+            Landing::Missed => {
+                debug!(job.id = ?row.job_id, "the rollout row was no longer as read at the commit; the next pass looks again");
+                effects.push(Effect::Unbind(binding_id));
+            }
+        }
+    }
+    effects
+}

@@ -1,0 +1,225 @@
+//! Rollouts with the real binary (`[[rollouts]]`, `sheetq rollout NAME`): one row in the
+//! queue, its targets' jobs queued in waves by the claim passes under the lease, each an
+//! ordinary job on its own panel row, the rollout ending 完了, エラー or キャンセル with its
+//! counts. The command records, in a directory of the test, which targets ran and how many
+//! ran at once.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sheetq::emulator::Quota;
+use sheetq::queue::{QueueRow, State};
+
+use crate::daemon::{protected_set_up, Binary};
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// A command that marks its target running in `dir` while it sleeps `seconds`, counts how
+/// many run at that moment (`counts`), lists its target in `ran`, and fails on the targets
+/// named in `dir/fail`.
+fn commands(dir: &Path, seconds: &str) -> String {
+    let d = dir.display();
+    format!(
+        r#"[commands.work]
+exec = ["/bin/sh", "-c", "d='{d}'; t=\"$SHEETQ_TARGET\"; : > \"$d/run.$t\"; ls \"$d\" | grep -c '^run[.]' >> \"$d/counts\"; echo \"$t\" >> \"$d/ran\"; sleep {seconds}; rm -f \"$d/run.$t\"; if grep -qx \"$t\" \"$d/fail\" 2>/dev/null; then echo \"$t broke\"; exit 1; fi; echo \"$t ok\""]
+"#
+    )
+}
+
+/// Six web servers and a database, the function that restarts one, and rollouts over them.
+const TARGETS: &str = r#"
+[[targets]]
+label = "web-1"
+groups = ["web"]
+[[targets]]
+label = "web-2"
+groups = ["web"]
+[[targets]]
+label = "web-3"
+groups = ["web"]
+[[targets]]
+label = "web-4"
+groups = ["web"]
+[[targets]]
+label = "web-5"
+groups = ["web"]
+[[targets]]
+label = "web-6"
+groups = ["web"]
+[[targets]]
+label = "db-1"
+groups = ["db"]
+[[functions]]
+label = "再起動"
+command = "work"
+"#;
+
+/// The config of a daemon (`worker`) with the rollouts `rollouts` (TOML), set up as an
+/// operator does (`init`, `panels sync`); the record directory.
+async fn set_up(
+    emu: &sheetq::emulator::Emulator,
+    dir: &Path,
+    seconds: &str,
+    rollouts: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let record = dir.join("record");
+    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
+    let config = format!("{}{TARGETS}{rollouts}", commands(&record, seconds));
+    let (path, _, _) = protected_set_up(emu, dir, "vm-1", &config).await;
+    let opened = run_sheetq(&path, &["panels", "sync", "--all"]).await;
+    assert!(opened.status.success(), "{}", output_text(&opened));
+    (path, record)
+}
+
+/// The targets that ran, in the order they started.
+fn ran(record: &Path) -> Vec<String> {
+    std::fs::read_to_string(record.join("ran"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The most jobs that ran at once.
+fn most_at_once(record: &Path) -> usize {
+    std::fs::read_to_string(record.join("counts"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The rollout's own row.
+fn rollout_row(rows: &[QueueRow]) -> &QueueRow {
+    rows.iter()
+        .find(|r| r.is_rollout())
+        .unwrap_or_else(|| panic!("no rollout row: {}", describe_queue(rows)))
+}
+
+/// Starts rollout `name` in the background with `--wait`; its output when it ends.
+fn start_rollout(config: &Path, name: &str) -> tokio::task::JoinHandle<std::process::Output> {
+    let (config, name) = (config.to_path_buf(), name.to_string());
+    tokio::spawn(async move { run_sheetq(&config, &["rollout", &name, "--wait"]).await })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_over_a_group_runs_every_target_once_never_more_than_max_parallel_at_once() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rollouts = r#"
+[[rollouts]]
+name = "restart-web"
+label = "web 再起動"
+function = "再起動"
+group = "web"
+max_parallel = 2
+"#;
+    let (config, record) = set_up(&emu, dir.path(), "1", rollouts).await;
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+
+    let out = tokio::time::timeout(WAIT, start_rollout(&config, "restart-web"))
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the rollout did not end within {WAIT:?}: {}\nlog:\n{}",
+                describe_queue(&queue_rows(&emu)),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rows = queue_rows(&emu);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        output_text(&out),
+        describe_queue(&rows)
+    );
+    assert!(
+        output_text(&out).contains("完了: 成功 6 · 失敗 0 · 中止 0"),
+        "the shell hears the outcome with its counts: {}",
+        output_text(&out)
+    );
+    let rollout = rollout_row(&rows);
+    assert!(rollout.state.is(State::Done), "{}", describe_queue(&rows));
+    assert_eq!(rollout.message, "成功 6 · 失敗 0 · 中止 0");
+
+    let mut targets = ran(&record);
+    targets.sort();
+    assert_eq!(
+        targets,
+        ["web-1", "web-2", "web-3", "web-4", "web-5", "web-6"],
+        "every web target ran once, the database never"
+    );
+    assert!(
+        most_at_once(&record) <= 2,
+        "never more than max_parallel = 2 at once: {:?}",
+        std::fs::read_to_string(record.join("counts"))
+    );
+    let children: Vec<&QueueRow> = rows.iter().filter(|r| !r.is_rollout()).collect();
+    assert_eq!(children.len(), 6, "{}", describe_queue(&rows));
+    for child in &children {
+        assert!(
+            child.state.is(State::Done)
+                && child.job_id == sheetq::rollout::child_job_id(&rollout.job_id, &child.target),
+            "each target's job is an ordinary job under its derived jobId: {}",
+            describe_queue(&rows)
+        );
+    }
+    // Each lands on its target's own panel row, as a single press does.
+    let web3 = (1..=20)
+        .map(|r| panel_row(&emu, "web-3", r))
+        .find(|cells| cells.iter().any(|c| c == "再起動"))
+        .unwrap_or_else(|| panic!("web-3's panel has no row of 再起動"));
+    assert!(
+        web3.iter().any(|c| c.contains("完了")),
+        "web-3's panel row shows its own job's end: {web3:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_failure_stops_a_rollout_at_max_failures_zero_and_the_rest_never_run() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rollouts = r#"
+[[rollouts]]
+name = "restart-web"
+function = "再起動"
+targets = ["web-1", "web-2", "web-3", "web-4", "web-5", "web-6"]
+"#;
+    let (config, record) = set_up(&emu, dir.path(), "0", rollouts).await;
+    std::fs::write(record.join("fail"), "web-2\n").unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+
+    let out = tokio::time::timeout(WAIT, start_rollout(&config, "restart-web"))
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the rollout did not end: {}\nlog:\n{}",
+                describe_queue(&queue_rows(&emu)),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rows = queue_rows(&emu);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "a failed rollout exits 4: {}",
+        output_text(&out)
+    );
+    let rollout = rollout_row(&rows);
+    assert!(rollout.state.is(State::Error), "{}", describe_queue(&rows));
+    assert_eq!(
+        rollout.message, "成功 1 · 失敗 1 · 中止 4 (失敗: web-2)",
+        "the end names its counts and the target that failed"
+    );
+    assert_eq!(
+        ran(&record),
+        ["web-1", "web-2"],
+        "one at a time, in order, and nothing after the failure"
+    );
+}
