@@ -933,6 +933,9 @@ pub struct Status {
     pub awaiting_approval: Vec<StatusJob>,
     /// The latest エラー and タイムアウト rows, newest first (at most 5).
     pub recent_failures: Vec<StatusJob>,
+    /// Rollouts running or waiting to start, then the latest ended (at most 5 in all, by
+    /// row), with their jobs' counts as the rows show them.
+    pub rollouts: Vec<StatusRollout>,
     pub archive: StatusArchive,
     pub lease: String,
     /// Results in this machine's outbox (`state_dir`) not yet on the sheet.
@@ -945,6 +948,74 @@ pub struct Status {
     /// when it tries again (`crate::pause`).
     pub held_off: Option<crate::pause::Pause>,
     pub workers: Vec<StatusWorker>,
+}
+
+/// One rollout as `sheetq status` lists it: its row, and its jobs counted from their rows
+/// (`crate::rollout::plan`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusRollout {
+    pub job_id: String,
+    /// Its `[[rollouts]]` name; empty when the config no longer has it.
+    pub name: String,
+    pub label: String,
+    pub state: String,
+    pub targets: usize,
+    pub done: usize,
+    /// The targets whose job failed, in the rollout's order.
+    pub failed: Vec<String>,
+    pub cancelled: usize,
+    pub running: usize,
+    pub waiting: usize,
+    /// Targets whose job is not queued yet.
+    pub not_queued: usize,
+    /// Its メッセージ: the progress while it runs, the counts once it ended.
+    pub message: String,
+}
+
+/// The rollouts of `snapshot` as `status` lists them: open ones first, then the latest
+/// ended, at most `limit`.
+fn status_rollouts(
+    snapshot: &queue::Snapshot,
+    config: &Config,
+    states: &crate::queue::StateWords,
+    limit: usize,
+) -> Vec<StatusRollout> {
+    let mut rows: Vec<&queue::QueueRow> = snapshot.rows.iter().filter(|r| r.is_rollout()).collect();
+    rows.sort_by_key(|r| (crate::claim::is_final(r), std::cmp::Reverse(r.row)));
+    rows.into_iter()
+        .take(limit)
+        .map(|r| {
+            let label = crate::sheet_text::trim(&r.function).to_string();
+            let def = config.rollouts.iter().find(|d| d.label() == label);
+            let progress = def
+                .map(|d| {
+                    let limits = crate::rollout::Limits {
+                        max_parallel: d.max_parallel,
+                        max_failures: d.max_failures,
+                    };
+                    let targets = d.targets_in(&config.catalog);
+                    crate::rollout::plan(&r.job_id, &targets, limits, false, snapshot).0
+                })
+                .unwrap_or_default();
+            StatusRollout {
+                job_id: r.job_id.clone(),
+                name: def.map(|d| d.name.clone()).unwrap_or_default(),
+                label,
+                state: match &r.state {
+                    queue::RowState::Known(s) => states.word(*s).to_string(),
+                    queue::RowState::Unknown(t) => t.clone(),
+                },
+                targets: progress.total,
+                done: progress.done,
+                failed: progress.failed.clone(),
+                cancelled: progress.cancelled,
+                running: progress.running,
+                waiting: progress.waiting,
+                not_queued: progress.unqueued.len(),
+                message: r.message.clone(),
+            }
+        })
+        .collect()
 }
 
 /// A running job without a queue row, as its daemon's heartbeat lists it.
@@ -1046,7 +1117,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
     let running = snapshot
         .rows
         .iter()
-        .filter(|r| r.state.is(State::Running))
+        .filter(|r| r.state.is(State::Running) && !r.is_rollout())
         .map(|r| view.job(r, r.started_at))
         .collect();
     let oldest_waiting = crate::claim::waiting_order(&snapshot)
@@ -1115,6 +1186,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         oldest_waiting,
         awaiting_approval,
         recent_failures: view.recent_failures(&snapshot, 5),
+        rollouts: status_rollouts(&snapshot, config, &config.states, 5),
         archive: status_archive(&meta, &worker, config),
         lease,
         outbox_pending,
@@ -1332,6 +1404,30 @@ impl Status {
                     v(&j.function),
                     inputs(j),
                     at(j)
+                );
+            }
+        }
+        if !self.rollouts.is_empty() {
+            let _ = writeln!(out, "rollouts:");
+            for r in &self.rollouts {
+                let failed = if r.failed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", v(&r.failed.join(", ")))
+                };
+                let _ = writeln!(
+                    out,
+                    "  {} {} {}: {} targets: {} done, {} failed{failed}, {} cancelled, {} running, {} waiting, {} not queued yet",
+                    v(&r.job_id),
+                    v(&r.label),
+                    v(&r.state),
+                    r.targets,
+                    r.done,
+                    r.failed.len(),
+                    r.cancelled,
+                    r.running,
+                    r.waiting,
+                    r.not_queued
                 );
             }
         }

@@ -988,7 +988,14 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let every = std::time::Duration::from_secs(5);
-    let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
+    let done = loop {
+        let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
+        // Its end's メッセージ follows the swap of its 状態 under the daemon's next lease.
+        if !crate::rollout::is_progress_text(&done.message) {
+            break done;
+        }
+        tokio::time::sleep(every).await;
+    };
     let word = config.states.word(done.state);
     if args.json {
         println!(

@@ -264,11 +264,19 @@ pub struct Progress {
     pub unqueued: Vec<String>,
 }
 
+/// How a rollout's progress text begins (`実行中 7/20 · 失敗 0`).
+const PROGRESS_PREFIX: &str = "実行中 ";
+
+/// Whether a rollout row's メッセージ is its progress, not yet its end.
+pub fn is_progress_text(message: &str) -> bool {
+    message.trim_start().starts_with(PROGRESS_PREFIX)
+}
+
 impl Progress {
     /// What its row shows while it runs: `実行中 7/20 · 失敗 0` (finished of all).
     pub fn running_text(&self) -> String {
         format!(
-            "実行中 {}/{} · 失敗 {}",
+            "{PROGRESS_PREFIX}{}/{} · 失敗 {}",
             self.done + self.failed.len() + self.cancelled,
             self.total,
             self.failed.len()

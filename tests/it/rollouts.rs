@@ -15,14 +15,14 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 
-/// A command that marks its target running in `dir` while it sleeps `seconds`, counts how
-/// many run at that moment (`counts`), lists its target in `ran`, and fails on the targets
-/// named in `dir/fail`.
+/// A command that marks its target running in `dir` while it sleeps `seconds` (noting in
+/// `overlap` a target that runs already), counts how many run at that moment (`counts`),
+/// lists its target in `ran`, and fails on the targets named in `dir/fail`.
 fn commands(dir: &Path, seconds: &str) -> String {
     let d = dir.display();
     format!(
         r#"[commands.work]
-exec = ["/bin/sh", "-c", "d='{d}'; t=\"$SHEETQ_TARGET\"; : > \"$d/run.$t\"; ls \"$d\" | grep -c '^run[.]' >> \"$d/counts\"; echo \"$t\" >> \"$d/ran\"; sleep {seconds}; rm -f \"$d/run.$t\"; if grep -qx \"$t\" \"$d/fail\" 2>/dev/null; then echo \"$t broke\"; exit 1; fi; echo \"$t ok\""]
+exec = ["/bin/sh", "-c", "d='{d}'; t=\"$SHEETQ_TARGET\"; if [ -e \"$d/run.$t\" ]; then echo \"$t\" >> \"$d/overlap\"; fi; : > \"$d/run.$t\"; ls \"$d\" | grep -c '^run[.]' >> \"$d/counts\"; echo \"$t\" >> \"$d/ran\"; sleep {seconds}; rm -f \"$d/run.$t\"; if grep -qx \"$t\" \"$d/fail\" 2>/dev/null; then echo \"$t broke\"; exit 1; fi; echo \"$t ok\""]
 "#
     )
 }
@@ -168,6 +168,15 @@ max_parallel = 2
             describe_queue(&rows)
         );
     }
+    let status = run_sheetq(&config, &["status"]).await;
+    assert!(
+        output_text(&status).contains(&format!(
+            "{} web 再起動 完了: 6 targets: 6 done, 0 failed, 0 cancelled, 0 running, 0 waiting, 0 not queued yet",
+            rollout.job_id
+        )),
+        "status lists the rollout with its counts: {}",
+        output_text(&status)
+    );
     // Each lands on its target's own panel row, as a single press does.
     let web3 = (1..=20)
         .map(|r| panel_row(&emu, "web-3", r))
@@ -221,5 +230,264 @@ targets = ["web-1", "web-2", "web-3", "web-4", "web-5", "web-6"]
         ran(&record),
         ["web-1", "web-2"],
         "one at a time, in order, and nothing after the failure"
+    );
+}
+
+/// The rows of a rollout's jobs, those of single presses left out.
+fn children<'a>(rows: &'a [QueueRow], rollout: &QueueRow) -> Vec<&'a QueueRow> {
+    rows.iter()
+        .filter(|r| r.job_id == sheetq::rollout::child_job_id(&rollout.job_id, &r.target))
+        .collect()
+}
+
+/// Waits until `n` targets have started.
+async fn wait_started(emu: &sheetq::emulator::Emulator, record: &Path, n: usize) {
+    wait_for(
+        &format!("{n} targets started"),
+        WAIT,
+        || (ran(record).len() >= n).then_some(()),
+        || describe_queue(&queue_rows(emu)),
+    )
+    .await;
+}
+
+/// Waits until the rollout's row is final, its メッセージ written; the queue then.
+async fn wait_rollout_ended(emu: &sheetq::emulator::Emulator, log: &Path) -> Vec<QueueRow> {
+    wait_for(
+        "the rollout to end",
+        WAIT,
+        || {
+            let rows = queue_rows(emu);
+            // Its メッセージ follows the swap of its 状態 under the next lease.
+            rows.iter()
+                .any(|r| r.is_rollout() && r.state.is_final() && !r.message.starts_with("実行中"))
+                .then_some(rows)
+        },
+        || {
+            format!(
+                "{}\nlog:\n{}",
+                describe_queue(&queue_rows(emu)),
+                std::fs::read_to_string(log).unwrap_or_default()
+            )
+        },
+    )
+    .await
+}
+
+/// Starts rollout `name` without waiting; its jobId.
+async fn rollout_id(config: &Path, name: &str) -> String {
+    let out = run_sheetq(config, &["rollout", name]).await;
+    assert!(out.status.success(), "{}", output_text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_mid_rollout_stops_the_running_jobs_and_queues_no_more() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rollouts = r#"
+[[rollouts]]
+name = "restart-web"
+function = "再起動"
+group = "web"
+max_parallel = 2
+"#;
+    let (config, record) = set_up(&emu, dir.path(), "30", rollouts).await;
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let id = rollout_id(&config, "restart-web").await;
+    wait_started(&emu, &record, 2).await;
+    let status = run_sheetq(&config, &["status"]).await;
+    assert!(
+        output_text(&status).contains(&format!("{id} restart-web 実行中: 6 targets: 0 done, 0 failed, 0 cancelled, 2 running, 0 waiting, 4 not queued yet")),
+        "status counts the running rollout's jobs: {}",
+        output_text(&status)
+    );
+
+    let cancel = run_sheetq(&config, &["cancel", &id]).await;
+    assert!(cancel.status.success(), "{}", output_text(&cancel));
+    let rows = wait_rollout_ended(&emu, &log).await;
+    let rollout = rollout_row(&rows);
+    assert!(
+        rollout.state.is(State::Cancelled),
+        "{}",
+        describe_queue(&rows)
+    );
+    assert_eq!(rollout.message, "成功 0 · 失敗 0 · 中止 6");
+    let children = children(&rows, rollout);
+    assert_eq!(
+        children.len(),
+        2,
+        "no wave after the stop: {}",
+        describe_queue(&rows)
+    );
+    for child in &children {
+        assert!(
+            child.state.is(State::Cancelled) && child.message.contains("中止: 一括処理の中止"),
+            "the running jobs were stopped as a cancel stops them, naming the rollout: {}",
+            describe_queue(&rows)
+        );
+    }
+    assert_eq!(ran(&record).len(), 2, "nothing started after the stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_racing_over_one_rollout_run_each_target_once() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rollouts = r#"
+[[rollouts]]
+name = "restart-all"
+function = "再起動"
+all_targets = true
+max_parallel = "50%"
+"#;
+    let (config, record) = set_up(&emu, dir.path(), "1", rollouts).await;
+    let second = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let other = crate::daemon::binary_config_with(
+        &emu,
+        second.path(),
+        "vm-2",
+        "",
+        &format!("{}{TARGETS}{rollouts}", commands(&record, "1")),
+    );
+    let log = dir.path().join("sheetq.log");
+    let _one = Binary::start(&config, &log);
+    let _two = Binary::start(&other, &second.path().join("sheetq.log"));
+
+    let id = rollout_id(&config, "restart-all").await;
+    let rows = wait_rollout_ended(&emu, &log).await;
+    let rollout = rollout_row(&rows);
+    assert_eq!(rollout.job_id, id);
+    assert!(rollout.state.is(State::Done), "{}", describe_queue(&rows));
+    assert_eq!(rollout.message, "成功 7 · 失敗 0 · 中止 0");
+    let mut targets = ran(&record);
+    targets.sort();
+    assert_eq!(
+        targets,
+        ["db-1", "web-1", "web-2", "web-3", "web-4", "web-5", "web-6"],
+        "each target ran once, whichever daemon queued or ran it"
+    );
+    assert_eq!(
+        children(&rows, rollout).len(),
+        7,
+        "{}",
+        describe_queue(&rows)
+    );
+    assert!(
+        most_at_once(&record) <= 4,
+        "50% of 7 is 4 at once: {:?}",
+        std::fs::read_to_string(record.join("counts"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_goes_on_after_every_daemon_was_killed_and_one_started_again() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // The jobs cut off by the kill end エラー (their daemon died under them); the rollout
+    // lets two failures pass, so it goes on with the rest.
+    let rollouts = r#"
+[[rollouts]]
+name = "restart-web"
+function = "再起動"
+group = "web"
+max_parallel = 2
+max_failures = 2
+"#;
+    let (config, record) = set_up(&emu, dir.path(), "2", rollouts).await;
+    let log = dir.path().join("sheetq.log");
+    let daemon = Binary::start(&config, &log);
+    let id = rollout_id(&config, "restart-web").await;
+    wait_started(&emu, &record, 3).await;
+    daemon.kill();
+    let before = ran(&record);
+
+    let _again = Binary::start(&config, &dir.path().join("sheetq-again.log"));
+    let rows = wait_rollout_ended(&emu, &dir.path().join("sheetq-again.log")).await;
+    let rollout = rollout_row(&rows);
+    assert_eq!(rollout.job_id, id);
+    let children = children(&rows, rollout);
+    assert_eq!(
+        children.len(),
+        6,
+        "every target got its job, none skipped: {}",
+        describe_queue(&rows)
+    );
+    let all = ran(&record);
+    let mut unique = all.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        all.len(),
+        "no target ran twice across the kill: {all:?}"
+    );
+    assert_eq!(
+        all.len(),
+        6,
+        "every target ran: {all:?} (before the kill: {before:?})"
+    );
+    let failed = children.iter().filter(|r| r.state.is(State::Error)).count();
+    let done = children.iter().filter(|r| r.state.is(State::Done)).count();
+    assert_eq!(
+        done + failed,
+        6,
+        "each job ended: {}",
+        describe_queue(&rows)
+    );
+    assert!(
+        rollout
+            .message
+            .starts_with(&format!("成功 {done} · 失敗 {failed} · 中止 0")),
+        "the rollout's counts are its jobs' rows: {}",
+        describe_queue(&rows)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollouts_job_waits_for_its_target_busy_with_a_single_press() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rollouts = r#"
+[[rollouts]]
+name = "restart-two"
+function = "再起動"
+targets = ["web-1", "web-2"]
+max_parallel = 2
+"#;
+    let (config, record) = set_up(&emu, dir.path(), "3", rollouts).await;
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let single = run_sheetq(
+        &config,
+        &["enqueue", "--target", "web-1", "--function", "再起動"],
+    )
+    .await;
+    assert!(single.status.success(), "{}", output_text(&single));
+    let single = String::from_utf8_lossy(&single.stdout).trim().to_string();
+    wait_started(&emu, &record, 1).await;
+
+    let id = rollout_id(&config, "restart-two").await;
+    let rows = wait_rollout_ended(&emu, &log).await;
+    let rollout = rollout_row(&rows);
+    assert_eq!(rollout.job_id, id);
+    assert!(rollout.state.is(State::Done), "{}", describe_queue(&rows));
+    assert_eq!(
+        std::fs::read_to_string(record.join("overlap")).unwrap_or_default(),
+        "",
+        "web-1 never ran two jobs at once"
+    );
+    assert_eq!(
+        ran(&record).len(),
+        3,
+        "the single press and both targets' jobs"
+    );
+    let first = row_of(&rows, &single);
+    let web1 = row_of(&rows, &sheetq::rollout::child_job_id(&id, "web-1"));
+    assert!(
+        first.state.is(State::Done) && web1.started_at >= first.started_at,
+        "the rollout's job on web-1 started once the single press's had: {}",
+        describe_queue(&rows)
     );
 }
