@@ -1114,6 +1114,41 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_rollout_is_refused_when_the_config_is_read_naming_its_entry() {
+        let text = |group: &str| {
+            format!(
+                r#"
+spreadsheet_id = "1AbC"
+[commands.restart]
+builtin = "echo"
+[[targets]]
+label = "web-1"
+groups = ["web"]
+[[functions]]
+label = "再起動"
+command = "restart"
+[[rollouts]]
+name = "restart-web"
+function = "再起動"
+group = "{group}"
+max_parallel = "50%"
+"#
+            )
+        };
+        let config = parse(&text("web")).unwrap_or_else(|e| panic!("{:#?}", e.problems));
+        assert_eq!(config.rollouts[0].targets_in(&config.catalog), ["web-1"]);
+        let refused = parse(&text("cache")).err().map(|e| e.problems);
+        assert!(
+            refused
+                .as_ref()
+                .is_some_and(|p| p.iter().any(|p| p.contains(
+                    "[[rollouts]] entry 1 (\"restart-web\"): no target carries group \"cache\""
+                ))),
+            "the entry and the fix are named: {refused:#?}"
+        );
+    }
+
+    #[test]
     fn a_schedules_inputs_are_checked_by_the_functions_rules_when_the_config_is_read() {
         let text = |inputs: &str| {
             format!(

@@ -60,6 +60,7 @@
 //!   - one room a capability, each with its entries, its pure settle returning effects, and
 //!     its state: `stale` (timeouts), `claims` (who may start what, the claim's entry and log
 //!     row, `settle_claims`), `cancels` (■ and 中止要求; `Stops`), `approvals`, `schedules`,
+//!     `rollouts` (waves appended, stops, progress, the rollout row's start and end),
 //!     `kept_lease` (pure `may_keep`/`may_commit_under`), `lease_calls` (acquire, release,
 //!     fences; `Held`), `jobs` (spawn, stop, finish, drain; `Jobs`), `job_log` (`Logs`),
 //!     `notices`, `fleet` (heartbeat, holds, the account's budget; `Fleet`), `archive`,
@@ -130,9 +131,9 @@
 //!   of its own Cloud project): the mark of a continuation step, the digest of its row, and
 //!   what the marks known make of a queue row; pure.
 //! - [`queue`]: the `_ジョブキュー` sheet as data: header map, states, rows, ワーカー tags.
-//! - [`rollout`]: one press over many targets, a few at a time: a rollout's definition, its
-//!   targets, each target's derived jobId and the claim pass's rule (next wave, stop, end);
-//!   pure, and not yet taken by the config nor followed by the daemon.
+//! - [`rollout`]: one press over many targets, a few at a time (`[[rollouts]]`): a rollout's
+//!   definition, its targets, each target's derived jobId and the claim pass's rule (next
+//!   wave, stop, end, the counts); pure. `daemon/rollouts.rs` follows it.
 //! - [`schedule`]: the `[[schedules]]` of the config: their cron patterns in the spreadsheet's
 //!   time zone (daylight saving's rules), each occurrence's jobId, which one is due; pure.
 //! - [`setup`]: the spreadsheet client and the command registry built from a config, for the

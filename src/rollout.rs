@@ -7,8 +7,8 @@
 //! decides from lives in the sheet (the rollout's row and its children's rows), never in a
 //! daemon's memory.
 //!
-//! The daemon does not run rollouts yet: the config does not take `[[rollouts]]`, and
-//! nothing calls [`plan`]; this module is the rule the claim pass will follow.
+//! The daemon follows it in every claim pass (`daemon/rollouts.rs`, docs/design.md §5.8);
+//! `sheetq rollout NAME` queues a rollout's row, and `sheetq status` counts its jobs by it.
 
 use serde::Deserialize;
 use uuid::Uuid;
@@ -706,6 +706,26 @@ mod tests {
             toml::from_str::<RolloutDef>("name = \"x\"\nfunction = \"再起動\"\nall = true")
                 .is_err(),
             "unknown keys are refused"
+        );
+        let clash =
+            parse("name = \"x\"\nlabel = \"再起動\"\nfunction = \"再起動\"\nall_targets = true");
+        assert!(
+            problems(&[clash], &catalog)
+                .iter()
+                .any(|p| p.contains("also a [[functions]] label")),
+            "a rollout's row must never read as a function's"
+        );
+        let twice = parse("name = \"x\"\nfunction = \"再起動\"\nall_targets = true");
+        assert!(problems(&[twice.clone(), twice], &catalog)
+            .iter()
+            .any(|p| p.contains("another rollout has this name")),);
+        let mut gated = catalog.clone();
+        gated.functions[0].approvers = Some(vec!["boss@example.com".into()]);
+        assert!(
+            problems(std::slice::from_ref(&good), &gated)
+                .iter()
+                .any(|p| p.contains("does not take approvals")),
+            "a function with approvers is refused: its jobs would run unapproved"
         );
     }
 }

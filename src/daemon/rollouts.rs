@@ -1,4 +1,4 @@
-//! The rollout room of the daemon (`[[rollouts]]`, docs/design.md §5.7): each claim pass,
+//! The rollout room of the daemon (`[[rollouts]]`, docs/design.md §5.8): each claim pass,
 //! under the lease and on its fresh read, follows every open rollout row by
 //! `crate::rollout::plan` and rides the commit it sends anyway: the next wave's rows
 //! appended (each with the jobId derived from the rollout and its target, so that no daemon,
@@ -474,4 +474,143 @@ pub(super) fn settle(turns: Vec<Turning>, read: &ReadBack) -> Vec<Effect> {
         }
     }
     effects
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ledger::tests::{reply_of, Entry, Fixture};
+    use super::*;
+
+    fn turning(f: &mut Fixture, row: u32, job: &str, from: State, turn: Turn) -> Turning {
+        Turning {
+            row: f.row(row, job, from),
+            turn,
+            binding_id: 40 + row as i32,
+            place: f.place(row),
+        }
+    }
+
+    #[test]
+    fn a_start_that_hit_its_row_writes_the_progress_through_its_binding_and_an_end_ends_it() {
+        let mut f = Fixture::default();
+        let progress = "実行中 0/6 · 失敗 0".to_string();
+        let turns = vec![
+            turning(
+                &mut f,
+                4,
+                "r1",
+                State::Waiting,
+                Turn::Start {
+                    progress: progress.clone(),
+                },
+            ),
+            turning(
+                &mut f,
+                5,
+                "r2",
+                State::Running,
+                end(
+                    Finish::Error,
+                    "成功 5 · 失敗 1 · 中止 0 (失敗: web-3)".into(),
+                ),
+            ),
+        ];
+        let reply = reply_of(
+            &f,
+            &[
+                Entry::swapped(4, "r1", State::Running),
+                Entry::swapped(5, "r2", State::Error),
+            ],
+        );
+        let effects = settle(turns, &f.read(&reply));
+        assert!(
+            matches!(
+                &effects[..],
+                [
+                    Effect::Follow(Through { id: 44, cells, state: Some(State::Running), .. }),
+                    Effect::EndUnrun { row, binding: 45, finish: Finish::Error, message },
+                ] if cells == &vec![(Column::Message, Cell::from(progress.as_str()))]
+                    && row.job_id == "r2"
+                    && message.ends_with("(失敗: web-3)")
+            ),
+            "{effects:?}"
+        );
+    }
+
+    #[test]
+    fn a_turn_a_sort_moved_is_undone_and_one_that_missed_only_drops_its_binding() {
+        let mut f = Fixture::default();
+        let turns = vec![
+            turning(
+                &mut f,
+                4,
+                "r1",
+                State::Waiting,
+                Turn::Start {
+                    progress: "実行中 0/2 · 失敗 0".into(),
+                },
+            ),
+            turning(
+                &mut f,
+                5,
+                "r2",
+                State::Running,
+                end(Finish::Done, "成功 2 · 失敗 0 · 中止 0".into()),
+            ),
+        ];
+        let reply = reply_of(
+            &f,
+            &[
+                Entry::swapped(4, "other", State::Running),
+                Entry::unchanged(5, "r2", State::Done),
+            ],
+        );
+        let effects = settle(turns, &f.read(&reply));
+        assert!(
+            matches!(
+                &effects[..],
+                [
+                    Effect::RowsMoved,
+                    Effect::Undo {
+                        row: 4,
+                        from: State::Running,
+                        to: State::Waiting
+                    },
+                    Effect::Unbind(44),
+                    Effect::Unbind(45),
+                ]
+            ),
+            "the row hit goes back to waiting; the rollout another pass ended is left: {effects:?}"
+        );
+    }
+
+    #[test]
+    fn a_commit_is_needed_for_a_step_or_for_progress_the_row_does_not_show() {
+        let p = rollout::Progress {
+            total: 4,
+            done: 1,
+            running: 1,
+            ..Default::default()
+        };
+        let mut row = QueueRow {
+            state: RowState::Known(State::Running),
+            message: "実行中 1/4 · 失敗 0".into(),
+            ..QueueRow::blank(3)
+        };
+        assert!(
+            !needs_commit(&row, &p, &Step::Wait),
+            "nothing new: no lease taken"
+        );
+        assert!(needs_commit(&row, &p, &Step::Queue(vec!["web-3".into()])));
+        row.message = "実行中 0/4 · 失敗 0".into();
+        assert!(
+            needs_commit(&row, &p, &Step::Wait),
+            "a job ended: its count changed"
+        );
+        row.message.clear();
+        assert!(
+            !needs_commit(&row, &p, &Step::Wait),
+            "an empty cell waits for the start's write through the binding, never a commit each poll"
+        );
+    }
 }

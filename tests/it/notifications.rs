@@ -673,3 +673,62 @@ async fn a_refused_job_is_announced_without_the_text_an_editor_typed() {
         "the jobId and why: {text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_is_announced_once_at_its_end_naming_the_target_that_failed() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let hook = Receiver::start(&[], 200).await;
+    let restart = "if [ \"$SHEETQ_TARGET\" = web-2 ]; then echo broke; exit 1; fi; echo ok";
+    let commands = sh("restart", restart, "", dir.path())
+        + &notify(&hook.url(), "json", "on = [\"完了\", \"エラー\"]")
+        + r#"
+[[targets]]
+label = "web-1"
+groups = ["web"]
+[[targets]]
+label = "web-2"
+groups = ["web"]
+[[targets]]
+label = "web-3"
+groups = ["web"]
+[[functions]]
+label = "再起動"
+command = "restart"
+[[rollouts]]
+name = "restart-web"
+label = "web 再起動"
+function = "再起動"
+group = "web"
+max_parallel = 3
+max_failures = 1
+"#;
+    let (daemon, config, log) = start(&emu, dir.path(), Vec::new(), &commands);
+    let out = run_sheetq(&config, &["rollout", "restart-web", "--wait"]).await;
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
+    let taken = wait_for(
+        "the webhook to take the rollout's notice",
+        WAIT,
+        || {
+            let taken = hook.taken();
+            (!taken.is_empty()).then_some(taken)
+        },
+        show(&emu, &log, &hook),
+    )
+    .await;
+    // A notice of a target's job would have been recorded with its result, before the
+    // rollout's end: by now, it would have been sent too.
+    stop(daemon).await;
+    let [body] = &hook.taken()[..] else {
+        panic!(
+            "one notice for the whole rollout, none per target: {taken:?}\n{}",
+            show(&emu, &log, &hook)()
+        );
+    };
+    assert_eq!(body["function"], "web 再起動", "{body}");
+    assert_eq!(body["state"], "エラー", "{body}");
+    assert_eq!(
+        body["message"], "成功 2 · 失敗 1 · 中止 0 (失敗: web-2)",
+        "the notice names the target that failed: {body}"
+    );
+}
