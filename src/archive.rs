@@ -40,10 +40,19 @@ pub fn is_past_retention(row: &QueueRow, now: DateTime<Utc>, retention: chrono::
 }
 
 /// The runs of rows past the retention among `rows` (a read of consecutive sheet rows, in
-/// order).
-pub fn runs(rows: &[QueueRow], now: DateTime<Utc>, retention: chrono::Duration) -> Vec<Run> {
+/// order), but the jobs `kept` names (the jobs of a rollout still open, which it counts
+/// from their rows: `crate::rollout`).
+pub fn runs(
+    rows: &[QueueRow],
+    now: DateTime<Utc>,
+    retention: chrono::Duration,
+    kept: &std::collections::HashSet<String>,
+) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
-    for r in rows.iter().filter(|r| is_past_retention(r, now, retention)) {
+    let leaving = rows
+        .iter()
+        .filter(|r| is_past_retention(r, now, retention) && !kept.contains(&r.job_id));
+    for r in leaving {
         match out.last_mut() {
             Some(run) if run.first + run.job_ids.len() as u32 == r.row => {
                 run.job_ids.push(r.job_id.clone());
@@ -348,7 +357,7 @@ mod tests {
             row(7, State::Done, Some(40)),
         ];
         assert_eq!(
-            runs(&rows, at(), MONTH),
+            runs(&rows, at(), MONTH, &Default::default()),
             [
                 Run {
                     first: 2,
@@ -359,6 +368,30 @@ mod tests {
                     job_ids: vec!["job-5".into(), "job-6".into(), "job-7".into()]
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_job_of_an_open_rollout_stays_however_old_and_splits_the_run() {
+        let rows = [
+            row(2, State::Done, Some(40)),
+            row(3, State::Done, Some(40)),
+            row(4, State::Done, Some(40)),
+        ];
+        let kept = ["job-3".to_string()].into_iter().collect();
+        assert_eq!(
+            runs(&rows, at(), MONTH, &kept),
+            [
+                Run {
+                    first: 2,
+                    job_ids: vec!["job-2".into()]
+                },
+                Run {
+                    first: 4,
+                    job_ids: vec!["job-4".into()]
+                },
+            ],
+            "its rollout counts it from its row: archived, it would be queued again"
         );
     }
 

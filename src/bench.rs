@@ -14,7 +14,8 @@
 //!   one daemon (its own account) left idle for P polls: bytes and CPU time per poll;
 //! - peak RSS (`VmHWM`) after the saturation run and after each idle run;
 //! - then, each on a spreadsheet of its own: a failing job without and with retries
-//!   ([`retry`]), and presses without and with inputs ([`inputs`]).
+//!   ([`retry`]), presses without and with inputs ([`inputs`]), and 20 jobs pressed one by
+//!   one against one rollout over the same targets ([`rollout`]).
 //!
 //! Everything runs in one process, the emulator too: process CPU and RSS include it, which
 //! is why the daemon's own CPU is measured on its threads alone (see [`cpu_of_threads`]).
@@ -46,6 +47,7 @@ pub mod fleet;
 pub mod inputs;
 mod process;
 pub mod retry;
+pub mod rollout;
 pub mod schedule;
 
 use figures::{mib, rss_of, secs, vm_hwm};
@@ -461,6 +463,8 @@ pub struct BenchReport {
     pub retry: retry::RetryCost,
     /// What a press with inputs costs against one without.
     pub inputs: inputs::InputsCost,
+    /// A rollout against the same jobs pressed one by one.
+    pub rollout: rollout::RolloutCost,
     /// The Markdown printed.
     pub markdown: String,
 }
@@ -645,6 +649,15 @@ pub async fn measure(args: Params, out: &mut impl Write) -> anyhow::Result<Bench
         at(started),
         inputs::PRESSES,
         inputs::PRESSES
+    )?;
+
+    report.rollout = rollout::measure(deadline).await?;
+    writeln!(
+        out,
+        "{} rollout: {} single presses, then one rollout over {} targets",
+        at(started),
+        rollout::TARGETS,
+        rollout::TARGETS
     )?;
 
     report.markdown = markdown(&report, &args, quota);
@@ -1532,6 +1545,8 @@ fn main_table(r: &BenchReport, args: &Params, md: &mut String) {
         ),
     );
     let (label, value) = inputs::row(&r.inputs);
+    row(label, value);
+    let (label, value) = rollout::row(&r.rollout);
     row(label, value);
     let window = if s.shorter_than_a_minute {
         " (run < 60 s: whole run)"

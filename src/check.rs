@@ -235,8 +235,13 @@ async fn protection(
         panels.index_sheet.as_ref(),
         &config.panel,
     ));
+    let labelled: Vec<(i32, String, String)> = panels
+        .panels()
+        .iter()
+        .map(|p| (p.sheet_id, p.title.clone(), p.label.clone()))
+        .collect();
     wanted.extend(crate::panel::guard::wanted_on(
-        &panel_sheets,
+        &labelled,
         &config.panel,
         &config.catalog,
     ));

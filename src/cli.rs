@@ -988,10 +988,13 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let every = std::time::Duration::from_secs(5);
+    // Its end's counts go with the swap of its 状態, or (a row that showed no progress yet)
+    // follow it under the daemon's next lease: a few looks more at most.
+    let mut looks = 0;
     let done = loop {
         let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
-        // Its end's メッセージ follows the swap of its 状態 under the daemon's next lease.
-        if !crate::rollout::is_progress_text(&done.message) {
+        looks += 1;
+        if !crate::queue::is_rollout_progress(&done.message) || looks > 6 {
             break done;
         }
         tokio::time::sleep(every).await;

@@ -567,15 +567,16 @@ impl Config {
         check_queue(problems, &headers, &states);
         let mut panel = raw.panel.unwrap_or_default();
         problems.extend(panel.problems().into_iter().map(|p| format!("[panel] {p}")));
-        let catalog = Catalog {
+        let mut catalog = Catalog {
             functions: raw.functions,
             targets: raw.targets,
             hide_after,
             targets_from_index: raw.targets_from_index.unwrap_or(false),
             not_allowed: raw.messages.not_allowed.map(NotAllowed).unwrap_or_default(),
+            bulk: None,
         };
         problems.extend(catalog.problems());
-        let spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);
+        let mut spreadsheets = spreadsheet_entries(problems, raw.spreadsheets, intake, &catalog);
         // One 承認 column per approver of the function with the most, on every panel of
         // every spreadsheet served (they share one layout).
         let approval_columns = std::iter::once(&catalog)
@@ -624,6 +625,11 @@ impl Config {
                     .into_iter()
                     .map(|p| format!("{p} (in spreadsheet {})", e.label)),
             );
+        }
+        // The 一括 panel of each spreadsheet: its rollouts as functions.
+        catalog.bulk = crate::rollout::bulk_catalog(&raw.rollouts, &catalog).map(Box::new);
+        for e in &mut spreadsheets {
+            e.catalog.bulk = crate::rollout::bulk_catalog(&raw.rollouts, &e.catalog).map(Box::new);
         }
         let idle_poll_interval = idle_poll_interval_of(
             problems,

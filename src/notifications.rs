@@ -116,8 +116,21 @@ impl Channel {
     /// in the rollout's one notice (its end, naming the targets that failed), not on its
     /// own, unless the rollout's `notify_each` left its flag off.
     pub fn wants(&self, job: &FinishedJob) -> bool {
+        self.wants_of(job, &[&job.function], &[&job.target])
+    }
+
+    /// [`Channel::wants`] for a job that stands for `functions` on `targets`: a rollout's end
+    /// is heard where its own label, its function or any of its targets is (and `一括`).
+    pub fn wants_of(&self, job: &FinishedJob, functions: &[&str], targets: &[&str]) -> bool {
         let in_rollout = job.flags.iter().any(|f| f == crate::queue::ROLLOUT_FLAG);
-        !in_rollout && self.on.contains(&job.finish) && self.covers(&job.function, &job.target)
+        !in_rollout
+            && self.on.contains(&job.finish)
+            && (self.functions.is_empty()
+                || functions
+                    .iter()
+                    .any(|f| self.functions.iter().any(|g| g == f)))
+            && (self.targets.is_empty()
+                || targets.iter().any(|t| self.targets.iter().any(|g| g == t)))
     }
 
     /// Whether this channel hears of `step` of a job of `function` on `target`.
@@ -737,6 +750,25 @@ mod tests {
         assert!(!c.wants(&job(Finish::Done, "集計", "サーバーA")));
         assert!(!c.wants(&job(Finish::Done, "バックアップ", "サーバーB")));
         assert!(!c.wants(&job(Finish::Timeout, "バックアップ", "サーバーA")));
+        // A rollout of バックアップ over サーバーA and サーバーB: its end is heard here, by its
+        // function and a target it names; its jobs on each target are not, on their own.
+        let end = job(Finish::Done, "一斉バックアップ", "一括");
+        assert!(c.wants_of(
+            &end,
+            &["一斉バックアップ", "バックアップ"],
+            &["一括", "サーバーA", "サーバーB"]
+        ));
+        assert!(!c.wants_of(
+            &end,
+            &["一斉バックアップ", "バックアップ"],
+            &["一括", "サーバーB"]
+        ));
+        let mut one = job(Finish::Done, "バックアップ", "サーバーA");
+        one.flags = vec![crate::queue::ROLLOUT_FLAG.to_string()];
+        assert!(
+            !c.wants(&one),
+            "a rollout's job is told in the rollout's one notice"
+        );
     }
 
     #[test]

@@ -787,6 +787,14 @@ pub const ROLLOUT_COMMAND: &str = "sheetq.rollout";
 /// The target (and panel sheet) of a rollout's own row: the 一括 sheet.
 pub const ROLLOUT_TARGET: &str = "一括";
 
+/// How a rollout row's progress begins in its メッセージ (`実行中 7/20 · 失敗 0`).
+pub const ROLLOUT_PROGRESS_PREFIX: &str = "実行中 ";
+
+/// Whether a rollout row's メッセージ is its progress, not yet its end.
+pub fn is_rollout_progress(message: &str) -> bool {
+    message.trim_start().starts_with(ROLLOUT_PROGRESS_PREFIX)
+}
+
 /// The システムフラグ of a rollout's job on one target: its end is told in the rollout's
 /// one notice, not a notice of its own (unless the rollout's `notify_each` asks).
 pub const ROLLOUT_FLAG: &str = "rollout";

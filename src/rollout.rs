@@ -165,12 +165,6 @@ pub fn problems(rollouts: &[RolloutDef], catalog: &Catalog) -> Vec<String> {
             ));
         }
         let function = catalog.function(&r.function);
-        if function.is_some_and(|f| f.approvers.is_some()) {
-            out.push(format!(
-                "{at}: function {:?} has approvers, and a rollout does not take approvals: its jobs would run unapproved. Name a function without approvers",
-                r.function
-            ));
-        }
         if function.is_none() {
             out.push(format!(
                 "{at}: function {:?} is not among the [[functions]]; name one of them",
@@ -234,6 +228,56 @@ pub fn problems(rollouts: &[RolloutDef], catalog: &Catalog) -> Vec<String> {
     out
 }
 
+/// The catalog of the 一括 panel ([`crate::queue::ROLLOUT_TARGET`]): each rollout as a
+/// function of it, so that the panel's rows, their ▶, ■ and input cells, who may press and
+/// stop them and what a press queues follow the rules of any function. A rollout's
+/// function there has its label, runs [`crate::queue::ROLLOUT_COMMAND`] with its
+/// function's args and the inputs it fixes, offers the inputs it does not fix, and is
+/// pressed and stopped by whom its function names (`allow`, `cancel`). `None` without
+/// rollouts (or when a rollout's function is unknown: the config is refused then).
+pub fn bulk_catalog(rollouts: &[RolloutDef], catalog: &Catalog) -> Option<Catalog> {
+    if rollouts.is_empty() {
+        return None;
+    }
+    let functions = rollouts
+        .iter()
+        .map(|r| {
+            let f = catalog.function(&r.function)?;
+            let mut args = f.args.clone();
+            for (k, v) in &r.inputs {
+                args.insert(k.clone(), toml::Value::try_from(v).ok()?);
+            }
+            Some(crate::function::FunctionDef {
+                label: r.label().to_string(),
+                command: crate::queue::ROLLOUT_COMMAND.to_string(),
+                args,
+                flags: Vec::new(),
+                allow: f.allow.clone(),
+                args_from_sheet: Vec::new(),
+                // Approved once for the whole rollout, by its function's approvers.
+                approvers: f.approvers.clone(),
+                approvals: f.approvals,
+                approval_expires: f.approval_expires.clone(),
+                output: None,
+                cancel: f.cancel.clone(),
+                inputs: (f.inputs.iter())
+                    .filter(|d| !r.inputs.contains_key(&d.name))
+                    .cloned()
+                    .collect(),
+                reset_inputs: f.reset_inputs,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Catalog {
+        functions,
+        targets: Vec::new(),
+        hide_after: None,
+        targets_from_index: false,
+        not_allowed: catalog.not_allowed.clone(),
+        bulk: None,
+    })
+}
+
 /// The namespace of the children's jobIds (a UUID of its own, so no other derived id meets
 /// one).
 const CHILD_NAMESPACE: Uuid = Uuid::from_u128(0x4f0e_6a1d_8c52_4b7e_9d13_57a2_c0b8_e941);
@@ -244,6 +288,42 @@ pub fn child_job_id(rollout_job_id: &str, target: &str) -> String {
     // The id's length first: no pair of texts reads as another pair.
     let name = format!("{}:{rollout_job_id}\n{target}", rollout_job_id.len());
     Uuid::new_v5(&CHILD_NAMESPACE, name.as_bytes()).to_string()
+}
+
+/// How many targets the text of a rollout's targets names before it counts the rest.
+const TARGETS_NAMED: usize = 10;
+
+/// A rollout's targets for people (the approval it waits for): `対象 6: web-1, web-2, …`,
+/// the first ten named and the rest counted.
+pub fn targets_text(targets: &[String]) -> String {
+    let named: Vec<&str> = targets
+        .iter()
+        .take(TARGETS_NAMED)
+        .map(String::as_str)
+        .collect();
+    let rest = targets.len().saturating_sub(TARGETS_NAMED);
+    let more = if rest > 0 {
+        format!(" ほか {rest}")
+    } else {
+        String::new()
+    };
+    format!("対象 {}: {}{more}", targets.len(), named.join(", "))
+}
+
+/// Whether `snapshot` lacks the job of one of `targets` while it holds the job of a later
+/// one: since waves go in the targets' order, that job is elsewhere (a sort moved it out
+/// of the rows read, or its row was deleted), never unqueued.
+pub fn has_gap(rollout_job_id: &str, targets: &[String], snapshot: &Snapshot) -> bool {
+    let ids: std::collections::HashSet<&str> =
+        snapshot.rows.iter().map(|r| r.job_id.as_str()).collect();
+    let present: Vec<bool> = targets
+        .iter()
+        .map(|t| ids.contains(child_job_id(rollout_job_id, t).as_str()))
+        .collect();
+    present
+        .iter()
+        .enumerate()
+        .any(|(i, here)| !here && present[i + 1..].iter().any(|p| *p))
 }
 
 /// How far a rollout has got, by its children's rows.
@@ -264,19 +344,12 @@ pub struct Progress {
     pub unqueued: Vec<String>,
 }
 
-/// How a rollout's progress text begins (`実行中 7/20 · 失敗 0`).
-const PROGRESS_PREFIX: &str = "実行中 ";
-
-/// Whether a rollout row's メッセージ is its progress, not yet its end.
-pub fn is_progress_text(message: &str) -> bool {
-    message.trim_start().starts_with(PROGRESS_PREFIX)
-}
-
 impl Progress {
     /// What its row shows while it runs: `実行中 7/20 · 失敗 0` (finished of all).
     pub fn running_text(&self) -> String {
         format!(
-            "{PROGRESS_PREFIX}{}/{} · 失敗 {}",
+            "{}{}/{} · 失敗 {}",
+            crate::queue::ROLLOUT_PROGRESS_PREFIX,
             self.done + self.failed.len() + self.cancelled,
             self.total,
             self.failed.len()
@@ -609,6 +682,21 @@ mod tests {
     }
 
     #[test]
+    fn a_job_missing_before_a_later_targets_job_is_a_gap_not_an_unqueued_target() {
+        let t = targets(4);
+        let s = children("r", &[("web-1", State::Done), ("web-2", State::Running)]);
+        assert!(
+            !has_gap("r", &t, &s),
+            "web-3 and web-4 are simply not queued yet"
+        );
+        let s = children("r", &[("web-1", State::Done), ("web-3", State::Running)]);
+        assert!(
+            has_gap("r", &t, &s),
+            "web-2's job was queued before web-3's: it is elsewhere"
+        );
+    }
+
+    #[test]
     fn amounts_are_counts_or_percentages_rounded_up() {
         #[derive(Deserialize)]
         struct W {
@@ -721,11 +809,13 @@ mod tests {
             .any(|p| p.contains("another rollout has this name")),);
         let mut gated = catalog.clone();
         gated.functions[0].approvers = Some(vec!["boss@example.com".into()]);
-        assert!(
-            problems(std::slice::from_ref(&good), &gated)
-                .iter()
-                .any(|p| p.contains("does not take approvals")),
-            "a function with approvers is refused: its jobs would run unapproved"
+        let bulk = bulk_catalog(std::slice::from_ref(&good), &gated)
+            .unwrap_or_else(|| panic!("a rollout of a known function has its 一括 row"));
+        assert_eq!(
+            bulk.functions[0].approvers,
+            Some(vec!["boss@example.com".to_string()]),
+            "a rollout of a function with approvers is approved once, by them"
         );
+        assert_eq!(bulk.functions[0].command, crate::queue::ROLLOUT_COMMAND);
     }
 }

@@ -82,8 +82,15 @@ fn protect(
     );
     // The ▶/承認/■ cells of functions that name people; the sync itself writes them
     // unticked (`panel::sync`), so no tick made while others could edit one is kept.
+    let labelled: Vec<(i32, String, String)> = panels
+        .iter()
+        .filter_map(|(id, title)| {
+            let label = plan.report.panels.iter().find(|(_, p)| *p == id)?.0;
+            Some((*id, title.clone(), label.clone()))
+        })
+        .collect();
     wanted.extend(crate::panel::guard::wanted_on(
-        &panels,
+        &labelled,
         &config.panel,
         &config.catalog,
     ));

@@ -104,6 +104,10 @@ impl Daemon {
                 crate::sheet_text::one_line(&inputs, crate::panel::status::INPUTS_TEXT_MAX_CHARS)
             ));
         }
+        // A rollout is approved once for all its targets: they are named.
+        if let Some(targets) = self.rollout_targets(row) {
+            text.push_str(&format!(" · {}", crate::rollout::targets_text(&targets)));
+        }
         if self.config.intake == Intake::Poll {
             format!("{text} · {}", approval::POLL_HINT)
         } else {

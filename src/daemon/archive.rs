@@ -98,7 +98,9 @@ impl Daemon {
         };
         let held = lease.to_string();
         let now = Utc::now();
-        let work = self.archive_work(&reply.ranges, now, retention);
+        // The jobs of a rollout still open stay: it counts them from their rows.
+        let keep = self.open_rollout_jobs(&poll.snapshot);
+        let work = self.archive_work(&reply.ranges, now, retention, &keep);
         if let Some(retention) = self.config.retention {
             let running = |job: &str| self.logs.outputs.contains_key(job);
             match crate::joblog::sweep_files(&self.config.state_dir, retention, &running) {
@@ -160,9 +162,10 @@ impl Daemon {
         ranges: &[ValueRange],
         now: chrono::DateTime<Utc>,
         retention: chrono::Duration,
+        keep: &std::collections::HashSet<String>,
     ) -> ArchiveWork {
         let (rows, looked_at) = self.archive_rows(ranges, 2);
-        let runs = archive::runs(&rows, now, retention);
+        let runs = archive::runs(&rows, now, retention, keep);
         let moving: u32 = runs.iter().map(|r| r.job_ids.len() as u32).sum();
         let after = |k: usize| ranges.get(ARCHIVE_COLUMNS.len() + k);
         let counted = after(0)

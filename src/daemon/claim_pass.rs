@@ -97,13 +97,14 @@ impl Daemon {
         self.settle_unsettled(&fresh);
         self.write_follow_ups(&mut fresh).await;
         let rows_before = fresh.snapshot.rows.len();
-        let (intake_writes, scheduled, rollout_turns) = match self.take_in(&mut fresh, now).await {
-            Ok(taken) => taken,
-            Err(e) => {
-                self.release(&held).await;
-                return Err(e);
-            }
-        };
+        let (intake_writes, scheduled, (rollout_turns, vouched)) =
+            match self.take_in(&mut fresh, now).await {
+                Ok(taken) => taken,
+                Err(e) => {
+                    self.release(&held).await;
+                    return Err(e);
+                }
+            };
         // Presses taken in now say so on their panel rows in this very commit (what they
         // wait for, or 実行中 for those it claims), not at a later pass's write.
         let display = if fresh.snapshot.rows.len() > rows_before {
@@ -126,6 +127,22 @@ impl Daemon {
         let claimed: Vec<&QueueRow> = commit.claims.iter().map(|c| &c.row).collect();
         let mut marks = self.mark_work(&fresh, &claimed);
         commit.ledger.extend(std::mem::take(&mut marks.requests));
+        // The marks of a rollout's jobs appended now (approved with it), after the marks'
+        // own work: a mark of a row this commit appends is no mark of a row gone.
+        let vouched: Vec<Request> = (vouched.iter())
+            .map(|j| {
+                self.continuation_mark(&crate::provenance::Fields {
+                    job_id: &j.job_id,
+                    requester: &j.requester,
+                    panel_sheet: &j.panel_sheet,
+                    target: &j.target,
+                    function: &j.function,
+                    command: &j.command,
+                    args_json: &j.args_json,
+                })
+            })
+            .collect();
+        commit.ledger.extend(vouched);
         // Last, the lease: released, or swapped to a new lease of ours that it keeps.
         let after = self.lease_after_commit(keep.is_some());
         commit.ledger.extend([lease::swap(
@@ -194,7 +211,7 @@ impl Daemon {
         (
             Vec<Request>,
             Vec<super::schedules::Occurrence>,
-            Vec<(usize, rollouts::Turn)>,
+            (Vec<(usize, rollouts::Turn)>, Vec<panel::NewJob>),
         ),
         DaemonError,
     > {
@@ -202,11 +219,15 @@ impl Daemon {
         fresh.snapshot.rows.extend(taken);
         writes.extend(self.take_in_cancels(fresh, plan.cancels));
         writes.extend(self.take_in_approvals(fresh, plan.approvals, now));
-        let RolloutWork { requests, turns } = self.take_in_rollouts(fresh, now).await?;
+        let RolloutWork {
+            requests,
+            turns,
+            vouched,
+        } = self.take_in_rollouts(fresh, now).await?;
         writes.extend(requests);
         let (appends, scheduled) = self.take_in_schedules(fresh, now).await?;
         writes.extend(appends);
-        Ok((writes, scheduled, turns))
+        Ok((writes, scheduled, (turns, vouched)))
     }
 
     /// The claim commit of a pass: its fence, the timeouts and claims `plan` decided (each

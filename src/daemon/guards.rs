@@ -40,13 +40,13 @@ impl Daemon {
             // guarded: functions that name people take no tick, and say so.
             Ok(None) | Err(_) => return Guards::default(),
         };
-        let panels: Vec<(i32, String)> = self
+        let panels: Vec<(i32, String, String)> = self
             .served
             .panels
             .index
             .panels()
             .iter()
-            .map(|p| (p.sheet_id, p.title.clone()))
+            .map(|p| (p.sheet_id, p.title.clone(), p.label.clone()))
             .collect();
         Guards::read(
             meta,
@@ -155,8 +155,11 @@ impl Daemon {
 /// Whether a tick of `tables` counts only from a guarded cell: a ▶ of a function with
 /// `allow`, a ■ of one with who may stop it, any 承認.
 fn needs_guard(tables: &HashMap<String, PanelTable>, catalog: &Catalog) -> bool {
-    tables.values().flat_map(|t| &t.rows).any(|row| {
-        let f = catalog.function(&row.function);
+    let rows = tables
+        .iter()
+        .flat_map(|(label, t)| t.rows.iter().map(move |r| (label, r)));
+    rows.into_iter().any(|(label, row)| {
+        let f = catalog.of_panel(label).function(&row.function);
         (row.ticked && f.and_then(|f| f.pressers()).is_some())
             || (row.cancel_ticked && f.and_then(|f| f.stoppers()).is_some())
             || !row.approve_ticks.is_empty()

@@ -23,7 +23,12 @@ impl Daemon {
             // Taken whether anyone wants it or not: the job is done with.
             let log_row = self.logs.rows_landed.remove(&job.job_id);
             let refused = self.jobs.refused.remove(&job.job_id);
-            let wanting: Vec<_> = channels.iter().filter(|c| c.wants(job)).collect();
+            let (functions, targets) = self.notice_scope(job);
+            let functions: Vec<&str> = functions.iter().map(String::as_str).collect();
+            let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+            let wanting: Vec<_> = (channels.iter())
+                .filter(|c| c.wants_of(job, &functions, &targets))
+                .collect();
             if wanting.is_empty() {
                 continue;
             }
@@ -75,6 +80,21 @@ impl Daemon {
             ..FinishedJob::ended(row, row.worker.clone(), finish, now, message.to_string())
         };
         self.announce(poll, &[job]);
+    }
+
+    /// The functions and targets `job`'s notice stands for, as `[[notify]]` filters them:
+    /// its own; for a rollout's end, also its function and every target it names.
+    fn notice_scope(&self, job: &FinishedJob) -> (Vec<String>, Vec<String>) {
+        let mut functions = vec![job.function.clone()];
+        let mut targets = vec![job.target.clone()];
+        if crate::sheet_text::trim(&job.command) == crate::queue::ROLLOUT_COMMAND {
+            let label = crate::sheet_text::trim(&job.function);
+            if let Some(def) = self.config.rollouts.iter().find(|r| r.label() == label) {
+                functions.push(def.function.clone());
+                targets.extend(def.targets_in(self.registry.catalog()));
+            }
+        }
+        (functions, targets)
     }
 
     /// Records the notices of approval `step` of `row`'s job (docs/design.md §5.5): a

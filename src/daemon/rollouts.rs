@@ -51,6 +51,9 @@ impl Turn {
 pub(super) struct RolloutWork {
     pub(super) requests: Vec<Request>,
     pub(super) turns: Vec<(usize, Turn)>,
+    /// The jobs appended of a function with approvers: approved with their rollout, each is
+    /// a step sheetq's mark vouches for (`provenance`), created in the same commit.
+    pub(super) vouched: Vec<NewJob>,
 }
 
 /// A rollout row the commit turns: its swap's place and the binding its cells follow.
@@ -74,12 +77,51 @@ fn needs_commit(row: &QueueRow, progress: &rollout::Progress, step: &Step) -> bo
 }
 
 impl Daemon {
-    /// The open rollout rows of `snapshot` (待機, 実行中): indices.
+    /// The open rollout rows of `snapshot` (待機, 実行中) that the passes follow now:
+    /// indices. A rollout whose jobId stands on more than one row (a person copied it) is
+    /// left alone, as such a job is never claimed; of two open rollouts of one label, the
+    /// older goes first and the other waits for its end (both would take down the same
+    /// targets at once).
     fn open_rollouts(snapshot: &crate::queue::Snapshot) -> Vec<usize> {
-        (0..snapshot.rows.len())
+        let mut rows_per_job: std::collections::HashMap<&str, usize> = Default::default();
+        for r in &snapshot.rows {
+            *rows_per_job.entry(r.job_id.as_str()).or_default() += 1;
+        }
+        let mut open: Vec<usize> = (0..snapshot.rows.len())
             .filter(|i| {
                 let r = &snapshot.rows[*i];
-                r.is_rollout() && (r.state.is(State::Waiting) || r.state.is(State::Running))
+                r.is_rollout()
+                    && (r.state.is(State::Waiting) || r.state.is(State::Running))
+                    && rows_per_job.get(r.job_id.as_str()) == Some(&1)
+            })
+            .collect();
+        open.sort_by_key(|i| {
+            let r = &snapshot.rows[*i];
+            let started = r.state.is(State::Running);
+            (!started, r.received_at.is_none(), r.received_at, r.row)
+        });
+        let mut labels = std::collections::HashSet::new();
+        open.retain(|i| labels.insert(crate::sheet_text::trim(&snapshot.rows[*i].function)));
+        open.sort_unstable();
+        open
+    }
+
+    /// The jobIds of the jobs of every open rollout of `snapshot`, for every target it
+    /// names: rows the archive leaves in the queue while their rollout counts them.
+    pub(super) fn open_rollout_jobs(
+        &self,
+        snapshot: &crate::queue::Snapshot,
+    ) -> std::collections::HashSet<String> {
+        let catalog = self.registry.catalog();
+        snapshot
+            .rows
+            .iter()
+            .filter(|r| r.is_rollout() && !r.state.is_final())
+            .filter_map(|r| Some((r, self.rollout_of(r).ok()?)))
+            .flat_map(|(r, def)| {
+                def.targets_in(catalog)
+                    .into_iter()
+                    .map(|t| rollout::child_job_id(&r.job_id, &t))
             })
             .collect()
     }
@@ -89,6 +131,9 @@ impl Daemon {
     pub(super) fn rollouts_due(&self, poll: &Poll) -> bool {
         Self::open_rollouts(&poll.snapshot).into_iter().any(|i| {
             let row = &poll.snapshot.rows[i];
+            if self.awaits_approval(row) {
+                return false;
+            }
             match self.follow(row, &poll.snapshot) {
                 Ok((progress, step)) => needs_commit(row, &progress, &step),
                 Err(_) => true,
@@ -118,6 +163,33 @@ impl Daemon {
             stopped,
             snapshot,
         ))
+    }
+
+    /// Whether rollout row `row` waits for its approvals: its function has approvers, and
+    /// its 承認 cell does not hold enough yet (the approval room turns it 承認待ち, and back
+    /// to 待機 once approved).
+    fn awaits_approval(&self, row: &QueueRow) -> bool {
+        let rule = self.registry.catalog().approval_rule(&row.function);
+        row.state.is(State::Waiting) && !crate::approval::cleared(row, rule.as_ref())
+    }
+
+    /// Whether the jobs of rollout `def` are of a function with approvers: approved with
+    /// their rollout, each goes with sheetq's mark.
+    fn jobs_vouched(&self, def: &rollout::RolloutDef) -> bool {
+        self.registry
+            .catalog()
+            .approval_rule(&def.function)
+            .is_some()
+    }
+
+    /// The targets of rollout row `row` (`None` for any other row, or a rollout the config
+    /// no longer has).
+    pub(super) fn rollout_targets(&self, row: &QueueRow) -> Option<Vec<String>> {
+        if !row.is_rollout() {
+            return None;
+        }
+        let def = self.rollout_of(row).ok()?;
+        Some(def.targets_in(self.registry.catalog()))
     }
 
     /// The `[[rollouts]]` entry a rollout row names by its 機能 (the rollout's label).
@@ -151,6 +223,9 @@ impl Daemon {
         if !def.notify_each {
             flags.push(ROLLOUT_FLAG.to_string());
         }
+        if self.jobs_vouched(def) {
+            flags.push(crate::queue::CONTINUATION_FLAG.to_string());
+        }
         Some(NewJob {
             inputs: catalog.inputs_text(&f.label, &row.args_json),
             job_id: rollout::child_job_id(&row.job_id, target),
@@ -183,7 +258,8 @@ impl Daemon {
             panel_sheet: job.panel_sheet,
             panel_row: None,
             approvals: String::new(),
-            continuation: false,
+            // Approved with the rollout: sheetq's mark vouches for each job of it.
+            continuation: self.jobs_vouched(def),
         };
         self.registry
             .prepare_with(&spec, Some(&self.served.listed))
@@ -208,8 +284,12 @@ impl Daemon {
             return Ok(work);
         }
         let mut whole: Option<crate::queue::Snapshot> = None;
+        let mut ids: Option<std::collections::HashSet<String>> = None;
         for index in open {
             let row = fresh.snapshot.rows[index].clone();
+            if self.awaits_approval(&row) {
+                continue;
+            }
             let def = match self.rollout_of(&row) {
                 Ok(def) => def.clone(),
                 Err(why) => {
@@ -224,13 +304,45 @@ impl Daemon {
                     continue;
                 }
             };
-            if matches!(step, Step::Queue(_) | Step::End { .. }) && !fresh.full {
-                if whole.is_none() {
-                    whole = Some(self.whole_queue().await?);
+            if !fresh.full && whole.is_none() {
+                // The read covered the unfinished window: a job of this rollout that a sort
+                // moved above it (or whose row was deleted) must never pass for one not
+                // queued. Waves go in the targets' order, so a job missing before a later
+                // one's is elsewhere; and before a wave or the end, the jobId column (one
+                // read) says whether those taken for unqueued are.
+                let targets = def.targets_in(self.registry.catalog());
+                let mut elsewhere = rollout::has_gap(&row.job_id, &targets, &fresh.snapshot);
+                if !elsewhere && matches!(step, Step::Queue(_) | Step::End { .. }) {
+                    if ids.is_none() {
+                        match self.queue_job_ids().await {
+                            Ok(read) => ids = Some(read),
+                            Err(e) => {
+                                warn!(error = %e, job.id = ?row.job_id, "could not read the queue's jobIds for a rollout's step; the next pass tries again");
+                                continue;
+                            }
+                        }
+                    }
+                    elsewhere = ids.as_ref().is_some_and(|ids| {
+                        (progress.unqueued.iter())
+                            .any(|t| ids.contains(&rollout::child_job_id(&row.job_id, t)))
+                    });
                 }
-                if let Some(Ok(planned)) = whole.as_ref().map(|all| self.follow(&row, all)) {
-                    (progress, step) = planned;
+                if elsewhere {
+                    match self.whole_queue().await {
+                        Ok(all) => {
+                            info!(job.id = ?row.job_id, "a rollout's jobs are not all in the unfinished window (rows were moved): deciding on the whole queue, and reading it whole for a while");
+                            self.rows_moved();
+                            whole = Some(all);
+                        }
+                        Err(e) => {
+                            warn!(error = %e, job.id = ?row.job_id, "could not read the whole queue for a rollout's step; the next pass tries again");
+                            continue;
+                        }
+                    }
                 }
+            }
+            if let Some(Ok(planned)) = whole.as_ref().map(|all| self.follow(&row, all)) {
+                (progress, step) = planned;
             }
             let running = row.state.is(State::Running);
             match step {
@@ -242,9 +354,12 @@ impl Daemon {
                             continue;
                         }
                     }
-                    let rows: Vec<Vec<Cell>> = targets
+                    let jobs: Vec<NewJob> = targets
                         .iter()
                         .filter_map(|t| self.child_job(&row, &def, t, now))
+                        .collect();
+                    let rows: Vec<Vec<Cell>> = jobs
+                        .iter()
                         .map(|j| {
                             j.to_row(
                                 &self.served.layout.columns,
@@ -253,6 +368,9 @@ impl Daemon {
                             )
                         })
                         .collect();
+                    if self.jobs_vouched(&def) {
+                        work.vouched.extend(jobs);
+                    }
                     if rows.is_empty() {
                         continue;
                     }
@@ -267,6 +385,8 @@ impl Daemon {
                         let progress = progress.running_text();
                         work.turns.push((index, Turn::Start { progress }));
                     }
+                    work.requests
+                        .extend(self.panel_progress(fresh, &row, &progress));
                 }
                 Step::Stop { cancel, who } => {
                     info!(job.id = ?row.job_id, rollout = %def.name, jobs = cancel.len(), by = %who, "stopping a rollout's jobs");
@@ -279,6 +399,8 @@ impl Daemon {
                 Step::Wait => {
                     if running {
                         work.requests.extend(self.progress_write(&row, &progress));
+                        work.requests
+                            .extend(self.panel_progress(fresh, &row, &progress));
                     }
                 }
                 Step::End { state, message } => {
@@ -361,6 +483,30 @@ impl Daemon {
         ))
     }
 
+    /// The rollout's row on the 一括 panel, when it shows other than `progress`: `▶ 実行中
+    /// 7/20 · 失敗 0`, as the display of later passes shows it from the queue row.
+    fn panel_progress(
+        &self,
+        fresh: &Poll,
+        row: &QueueRow,
+        progress: &rollout::Progress,
+    ) -> Option<Request> {
+        let text = format!("▶ {}", progress.running_text());
+        let shown =
+            crate::panel::status::shown_status(row, &self.served.panels.index, &fresh.tables);
+        if shown.as_deref() == Some(text.as_str()) {
+            return None;
+        }
+        let cell = crate::panel::status::status_cell(
+            row,
+            text,
+            &self.served.panels.index,
+            &fresh.tables,
+            &self.config.panel,
+        )?;
+        self.grid_write(&cell)
+    }
+
     /// The commit's entries of the rollout rows `turns` turns (indices into the fresh
     /// read): the swap of 状態, and a binding on the same row for the cells that follow.
     pub(super) fn rollout_entries(
@@ -377,6 +523,28 @@ impl Daemon {
                 continue;
             };
             let (token, binding_id) = binding::new_token();
+            let mut then = vec![Request::BindRow {
+                sheet_id: qid,
+                row: row.row - 1,
+                id: binding_id,
+                key: binding::KEY.to_string(),
+                value: format!("{} rollout #{token}", self.config.worker_id),
+            }];
+            // The end's counts go in this very batch, over the progress the row shows (a
+            // swap of the whole cell): they never wait in memory for a later write that a
+            // restart would lose. The binding's write follows, for a cell that showed
+            // nothing yet.
+            if let Turn::End { message, .. } = turn {
+                if !row.message.trim().is_empty() && row.message != *message {
+                    then.push(cas(
+                        qid,
+                        row.row,
+                        cols.index(Column::Message),
+                        &row.message,
+                        message,
+                    ));
+                }
+            }
             let place = ledger.row(
                 cas(
                     qid,
@@ -385,13 +553,7 @@ impl Daemon {
                     self.config.states.word(from),
                     self.config.states.word(turn.state()),
                 ),
-                [Request::BindRow {
-                    sheet_id: qid,
-                    row: row.row - 1,
-                    id: binding_id,
-                    key: binding::KEY.to_string(),
-                    value: format!("{} rollout #{token}", self.config.worker_id),
-                }],
+                then,
                 self.row_range(row.row),
             );
             out.push(Turning {
@@ -581,6 +743,41 @@ mod tests {
                 ]
             ),
             "the row hit goes back to waiting; the rollout another pass ended is left: {effects:?}"
+        );
+    }
+
+    fn rollout_row(row: u32, job: &str, label: &str, state: State) -> QueueRow {
+        QueueRow {
+            job_id: job.into(),
+            function: label.into(),
+            command: crate::queue::ROLLOUT_COMMAND.into(),
+            target: crate::queue::ROLLOUT_TARGET.into(),
+            state: RowState::Known(state),
+            ..QueueRow::blank(row)
+        }
+    }
+
+    #[test]
+    fn a_copied_rollout_row_is_left_alone_and_a_second_of_one_label_waits_for_the_first() {
+        let snapshot = crate::queue::Snapshot {
+            rows: vec![
+                rollout_row(2, "done", "web", State::Done),
+                rollout_row(3, "later", "web", State::Waiting),
+                rollout_row(4, "first", "web", State::Running),
+                rollout_row(5, "copied", "db", State::Waiting),
+                rollout_row(6, "copied", "db", State::Waiting),
+                rollout_row(7, "other", "cache", State::Waiting),
+            ],
+            ..Default::default()
+        };
+        let followed: Vec<&str> = Daemon::open_rollouts(&snapshot)
+            .into_iter()
+            .map(|i| snapshot.rows[i].job_id.as_str())
+            .collect();
+        assert_eq!(
+            followed,
+            ["first", "other"],
+            "the running web rollout goes on, the later one waits; a jobId on two rows is never followed"
         );
     }
 

@@ -160,7 +160,7 @@ impl Daemon {
     }
 
     /// Every jobId of the queue (one read of its jobId column).
-    async fn queue_job_ids(&self) -> Result<HashSet<String>, DaemonError> {
+    pub(super) async fn queue_job_ids(&self) -> Result<HashSet<String>, DaemonError> {
         let columns = &self.served.layout.columns;
         let letters = columns.letters(Column::JobId);
         let range = a1::range(crate::queue::QUEUE_SHEET, &format!("{letters}2:{letters}"));

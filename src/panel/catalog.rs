@@ -55,6 +55,10 @@ pub struct Catalog {
     pub targets_from_index: bool,
     /// The words of a refusal by `allow` (`[messages] not_allowed`).
     pub not_allowed: NotAllowed,
+    /// The catalog of the 一括 panel ([`crate::queue::ROLLOUT_TARGET`]): each `[[rollouts]]`
+    /// entry as one of its functions (`crate::rollout::bulk_catalog`); `None` without
+    /// rollouts. [`Catalog::of_panel`] picks it for that panel.
+    pub bulk: Option<Box<Catalog>>,
 }
 
 /// The message of a job whose 依頼者 a function's `allow` does not match, with `{requester}`
@@ -144,7 +148,8 @@ impl Catalog {
     /// The inputs a job of `function` with args `args_json` carries, as one line for people
     /// (`version=1.2.4, dry_run=true`); empty for a function without inputs.
     pub fn inputs_text(&self, function: &str, args_json: &str) -> String {
-        let Some(f) = self.function(function).filter(|f| !f.inputs.is_empty()) else {
+        let f = self.function(function).or_else(|| self.rollout(function));
+        let Some(f) = f.filter(|f| !f.inputs.is_empty()) else {
             return String::new();
         };
         match serde_json::from_str::<serde_json::Value>(args_json) {
@@ -274,6 +279,15 @@ impl Catalog {
 
     /// The function whose label `label` is the same as ([`crate::sheet_text`]: spaces and
     /// tabs at either end aside, nothing else).
+    /// The catalog of the panel of `target`: the 一括 panel's for
+    /// [`crate::queue::ROLLOUT_TARGET`] when rollouts are configured, else this one.
+    pub fn of_panel(&self, target: &str) -> &Catalog {
+        match &self.bulk {
+            Some(bulk) if crate::sheet_text::trim(target) == crate::queue::ROLLOUT_TARGET => bulk,
+            _ => self,
+        }
+    }
+
     pub fn function(&self, label: &str) -> Option<&FunctionDef> {
         let label = crate::sheet_text::trim(label);
         self.functions.iter().find(|f| f.label == label)
@@ -307,7 +321,14 @@ impl Catalog {
 
     /// The approval rule of the function `label`, when it has `approvers`.
     pub fn approval_rule(&self, label: &str) -> Option<crate::approval::Rule<'_>> {
-        self.function(label).and_then(crate::approval::Rule::of)
+        (self.function(label).or_else(|| self.rollout(label))).and_then(crate::approval::Rule::of)
+    }
+
+    /// The 一括 panel's function of rollout `label` (its labels are no function's: the
+    /// config refuses one that is), for what a rollout's row shares with a function's row:
+    /// its approval rule and its inputs' text.
+    fn rollout(&self, label: &str) -> Option<&FunctionDef> {
+        self.bulk.as_ref()?.function(label)
     }
 
     /// Why `target` must not be run on: `[[targets]]` is set, does not list it, and

@@ -117,12 +117,17 @@ pub fn wanted(sheet_id: i32, title: &str, layout: &PanelLayout, catalog: &Catalo
         .collect()
 }
 
-/// What `panels sync` protects on every panel of `panels` (sheet id, title) for who may
-/// press, approve and stop.
-pub fn wanted_on(panels: &[(i32, String)], layout: &PanelLayout, catalog: &Catalog) -> Vec<Wanted> {
+/// What `panels sync` protects on every panel of `panels` (sheet id, title, target label)
+/// for who may press, approve and stop, each by its own functions
+/// ([`Catalog::of_panel`]: the 一括 panel's are the rollouts).
+pub fn wanted_on(
+    panels: &[(i32, String, String)],
+    layout: &PanelLayout,
+    catalog: &Catalog,
+) -> Vec<Wanted> {
     panels
         .iter()
-        .flat_map(|(id, title)| wanted(*id, title, layout, catalog))
+        .flat_map(|(id, title, label)| wanted(*id, title, layout, catalog.of_panel(label)))
         .collect()
 }
 
@@ -168,22 +173,19 @@ pub struct Guards {
 }
 
 impl Guards {
-    /// Judges the cells of `panels` (sheet id, title) against `meta`'s protections.
+    /// Judges the cells of `panels` (sheet id, title, target label) against `meta`'s
+    /// protections, each panel's by its own functions ([`Catalog::of_panel`]).
     pub fn read(
         meta: &SpreadsheetMeta,
-        panels: &[(i32, String)],
+        panels: &[(i32, String, String)],
         layout: &PanelLayout,
         catalog: &Catalog,
         editors: &Editors,
     ) -> Self {
-        let cells = cells(layout, catalog);
-        if cells.is_empty() {
-            return Self::default();
-        }
         let owner = protection::presumed_owner(meta);
         let mut exact = BTreeMap::new();
-        for (sheet_id, title) in panels {
-            for c in &cells {
+        for (sheet_id, title, label) in panels {
+            for c in &cells(layout, catalog.of_panel(label)) {
                 if protection::is_exact(meta, &owner, &wanted_of(*sheet_id, title, c), editors) {
                     exact.insert((title.clone(), c.row, c.col), c.clone());
                 }

@@ -237,6 +237,8 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
         let Some(table) = t.tables.get(&panel.label) else {
             continue;
         };
+        // The 一括 panel's functions are the rollouts.
+        let catalog = t.catalog.of_panel(&panel.label);
         let status = |row: u32, text: String| {
             ValueRange::new(
                 cell_range(&panel.title, cols.status.0, cols.status.0, row),
@@ -252,7 +254,7 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
         // Whether the tick in (`row`, `col`) may count for `role` of the function of the
         // row: the function names nobody for it, or the cell is guarded for them.
         let guarded = |row: &super::PanelRow, col: u32, role: Role| {
-            let f = t.catalog.function(&row.function);
+            let f = catalog.function(&row.function);
             let people = f.and_then(|f| match role {
                 Role::Press | Role::Inputs => f.pressers(),
                 Role::Stop => f.stoppers(),
@@ -284,8 +286,7 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
             for &n in &row.approve_ticks {
                 let col = cols.approve.0 + n as u32;
                 plan.clears.push(clear(col, row.row));
-                let approver = t
-                    .catalog
+                let approver = catalog
                     .function(&row.function)
                     .and_then(|f| f.approvers.as_ref())
                     .and_then(|a| a.get(n));
@@ -333,7 +334,7 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
             if !taken.insert((panel.label.clone(), row.function.clone())) {
                 continue;
             }
-            let function = t.catalog.function(&row.function);
+            let function = catalog.function(&row.function);
             let requester = function
                 .and_then(|f| f.pressers())
                 .map(|p| p.vouched_requester())
@@ -394,7 +395,7 @@ pub fn plan_intake(t: &Ticks<'_>, mut new_job_id: impl FnMut() -> String) -> Int
                 panel_row: Some(row.row),
                 target: panel.label.clone(),
                 function: row.function.clone(),
-                inputs: t.catalog.inputs_text(&row.function, &args_json),
+                inputs: catalog.inputs_text(&row.function, &args_json),
                 command,
                 args_json,
                 flags,
@@ -1113,7 +1114,7 @@ mod tests {
         let editors = crate::protection::Editors::new(SA, &[]).unwrap_or_else(|e| panic!("{e}"));
         Guards::read(
             &m,
-            &[(5, "P".to_string())],
+            &[(5, "P".to_string(), "P".to_string())],
             &gated_layout(),
             &gated_catalog(),
             &editors,

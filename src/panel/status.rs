@@ -115,7 +115,10 @@ pub fn retrying_text(note: &str) -> String {
 /// What the panel row of a running `job` shows: its retry note while it retries, else
 /// `▶ 実行中 (HH:mm〜)`.
 pub fn running_row_text(job: &QueueRow, tz: Tz) -> String {
-    if crate::queue::is_retry_note(&job.message) {
+    if job.is_rollout() && crate::queue::is_rollout_progress(&job.message) {
+        // A rollout's row shows its progress (`▶ 実行中 7/20 · 失敗 0`).
+        format!("▶ {}", job.message.trim())
+    } else if crate::queue::is_retry_note(&job.message) {
         retrying_text(&job.message)
     } else {
         running_text(job.started_at, tz)
@@ -336,6 +339,16 @@ pub fn status_cell(
 ) -> Option<ValueRange> {
     let (panel, row) = locate(index, tables, job).ok()?;
     Some(status_write(panel, row.row, text, layout))
+}
+
+/// What the 状態 cell of `job`'s panel row shows, when the row is found.
+pub fn shown_status(
+    job: &QueueRow,
+    index: &PanelIndex,
+    tables: &HashMap<String, PanelTable>,
+) -> Option<String> {
+    let (_, row) = locate(index, tables, job).ok()?;
+    Some(row.status.clone())
 }
 
 /// The write of `text` into the 状態 cell of row `row` of `panel`.

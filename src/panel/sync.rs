@@ -606,6 +606,12 @@ fn plan_panels(
     let mut last_text: HashMap<String, String> = HashMap::new();
     let mut conflicted: HashSet<String> = HashSet::new();
     for t in targets {
+        // Each panel lists its own functions: the 一括 panel its rollouts.
+        let own = SyncInput {
+            catalog: input.catalog.of_panel(&t.label),
+            ..input.clone()
+        };
+        let input = &own;
         let last = tables.get(t.label.as_str()).and_then(ix::last_result);
         let mut act = ix::later(
             t.entry.as_ref().and_then(|e| e.activity),
@@ -1033,6 +1039,10 @@ fn gather_targets(
     for t in &input.catalog.targets {
         add(&mut targets, &t.label, &t.position, None, report);
     }
+    // With [[rollouts]], the 一括 panel: one row per rollout.
+    if input.catalog.bulk.is_some() {
+        add(&mut targets, crate::queue::ROLLOUT_TARGET, "", None, report);
+    }
     for p in found.panels() {
         add(&mut targets, &p.label, &p.position, None, report);
     }
@@ -1116,6 +1126,10 @@ fn asked_for(
     if input.open_all {
         open.extend(targets.iter().map(|t| t.label.clone()));
     }
+    // The 一括 panel is always there while rollouts are configured.
+    if input.catalog.bulk.is_some() {
+        open.push(crate::queue::ROLLOUT_TARGET.to_string());
+    }
     let open: HashSet<String> = open.into_iter().collect();
     if input.catalog.functions.is_empty() && open.iter().any(|l| found.get(l).is_none()) {
         report.problems.push(
@@ -1193,7 +1207,8 @@ pub fn check(input: &SyncInput, known: impl Fn(&str) -> bool) -> Vec<String> {
     out.extend(found.problems.iter().cloned());
     out.extend(missing_lists(input.meta, input.catalog));
     for p in found.panels() {
-        if input.catalog.refuse_target(&p.label).is_some() {
+        let bulk = input.catalog.bulk.is_some() && p.label == crate::queue::ROLLOUT_TARGET;
+        if !bulk && input.catalog.refuse_target(&p.label).is_some() {
             out.push(format!(
                 "panel {} is for target {}, which is not among the [[targets]] of sheetq.toml, so every press there is refused: list the target there, or delete the panel",
                 a1::quote_title(&p.title),
@@ -1204,7 +1219,7 @@ pub fn check(input: &SyncInput, known: impl Fn(&str) -> bool) -> Vec<String> {
             continue;
         };
         for row in table.rows.iter().filter(|r| !r.function.is_empty()) {
-            if let Some(f) = input.catalog.function(&row.function) {
+            if let Some(f) = input.catalog.of_panel(&p.label).function(&row.function) {
                 if crate::sheet_text::trim(&row.command) != f.command {
                     out.push(format!(
                         "panel {} row {} ({}): its hidden command is {}, not the config's {:?} for that function: the panel's rows were sorted or moved by a person (splitting the columns people edit from the hidden ones), or the config changed since the last sync; \
@@ -1218,7 +1233,9 @@ pub fn check(input: &SyncInput, known: impl Fn(&str) -> bool) -> Vec<String> {
                     continue;
                 }
             }
-            if !known(&row.command) {
+            let rollout =
+                bulk && crate::sheet_text::trim(&row.command) == crate::queue::ROLLOUT_COMMAND;
+            if !rollout && !known(&row.command) {
                 out.push(format!(
                     "panel {} row {} ({}): command {} is not configured, so a press there ends as an error; \
                      add a [commands.…] entry for it or run `sheetq panels sync` to copy the functions of the config",

@@ -55,6 +55,17 @@ async fn a_tiny_bench_reports_every_figure_and_they_add_up() {
         inputs.with.bytes_per_poll() > inputs.without.bytes_per_poll(),
         "the input cells ride every poll's read, as bytes: {inputs:?}"
     );
+    let rollout = report.rollout;
+    assert_eq!(
+        (rollout.singles.jobs, rollout.rollout.jobs),
+        (bench::rollout::TARGETS, bench::rollout::TARGETS),
+        "every target's job ran once either way: {rollout:?}"
+    );
+    assert!(
+        rollout.rollout.wall >= bench::rollout::RolloutCost::ideal()
+            && rollout.singles.wall >= bench::rollout::RolloutCost::ideal(),
+        "nothing beats ceil(20/5) job times with five at once: {rollout:?}"
+    );
     assert_eq!(
         report.daemon_jobs_finished, 8,
         "the daemons ran the 6 jobs and the 2 presses, nothing twice"

@@ -153,9 +153,10 @@ max_parallel = 2
         ["web-1", "web-2", "web-3", "web-4", "web-5", "web-6"],
         "every web target ran once, the database never"
     );
-    assert!(
-        most_at_once(&record) <= 2,
-        "never more than max_parallel = 2 at once: {:?}",
+    assert_eq!(
+        most_at_once(&record),
+        2,
+        "two at once, never more than max_parallel = 2: {:?}",
         std::fs::read_to_string(record.join("counts"))
     );
     let children: Vec<&QueueRow> = rows.iter().filter(|r| !r.is_rollout()).collect();
@@ -379,6 +380,16 @@ max_parallel = "50%"
         "50% of 7 is 4 at once: {:?}",
         std::fs::read_to_string(record.join("counts"))
     );
+    let workers: std::collections::BTreeSet<&str> = children(&rows, rollout)
+        .iter()
+        .filter_map(|r| r.worker.split('/').next())
+        .collect();
+    assert_eq!(
+        workers.into_iter().collect::<Vec<_>>(),
+        ["vm-1", "vm-2"],
+        "both daemons ran the rollout's jobs (two slots each, four at once): {}",
+        describe_queue(&rows)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -430,6 +441,11 @@ max_failures = 2
     );
     let failed = children.iter().filter(|r| r.state.is(State::Error)).count();
     let done = children.iter().filter(|r| r.state.is(State::Done)).count();
+    assert!(
+        failed >= 1,
+        "the kill cut off a running job (the third had just started): {}",
+        describe_queue(&rows)
+    );
     assert_eq!(
         done + failed,
         6,
@@ -486,8 +502,174 @@ max_parallel = 2
     let first = row_of(&rows, &single);
     let web1 = row_of(&rows, &sheetq::rollout::child_job_id(&id, "web-1"));
     assert!(
-        first.state.is(State::Done) && web1.started_at >= first.started_at,
-        "the rollout's job on web-1 started once the single press's had: {}",
+        first.state.is(State::Done)
+            && first.finished_at.is_some()
+            && web1.started_at >= first.finished_at,
+        "the rollout's job on web-1 started once the single press's had ended: {}",
         describe_queue(&rows)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_on_the_bulk_panel_runs_the_rollout_and_its_row_shows_the_end() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let record = dir.path().join("record");
+    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
+    let rollouts = r#"
+[[rollouts]]
+name = "restart-web"
+label = "web 再起動"
+function = "再起動"
+group = "web"
+max_parallel = 3
+"#;
+    let config = crate::daemon::binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-1",
+        "intake = \"poll\"\n",
+        &format!("{}{TARGETS}{rollouts}", commands(&record, "0")),
+    );
+    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
+    let sheets = client(&emu, &operator).await;
+    sheetq::admin::init(sheets.as_ref(), &operator)
+        .await
+        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
+    let synced = run_sheetq(&config, &["panels", "sync"]).await;
+    assert!(synced.status.success(), "{}", output_text(&synced));
+    let row = (1..=20)
+        .find(|r| {
+            panel_row(&emu, "一括", *r)
+                .iter()
+                .any(|c| c == "web 再起動")
+        })
+        .unwrap_or_else(|| panic!("`panels sync` makes the 一括 panel with a row per rollout"));
+    let checked = run_sheetq(&config, &["check"]).await;
+    assert!(
+        !output_text(&checked).contains("一括"),
+        "check finds nothing wrong with the 一括 panel: {}",
+        output_text(&checked)
+    );
+
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    crate::daemon::tick(&emu, "一括", row);
+    let rows = wait_rollout_ended(&emu, &log).await;
+    let rollout = rollout_row(&rows);
+    assert!(
+        rollout.state.is(State::Done)
+            && rollout.target == "一括"
+            && rollout.function == "web 再起動"
+            && rollout.message == "成功 6 · 失敗 0 · 中止 0",
+        "the press made the rollout's row, and it ran to its end: {}",
+        describe_queue(&rows)
+    );
+    assert_eq!(
+        children(&rows, rollout).len(),
+        6,
+        "{}",
+        describe_queue(&rows)
+    );
+    let shown = wait_for(
+        "the 一括 row to show the rollout's end",
+        WAIT,
+        || {
+            let cells = panel_row(&emu, "一括", row);
+            cells
+                .iter()
+                .any(|c| c.contains("成功 6 · 失敗 0 · 中止 0"))
+                .then_some(cells)
+        },
+        || format!("{:?}", panel_row(&emu, "一括", row)),
+    )
+    .await;
+    assert!(
+        shown.iter().any(|c| c.contains("完了")),
+        "its 状態 says 完了: {shown:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_of_a_function_with_approvers_is_approved_once_naming_its_targets_then_runs() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let record = dir.path().join("record");
+    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
+    let config_text = format!(
+        r#"{}
+[[targets]]
+label = "web-1"
+groups = ["web"]
+[[targets]]
+label = "web-2"
+groups = ["web"]
+[[functions]]
+label = "本番再起動"
+command = "work"
+approvers = ["lead@example.com"]
+[[rollouts]]
+name = "restart-web"
+label = "web 本番再起動"
+function = "本番再起動"
+group = "web"
+max_parallel = 2
+"#,
+        commands(&record, "0")
+    );
+    let (config, _, _) = protected_set_up(&emu, dir.path(), "vm-1", &config_text).await;
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let out = run_sheetq(
+        &config,
+        &["rollout", "restart-web", "--requester", "alice@example.com"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", output_text(&out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let row = (1..=20)
+        .find(|r| {
+            panel_row(&emu, "一括", *r)
+                .iter()
+                .any(|c| c == "web 本番再起動")
+        })
+        .unwrap_or_else(|| panic!("the 一括 panel has the rollout's row"));
+    let asked = wait_for(
+        "the rollout to await its approval, naming its targets",
+        WAIT,
+        || {
+            let rows = queue_rows(&emu);
+            let waiting = rows
+                .iter()
+                .any(|r| r.job_id == id && r.state.is(State::AwaitingApproval));
+            let cells = panel_row(&emu, "一括", row);
+            (waiting && cells.iter().any(|c| c.contains("対象 2: web-1, web-2"))).then_some(cells)
+        },
+        || {
+            format!(
+                "{}\n{:?}\nlog:\n{}",
+                describe_queue(&queue_rows(&emu)),
+                panel_row(&emu, "一括", row),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        },
+    )
+    .await;
+    assert!(
+        ran(&record).is_empty(),
+        "nothing runs before the approval: {asked:?}"
+    );
+
+    let approved = run_sheetq(&config, &["approve", &id, "--as", "lead@example.com"]).await;
+    assert!(approved.status.success(), "{}", output_text(&approved));
+    let rows = wait_rollout_ended(&emu, &log).await;
+    let rollout = rollout_row(&rows);
+    assert!(
+        rollout.state.is(State::Done) && rollout.message == "成功 2 · 失敗 0 · 中止 0",
+        "one approval ran every target's job: {}",
+        describe_queue(&rows)
+    );
+    let mut targets = ran(&record);
+    targets.sort();
+    assert_eq!(targets, ["web-1", "web-2"]);
 }
