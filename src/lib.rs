@@ -32,7 +32,9 @@
 //!   embedded spreadsheet under Google's quota, printed as a Markdown table; `fleet`, one
 //!   daemon serving many spreadsheets (`--fleet`), and its start from cold (`cold`: `init`,
 //!   then `run`, then presses); `schedule`, what a `[[schedules]]` entry costs
-//!   (`--schedule-minutes`); `figures` and `process`, what they share.
+//!   (`--schedule-minutes`); `retry`, `inputs` and `rollout` (20 jobs pressed one by one
+//!   against one rollout), each on a spreadsheet of its own; `figures` and `process`, what
+//!   they share.
 //! - [`binding`]: row bindings: the developer metadata that ties a claimed job to its queue
 //!   row, its id from the claim token, and the pure decisions of where a result may go.
 //! - [`cancel`]: stopping a job on request: the 中止要求 cell (who asked, when) and the
