@@ -717,7 +717,11 @@ pub fn rollout_job(
         args_json: f.args_json_with(&values),
         requester: requester.into(),
         panel_sheet: crate::queue::ROLLOUT_TARGET.into(),
-        flags: Vec::new(),
+        // What is pressed (and approved): its function and targets, as the 一括 panel says.
+        flags: vec![crate::rollout::scope_flag(
+            &f.label,
+            &r.targets_in(&config.catalog),
+        )],
     })
 }
 
@@ -1415,6 +1419,17 @@ impl Status {
                 } else {
                     format!(" ({})", v(&r.failed.join(", ")))
                 };
+                if r.name.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "  {} {} {}: not among the [[rollouts]] of sheetq.toml, so no daemon with this config follows it (`sheetq cancel {}` ends it)",
+                        v(&r.job_id),
+                        v(&r.label),
+                        v(&r.state),
+                        v(&r.job_id)
+                    );
+                    continue;
+                }
                 let _ = writeln!(
                     out,
                     "  {} {} {}: {} targets: {} done, {} failed{failed}, {} cancelled, {} running, {} waiting, {} not queued yet",

@@ -994,7 +994,9 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
     let done = loop {
         let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
         looks += 1;
-        if !crate::queue::is_rollout_progress(&done.message) || looks > 6 {
+        let to_come =
+            done.message.trim().is_empty() || crate::queue::is_rollout_progress(&done.message);
+        if !to_come || looks > 6 {
             break done;
         }
         tokio::time::sleep(every).await;

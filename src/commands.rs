@@ -72,6 +72,10 @@ pub struct JobSpec {
     /// handed back (`provenance`): set by the daemon from what Google let only sheetq's
     /// project write, never from the システムフラグ cell.
     pub continuation: bool,
+    /// Whether the job was approved with its rollout, whose row the daemon checked for its
+    /// approvals (`daemon/rollouts.rs`): its own 承認 cell is not asked for, its args are
+    /// checked as any press's.
+    pub approved_with_rollout: bool,
 }
 
 impl JobSpec {
@@ -718,6 +722,7 @@ impl Registry {
             requester: &spec.requester,
             args: &sheet_args,
             args_trusted: self.queue_protected && spec.continuation,
+            approved_elsewhere: self.queue_protected && spec.approved_with_rollout,
             requester_trusted: self.queue_protected,
             job_id: &spec.job_id,
             approvals: &spec.approvals,

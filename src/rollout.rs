@@ -185,6 +185,14 @@ pub fn problems(rollouts: &[RolloutDef], catalog: &Catalog) -> Vec<String> {
                 "{at}: a rollout runs over the [[targets]] of sheetq.toml, and it lists none"
             ));
         }
+        if i == 0
+            && (catalog.targets.iter()).any(|t| t.label.trim() == crate::queue::ROLLOUT_TARGET)
+        {
+            out.push(format!(
+                "[[targets]]: the label {:?} is the rollouts' panel's; give that target another",
+                crate::queue::ROLLOUT_TARGET
+            ));
+        }
         if let Some(list) = &r.targets {
             for t in list {
                 if !catalog.targets.iter().any(|d| &d.label == t) {
@@ -251,7 +259,7 @@ pub fn bulk_catalog(rollouts: &[RolloutDef], catalog: &Catalog) -> Option<Catalo
                 label: r.label().to_string(),
                 command: crate::queue::ROLLOUT_COMMAND.to_string(),
                 args,
-                flags: Vec::new(),
+                flags: vec![scope_flag(&f.label, &r.targets_in(catalog))],
                 allow: f.allow.clone(),
                 args_from_sheet: Vec::new(),
                 // Approved once for the whole rollout, by its function's approvers.
@@ -288,6 +296,20 @@ pub fn child_job_id(rollout_job_id: &str, target: &str) -> String {
     // The id's length first: no pair of texts reads as another pair.
     let name = format!("{}:{rollout_job_id}\n{target}", rollout_job_id.len());
     Uuid::new_v5(&CHILD_NAMESPACE, name.as_bytes()).to_string()
+}
+
+/// The システムフラグ of a rollout's row that says what was pressed (and approved): a
+/// digest of its function and its targets, in order (`targets=<16 hex>`). The passes queue
+/// its jobs only while the config still gives the rollout that function and those targets,
+/// so that an approval never reaches a target or a function it did not see.
+pub fn scope_flag(function: &str, targets: &[String]) -> String {
+    let canonical = serde_json::to_string(&(function, targets)).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, canonical.as_bytes());
+    let hex: String = digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("targets={hex}")
 }
 
 /// How many targets the text of a rollout's targets names before it counts the rest.
@@ -817,5 +839,18 @@ mod tests {
             "a rollout of a function with approvers is approved once, by them"
         );
         assert_eq!(bulk.functions[0].command, crate::queue::ROLLOUT_COMMAND);
+        assert_eq!(
+            bulk.functions[0].flags,
+            [scope_flag(
+                "再起動",
+                &["web-1".to_string(), "web-2".to_string()]
+            )],
+            "its row says what was pressed: the function and the targets"
+        );
+        assert_ne!(
+            scope_flag("再起動", &["web-1".to_string()]),
+            scope_flag("再起動", &["web-1".to_string(), "web-2".to_string()]),
+            "a target added since the press is seen"
+        );
     }
 }

@@ -142,6 +142,15 @@ impl Daemon {
                 })
             })
             .collect();
+        let vouched_marks: Vec<crate::provenance::Mark> = (vouched.iter())
+            .filter_map(|r| match r {
+                Request::MarkSheet { id, value, .. } => Some(crate::provenance::Mark {
+                    value: value.clone(),
+                    id: *id,
+                }),
+                _ => None,
+            })
+            .collect();
         commit.ledger.extend(vouched);
         // Last, the lease: released, or swapped to a new lease of ours that it keeps.
         let after = self.lease_after_commit(keep.is_some());
@@ -152,6 +161,8 @@ impl Daemon {
         )]);
         let sent = tokio::time::Instant::now();
         let Some(reply) = self.send_commit(&mut commit, &held).await? else {
+            // Nothing of it applied: the marks it carried are none.
+            self.served.continuations.marks.removed(&vouched_marks);
             return Ok(false);
         };
 

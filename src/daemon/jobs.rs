@@ -59,6 +59,8 @@ impl Daemon {
             approvals: row.approvals.clone(),
             continuation: claimed.continuation.as_deref() == Some(row.job_id.as_str())
                 || self.served.continuations.marks.vouches(row),
+            // A rollout's job of a function with approvers is vouched for by its mark.
+            approved_with_rollout: false,
         };
         let span = tracing::info_span!("job", job.id = ?row.job_id, target = %Logged(row.target_key()), worker = %claimed.tag);
         span.in_scope(|| info!(command = %Logged(&row.command), "claimed"));

@@ -25,6 +25,11 @@ use super::poll::Poll;
 use super::through::Through;
 use super::{Daemon, DaemonError};
 
+/// The most jobs of a rollout one commit appends (each, of a function with approvers, with
+/// a mark in the spreadsheet's developer metadata, whose room is shared): a wider wave goes
+/// on in the next pass.
+const MAX_WAVE: usize = 50;
+
 /// How a claim commit turns a rollout's own row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Turn {
@@ -77,12 +82,15 @@ fn needs_commit(row: &QueueRow, progress: &rollout::Progress, step: &Step) -> bo
 }
 
 impl Daemon {
-    /// The open rollout rows of `snapshot` (待機, 実行中) that the passes follow now:
-    /// indices. A rollout whose jobId stands on more than one row (a person copied it) is
-    /// left alone, as such a job is never claimed; of two open rollouts of one label, the
-    /// older goes first and the other waits for its end (both would take down the same
-    /// targets at once).
-    fn open_rollouts(snapshot: &crate::queue::Snapshot) -> Vec<usize> {
+    /// The open rollout rows of `snapshot` (待機, 実行中, on the 一括 target, `ready`) that
+    /// the passes follow now: indices. A rollout whose jobId stands on more than one row (a
+    /// person copied it) is left alone, as such a job is never claimed; of two open
+    /// rollouts of one label, the older goes first and the other waits for its end (both
+    /// would take down the same targets at once).
+    fn open_rollouts(
+        snapshot: &crate::queue::Snapshot,
+        ready: impl Fn(&QueueRow) -> bool,
+    ) -> Vec<usize> {
         let mut rows_per_job: std::collections::HashMap<&str, usize> = Default::default();
         for r in &snapshot.rows {
             *rows_per_job.entry(r.job_id.as_str()).or_default() += 1;
@@ -91,8 +99,10 @@ impl Daemon {
             .filter(|i| {
                 let r = &snapshot.rows[*i];
                 r.is_rollout()
+                    && r.target_key() == crate::queue::ROLLOUT_TARGET
                     && (r.state.is(State::Waiting) || r.state.is(State::Running))
                     && rows_per_job.get(r.job_id.as_str()) == Some(&1)
+                    && ready(r)
             })
             .collect();
         open.sort_by_key(|i| {
@@ -129,16 +139,26 @@ impl Daemon {
     /// Whether `poll` shows a rollout with something to do: a wave to queue, jobs to stop,
     /// an end, or progress its row does not show yet. Pure: no request.
     pub(super) fn rollouts_due(&self, poll: &Poll) -> bool {
-        Self::open_rollouts(&poll.snapshot).into_iter().any(|i| {
-            let row = &poll.snapshot.rows[i];
-            if self.awaits_approval(row) {
-                return false;
-            }
-            match self.follow(row, &poll.snapshot) {
-                Ok((progress, step)) => needs_commit(row, &progress, &step),
-                Err(_) => true,
-            }
-        })
+        let ready = |r: &QueueRow| self.ready(r);
+        Self::open_rollouts(&poll.snapshot, ready)
+            .into_iter()
+            .any(|i| {
+                let row = &poll.snapshot.rows[i];
+                match self.follow(row, &poll.snapshot) {
+                    // A wave it may not queue is no work until its last job ended: it then ends.
+                    Ok((progress, Step::Queue(targets)))
+                        if self.rollout_of(row).is_ok_and(|def| {
+                            self.blocked(row, def, &targets, Utc::now()).is_some()
+                        }) =>
+                    {
+                        progress.running + progress.waiting == 0
+                    }
+                    Ok((progress, step)) => needs_commit(row, &progress, &step),
+                    // A rollout this daemon's config does not have is another daemon's to
+                    // follow (a config being rolled out); asked to stop, it ends here.
+                    Err(_) => crate::cancel::asked(row),
+                }
+            })
     }
 
     /// The plan of rollout row `row` on `snapshot`: its progress and step; `Err`: why it
@@ -163,6 +183,56 @@ impl Daemon {
             stopped,
             snapshot,
         ))
+    }
+
+    /// Whether the passes follow rollout row `row` now: not while it waits for its
+    /// approvals (unless someone asked to stop it: it then ends), nor while its jobs would
+    /// go with sheetq's mark on a queue others may write (held, as a job of a function
+    /// with approvers is, until the queue is protected again).
+    fn ready(&self, row: &QueueRow) -> bool {
+        if crate::cancel::asked(row) {
+            return true;
+        }
+        if self.awaits_approval(row) {
+            return false;
+        }
+        let held = self
+            .rollout_of(row)
+            .is_ok_and(|def| self.jobs_vouched(def) && !self.registry.queue_protected());
+        !held
+    }
+
+    /// Why rollout row `row` may not queue its jobs on `targets` now, if so: its function
+    /// or targets are no longer what was pressed (and approved), it is not approved, or
+    /// the daemon would refuse a job of it (its function, `allow`, the args and inputs of
+    /// the press, checked for each target as the job will be; its approval is its row's).
+    fn blocked(
+        &self,
+        row: &QueueRow,
+        def: &rollout::RolloutDef,
+        targets: &[String],
+        now: DateTime<Utc>,
+    ) -> Option<String> {
+        let all = def.targets_in(self.registry.catalog());
+        let flag = rollout::scope_flag(&def.function, &all);
+        if !row.has_flag(&flag) {
+            return Some(format!(
+                "一括処理「{}」の機能か対象が押されたときと変わったため、これ以上実行しません (the function or targets of rollout {:?} changed in sheetq.toml since it was pressed; run `sheetq panels sync` and press it again)",
+                def.label(),
+                def.name
+            ));
+        }
+        let rule = self.registry.catalog().approval_rule(&row.function);
+        if !crate::approval::cleared(row, rule.as_ref()) {
+            return Some(format!(
+                "一括処理「{}」は承認されていないため実行しません (rollout {:?} runs only once approved, and its row holds no approval)",
+                def.label(),
+                def.name
+            ));
+        }
+        targets
+            .iter()
+            .find_map(|t| self.refusal_on(row, def, t, now))
     }
 
     /// Whether rollout row `row` waits for its approvals: its function has approvers, and
@@ -201,7 +271,7 @@ impl Daemon {
             .find(|r| r.label() == label)
             .ok_or_else(|| {
                 format!(
-                    "rollout {} is not among the [[rollouts]] of sheetq.toml, so nothing ran",
+                    "rollout {} is not among the [[rollouts]] of sheetq.toml: no job of it is queued any more",
                     crate::sheet_text::shown(label)
                 )
             })
@@ -241,12 +311,21 @@ impl Daemon {
         })
     }
 
-    /// Why the daemon would refuse rollout row `row`'s job on its first target, if it
-    /// would: the function, its `allow`, the args and inputs of the press, checked as each
-    /// job will be, before any is queued.
-    fn refusal_of(&self, row: &QueueRow, def: &rollout::RolloutDef) -> Option<String> {
-        let target = def.targets_in(self.registry.catalog()).into_iter().next()?;
-        let job = self.child_job(row, def, &target, Utc::now())?;
+    /// Why the daemon would refuse rollout row `row`'s job on `target`, if it would: checked
+    /// as a press of it is (its args untrusted), its approval being its rollout's.
+    fn refusal_on(
+        &self,
+        row: &QueueRow,
+        def: &rollout::RolloutDef,
+        target: &str,
+        now: DateTime<Utc>,
+    ) -> Option<String> {
+        let Some(job) = self.child_job(row, def, target, now) else {
+            return Some(format!(
+                "rollout {:?} runs function {:?}, which is not among the [[functions]] of sheetq.toml",
+                def.name, def.function
+            ));
+        };
         let spec = JobSpec {
             job_id: job.job_id,
             target: job.target,
@@ -258,8 +337,8 @@ impl Daemon {
             panel_sheet: job.panel_sheet,
             panel_row: None,
             approvals: String::new(),
-            // Approved with the rollout: sheetq's mark vouches for each job of it.
-            continuation: self.jobs_vouched(def),
+            continuation: false,
+            approved_with_rollout: true,
         };
         self.registry
             .prepare_with(&spec, Some(&self.served.listed))
@@ -279,7 +358,7 @@ impl Daemon {
         now: DateTime<Utc>,
     ) -> Result<RolloutWork, DaemonError> {
         let mut work = RolloutWork::default();
-        let open = Self::open_rollouts(&fresh.snapshot);
+        let open = Self::open_rollouts(&fresh.snapshot, |r| self.ready(r));
         if open.is_empty() {
             return Ok(work);
         }
@@ -287,22 +366,19 @@ impl Daemon {
         let mut ids: Option<std::collections::HashSet<String>> = None;
         for index in open {
             let row = fresh.snapshot.rows[index].clone();
-            if self.awaits_approval(&row) {
-                continue;
-            }
             let def = match self.rollout_of(&row) {
                 Ok(def) => def.clone(),
-                Err(why) => {
-                    work.turns.push((index, end(Finish::Error, why)));
+                // Not in this daemon's config: left to a daemon whose config has it (its
+                // jobs run on as any job), unless someone asks to stop it. `sheetq check`
+                // and `status` name it.
+                Err(why) if crate::cancel::asked(&row) => {
+                    work.turns.push((index, end(Finish::Cancelled, why)));
                     continue;
                 }
+                Err(_) => continue,
             };
-            let (mut progress, mut step) = match self.follow(&row, &fresh.snapshot) {
-                Ok(planned) => planned,
-                Err(why) => {
-                    work.turns.push((index, end(Finish::Error, why)));
-                    continue;
-                }
+            let Ok((mut progress, mut step)) = self.follow(&row, &fresh.snapshot) else {
+                continue;
             };
             if !fresh.full && whole.is_none() {
                 // The read covered the unfinished window: a job of this rollout that a sort
@@ -346,13 +422,21 @@ impl Daemon {
             }
             let running = row.state.is(State::Running);
             match step {
-                Step::Queue(targets) => {
-                    if !running && progress.unqueued.len() == progress.total {
-                        if let Some(why) = self.refusal_of(&row, &def) {
-                            info!(job.id = ?row.job_id, rollout = %def.name, reason = %Logged(&why), "a rollout refused before any of its jobs was queued");
-                            work.turns.push((index, end(Finish::Error, why)));
-                            continue;
+                Step::Queue(mut targets) => {
+                    // At most so many rows (and marks) a commit: the rest in the next.
+                    targets.truncate(MAX_WAVE);
+                    if let Some(why) = self.blocked(&row, &def, &targets, now) {
+                        let active = progress.running + progress.waiting;
+                        warn!(job.id = ?row.job_id, rollout = %def.name, reason = %Logged(&why), jobs_left = active, "a rollout queues no more jobs");
+                        if active == 0 {
+                            let message = if progress.unqueued.len() == progress.total {
+                                why
+                            } else {
+                                format!("{} · {why}", progress.end_text())
+                            };
+                            work.turns.push((index, end(Finish::Error, message)));
                         }
+                        continue;
                     }
                     let jobs: Vec<NewJob> = targets
                         .iter()
@@ -770,7 +854,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let followed: Vec<&str> = Daemon::open_rollouts(&snapshot)
+        let followed: Vec<&str> = Daemon::open_rollouts(&snapshot, |_| true)
             .into_iter()
             .map(|i| snapshot.rows[i].job_id.as_str())
             .collect();

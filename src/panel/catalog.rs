@@ -130,6 +130,9 @@ pub struct Asked<'a> {
     /// sheetq's own mark (`provenance`) on a protected queue, carries the args its command
     /// handed back.
     pub args_trusted: bool,
+    /// Whether the job's approvals were checked elsewhere, on a trusted queue: a rollout's
+    /// job, approved with its rollout. Its args are checked all the same.
+    pub approved_elsewhere: bool,
     /// Whether 依頼者 can be trusted: only on a queue only sheetq's accounts (and the owner)
     /// write. A function with `allow` runs only then.
     pub requester_trusted: bool,
@@ -412,7 +415,7 @@ impl Catalog {
         if let Some(rule) = crate::approval::Rule::of(f) {
             // A continuation step (its args trusted) goes on with work already approved:
             // only sheetq's mark makes a row one, never a cell or a flag.
-            if !asked.args_trusted {
+            if !asked.args_trusted && !asked.approved_elsewhere {
                 self.check_approved(&rule, asked)?;
             }
         }
@@ -582,6 +585,7 @@ mod tests {
             requester: "alice@example.com",
             args: &args(json),
             args_trusted: false,
+            approved_elsewhere: false,
             requester_trusted: true,
             job_id: "job-1",
             approvals: "",
@@ -637,6 +641,7 @@ mod tests {
                 requester: "",
                 args: &args("{}"),
                 args_trusted: false,
+                approved_elsewhere: false,
                 requester_trusted: false,
                 job_id: "job-1",
                 approvals: "",
@@ -721,6 +726,7 @@ mod tests {
             requester: "",
             args: &args(r#"{"month":"2026-12","step":2}"#),
             args_trusted: true,
+            approved_elsewhere: false,
             requester_trusted: true,
             job_id: "job-1",
             approvals: "",
@@ -768,6 +774,7 @@ mod tests {
                 requester,
                 args: &args("{}"),
                 args_trusted: false,
+                approved_elsewhere: false,
                 requester_trusted: true,
                 job_id: "job-1",
                 approvals: "",
@@ -817,6 +824,7 @@ mod tests {
             requester: "alice@example.com",
             args: &args("{}"),
             args_trusted: false,
+            approved_elsewhere: false,
             requester_trusted: false,
             job_id: "job-1",
             approvals: "",

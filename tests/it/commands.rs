@@ -54,6 +54,7 @@ fn spec(command: &str, args: &str) -> JobSpec {
         panel_row: Some(12),
         approvals: String::new(),
         continuation: false,
+        approved_with_rollout: false,
     }
 }
 

@@ -261,7 +261,12 @@ async fn wait_rollout_ended(emu: &sheetq::emulator::Emulator, log: &Path) -> Vec
             let rows = queue_rows(emu);
             // Its メッセージ follows the swap of its 状態 under the next lease.
             rows.iter()
-                .any(|r| r.is_rollout() && r.state.is_final() && !r.message.starts_with("実行中"))
+                .any(|r| {
+                    r.is_rollout()
+                        && r.state.is_final()
+                        && !r.message.is_empty()
+                        && !r.message.starts_with("実行中")
+                })
                 .then_some(rows)
         },
         || {
@@ -672,4 +677,38 @@ max_parallel = 2
     let mut targets = ran(&record);
     targets.sort();
     assert_eq!(targets, ["web-1", "web-2"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_whose_targets_changed_since_its_press_queues_nothing_and_says_why() {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rollouts = r#"
+[[rollouts]]
+name = "restart-web"
+function = "再起動"
+group = "web"
+max_parallel = 2
+"#;
+    let (config, record) = set_up(&emu, dir.path(), "0", rollouts).await;
+    let id = rollout_id(&config, "restart-web").await;
+    // The config gains a web server between the press and the run.
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    let grown = text.replace(
+        "[[functions]]",
+        "[[targets]]\nlabel = \"web-7\"\ngroups = [\"web\"]\n[[functions]]",
+    );
+    assert_ne!(grown, text, "the config gained web-7");
+    std::fs::write(&config, grown).unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let rows = wait_rollout_ended(&emu, &log).await;
+    let rollout = rollout_row(&rows);
+    assert_eq!(rollout.job_id, id);
+    assert!(
+        rollout.state.is(State::Error) && rollout.message.contains("changed in sheetq.toml"),
+        "what was pressed (and would be approved) is not what the config says now: {}",
+        describe_queue(&rows)
+    );
+    assert!(ran(&record).is_empty(), "no target ran");
 }
