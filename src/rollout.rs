@@ -447,10 +447,20 @@ pub fn plan(
     };
     let mut waiting_ids = Vec::new();
     let mut running_ids = Vec::new();
-    for target in targets {
+    // Waves go in the targets' order: a target whose job is missing before the last one
+    // queued had its job queued, and its row is gone (deleted): it counts as 中止 and is
+    // never queued again, for its job may have run.
+    let queued_up_to = targets
+        .iter()
+        .rposition(|t| by_id.contains_key(child_job_id(rollout_job_id, t).as_str()));
+    for (i, target) in targets.iter().enumerate() {
         let id = child_job_id(rollout_job_id, target);
         let Some(row) = by_id.get(id.as_str()) else {
-            p.unqueued.push(target.clone());
+            if queued_up_to.is_some_and(|last| i < last) {
+                p.cancelled += 1;
+            } else {
+                p.unqueued.push(target.clone());
+            }
             continue;
         };
         match &row.state {
@@ -715,6 +725,17 @@ mod tests {
         assert!(
             has_gap("r", &t, &s),
             "web-2's job was queued before web-3's: it is elsewhere"
+        );
+        let (p, step) = plan("r", &t, LIMITS, false, &s);
+        assert_eq!(
+            (p.cancelled, p.unqueued.clone()),
+            (1, vec!["web-4".to_string()]),
+            "web-2's row is gone: it counts as 中止 and is never queued again"
+        );
+        assert_eq!(
+            step,
+            Step::Queue(vec!["web-4".into()]),
+            "web-3 runs, one place is free"
         );
     }
 

@@ -712,3 +712,87 @@ max_parallel = 2
     );
     assert!(ran(&record).is_empty(), "no target ran");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_who_may_run_the_function_may_press_its_rollout_and_choose_its_inputs_as_google_enforces_it(
+) {
+    let emu = start_with_quota(Quota::scaled(50)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let record = dir.path().join("record");
+    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
+    let config_text = format!(
+        r#"intake = "poll"
+{}
+[[targets]]
+label = "web-1"
+groups = ["web"]
+[[targets]]
+label = "web-2"
+groups = ["web"]
+[[functions]]
+label = "デプロイ"
+command = "work"
+allow = ["alice@example.com"]
+inputs = [{{ name = "version", type = "choice", choices = ["1.2.3", "1.2.4"], default = "1.2.3" }}]
+[[rollouts]]
+name = "deploy-web"
+label = "web デプロイ"
+function = "デプロイ"
+group = "web"
+max_parallel = 2
+"#,
+        commands(&record, "0")
+    );
+    let (config, _, _) = protected_set_up(&emu, dir.path(), "vm-1", &config_text).await;
+    let row = (1..=20)
+        .find(|r| {
+            panel_row(&emu, "一括", *r)
+                .iter()
+                .any(|c| c == "web デプロイ")
+        })
+        .unwrap_or_else(|| panic!("the 一括 panel has the rollout's row"));
+    // Mallory, an editor of the file, tries its input value, its label and ▶: Google
+    // refuses each, as the protection `panels sync` made for alice says.
+    for col in ["M", "L", "A"] {
+        let (status, body) = person_writes(
+            &emu,
+            "mallory@example.com",
+            &format!("'一括'!{col}{row}"),
+            serde_json::json!([["1.2.4"]]),
+        )
+        .await;
+        assert_ne!(status, 200, "mallory must not write {col}{row}: {body}");
+    }
+    for (cell, value) in [
+        ("M", serde_json::json!("1.2.4")),
+        ("A", serde_json::json!(true)),
+    ] {
+        let (status, body) = person_writes(
+            &emu,
+            "alice@example.com",
+            &format!("'一括'!{cell}{row}"),
+            serde_json::json!([[value]]),
+        )
+        .await;
+        assert_eq!(status, 200, "alice may write {cell}{row}: {body}");
+    }
+    let log = dir.path().join("sheetq.log");
+    let _daemon = Binary::start(&config, &log);
+    let rows = wait_rollout_ended(&emu, &log).await;
+    let rollout = rollout_row(&rows);
+    assert!(
+        rollout.state.is(State::Done),
+        "alice's press ran: {}",
+        describe_queue(&rows)
+    );
+    for child in children(&rows, rollout) {
+        let args: serde_json::Value = serde_json::from_str(&child.args_json)
+            .unwrap_or_else(|e| panic!("{e}: {}", describe_queue(&rows)));
+        assert_eq!(
+            args,
+            serde_json::json!({ "version": "1.2.4" }),
+            "each target runs with the version only alice could choose: {}",
+            describe_queue(&rows)
+        );
+    }
+}
