@@ -621,7 +621,23 @@ pub fn job_of(
     }
     // Its inputs, checked as the daemon checks them when it admits the job; the defaults
     // filled in, so the queue row says what will run.
-    let mut given = serde_json::Map::new();
+    merged.extend(input_values(f, serde_json::Map::new(), inputs)?);
+    Ok(job(
+        &f.command,
+        serde_json::Value::Object(merged).to_string(),
+        f.flags.clone(),
+    ))
+}
+
+/// The inputs of a job of `f` from the shell: `fixed` (a rollout's), then `inputs` (each
+/// `--input`, checked by its rule), then the defaults; checked as the daemon checks them
+/// when it admits the job, so the queue row says what will run.
+fn input_values(
+    f: &crate::function::FunctionDef,
+    fixed: serde_json::Map<String, serde_json::Value>,
+    inputs: &[(String, serde_json::Value)],
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let mut given = fixed;
     for (name, value) in inputs {
         let Some(d) = f.inputs.iter().find(|d| &d.name == name) else {
             let known: Vec<&str> = f.inputs.iter().map(|d| d.name.as_str()).collect();
@@ -640,15 +656,7 @@ pub fn job_of(
             .map_err(|why| format!("--input {name}: {why}"))?;
         given.insert(name.clone(), value);
     }
-    merged.extend(
-        crate::inputs::values_of(&f.inputs, &given, None)
-            .map_err(|why| format!("--input: {why}"))?,
-    );
-    Ok(job(
-        &f.command,
-        serde_json::Value::Object(merged).to_string(),
-        f.flags.clone(),
-    ))
+    crate::inputs::values_of(&f.inputs, &given, None).map_err(|why| format!("--input: {why}"))
 }
 
 /// The row `sheetq rollout NAME` appends: the rollout's own row (command
@@ -682,34 +690,14 @@ pub fn rollout_job(
             r.name, r.function
         ));
     };
-    let mut given = r.inputs.clone();
-    for (input, value) in inputs {
-        if r.inputs.contains_key(input) {
-            return Err(format!(
-                "--input {}: rollout {:?} fixes this input in sheetq.toml; leave it out",
-                crate::sheet_text::shown(input),
-                r.name
-            ));
-        }
-        let Some(d) = f.inputs.iter().find(|d| &d.name == input) else {
-            let known: Vec<&str> = f.inputs.iter().map(|d| d.name.as_str()).collect();
-            return Err(format!(
-                "--input {}: function \"{}\" has {}",
-                crate::sheet_text::shown(input),
-                f.label,
-                if known.is_empty() {
-                    "no inputs".to_string()
-                } else {
-                    format!("the inputs {}", known.join(", "))
-                }
-            ));
-        };
-        let value = crate::inputs::value_of(d, value, None)
-            .map_err(|why| format!("--input {input}: {why}"))?;
-        given.insert(input.clone(), value);
+    if let Some((input, _)) = inputs.iter().find(|(i, _)| r.inputs.contains_key(i)) {
+        return Err(format!(
+            "--input {}: rollout {:?} fixes this input in sheetq.toml; leave it out",
+            crate::sheet_text::shown(input),
+            r.name
+        ));
     }
-    let values = crate::inputs::values_of(&f.inputs, &given, None)
-        .map_err(|why| format!("--input: {why}"))?;
+    let values = input_values(f, r.inputs.clone(), inputs)?;
     Ok(NewJob {
         target: crate::queue::ROLLOUT_TARGET.into(),
         function: r.label().into(),

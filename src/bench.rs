@@ -920,6 +920,59 @@ async fn busy_alone(
     alone.stop().await
 }
 
+/// One daemon of a bench part, run in this process on `sheets`, and the token that stops it.
+struct PartDaemon {
+    task: tokio::task::JoinHandle<Result<crate::daemon::RunReport, crate::daemon::DaemonError>>,
+    shutdown: CancellationToken,
+}
+
+impl PartDaemon {
+    /// Starts the daemon of `config` and waits (within `deadline`) until its first poll
+    /// succeeded; `what` names it in the error.
+    async fn start(
+        sheets: std::sync::Arc<dyn crate::sheets::Sheets>,
+        config: Config,
+        registry: crate::commands::Registry,
+        what: &str,
+        deadline: Duration,
+    ) -> anyhow::Result<Self> {
+        let shutdown = CancellationToken::new();
+        let observers = observers(&config);
+        let health = observers.health.clone();
+        let task = tokio::spawn(crate::daemon::run_observed(
+            sheets,
+            config,
+            registry,
+            shutdown.clone(),
+            observers,
+        ));
+        let started = Instant::now();
+        while !health.verdict().is_healthy() {
+            if started.elapsed() > deadline || task.is_finished() {
+                shutdown.cancel();
+                bail!("the {what} daemon did not complete a first poll within {deadline:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(PartDaemon { task, shutdown })
+    }
+
+    /// Whether it ended (it should not before it is stopped).
+    fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Stops it and waits for its end; `what` names it in the error.
+    async fn stop(self, what: &str) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.task
+            .await
+            .with_context(|| format!("the {what} daemon panicked"))?
+            .with_context(|| format!("the {what} daemon failed"))?;
+        Ok(())
+    }
+}
+
 /// How many of the first `jobs` queue rows are finished.
 fn finished_count(emu: &Emulator, columns: &ColumnMap, jobs: usize) -> usize {
     let state_col = a1::column_letters(columns.index(Column::State));

@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::emulator::{Emulator, EmulatorOptions, RequestRecord};
@@ -135,24 +134,8 @@ command = "echo"
     .await
     .context("cannot lay out the bench panel")?;
     let columns = super::queue_columns(&emu)?;
-    let shutdown = CancellationToken::new();
-    let observers = super::observers(&config);
-    let health = observers.health.clone();
-    let daemon = tokio::spawn(crate::daemon::run_observed(
-        sheets,
-        config,
-        registry,
-        shutdown.clone(),
-        observers,
-    ));
-    let started = Instant::now();
-    while !health.verdict().is_healthy() {
-        if started.elapsed() > deadline || daemon.is_finished() {
-            shutdown.cancel();
-            bail!("the inputs bench daemon did not complete a first poll within {deadline:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let daemon =
+        super::PartDaemon::start(sheets, config, registry, "inputs bench", deadline).await?;
     let account = super::account_email(worker);
     let mut load = PressLoad::default();
     for i in 0..PRESSES {
@@ -178,17 +161,13 @@ command = "echo"
                 break;
             }
             if ticked.elapsed() > deadline || daemon.is_finished() {
-                shutdown.cancel();
+                daemon.stop("inputs bench").await?;
                 bail!("press {} of {PANEL} did not end within {deadline:?}", i + 1);
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    shutdown.cancel();
-    daemon
-        .await
-        .context("the inputs bench daemon panicked")?
-        .context("the inputs bench daemon failed")?;
+    daemon.stop("inputs bench").await?;
     if emu
         .values(&crate::a1::range(QUEUE_SHEET, "A2:A"))
         .unwrap_or_default()

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::emulator::{Emulator, EmulatorOptions, RequestRecord};
@@ -128,24 +127,9 @@ async fn one(as_rollout: bool, deadline: Duration) -> anyhow::Result<RunLoad> {
     )
     .await?;
     let columns = super::queue_columns(&emu)?;
-    let shutdown = CancellationToken::new();
-    let observers = super::observers(&config);
-    let health = observers.health.clone();
-    let daemon = tokio::spawn(crate::daemon::run_observed(
-        sheets,
-        config.clone(),
-        registry,
-        shutdown.clone(),
-        observers,
-    ));
-    let started = Instant::now();
-    while !health.verdict().is_healthy() {
-        if started.elapsed() > deadline || daemon.is_finished() {
-            shutdown.cancel();
-            bail!("the rollout bench daemon did not complete a first poll within {deadline:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let daemon =
+        super::PartDaemon::start(sheets, config.clone(), registry, "rollout bench", deadline)
+            .await?;
     emu.clear_requests();
     let queued = Instant::now();
     if as_rollout {
@@ -188,7 +172,7 @@ async fn one(as_rollout: bool, deadline: Duration) -> anyhow::Result<RunLoad> {
             break queued.elapsed();
         }
         if queued.elapsed() > deadline || daemon.is_finished() {
-            shutdown.cancel();
+            daemon.stop("rollout bench").await?;
             bail!(
                 "the {} did not end within {deadline:?}",
                 if as_rollout {
@@ -203,11 +187,7 @@ async fn one(as_rollout: bool, deadline: Duration) -> anyhow::Result<RunLoad> {
     // The last result's write is in the log once the state says so (the emulator logs a
     // request once it answered it): count what the daemon sent until then.
     let load = count(&emu.requests(), &account, wall);
-    shutdown.cancel();
-    daemon
-        .await
-        .context("the rollout bench daemon panicked")?
-        .context("the rollout bench daemon failed")?;
+    daemon.stop("rollout bench").await?;
     let jobs = super::rows_from(&emu, &columns, 2)
         .iter()
         .filter(|r| super::text_at(r, &columns, Column::Command) == "sleep")

@@ -55,21 +55,42 @@ label = "再起動"
 command = "work"
 "#;
 
-/// The config of a daemon (`worker`) with the rollouts `rollouts` (TOML), set up as an
-/// operator does (`init`, `panels sync`); the record directory.
+/// The config of a daemon (`worker`) with the rollouts `rollouts` (TOML) over [`TARGETS`],
+/// set up as an operator does (`init`, `panels sync`, every panel opened); the record
+/// directory.
 async fn set_up(
     emu: &sheetq::emulator::Emulator,
     dir: &Path,
     seconds: &str,
     rollouts: &str,
 ) -> (std::path::PathBuf, std::path::PathBuf) {
-    let record = dir.join("record");
-    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
-    let config = format!("{}{TARGETS}{rollouts}", commands(&record, seconds));
-    let (path, _, _) = protected_set_up(emu, dir, "vm-1", &config).await;
+    let (path, record) = set_up_with(emu, dir, seconds, "", &format!("{TARGETS}{rollouts}")).await;
     let opened = run_sheetq(&path, &["panels", "sync", "--all"]).await;
     assert!(opened.status.success(), "{}", output_text(&opened));
     (path, record)
+}
+
+/// [`set_up`] with top-level `settings` (TOML lines) and a `catalog` (targets, functions
+/// and rollouts) of the test's own, no panel opened; the record directory.
+async fn set_up_with(
+    emu: &sheetq::emulator::Emulator,
+    dir: &Path,
+    seconds: &str,
+    settings: &str,
+    catalog: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let record = dir.join("record");
+    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
+    let config = format!("{settings}{}{catalog}", commands(&record, seconds));
+    let (path, _, _) = protected_set_up(emu, dir, "vm-1", &config).await;
+    (path, record)
+}
+
+/// The 1-based row of the 一括 panel that shows rollout `label`.
+fn bulk_row(emu: &sheetq::emulator::Emulator, label: &str) -> u32 {
+    (1..=20)
+        .find(|r| panel_row(emu, "一括", *r).iter().any(|c| c == label))
+        .unwrap_or_else(|| panic!("`panels sync` makes the 一括 panel with a row for {label}"))
 }
 
 /// The targets that ran, in the order they started.
@@ -98,10 +119,26 @@ fn rollout_row(rows: &[QueueRow]) -> &QueueRow {
         .unwrap_or_else(|| panic!("no rollout row: {}", describe_queue(rows)))
 }
 
-/// Starts rollout `name` in the background with `--wait`; its output when it ends.
-fn start_rollout(config: &Path, name: &str) -> tokio::task::JoinHandle<std::process::Output> {
-    let (config, name) = (config.to_path_buf(), name.to_string());
-    tokio::spawn(async move { run_sheetq(&config, &["rollout", &name, "--wait"]).await })
+/// `sheetq rollout NAME --wait`: its output once it ended (within [`WAIT`], else the queue
+/// and the daemon's `log` say where it stands).
+async fn rollout_waited(
+    emu: &sheetq::emulator::Emulator,
+    config: &Path,
+    name: &str,
+    log: &Path,
+) -> std::process::Output {
+    let (path, name) = (config.to_path_buf(), name.to_string());
+    let run = tokio::spawn(async move { run_sheetq(&path, &["rollout", &name, "--wait"]).await });
+    tokio::time::timeout(WAIT, run)
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the rollout did not end within {WAIT:?}: {}\nlog:\n{}",
+                describe_queue(&queue_rows(emu)),
+                std::fs::read_to_string(log).unwrap_or_default()
+            )
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,16 +157,7 @@ max_parallel = 2
     let log = dir.path().join("sheetq.log");
     let _daemon = Binary::start(&config, &log);
 
-    let out = tokio::time::timeout(WAIT, start_rollout(&config, "restart-web"))
-        .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "the rollout did not end within {WAIT:?}: {}\nlog:\n{}",
-                describe_queue(&queue_rows(&emu)),
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = rollout_waited(&emu, &config, "restart-web", &log).await;
     let rows = queue_rows(&emu);
     assert!(
         out.status.success(),
@@ -204,16 +232,7 @@ targets = ["web-1", "web-2", "web-3", "web-4", "web-5", "web-6"]
     let log = dir.path().join("sheetq.log");
     let _daemon = Binary::start(&config, &log);
 
-    let out = tokio::time::timeout(WAIT, start_rollout(&config, "restart-web"))
-        .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "the rollout did not end: {}\nlog:\n{}",
-                describe_queue(&queue_rows(&emu)),
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = rollout_waited(&emu, &config, "restart-web", &log).await;
     let rows = queue_rows(&emu);
     assert_eq!(
         out.status.code(),
@@ -519,8 +538,6 @@ max_parallel = 2
 async fn a_press_on_the_bulk_panel_runs_the_rollout_and_its_row_shows_the_end() {
     let emu = start_with_quota(Quota::scaled(50)).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let record = dir.path().join("record");
-    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
     let rollouts = r#"
 [[rollouts]]
 name = "restart-web"
@@ -529,27 +546,15 @@ function = "再起動"
 group = "web"
 max_parallel = 3
 "#;
-    let config = crate::daemon::binary_config_with(
+    let (config, _) = set_up_with(
         &emu,
         dir.path(),
-        "vm-1",
+        "0",
         "intake = \"poll\"\n",
-        &format!("{}{TARGETS}{rollouts}", commands(&record, "0")),
-    );
-    let operator = daemon_config(&emu, "operator", dir.path(), &[], "");
-    let sheets = client(&emu, &operator).await;
-    sheetq::admin::init(sheets.as_ref(), &operator)
-        .await
-        .unwrap_or_else(|e| panic!("sheetq init: {e}"));
-    let synced = run_sheetq(&config, &["panels", "sync"]).await;
-    assert!(synced.status.success(), "{}", output_text(&synced));
-    let row = (1..=20)
-        .find(|r| {
-            panel_row(&emu, "一括", *r)
-                .iter()
-                .any(|c| c == "web 再起動")
-        })
-        .unwrap_or_else(|| panic!("`panels sync` makes the 一括 panel with a row per rollout"));
+        &format!("{TARGETS}{rollouts}"),
+    )
+    .await;
+    let row = bulk_row(&emu, "web 再起動");
     let checked = run_sheetq(&config, &["check"]).await;
     assert!(
         !output_text(&checked).contains("一括"),
@@ -599,10 +604,7 @@ max_parallel = 3
 async fn a_rollout_of_a_function_with_approvers_is_approved_once_naming_its_targets_then_runs() {
     let emu = start_with_quota(Quota::scaled(50)).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let record = dir.path().join("record");
-    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
-    let config_text = format!(
-        r#"{}
+    let catalog = r#"
 [[targets]]
 label = "web-1"
 groups = ["web"]
@@ -619,10 +621,8 @@ label = "web 本番再起動"
 function = "本番再起動"
 group = "web"
 max_parallel = 2
-"#,
-        commands(&record, "0")
-    );
-    let (config, _, _) = protected_set_up(&emu, dir.path(), "vm-1", &config_text).await;
+"#;
+    let (config, record) = set_up_with(&emu, dir.path(), "0", "", catalog).await;
     let log = dir.path().join("sheetq.log");
     let _daemon = Binary::start(&config, &log);
     let out = run_sheetq(
@@ -632,13 +632,7 @@ max_parallel = 2
     .await;
     assert!(out.status.success(), "{}", output_text(&out));
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let row = (1..=20)
-        .find(|r| {
-            panel_row(&emu, "一括", *r)
-                .iter()
-                .any(|c| c == "web 本番再起動")
-        })
-        .unwrap_or_else(|| panic!("the 一括 panel has the rollout's row"));
+    let row = bulk_row(&emu, "web 本番再起動");
     let asked = wait_for(
         "the rollout to await its approval, naming its targets",
         WAIT,
@@ -718,11 +712,7 @@ async fn only_who_may_run_the_function_may_press_its_rollout_and_choose_its_inpu
 ) {
     let emu = start_with_quota(Quota::scaled(50)).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let record = dir.path().join("record");
-    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
-    let config_text = format!(
-        r#"intake = "poll"
-{}
+    let catalog = r#"
 [[targets]]
 label = "web-1"
 groups = ["web"]
@@ -733,24 +723,16 @@ groups = ["web"]
 label = "デプロイ"
 command = "work"
 allow = ["alice@example.com"]
-inputs = [{{ name = "version", type = "choice", choices = ["1.2.3", "1.2.4"], default = "1.2.3" }}]
+inputs = [{ name = "version", type = "choice", choices = ["1.2.3", "1.2.4"], default = "1.2.3" }]
 [[rollouts]]
 name = "deploy-web"
 label = "web デプロイ"
 function = "デプロイ"
 group = "web"
 max_parallel = 2
-"#,
-        commands(&record, "0")
-    );
-    let (config, _, _) = protected_set_up(&emu, dir.path(), "vm-1", &config_text).await;
-    let row = (1..=20)
-        .find(|r| {
-            panel_row(&emu, "一括", *r)
-                .iter()
-                .any(|c| c == "web デプロイ")
-        })
-        .unwrap_or_else(|| panic!("the 一括 panel has the rollout's row"));
+"#;
+    let (config, _) = set_up_with(&emu, dir.path(), "0", "intake = \"poll\"\n", catalog).await;
+    let row = bulk_row(&emu, "web デプロイ");
     // Mallory, an editor of the file, tries its input value, its label and ▶: Google
     // refuses each, as the protection `panels sync` made for alice says.
     for col in ["M", "L", "A"] {
