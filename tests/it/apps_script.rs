@@ -1608,3 +1608,74 @@ async fn a_press_through_code_js_takes_the_inputs_under_its_lock_and_the_daemon_
     );
     assert_eq!(args_of("一言"), json!({ "word": "once" }));
 }
+
+#[tokio::test]
+#[ignore = "needs Node.js; .ci/run runs it with --ignored"]
+async fn a_press_on_the_bulk_panel_through_code_js_starts_the_rollout_the_daemon_then_runs() {
+    let emu = start_with_quota(Quota::scaled(20)).await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = crate::daemon::binary_config_with(
+        &emu,
+        dir.path(),
+        "vm-1",
+        "intake = \"none\"\n",
+        r#"[commands.show]
+exec = ["/bin/sh", "-c", "printf '%s on %s' \"$SHEETQ_ARGS_JSON\" \"$SHEETQ_TARGET\""]
+[[targets]]
+label = "web-1"
+groups = ["web"]
+[[targets]]
+label = "web-2"
+groups = ["web"]
+[[functions]]
+label = "デプロイ"
+command = "show"
+inputs = [{ name = "version", type = "choice", choices = ["1.2.3", "1.2.4"], default = "1.2.3" }]
+[[rollouts]]
+name = "deploy-web"
+label = "web デプロイ"
+function = "デプロイ"
+group = "web"
+max_parallel = 2
+"#,
+    );
+    let synced = run_sheetq(&config, &["panels", "sync"]).await;
+    assert!(synced.status.success(), "{}", output_text(&synced));
+    let row = (1..=20)
+        .find(|r| {
+            panel_row(&emu, "一括", *r)
+                .iter()
+                .any(|c| c == "web デプロイ")
+        })
+        .unwrap_or_else(|| panic!("the 一括 panel has the rollout's row"));
+    let intake = Intake::bound_only(&emu).await;
+    set_cells(&emu, &format!("'一括'!M{row}"), json!([["1.2.4"]]));
+    let toasts = intake.tick_toasts(ALICE, "一括", &format!("A{row}")).await;
+    assert_eq!(toasts, ["受け付けました: web デプロイ（一括）"]);
+
+    let _daemon = crate::daemon::Binary::start(&config, &dir.path().join("sheetq.log"));
+    let rows = wait_queue_finished(&emu, 3, "the rollout and its two jobs to end", WAIT).await;
+    let rollout = rows.iter().find(|r| r.is_rollout()).unwrap_or_else(|| {
+        panic!(
+            "the script queued the rollout's row: {}",
+            describe_queue(&rows)
+        )
+    });
+    assert!(
+        rollout.state.is(sheetq::queue::State::Done) && rollout.requester == ALICE,
+        "{}",
+        describe_queue(&rows)
+    );
+    for target in ["web-1", "web-2"] {
+        let job = row_of(
+            &rows,
+            &sheetq::rollout::child_job_id(&rollout.job_id, target),
+        );
+        assert!(
+            job.state.is(sheetq::queue::State::Done)
+                && job.message.contains(r#""version":"1.2.4""#),
+            "{target} ran with the version picked under the script's lock: {}",
+            describe_queue(&rows)
+        );
+    }
+}
