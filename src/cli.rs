@@ -956,26 +956,48 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
+    let sheets = connect_one_shot(&config).await?;
+    queue_rollout(
+        &config,
+        sheets.as_ref(),
+        &args.name,
+        &job,
+        args.wait,
+        args.json,
+    )
+    .await
+}
+
+/// Queues the row `job` of rollout `name`, as `rollout` and `rerun` do: its jobs checked as
+/// the daemon will check the first, then appended; prints its jobId, and with `wait` its end
+/// (exit 4 for エラー or キャンセル).
+async fn queue_rollout(
+    config: &Config,
+    sheets: &dyn crate::sheets::Sheets,
+    name: &str,
+    job: &admin::NewJob,
+    wait: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     // Each target's job is the function's with these args: refused here as the daemon
     // would refuse the first.
     let (function, targets) = config
         .rollouts
         .iter()
-        .find(|r| r.name == args.name)
+        .find(|r| r.name == name)
         .map(|r| (r.function.clone(), r.targets_in(&config.catalog)))
         .unwrap_or_default();
     if let (Some(target), Some(f)) = (targets.first(), config.catalog.function(&function)) {
         let child =
             admin::NewJob::pressed(target, &f.label, &f.command, &job.args_json, &job.requester);
-        if let Some(why) = daemon_would_refuse(&config, &child)? {
+        if let Some(why) = daemon_would_refuse(config, &child)? {
             eprintln!("sheetq: rollout not started, the daemon would refuse its jobs: {why}");
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     }
-    let sheets = connect_one_shot(&config).await?;
-    let job_id = admin::enqueue(sheets.as_ref(), &config, &job).await?;
-    if !args.json || !args.wait {
-        if args.json {
+    let job_id = admin::enqueue(sheets, config, job).await?;
+    if !json || !wait {
+        if json {
             println!(
                 "{}",
                 serde_json::json!({ "job_id": job_id, "targets": targets })
@@ -984,7 +1006,7 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
             println!("{job_id}");
         }
     }
-    if !args.wait {
+    if !wait {
         return Ok(ExitCode::SUCCESS);
     }
     let every = std::time::Duration::from_secs(5);
@@ -992,7 +1014,7 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
     // follow it under the daemon's next lease: a few looks more at most.
     let mut looks = 0;
     let done = loop {
-        let done = admin::wait_finished(sheets.as_ref(), &config, &job_id, every).await?;
+        let done = admin::wait_finished(sheets, config, &job_id, every).await?;
         looks += 1;
         let to_come =
             done.message.trim().is_empty() || crate::queue::is_rollout_progress(&done.message);
@@ -1002,7 +1024,7 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         tokio::time::sleep(every).await;
     };
     let word = config.states.word(done.state);
-    if args.json {
+    if json {
         println!(
             "{}",
             serde_json::json!({
@@ -1165,6 +1187,18 @@ async fn rerun(args: RerunArgs) -> anyhow::Result<ExitCode> {
     let who = args.who.unwrap_or_else(shell_user);
     let sheets = connect_one_shot(&config).await?;
     let old = admin::history::show(sheets.as_ref(), &config, &args.job_id).await?;
+    if old.row.is_rollout() {
+        // A rollout again: the same rollout with the inputs of its press.
+        let queued = admin::history::rollout_rerun_of(&config, &old.row, &who);
+        let (name, job) = match queued {
+            Ok(queued) => queued,
+            Err(why) => {
+                eprintln!("sheetq: not queued again: {why}");
+                return Ok(ExitCode::from(EXIT_CONFIG));
+            }
+        };
+        return queue_rollout(&config, sheets.as_ref(), &name, &job, args.wait, args.json).await;
+    }
     let job = match admin::history::rerun_of(&config, &old.row, &who) {
         Ok(job) => job,
         Err(why) => {

@@ -678,6 +678,38 @@ impl Shown {
     }
 }
 
+/// The rollout `sheetq rerun` starts again for rollout row `old`: the rollout of its label
+/// as the config has it now, with the inputs `old` was pressed with (those the rollout
+/// does not fix), requested by `who`; its name and its row.
+pub fn rollout_rerun_of(
+    config: &Config,
+    old: &QueueRow,
+    who: &str,
+) -> Result<(String, super::NewJob), String> {
+    let label = crate::sheet_text::trim(&old.function);
+    let Some(r) = config.rollouts.iter().find(|r| r.label() == label) else {
+        return Err(format!(
+            "job {} is a run of rollout {}, which is not among the [[rollouts]] of sheetq.toml any more",
+            old.job_id,
+            crate::sheet_text::shown(label)
+        ));
+    };
+    let args: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&old.args_json).unwrap_or_default();
+    let inputs: Vec<(String, serde_json::Value)> = config
+        .catalog
+        .function(&r.function)
+        .map(|f| {
+            (f.inputs.iter())
+                .filter(|d| !r.inputs.contains_key(&d.name))
+                .filter_map(|d| args.get(&d.name).map(|v| (d.name.clone(), v.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let job = super::rollout_job(config, &r.name, &inputs, who)?;
+    Ok((r.name.clone(), job))
+}
+
 /// The job `sheetq rerun` queues for `old`: the same function, target and panel, with the
 /// args a job may set and its inputs taken from `old` (the rest from the config as it is
 /// now, the inputs checked by their rules as they are now), requested

@@ -598,6 +598,37 @@ max_parallel = 3
         shown.iter().any(|c| c.contains("完了")),
         "its 状態 says 完了: {shown:?}"
     );
+
+    // `sheetq rerun` of the rollout's row starts the rollout again, as a new press.
+    let again = run_sheetq(
+        &config,
+        &[
+            "rerun",
+            &rollout.job_id,
+            "--as",
+            "bob@example.com",
+            "--wait",
+        ],
+    )
+    .await;
+    assert!(
+        again.status.success() && output_text(&again).contains("完了: 成功 6 · 失敗 0 · 中止 0"),
+        "{}",
+        output_text(&again)
+    );
+    let rows = queue_rows(&emu);
+    let runs: Vec<&QueueRow> = rows.iter().filter(|r| r.is_rollout()).collect();
+    assert!(
+        runs.len() == 2 && runs[1].requester == "bob@example.com",
+        "a second rollout row, bob's: {}",
+        describe_queue(&rows)
+    );
+    assert_eq!(
+        children(&rows, runs[1]).len(),
+        6,
+        "{}",
+        describe_queue(&rows)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
