@@ -969,7 +969,6 @@ pub struct StatusRollout {
 fn status_rollouts(
     snapshot: &queue::Snapshot,
     config: &Config,
-    states: &crate::queue::StateWords,
     limit: usize,
 ) -> Vec<StatusRollout> {
     let mut rows: Vec<&queue::QueueRow> = snapshot.rows.iter().filter(|r| r.is_rollout()).collect();
@@ -994,7 +993,7 @@ fn status_rollouts(
                 name: def.map(|d| d.name.clone()).unwrap_or_default(),
                 label,
                 state: match &r.state {
-                    queue::RowState::Known(s) => states.word(*s).to_string(),
+                    queue::RowState::Known(s) => config.states.word(*s).to_string(),
                     queue::RowState::Unknown(t) => t.clone(),
                 },
                 targets: progress.total,
@@ -1178,7 +1177,7 @@ pub async fn status(sheets: &dyn Sheets, config: &Config) -> Result<Status, Admi
         oldest_waiting,
         awaiting_approval,
         recent_failures: view.recent_failures(&snapshot, 5),
-        rollouts: status_rollouts(&snapshot, config, &config.states, 5),
+        rollouts: status_rollouts(&snapshot, config, 5),
         archive: status_archive(&meta, &worker, config),
         lease,
         outbox_pending,

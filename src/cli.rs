@@ -891,23 +891,32 @@ fn would(report: &str) -> String {
         .collect()
 }
 
-/// `sheetq enqueue [--wait]`: refuses what the daemon would refuse, appends the row, and
-/// with `--wait` waits for the outcome (exit 4 for エラー or タイムアウト).
-async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
-    let config = args.config.load()?;
+/// The `--input NAME=VALUE` options, each value a text the input's rule reads; `None` (said
+/// on stderr, with `not_done` first) for one that is not NAME=VALUE.
+fn given_inputs(given: &[String], not_done: &str) -> Option<Vec<(String, serde_json::Value)>> {
     let mut inputs = Vec::new();
-    for given in &args.inputs {
+    for given in given {
         let Some((name, value)) = given.split_once('=') else {
             eprintln!(
-                "sheetq: not enqueued: --input {given:?} must be NAME=VALUE, e.g. --input version=1.2.4"
+                "sheetq: {not_done}: --input {given:?} must be NAME=VALUE, e.g. --input version=1.2.4"
             );
-            return Ok(ExitCode::from(EXIT_CONFIG));
+            return None;
         };
         inputs.push((
             name.trim().to_string(),
             serde_json::Value::String(value.to_string()),
         ));
     }
+    Some(inputs)
+}
+
+/// `sheetq enqueue [--wait]`: refuses what the daemon would refuse, appends the row, and
+/// with `--wait` waits for the outcome (exit 4 for エラー or タイムアウト).
+async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let Some(inputs) = given_inputs(&args.inputs, "not enqueued") else {
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    };
     let job = match admin::job_of(
         &config,
         &args.target,
@@ -936,19 +945,9 @@ async fn enqueue(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
 /// キャンセル).
 async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load()?;
-    let mut inputs = Vec::new();
-    for given in &args.inputs {
-        let Some((name, value)) = given.split_once('=') else {
-            eprintln!(
-                "sheetq: rollout not started: --input {given:?} must be NAME=VALUE, e.g. --input version=1.2.4"
-            );
-            return Ok(ExitCode::from(EXIT_CONFIG));
-        };
-        inputs.push((
-            name.trim().to_string(),
-            serde_json::Value::String(value.to_string()),
-        ));
-    }
+    let Some(inputs) = given_inputs(&args.inputs, "rollout not started") else {
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    };
     let job = match admin::rollout_job(&config, &args.name, &inputs, &args.requester) {
         Ok(job) => job,
         Err(why) => {

@@ -475,6 +475,14 @@ pub enum RowState {
 }
 
 impl RowState {
+    /// The state, when it is one of the configured words.
+    pub fn known(&self) -> Option<State> {
+        match self {
+            RowState::Known(s) => Some(*s),
+            RowState::Unknown(_) => None,
+        }
+    }
+
     pub fn is(&self, state: State) -> bool {
         *self == RowState::Known(state)
     }

@@ -14,7 +14,7 @@ use crate::binding;
 use crate::commands::JobSpec;
 use crate::outbox::Finish;
 use crate::panel::NewJob;
-use crate::queue::{Column, QueueRow, RowState, State, ROLLOUT_FLAG};
+use crate::queue::{Column, QueueRow, State, ROLLOUT_FLAG};
 use crate::rollout::{self, Limits, Step};
 use crate::sheet_text::Logged;
 use crate::sheets::{Cell, Request, ValueRange};
@@ -148,7 +148,7 @@ impl Daemon {
                     // A wave it may not queue is no work until its last job ended: it then ends.
                     Ok((progress, Step::Queue(targets)))
                         if self.rollout_of(row).is_ok_and(|def| {
-                            self.blocked(row, def, &targets, Utc::now()).is_some()
+                            self.wave(row, def, &targets, Utc::now()).is_err()
                         }) =>
                     {
                         progress.running + progress.waiting == 0
@@ -202,21 +202,22 @@ impl Daemon {
         !held
     }
 
-    /// Why rollout row `row` may not queue its jobs on `targets` now, if so: its function
-    /// or targets are no longer what was pressed (and approved), it is not approved, or
-    /// the daemon would refuse a job of it (its function, `allow`, the args and inputs of
-    /// the press, checked for each target as the job will be; its approval is its row's).
-    fn blocked(
+    /// The jobs of rollout row `row` on `targets`, each checked; `Err`: why it may not queue
+    /// them now: its function or targets are no longer what was pressed (and approved), it
+    /// is not approved, or the daemon would refuse a job of it (its function, `allow`, the
+    /// args and inputs of the press, checked for each target as the job will be; its
+    /// approval is its row's).
+    fn wave(
         &self,
         row: &QueueRow,
         def: &rollout::RolloutDef,
         targets: &[String],
         now: DateTime<Utc>,
-    ) -> Option<String> {
+    ) -> Result<Vec<NewJob>, String> {
         let all = def.targets_in(self.registry.catalog());
         let flag = rollout::scope_flag(&def.function, &all);
         if !row.has_flag(&flag) {
-            return Some(format!(
+            return Err(format!(
                 "一括処理「{}」の機能か対象が押されたときと変わったため、これ以上実行しません (the function or targets of rollout {:?} changed in sheetq.toml since it was pressed; run `sheetq panels sync` and press it again)",
                 def.label(),
                 def.name
@@ -224,15 +225,26 @@ impl Daemon {
         }
         let rule = self.registry.catalog().approval_rule(&row.function);
         if !crate::approval::cleared(row, rule.as_ref()) {
-            return Some(format!(
+            return Err(format!(
                 "一括処理「{}」は承認されていないため実行しません (rollout {:?} runs only once approved, and its row holds no approval)",
                 def.label(),
                 def.name
             ));
         }
-        targets
-            .iter()
-            .find_map(|t| self.refusal_on(row, def, t, now))
+        let mut jobs = Vec::with_capacity(targets.len());
+        for target in targets {
+            let Some(job) = self.child_job(row, def, target, now) else {
+                return Err(format!(
+                    "rollout {:?} runs function {:?}, which is not among the [[functions]] of sheetq.toml",
+                    def.name, def.function
+                ));
+            };
+            if let Some(why) = self.refusal_of(&job) {
+                return Err(why);
+            }
+            jobs.push(job);
+        }
+        Ok(jobs)
     }
 
     /// Whether rollout row `row` waits for its approvals: its function has approvers, and
@@ -311,30 +323,18 @@ impl Daemon {
         })
     }
 
-    /// Why the daemon would refuse rollout row `row`'s job on `target`, if it would: checked
-    /// as a press of it is (its args untrusted), its approval being its rollout's.
-    fn refusal_on(
-        &self,
-        row: &QueueRow,
-        def: &rollout::RolloutDef,
-        target: &str,
-        now: DateTime<Utc>,
-    ) -> Option<String> {
-        let Some(job) = self.child_job(row, def, target, now) else {
-            return Some(format!(
-                "rollout {:?} runs function {:?}, which is not among the [[functions]] of sheetq.toml",
-                def.name, def.function
-            ));
-        };
+    /// Why the daemon would refuse `job`, a rollout's job, if it would: checked as a press of
+    /// it is (its args untrusted), its approval being its rollout's.
+    fn refusal_of(&self, job: &NewJob) -> Option<String> {
         let spec = JobSpec {
-            job_id: job.job_id,
-            target: job.target,
-            function: job.function,
-            requester: job.requester,
-            command: job.command,
-            args_json: job.args_json,
+            job_id: job.job_id.clone(),
+            target: job.target.clone(),
+            function: job.function.clone(),
+            requester: job.requester.clone(),
+            command: job.command.clone(),
+            args_json: job.args_json.clone(),
             flags: Vec::new(),
-            panel_sheet: job.panel_sheet,
+            panel_sheet: job.panel_sheet.clone(),
             panel_row: None,
             approvals: String::new(),
             continuation: false,
@@ -425,23 +425,22 @@ impl Daemon {
                 Step::Queue(mut targets) => {
                     // At most so many rows (and marks) a commit: the rest in the next.
                     targets.truncate(MAX_WAVE);
-                    if let Some(why) = self.blocked(&row, &def, &targets, now) {
-                        let active = progress.running + progress.waiting;
-                        warn!(job.id = ?row.job_id, rollout = %def.name, reason = %Logged(&why), jobs_left = active, "a rollout queues no more jobs");
-                        if active == 0 {
-                            let message = if progress.unqueued.len() == progress.total {
-                                why
-                            } else {
-                                format!("{} · {why}", progress.end_text())
-                            };
-                            work.turns.push((index, end(Finish::Error, message)));
+                    let jobs = match self.wave(&row, &def, &targets, now) {
+                        Ok(jobs) => jobs,
+                        Err(why) => {
+                            let active = progress.running + progress.waiting;
+                            warn!(job.id = ?row.job_id, rollout = %def.name, reason = %Logged(&why), jobs_left = active, "a rollout queues no more jobs");
+                            if active == 0 {
+                                let message = if progress.unqueued.len() == progress.total {
+                                    why
+                                } else {
+                                    format!("{} · {why}", progress.end_text())
+                                };
+                                work.turns.push((index, end(Finish::Error, message)));
+                            }
+                            continue;
                         }
-                        continue;
-                    }
-                    let jobs: Vec<NewJob> = targets
-                        .iter()
-                        .filter_map(|t| self.child_job(&row, &def, t, now))
-                        .collect();
+                    };
                     let rows: Vec<Vec<Cell>> = jobs
                         .iter()
                         .map(|j| {
@@ -603,7 +602,7 @@ impl Daemon {
         let mut out = Vec::new();
         for (index, turn) in turns {
             let row = &fresh.snapshot.rows[*index];
-            let Some(from) = known(&row.state) else {
+            let Some(from) = row.state.known() else {
                 continue;
             };
             let (token, binding_id) = binding::new_token();
@@ -648,14 +647,6 @@ impl Daemon {
             });
         }
         out
-    }
-}
-
-/// The state a row is in, when it is one of the configured words.
-fn known(state: &RowState) -> Option<State> {
-    match state {
-        RowState::Known(s) => Some(*s),
-        RowState::Unknown(_) => None,
     }
 }
 
@@ -704,7 +695,7 @@ pub(super) fn settle(turns: Vec<Turning>, read: &ReadBack) -> Vec<Effect> {
             Landing::Moved { at, hit } => {
                 warn!(job.id = ?hit, planned = ?row.job_id, "the queue moved during a rollout's turn; putting the row that was hit back");
                 effects.push(Effect::RowsMoved);
-                if let Some(from) = known(&row.state) {
+                if let Some(from) = row.state.known() {
                     effects.push(Effect::Undo {
                         row: at,
                         from: turn.state(),
@@ -726,6 +717,7 @@ pub(super) fn settle(turns: Vec<Turning>, read: &ReadBack) -> Vec<Effect> {
 mod tests {
     use super::super::ledger::tests::{reply_of, Entry, Fixture};
     use super::*;
+    use crate::queue::RowState;
 
     fn turning(f: &mut Fixture, row: u32, job: &str, from: State, turn: Turn) -> Turning {
         Turning {

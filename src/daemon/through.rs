@@ -344,10 +344,7 @@ impl Daemon {
             .map(|(_, v)| self.config.states.parse(&crate::queue::cell_text(v)));
         let state = match state_written {
             Some(written) => written,
-            None => match before.state {
-                crate::queue::RowState::Known(s) => Some(s),
-                crate::queue::RowState::Unknown(_) => None,
-            },
+            None => before.state.known(),
         };
         Through {
             id: t.id,
